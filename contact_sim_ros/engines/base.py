@@ -1,0 +1,167 @@
+"""The contact-engine interface: one abstract base, one input type, one result type.
+
+Learned from Drake's DiscreteUpdateManager / SapDriver (public non-virtual entry point that validates once and
+calls a protected override) and MuJoCo's interchangeable solvers.
+
+The simulator assembles ``StepInputs`` once per step (kinematics, dynamics terms, contact query) and calls
+``engine.step(inputs)``. The engine returns the generalized velocity at the end of the step; the simulator
+integrates the configuration on the manifold, q_next = integrate(q, dt * v_next), unless the engine sets
+``q_next`` itself.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError, EngineError
+from ..geometry.contact_set import ContactSet
+from ..model.multibody_model import MultibodyModel
+
+
+class SolverStatus(enum.Enum):
+    CONVERGED = "converged"
+    MAX_ITERATIONS = "max_iterations"   # iteration limit reached before the convergence criterion
+    FAILED = "failed"                   # numerical failure (singular system, non-finite values, LCP ray ...)
+    INFEASIBLE = "infeasible"           # the problem has no solution (e.g. MIQP infeasible)
+
+    @property
+    def ok(self) -> bool:
+        return self is SolverStatus.CONVERGED
+
+
+@dataclass
+class SolverStats:
+    status: SolverStatus = SolverStatus.CONVERGED
+    iterations: int = 0
+    residual: float = 0.0          # engine-specific convergence measure at exit (documented per engine)
+    solve_time_s: float = 0.0      # wall time of the engine's step (s)
+    message: str = ""              # human-readable cause on failure
+
+
+@dataclass
+class Actuation:
+    """Joint actuation for the step, per generalized velocity (nv,). Free-body dofs have zeros.
+
+    The actuation force as a function of the end-of-step velocity v (implicit PD, as Drake does):
+        tau(v) = clip(effort + kp * (position_error - dt * v) + kd * (velocity_target - v),
+                      -effort_limit, effort_limit)
+    with position_error = q_target - q at the start of the step (rad or m). Units: effort N*m or N, kp N*m/rad
+    or N/m, kd N*m*s/rad or N*s/m.
+    """
+
+    effort: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+    position_error: np.ndarray
+    velocity_target: np.ndarray
+    effort_limit: np.ndarray
+
+    @classmethod
+    def zeros(cls, nv: int) -> "Actuation":
+        return cls(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.full(nv, np.inf))
+
+    def force(self, v: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """(tau, dtau_dv) at end-of-step velocity v; dtau_dv is the diagonal of d tau / d v (<= 0)."""
+        raw = self.effort + self.kp * (self.position_error - dt * v) + self.kd * (self.velocity_target - v)
+        tau = np.clip(raw, -self.effort_limit, self.effort_limit)
+        unsaturated = np.abs(raw) < self.effort_limit
+        return tau, np.where(unsaturated, -(dt * self.kp + self.kd), 0.0)
+
+
+@dataclass(eq=False)
+class StepInputs:
+    """Everything an engine needs for one step from (t, q, v) to t + dt. Arrays are owned by the simulator:
+    engines must not modify them (copy if needed)."""
+
+    t: float                        # s, time at the start of the step
+    dt: float                       # s
+    q: np.ndarray                   # (nq,)
+    v: np.ndarray                   # (nv,)
+    mass_matrix: np.ndarray         # (nv, nv) M(q), symmetric positive definite
+    generalized_force: np.ndarray   # (nv,) explicit forces: -C(q,v)v - g(q) + J^T f_ext (N or N*m)
+    gravity_force: np.ndarray       # (nv,) g(q): generalized gravity (already inside generalized_force)
+    joint_damping: np.ndarray       # (nv,) viscous damping to apply implicitly: tau = -damping * v
+    actuation: Actuation
+    contacts: ContactSet
+
+
+@dataclass(eq=False)
+class StepResult:
+    """What every engine returns. N = inputs.contacts.size."""
+
+    v_next: np.ndarray                    # (nv,) generalized velocity at t + dt
+    contact_impulse: np.ndarray           # (N, 3) N*s in the contact frame (t1, t2, n), acting on B
+    generalized_contact_force: np.ndarray  # (nv,) J^T gamma / dt, average over the step (N or N*m)
+    actuation_force: np.ndarray           # (nv,) actuation applied over the step (N or N*m)
+    stats: SolverStats = field(default_factory=SolverStats)
+    q_next: np.ndarray | None = None      # set only by engines that update q themselves (quasistatic)
+
+
+class ContactEngine(abc.ABC):
+    """Base class of all contact engines.
+
+    Subclasses set ``name`` and ``Options`` (a dataclass of engine parameters with defaults) and implement
+    ``_do_step``. An engine instance belongs to one simulator: it may keep per-step scratch arrays and state
+    carried across steps (e.g. the previous normal impulses); ``reset()`` clears that state.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    @dataclass
+    class Options:
+        pass
+
+    def __init__(self, model: MultibodyModel, options: "ContactEngine.Options | dict | None" = None):
+        self.model = model
+        self.options = self.make_options(options)
+
+    @classmethod
+    def make_options(cls, options) -> Any:
+        """Options dataclass from None, a dict (validated: unknown keys listed) or an Options instance."""
+        if options is None:
+            return cls.Options()
+        if isinstance(options, cls.Options):
+            return options
+        if not isinstance(options, dict):
+            raise ConfigError(f"engine {cls.name!r}: options must be a mapping, got {type(options).__name__}")
+        valid = {f.name: f for f in fields(cls.Options)}
+        unknown = set(options) - set(valid)
+        if unknown:
+            raise ConfigError(f"engine {cls.name!r}: unknown option(s) {sorted(unknown)}; "
+                              f"valid options: {sorted(valid)}")
+        try:
+            return cls.Options(**options)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"engine {cls.name!r}: invalid options: {exc}") from None
+
+    def reset(self) -> None:
+        """Forget state carried across steps."""
+
+    def step(self, inputs: StepInputs) -> StepResult:
+        """Advance one step. Checks sizes once, times the solve, and guarantees a finite result or a
+        non-OK status (never a silent NaN)."""
+        nv = self.model.nv
+        if inputs.v.shape != (nv,) or inputs.mass_matrix.shape != (nv, nv):
+            raise EngineError(f"engine {self.name!r}: state sizes do not match the model (nv = {nv})")
+        if inputs.contacts.jacobian.shape != (3 * inputs.contacts.size, nv):
+            raise EngineError(f"engine {self.name!r}: contact Jacobian has shape "
+                              f"{inputs.contacts.jacobian.shape}, expected {(3 * inputs.contacts.size, nv)}")
+        start = time.perf_counter()
+        result = self._do_step(inputs)
+        result.stats.solve_time_s = time.perf_counter() - start
+        if result.stats.status.ok and not (np.all(np.isfinite(result.v_next))
+                                           and np.all(np.isfinite(result.contact_impulse))):
+            result.stats.status = SolverStatus.FAILED
+            result.stats.message = "non-finite velocity or impulse"
+        return result
+
+    @abc.abstractmethod
+    def _do_step(self, inputs: StepInputs) -> StepResult:
+        """Engine-specific step; called only with validated inputs."""

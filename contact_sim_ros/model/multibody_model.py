@@ -1,0 +1,107 @@
+"""The immutable multibody model of a whole scene: robot + free objects + static environment.
+
+Everything lives in ONE Pinocchio model so that the state is one (q, v) pair and the mass matrix is one
+block-diagonal matrix (one block per kinematic tree, see ``tree_velocity_slices``):
+
+* the robot's joints hang off the universe at the robot's base pose (fixed base);
+* every free object is a free-flyer joint (nq 7: xyz + quaternion xyzw, nv 6: linear + angular velocity in
+  the body's LOCAL frame, Pinocchio's convention) hanging off the universe;
+* static environment geometry (ground, table, walls) is attached to the universe joint (index 0).
+
+The model is built once by ``contact_sim_ros.model.loader`` and never changed while stepping; per-step
+scratch lives in Pinocchio ``Data`` objects owned by the simulator and the engines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+
+@dataclass(frozen=True)
+class MimicJoint:
+    """A URDF ``<mimic>`` joint: q_mimic = multiplier * q_primary + offset (not a degree of freedom)."""
+
+    name: str
+    primary: str
+    multiplier: float
+    offset: float
+
+
+@dataclass(frozen=True)
+class FreeBody:
+    """A free-floating object of the scene (one free-flyer joint)."""
+
+    name: str
+    joint_id: int          # Pinocchio joint index
+    frame_name: str        # its body frame (= the object's root link name)
+    q_slice: slice         # 7 entries: position (m) + quaternion (x, y, z, w)
+    v_slice: slice         # 6 entries: linear (m/s) + angular (rad/s) velocity, body LOCAL frame
+    mass: float            # kg
+
+
+@dataclass(frozen=True, eq=False)
+class MultibodyModel:
+    """Immutable scene model. Array fields are read-only numpy arrays.
+
+    Joint-space arrays indexed by velocity index have length ``nv``; arrays indexed by actuated joint have
+    length ``len(joint_names)`` and map to velocities through ``joint_v_index``.
+    """
+
+    pin_model: pin.Model
+    collision_model: pin.GeometryModel
+    source: str                          # where it came from (file path or '<string>'), for messages
+
+    # Actuated 1-dof joints of the robot (revolute, continuous, prismatic), in velocity order.
+    joint_names: tuple[str, ...]
+    joint_q_index: np.ndarray            # (nj,) int: index into q
+    joint_v_index: np.ndarray            # (nj,) int: index into v
+    position_lower: np.ndarray           # (nj,) rad or m (-inf for continuous joints)
+    position_upper: np.ndarray           # (nj,) rad or m (+inf for continuous joints)
+    velocity_limit: np.ndarray           # (nj,) rad/s or m/s (inf if unknown)
+    effort_limit: np.ndarray             # (nj,) N*m or N (inf if unknown)
+    mimic_joints: tuple[MimicJoint, ...]
+
+    # Per generalized velocity (nv,)
+    joint_damping: np.ndarray            # viscous damping, N*m*s/rad or N*s/m (applied implicitly)
+    joint_friction: np.ndarray           # Coulomb joint friction, N*m or N
+    actuated: np.ndarray                 # bool: True for robot joint dofs, False for free-body dofs
+
+    free_bodies: tuple[FreeBody, ...]
+    tree_velocity_slices: tuple[slice, ...]   # block-diagonal structure of M: one slice per tree
+
+    # Collision geometry (G geometries, P candidate pairs)
+    geometry_names: tuple[str, ...]
+    geometry_parent_joint: np.ndarray    # (G,) int Pinocchio joint index (0 = static world)
+    geometry_stiffness: np.ndarray       # (G,) N/m
+    geometry_dissipation: np.ndarray     # (G,) s/m (Hunt & Crossley)
+    geometry_friction: np.ndarray        # (G,)
+    geometry_restitution: np.ndarray     # (G,)
+    collision_pairs: np.ndarray          # (P, 2) int geometry indices (a < b), after filtering
+
+    gravity: np.ndarray                  # (3,) m/s^2, world frame
+
+    @property
+    def nq(self) -> int:
+        return self.pin_model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.pin_model.nv
+
+    def joint_index(self, name: str) -> int:
+        """Index of an actuated joint in ``joint_names`` (ModelError listing the joints if unknown)."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            from ..errors import ModelError, unknown_choice
+            raise ModelError(f"{self.source}: " + unknown_choice("joint", name, self.joint_names)) from None
+
+    def free_body(self, name: str) -> FreeBody:
+        for body in self.free_bodies:
+            if body.name == name:
+                return body
+        from ..errors import ModelError, unknown_choice
+        raise ModelError(f"{self.source}: " + unknown_choice("free body", name, [b.name for b in self.free_bodies]))
