@@ -113,6 +113,9 @@ class ContactEngine(abc.ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    # False for quasistatic engines (state = configuration only, velocity-commanded actuated dofs): they are
+    # exempt from the dynamic conformance tests (energy, free fall) and get their own.
+    dynamic: ClassVar[bool] = True
 
     @dataclass
     class Options:
