@@ -1,0 +1,132 @@
+"""Lemke's method on textbook, random P-matrix, degenerate and infeasible LCPs."""
+
+import numpy as np
+import pytest
+
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.solvers import LCPStatus, LemkeSolver, lemke
+
+
+def assert_lcp_solution(M, q, result, tol=1e-9):
+    assert result.status is LCPStatus.SOLVED, result.message
+    z = result.z
+    w = M @ z + q
+    scale = max(1.0, np.max(np.abs(q)))
+    assert np.all(z >= -tol * scale)
+    assert np.all(w >= -tol * scale)
+    assert np.max(np.abs(z * w)) <= tol * scale * max(1.0, np.max(np.abs(z)))
+
+
+def test_trivial_q_nonnegative_gives_zero():
+    M = np.array([[2.0, 1.0], [1.0, 2.0]])
+    result = lemke(M, np.array([1.0, 0.0]))
+    assert result.status is LCPStatus.SOLVED and result.pivots == 0
+    np.testing.assert_array_equal(result.z, 0.0)
+
+
+def test_murty_textbook_example():
+    # Murty (1988), the lower-triangular matrices M_n (1 on the diagonal, 2 below) - unique solution
+    M = np.array([[1.0, 0.0, 0.0], [2.0, 1.0, 0.0], [2.0, 2.0, 1.0]])
+    q = np.array([-8.0, -12.0, -14.0])
+    result = lemke(M, q)
+    assert_lcp_solution(M, q, result)
+    np.testing.assert_allclose(result.z, [8.0, 0.0, 0.0], atol=1e-12)
+
+
+def test_2x2_example_with_known_solution():
+    # w = M z + q with M = [[2, 1], [0, 2]], q = [-1, -2]: z = (0, 1), w = (0, 0)
+    M = np.array([[2.0, 1.0], [0.0, 2.0]])
+    q = np.array([-1.0, -2.0])
+    result = lemke(M, q)
+    assert_lcp_solution(M, q, result)
+    np.testing.assert_allclose(result.z, [0.0, 1.0], atol=1e-12)
+
+
+def test_ray_termination_on_infeasible_lcp():
+    # w2 = -2 z2 - 2 < 0 for every z2 >= 0: infeasible, Lemke must end on a ray (not loop, not NaN)
+    M = np.array([[2.0, -1.0], [0.0, -2.0]])
+    q = np.array([-1.0, -2.0])
+    result = lemke(M, q)
+    assert result.status is LCPStatus.RAY_TERMINATION
+    assert "ray" in result.message
+    assert np.all(np.isfinite(result.z))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_p_matrix_lcps(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    A = rng.normal(size=(n, n))
+    # P-matrix: positive definite (non-symmetric) part
+    M = A @ A.T + 0.1 * np.eye(n) + (A - A.T) * 0.5
+    q = rng.normal(size=n) * 3.0
+    result = lemke(M, q)
+    assert_lcp_solution(M, q, result)
+    assert result.complementarity_error < 1e-9 * max(1.0, np.max(np.abs(result.z)))
+
+
+def test_p_matrix_solution_is_unique_and_matches_active_set_solve():
+    rng = np.random.default_rng(7)
+    n = 12
+    A = rng.normal(size=(n, n))
+    M = A @ A.T + np.eye(n)
+    q = rng.normal(size=n)
+    z = lemke(M, q).z
+    active = z > 1e-12
+    # on the active set w = 0: M_AA z_A = -q_A
+    np.testing.assert_allclose(np.linalg.solve(M[np.ix_(active, active)], -q[active]), z[active], atol=1e-10)
+
+
+def test_degenerate_redundant_contacts():
+    """Four coplanar normal contacts of one box (rank-3 Delassus matrix) with equal q: every ratio test ties
+    and the basis is degenerate; the lexicographic rule must still finish with a valid solution."""
+    m, a = 2.0, 0.1
+    corners = np.array([[a, a], [a, -a], [-a, a], [-a, -a]])
+    # normal rows of the contact Jacobian for a box with (vz, wx, wy) dofs, inertia 1/6 m (2a)^2
+    J = np.column_stack([np.ones(4), corners[:, 1], -corners[:, 0]])
+    inertia = np.diag([m, m * (2 * a) ** 2 / 6, m * (2 * a) ** 2 / 6])
+    M = J @ np.linalg.solve(inertia, J.T)
+    assert np.linalg.matrix_rank(M) == 3
+    q = np.full(4, -1.0)   # all corners approaching at 1 m/s
+    result = lemke(M, q)
+    assert_lcp_solution(M, q, result)
+    # total impulse stops the box: sum z = m * 1 m/s
+    np.testing.assert_allclose(result.z.sum(), m * 1.0, rtol=1e-9)
+
+
+def test_degenerate_zero_entries_in_q():
+    M = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 2.0], [2.0, 0.0, 1.0]])
+    q = np.array([0.0, -1.0, -1.0])
+    result = lemke(M, q)
+    assert_lcp_solution(M, q, result)
+
+
+def test_pivot_limit_reported():
+    rng = np.random.default_rng(11)
+    n = 30
+    A = rng.normal(size=(n, n))
+    M = A @ A.T + np.eye(n)
+    q = -np.abs(rng.normal(size=n))
+    full = LemkeSolver().solve(M, q)
+    assert_lcp_solution(M, q, full)
+    assert full.pivots > 5
+    limited = LemkeSolver(max_pivots=5).solve(M, q)
+    assert limited.status is LCPStatus.MAX_PIVOTS
+    assert "pivot limit" in limited.message
+
+
+def test_bad_input_names_the_problem():
+    with pytest.raises(ConfigError, match="shape"):
+        lemke(np.eye(3), np.ones(2))
+    with pytest.raises(ConfigError, match="pivot_tol"):
+        LemkeSolver(pivot_tol=0.0)
+
+
+def test_solver_reuses_scratch_between_sizes():
+    solver = LemkeSolver()
+    rng = np.random.default_rng(3)
+    for n in (5, 5, 9, 5):
+        A = rng.normal(size=(n, n))
+        M = A @ A.T + np.eye(n)
+        q = rng.normal(size=n)
+        assert_lcp_solution(M, q, solver.solve(M, q))
