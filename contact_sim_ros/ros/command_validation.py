@@ -1,0 +1,286 @@
+"""Validation of joint commands arriving over ROS (pure numpy: no rclpy, unit-testable without DDS).
+
+Every command kind the node accepts is turned into a :class:`JointCommand` (targets by actuated-joint index)
+or a :class:`JointTrajectory` (time-parameterised targets), or rejected with :class:`CommandRejected`, whose
+``kind`` is one of :data:`REJECTION_KINDS` (counted per kind in the node's diagnostics).
+
+Rules (the simulation never stops for a bad message):
+
+* unknown joint names, a field whose length differs from the joint list, NaN/Inf values, an empty command,
+  duplicated joint names and trajectories whose times do not strictly increase are rejected as a whole;
+* position targets outside the joint limits are clamped to the limits; velocity targets beyond the velocity
+  limit and efforts beyond the effort limit are clamped to +-limit; each clamp is reported in
+  ``JointCommand.clamped`` so that the node can warn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ConfigError
+
+#: Rejection kinds, in the order the diagnostics list them.
+REJECTION_KINDS = ("unknown_joint", "wrong_length", "non_finite", "empty", "duplicate_joint", "bad_trajectory")
+
+
+class CommandRejected(ConfigError):
+    """A command message that cannot be applied; ``kind`` is one of REJECTION_KINDS."""
+
+    def __init__(self, kind: str, message: str):
+        assert kind in REJECTION_KINDS, kind
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class JointLimits:
+    """Limits of the actuated joints, in ``MultibodyModel.joint_names`` order (rad, rad/s, N*m or m, m/s, N)."""
+
+    names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+
+    @classmethod
+    def from_model(cls, model) -> "JointLimits":
+        return cls(tuple(model.joint_names), np.asarray(model.position_lower, float),
+                   np.asarray(model.position_upper, float), np.asarray(model.velocity_limit, float),
+                   np.asarray(model.effort_limit, float))
+
+    def __post_init__(self):
+        object.__setattr__(self, "_index", {name: i for i, name in enumerate(self.names)})
+
+    def indices(self, names, source: str) -> np.ndarray:
+        """Indices of ``names`` (CommandRejected 'unknown_joint' listing the valid joints, or 'duplicate_joint')."""
+        index = self._index
+        unknown = [n for n in names if n not in index]
+        if unknown:
+            shown = ", ".join(self.names)
+            raise CommandRejected("unknown_joint", f"{source}: unknown joint(s) {unknown}; valid joints: {shown}")
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if list(names).count(n) > 1})
+            raise CommandRejected("duplicate_joint", f"{source}: joint(s) {dup} listed more than once")
+        return np.fromiter((index[n] for n in names), dtype=int, count=len(names))
+
+
+@dataclass
+class JointCommand:
+    """Validated targets for a subset of the actuated joints. ``None`` fields are not commanded.
+
+    position: rad or m (clamped to the joint limits); velocity: rad/s or m/s; effort: N*m or N.
+    """
+
+    indices: np.ndarray
+    position: np.ndarray | None = None
+    velocity: np.ndarray | None = None
+    effort: np.ndarray | None = None
+    clamped: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+def _field(values, n: int, what: str, source: str, names) -> np.ndarray | None:
+    if values is None or len(values) == 0:
+        return None
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise CommandRejected("wrong_length", f"{source}: {what} has {arr.size} value(s) for {n} joint(s) "
+                                              f"{list(names)}")
+    if not np.all(np.isfinite(arr)):
+        bad = [names[i] for i in np.flatnonzero(~np.isfinite(arr))]
+        raise CommandRejected("non_finite", f"{source}: {what} is NaN/Inf for joint(s) {bad}")
+    return arr
+
+
+def _clamp(command: JointCommand, limits: JointLimits) -> JointCommand:
+    """Clamp positions to [lower, upper], velocities to +-velocity limit, efforts to +-effort limit."""
+    idx = command.indices
+    names = limits.names
+    if command.position is not None:
+        lo, hi = limits.lower[idx], limits.upper[idx]
+        clipped = np.clip(command.position, lo, hi)
+        for k in np.flatnonzero(clipped != command.position):
+            command.clamped.append(f"position {command.position[k]:.6g} of joint {names[idx[k]]!r} clamped to "
+                                   f"[{lo[k]:.6g}, {hi[k]:.6g}]")
+        command.position = clipped
+    for attr, lim in (("velocity", limits.velocity), ("effort", limits.effort)):
+        value = getattr(command, attr)
+        if value is None:
+            continue
+        bound = lim[idx]
+        clipped = np.clip(value, -bound, bound)
+        for k in np.flatnonzero(clipped != value):
+            command.clamped.append(f"{attr} {value[k]:.6g} of joint {names[idx[k]]!r} clamped to "
+                                   f"+-{bound[k]:.6g}")
+        setattr(command, attr, clipped)
+    return command
+
+
+def validate_joint_state_command(limits: JointLimits, names, position=(), velocity=(), effort=(),
+                                 source: str = "joint_command") -> JointCommand:
+    """A sensor_msgs/JointState command by joint name (topic_based_ros2_control convention): each of the
+    position/velocity/effort fields is either empty (not commanded) or has one value per name."""
+    names = list(names)
+    if not names:
+        raise CommandRejected("empty", f"{source}: no joint names")
+    idx = limits.indices(names, source)
+    pos = _field(position, len(names), "position", source, names)
+    vel = _field(velocity, len(names), "velocity", source, names)
+    eff = _field(effort, len(names), "effort", source, names)
+    if pos is None and vel is None and eff is None:
+        raise CommandRejected("empty", f"{source}: none of position, velocity, effort is set")
+    return _clamp(JointCommand(idx, pos, vel, eff, source=source), limits)
+
+
+INTERFACES = ("position", "velocity", "effort")
+
+
+def validate_group_command(limits: JointLimits, joints, data, interface: str,
+                           source: str = "commands") -> JointCommand:
+    """A std_msgs/Float64MultiArray for a forward group controller: one value per joint of the group, in the
+    group's joint order, for ``interface`` (position, velocity or effort)."""
+    if interface not in INTERFACES:
+        raise ConfigError(f"{source}: unknown interface {interface!r}; valid interfaces: {', '.join(INTERFACES)}")
+    joints = list(joints)
+    idx = limits.indices(joints, source)
+    if data is None or len(data) == 0:
+        raise CommandRejected("empty", f"{source}: empty data (expected {len(joints)} value(s) for {joints})")
+    arr = _field(data, len(joints), "data", source, joints)
+    command = JointCommand(idx, source=source)
+    setattr(command, interface, arr)
+    return _clamp(command, limits)
+
+
+@dataclass
+class JointTrajectory:
+    """A validated joint trajectory (trajectory_msgs/JointTrajectory semantics).
+
+    times: (K,) s from the trajectory start, strictly increasing, > 0 for the first point allowed to be 0.
+    positions: (K, n) rad or m (clamped to limits); velocities: (K, n) rad/s or None.
+    start_time: s, simulation time at which time_from_start = 0 (None: when the node receives it).
+    """
+
+    indices: np.ndarray
+    times: np.ndarray
+    positions: np.ndarray
+    velocities: np.ndarray | None
+    start_time: float | None
+    clamped: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+def validate_trajectory(limits: JointLimits, joint_names, times, positions, velocities=None,
+                        start_time: float | None = None, source: str = "joint_trajectory") -> JointTrajectory:
+    """Validate a trajectory given as per-point times (s), positions and optional velocities.
+
+    ``positions``/``velocities`` are sequences of per-point sequences (one value per joint; an empty
+    velocity list on every point means "not given"). Velocities must be given on all points or none.
+    """
+    names = list(joint_names)
+    if not names:
+        raise CommandRejected("empty", f"{source}: no joint names")
+    idx = limits.indices(names, source)
+    n = len(names)
+    if len(times) == 0:
+        raise CommandRejected("empty", f"{source}: no points")
+    t = np.asarray(times, dtype=float)
+    if not np.all(np.isfinite(t)):
+        raise CommandRejected("non_finite", f"{source}: non-finite time_from_start")
+    if t[0] < 0.0 or np.any(np.diff(t) <= 0.0):
+        raise CommandRejected("bad_trajectory", f"{source}: time_from_start must be >= 0 and strictly increasing, "
+                                                f"got {t.tolist()}")
+    if len(positions) != len(t):
+        raise CommandRejected("wrong_length", f"{source}: {len(positions)} position list(s) for {len(t)} points")
+    pos = np.empty((len(t), n))
+    for k, p in enumerate(positions):
+        row = _field(p, n, f"point {k} positions", source, names)
+        if row is None:
+            raise CommandRejected("wrong_length", f"{source}: point {k} has no positions (needed for {names})")
+        pos[k] = row
+    vel = None
+    if velocities is not None and any(len(v) for v in velocities):
+        if len(velocities) != len(t):
+            raise CommandRejected("wrong_length", f"{source}: {len(velocities)} velocity list(s) for {len(t)} points")
+        vel = np.empty_like(pos)
+        for k, v in enumerate(velocities):
+            row = _field(v, n, f"point {k} velocities", source, names)
+            if row is None:
+                raise CommandRejected("wrong_length",
+                                      f"{source}: velocities given on some points but not on point {k}")
+            vel[k] = row
+    if start_time is not None and not np.isfinite(start_time):
+        raise CommandRejected("non_finite", f"{source}: non-finite header stamp")
+    traj = JointTrajectory(idx, t, pos, vel, start_time, source=source)
+    lo, hi = limits.lower[idx], limits.upper[idx]
+    clipped = np.clip(pos, lo, hi)
+    for k, j in zip(*np.nonzero(clipped != pos)):
+        traj.clamped.append(f"point {k} position {pos[k, j]:.6g} of joint {names[j]!r} clamped to "
+                            f"[{lo[j]:.6g}, {hi[j]:.6g}]")
+    traj.positions = clipped
+    if vel is not None:
+        bound = limits.velocity[idx]
+        vclipped = np.clip(vel, -bound, bound)
+        for k, j in zip(*np.nonzero(vclipped != vel)):
+            traj.clamped.append(f"point {k} velocity {vel[k, j]:.6g} of joint {names[j]!r} clamped to "
+                                f"+-{bound[j]:.6g}")
+        traj.velocities = vclipped
+    return traj
+
+
+class TrajectorySampler:
+    """Time-parameterised interpolation of an active trajectory (as joint_trajectory_controller does).
+
+    The segment before the first point starts from the joint state (q0, v0) when the trajectory became active.
+    Between points: cubic Hermite in each joint when velocities are known at both ends (point velocities if
+    given; else linear interpolation, whose velocity is the segment slope). After the last point the targets
+    hold the last point with zero velocity (or the last point's velocity if given: the controller would
+    extrapolate; we hold).
+    """
+
+    def __init__(self, trajectory: JointTrajectory, start_time: float, q0: np.ndarray, v0: np.ndarray):
+        self.indices = trajectory.indices
+        self.start_time = float(start_time)
+        self.times = np.concatenate(([0.0], trajectory.times))
+        self.positions = np.vstack((np.asarray(q0, float)[None, :], trajectory.positions))
+        if self.times[1] == 0.0:   # first point at t = 0: jump there (no segment from the current state)
+            self.times = self.times[1:]
+            self.positions = self.positions[1:]
+            v0 = None if trajectory.velocities is None else trajectory.velocities[0]
+            vel = trajectory.velocities
+        else:
+            vel = None if trajectory.velocities is None else np.vstack((np.asarray(v0, float)[None, :],
+                                                                        trajectory.velocities))
+        self.velocities = vel
+        self.end_time = self.start_time + self.times[-1]
+        self._pos = np.empty(len(self.indices))
+        self._vel = np.empty(len(self.indices))
+
+    def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(position target, velocity target, finished) at simulation time t (s). Arrays are reused."""
+        tau = t - self.start_time
+        times = self.times
+        if tau >= times[-1] or len(times) == 1:
+            self._pos[:] = self.positions[-1]
+            self._vel[:] = 0.0
+            return self._pos, self._vel, tau >= times[-1]
+        if tau <= 0.0:
+            self._pos[:] = self.positions[0]
+            self._vel[:] = 0.0
+            return self._pos, self._vel, False
+        k = int(np.searchsorted(times, tau, side="right")) - 1
+        h = times[k + 1] - times[k]
+        s = (tau - times[k]) / h
+        p0, p1 = self.positions[k], self.positions[k + 1]
+        if self.velocities is None:
+            self._pos[:] = p0 + s * (p1 - p0)
+            self._vel[:] = (p1 - p0) / h
+        else:
+            m0, m1 = self.velocities[k] * h, self.velocities[k + 1] * h
+            s2, s3 = s * s, s * s * s
+            h00, h10, h01, h11 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, s3 - s2
+            self._pos[:] = h00 * p0 + h10 * m0 + h01 * p1 + h11 * m1
+            d00, d10, d01, d11 = 6 * s2 - 6 * s, 3 * s2 - 4 * s + 1, -6 * s2 + 6 * s, 3 * s2 - 2 * s
+            self._vel[:] = (d00 * p0 + d10 * m0 + d01 * p1 + d11 * m1) / h
+        return self._pos, self._vel, False

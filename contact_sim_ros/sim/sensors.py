@@ -1,0 +1,239 @@
+"""Force/torque sensing from the simulator state (pure numpy + Pinocchio; no rclpy).
+
+* :func:`contact_world_forces`: contact forces (N) in the world frame from a step's contact impulses.
+* :class:`ContactWrenchAccumulator`: net contact wrench on named bodies (links or free objects).
+* :class:`ForceTorqueSensor`: the wrench a 6-axis F/T sensor mounted at a joint between two links measures.
+* :func:`external_joint_torques`: generalized contact forces J^T f on the actuated joints.
+
+Conventions: a contact force ``f_i`` (world frame) acts on geometry B of contact i at its world point ``p_i``,
+``-f_i`` on geometry A (``geometry/contact_set.py``). Wrenches are (force N, torque N*m) 6-vectors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import ConfigError, unknown_choice
+
+
+def contact_world_forces(contacts, impulse: np.ndarray, dt: float) -> np.ndarray:
+    """World-frame forces (N, 3) on B, f_i = R_i gamma_i / dt, from contact-frame impulses gamma (N*s)."""
+    if contacts.size == 0:
+        return np.zeros((0, 3))
+    return contacts.world_forces(np.asarray(impulse, float).reshape(-1, 3), dt)
+
+
+def _body_frame_of_geometry(model, geometry_index: int) -> int:
+    """The BODY frame (link) a collision geometry is attached to (its parent frame, walked up to a link)."""
+    pm = model.pin_model
+    frame = model.collision_model.geometryObjects[geometry_index].parentFrame
+    while frame > 0 and pm.frames[frame].type != pin.FrameType.BODY:
+        frame = pm.frames[frame].parentFrame
+    return frame
+
+
+def _parent_body_frame(pin_model, frame_id: int) -> int:
+    """The BODY frame of the parent link of link ``frame_id`` (0 for the universe)."""
+    f = pin_model.frames[frame_id].parentFrame
+    while f > 0 and pin_model.frames[f].type != pin.FrameType.BODY:
+        f = pin_model.frames[f].parentFrame
+    return f
+
+
+def _link_frame(pin_model, name: str, what: str) -> int:
+    if not pin_model.existFrame(name):
+        links = [f.name for f in pin_model.frames if f.type == pin.FrameType.BODY]
+        raise ConfigError(unknown_choice(what, name, links))
+    return _frame_id(pin_model, name)
+
+
+def _frame_id(pin_model, name: str) -> int:
+    """Frame id of ``name``, preferring the link (BODY) frame when a joint has the same name."""
+    if pin_model.existFrame(name, pin.FrameType.BODY):
+        return pin_model.getFrameId(name, pin.FrameType.BODY)
+    return next(i for i, f in enumerate(pin_model.frames) if f.name == name)
+
+
+class ContactWrenchAccumulator:
+    """Net contact wrench on each of a list of bodies.
+
+    A body is a robot link name or a free object name (``MultibodyModel.free_bodies``); its contact
+    geometries are those attached to the link (including geometries of links merged into it by fixed joints
+    only if they are named explicitly). ``compute`` returns (B, 6) world-aligned wrenches about each body
+    frame's origin: force = sum of the contact forces on the body (N), torque = sum (p_i - o_body) x f_i (N*m).
+    """
+
+    def __init__(self, model, bodies):
+        pm = model.pin_model
+        self.model = model
+        self.bodies = tuple(bodies)
+        free = {b.name: b.frame_name for b in model.free_bodies}
+        ngeom = len(model.collision_model.geometryObjects)
+        geom_link = np.array([_body_frame_of_geometry(model, g) for g in range(ngeom)], dtype=int)
+        self.frame_ids = np.empty(len(self.bodies), dtype=int)
+        # geometry -> body slot (-1: not a configured body)
+        self.geometry_body = np.full(ngeom, -1, dtype=int)
+        valid = sorted(set(free) | {f.name for f in pm.frames if f.type == pin.FrameType.BODY})
+        for k, body in enumerate(self.bodies):
+            frame_name = free.get(body, body)
+            if not pm.existFrame(frame_name):
+                raise ConfigError(unknown_choice("contact body", body, valid))
+            fid = _frame_id(pm, frame_name)
+            self.frame_ids[k] = fid
+            mine = geom_link == fid
+            if body in free:   # every geometry on the object's free-flyer joint
+                joint = pm.frames[fid].parentJoint
+                mine |= np.asarray(model.geometry_parent_joint) == joint
+            self.geometry_body[mine] = k
+        self._frame_list = [int(f) for f in self.frame_ids]
+        self._wrench = np.zeros((len(self.bodies), 6))
+
+    def compute(self, contacts, forces: np.ndarray, pin_data) -> np.ndarray:
+        """(B, 6) contact wrenches [force, torque about the body origin] in world axes; ``pin_data`` must have
+        the frame placements of the current state (``updateFramePlacements``). The array is reused."""
+        w = self._wrench
+        w[:] = 0.0
+        if contacts.size == 0 or len(self.bodies) == 0:
+            return w
+        origins = np.array([pin_data.oMf[f].translation for f in self._frame_list])
+        for side, sign in ((contacts.geometry_b, 1.0), (contacts.geometry_a, -1.0)):
+            slot = self.geometry_body[side]
+            hit = slot >= 0
+            if not np.any(hit):
+                continue
+            f = sign * forces[hit]
+            r = contacts.point[hit] - origins[slot[hit]]
+            np.add.at(w[:, :3], slot[hit], f)
+            np.add.at(w[:, 3:], slot[hit], np.cross(r, f))
+        return w
+
+
+def joint_contact_wrenches(model, contacts, forces: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """(njoints, 6) contact wrenches on each Pinocchio joint's rigid body, world axes, about the WORLD origin:
+    force sum f, torque sum p x f (with -f on A). Row 0 (universe) collects the static world's share."""
+    nj = model.pin_model.njoints
+    w = np.zeros((nj, 6)) if out is None else out
+    w[:] = 0.0
+    if contacts.size == 0:
+        return w
+    torque = np.cross(contacts.point, forces)
+    np.add.at(w[:, :3], contacts.joint_b, forces)
+    np.add.at(w[:, 3:], contacts.joint_b, torque)
+    np.add.at(w[:, :3], contacts.joint_a, -forces)
+    np.add.at(w[:, 3:], contacts.joint_a, -torque)
+    return w
+
+
+class ForceTorqueSensor:
+    """A 6-axis force/torque sensor between ``parent_link`` and ``child_link`` (usually a fixed joint, which
+    Pinocchio merges into the parent's body), reporting in frame ``frame`` (default: the child link frame).
+
+    Reading (what the sensor measures): the wrench that the child side (the sensor's tool side: every link
+    beyond the sensor and, through contact, whatever they hold) exerts on the parent side, at the sensor
+    frame origin, in sensor-frame axes. It is minus the wrench transmitted from parent to child, which by
+    Newton-Euler over the child subtree S is
+
+        f_parent->S = sum_{k in S} ( I_k a_k + v_k x* I_k v_k - I_k a_g - f_contact,k )
+
+    (the recursive Newton-Euler backward pass, Featherstone 2008 eq. 5.9, with gravity a_g as a base
+    acceleration). Subtree joints come from ``pin.rnea(model, data, q, v, a, fext)`` (``data.f[j]``,
+    the transmitted wrench with fext = contact wrenches); links merged into the sensor's parent joint beyond
+    the sensor use their URDF inertias, which Pinocchio keeps on the FIXED_JOINT frames that create them.
+    A gripper of mass m_g holding an object of mass m_o at rest reads (m_g + m_o) g along gravity.
+    """
+
+    def __init__(self, model, parent_link: str, child_link: str, frame: str | None = None):
+        pm = model.pin_model
+        self.model = model
+        self.parent_link, self.child_link = parent_link, child_link
+        parent_f = _link_frame(pm, parent_link, "F/T sensor parent link")
+        child_f = _link_frame(pm, child_link, "F/T sensor child link")
+        if _parent_body_frame(pm, child_f) != parent_f:
+            raise ConfigError(f"F/T sensor: link {child_link!r} is not a child of link {parent_link!r} "
+                              f"(its parent is {pm.frames[_parent_body_frame(pm, child_f)].name!r})")
+        self.frame = frame or child_link
+        sensor_f = _link_frame(pm, self.frame, "F/T sensor frame")
+        self.joint = pm.frames[child_f].parentJoint          # the joint carrying the child link
+        self.sensor_in_joint = pm.frames[sensor_f].placement  # joint frame -> sensor frame
+        if pm.frames[sensor_f].parentJoint != self.joint:
+            raise ConfigError(f"F/T sensor: frame {self.frame!r} must be rigidly attached to link {child_link!r}")
+        self.moving_joint = pm.frames[parent_f].parentJoint != self.joint
+        # Links of the child subtree: BODY frames whose chain of parent links reaches child_f.
+        in_subtree = {}
+
+        def subtree(fid):
+            if fid not in in_subtree:
+                in_subtree[fid] = fid == child_f or (fid > 0 and subtree(_parent_body_frame(pm, fid)))
+            return in_subtree[fid]
+        body_frames = [i for i, f in enumerate(pm.frames) if f.type == pin.FrameType.BODY]
+        for fid in body_frames:
+            subtree(fid)
+        # Fixed (merged) links of the subtree on the sensor's joint: their inertias sit on the FIXED_JOINT
+        # frame that creates them (the BODY frame's parentFrame).
+        self.fixed_inertia = pin.Inertia.Zero()
+        self.child_joints = []
+        fixed_links = set()
+        if not self.moving_joint:
+            for fid in body_frames:
+                f = pm.frames[fid]
+                if f.parentJoint == self.joint and in_subtree[fid]:
+                    fixed_links.add(fid)
+                    carrier = pm.frames[f.parentFrame]
+                    inertia = carrier.inertia if carrier.type == pin.FrameType.FIXED_JOINT else f.inertia
+                    if inertia.mass > 0.0:
+                        self.fixed_inertia += carrier.placement.act(inertia)
+            for j in range(1, pm.njoints):
+                if pm.parents[j] == self.joint:
+                    jf = pm.getFrameId(pm.names[j], pin.FrameType.JOINT)
+                    if in_subtree.get(_parent_body_frame(pm, jf), False):
+                        self.child_joints.append(j)
+        ngeom = len(model.collision_model.geometryObjects)
+        self.fixed_geometry = np.array([_body_frame_of_geometry(model, g) in fixed_links for g in range(ngeom)],
+                                       dtype=bool)
+        self.data = pm.createData()
+        self._fext = pin.StdVec_Force()
+        for _ in range(pm.njoints):
+            self._fext.append(pin.Force.Zero())
+        self._joint_wrench = np.zeros((pm.njoints, 6))
+
+    def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
+        """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
+        acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame)."""
+        pm = self.model.pin_model
+        d = self.data
+        pin.forwardKinematics(pm, d, q)
+        have_contacts = contacts is not None and contacts.size > 0
+        world = joint_contact_wrenches(self.model, contacts, forces, self._joint_wrench) if have_contacts \
+            else None
+        for j in range(1, pm.njoints):
+            if world is None:
+                self._fext[j] = pin.Force.Zero()
+            else:   # world wrench about the origin -> joint-local wrench
+                self._fext[j] = d.oMi[j].actInv(pin.Force(world[j, :3], world[j, 3:]))
+        pin.rnea(pm, d, q, v, a, self._fext)
+        j = self.joint
+        if self.moving_joint:
+            f_sub = d.f[j]
+        else:
+            vj, agf = d.v[j], d.a_gf[j]
+            inertia = self.fixed_inertia
+            f_sub = inertia * agf + vj.cross(inertia * vj)
+            for c in self.child_joints:
+                f_sub = f_sub + d.liMi[c].act(d.f[c])
+            if have_contacts:
+                mask_b = self.fixed_geometry[contacts.geometry_b]
+                mask_a = self.fixed_geometry[contacts.geometry_a]
+                if np.any(mask_b) or np.any(mask_a):
+                    f = forces[mask_b].sum(axis=0) - forces[mask_a].sum(axis=0)
+                    tau = (np.cross(contacts.point[mask_b], forces[mask_b]).sum(axis=0)
+                           - np.cross(contacts.point[mask_a], forces[mask_a]).sum(axis=0))
+                    f_sub = f_sub - d.oMi[j].actInv(pin.Force(f, tau))
+        reading = self.sensor_in_joint.actInv(f_sub)
+        return -reading.vector
+
+
+def external_joint_torques(model, generalized_contact_force: np.ndarray) -> np.ndarray:
+    """Contact torques on the actuated joints, tau_ext = (J^T f)[joint_v_index] (N*m or N): the external joint
+    torques a torque-sensing robot (e.g. Franka's tau_ext) would estimate."""
+    return np.asarray(generalized_contact_force)[np.asarray(model.joint_v_index)]
