@@ -1,0 +1,192 @@
+"""Minimal-coordinate LCP engine (Jain et al. 2012): restitution, friction on an incline, bilateral
+constraints (mixed LCP, eq. 34), the operational-space compliance routes, failure reporting."""
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.engines import engine_names, make_engine
+from contact_sim_ros.engines.base import SolverStatus
+from contact_sim_ros.engines.lcp_minimal import ComplianceColumns, ImpulseStepper, LCPMinimalEngine, friction_basis
+from contact_sim_ros.errors import ConfigError
+
+from lcp_harness import FreeBodyScene
+
+G = 9.81
+
+
+def test_registered_as_lcp_minimal():
+    assert "lcp_minimal" in engine_names()
+
+
+def drop_ball(e, h=1.0, r=0.1, dt=1e-3, duration=None):
+    """Drop a 1 kg sphere from bottom height h onto z = 0; return heights of the sphere's bottom."""
+    scene = FreeBodyScene(LCPMinimalEngine, [[0.0, 0.0, 0.0]], 1.0, np.eye(3) * 0.4 * r * r, [0, 0, -G],
+                          0.5, e, sphere_radius=r)
+    scene.q[2] = h + r
+    steps = int((duration or (np.sqrt(2 * h / G) * (1 + 2 * e) + 0.1)) / dt)
+    z = np.empty(steps)
+    for k in range(steps):
+        scene.step(dt)
+        z[k] = scene.q[2] - r
+    return z, scene
+
+
+@pytest.mark.parametrize("e", [0.5, 0.8])
+def test_ball_bounces_to_e_squared_of_drop_height(e):
+    h = 1.0
+    z, _ = drop_ball(e, h)
+    impact = int(np.argmin(z[: int(np.sqrt(2 * h / G) / 1e-3) + 20]))
+    assert z[impact] < 1e-3                      # it reached the floor ...
+    assert z.min() > -1e-6                       # ... without penetrating
+    apex = z[impact:].max()
+    assert abs(apex - e * e * h) / (e * e * h) < 0.02
+
+
+def test_ball_without_restitution_does_not_bounce():
+    z, scene = drop_ball(0.0, 1.0, duration=0.8)
+    impact = int(np.argmax(z < 1e-4))
+    assert z[impact:].max() < 1e-4
+    assert abs(scene.v[2]) < 1e-9
+    # resting: the normal impulse carries the weight, m g dt
+    np.testing.assert_allclose(scene.last.contact_impulse[:, 2].sum(), 1.0 * G * 1e-3, rtol=1e-9)
+
+
+def incline_block(theta, mu, psi=0.0, n_dir=8, steps=300, dt=1e-3):
+    """A 2 kg cube (0.2 m) on a plane tilted by theta: gravity tilted instead of the plane; psi rotates the
+    downhill direction in the tangent plane relative to the contact frame's t1."""
+    m, a = 2.0, 0.1
+    corners = [[sx * a, sy * a, -a] for sx in (1, -1) for sy in (1, -1)]
+    grav = G * np.array([np.sin(theta) * np.cos(psi), np.sin(theta) * np.sin(psi), -np.cos(theta)])
+    scene = FreeBodyScene(LCPMinimalEngine, corners, m, np.eye(3) * m * (2 * a) ** 2 / 6, grav, mu, 0.0,
+                          options={"friction_directions": n_dir})
+    scene.q[2] = a
+    velocities = np.empty((steps, 3))
+    for k in range(steps):
+        scene.step(dt)
+        velocities[k] = scene.world_velocity()
+    accel = (velocities[-1] - velocities[steps // 3]) / ((steps - 1 - steps // 3) * dt)
+    return accel, scene
+
+
+def test_block_sticks_when_tan_angle_below_mu():
+    mu = 0.5
+    theta = np.arctan(mu) * 0.9
+    accel, scene = incline_block(theta, mu)
+    assert np.linalg.norm(scene.v) < 1e-9
+    assert abs(scene.q[2] - 0.1) < 1e-9
+    # friction impulse balances the downhill weight m g sin(theta) dt
+    np.testing.assert_allclose(-scene.last.contact_impulse[:, 0].sum(), 2.0 * G * np.sin(theta) * 1e-3, rtol=1e-9)
+
+
+def test_block_slides_with_coulomb_acceleration_along_a_cone_direction():
+    mu = 0.5
+    theta = np.arctan(mu) * 1.3
+    accel, scene = incline_block(theta, mu)
+    expected = G * (np.sin(theta) - mu * np.cos(theta))
+    np.testing.assert_allclose(accel[0], expected, rtol=1e-6)
+    assert abs(accel[1]) < 1e-9 and abs(accel[2]) < 1e-9
+
+
+@pytest.mark.parametrize("n_dir", [8, 16])
+def test_polyhedral_cone_error_is_bounded_by_cos_pi_over_nf(n_dir):
+    """Sliding midway between two friction directions is the worst case of the inscribed polygon: the
+    friction magnitude is mu N cos(pi / n_f), so the acceleration is g (sin - mu cos * cos(pi / n_f))."""
+    mu = 0.5
+    theta = np.arctan(mu) * 1.3
+    accel, _ = incline_block(theta, mu, psi=np.pi / n_dir, n_dir=n_dir)
+    exact = G * (np.sin(theta) - mu * np.cos(theta))
+    worst = G * (np.sin(theta) - mu * np.cos(theta) * np.cos(np.pi / n_dir))
+    speed_accel = np.linalg.norm(accel[:2])
+    assert exact < speed_accel
+    np.testing.assert_allclose(speed_accel, worst, rtol=1e-6)
+
+
+def test_friction_basis_is_symmetric_unit_directions():
+    D = friction_basis(8)
+    np.testing.assert_allclose(np.linalg.norm(D, axis=0), 1.0)
+    np.testing.assert_allclose(D[:, 1:].sum(axis=1), 0.0, atol=1e-14)   # each direction has its opposite
+
+
+def test_bilateral_coupling_mixed_lcp_carries_both_weights():
+    """Eq. 34: two point masses on vertical sliders (z1, z2) coupled by the bilateral constraint
+    v1 - v2 = 0 (a closed loop / coupled fingers); only mass 1 touches the floor. At rest the floor's normal
+    impulse carries (m1 + m2) g dt and the coupling carries m2 g dt."""
+    m1, m2, dt = 1.0, 3.0, 1e-3
+    M = np.diag([m1, m2])
+    J = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0]])     # contact frame rows t1, t2, n of mass 1
+    Jb = np.array([[1.0, -1.0]])
+    stepper = ImpulseStepper(n_directions=4)
+    v = np.zeros(2)
+    for _ in range(5):
+        v_free = v + dt * np.array([-G, -G])
+        X = np.linalg.solve(M, np.vstack([J, Jb]).T)
+        out = stepper.step(dt, v, v_free, X, J, np.zeros(3), np.array([0.0]), np.array([0.5]), np.array([0.0]),
+                           Jb=Jb)
+        assert out.status.ok
+        v = out.v_next
+    np.testing.assert_allclose(v, 0.0, atol=1e-12)
+    np.testing.assert_allclose(out.impulse[0, 2], (m1 + m2) * G * dt, rtol=1e-9)
+    np.testing.assert_allclose(abs(out.bilateral[0]), m2 * G * dt, rtol=1e-9)
+
+
+def test_compliance_routes_agree_with_dense_solve():
+    model = pin.buildSampleModelManipulator()
+    data = model.createData()
+    q = pin.randomConfiguration(model)
+    M = pin.crba(model, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    rng = np.random.default_rng(0)
+    rhs = rng.normal(size=(model.nv, 7))
+    extra = rng.uniform(0.0, 0.5, model.nv)
+    expected = np.linalg.solve(M + np.diag(extra), rhs)
+    for method in ("aba", "cholesky", "minverse"):
+        X = ComplianceColumns(model, method, has_mimic=False).compute(q, M, extra, rhs)
+        np.testing.assert_allclose(X, expected, rtol=1e-9, atol=1e-12, err_msg=method)
+
+
+def test_mimic_models_refuse_aba_and_fall_back_to_cholesky():
+    model = pin.buildSampleModelManipulator()
+    assert ComplianceColumns(model, "auto", has_mimic=True).method == "cholesky"
+    with pytest.raises(ConfigError, match="mimic"):
+        ComplianceColumns(model, "aba", has_mimic=True)
+
+
+def test_bad_options_name_the_option_and_choices():
+    scene = FreeBodyScene(LCPMinimalEngine, [[0, 0, 0]], 1.0, np.eye(3), [0, 0, -G], 0.5, 0.0)
+    with pytest.raises(ConfigError, match="valid methods: auto, aba, cholesky, minverse"):
+        make_engine("lcp_minimal", scene.model, {"delassus": "qr"})
+    with pytest.raises(ConfigError, match="friction_directions"):
+        make_engine("lcp_minimal", scene.model, {"friction_directions": 2})
+    with pytest.raises(ConfigError, match="valid options"):
+        make_engine("lcp_minimal", scene.model, {"frictiondirections": 8})
+
+
+def test_lcp_failure_is_reported_with_sim_time_not_nan():
+    """A pivot limit of 1 cannot solve the 4-corner resting LCP: the engine must say so (status, time)."""
+    m, a = 2.0, 0.1
+    corners = [[sx * a, sy * a, -a] for sx in (1, -1) for sy in (1, -1)]
+    scene = FreeBodyScene(LCPMinimalEngine, corners, m, np.eye(3), [0, 0, -G], 0.5, 0.0,
+                          options={"max_pivots": 1})
+    scene.q[2] = a
+    scene.t = 1.25
+    with pytest.raises(AssertionError, match=r"t = 1\.250000 s"):
+        scene.step(1e-3)
+
+
+def test_failed_step_returns_finite_velocity_and_non_ok_status():
+    m, a = 2.0, 0.1
+    corners = [[sx * a, sy * a, -a] for sx in (1, -1) for sy in (1, -1)]
+    scene = FreeBodyScene(LCPMinimalEngine, corners, m, np.eye(3), [0, 0, -G], 0.5, 0.0,
+                          options={"max_pivots": 1})
+    scene.q[2] = a
+    contacts = scene.contacts()
+    from contact_sim_ros.engines.base import Actuation, StepInputs
+    Mm = pin.crba(scene.pin_model, scene.data, scene.q)
+    Mm = np.triu(Mm) + np.triu(Mm, 1).T
+    g = pin.computeGeneralizedGravity(scene.pin_model, scene.data, scene.q)
+    result = scene.engine.step(StepInputs(0.5, 1e-3, scene.q, scene.v, Mm, -g, g, np.zeros(6),
+                                          Actuation.zeros(6), contacts))
+    assert result.stats.status is SolverStatus.MAX_ITERATIONS
+    assert "pivot limit" in result.stats.message and "t = 0.500000 s" in result.stats.message
+    assert np.all(np.isfinite(result.v_next))
