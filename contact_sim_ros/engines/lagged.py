@@ -1,0 +1,538 @@
+"""Convex contact engines from "Irrotational Contact Fields" (Castro, Han, Masterjohn): Lagged, Similar, SAP.
+
+All three solve, once per time step, the unconstrained strongly convex problem (paper eq. 3)
+
+    min_v  l(v) = 1/2 ||v - v*||_A^2 + l_act(v) + sum_i l_c,i(J_i v + b_i)
+
+with A = M(q0) + dt * diag(joint damping) (implicit damping), v* the free-motion velocity of the explicit
+forces (A v* = M v0 + dt * k2(q0, v0)), l_act the convex potential of the implicit PD actuation with effort
+limits (``Actuation.force``: its gradient is -dt * tau(v)), and l_c,i the contact potential of contact i whose
+negative gradient is the contact impulse gamma_i = -dl_c,i/dv_c,i (eq. 4), v_c,i = J_i v + b_i in the contact
+frame (t1, t2, n). One geometric query per step (done by the simulator); the signed distance is advanced to
+first order inside the potential, phi = phi0 + dt v_n (section III-B).
+
+Contact models (selected by engine name; all three share one Newton solver):
+
+* ``lagged`` (section V-B): normal impulse n(v_n) = dt f_n(phi0 + dt v_n, v_n) of the Hunt & Crossley law
+  f_n = k (-phi)_+ (1 - d v_n)_+ (eq. 22) with potential -N(v_n), N the antiderivative below eq. 23 clamped at
+  the break velocity v_hat = min(-phi0/dt, 1/d) (eq. 23). Friction gamma_t = -mu gamma_n0 t_s with the soft
+  tangent t_s = v_t / sqrt(|v_t|^2 + eps_s^2) (eq. 10) and the normal impulse LAGGED to the previous step,
+  gamma_n0 = dt f_n(phi0, v_n0) (eq. 18); potential mu gamma_n0 ||v_t||_s. Optionally (``regularized_stiction``)
+  eps_s = max(v_s, sigma w mu gamma_n0) (eq. 26), w the diagonal Delassus estimate of the contact.
+
+  The lagged impulse: the paper DEFINES gamma_n0 = dt f_n(phi0, v_n,0), a function of the state at the start of
+  the step (phi0 from this step's geometric query, v_n,0 = (J v0 + b)_n with this step's Jacobian). We
+  therefore recompute it from (phi0, v0) every step instead of carrying impulses across steps, so no matching
+  of contacts between steps is needed and ``reset()`` has nothing to forget. A contact that is new this step
+  (phi0 > 0) has gamma_n0 = 0 and so no friction for one step (the lag of section VII-C).
+
+* ``similar`` (section V-C): gamma_n = n(z), gamma_t = -mu n(z) t_s with z = v_n - mu ||v_t||_s (eqs. 19-21);
+  potential -N(z). Glides at mu dt ||v_t|| during slip (section VII-A).
+
+* ``sap`` (section V-A, ref. [4]): linear compliance with Kelvin-Voigt relaxation time tau_d: R_n =
+  1/(dt k (dt + tau_d)) (raised to the near-rigid limit beta^2 w / (4 pi^2)), R_t = sigma w, v_hat_n =
+  -phi0/(dt + tau_d); gamma = P_F(y), y = R^-1 (v_hat - v_c), the projection onto the friction cone in the
+  R-norm; potential 1/2 gamma^T R gamma. Glides at mu (dt + tau_d) ||v_t|| during slip (eq. 24). The Hunt &
+  Crossley dissipation d of the materials is not used by this model (it has tau_d instead).
+
+Solver (section X): Newton on l(v) with the search direction from H dv = -r (eq. 28), H = A + dt diag(kp dt +
+kd on unsaturated actuators) + J^T G J, G = d^2 l_c / dv_c^2 (3x3 per contact), and an exact line search
+(Newton-Raphson on dl/dalpha with bracketing and bisection, as in Numerical Recipes' rtsafe). H is
+block-diagonal over the groups of kinematic trees coupled by contacts this step (``tree_velocity_slices`` +
+union of the trees each contact touches): groups of equal size are factored together with a batched Cholesky
+(numpy), larger groups with LAPACK's dense Cholesky (scipy cho_factor). Stopping criterion (as SAP [4]):
+||D r|| <= eps_a + eps_r max(||D A v||, ||D J^T gamma||, ||D (M v0 + dt k2)||), D = diag(A)^-1/2,
+eps_r = ``relative_tolerance`` (default 1e-5). ``stats.residual`` reports ||D r|| / (that max). Reaching
+``max_iterations`` returns MAX_ITERATIONS with the residual in the message; a non-positive-definite Hessian or
+non-finite value returns FAILED (the velocity is then the start-of-step one, never NaN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from ..errors import ConfigError
+from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
+from .registry import register_engine
+
+__all__ = ["ConvexICFEngine", "LaggedEngine", "SimilarEngine", "SapEngine", "hunt_crossley_impulse"]
+
+_EYE2 = np.eye(2)
+_BATCH_MAX_SIZE = 24     # components up to this many dofs are factored with numpy's batched Cholesky
+
+
+def hunt_crossley_impulse(x, phi0, k, d, dt):
+    """Discrete Hunt & Crossley normal impulse and its potential (paper eqs. 7, 22, 23), vectorised.
+
+    x: (N,) normal velocity argument (m/s) (v_n for Lagged, z for Similar); phi0: (N,) signed distance at the
+    start of the step (m); k: stiffness (N/m); d: Hunt & Crossley dissipation (s/m); dt: time step (s).
+    Returns (n, dn_dx, N): the impulse n(x) = dt k (-(phi0 + dt x))_+ (1 - d x)_+ (N*s, >= 0), its derivative
+    (N*s^2/m, <= 0) and the antiderivative N(x) = N+(min(x, v_hat)) (N*m) with
+    N+(x) = dt k [-x (phi0 + dt x / 2) + d x^2 / 2 (phi0 + 2 dt x / 3)] and v_hat = min(-phi0/dt, 1/d) (eq. 23).
+    The normal potential is l_n(x) = -N(x) (convex).
+    """
+    with np.errstate(divide="ignore"):
+        inv_d = np.where(d > 0.0, 1.0 / np.where(d > 0.0, d, 1.0), np.inf)
+    v_hat = np.minimum(-phi0 / dt, inv_d)
+    xc = np.minimum(x, v_hat)
+    active = x < v_hat
+    penetration = -(phi0 + dt * xc)                    # m, >= 0 where active
+    damping = 1.0 - d * xc                             # >= 0 where active
+    n = np.where(active, dt * k * penetration * damping, 0.0)
+    dn = np.where(active, -dt * k * (dt * damping + d * penetration), 0.0)
+    antiderivative = dt * k * (-xc * (phi0 + 0.5 * dt * xc) + d * 0.5 * xc * xc * (phi0 + (2.0 / 3.0) * dt * xc))
+    return n, dn, antiderivative
+
+
+class ConvexICFEngine(ContactEngine):
+    """Shared Newton solver of the convex Irrotational-Contact-Field approximations (see module docstring).
+
+    Subclasses set ``name`` and ``contact_model`` ('lagged', 'similar' or 'sap')."""
+
+    contact_model: str = "lagged"
+
+    @dataclass
+    class Options:
+        """Engine options (units in brackets).
+
+        stiction_tolerance:   v_s [m/s], eps_s of the soft norm (Lagged, Similar), paper default 1e-4.
+        relative_tolerance:   eps_r of the Newton stopping criterion (section XII: 1e-5).
+        absolute_tolerance:   eps_a [sqrt(kg) m/s] of the stopping criterion.
+        max_iterations:       Newton iteration limit (MAX_ITERATIONS status when reached).
+        line_search_max_iterations: iteration limit of the exact line search.
+        regularized_stiction: Lagged/Similar: eps_s = max(v_s, sigma w mu gamma_n0) (eq. 26).
+        sigma:                dimensionless regularization of SAP's R_t = sigma w and of eq. 26 (1e-3).
+        relaxation_time:      SAP's Kelvin-Voigt dissipation time scale tau_d [s] (paper XI: 1e-3).
+        near_rigid_beta:      SAP near-rigid parameter beta (R_n >= beta^2 w / (4 pi^2)); 0 disables.
+        """
+
+        stiction_tolerance: float = 1.0e-4
+        relative_tolerance: float = 1.0e-5
+        absolute_tolerance: float = 1.0e-14
+        max_iterations: int = 100
+        line_search_max_iterations: int = 60
+        regularized_stiction: bool = False
+        sigma: float = 1.0e-3
+        relaxation_time: float = 1.0e-3
+        near_rigid_beta: float = 1.0
+
+        def __post_init__(self):
+            positive = ("stiction_tolerance", "relative_tolerance", "sigma")
+            for name in positive:
+                value = getattr(self, name)
+                if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+                    raise ConfigError(f"engine option {name} must be a finite number > 0, got {value!r}")
+            for name in ("absolute_tolerance", "relaxation_time", "near_rigid_beta"):
+                value = getattr(self, name)
+                if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+                    raise ConfigError(f"engine option {name} must be a finite number >= 0, got {value!r}")
+            for name in ("max_iterations", "line_search_max_iterations"):
+                value = getattr(self, name)
+                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                    raise ConfigError(f"engine option {name} must be an integer >= 1, got {value!r}")
+            if not isinstance(self.regularized_stiction, bool):
+                raise ConfigError("engine option regularized_stiction must be true or false, "
+                                  f"got {self.regularized_stiction!r}")
+
+    def __init__(self, model, options=None):
+        super().__init__(model, options)
+        nv = model.nv
+        tree_of_dof = np.full(nv, -1, dtype=int)
+        for tree, sl in enumerate(model.tree_velocity_slices):
+            tree_of_dof[sl] = tree
+        # dofs not covered by any slice (should not happen) become their own trees
+        missing = np.flatnonzero(tree_of_dof < 0)
+        tree_of_dof[missing] = len(model.tree_velocity_slices) + np.arange(missing.size)
+        self._tree_of_dof = tree_of_dof
+        self._num_trees = int(tree_of_dof.max()) + 1 if nv else 0
+        # per-step scratch, allocated once and reused
+        self._H = np.zeros((nv, nv))
+        self._A = np.zeros((nv, nv))
+        self._diag_scale = np.ones(nv)
+        # diagnostics of the last step (for benchmarks): effective eps_s per contact, condition estimate
+        self.last_stiction_tolerance = np.zeros(0)
+        self.last_hessian = None
+
+    # ------------------------------------------------------------------------------------------------------
+    # contact potentials: vectorised over the N contacts
+    def _prepare_contacts(self, inputs: StepInputs, Jc, cols, Ainv_blocks):
+        """Per-step, per-contact constants of the model (all (N,) arrays)."""
+        c = inputs.contacts
+        dt = inputs.dt
+        opt = self.options
+        n = c.size
+        k, d, mu, phi0 = c.stiffness, c.dissipation, c.friction, c.signed_distance
+        p = {"k": k, "d": d, "mu": mu, "phi0": phi0}
+        need_w = self.contact_model == "sap" or opt.regularized_stiction
+        if need_w and n:
+            # W_ii = J_i A^-1 J_i^T (A block-diagonal per tree), w = ||W_ii||_F / 3 (SAP's RMS estimate)
+            W = np.einsum("nik,nkl,njl->nij", Jc, Ainv_blocks, Jc)
+            p["w"] = np.sqrt(np.einsum("nij,nij->n", W, W)) / 3.0
+        if self.contact_model in ("lagged", "similar"):
+            eps = np.full(n, opt.stiction_tolerance)
+            if self.contact_model == "lagged" or opt.regularized_stiction:
+                vc0 = np.einsum("nik,nk->ni", Jc, inputs.v[cols]) + c.velocity_bias.reshape(-1, 3)
+                vn0 = vc0[:, 2]
+                # lagged normal impulse gamma_n0 = dt f_n(phi0, v_n0) (eqs. 18, 22)
+                gn0 = dt * k * np.maximum(-phi0, 0.0) * np.maximum(1.0 - d * vn0, 0.0)
+                p["gn0"] = gn0
+                if opt.regularized_stiction:
+                    eps = np.maximum(eps, opt.sigma * p["w"] * mu * gn0)     # eq. 26
+            p["eps"] = eps
+            self.last_stiction_tolerance = eps
+        else:  # sap
+            tau = opt.relaxation_time
+            w = p["w"] if n else np.zeros(0)
+            Rt = opt.sigma * w
+            Rn = 1.0 / (dt * k * (dt + tau))
+            if opt.near_rigid_beta > 0:
+                Rn = np.maximum(Rn, opt.near_rigid_beta ** 2 / (4.0 * np.pi ** 2) * w)
+            p["Rt"], p["Rn"] = Rt, Rn
+            p["vhat"] = -phi0 / (dt + tau)
+            # slip-transition speed of SAP (eq. 25) reported as its effective stiction tolerance
+            self.last_stiction_tolerance = Rt
+        return p
+
+    def _contact_eval(self, vc, p, dt, need_hessian=True):
+        """gamma (N,3) = -dl/dvc, G (N,3,3) = d2l/dvc2 and the cost sum for contact velocities vc (N,3)."""
+        model = self.contact_model
+        n = vc.shape[0]
+        gamma = np.empty((n, 3))
+        G = np.zeros((n, 3, 3)) if need_hessian else None
+        if model in ("lagged", "similar"):
+            mu, eps = p["mu"], p["eps"]
+            vt = vc[:, :2]
+            s = np.sqrt(np.einsum("ni,ni->n", vt, vt) + eps * eps)    # ||v_t||_s + eps_s
+            ts = vt / s[:, None]                                       # soft tangent (eq. 10)
+            Pperp = None
+            if need_hessian:
+                Pperp = (_EYE2[None] - ts[:, :, None] * ts[:, None, :]) / s[:, None, None]
+            if model == "lagged":
+                gn0 = p["gn0"]
+                nn, dn, Nn = hunt_crossley_impulse(vc[:, 2], p["phi0"], p["k"], p["d"], dt)
+                gamma[:, :2] = -(mu * gn0)[:, None] * ts
+                gamma[:, 2] = nn
+                cost = np.sum(mu * gn0 * (s - eps)) - np.sum(Nn)
+                if need_hessian:
+                    G[:, :2, :2] = (mu * gn0)[:, None, None] * Pperp
+                    G[:, 2, 2] = -dn
+            else:
+                z = vc[:, 2] - mu * (s - eps)                          # eq. 19
+                nz, dnz, Nz = hunt_crossley_impulse(z, p["phi0"], p["k"], p["d"], dt)
+                gamma[:, :2] = -(mu * nz)[:, None] * ts
+                gamma[:, 2] = nz
+                cost = -np.sum(Nz)                                     # eq. 21
+                if need_hessian:
+                    g = np.empty((n, 3))
+                    g[:, :2] = -mu[:, None] * ts
+                    g[:, 2] = 1.0
+                    G[:] = (-dnz)[:, None, None] * g[:, :, None] * g[:, None, :]
+                    G[:, :2, :2] += (mu * nz)[:, None, None] * Pperp
+            return gamma, G, cost
+        # SAP
+        mu, Rt, Rn = p["mu"], p["Rt"], p["Rn"]
+        yt = -vc[:, :2] / Rt[:, None]
+        yn = (p["vhat"] - vc[:, 2]) / Rn
+        yr = np.sqrt(np.einsum("ni,ni->n", yt, yt))
+        ratio = Rt / Rn
+        mu_tilde2 = mu * mu * ratio
+        stick = yr <= mu * yn
+        gap = (~stick) & (mu * ratio * yr <= -yn)
+        slip = ~(stick | gap)
+        that = yt / np.maximum(yr, 1e-300)[:, None]
+        gn_slip = (yn + mu * ratio * yr) / (1.0 + mu_tilde2)
+        gamma[:, 2] = np.where(stick, yn, np.where(slip, gn_slip, 0.0))
+        gamma[:, :2] = np.where(stick[:, None], yt, np.where(slip[:, None], (mu * gn_slip)[:, None] * that, 0.0))
+        cost = 0.5 * np.sum(Rt * np.einsum("ni,ni->n", gamma[:, :2], gamma[:, :2]) + Rn * gamma[:, 2] ** 2)
+        if need_hessian:
+            # stick: G = R^-1; slip: G = (dgamma/dy) R^-1 (symmetric); gap: 0
+            G[stick, 0, 0] = 1.0 / Rt[stick]
+            G[stick, 1, 1] = 1.0 / Rt[stick]
+            G[stick, 2, 2] = 1.0 / Rn[stick]
+            if np.any(slip):
+                m, tt, r = mu[slip], that[slip], yr[slip]
+                den = 1.0 + mu_tilde2[slip]
+                rt, rn, gn = Rt[slip], Rn[slip], gn_slip[slip]
+                Gs = np.empty((m.size, 3, 3))
+                ttT = tt[:, :, None] * tt[:, None, :]
+                # d gamma_t / d y_t = mu t (d gn/d y_t)^T + mu gn Pperp(t) / y_r
+                dgt = (m * m * ratio[slip] / den)[:, None, None] * ttT \
+                    + (m * gn / r)[:, None, None] * (_EYE2[None] - ttT)
+                Gs[:, :2, :2] = dgt / rt[:, None, None]
+                off = (m / (den * rn))[:, None] * tt
+                Gs[:, :2, 2] = off
+                Gs[:, 2, :2] = off
+                Gs[:, 2, 2] = 1.0 / (den * rn)
+                G[slip] = Gs
+        return gamma, G, cost
+
+    # ------------------------------------------------------------------------------------------------------
+    def _do_step(self, inputs: StepInputs) -> StepResult:
+        opt = self.options
+        dt = inputs.dt
+        nv = self.model.nv
+        contacts = inputs.contacts
+        nc = contacts.size
+        act = inputs.actuation
+        v0 = np.asarray(inputs.v, float)
+
+        # A = M + dt D (implicit joint damping); p0 = M v0 + dt k2  (eq. 2 with the explicit forces)
+        A = self._A
+        np.copyto(A, inputs.mass_matrix)
+        A[np.diag_indices(nv)] += dt * inputs.joint_damping
+        p0 = inputs.mass_matrix @ v0 + dt * inputs.generalized_force
+        diagA = np.diagonal(A).copy()
+        if np.any(diagA <= 0):
+            return self._failure(inputs, "mass matrix has a non-positive diagonal entry")
+        D = 1.0 / np.sqrt(diagA)
+
+        # compress the contact Jacobian: per contact the (padded) columns where it is non-zero
+        J3 = contacts.jacobian.reshape(nc, 3, nv)
+        if nc:
+            nz = np.any(J3 != 0.0, axis=1)                          # (N, nv)
+            K = max(int(nz.sum(axis=1).max()), 1)
+            cols = np.argsort(~nz, axis=1, kind="stable")[:, :K]    # non-zero columns first
+            valid = np.take_along_axis(nz, cols, axis=1)
+            Jc = np.take_along_axis(J3, cols[:, None, :], axis=2)   # (N, 3, K), exact zeros where padded
+        else:
+            K = 0
+            cols = np.zeros((0, 0), dtype=int)
+            valid = np.zeros((0, 0), dtype=bool)
+            Jc = np.zeros((0, 3, 0))
+        bias = contacts.velocity_bias.reshape(nc, 3)
+
+        groups = self._coupled_groups(cols, valid)
+        Ainv_blocks = None
+        if nc and (self.contact_model == "sap" or opt.regularized_stiction):
+            Ainv = self._block_inverse(A)
+            Ainv_blocks = Ainv[cols[:, :, None], cols[:, None, :]]
+        params = self._prepare_contacts(inputs, Jc, cols, Ainv_blocks)
+        # scatter indices of the per-contact K x K Hessian blocks into H (flattened)
+        lin = (cols[:, :, None] * nv + cols[:, None, :]).ravel() if nc else np.zeros(0, dtype=int)
+
+        def contact_velocity(v):
+            return np.einsum("nik,nk->ni", Jc, v[cols]) + bias
+
+        def generalized_impulse(gamma):
+            if not nc:
+                return np.zeros(nv)
+            return np.bincount(cols.ravel(), weights=np.einsum("nik,ni->nk", Jc, gamma).ravel(), minlength=nv)
+
+        def actuation(v):
+            tau, dtau = act.force(v, dt)
+            return tau, dtau
+
+        # ---- Newton iterations -------------------------------------------------------------------------
+        v = v0.copy()
+        stats = SolverStats()
+        status, message = SolverStatus.MAX_ITERATIONS, ""
+        vc = contact_velocity(v)
+        gamma, G, _ = self._contact_eval(vc, params, dt)
+        tau, dtau = actuation(v)
+        residual_ratio = np.inf
+        iterations = 0
+        scale_p0 = np.linalg.norm(D * p0)
+        for iteration in range(opt.max_iterations + 1):
+            jc = generalized_impulse(gamma)
+            Av = A @ v
+            r = Av - p0 - dt * tau - jc                              # gradient of the cost
+            if not np.all(np.isfinite(r)):
+                return self._failure(inputs, f"non-finite residual at Newton iteration {iteration}")
+            scale = max(np.linalg.norm(D * Av), np.linalg.norm(D * jc), scale_p0)
+            rnorm = np.linalg.norm(D * r)
+            residual_ratio = rnorm / scale if scale > 0 else rnorm
+            if rnorm <= opt.absolute_tolerance + opt.relative_tolerance * scale:
+                status = SolverStatus.CONVERGED
+                break
+            if iteration == opt.max_iterations:
+                message = (f"Newton did not converge in {opt.max_iterations} iterations "
+                           f"(relative residual {residual_ratio:.3e} > {opt.relative_tolerance:g}) at t = "
+                           f"{inputs.t:.6g} s")
+                break
+            iterations += 1
+            # Hessian H = A + dt diag(-dtau/dv) + J^T G J
+            H = self._H
+            np.copyto(H, A)
+            H[np.diag_indices(nv)] -= dt * dtau
+            if nc:
+                C = np.einsum("nik,nij,njl->nkl", Jc, G, Jc)
+                H.ravel()[:] += np.bincount(lin, weights=C.ravel(), minlength=nv * nv)
+            dv = self._solve(H, -r, groups)
+            if dv is None:
+                return self._failure(inputs, f"Hessian not positive definite at Newton iteration {iteration}")
+            # exact line search on f(alpha) = dl/dalpha (convex: f non-decreasing)
+            dvc = contact_velocity(dv) - bias
+            Adv = A @ dv
+            f0 = float(r @ dv)
+            if not f0 < 0.0:
+                # not a descent direction: only possible at round-off level of the optimum
+                if rnorm <= 1e3 * (opt.absolute_tolerance + opt.relative_tolerance * scale):
+                    status = SolverStatus.CONVERGED
+                else:
+                    message = f"Newton direction is not a descent direction (dl/dalpha = {f0:.3e}) at t = {inputs.t:.6g} s"
+                    status = SolverStatus.FAILED
+                break
+            dAd = float(dv @ Adv)
+            r0dv = float((Av - p0) @ dv)
+
+            def line_derivatives(alpha):
+                va = v + alpha * dv
+                vca = vc + alpha * dvc
+                ga, Ga, _ = self._contact_eval(vca, params, dt)
+                ta, dta = actuation(va)
+                f = r0dv + alpha * dAd - dt * float(ta @ dv) - float(np.einsum("ni,ni->", ga, dvc))
+                fp = dAd - dt * float(dta @ (dv * dv)) + float(np.einsum("ni,nij,nj->", dvc, Ga, dvc))
+                return f, fp, (va, vca, ga, Ga, ta, dta)
+
+            alpha, cache = self._line_search(line_derivatives, f0, opt.line_search_max_iterations)
+            if cache is None:
+                return self._failure(inputs, f"line search produced non-finite values at Newton iteration {iteration}")
+            v, vc, gamma, G, tau, dtau = cache
+        stats.status = status
+        stats.iterations = iterations
+        stats.residual = float(residual_ratio)
+        stats.message = message
+        if not status.ok and not np.all(np.isfinite(v)):
+            v = v0.copy()
+        self.last_hessian = self._H if iterations else None
+        if self.contact_model == "sap" and nc:
+            # SAP's stick-slip transition speed v_s = sigma w mu gamma_n (eq. 25)
+            self.last_stiction_tolerance = params["Rt"] * params["mu"] * gamma[:, 2]
+        return StepResult(v_next=v, contact_impulse=gamma.copy(),
+                          generalized_contact_force=generalized_impulse(gamma) / dt,
+                          actuation_force=tau, stats=stats)
+
+    # ------------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _line_search(fun, f0, max_iterations):
+        """Root of the non-decreasing f(alpha) = dl/dalpha in (0, 1]; f(0) = f0 < 0.
+
+        Newton-Raphson safeguarded by bisection inside the bracket [lo, hi] (rtsafe, Numerical Recipes 9.4).
+        Returns (alpha, cache of the evaluation at alpha) or (alpha, None) on non-finite values."""
+        f1, fp1, cache1 = fun(1.0)
+        if not (np.isfinite(f1) and np.isfinite(fp1)):
+            return 1.0, None
+        if f1 <= 0.0:
+            return 1.0, cache1                                      # the full Newton step is still descending
+        lo, hi = 0.0, 1.0
+        # first guess: the secant of f between 0 and 1 (exact for a quadratic cost)
+        alpha = -f0 / (f1 - f0)
+        f_tol = 1e-8 * abs(f0)
+        dx_old = 1.0
+        cache = cache1
+        for _ in range(max_iterations):
+            f, fp, cache = fun(alpha)
+            if not (np.isfinite(f) and np.isfinite(fp)):
+                return alpha, None
+            if abs(f) <= f_tol:
+                break
+            if f < 0.0:
+                lo = alpha
+            else:
+                hi = alpha
+            if hi - lo <= 1e-12 * hi:
+                break
+            # Newton step if it stays inside the bracket and shrinks fast enough, else bisection
+            newton = alpha - f / fp if fp > 0.0 else np.nan
+            if lo < newton < hi and abs(newton - alpha) < 0.5 * dx_old:
+                dx_old = abs(newton - alpha)
+                alpha = newton
+            else:
+                dx_old = hi - lo
+                alpha = 0.5 * (lo + hi)
+        else:
+            f, fp, cache = fun(alpha)
+            if not (np.isfinite(f) and np.isfinite(fp)):
+                return alpha, None
+        return alpha, cache
+
+    # ------------------------------------------------------------------------------------------------------
+    def _coupled_groups(self, cols, valid):
+        """Groups of dofs whose Hessian blocks are coupled this step: trees joined by contacts.
+
+        Returns a list of (size, index array (m, size)) batches of equally sized groups."""
+        nt = self._num_trees
+        tree_of_dof = self._tree_of_dof
+        if cols.size and nt > 1:
+            trees = tree_of_dof[cols]
+            first = trees[:, :1].repeat(trees.shape[1], axis=1)
+            graph = coo_matrix((np.ones(int(valid.sum())), (first[valid], trees[valid])), shape=(nt, nt))
+            _, labels = connected_components(graph, directed=False)
+        else:
+            labels = np.arange(nt)
+        comp_of_dof = labels[tree_of_dof]
+        order = np.argsort(comp_of_dof, kind="stable")
+        counts = np.bincount(comp_of_dof)
+        batches = {}
+        start = 0
+        for comp, size in enumerate(counts):
+            if size == 0:
+                continue
+            batches.setdefault(int(size), []).append(order[start:start + size])
+            start += size
+        return [(size, np.array(idx)) for size, idx in batches.items()]
+
+    def _solve(self, H, rhs, groups):
+        """Solve H x = rhs exploiting the block structure; None if a block is not positive definite."""
+        x = np.empty_like(rhs)
+        try:
+            for size, idx in groups:
+                if size <= _BATCH_MAX_SIZE or idx.shape[0] > 1 and size <= 2 * _BATCH_MAX_SIZE:
+                    Hb = H[idx[:, :, None], idx[:, None, :]]
+                    L = np.linalg.cholesky(Hb)
+                    y = np.linalg.solve(L, rhs[idx][:, :, None])
+                    x[idx] = np.linalg.solve(np.swapaxes(L, 1, 2), y)[:, :, 0]
+                else:
+                    for row in idx:
+                        if row.size == H.shape[0]:
+                            c = scipy.linalg.cho_factor(H, check_finite=False)
+                            x[:] = scipy.linalg.cho_solve(c, rhs, check_finite=False)
+                        else:
+                            c = scipy.linalg.cho_factor(H[np.ix_(row, row)], check_finite=False)
+                            x[row] = scipy.linalg.cho_solve(c, rhs[row], check_finite=False)
+        except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
+            return None
+        if not np.all(np.isfinite(x)):
+            return None
+        return x
+
+    def _block_inverse(self, A):
+        """A^-1 for the block-diagonal (per tree) matrix A."""
+        Ainv = np.zeros_like(A)
+        for sl in self.model.tree_velocity_slices:
+            Ainv[sl, sl] = np.linalg.inv(A[sl, sl])
+        return Ainv
+
+    def _failure(self, inputs: StepInputs, message: str) -> StepResult:
+        nv = self.model.nv
+        stats = SolverStats(status=SolverStatus.FAILED, message=f"{message} (t = {inputs.t:.6g} s)")
+        return StepResult(v_next=np.array(inputs.v, float, copy=True),
+                          contact_impulse=np.zeros((inputs.contacts.size, 3)),
+                          generalized_contact_force=np.zeros(nv), actuation_force=np.zeros(nv), stats=stats)
+
+
+@register_engine
+class LaggedEngine(ConvexICFEngine):
+    name = "lagged"
+    description = ("Convex ICF Lagged model (Castro et al.): Hunt & Crossley normal force, friction with the "
+                   "normal impulse lagged to the previous step; no gliding during slip")
+    contact_model = "lagged"
+
+
+@register_engine
+class SimilarEngine(ConvexICFEngine):
+    name = "similar"
+    description = "Convex ICF Similar model (Castro et al.): Hunt & Crossley, strongly coupled friction"
+    contact_model = "similar"
+
+
+@register_engine
+class SapEngine(ConvexICFEngine):
+    name = "sap"
+    description = "SAP (Castro et al. 2022) in the ICF framework: linear compliance, relaxation time tau_d"
+    contact_model = "sap"

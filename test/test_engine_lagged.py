@@ -1,0 +1,328 @@
+"""Tests of the convex ICF engines (lagged, similar, sap) on hand-built StepInputs.
+
+A box is a free body resting on the ground (z = 0) with 4 hand-built corner contacts; the expected values come
+from the model equations of Castro, Han, Masterjohn, "Irrotational Contact Fields" (eqs. 18-23) and from
+momentum balance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.engines import Actuation, SolverStatus, StepInputs, engine_names, make_engine
+from contact_sim_ros.engines.lagged import hunt_crossley_impulse
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.geometry.contact_set import ContactSet
+from contact_sim_ros.model.multibody_model import MultibodyModel
+
+G = 9.81
+MODELS = ("lagged", "similar", "sap")
+
+
+def make_model(joints):
+    """A MultibodyModel of independent trees hanging off the universe ('free' or 'px' prismatic joints)."""
+    model = pin.Model()
+    slices, start = [], 0
+    for i, kind in enumerate(joints):
+        jm = pin.JointModelFreeFlyer() if kind == "free" else pin.JointModelPX()
+        jid = model.addJoint(0, jm, pin.SE3.Identity(), f"j{i}")
+        model.appendBodyToJoint(jid, pin.Inertia.FromBox(1.0, 0.05, 0.05, 0.05), pin.SE3.Identity())
+        slices.append(slice(start, start + jm.nv))
+        start += jm.nv
+    nv = model.nv
+    z = np.zeros(0)
+    return MultibodyModel(
+        pin_model=model, collision_model=pin.GeometryModel(), source="<test>", joint_names=(),
+        joint_q_index=np.zeros(0, int), joint_v_index=np.zeros(0, int), position_lower=z, position_upper=z,
+        velocity_limit=z, effort_limit=z, mimic_joints=(), joint_damping=np.zeros(nv), joint_friction=np.zeros(nv),
+        actuated=np.zeros(nv, bool), free_bodies=(), tree_velocity_slices=tuple(slices), geometry_names=(),
+        geometry_parent_joint=np.zeros(0, int), geometry_stiffness=z, geometry_dissipation=z,
+        geometry_friction=z, geometry_restitution=z, collision_pairs=np.zeros((0, 2), int),
+        gravity=np.array([0, 0, -G]))
+
+
+def box_mass_matrix(m, side):
+    inertia = m * side ** 2 / 6.0
+    return np.diag([m, m, m, inertia, inertia, inertia])
+
+
+def box_contacts(phi, half, k, d, mu, nv=6, offset=0, belt_velocity=(0.0, 0.0)):
+    """4 corner contacts of a box (body frame = world orientation) with the ground; A = ground, B = box.
+
+    Jacobian rows: velocity of the box corner, v + w x r, in the contact frame (t1, t2, n) = (x, y, z).
+    belt_velocity: ground surface velocity (x, y) -> bias -v_belt in the tangential rows."""
+    corners = np.array([[sx * half, sy * half, -half] for sx in (-1, 1) for sy in (-1, 1)])
+    n = len(corners)
+    J = np.zeros((3 * n, nv))
+    for i, r in enumerate(corners):
+        J[3 * i:3 * i + 3, offset:offset + 3] = np.eye(3)
+        J[3 * i:3 * i + 3, offset + 3:offset + 6] = -pin.skew(r)
+    bias = np.zeros(3 * n)
+    bias[0::3] = -belt_velocity[0]
+    bias[1::3] = -belt_velocity[1]
+    full = lambda x: np.full(n, float(x))
+    return ContactSet(
+        geometry_a=np.zeros(n, int), geometry_b=np.ones(n, int), joint_a=np.zeros(n, int),
+        joint_b=np.ones(n, int), point=corners + [0, 0, half], normal=np.tile([0.0, 0.0, 1.0], (n, 1)),
+        signed_distance=np.broadcast_to(np.asarray(phi, float), (n,)).copy(), rotation=np.tile(np.eye(3), (n, 1, 1)),
+        jacobian=J, velocity_bias=bias, stiffness=full(k), dissipation=full(d), friction=full(mu),
+        restitution=full(0.0))
+
+
+def box_inputs(v, contacts, m=1.0, side=0.05, dt=0.01, external=(0.0, 0.0, 0.0)):
+    M = box_mass_matrix(m, side)
+    gravity = np.array([0, 0, -m * G, 0, 0, 0])
+    force = gravity + np.r_[external, 0, 0, 0]
+    return StepInputs(t=0.0, dt=dt, q=np.r_[0, 0, side / 2, 0, 0, 0, 1.0], v=np.asarray(v, float),
+                      mass_matrix=M, generalized_force=force, gravity_force=gravity, joint_damping=np.zeros(6),
+                      actuation=Actuation.zeros(6), contacts=contacts)
+
+
+def test_engines_registered_under_their_names():
+    names = engine_names()
+    for name in MODELS:
+        assert name in names
+
+
+def test_hunt_crossley_impulse_matches_force_law_and_antiderivative():
+    """n(x) = dt f_n(phi0 + dt x, x) (eqs. 7, 22); dN/dx = n and dn/dx by central differences; zero beyond
+    the break velocity of eq. 23."""
+    dt, k, d = 0.01, 1e5, 2.0
+    phi0 = np.full(7, -1e-3)
+    x = np.array([-0.3, -0.1, -0.01, 0.0, 0.05, 0.09, 0.2])   # v_hat = min(0.1, 0.5) = 0.1
+    n, dn, N = hunt_crossley_impulse(x, phi0, k, d, dt)
+    f = k * np.maximum(-(phi0 + dt * x), 0) * np.maximum(1 - d * x, 0)
+    np.testing.assert_allclose(n, dt * f, rtol=1e-12)
+    assert n[-1] == 0.0 and dn[-1] == 0.0
+    h = 1e-7
+    np_, _, Np = hunt_crossley_impulse(x + h, phi0, k, d, dt)
+    nm, _, Nm = hunt_crossley_impulse(x - h, phi0, k, d, dt)
+    np.testing.assert_allclose((Np - Nm) / (2 * h), n, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose((np_ - nm) / (2 * h), dn, rtol=1e-6, atol=1e-9)
+    assert np.all(dn <= 0)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_contact_gradient_and_hessian_match_finite_differences(name):
+    """gamma = -dl/dv_c (eq. 4) and G = d2l/dv_c2 (symmetric PSD) for random contact velocities."""
+    rng = np.random.default_rng(3)
+    n = 40
+    engine = make_engine(name, make_model(["free"]), {"stiction_tolerance": 1e-2})
+    dt = 0.01
+    p = {"k": rng.uniform(1e4, 1e6, n), "d": rng.uniform(0, 5, n), "mu": rng.uniform(0.2, 1.0, n),
+         "phi0": rng.uniform(-2e-3, 1e-3, n)}
+    if name == "sap":
+        w = rng.uniform(0.5, 3.0, n)
+        p["Rt"], p["Rn"] = 1e-1 * w, 1.0 / (dt * p["k"] * (dt + 1e-3))
+        p["vhat"] = -p["phi0"] / (dt + 1e-3)
+    else:
+        p["eps"] = np.full(n, 1e-2)
+        p["gn0"] = rng.uniform(0, 1.0, n)
+    vc = rng.normal(0, 0.2, (n, 3))
+    gamma, Gm, _ = engine._contact_eval(vc, p, dt)
+    h = 1e-7
+    for j in range(3):
+        e = np.zeros(3)
+        e[j] = h
+        gp, _, lp = engine._contact_eval(vc + e, p, dt)
+        gm, _, lm = engine._contact_eval(vc - e, p, dt)
+        # per-contact cost difference: evaluate contact by contact through the sum (contacts are separable)
+        np.testing.assert_allclose(-(gp[:, :] - gm[:, :])[:, :] / (2 * h), Gm[:, :, j], rtol=2e-4, atol=1e-6)
+        assert np.isfinite(lp) and np.isfinite(lm)
+    # gradient of the summed cost along random directions
+    for _ in range(3):
+        u = rng.normal(size=(n, 3))
+        _, _, lp = engine._contact_eval(vc + h * u, p, dt)
+        _, _, lm = engine._contact_eval(vc - h * u, p, dt)
+        np.testing.assert_allclose((lp - lm) / (2 * h), -np.sum(gamma * u), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(Gm, np.swapaxes(Gm, 1, 2), atol=1e-9 * np.abs(Gm).max())
+    assert np.linalg.eigvalsh(Gm).min() >= -1e-9 * np.abs(Gm).max()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_free_fall_is_one_exact_newton_step(name):
+    engine = make_engine(name, make_model(["free"]))
+    inputs = box_inputs([0.3, 0, -0.2, 0, 0, 0], ContactSet.empty(6))
+    result = engine.step(inputs)
+    assert result.stats.status is SolverStatus.CONVERGED
+    assert result.stats.iterations == 1
+    np.testing.assert_allclose(result.v_next, [0.3, 0, -0.2 - G * 0.01, 0, 0, 0], atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["lagged", "similar"])
+def test_box_at_rest_stays_at_rest_with_weight_as_normal_force(name):
+    """Penetration phi0 = -m g / (4 k) per corner: the Hunt & Crossley impulse at v = 0 balances the weight."""
+    m, k, dt = 1.0, 1e5, 0.01
+    contacts = box_contacts(-m * G / (4 * k), 0.025, k, 500.0, 0.7)
+    result = make_engine(name, make_model(["free"])).step(box_inputs(np.zeros(6), contacts, dt=dt))
+    assert result.stats.status is SolverStatus.CONVERGED
+    np.testing.assert_allclose(result.v_next, 0.0, atol=1e-8)
+    np.testing.assert_allclose(result.contact_impulse[:, 2].sum(), m * G * dt, rtol=1e-7)
+    np.testing.assert_allclose(result.generalized_contact_force[2], m * G, rtol=1e-7)
+
+
+def sliding_step(name, vx0, dt=0.01, mu=0.7, k=1e7, d=500.0):
+    m = 1.0
+    contacts = box_contacts(-m * G / (4 * k), 0.025, k, d, mu)
+    engine = make_engine(name, make_model(["free"]), {"relative_tolerance": 1e-9})
+    result = engine.step(box_inputs([vx0, 0, 0, 0, 0, 0], contacts, dt=dt))
+    assert result.stats.status is SolverStatus.CONVERGED, result.stats.message
+    vc = contacts.relative_velocity(result.v_next)
+    return result, vc
+
+
+def test_lagged_slip_has_no_normal_velocity_and_coulomb_friction():
+    """Lagged (eq. 18): gamma_t = -mu gamma_n0 t_s with gamma_n0 = m g dt / 4 per corner, normal velocity 0."""
+    mu, dt, vx0 = 0.7, 0.01, 1.0
+    result, vc = sliding_step("lagged", vx0, dt=dt, mu=mu)
+    # friction at the base pitches the box (front corners down, back corners up) but the centre of mass does
+    # not lift: the mean normal velocity is zero up to the O(v_n^2) nonlinearity of Hunt & Crossley
+    assert abs(result.v_next[2]) < 1e-6            # (Similar: 0.44 m/s, see below)
+    np.testing.assert_allclose(vc[[0, 1], 2], -vc[[2, 3], 2], rtol=0.05)
+    np.testing.assert_allclose(result.contact_impulse[:, 2].sum(), G * dt, rtol=1e-6)
+    friction = result.contact_impulse[:, 0].sum()
+    np.testing.assert_allclose(friction, -mu * G * dt, rtol=1e-6)
+    np.testing.assert_allclose(result.v_next[0], vx0 - mu * G * dt, rtol=1e-6)
+
+
+def test_similar_slip_glides_at_mu_times_slip_speed():
+    """Similar (eq. 19-20): the impulse balancing the weight needs z = v_n - mu ||v_t||_s = 0 at every corner,
+    i.e. the box lifts off at v_n = mu ||v_t||_s (gliding of section VII-A)."""
+    mu, eps = 0.7, 1e-4
+    result, vc = sliding_step("similar", 1.0, mu=mu)
+    soft = np.sqrt(np.sum(vc[:, :2] ** 2, axis=1) + eps ** 2) - eps
+    np.testing.assert_allclose(vc[:, 2], mu * soft, rtol=2e-3)   # 2e-3: pitching of the box
+    assert vc[:, 2].min() > 0.6
+
+
+def test_sap_slip_glides_at_mu_dt_plus_tau_times_slip_speed():
+    """SAP: one step of slip starting from the compliant equilibrium. The normal velocity absorbs the gliding
+    offset: phi/(dt + tau_d) - mu ||v_t|| + gamma_n R_n (1 + mu~^2) = -v_n(...) (section VII-A, eq. 24); in the
+    stiff limit phi_1 = phi0 + dt v_n -> mu (dt + tau_d) ||v_t|| over the relaxation time scale."""
+    mu, dt, tau = 0.7, 0.01, 1e-3
+    result, vc = sliding_step("sap", 1.0, dt=dt, mu=mu)
+    vt = np.linalg.norm(vc[:, :2], axis=1)
+    # with R_n << dt: v_n ~ v_hat + mu v_t  (v_hat = -phi0 / (dt + tau) ~ 0)
+    np.testing.assert_allclose(vc[:, 2], mu * vt, rtol=0.05)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_stiction_holds_a_box_under_a_subcritical_push(name):
+    """A horizontal force 0.5 mu m g: after 50 steps (dt = 1 ms) the box still sticks (slip speed ~ v_s)."""
+    m, k, mu, dt = 1.0, 1e6, 0.7, 1e-3
+    phi = np.full(4, -m * G / (4 * k))
+    v = np.zeros(6)
+    engine = make_engine(name, make_model(["free"]))
+    for _ in range(50):
+        contacts = box_contacts(phi, 0.025, k, 10.0, mu)
+        res = engine.step(box_inputs(v, contacts, dt=dt, external=(0.5 * mu * m * G, 0, 0)))
+        assert res.stats.status is SolverStatus.CONVERGED
+        v = res.v_next
+        phi = phi + dt * contacts.relative_velocity(v)[:, 2]
+    assert abs(v[0]) < 2e-4
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_momentum_balance_and_iteration_count(name):
+    """At convergence M (v - v0) = dt f + J^T gamma (eq. 2) to the relative tolerance, for a falling tilted box."""
+    m, k = 1.0, 1e6
+    rng = np.random.default_rng(0)
+    phi = np.array([-2e-4, 1e-4, -5e-4, 3e-4])
+    contacts = box_contacts(phi, 0.025, k, 5.0, 0.5)
+    v0 = np.r_[rng.normal(0, 0.5, 3), rng.normal(0, 3, 3)]
+    v0[2] = -1.0
+    inputs = box_inputs(v0, contacts, dt=2e-3)
+    res = make_engine(name, make_model(["free"]), {"relative_tolerance": 1e-8}).step(inputs)
+    assert res.stats.status is SolverStatus.CONVERGED
+    assert 1 <= res.stats.iterations <= 30
+    lhs = inputs.mass_matrix @ (res.v_next - v0)
+    rhs = inputs.dt * inputs.generalized_force + contacts.jacobian.T @ res.contact_impulse.ravel()
+    np.testing.assert_allclose(lhs, rhs, atol=1e-7 * np.abs(lhs).max())
+    # friction never exceeds the cone (SAP, Similar) / the lagged bound (Lagged)
+    gt = np.linalg.norm(res.contact_impulse[:, :2], axis=1)
+    assert np.all(gt <= 0.5 * np.maximum(res.contact_impulse[:, 2], 0) * (1 + 1e-9) + 1e-12) or name == "lagged"
+
+
+def test_two_boxes_coupled_by_contact_match_dense_solution():
+    """Contacts between two free bodies couple their Hessian blocks; the block solver must agree with a single
+    body pushed by the same impulses (check: total momentum change = dt * total external force)."""
+    model = make_model(["free", "free"])
+    m, k = 1.0, 1e6
+    c1 = box_contacts(np.full(4, -1e-4), 0.025, k, 5.0, 0.5, nv=12, offset=0)
+    c2 = box_contacts(np.full(4, -1e-4), 0.025, k, 5.0, 0.5, nv=12, offset=6)
+    # box 2 sits on box 1: relative velocity = v_box2 - v_box1 at the corner
+    c2.jacobian[:, 0:6] = -c1.jacobian[:, 0:6]
+    contacts = ContactSet(*[np.concatenate([getattr(c1, f), getattr(c2, f)]) for f in (
+        "geometry_a", "geometry_b", "joint_a", "joint_b", "point", "normal", "signed_distance", "rotation",
+        "jacobian", "velocity_bias", "stiffness", "dissipation", "friction", "restitution")])
+    M = np.zeros((12, 12))
+    M[:6, :6] = M[6:, 6:] = box_mass_matrix(m, 0.05)
+    grav = np.r_[0, 0, -m * G, 0, 0, 0, 0, 0, -m * G, 0, 0, 0]
+    v0 = np.r_[0.2, 0, -0.3, 0, 0, 0, -0.1, 0.1, -0.5, 0, 0, 0]
+    inputs = StepInputs(t=0, dt=0.005, q=np.zeros(14), v=v0, mass_matrix=M, generalized_force=grav,
+                        gravity_force=grav, joint_damping=np.zeros(12), actuation=Actuation.zeros(12),
+                        contacts=contacts)
+    for name in MODELS:
+        res = make_engine(name, model, {"relative_tolerance": 1e-9}).step(inputs)
+        assert res.stats.status is SolverStatus.CONVERGED
+        lhs = M @ (res.v_next - v0)
+        rhs = inputs.dt * grav + contacts.jacobian.T @ res.contact_impulse.ravel()
+        np.testing.assert_allclose(lhs, rhs, atol=1e-7 * np.abs(lhs).max())
+        # the box-box impulses are internal: box 2's downward push shows up on box 1 (action = reaction)
+        assert res.contact_impulse[4:, 2].sum() > 0
+
+
+def test_implicit_pd_with_effort_limit():
+    """1-dof prismatic joint (m = 1 kg): unsaturated implicit PD has the closed form
+    v = (m v0 + dt (kp (e - 0) + kd vt)) / (m + dt (dt kp + kd)); saturated it accelerates at the limit."""
+    model = make_model(["px"])
+    dt, m, kp, kd, e = 0.01, 1.0, 100.0, 5.0, 0.2
+    M = np.array([[m]])
+    mk = lambda limit: Actuation(effort=np.zeros(1), kp=np.array([kp]), kd=np.array([kd]),
+                                 position_error=np.array([e]), velocity_target=np.zeros(1),
+                                 effort_limit=np.array([limit]))
+    inputs = StepInputs(t=0, dt=dt, q=np.zeros(1), v=np.zeros(1), mass_matrix=M, generalized_force=np.zeros(1),
+                        gravity_force=np.zeros(1), joint_damping=np.zeros(1), actuation=mk(np.inf),
+                        contacts=ContactSet.empty(1))
+    res = make_engine("lagged", model).step(inputs)
+    expected = dt * kp * e / (m + dt * (dt * kp + kd))
+    np.testing.assert_allclose(res.v_next, [expected], rtol=1e-10)
+    np.testing.assert_allclose(res.actuation_force, m * res.v_next / dt, rtol=1e-10)
+    inputs.actuation = mk(3.0)
+    res = make_engine("lagged", model).step(inputs)
+    assert res.stats.status is SolverStatus.CONVERGED
+    np.testing.assert_allclose(res.v_next, [dt * 3.0 / m], rtol=1e-10)
+
+
+def test_iteration_limit_is_reported_not_silent():
+    contacts = box_contacts(np.array([-2e-4, 1e-4, -5e-4, 3e-4]), 0.025, 1e7, 5.0, 0.5)
+    v0 = np.array([1.0, 0.5, -2.0, 3.0, -2.0, 1.0])
+    res = make_engine("lagged", make_model(["free"]), {"max_iterations": 1}).step(box_inputs(v0, contacts))
+    assert res.stats.status is SolverStatus.MAX_ITERATIONS
+    assert "did not converge" in res.stats.message and "t = " in res.stats.message
+    assert np.all(np.isfinite(res.v_next))
+
+
+def test_regularized_stiction_tolerance_eq26():
+    """eps_s = max(v_s, sigma w mu gamma_n0): a strong impact raises it, resting contact keeps v_s."""
+    k, mu, dt = 1e7, 1.0, 2e-3
+    engine = make_engine("lagged", make_model(["free"]), {"regularized_stiction": True})
+    contacts = box_contacts(-G / (4 * k), 0.025, k, 10.0, mu)
+    engine.step(box_inputs(np.zeros(6), contacts, dt=dt))
+    np.testing.assert_allclose(engine.last_stiction_tolerance, 1e-4)
+    contacts = box_contacts(-1e-4, 0.025, k, 10.0, mu)
+    engine.step(box_inputs([0, 0, -3.0, 0, 0, 0], contacts, dt=dt))
+    # gamma_n0 = dt k 1e-4 (1 + 10 * 3) = 62 N s; w ~ inverse mass scale >~ 1 / kg
+    assert np.all(engine.last_stiction_tolerance > 1e-2)
+
+
+def test_bad_options_raise_config_error_naming_the_option():
+    model = make_model(["free"])
+    with pytest.raises(ConfigError, match="valid options"):
+        make_engine("lagged", model, {"stiction_tol": 1e-3})
+    with pytest.raises(ConfigError, match="stiction_tolerance"):
+        make_engine("similar", model, {"stiction_tolerance": -1.0})
+    with pytest.raises(ConfigError, match="max_iterations"):
+        make_engine("sap", model, {"max_iterations": 0})
