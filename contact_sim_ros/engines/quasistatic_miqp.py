@@ -1,0 +1,684 @@
+"""Quasistatic time stepping as a mixed-integer QP (Pang & Tedrake, IROS 2018), and Trinkle's LCP baseline.
+
+Paper: T. Pang, R. Tedrake, "A Robust Time-Stepping Scheme for Quasistatic Rigid Multibody Systems", IROS 2018
+(``shared/papers/quasistatic-miqp-time-stepping.md``); the LCP baseline is J. Trinkle, S. Berard, J.-S. Pang,
+"A time-stepping scheme for quasistatic multibody systems", ISATP 2005 (the paper's ref. [14], section III).
+
+State = configuration only. One step advances q by the tangent increment dq (nv,) (``v_next = dq / h``; the
+simulator integrates q_next = integrate(q, h * v_next), so free-body quaternions stay on the manifold). The
+paper's q-space Jacobians J^q = J^v G are not needed: everything is written in the tangent space (v-space).
+
+Notation (paper, section IV; all vectors over the nc contacts of the ContactSet, nd friction directions each):
+
+* actuated dofs a (``model.actuated``) take a *commanded* increment dq_a_bar (m or rad); the unactuated dofs u
+  (free bodies) are in force balance (eq. 8 integrated over the step, eq. 23a):
+      Jn_u^T P_n + Jf_u^T P_f + h tau_u = 0,        tau_u = -g_u(q) + external forces   (N or N*m)
+* linearised signed distance (eq. 13):  phi_next = phi + Jn dq + h bias_n            (m)
+* polyhedral friction cone (eq. 7) with directions d_ij = cos(2 pi j / nd) t1 + sin(2 pi j / nd) t2
+  (balanced for even nd); sliding distances Psi = Jf dq (eq. 15), Jf = D^T J_t;
+* complementarity (eqs. 12, 16, 17):
+      0 <= phi_next                  _|_ P_n   >= 0      (non-penetration)
+      0 <= rho = E Gamma + Jf dq     _|_ P_f   >= 0      (maximal dissipation)
+      0 <= s = U P_n - E^T P_f       _|_ Gamma >= 0      (friction cone)
+  each written with a binary z and big-M values (eqs. 19-20, 23d-e): row <= M_row z, variable <= M_var (1 - z);
+* hypothetical-penetration force bound (eqs. 21-22, 23f), stiffness K (N/m):
+      P_n / h >= -K phi_bar,   phi_bar = phi + Jn_u dq_u + Jn_a dq_a_bar + h bias_n
+  or, in the one-step-delayed variant the paper uses for stiff cases (section V-B), with the constant phi_bar
+  computed at the previous step for the same contact;
+* objective (section IV-B):  minimise ||dq_a - dq_a_bar||^2, plus two tiny regularisers that only pick one
+  solution where eq. 23 has many: eps ||dq_u||^2 (e.g. a cylinder's spin about its axis) and
+  eps_P sum(P_n + P_f + Gamma) in scaled units (the least-impulse solution: without it a squeezed object may get
+  any internal force above the K bound, and Gamma of a force-free contact is arbitrary).
+
+Commanded actuated motion (from ``inputs.actuation``, per velocity index): where kp > 0 the command is a
+position target and dq_a_bar = position_error = q_target - q, clipped to +-velocity_limit * h; elsewhere it is
+a velocity command and dq_a_bar = h * velocity_target. Efforts, gains kd and joint damping are not used
+(there is no dynamics); the reported ``actuation_force`` is the actuator force that holds the quasistatic
+balance of the actuated dofs, u_a = -(J^T P)_a / h - tau_a.
+
+Big-M values come from the problem's own scales (commanded motion, signed distances, weight, K times
+commanded squeeze), times ``big_m_factor``; after each solve the engine checks whether a big-M bound is active
+and, if so, raises it tenfold and re-solves (up to ``big_m_retries`` times); the raise is reported in
+``stats.message`` and ``last_solve_info``. Each step is warm-started with the previous step's contact mode
+(binaries of the contacts matched by geometry pair).
+
+Solvers: SCIP through pyscipopt (default, open source); gurobipy when installed (``solver: gurobi``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import ConfigError, EngineError, unknown_choice
+from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
+from .registry import register_engine
+
+# --------------------------------------------------------------------------------------------------------------
+# MIQP back-ends (generic form) -- registered only when their Python package imports.
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class MIQP:
+    """min  sum_i qdiag_i x_i^2 + c^T x   s.t.  A_eq x = b_eq,  A_ub x + B_ub z <= b_ub,  lb <= x <= ub,
+    z binary. Dense arrays (problems are small: tens to a few hundred variables)."""
+
+    qdiag: np.ndarray
+    c: np.ndarray
+    A_eq: np.ndarray
+    b_eq: np.ndarray
+    A_ub: np.ndarray
+    B_ub: np.ndarray
+    b_ub: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    n_bin: int
+    z_start: np.ndarray | None = None
+    time_limit_s: float = 10.0
+
+
+@dataclass
+class MIQPSolution:
+    status: str                  # "optimal", "infeasible", "time_limit", "error"
+    x: np.ndarray | None
+    z: np.ndarray | None
+    objective: float = math.nan
+    solver_time_s: float = 0.0   # the back-end's own solve time (SCIP getSolvingTime / Gurobi Runtime)
+    nodes: int = 0
+    message: str = ""
+
+
+def _solve_scip(p: MIQP) -> MIQPSolution:
+    import pyscipopt as scip
+
+    m = scip.Model()
+    m.hideOutput()
+    m.setParam("limits/time", float(p.time_limit_s))
+    m.setParam("randomization/randomseedshift", 0)
+    n, nb = p.c.size, p.n_bin
+    x = [m.addVar(lb=float(p.lb[i]) if np.isfinite(p.lb[i]) else None,
+                  ub=float(p.ub[i]) if np.isfinite(p.ub[i]) else None, vtype="C") for i in range(n)]
+    z = [m.addVar(vtype="B") for _ in range(nb)]
+    t = m.addVar(lb=None, ub=None, vtype="C")
+    for A, B, b, sense in ((p.A_eq, None, p.b_eq, "eq"), (p.A_ub, p.B_ub, p.b_ub, "ub")):
+        for r in range(A.shape[0]):
+            cols = np.flatnonzero(A[r])
+            expr = scip.quicksum(float(A[r, j]) * x[j] for j in cols)
+            if B is not None:
+                bcols = np.flatnonzero(B[r])
+                if bcols.size:
+                    expr = expr + scip.quicksum(float(B[r, j]) * z[j] for j in bcols)
+            if sense == "eq":
+                m.addCons(expr == float(b[r]))
+            else:
+                m.addCons(expr <= float(b[r]))
+    qcols = np.flatnonzero(p.qdiag)
+    m.addCons(scip.quicksum(float(p.qdiag[j]) * x[j] * x[j] for j in qcols)
+              + scip.quicksum(float(p.c[j]) * x[j] for j in np.flatnonzero(p.c)) <= t)
+    m.setObjective(t, "minimize")
+    if p.z_start is not None and nb:
+        sol = m.createPartialSol()
+        for j in range(nb):
+            m.setSolVal(sol, z[j], float(p.z_start[j]))
+        m.addSol(sol)
+    m.optimize()
+    status = m.getStatus()
+    out = MIQPSolution("error", None, None, solver_time_s=m.getSolvingTime(), nodes=int(m.getNNodes()))
+    if m.getNSols() > 0 and status in ("optimal", "timelimit", "gaplimit"):
+        sol = m.getBestSol()
+        out.x = np.array([m.getSolVal(sol, v) for v in x])
+        out.z = np.array([round(m.getSolVal(sol, v)) for v in z], dtype=float)
+        out.objective = m.getSolVal(sol, t)
+        out.status = "optimal" if status != "timelimit" else "time_limit"
+    elif status == "infeasible":
+        out.status = "infeasible"
+    elif status == "timelimit":
+        out.status = "time_limit"
+    else:
+        out.message = f"SCIP status {status!r}"
+    return out
+
+
+def _solve_gurobi(p: MIQP) -> MIQPSolution:
+    import gurobipy as gp
+
+    env = _gurobi_env()
+    m = gp.Model(env=env)
+    m.Params.TimeLimit = float(p.time_limit_s)
+    n, nb = p.c.size, p.n_bin
+    x = m.addMVar(n, lb=np.where(np.isfinite(p.lb), p.lb, -gp.GRB.INFINITY),
+                  ub=np.where(np.isfinite(p.ub), p.ub, gp.GRB.INFINITY))
+    z = m.addMVar(nb, vtype=gp.GRB.BINARY)
+    if p.A_eq.shape[0]:
+        m.addConstr(p.A_eq @ x == p.b_eq)
+    if p.A_ub.shape[0]:
+        m.addConstr(p.A_ub @ x + p.B_ub @ z <= p.b_ub)
+    import scipy.sparse as sp
+    m.update()
+    m.setMObjective(sp.diags(np.concatenate([p.qdiag, np.zeros(nb)])).tocsr(),
+                    np.concatenate([p.c, np.zeros(nb)]), 0.0, sense=gp.GRB.MINIMIZE)
+    if p.z_start is not None and nb:
+        z.Start = p.z_start
+    m.optimize()
+    out = MIQPSolution("error", None, None, solver_time_s=float(m.Runtime), nodes=int(m.NodeCount))
+    if m.SolCount > 0 and m.Status in (gp.GRB.OPTIMAL, gp.GRB.TIME_LIMIT, gp.GRB.SUBOPTIMAL):
+        out.x = np.array(x.X)
+        out.z = np.round(np.array(z.X)) if nb else np.zeros(0)
+        out.objective = float(m.ObjVal)
+        out.status = "optimal" if m.Status != gp.GRB.TIME_LIMIT else "time_limit"
+    elif m.Status in (gp.GRB.INFEASIBLE, gp.GRB.INF_OR_UNBD):
+        out.status = "infeasible"
+    elif m.Status == gp.GRB.TIME_LIMIT:
+        out.status = "time_limit"
+    else:
+        out.message = f"Gurobi status {m.Status}"
+    m.dispose()
+    return out
+
+
+_GUROBI_ENV = None
+
+
+def _gurobi_env():
+    global _GUROBI_ENV
+    if _GUROBI_ENV is None:
+        import gurobipy as gp
+        env = gp.Env(empty=True)
+        env.setParam("OutputFlag", 0)
+        env.setParam("Threads", 1)
+        env.start()
+        _GUROBI_ENV = env
+    return _GUROBI_ENV
+
+
+MIQP_BACKENDS: dict = {}
+try:  # the open-source default
+    import pyscipopt  # noqa: F401
+    MIQP_BACKENDS["scip"] = _solve_scip
+except ImportError:  # pragma: no cover - depends on the installation
+    pass
+try:  # optional commercial back-end
+    import gurobipy  # noqa: F401
+    MIQP_BACKENDS["gurobi"] = _solve_gurobi
+except ImportError:  # pragma: no cover
+    pass
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The step's data in the paper's notation
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class QuasistaticSolveInfo:
+    """Per-step record of the last solve (for benchmarks and diagnostics)."""
+
+    backend: str = ""
+    solver_time_s: float = 0.0    # back-end's own time summed over re-solves (Gurobi Runtime / SCIP time)
+    n_binaries: int = 0
+    n_contacts: int = 0
+    big_m_raises: int = 0
+    nodes: int = 0
+    objective: float = math.nan   # ||dq_a - dq_a_bar||^2 (m^2 or rad^2, mixed)
+    phi_bar: np.ndarray = field(default_factory=lambda: np.zeros(0))   # hypothetical penetration (m)
+
+
+def friction_direction_coefficients(nd: int) -> np.ndarray:
+    """(nd, 2) coefficients of the nd unit directions in the tangent basis (t1, t2): d_j = cos t1 + sin t2."""
+    angles = 2.0 * np.pi * np.arange(nd) / nd
+    return np.stack([np.cos(angles), np.sin(angles)], axis=1)
+
+
+class _QuasistaticBase(ContactEngine):
+    """Shared assembly: contact Jacobians split into normal / polyhedral-friction rows, commands, tau."""
+
+    dynamic = False
+
+    def __init__(self, model, options=None):
+        super().__init__(model, options)
+        nd = self.options.friction_directions
+        if not isinstance(nd, (int, np.integer)) or nd < 2 or nd % 2:
+            raise ConfigError(f"engine {self.name!r}: option friction_directions must be an even integer >= 2 "
+                              f"(balanced polyhedral cone, paper eq. 7), got {nd!r}")
+        self._dcoef = friction_direction_coefficients(int(nd))
+        self._actuated = np.asarray(model.actuated, bool)
+        self._ia = np.flatnonzero(self._actuated)
+        self._iu = np.flatnonzero(~self._actuated)
+        vlim = np.full(model.nv, np.inf)
+        if len(model.joint_v_index):
+            vlim[np.asarray(model.joint_v_index, int)] = model.velocity_limit
+        self._velocity_limit = vlim
+        self._pin_data = model.pin_model.createData()
+        self._zero_v = np.zeros(model.nv)
+
+    # -- commanded motion ---------------------------------------------------------------------------------------
+    def commanded_increment(self, inputs: StepInputs) -> np.ndarray:
+        """dq_bar (nv,): position_error (clipped to +-velocity_limit h) where kp > 0, else h velocity_target;
+        zero on unactuated dofs (m or rad)."""
+        act, h = inputs.actuation, inputs.dt
+        step_limit = self._velocity_limit * h
+        dq_bar = np.where(act.kp > 0.0, np.clip(act.position_error, -step_limit, step_limit),
+                          h * act.velocity_target)
+        dq_bar[~self._actuated] = 0.0
+        return dq_bar
+
+    def applied_force(self, inputs: StepInputs) -> np.ndarray:
+        """tau (nv,) = -g(q) + J^T f_ext: inputs.generalized_force without the velocity product -C(q, v) v
+        (a quasistatic state has no velocity; the simulator's v is only last step's dq / h)."""
+        tau = np.array(inputs.generalized_force, dtype=float)
+        if np.any(inputs.v != 0.0):
+            cv_plus_g = pin.rnea(self.model.pin_model, self._pin_data, inputs.q, inputs.v, self._zero_v)
+            tau += cv_plus_g - inputs.gravity_force
+        return tau
+
+    def contact_rows(self, inputs: StepInputs):
+        """(Jn (nc, nv), Jf (nc nd, nv), bias_n (nc,), bias_f (nc nd,)): normal rows (eq. 3) and polyhedral
+        friction rows Jf_i = d_i^T J_c_i (eq. 4), v-space (per unit tangent increment, m per m or rad)."""
+        c = inputs.contacts
+        nc, nv = c.size, self.model.nv
+        J = c.jacobian.reshape(nc, 3, nv)
+        bias = c.velocity_bias.reshape(nc, 3)
+        Jn = J[:, 2, :]
+        Jf = np.einsum("jk,nkv->njv", self._dcoef, J[:, :2, :]).reshape(nc * len(self._dcoef), nv)
+        bias_f = (bias[:, :2] @ self._dcoef.T).reshape(-1)
+        return Jn, Jf, bias[:, 2].copy(), bias_f
+
+    def contact_impulse(self, Pn: np.ndarray, Pf: np.ndarray) -> np.ndarray:
+        """(nc, 3) contact-frame impulses (t1, t2, n) in N*s from normal and per-direction friction impulses."""
+        nd = len(self._dcoef)
+        out = np.empty((Pn.size, 3))
+        out[:, :2] = Pf.reshape(-1, nd) @ self._dcoef
+        out[:, 2] = Pn
+        return out
+
+    def _result(self, inputs, dq, Pn, Pf, tau, status, message, iterations=0, residual=0.0):
+        c = inputs.contacts
+        h = inputs.dt
+        gamma = self.contact_impulse(Pn, Pf) if c.size else np.zeros((0, 3))
+        gen_impulse = c.jacobian.T @ gamma.reshape(-1) if c.size else np.zeros(self.model.nv)
+        actuation = np.zeros(self.model.nv)
+        actuation[self._ia] = -gen_impulse[self._ia] / h - tau[self._ia]
+        return StepResult(v_next=dq / h, contact_impulse=gamma, generalized_contact_force=gen_impulse / h,
+                          actuation_force=actuation,
+                          stats=SolverStats(status=status, iterations=iterations, residual=residual,
+                                            message=message))
+
+    def _failure(self, inputs, status, message):
+        """Keep the state (dq = 0, no impulses) and report a non-OK status with the sim time."""
+        nc = inputs.contacts.size
+        nd = len(self._dcoef)
+        return self._result(inputs, np.zeros(self.model.nv), np.zeros(nc), np.zeros(nc * nd),
+                            np.zeros(self.model.nv), status, f"t = {inputs.t:.6g} s: {message}")
+
+    def _no_contact_step(self, inputs, dq_bar, tau):
+        """Without contacts the actuated dofs follow the command; unactuated ones must be force-free."""
+        loaded = np.abs(tau[self._iu]) > 1e-9 * max(1.0, float(np.abs(tau).max(initial=0.0)))
+        if np.any(loaded):
+            return self._failure(inputs, SolverStatus.INFEASIBLE, self._unsupported_message(loaded))
+        return self._result(inputs, dq_bar.copy(), np.zeros(0), np.zeros(0), tau, SolverStatus.CONVERGED, "")
+
+    def _unsupported_message(self, loaded_mask=None) -> str:
+        names = []
+        for body in self.model.free_bodies:
+            names.append(body.name)
+        return (f"{self.name}: no quasistatic equilibrium: a free body ({', '.join(names) or 'unactuated dof'}) "
+                "is loaded (gravity) but has no contact that can hold it; likely cause: the supporting surface is "
+                "farther than the contact margin (a quasistatic object cannot fall freely: raise the scene's "
+                "contact_margin to cover the largest drop)")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# MIQP engine
+# --------------------------------------------------------------------------------------------------------------
+
+
+@register_engine
+class QuasistaticMIQPEngine(_QuasistaticBase):
+    """Quasistatic MIQP time stepping (Pang & Tedrake 2018, eq. 23). See the module docstring."""
+
+    name = "quasistatic_miqp"
+    description = "quasistatic time stepping as an MIQP (Pang & Tedrake 2018): velocity-commanded robot"
+
+    @dataclass
+    class Options:
+        friction_directions: int = 4            # nd per contact (even): polyhedral cone, eq. 7
+        hypothetical_penetration_stiffness: float | None = None   # K (N/m), eq. 22; None: pair stiffness
+        delayed_force_bound: bool = False       # use phi_bar of the previous step (section V-B)
+        solver: str = "scip"                    # MIQP back-end: 'scip' (pyscipopt) or 'gurobi' (gurobipy)
+        big_m_factor: float = 10.0              # big-M = factor x the problem's own scale
+        big_m_retries: int = 3                  # times a big-M value is raised tenfold when found active
+        time_limit_s: float = 10.0              # per MIQP solve
+        unactuated_regularization: float = 1e-6  # eps of eps ||dq_u||^2 (relative to the command term)
+        impulse_regularization: float = 1e-5    # eps_P of eps_P sum(P_n + P_f + Gamma) (scaled units)
+        warm_start: bool = True                 # start from the previous step's contact mode
+
+    def __init__(self, model, options=None):
+        super().__init__(model, options)
+        o = self.options
+        if o.solver not in MIQP_BACKENDS:
+            if not MIQP_BACKENDS:
+                raise EngineError(f"engine {self.name!r} needs an MIQP solver: pip install pyscipopt "
+                                  "(or gurobipy)")
+            raise ConfigError(f"engine {self.name!r}: " + unknown_choice("solver", str(o.solver), MIQP_BACKENDS)
+                              + " (an MIQP back-end is listed only when its Python package is installed)")
+        K = o.hypothetical_penetration_stiffness
+        if K is not None and not (np.isfinite(K) and K >= 0):
+            raise ConfigError(f"engine {self.name!r}: hypothetical_penetration_stiffness must be >= 0 N/m or "
+                              f"null (use the contact pair's stiffness), got {K!r}")
+        for key in ("big_m_factor", "time_limit_s"):
+            if not getattr(o, key) > 0:
+                raise ConfigError(f"engine {self.name!r}: {key} must be > 0, got {getattr(o, key)!r}")
+        self._solve = MIQP_BACKENDS[o.solver]
+        self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
+        self.reset()
+
+    def reset(self) -> None:
+        self._prev_modes: dict = {}        # contact key -> binaries (z_n, z_f (nd), z_c)
+        self._prev_phi_bar: dict = {}      # contact key -> hypothetical penetration phi_bar (m)
+
+    @staticmethod
+    def _contact_keys(contacts) -> list:
+        """Match contacts across steps by (geometry A, geometry B, occurrence of that pair)."""
+        seen: dict = {}
+        keys = []
+        for a, b in zip(contacts.geometry_a.tolist(), contacts.geometry_b.tolist()):
+            k = seen.get((a, b), 0)
+            seen[(a, b)] = k + 1
+            keys.append((a, b, k))
+        return keys
+
+    def _do_step(self, inputs: StepInputs) -> StepResult:
+        o = self.options
+        c = inputs.contacts
+        h = inputs.dt
+        nv, nc, nd = self.model.nv, c.size, len(self._dcoef)
+        ia, iu = self._ia, self._iu
+        dq_bar = self.commanded_increment(inputs)
+        tau = self.applied_force(inputs)
+        self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
+        if nc == 0:
+            return self._no_contact_step(inputs, dq_bar, tau)
+
+        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        nf = nc * nd
+        phi = c.signed_distance + h * bias_n                        # m, includes prescribed surface motion
+        K = (np.full(nc, float(o.hypothetical_penetration_stiffness))
+             if o.hypothetical_penetration_stiffness is not None else np.asarray(c.stiffness, float))
+        mu = np.asarray(c.friction, float)
+        keys = self._contact_keys(c)
+        # phi_bar without the dq_u part: phi + Jn_a dq_a_bar (eq. 21)
+        phi_bar_a = phi + Jn[:, ia] @ dq_bar[ia]
+        if o.delayed_force_bound:
+            prev = np.array([self._prev_phi_bar.get(k, np.inf) for k in keys])
+            bound_const = np.where(np.isfinite(prev), prev, np.inf)   # inf: no bound on new contacts
+        # ---------------- scales (for conditioning and big-M) ----------------
+        L = max(float(np.abs(dq_bar).max(initial=0.0)), 1e-4)       # length scale, m
+        F = max(float(np.abs(tau[iu]).max(initial=0.0)),
+                float((K * np.maximum(0.0, -np.minimum(phi_bar_a, 0.0))).max(initial=0.0)), 1e-6)
+        if o.delayed_force_bound:
+            F = max(F, float((K * np.maximum(0.0, -np.where(np.isfinite(bound_const), bound_const, 0.0)))
+                             .max(initial=0.0)))
+        S = h * F                                                   # impulse scale, N*s
+        factor = float(o.big_m_factor)
+        reach = factor * (1.0 + float(np.abs(phi).max()) / L + float(np.abs(dq_bar).max()) / L)  # |dq'| bound
+        M = {"dq": reach, "P": factor * 2.0 * max(1.0, nc / 2.0)}
+        M["Gamma"] = float(np.abs(Jf).sum(axis=1).max()) * M["dq"] + 1.0
+        raises = 0
+        z_start = self._warm_start(keys, phi) if o.warm_start else None
+        total_time, nodes = 0.0, 0
+        while True:
+            problem, layout = self._assemble(inputs, Jn, Jf, bias_f, phi, phi_bar_a, dq_bar, tau, K, mu, L, S, M,
+                                             bound_const if o.delayed_force_bound else None)
+            problem.z_start = z_start
+            problem.time_limit_s = o.time_limit_s
+            sol = self._solve(problem)
+            total_time += sol.solver_time_s
+            nodes += sol.nodes
+            if sol.status != "optimal":
+                break
+            active = self._active_big_m(sol, layout, M)
+            if not active or raises >= o.big_m_retries:
+                break
+            for key in active:
+                M[key] *= 10.0
+            raises += 1
+            z_start = sol.z
+        info = self.last_solve_info
+        info.solver_time_s, info.nodes, info.big_m_raises = total_time, nodes, raises
+        info.n_binaries, info.n_contacts = problem.n_bin, nc
+        if sol.status == "infeasible":
+            return self._failure(inputs, SolverStatus.INFEASIBLE,
+                                 "quasistatic MIQP infeasible: no motion keeps the free bodies in force balance "
+                                 "(eq. 23a) without penetration; likely cause: an object's support is beyond the "
+                                 "contact margin, or the hypothetical-penetration bound (K) demands more force "
+                                 "than friction can balance")
+        if sol.status == "time_limit":
+            return self._failure(inputs, SolverStatus.MAX_ITERATIONS,
+                                 f"quasistatic MIQP: solver time limit {o.time_limit_s} s reached "
+                                 f"({problem.n_bin} binaries); raise time_limit_s or use fewer friction directions")
+        if sol.status != "optimal":
+            return self._failure(inputs, SolverStatus.FAILED, f"quasistatic MIQP solver failed: {sol.message}")
+        x = sol.x
+        dq = x[layout["dq"]] * L
+        Pn = np.maximum(x[layout["Pn"]], 0.0) * S
+        Pf = np.maximum(x[layout["Pf"]], 0.0) * S
+        # force-balance residual (N or N*m), eq. 23a
+        residual = float(np.abs(Jn[:, iu].T @ Pn + Jf[:, iu].T @ Pf + h * tau[iu]).max(initial=0.0)) / h
+        da = dq[ia] - dq_bar[ia]
+        info.objective = float(da @ da)
+        info.phi_bar = phi + Jn[:, iu] @ dq[iu] + Jn[:, ia] @ dq_bar[ia]
+        # carry the contact mode and phi_bar to the next step
+        zn, zf, zc = sol.z[:nc], sol.z[nc:nc + nf].reshape(nc, nd), sol.z[nc + nf:]
+        self._prev_modes = {k: (zn[i], zf[i].copy(), zc[i]) for i, k in enumerate(keys)}
+        self._prev_phi_bar = {k: float(info.phi_bar[i]) for i, k in enumerate(keys)}
+        message = ""
+        if raises:
+            message = (f"t = {inputs.t:.6g} s: big-M bound was active; raised {raises} time(s) "
+                       f"(dq {M['dq'] * L:.3g}, impulse {M['P'] * S:.3g} N*s) and re-solved")
+        return self._result(inputs, dq, Pn, Pf, tau, SolverStatus.CONVERGED, message,
+                            iterations=nodes, residual=residual)
+
+    # -- warm start ---------------------------------------------------------------------------------------------
+    def _warm_start(self, keys, phi) -> np.ndarray:
+        """Binaries of the previous step's contact mode; new contacts: separated if phi > 0 else sticking."""
+        nd = len(self._dcoef)
+        nc = len(keys)
+        zn, zf, zc = np.empty(nc), np.empty((nc, nd)), np.empty(nc)
+        for i, k in enumerate(keys):
+            prev = self._prev_modes.get(k)
+            if prev is not None:
+                zn[i], zf[i], zc[i] = prev
+            else:   # separated: phi_next > 0 (z_n = 1, P_n = 0); sticking: Gamma = 0 (z_c = 1), P_f free (z_f = 0)
+                zn[i] = 1.0 if phi[i] > 0.0 else 0.0
+                zf[i] = 0.0
+                zc[i] = 1.0
+        return np.concatenate([zn, zf.reshape(-1), zc])
+
+    # -- assembly (scaled units: dq' = dq / L, P' = P / S, Gamma' = Gamma / L) ------------------------------------
+    def _assemble(self, inputs, Jn, Jf, bias_f, phi, phi_bar_a, dq_bar, tau, K, mu, L, S, M, bound_const):
+        h = inputs.dt
+        nv = self.model.nv
+        nc, nf = Jn.shape[0], Jf.shape[0]
+        nd = nf // nc
+        ia, iu = self._ia, self._iu
+        o = self.options
+        # continuous x = [dq' (nv), Pn' (nc), Pf' (nf), Gamma' (nc)]; binaries z = [z_n (nc), z_f (nf), z_c (nc)]
+        i_dq, i_pn = slice(0, nv), slice(nv, nv + nc)
+        i_pf, i_g = slice(nv + nc, nv + nc + nf), slice(nv + nc + nf, nv + 2 * nc + nf)
+        nx, nz = nv + 2 * nc + nf, 2 * nc + nf
+        E = np.kron(np.eye(nc), np.ones((nd, 1)))                  # (nf, nc), eq. 18
+        # complementarity rows r = G x + g (eq. 23b), paired with variables y = x[idx]
+        G = np.zeros((nz, nx))
+        g = np.zeros(nz)
+        G[:nc, i_dq] = Jn                                          # phi_next / L
+        g[:nc] = phi / L
+        G[nc:nc + nf, i_dq] = Jf                                   # rho / L
+        G[nc:nc + nf, i_g] = E
+        g[nc:nc + nf] = h * bias_f / L
+        G[nc + nf:, i_pn] = np.diag(mu)                            # s / S
+        G[nc + nf:, i_pf] = -E.T
+        pair_var = np.concatenate([np.arange(nv, nv + nc), np.arange(nv + nc, nv + nc + nf),
+                                   np.arange(nv + nc + nf, nx)])
+        # big-M of each row (the bound on r when z = 1) and of each variable (when z = 0)
+        M_row = np.concatenate([np.abs(phi) / L + np.abs(Jn).sum(axis=1) * M["dq"],
+                                np.abs(Jf).sum(axis=1) * M["dq"] + M["Gamma"],
+                                mu * M["P"]])
+        M_var = np.concatenate([np.full(nc + nf, M["P"]), np.full(nc, M["Gamma"])])
+        eye = np.eye(nz)
+        Xsel = np.zeros((nz, nx))
+        Xsel[np.arange(nz), pair_var] = 1.0
+        A_ub = [-G, G, Xsel]
+        B_ub = [np.zeros((nz, nz)), -np.diag(M_row), np.diag(M_var)]
+        b_ub = [g, -g, M_var]
+        # hypothetical-penetration bound (eq. 23f): P_n / h >= -K phi_bar
+        Kh = K * h / S
+        if bound_const is None:
+            rows = np.zeros((nc, nx))
+            rows[:, i_pn] = -np.eye(nc)
+            rows[:, iu] = -(Kh * L)[:, None] * Jn[:, iu]
+            A_ub.append(rows)
+            B_ub.append(np.zeros((nc, nz)))
+            b_ub.append(Kh * phi_bar_a)
+        else:
+            bounded = np.isfinite(bound_const) & (bound_const < 0.0) & (K > 0)
+            if np.any(bounded):
+                idx = np.flatnonzero(bounded)
+                rows = np.zeros((idx.size, nx))
+                rows[np.arange(idx.size), nv + idx] = -1.0
+                A_ub.append(rows)
+                B_ub.append(np.zeros((idx.size, nz)))
+                b_ub.append(Kh[idx] * bound_const[idx])
+        del eye
+        # force balance on the unactuated dofs (eq. 23a), divided by S
+        A_eq = np.zeros((iu.size, nx))
+        A_eq[:, i_pn] = Jn[:, iu].T
+        A_eq[:, i_pf] = Jf[:, iu].T
+        b_eq = -h * tau[iu] / S
+        # objective ||dq_a' - dq_a_bar'||^2 + eps ||dq_u'||^2 (constant term dropped)
+        qdiag = np.zeros(nx)
+        cvec = np.zeros(nx)
+        qdiag[ia] = 1.0
+        cvec[ia] = -2.0 * dq_bar[ia] / L
+        qdiag[iu] = o.unactuated_regularization
+        cvec[nv:] = o.impulse_regularization
+        lb = np.concatenate([np.full(nv, -M["dq"]), np.zeros(2 * nc + nf)])
+        ub = np.concatenate([np.full(nv, M["dq"]), np.full(nc + nf, M["P"]), np.full(nc, M["Gamma"])])
+        problem = MIQP(qdiag, cvec, A_eq, b_eq, np.vstack(A_ub), np.vstack(B_ub), np.concatenate(b_ub), lb, ub, nz)
+        layout = {"dq": i_dq, "Pn": i_pn, "Pf": i_pf, "Gamma": i_g, "G": G, "g": g, "M_row": M_row,
+                  "M_var": M_var, "pair_var": pair_var}
+        return problem, layout
+
+    @staticmethod
+    def _active_big_m(sol: MIQPSolution, layout, M) -> list:
+        """Which big-M classes bind at the solution (value within 0.1 % of its big-M)."""
+        x = sol.x
+        active = set()
+        tol = 1e-3
+        if np.any(np.abs(x[layout["dq"]]) >= (1 - tol) * M["dq"]):
+            active.add("dq")
+        P = np.concatenate([x[layout["Pn"]], x[layout["Pf"]]])
+        if np.any(P >= (1 - tol) * M["P"]):
+            active.add("P")
+        if np.any(x[layout["Gamma"]] >= (1 - tol) * M["Gamma"]):
+            active.add("Gamma")
+        r = layout["G"] @ x + layout["g"]
+        if np.any(r >= (1 - tol) * layout["M_row"]):
+            active.add("dq")
+        return sorted(active)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Trinkle's LCP baseline (paper section III / ref. [14])
+# --------------------------------------------------------------------------------------------------------------
+
+
+@register_engine
+class QuasistaticLCPEngine(_QuasistaticBase):
+    """Trinkle-style quasistatic time stepping as an LCP (the baseline of Pang & Tedrake, section III).
+
+    The actuated increment is substituted by the command, dq_a = dq_a_bar (section IV-B), there is no objective
+    and no force lower bound. Unknowns: dq_u (free) and the impulses. The force balance (eq. 8) is the
+    equality pair of a mixed LCP, turned into a standard LCP by splitting dq_u = dq_u+ - dq_u- (>= 0):
+
+        x = [P_n, P_f, Gamma, dq_u+, dq_u-],   w = M x + q >= 0,  x >= 0,  x^T w = 0, with
+        w_n = Jn_u (dq_u+ - dq_u-) + phi + Jn_a dq_a_bar                 _|_ P_n     (eqs. 12-13)
+        w_f = E Gamma + Jf_u (dq_u+ - dq_u-) + Jf_a dq_a_bar             _|_ P_f     (eq. 16)
+        w_s = U P_n - E^T P_f                                           _|_ Gamma   (eq. 17)
+        w_+ = -(Jn_u^T P_n + Jf_u^T P_f) - h tau_u  (= 0 with w_-)       _|_ dq_u+   (eq. 8)
+        w_- =  (Jn_u^T P_n + Jf_u^T P_f) + h tau_u                       _|_ dq_u-
+
+    solved by Lemke's method (contact_sim_ros.solvers.lemke). M is copositive (x^T M x = Gamma^T U P_n), so a
+    ray termination means the LCP has no solution: typically the commanded motion penetrates an object that
+    cannot move out of the way (the MIQP engine exists for that case).
+    """
+
+    name = "quasistatic_lcp"
+    description = "Trinkle's quasistatic LCP time stepping (baseline of the MIQP engine), Lemke's method"
+
+    @dataclass
+    class Options:
+        friction_directions: int = 4      # nd per contact (even): polyhedral cone, eq. 7
+        max_pivots: int | None = None     # Lemke pivot limit (None: 50 (n + 1))
+
+    def __init__(self, model, options=None):
+        super().__init__(model, options)
+        from ..solvers.lemke import LemkeSolver
+        self._lemke = LemkeSolver(max_pivots=self.options.max_pivots)
+        self.last_solve_info = QuasistaticSolveInfo(backend="lemke")
+
+    def _do_step(self, inputs: StepInputs) -> StepResult:
+        c = inputs.contacts
+        h = inputs.dt
+        nv, nc, nd = self.model.nv, c.size, len(self._dcoef)
+        ia, iu = self._ia, self._iu
+        dq_bar = self.commanded_increment(inputs)
+        tau = self.applied_force(inputs)
+        self.last_solve_info = QuasistaticSolveInfo(backend="lemke")
+        if nc == 0:
+            return self._no_contact_step(inputs, dq_bar, tau)
+        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        nf, nu = nc * nd, iu.size
+        phi = c.signed_distance + h * bias_n
+        # scaled units (conditioning): dq' = dq / L, Gamma' = Gamma / L, P' = P / S
+        L = max(float(np.abs(dq_bar).max(initial=0.0)), float(np.abs(phi).min(initial=1.0)), 1e-4)
+        S = h * max(float(np.abs(tau[iu]).max(initial=0.0)), 1e-6)
+        E = np.kron(np.eye(nc), np.ones((nd, 1)))
+        Jn_u, Jf_u = Jn[:, iu], Jf[:, iu]
+        n = 2 * nc + nf + 2 * nu
+        M = np.zeros((n, n))
+        q = np.zeros(n)
+        r_n, r_f, r_s = slice(0, nc), slice(nc, nc + nf), slice(nc + nf, 2 * nc + nf)
+        r_p, r_m = slice(2 * nc + nf, 2 * nc + nf + nu), slice(2 * nc + nf + nu, n)
+        # distance rows (/ L)
+        M[r_n, r_p], M[r_n, r_m] = Jn_u, -Jn_u
+        q[r_n] = (phi + Jn[:, ia] @ dq_bar[ia]) / L
+        M[r_f, r_s] = E
+        M[r_f, r_p], M[r_f, r_m] = Jf_u, -Jf_u
+        q[r_f] = (Jf[:, ia] @ dq_bar[ia] + h * bias_f) / L
+        # cone rows (/ S)
+        M[r_s, r_n] = np.diag(np.asarray(c.friction, float))
+        M[r_s, r_f] = -E.T
+        # force balance rows (/ S)
+        M[r_p, r_n], M[r_p, r_f] = -Jn_u.T, -Jf_u.T
+        M[r_m, r_n], M[r_m, r_f] = Jn_u.T, Jf_u.T
+        q[r_p] = -h * tau[iu] / S
+        q[r_m] = h * tau[iu] / S
+        result = self._lemke.solve(M, q)
+        self.last_solve_info.n_contacts = nc
+        if not result.status.ok:
+            status = SolverStatus.INFEASIBLE if result.status.name == "RAY_TERMINATION" else SolverStatus.MAX_ITERATIONS
+            return self._failure(inputs, status,
+                                 f"quasistatic LCP has no solution ({result.message}); likely cause: the commanded "
+                                 "actuated motion penetrates a body that force balance cannot move away "
+                                 "(use the quasistatic_miqp engine, which follows commands softly)")
+        x = result.z
+        Pn, Pf = x[r_n] * S, x[r_f] * S
+        dq = dq_bar.copy()
+        dq[iu] = (x[r_p] - x[r_m]) * L
+        residual = float(np.abs(Jn_u.T @ Pn + Jf_u.T @ Pf + h * tau[iu]).max(initial=0.0)) / h
+        return self._result(inputs, dq, Pn, Pf, tau, SolverStatus.CONVERGED, "",
+                            iterations=result.pivots, residual=residual)
