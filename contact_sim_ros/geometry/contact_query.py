@@ -1,0 +1,362 @@
+"""The per-step contact query: MultibodyModel + kinematics -> ContactSet.
+
+Pipeline of ``ContactQuery.update`` (costs for the Panda + table + free cylinder scene in
+``benchmarks/contact_query/run.py``):
+
+1. geometry placements into the query's own ``pin.GeometryData`` (``pin.updateGeometryPlacements``);
+2. broad phase: Pinocchio's ``BroadPhaseManager_DynamicAABBTreeCollisionManager`` over AABBs inflated by the
+   margin; it only reports pairs of ``model.collision_pairs`` (the pair filter is respected);
+3. narrow phase per candidate pair: ``pin.computeCollision`` (coal GJK/EPA or analytic primitive tests) with
+   ``security_margin = margin``, so pairs up to ``margin`` apart are reported with their signed gap;
+4. contact manifold: ``pin.computeContactPatch`` (coal) on the pairs found: a box flat on a plane gives its
+   4 corners, a lying cylinder or capsule its 2 end points, a standing cylinder ``curved_shape_samples``
+   points on its rim. Coal gives one depth per patch; every patch point gets its own signed distance from the
+   line through it along the normal (``line_intersection``): phi_i = s_in(B) - s_out(A);
+5. contact frames, Jacobians, surface-velocity bias and materials, vectorised over the contact points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import ConfigError, ModelError, unknown_choice
+from ..model.materials import combine_materials
+from ..model.multibody_model import MultibodyModel
+from .contact_set import ContactSet
+from .line_intersection import make_caster
+
+JACOBIAN_METHODS = ("vectorized", "frame")
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+_AXES = np.eye(3)
+
+
+class ContactQuery:
+    """Finds the contacts of a ``MultibodyModel`` at the current kinematics and returns a ``ContactSet``.
+
+    Preconditions of ``update(pin_data, ...)``: the caller has run ``pin.forwardKinematics(model, pin_data, q)``
+    (or with v; velocities are not used) so that ``pin_data.oMi`` holds the joint placements at q. Nothing else:
+
+    * the query keeps its OWN ``GeometryModel`` copy (sharing the coal shapes, with exactly
+      ``model.collision_pairs`` as its pairs, in that order) and its own ``GeometryData`` whose collision and
+      patch requests are set once here; ``update`` refreshes its placements from ``pin_data.oMi`` with
+      ``pin.updateGeometryPlacements`` (~0.3 us for the Panda). The ``geometry_data`` argument is therefore
+      not read (accepted so that callers can pass what they have);
+    * when a contact involves a moving body, ``update`` calls ``pin.computeJointJacobians(model, pin_data)``
+      itself (~0.5 us for the Panda); it overwrites ``pin_data.J`` and nothing else the simulator relies on.
+
+    Parameters:
+        model: the scene model; ``model.collision_pairs`` (P, 2) are the candidate pairs, already filtered.
+        margin: m, pairs closer than this become contacts (their ``signed_distance`` may be positive, up to
+            ``margin``); patch points farther than ``margin`` apart are dropped.
+        broad_phase: use Pinocchio's AABB-tree broad phase (True) or run the narrow phase on all P pairs.
+        patch_tolerance: m, coal's patch tolerance: features of the two shapes within this distance of the
+            deepest point join the patch (default: ``margin``, so that e.g. all 4 corners of a slightly tilted
+            box are reported, each with its own signed distance).
+        curved_shape_samples: number of points coal puts on the circular face of a standing cylinder (>= 3).
+        jacobian: "vectorized" (one ``getJointJacobian`` per joint in contact, the point Jacobians built in numpy
+            as J_lin - [p - o]x J_ang) or "frame" (one ``getFrameJacobian`` per contact point and side).
+        initial_capacity: contact points preallocated; the buffers double when a step finds more.
+
+    The returned ContactSet's arrays are views into buffers owned by this object: they stay valid until the
+    next ``update`` (the simulator keeps the last set only until the next step). Copy them to keep them.
+    """
+
+    def __init__(self, model: MultibodyModel, margin: float = 0.01, *, broad_phase: bool = True,
+                 patch_tolerance: float | None = None, curved_shape_samples: int = 8,
+                 jacobian: str = "vectorized", initial_capacity: int = 64):
+        margin = _check_length("contact margin", margin, allow_zero=True)
+        patch_tolerance = margin if patch_tolerance is None else _check_length("patch_tolerance", patch_tolerance)
+        patch_tolerance = max(patch_tolerance, 1e-6)
+        if jacobian not in JACOBIAN_METHODS:
+            raise ConfigError("contact query: " + unknown_choice("jacobian method", str(jacobian), JACOBIAN_METHODS))
+        if int(curved_shape_samples) < 3:
+            raise ConfigError(f"contact query: curved_shape_samples must be >= 3 (points on a cylinder's rim), "
+                              f"got {curved_shape_samples!r}")
+        self.model = model
+        self.margin = margin
+        self.patch_tolerance = patch_tolerance
+        self.jacobian_method = jacobian
+        self.broad_phase = bool(broad_phase)
+        pm = model.pin_model
+        self._pin_model = pm
+        nv = pm.nv
+
+        pairs = np.asarray(model.collision_pairs, dtype=int).reshape(-1, 2)
+        ng = model.collision_model.ngeoms
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= ng):
+            bad = pairs[(pairs < 0).any(axis=1) | (pairs >= ng).any(axis=1)][0]
+            raise ModelError(f"{model.source}: collision pair {tuple(bad)} refers to a geometry index outside "
+                             f"0..{ng - 1} (geometries: {', '.join(model.geometry_names)})")
+        self.pairs = pairs
+        self.num_pairs = len(pairs)
+
+        # Own GeometryModel (shares the coal shapes) whose pair k is pairs[k].
+        gm = model.collision_model.copy()
+        gm.removeAllCollisionPairs()
+        for a, b in pairs:
+            gm.addCollisionPair(pin.CollisionPair(int(a), int(b)))
+        if len(gm.collisionPairs) != len(pairs):
+            raise ModelError(f"{model.source}: collision_pairs has duplicate pairs")
+        self._gm = gm
+        self._gd = pin.GeometryData(gm)
+        for k in range(self.num_pairs):
+            req = self._gd.collisionRequests[k]
+            req.enable_contact = True
+            req.num_max_contacts = 1
+            req.security_margin = margin
+            req.distance_upper_bound = margin + 1e-6
+            preq = self._gd.contactPatchRequests[k]
+            preq.max_num_patch = 1
+            preq.setPatchTolerance(patch_tolerance)
+            preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
+            self._gd.contactPatchResults[k].set(preq)
+        if self.broad_phase and self.num_pairs:
+            self._broad = pin.BroadPhaseManager_DynamicAABBTreeCollisionManager(pm, gm, self._gd)
+            self._collect = pin.CollisionCallBackCollect(gm, self._gd, max(self.num_pairs, 1))
+        else:
+            self._broad = self._collect = None
+
+        # Per-geometry line casters (per-point depths in patches) and per-pair combined materials.
+        self._casters = [make_caster(g.geometry) for g in gm.geometryObjects]
+        self._parent = np.asarray(model.geometry_parent_joint, dtype=int)
+        ga, gb = pairs[:, 0], pairs[:, 1]
+        (self._pair_stiffness, self._pair_dissipation, self._pair_friction,
+         self._pair_restitution) = (np.asarray(x, float) for x in combine_materials(
+            model.geometry_stiffness[ga], model.geometry_dissipation[ga], model.geometry_friction[ga],
+            model.geometry_restitution[ga], model.geometry_stiffness[gb], model.geometry_dissipation[gb],
+            model.geometry_friction[gb], model.geometry_restitution[gb]))
+
+        # Jacobian scratch: one (6, nv) world-aligned Jacobian and origin per joint (row 0 = world, zero).
+        self._joint_jacobians = np.zeros((pm.njoints, 6, nv))
+        self._joint_origins = np.zeros((pm.njoints, 3))
+        self._nv = nv
+        self._allocate(max(int(initial_capacity), 1))
+        self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
+
+    # ------------------------------------------------------------------ buffers
+    def _allocate(self, capacity: int) -> None:
+        nv = self._nv
+        self._capacity = capacity
+        self._ga = np.zeros(capacity, dtype=int)
+        self._gb = np.zeros(capacity, dtype=int)
+        self._ja = np.zeros(capacity, dtype=int)
+        self._jb = np.zeros(capacity, dtype=int)
+        self._point = np.zeros((capacity, 3))
+        self._normal = np.zeros((capacity, 3))
+        self._phi = np.zeros(capacity)
+        self._rotation = np.zeros((capacity, 3, 3))
+        self._jacobian = np.zeros((3 * capacity, nv))
+        self._bias = np.zeros(3 * capacity)
+        self._stiffness = np.zeros(capacity)
+        self._dissipation = np.zeros(capacity)
+        self._friction = np.zeros(capacity)
+        self._restitution = np.zeros(capacity)
+
+    # ------------------------------------------------------------------ query
+    def update(self, pin_data: pin.Data, geometry_data: pin.GeometryData | None = None,
+               surface_velocity: np.ndarray | None = None) -> ContactSet:
+        """Contacts at the kinematics in ``pin_data`` (see the class docstring for the preconditions).
+
+        surface_velocity: optional (G, 3) m/s, world frame, the prescribed surface velocity of each STATIC
+            geometry (parent joint 0), e.g. a conveyor belt; rows of moving geometries are ignored. It enters
+            ``velocity_bias`` as the relative velocity of B w.r.t. A: R^T (v_surf[B] - v_surf[A]).
+        """
+        pm, gm, gd = self._pin_model, self._gm, self._gd
+        pin.updateGeometryPlacements(pm, pin_data, gm, gd)
+        if self._broad is not None:
+            self._broad.update(False)
+            pin.computeCollisions(self._broad, self._collect)
+            candidates = self._collect.pair_indexes
+        else:
+            candidates = range(self.num_pairs)
+
+        pair_of, wit_a, wit_b, normals = [], [], [], []
+        n_candidates = n_colliding = 0
+        margin = self.margin
+        for k in candidates:
+            n_candidates += 1
+            if not pin.computeCollision(gm, gd, k):
+                continue
+            contact = gd.collisionResults[k].getContact(0)
+            depth = contact.penetration_depth
+            if depth > margin:
+                continue
+            n_colliding += 1
+            normal = contact.normal
+            pin.computeContactPatch(gm, gd, k)
+            patches = gd.contactPatchResults[k]
+            patch = patches.getContactPatch(0) if patches.numContactPatches() else None
+            m = patch.size() if patch is not None else 0
+            if m <= 1:
+                wa, wb = contact.getNearestPoint1()[None, :], contact.getNearestPoint2()[None, :]
+            else:
+                mid = np.array([patch.getPoint(i) for i in range(m)])
+                wa, wb = self._patch_witnesses(k, mid, normal, depth)
+            pair_of.append(np.full(len(wa), k))
+            wit_a.append(wa)
+            wit_b.append(wb)
+            normals.append(np.broadcast_to(normal, wa.shape))
+        self.stats["candidate_pairs"] = n_candidates
+        self.stats["colliding_pairs"] = n_colliding
+        if not pair_of:
+            self.stats["contacts"] = 0
+            return self._contact_set(0)
+
+        pair_of = np.concatenate(pair_of)
+        wit_a = np.concatenate(wit_a)
+        wit_b = np.concatenate(wit_b)
+        normal = np.concatenate(normals)
+        phi = np.einsum("ij,ij->i", wit_b - wit_a, normal)
+        keep = phi <= margin
+        if not keep.all():
+            pair_of, wit_a, wit_b, normal, phi = pair_of[keep], wit_a[keep], wit_b[keep], normal[keep], phi[keep]
+        n = len(phi)
+        self.stats["contacts"] = n
+        if n == 0:
+            return self._contact_set(0)
+        if n > self._capacity:
+            self._allocate(max(n, 2 * self._capacity))
+
+        ga, gb = self.pairs[pair_of, 0], self.pairs[pair_of, 1]
+        self._ga[:n] = ga
+        self._gb[:n] = gb
+        ja = self._ja[:n]
+        jb = self._jb[:n]
+        ja[:] = self._parent[ga]
+        jb[:] = self._parent[gb]
+        point = self._point[:n]
+        np.add(wit_a, wit_b, out=point)
+        point *= 0.5
+        self._normal[:n] = normal
+        self._phi[:n] = phi
+        rotation = self._rotation[:n]
+        contact_frames(normal, out=rotation)
+        self._stiffness[:n] = self._pair_stiffness[pair_of]
+        self._dissipation[:n] = self._pair_dissipation[pair_of]
+        self._friction[:n] = self._pair_friction[pair_of]
+        self._restitution[:n] = self._pair_restitution[pair_of]
+
+        jac = self._jacobian[:3 * n]
+        if (ja > 0).any() or (jb > 0).any():
+            pin.computeJointJacobians(pm, pin_data)
+            if self.jacobian_method == "vectorized":
+                self._jacobian_vectorized(pin_data, ja, jb, point, rotation, jac.reshape(n, 3, self._nv))
+            else:
+                self._jacobian_frame(pin_data, ja, jb, point, rotation, jac.reshape(n, 3, self._nv))
+        else:
+            jac[:] = 0.0
+
+        bias = self._bias[:3 * n]
+        if surface_velocity is None:
+            bias[:] = 0.0
+        else:
+            vs = np.asarray(surface_velocity, dtype=float)
+            if vs.shape != (len(self._parent), 3):
+                raise ConfigError(f"surface_velocity must have shape ({len(self._parent)}, 3) (one world-frame "
+                                  f"m/s vector per collision geometry), got {vs.shape}")
+            v_rel = np.where((jb == 0)[:, None], vs[gb], 0.0) - np.where((ja == 0)[:, None], vs[ga], 0.0)
+            np.einsum("nji,nj->ni", rotation, v_rel, out=bias.reshape(n, 3))
+        return self._contact_set(n)
+
+    def _contact_set(self, n: int) -> ContactSet:
+        return ContactSet(self._ga[:n], self._gb[:n], self._ja[:n], self._jb[:n], self._point[:n],
+                          self._normal[:n], self._phi[:n], self._rotation[:n], self._jacobian[:3 * n],
+                          self._bias[:3 * n], self._stiffness[:n], self._dissipation[:n], self._friction[:n],
+                          self._restitution[:n])
+
+    # ------------------------------------------------------------------ manifold depths
+    def _patch_witnesses(self, k: int, mid: np.ndarray, normal: np.ndarray, depth: float):
+        """Witness points (m, 3) on A and on B of the patch points ``mid`` (on the patch plane, world frame).
+
+        Each point's line p + s n is intersected with both shapes (in their frames): A's surface is where the
+        line leaves A (s_out), B's where it enters B (s_in). Where a shape has no caster (cone, plane) or the
+        line misses it numerically, coal's patch depth is used: s = -depth/2 on A, +depth/2 on B.
+        """
+        a, b = (int(x) for x in self.pairs[k])
+        s_a = self._surface_offsets(a, mid, normal, leaving=True, default=-0.5 * depth)
+        s_b = self._surface_offsets(b, mid, normal, leaving=False, default=0.5 * depth)
+        return mid + s_a[:, None] * normal, mid + s_b[:, None] * normal
+
+    def _surface_offsets(self, g: int, mid: np.ndarray, normal: np.ndarray, leaving: bool, default: float):
+        caster = self._casters[g]
+        if caster is None:
+            return np.full(len(mid), default)
+        placement = self._gd.oMg[g]
+        rot = placement.rotation
+        p_local = (mid - placement.translation) @ rot
+        u_local = normal @ rot
+        s_in, s_out = caster.interval(p_local, u_local)
+        s = s_out if leaving else s_in
+        return np.where(np.isfinite(s), s, default)
+
+    # ------------------------------------------------------------------ Jacobians
+    def _jacobian_vectorized(self, data, ja, jb, point, rotation, out):
+        """out[i] = R_i^T (J_B(p_i) - J_A(p_i)), J_X(p) = J_lin - [p - o]x J_ang of X's joint (world-aligned)."""
+        joints = np.unique(np.concatenate([ja, jb]))
+        jj, origins = self._joint_jacobians, self._joint_origins
+        nv = self._nv
+        for j in joints:
+            if j == 0:
+                continue
+            jj[j] = pin.getJointJacobian(self._pin_model, data, int(j), _LWA).reshape(6, nv)
+            origins[j] = data.oMi[int(j)].translation
+        rel = _point_jacobians(jj, origins, jb, point)
+        rel -= _point_jacobians(jj, origins, ja, point)
+        np.einsum("nji,njk->nik", rotation, rel, out=out)
+
+    def _jacobian_frame(self, data, ja, jb, point, rotation, out):
+        """Same as ``_jacobian_vectorized`` with one ``pin.getFrameJacobian`` per contact point and moving side."""
+        pm, nv = self._pin_model, self._nv
+        rel = np.zeros((len(point), 3, nv))
+        eye = np.eye(3)
+        for i in range(len(point)):
+            for j, sign in ((int(jb[i]), 1.0), (int(ja[i]), -1.0)):
+                if j == 0:
+                    continue
+                p_joint = data.oMi[j].actInv(point[i])
+                jac = pin.getFrameJacobian(pm, data, j, pin.SE3(eye, p_joint), _LWA)
+                rel[i] += sign * jac.reshape(6, nv)[:3]
+        np.einsum("nji,njk->nik", rotation, rel, out=out)
+
+
+def _point_jacobians(joint_jacobians, origins, joint, point):
+    """(N, 3, nv) world-frame Jacobians of the material points ``point`` (N, 3) fixed to joints ``joint`` (N,).
+
+    v_p = v_o + w x (p - o) = J_lin v - [r]x J_ang v with r = p - o; joint 0 (world) has a zero Jacobian.
+    """
+    jac = joint_jacobians[joint]                     # (N, 6, nv)
+    r = point - origins[joint]                       # (N, 3)
+    lin, ang = jac[:, :3], jac[:, 3:]
+    out = lin.copy()
+    r0, r1, r2 = (r[:, i, None] for i in range(3))
+    out[:, 0] -= r1 * ang[:, 2] - r2 * ang[:, 1]
+    out[:, 1] -= r2 * ang[:, 0] - r0 * ang[:, 2]
+    out[:, 2] -= r0 * ang[:, 1] - r1 * ang[:, 0]
+    return out
+
+
+def contact_frames(normal: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Contact frames (N, 3, 3) with columns (t1, t2, n): t1 = normalize(n x e), e the world axis least aligned
+    with n (deterministic, well conditioned), t2 = n x t1 (right-handed)."""
+    normal = np.asarray(normal, dtype=float)
+    if out is None:
+        out = np.empty((len(normal), 3, 3))
+    e = _AXES[np.argmin(np.abs(normal), axis=1)]
+    t1 = np.cross(normal, e)
+    t1 /= np.linalg.norm(t1, axis=1)[:, None]
+    out[:, :, 0] = t1
+    out[:, :, 1] = np.cross(normal, t1)
+    out[:, :, 2] = normal
+    return out
+
+
+def _check_length(name: str, value, allow_zero: bool = False) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"contact query: {name} must be a number of metres, got {value!r}") from None
+    if not np.isfinite(value) or value < 0.0 or (value == 0.0 and not allow_zero):
+        raise ConfigError(f"contact query: {name} must be finite and {'>=' if allow_zero else '>'} 0 m, "
+                          f"got {value!r}")
+    return value
