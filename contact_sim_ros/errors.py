@@ -25,7 +25,8 @@ class SolverError(ContactSimError):
     """A contact solve failed and could not be recovered by sub-stepping (sim time and cause named)."""
 
 
-def unknown_choice(kind: str, name: str, valid) -> str:
-    """Format 'unknown <kind> 'x'; valid <kind>s: a, b, c' consistently everywhere."""
-    valid = sorted(valid)
-    return f"unknown {kind} {name!r}; valid {kind}s: {', '.join(valid) if valid else '(none)'}"
+def unknown_choice(kind: str, name: str, valid, plural: str | None = None) -> str:
+    """Format 'unknown <kind> 'x'; valid <kinds>: a, b, c' consistently everywhere."""
+    valid = sorted(set(valid))
+    plural = plural or (kind[:-1] + "ies" if kind.endswith("y") else kind + "s")
+    return f"unknown {kind} {name!r}; valid {plural}: {', '.join(valid) if valid else '(none)'}"

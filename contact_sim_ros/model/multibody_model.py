@@ -105,3 +105,11 @@ class MultibodyModel:
                 return body
         from ..errors import ModelError, unknown_choice
         raise ModelError(f"{self.source}: " + unknown_choice("free body", name, [b.name for b in self.free_bodies]))
+
+
+def model_body_names(model: MultibodyModel) -> list[str]:
+    """Names a user may give for a body: free objects and the robot's links (Pinocchio BODY frames)."""
+    free = {b.joint_id for b in model.free_bodies}
+    links = [f.name for f in model.pin_model.frames
+             if f.type == pin.FrameType.BODY and f.parentJoint not in free]
+    return [b.name for b in model.free_bodies] + links

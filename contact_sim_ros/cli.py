@@ -1,0 +1,138 @@
+"""Console entry point ``contact-sim``.
+
+    contact-sim run SCENE [--engine E] [--time-step DT] [--duration T] [--log FILE.npz] [-o key=value ...]
+        run a scene headless; print progress and the real-time factor; optionally write a numpy log
+    contact-sim node [node flags]      run the ROS 2 node without ``ros2 launch`` (see docs/ros_interface.md)
+    contact-sim engines                list the registered engines
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import yaml
+
+from .errors import ContactSimError
+
+
+def _parse_option(text: str):
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"engine option {text!r} must be key=value")
+    key, value = text.split("=", 1)
+    return key, yaml.safe_load(value)
+
+
+def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
+              engine_options: dict | None = None, out=sys.stdout, progress: bool = True) -> dict:
+    """Run a scene headless. Returns a summary dict (steps, wall time, real-time factor, failures)."""
+    from .sim.simulator import Simulator
+    sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    n_steps = int(round(duration / time_step))
+    log = _Log(sim, n_steps) if log_path else None
+    failures, substeps = 0, 0
+    start = last_print = time.perf_counter()
+    print(f"scene {sim.scene.source}: engine {engine}, dt = {time_step:g} s, {duration:g} s "
+          f"({n_steps} steps), nq = {sim.model.nq}, nv = {sim.model.nv}", file=out)
+    for k in range(n_steps):
+        report = sim.step()
+        if not report.ok:
+            failures += 1
+            print(f"  solver failure: {report.message}", file=out)
+            break
+        substeps += report.substeps > 1
+        if log:
+            log.record(sim)
+        now = time.perf_counter()
+        if progress and (now - last_print > 1.0 or k == n_steps - 1):
+            last_print = now
+            print(f"  t = {sim.t:8.3f} s  {100.0 * (k + 1) / n_steps:5.1f} %  real-time factor "
+                  f"{sim.t / (now - start):7.2f}  contacts {sim.contacts.size if sim.contacts else 0}",
+                  file=out, flush=True)
+    wall = time.perf_counter() - start
+    summary = {"steps": sim.step_count, "sim_time": sim.t, "wall_time": wall,
+               "real_time_factor": sim.t / wall if wall > 0 else float("inf"),
+               "failures": failures, "substepped_steps": substeps}
+    print(f"done: {summary['steps']} steps, sim time {sim.t:.3f} s in {wall:.3f} s wall: real-time factor "
+          f"{summary['real_time_factor']:.2f}; sub-stepped steps {substeps}; failures {failures}", file=out)
+    if log:
+        log.save(log_path)
+        print(f"log written to {log_path} (numpy .npz: t, q, v, contact_* arrays)", file=out)
+    return summary
+
+
+class _Log:
+    """Time, q, v and per-contact points/normals/impulses of every step; saved as one .npz."""
+
+    def __init__(self, sim, n_steps):
+        self.t = np.zeros(n_steps)
+        self.q = np.zeros((n_steps, sim.model.nq))
+        self.v = np.zeros((n_steps, sim.model.nv))
+        self.k = 0
+        self.contacts = {"step": [], "geometry_a": [], "geometry_b": [], "point": [], "normal": [],
+                         "signed_distance": [], "impulse": []}
+        self.geometry_names = np.array(sim.model.geometry_names)
+        self.joint_names = np.array(sim.model.joint_names)
+
+    def record(self, sim):
+        k = self.k
+        self.t[k], self.q[k], self.v[k] = sim.t, sim.q, sim.v
+        c = sim.contacts
+        if c is not None and c.size:
+            n = c.size
+            self.contacts["step"].append(np.full(n, k))
+            self.contacts["geometry_a"].append(c.geometry_a.copy())
+            self.contacts["geometry_b"].append(c.geometry_b.copy())
+            self.contacts["point"].append(c.point.copy())
+            self.contacts["normal"].append(c.normal.copy())
+            self.contacts["signed_distance"].append(c.signed_distance.copy())
+            self.contacts["impulse"].append(sim.last_result.contact_impulse.copy())
+        self.k += 1
+
+    def save(self, path):
+        k = self.k
+        shapes = {"step": (0,), "geometry_a": (0,), "geometry_b": (0,), "point": (0, 3), "normal": (0, 3),
+                  "signed_distance": (0,), "impulse": (0, 3)}
+        arrays = {f"contact_{key}": (np.concatenate(v) if v else np.zeros(shapes[key]))
+                  for key, v in self.contacts.items()}
+        np.savez_compressed(path, t=self.t[:k], q=self.q[:k], v=self.v[:k], geometry_names=self.geometry_names,
+                            joint_names=self.joint_names, **arrays)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="contact-sim", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a scene headless")
+    run.add_argument("scene", help="scene YAML file (or a name under scenes/)")
+    run.add_argument("--engine", default="tamsi", help="contact engine (see `contact-sim engines`)")
+    run.add_argument("--time-step", type=float, default=1e-3, help="s")
+    run.add_argument("--duration", type=float, default=2.0, help="s of simulated time")
+    run.add_argument("--log", default=None, help="write a .npz log (t, q, v, contacts)")
+    run.add_argument("-o", "--engine-option", type=_parse_option, action="append", default=[],
+                     help="engine option key=value (repeatable)")
+    sub.add_parser("engines", help="list the registered engines")
+    sub.add_parser("node", help="run the ROS 2 node (flags: see contact_sim_ros.ros.sim_node)", add_help=False)
+    if argv and argv[0] == "node":
+        from .ros.sim_node import main as node_main
+        return node_main(argv[1:]) or 0
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "engines":
+            from .engines.registry import engine_class, engine_names
+            for name in engine_names():
+                print(f"{name:20s} {engine_class(name).description}")
+            return 0
+        summary = run_scene(args.scene, args.engine, args.time_step, args.duration, args.log,
+                            dict(args.engine_option))
+        return 0 if summary["failures"] == 0 else 1
+    except ContactSimError as exc:
+        print(f"contact-sim: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

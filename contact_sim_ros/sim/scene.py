@@ -1,0 +1,240 @@
+"""Scene files (YAML or an equivalent dict) -> ``Scene``: the model, the initial state and scripted inputs.
+
+The format is documented in docs/design.md ("Scene files"). Scripted inputs are numbers or expressions of
+the time ``t`` (s) using numpy functions (sin, cos, exp, sqrt, pi, clip, where, ...), validated when loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pinocchio as pin
+import yaml
+
+from ..errors import ConfigError, ContactSimError
+from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
+                            load_robot_preset, parse_pose)
+from ..model.multibody_model import MultibodyModel, model_body_names
+
+# ------------------------------------------------------------------------------ time expressions
+
+_ALLOWED_FUNCS = {
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "exp": np.exp, "sqrt": np.sqrt, "abs": np.abs, "sign": np.sign,
+    "minimum": np.minimum, "maximum": np.maximum, "min": min, "max": max, "clip": np.clip, "where": np.where,
+    "floor": np.floor, "ceil": np.ceil, "arctan2": np.arctan2, "tanh": np.tanh, "mod": np.mod,
+}
+_ALLOWED_CONSTS = {"pi": np.pi, "e": np.e}
+_ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Call, ast.Name, ast.Load, ast.Constant,
+                  ast.Compare, ast.IfExp, ast.BoolOp, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
+def time_function(value, where: str) -> Callable[[float], float]:
+    """A number or an expression of ``t`` -> f(t) -> float. Invalid names are a ConfigError listing the
+    valid ones."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        const = float(value)
+        if not np.isfinite(const):
+            raise ConfigError(f"{where}: value must be finite, got {value!r}")
+        return lambda t, c=const: c
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a number or an expression of t, got {value!r}")
+    try:
+        tree = ast.parse(value, mode="eval")
+    except SyntaxError as exc:
+        raise ConfigError(f"{where}: invalid expression {value!r}: {exc.msg}") from None
+    valid = {"t", *_ALLOWED_FUNCS, *_ALLOWED_CONSTS}
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ConfigError(f"{where}: {type(node).__name__} not allowed in expression {value!r}")
+        if isinstance(node, ast.Name) and node.id not in valid:
+            raise ConfigError(f"{where}: unknown name {node.id!r} in {value!r}; valid names: {sorted(valid)}")
+    code = compile(tree, where, "eval")
+    env = {"__builtins__": {}, **_ALLOWED_FUNCS, **_ALLOWED_CONSTS}
+
+    def f(t: float, code=code, env=env) -> float:
+        return float(eval(code, env, {"t": t}))  # noqa: S307 - AST validated above
+    try:
+        f(0.0)
+    except Exception as exc:  # e.g. wrong number of arguments
+        raise ConfigError(f"{where}: expression {value!r} fails at t = 0: {exc}") from None
+    return f
+
+
+def vector_function(value, n: int, where: str) -> Callable[[float], np.ndarray]:
+    if not isinstance(value, (list, tuple)) or len(value) != n:
+        raise ConfigError(f"{where}: expected a list of {n} numbers or expressions of t, got {value!r}")
+    fns = [time_function(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    out = np.zeros(n)
+
+    def f(t: float) -> np.ndarray:
+        for i, fn in enumerate(fns):
+            out[i] = fn(t)
+        return out
+    return f
+
+
+# -------------------------------------------------------------------------------------- the scene
+
+
+@dataclass
+class ExternalForce:
+    """A scripted wrench on a body (free object or robot link), world frame, applied at the body origin."""
+
+    body: str
+    joint_id: int
+    frame_id: int
+    force: Callable[[float], np.ndarray]     # N
+    torque: Callable[[float], np.ndarray]    # N*m
+
+
+@dataclass
+class JointScript:
+    joint: str
+    position: Callable[[float], float] | None = None   # rad or m
+    velocity: Callable[[float], float] | None = None   # rad/s or m/s
+    effort: Callable[[float], float] | None = None     # N*m or N
+
+
+@dataclass(eq=False)
+class Scene:
+    model: MultibodyModel
+    q0: np.ndarray
+    v0: np.ndarray
+    source: str
+    robot: RobotPreset | None = None
+    contact_margin: float = 0.01                       # m
+    external_forces: list = field(default_factory=list)
+    joint_scripts: list = field(default_factory=list)
+    surface_velocities: dict = field(default_factory=dict)   # geometry index -> f(t) -> (3,) m/s world
+    objects: list = field(default_factory=list)
+    environment: list = field(default_factory=list)
+
+
+_SCENE_KEYS = {"gravity", "robot", "objects", "environment", "materials", "disabled_collisions", "contact_margin",
+               "inputs", "description", "initial_positions"}
+
+
+def load_scene(scene) -> Scene:
+    """Load a scene from a YAML path, a preset-relative name under scenes/, or a dict."""
+    if isinstance(scene, Scene):
+        return scene
+    if isinstance(scene, dict):
+        data, source = scene, "<scene dict>"
+    else:
+        path = Path(str(scene))
+        if not path.is_file():
+            from ..resources import share_dir
+            cand = Path(share_dir()) / "scenes" / path
+            cand = cand if cand.suffix else cand.with_suffix(".yaml")
+            if not cand.is_file():
+                raise ConfigError(f"scene file not found: {path} (also looked for {cand})")
+            path = cand
+        source = str(path)
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: malformed YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a scene is a mapping, got {type(data).__name__}")
+    unknown = set(data) - _SCENE_KEYS
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}; valid keys: {sorted(_SCENE_KEYS)}")
+    try:
+        return _build(data, source)
+    except ContactSimError as exc:
+        msg = str(exc)
+        raise type(exc)(msg if msg.startswith(source) else f"{source}: {msg}") from None
+
+
+def _build(data: dict, source: str) -> Scene:
+    robot = load_robot_preset(data["robot"]) if data.get("robot") is not None else None
+    objects, velocities = [], {}
+    for i, o in enumerate(data.get("objects") or []):
+        where = f"objects[{i}]"
+        if not isinstance(o, dict) or "name" not in o:
+            raise ConfigError(f"{where}: each object is a mapping with a 'name'")
+        valid = {"name", "shape", "mass", "density", "urdf", "pose", "velocity", "material"}
+        if set(o) - valid:
+            raise ConfigError(f"{where} ({o['name']}): unknown key(s) {sorted(set(o) - valid)}; valid: {sorted(valid)}")
+        shape = ShapeSpec.parse(o["shape"], f"{where}.shape") if "shape" in o else None
+        mass = o.get("mass")
+        if mass is None and "density" in o and shape is not None:
+            mass = float(o["density"]) * shape.volume()
+        objects.append(ObjectSpec(str(o["name"]), shape, None if mass is None else float(mass), o.get("urdf"),
+                                  parse_pose(o.get("pose"), f"{where}.pose"), dict(o.get("material") or {})))
+        if "velocity" in o:
+            from ..model.loader import _vector
+            velocities[str(o["name"])] = _vector(o["velocity"], 6, f"{where}.velocity")
+    environment, surface = [], {}
+    for i, e in enumerate(data.get("environment") or []):
+        where = f"environment[{i}]"
+        if not isinstance(e, dict) or "name" not in e:
+            raise ConfigError(f"{where}: each environment entry is a mapping with a 'name'")
+        valid = {"name", "shape", "pose", "material", "surface_velocity"}
+        if set(e) - valid:
+            raise ConfigError(f"{where} ({e['name']}): unknown key(s) {sorted(set(e) - valid)}; valid: {sorted(valid)}")
+        environment.append(EnvironmentSpec(str(e["name"]), ShapeSpec.parse(e.get("shape"), f"{where}.shape"),
+                                           None, parse_pose(e.get("pose"), f"{where}.pose"),
+                                           dict(e.get("material") or {})))
+        if "surface_velocity" in e:
+            surface[str(e["name"])] = vector_function(e["surface_velocity"], 3, f"{where}.surface_velocity")
+
+    model = build_scene_model(robot, objects, environment, materials=data.get("materials") or {},
+                              disabled_collisions=data.get("disabled_collisions") or (),
+                              gravity=data.get("gravity", (0.0, 0.0, -9.81)), source=source)
+    pm = model.pin_model
+    q0 = pin.neutral(pm)
+    v0 = np.zeros(pm.nv)
+    initial = dict(robot.initial_positions) if robot else {}
+    initial.update({str(k): float(v) for k, v in (data.get("initial_positions") or {}).items()})
+    for name, value in initial.items():
+        i = model.joint_index(name)
+        q0[model.joint_q_index[i]] = value
+    for obj in objects:
+        body = model.free_body(obj.name)
+        q0[body.q_slice] = pin.SE3ToXYZQUAT(obj.pose)
+        if obj.name in velocities:
+            R = obj.pose.rotation
+            vel = velocities[obj.name]
+            v0[body.v_slice] = np.concatenate([R.T @ vel[:3], R.T @ vel[3:]])
+    margin = float(data.get("contact_margin", 0.01))
+    if not np.isfinite(margin) or margin < 0:
+        raise ConfigError(f"contact_margin must be >= 0 m, got {margin!r}")
+
+    inputs = data.get("inputs") or {}
+    if set(inputs) - {"external_forces", "joint_targets"}:
+        raise ConfigError(f"inputs: unknown key(s) {sorted(set(inputs) - {'external_forces', 'joint_targets'})}; "
+                          f"valid: ['external_forces', 'joint_targets']")
+    forces = []
+    for i, f in enumerate(inputs.get("external_forces") or []):
+        where = f"inputs.external_forces[{i}]"
+        body = str(f.get("body"))
+        joint_id, frame_id = _body_joint(model, body, where)
+        forces.append(ExternalForce(body, joint_id, frame_id,
+                                    vector_function(f.get("force", [0, 0, 0]), 3, f"{where}.force"),
+                                    vector_function(f.get("torque", [0, 0, 0]), 3, f"{where}.torque")))
+    scripts = []
+    for i, j in enumerate(inputs.get("joint_targets") or []):
+        where = f"inputs.joint_targets[{i}]"
+        name = str(j.get("joint"))
+        model.joint_index(name)
+        scripts.append(JointScript(name, *(time_function(j[k], f"{where}.{k}") if k in j else None
+                                          for k in ("position", "velocity", "effort"))))
+    surface_by_geom = {model.geometry_names.index(n): f for n, f in surface.items()}
+    return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment)
+
+
+def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:
+    pm = model.pin_model
+    for fb in model.free_bodies:
+        if fb.name == body:
+            return fb.joint_id, pm.getFrameId(fb.frame_name)
+    if pm.existFrame(body):
+        fid = pm.getFrameId(body)
+        return int(pm.frames[fid].parentJoint), fid
+    from ..errors import unknown_choice
+    raise ConfigError(f"{where}: " + unknown_choice("body", body, model_body_names(model)))

@@ -1,0 +1,326 @@
+"""The Simulator: state (t, q, v), commands, and the staged step.
+
+    kinematics -> contact query -> dynamics terms -> engine -> integrate on the manifold -> joint limits
+
+A step whose engine reports a non-OK status is retried as 2, 4, 8, ... sub-steps (``max_substep_levels``);
+if that also fails, the state is left unchanged and the failure is reported with the sim time (the step
+report's ``ok`` is False; ``step(strict=True)`` raises ``SolverError``). A NaN state is never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from ..engines.base import Actuation, StepInputs, StepResult
+from ..engines.registry import make_engine
+from ..errors import ConfigError, SolverError, unknown_choice
+from ..geometry.contact_query import ContactQuery
+from ..model.multibody_model import model_body_names
+from .scene import Scene, load_scene
+
+
+@dataclass
+class StepReport:
+    t: float                 # s, sim time after the step (unchanged if the step failed)
+    ok: bool
+    status: str              # SolverStatus value of the last attempt
+    substeps: int            # 1 if the first attempt succeeded
+    iterations: int          # engine iterations summed over sub-steps
+    message: str = ""
+
+
+class Simulator:
+    """Steps one scene with one engine at a fixed time step (s)."""
+
+    def __init__(self, scene, engine: str = "semi_implicit", time_step: float = 1e-3, engine_options=None,
+                 max_substep_levels: int = 4):
+        self.scene: Scene = load_scene(scene)
+        if not (isinstance(time_step, (int, float)) and np.isfinite(time_step) and time_step > 0):
+            raise ConfigError(f"time_step must be a positive number of seconds, got {time_step!r}")
+        self.time_step = float(time_step)
+        self.max_substep_levels = int(max_substep_levels)
+        self.model = self.scene.model
+        pm = self.model.pin_model
+        self._pm = pm
+        self.pin_data = pm.createData()
+        self.geometry_data = pin.GeometryData(self.model.collision_model)
+        self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin)
+        self.engine = make_engine(engine, self.model, engine_options)
+        nv, nq = pm.nv, pm.nq
+        m = self.model
+        # actuation state (per velocity index); gains from the robot preset
+        self._kp = np.zeros(nv)
+        self._kd = np.zeros(nv)
+        if self.scene.robot is not None:
+            for joint, (kp, kd) in self.scene.robot.gains.items():
+                vi = m.joint_v_index[m.joint_index(joint)]
+                self._kp[vi], self._kd[vi] = kp, kd
+        self._effort_limit = np.full(nv, np.inf)
+        self._effort_limit[m.joint_v_index] = m.effort_limit
+        self._q_target = np.zeros(nq)
+        self._v_target = np.zeros(nv)
+        self._effort = np.zeros(nv)
+        self._position_mode = np.zeros(nv, dtype=bool)
+        self._velocity_mode = np.zeros(nv, dtype=bool)
+        self._actuation = Actuation.zeros(nv)
+        self._tau_ext = np.zeros(nv)
+        self._surface_velocity = np.zeros((len(m.geometry_names), 3))
+        self._lower_tri = np.tril_indices(nv, -1)
+        self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
+        self.reset()
+
+    # ------------------------------------------------------------------------------------ state
+
+    @property
+    def t(self) -> float:
+        return self._t
+
+    @property
+    def q(self) -> np.ndarray:
+        return self._q
+
+    @property
+    def v(self) -> np.ndarray:
+        return self._v
+
+    def reset(self) -> None:
+        """Back to the scene's initial state; position targets hold the initial configuration."""
+        self._t = 0.0
+        self.step_count = 0
+        self._q = self.scene.q0.copy()
+        self._v = self.scene.v0.copy()
+        self._q_target[:] = self._q
+        self._v_target[:] = 0.0
+        self._effort[:] = 0.0
+        self._position_mode[:] = self.model.actuated & (self._kp > 0)
+        self._velocity_mode[:] = False
+        self.engine.reset()
+        self.contacts = None
+        self.last_result: StepResult | None = None
+        self._last_dt = self.time_step
+        self.actuation_force = np.zeros(self._pm.nv)
+        self._update_kinematics()
+
+    def set_state(self, q: np.ndarray, v: np.ndarray) -> None:
+        q = np.asarray(q, float)
+        v = np.asarray(v, float)
+        if q.shape != (self._pm.nq,) or v.shape != (self._pm.nv,) or not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+            raise ConfigError(f"set_state: expected finite q ({self._pm.nq},) and v ({self._pm.nv},)")
+        self._q = q.copy()
+        self._v = v.copy()
+        self._update_kinematics()
+
+    # --------------------------------------------------------------------------------- commands
+
+    def set_gains(self, kp: dict | None = None, kd: dict | None = None) -> None:
+        """PD gains per joint name (N*m/rad, N*m*s/rad or N/m, N*s/m)."""
+        for gains, out in ((kp, self._kp), (kd, self._kd)):
+            for name, value in (gains or {}).items():
+                value = float(value)
+                if not np.isfinite(value) or value < 0:
+                    raise ConfigError(f"gain of joint {name!r} must be finite and >= 0, got {value!r}")
+                out[self.model.joint_v_index[self.model.joint_index(name)]] = value
+
+    def set_joint_targets(self, positions: dict | None = None, velocities: dict | None = None,
+                          efforts: dict | None = None) -> list[str]:
+        """Command joints by name. A position (with optional velocity/effort feed-forward) puts the joint
+        under PD; a velocity alone under velocity control (kd); an effort alone under pure effort control.
+        Positions outside the joint limits are clamped; returns the names of clamped joints."""
+        m = self.model
+        clamped = []
+        names = set(positions or {}) | set(velocities or {}) | set(efforts or {})
+        for name in names:
+            i = m.joint_index(name)
+            for d, kind in ((positions, "position"), (velocities, "velocity"), (efforts, "effort")):
+                if d and name in d and not np.isfinite(d[name]):
+                    raise ConfigError(f"joint {name!r}: {kind} command must be finite, got {d[name]!r}")
+        for name in names:
+            i = m.joint_index(name)
+            vi, qi = m.joint_v_index[i], m.joint_q_index[i]
+            has_p = positions is not None and name in positions
+            has_v = velocities is not None and name in velocities
+            has_e = efforts is not None and name in efforts
+            if has_p:
+                p = float(positions[name])
+                lo, hi = m.position_lower[i], m.position_upper[i]
+                if p < lo or p > hi:
+                    p = min(max(p, lo), hi)
+                    clamped.append(name)
+                self._q_target[qi] = p
+            self._v_target[vi] = float(velocities[name]) if has_v else 0.0
+            self._effort[vi] = float(efforts[name]) if has_e else 0.0
+            self._position_mode[vi] = has_p
+            self._velocity_mode[vi] = has_v and not has_p
+        return clamped
+
+    # ------------------------------------------------------------------------------------- step
+
+    def step(self, strict: bool = False) -> StepReport:
+        """Advance by ``time_step`` (sub-stepping on solver failure)."""
+        q0, v0, t0 = self._q, self._v, self._t
+        iterations = 0
+        message = ""
+        status = "converged"
+        for level in range(self.max_substep_levels + 1):
+            n = 2 ** level
+            dt = self.time_step / n
+            q, v, t = q0, v0, t0
+            ok = True
+            for _ in range(n):
+                result, q_next = self._advance(q, v, t, dt)
+                iterations += result.stats.iterations
+                status = result.stats.status.value
+                if q_next is None:
+                    ok = False
+                    message = result.stats.message
+                    break
+                q, v, t = q_next, result.v_next, t + dt
+            if ok:
+                self._q, self._v, self._t = q, v, t0 + self.time_step
+                self.step_count += 1
+                self._update_kinematics()
+                note = "" if n == 1 else f"solved in {n} sub-steps after: {message}"
+                return StepReport(self._t, True, status, n, iterations, note)
+            # retry from the start of the step with smaller sub-steps
+            self._q, self._v, self._t = q0, v0, t0
+            self._update_kinematics()
+        report = StepReport(t0, False, status, 2 ** self.max_substep_levels, iterations,
+                            f"engine {self.engine.name!r} failed at t = {t0:.6f} s even with "
+                            f"{2 ** self.max_substep_levels} sub-steps: {message}; state kept")
+        if strict:
+            raise SolverError(report.message)
+        return report
+
+    def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
+        """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
+        pm, data = self._pm, self.pin_data
+        self._q, self._v = q, v
+        self._update_kinematics()
+        self._apply_scripts(t + dt)
+        for g, f in self.scene.surface_velocities.items():
+            self._surface_velocity[g] = f(t)
+        contacts = self.contact_query.update(data, self.geometry_data,
+                                             self._surface_velocity if self.scene.surface_velocities else None)
+        M = pin.crba(pm, data, q)
+        M[self._lower_tri] = M.T[self._lower_tri]
+        nle = pin.nonLinearEffects(pm, data, q, v)
+        gravity = pin.computeGeneralizedGravity(pm, data, q)
+        tau = self._external_forces(t) - nle
+        act = self._actuation
+        act.effort = self._effort
+        act.kp = np.where(self._position_mode, self._kp, 0.0)
+        act.kd = np.where(self._position_mode | self._velocity_mode, self._kd, 0.0)
+        act.position_error = pin.difference(pm, q, self._q_target) * self._position_mode
+        act.velocity_target = self._v_target
+        act.effort_limit = self._effort_limit
+        inputs = StepInputs(t, dt, q, v, M, tau, gravity, self.model.joint_damping, act, contacts)
+        result = self.engine.step(inputs)
+        self.contacts = contacts
+        if not result.stats.status.ok:
+            return result, None
+        q_next = result.q_next if result.q_next is not None else pin.integrate(pm, q, dt * result.v_next)
+        if not (np.all(np.isfinite(q_next)) and np.all(np.isfinite(result.v_next))):
+            result.stats.message = "non-finite state"
+            return result, None
+        self._enforce_joint_limits(q_next, result.v_next)
+        self.last_result = result
+        self._last_dt = dt
+        self.actuation_force = result.actuation_force
+        return result, q_next
+
+    def _enforce_joint_limits(self, q, v) -> None:
+        """Clamp limited joints to [lower, upper] and remove the velocity component into the limit
+        (a perfectly inelastic joint stop)."""
+        m = self.model
+        if not self._limited.any():
+            return
+        qi, vi = m.joint_q_index, m.joint_v_index
+        pos = q[qi]
+        low = pos < m.position_lower
+        high = pos > m.position_upper
+        if low.any() or high.any():
+            q[qi] = np.clip(pos, m.position_lower, m.position_upper)
+            vel = v[vi]
+            v[vi] = np.where(low, np.maximum(vel, 0.0), np.where(high, np.minimum(vel, 0.0), vel))
+
+    def _apply_scripts(self, t_end: float) -> None:
+        if not self.scene.joint_scripts:
+            return
+        for s in self.scene.joint_scripts:
+            self.set_joint_targets(
+                positions={s.joint: s.position(t_end)} if s.position else None,
+                velocities={s.joint: s.velocity(t_end)} if s.velocity else None,
+                efforts={s.joint: s.effort(t_end)} if s.effort else None)
+
+    def _external_forces(self, t: float) -> np.ndarray:
+        tau = self._tau_ext
+        tau[:] = 0.0
+        for f in self.scene.external_forces:
+            J = pin.getFrameJacobian(self._pm, self.pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
+            tau += J.T @ np.concatenate([f.force(t), f.torque(t)]) if J.ndim == 2 else \
+                J * np.concatenate([f.force(t), f.torque(t)])
+        return tau
+
+    def _update_kinematics(self) -> None:
+        pm, data = self._pm, self.pin_data
+        pin.computeJointJacobians(pm, data, self._q)
+        pin.forwardKinematics(pm, data, self._q, self._v)
+        pin.updateFramePlacements(pm, data)
+        pin.updateGeometryPlacements(pm, data, self.model.collision_model, self.geometry_data)
+
+    # ---------------------------------------------------------------------------------- queries
+
+    def run(self, duration: float, strict: bool = True) -> None:
+        """Step until sim time has advanced by ``duration`` seconds."""
+        n = int(round(duration / self.time_step))
+        for _ in range(n):
+            self.step(strict=strict)
+
+    def _frame_id(self, name: str) -> int:
+        pm = self._pm
+        for fb in self.model.free_bodies:
+            if fb.name == name:
+                return pm.getFrameId(fb.frame_name)
+        if pm.existFrame(name):
+            return pm.getFrameId(name)
+        raise ConfigError(unknown_choice("body", name, model_body_names(self.model)))
+
+    def body_pose(self, name: str) -> pin.SE3:
+        """World pose of a free body or a link/frame."""
+        return self.pin_data.oMf[self._frame_id(name)].copy()
+
+    def body_velocity(self, name: str) -> np.ndarray:
+        """(6,) world-frame (linear m/s at the body origin, angular rad/s)."""
+        return pin.getFrameVelocity(self._pm, self.pin_data, self._frame_id(name), pin.LOCAL_WORLD_ALIGNED).vector
+
+    def joint_positions(self) -> np.ndarray:
+        return self._q[self.model.joint_q_index]
+
+    def joint_velocities(self) -> np.ndarray:
+        return self._v[self.model.joint_v_index]
+
+    def joint_efforts(self) -> np.ndarray:
+        return self.actuation_force[self.model.joint_v_index]
+
+    def mimic_positions(self) -> dict:
+        m = self.model
+        out = {}
+        pos = dict(zip(m.joint_names, self.joint_positions()))
+        for mj in m.mimic_joints:
+            out[mj.name] = mj.multiplier * pos[mj.primary] + mj.offset
+        return out
+
+    def kinetic_energy(self) -> float:
+        return float(pin.computeKineticEnergy(self._pm, self.pin_data, self._q, self._v))
+
+    def potential_energy(self) -> float:
+        return float(pin.computePotentialEnergy(self._pm, self.pin_data, self._q))
+
+    def contact_forces_world(self) -> np.ndarray:
+        """(N, 3) world-frame forces on geometry B of the last step's contacts (N)."""
+        if self.contacts is None or self.last_result is None or self.contacts.size == 0:
+            return np.zeros((0, 3))
+        return self.contacts.world_forces(self.last_result.contact_impulse, self._last_dt)

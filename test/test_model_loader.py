@@ -1,0 +1,143 @@
+"""Model loading: URDFs nobody here wrote, package:// resolution, scenes, and the specific errors."""
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim_ros.errors import ConfigError, ModelError
+from contact_sim_ros.model.loader import load_robot_preset, load_urdf
+from contact_sim_ros.sim.scene import load_scene
+from contact_sim_ros.sim.simulator import Simulator
+
+
+def _erd(*parts):
+    for entry in sys.path:
+        p = Path(entry, "cmeel.prefix", "share", "example-robot-data", "robots", *parts)
+        if p.exists():
+            return str(p)
+    pytest.fail("example-robot-data is not installed (it is a test dependency in requirements.txt)")
+
+
+def test_example_robot_data_panda_loads_with_mimic_and_convex_meshes():
+    urdf = load_urdf(_erd("panda_description", "urdf", "panda.urdf"))
+    assert urdf.model.nq == 8                      # finger_joint2 mimics finger_joint1
+    assert [m.name for m in urdf.mimic_joints] == ["panda_finger_joint2"]
+    kinds = {type(go.geometry).__name__ for go in urdf.collision_model.geometryObjects}
+    assert "Convex" in kinds and not any(k.startswith("BVH") for k in kinds)
+
+
+@pytest.mark.parametrize("path", [("panda_description", "urdf", "panda.urdf"),
+                                  ("allegro_hand_description", "urdf", "allegro_right_hand.urdf")])
+def test_foreign_urdfs_simulate_on_a_table(path):
+    scene = {"robot": {"urdf": _erd(*path), "base_pose": {"xyz": [0, 0, 0.3]}},
+             "objects": [{"name": "cube", "shape": {"box": [0.04, 0.04, 0.04]}, "mass": 0.1,
+                          "pose": {"xyz": [0.3, 0.0, 0.02]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"}]}
+    sim = Simulator(scene, time_step=1e-3)
+    joints = sim.model.joint_names
+    sim.set_gains(kp={j: 50.0 for j in joints}, kd={j: 2.0 for j in joints})
+    sim.reset()
+    sim.run(0.2)
+    assert np.all(np.isfinite(sim.q)) and np.all(np.isfinite(sim.v))
+    assert abs(sim.body_pose("cube").translation[2] - 0.02) < 1e-3   # the cube rests on the ground
+
+
+def test_package_uri_resolved_through_ros_package_path(tmp_path, monkeypatch):
+    mesh_dir = tmp_path / "my_robot_description" / "meshes"
+    mesh_dir.mkdir(parents=True)
+    # a tetrahedron as ASCII STL
+    v = np.array([[0, 0, 0], [0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]])
+    faces = [(0, 2, 1), (0, 1, 3), (0, 3, 2), (1, 2, 3)]
+    lines = ["solid t"]
+    for f in faces:
+        lines += ["facet normal 0 0 0", "outer loop"] + [f"vertex {' '.join(map(str, v[i]))}" for i in f] + \
+                 ["endloop", "endfacet"]
+    (mesh_dir / "tet.stl").write_text("\n".join(lines + ["endsolid t"]))
+    urdf = """<robot name="r"><link name="a"><collision><geometry>
+      <mesh filename="package://my_robot_description/meshes/tet.stl"/></geometry></collision></link></robot>"""
+    monkeypatch.setenv("ROS_PACKAGE_PATH", str(tmp_path))
+    model = load_urdf(urdf)
+    assert type(model.collision_model.geometryObjects[0].geometry).__name__ == "Convex"
+    monkeypatch.setenv("ROS_PACKAGE_PATH", "")
+    with pytest.raises(ModelError, match=r"link 'a': collision mesh 'package://my_robot_description/meshes/tet.stl' not found"):
+        load_urdf(urdf)
+
+
+def test_malformed_urdf_names_the_file(tmp_path):
+    bad = tmp_path / "broken.urdf"
+    bad.write_text("<robot name='x'><link name='a'>")
+    with pytest.raises(ModelError, match=r"broken.urdf: malformed URDF XML: .*line 1"):
+        load_urdf(str(bad))
+    bad.write_text("<robot name='x'><link name='a'/><link name='b'/><joint name='j' type='revolute'>"
+                   "<parent link='a'/><child link='b'/></joint></robot>")
+    with pytest.raises(ModelError, match=r"broken.urdf: invalid URDF: .*Joint \[j\].*does not specify limits"):
+        load_urdf(str(bad))
+    bad.write_text("<robot name='x'><link name='a'/><joint name='j' type='fixed'>"
+                   "<parent link='a'/><child link='c'/></joint></robot>")
+    with pytest.raises(ModelError, match=r"broken.urdf: joint 'j' refers to link 'c', which is not defined"):
+        load_urdf(str(bad))
+
+
+def test_unknown_robot_preset_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"unknown robot 'no_such_robot'; valid robots: "):
+        load_robot_preset("no_such_robot")
+
+
+def test_preset_with_missing_urdf_and_unknown_joint(tmp_path):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text("urdf: does_not_exist.urdf\n")
+    with pytest.raises(ModelError, match=r"mine.yaml: URDF 'does_not_exist.urdf' not found"):
+        load_robot_preset(str(preset))
+    (tmp_path / "one.urdf").write_text(
+        "<robot name='o'><link name='a'/><link name='b'><inertial><mass value='1'/>"
+        "<inertia ixx='1' iyy='1' izz='1' ixy='0' ixz='0' iyz='0'/></inertial></link>"
+        "<joint name='j1' type='revolute'><parent link='a'/><child link='b'/><axis xyz='0 0 1'/>"
+        "<limit lower='-1' upper='1' effort='1' velocity='1'/></joint></robot>")
+    preset.write_text("urdf: one.urdf\njoint_groups:\n  arm: {joints: [j1, j9]}\n")
+    with pytest.raises(ModelError, match=r"mine.yaml: joint group 'arm' names joint 'j9', which is not in .*one.urdf"):
+        load_scene({"robot": str(preset)})
+
+
+@pytest.mark.parametrize("scene, message", [
+    ({"objects": [{"name": "b", "shape": {"sphere": 0.1}, "mass": -1}]}, r"object 'b' needs a mass > 0 kg"),
+    ({"objects": [{"name": "b", "shape": {"cone": [1, 2]}, "mass": 1}]}, r"unknown shape 'cone'; valid shapes: box"),
+    ({"gravity": [0, 0]}, r"gravity: expected 3 finite numbers"),
+    ({"materials": {"default": {"friction": -0.1}}}, r"materials.default: contact material friction must be finite and >= 0"),
+    ({"materials": {"default": {"stifness": 1}}}, r"unknown key\(s\) \['stifness'\]; valid keys"),
+    ({"objects": [{"name": "b", "shape": {"sphere": 0.1}, "mass": 1}],
+      "inputs": {"external_forces": [{"body": "b", "force": ["sin(w*t)", 0, 0]}]}},
+     r"unknown name 'w' in 'sin\(w\*t\)'"),
+    ({"objects": [{"name": "b", "shape": {"sphere": 0.1}, "mass": 1}],
+      "inputs": {"external_forces": [{"body": "c", "force": [1, 0, 0]}]}}, r"unknown body 'c'; valid bodies: b"),
+    ({"robots": "x"}, r"unknown key\(s\) \['robots'\]; valid keys"),
+])
+def test_bad_scene_values_name_the_parameter(scene, message):
+    with pytest.raises((ConfigError, ModelError), match=message):
+        load_scene(scene)
+
+
+def test_scene_file_errors_name_the_file(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("objects: [{name: b, shape: {sphere: 0.1}}]\n")
+    with pytest.raises(ConfigError, match=r"s.yaml: object 'b' needs a mass"):
+        load_scene(str(f))
+    f.write_text("objects: [\n")
+    with pytest.raises(ConfigError, match=r"s.yaml: malformed YAML"):
+        load_scene(str(f))
+
+
+def test_collision_filter_skips_same_body_parent_child_and_disabled():
+    scene = load_scene({"robot": {"urdf": _erd("panda_description", "urdf", "panda.urdf")},
+                        "environment": [{"name": "ground", "shape": "halfspace"}],
+                        "disabled_collisions": [["panda_link5", "panda_link7"]]})
+    m = scene.model
+    link = {i: m.pin_model.frames[go.parentFrame].name for i, go in enumerate(m.collision_model.geometryObjects)}
+    pairs = {frozenset((link[a], link[b])) for a, b in m.collision_pairs}
+    assert frozenset(("panda_link1", "panda_link2")) not in pairs       # parent/child
+    assert frozenset(("panda_link5", "panda_link7")) not in pairs       # disabled in config
+    assert frozenset(("panda_link1", "panda_link4")) in pairs
+    joints = m.geometry_parent_joint
+    assert all(joints[a] != joints[b] for a, b in m.collision_pairs)   # never the same body

@@ -1,0 +1,91 @@
+"""Simulator against analytic results (reference engine)."""
+
+import numpy as np
+import pytest
+
+from contact_sim_ros.errors import ConfigError, EngineError
+from contact_sim_ros.sim.simulator import Simulator
+
+G = 9.81
+
+PENDULUM = """<robot name="pendulum">
+  <link name="base"/>
+  <link name="bob">
+    <inertial><origin xyz="0 0 -{l}"/><mass value="{m}"/>
+      <inertia ixx="{i}" iyy="{i}" izz="{i}" ixy="0" ixz="0" iyz="0"/></inertial>
+  </link>
+  <joint name="hinge" type="revolute"><parent link="base"/><child link="bob"/>
+    <axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="100" velocity="10"/></joint>
+</robot>"""
+
+
+def test_pendulum_small_angle_period_within_one_percent(tmp_path):
+    m, l, r = 1.0, 0.5, 0.01
+    inertia = 0.4 * m * r * r
+    urdf = tmp_path / "pendulum.urdf"
+    urdf.write_text(PENDULUM.format(l=l, m=m, i=inertia))
+    sim = Simulator({"robot": {"urdf": str(urdf), "initial_positions": {"hinge": 0.05}}}, time_step=1e-3)
+    angles, times = [], []
+    for _ in range(4000):
+        sim.step(strict=True)
+        angles.append(sim.joint_positions()[0])
+        times.append(sim.t)
+    angles = np.array(angles)
+    crossings = [times[i] for i in range(1, len(angles)) if angles[i - 1] > 0 >= angles[i]]
+    period = np.mean(np.diff(crossings))
+    expected = 2 * np.pi * np.sqrt((m * l * l + inertia) / (m * G * l))
+    assert period == pytest.approx(expected, rel=0.01)
+
+
+def test_free_fall_matches_half_g_t_squared():
+    sim = Simulator({"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 1.0,
+                                 "pose": {"xyz": [0, 0, 10.0]}}]}, time_step=1e-3)
+    sim.run(1.0)
+    fallen = 10.0 - sim.body_pose("ball").translation[2]
+    assert fallen == pytest.approx(0.5 * G * 1.0 ** 2, rel=2e-3)   # first-order scheme: error ~ dt / t
+    assert sim.body_velocity("ball")[2] == pytest.approx(-G * 1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("shape", [{"sphere": 0.05}, {"box": [0.1, 0.08, 0.06]}])
+def test_dropped_object_settles_and_normal_force_equals_weight(shape):
+    m = 0.7
+    sim = Simulator({"objects": [{"name": "obj", "shape": shape, "mass": m, "pose": {"xyz": [0, 0, 0.15],
+                                                                                    "rpy": [0.0, 0.0, 0.3]}}],
+                     "environment": [{"name": "ground", "shape": "halfspace"}],
+                     "materials": {"default": {"stiffness": 1e5, "dissipation": 20.0, "friction": 0.5}}},
+                    time_step=1e-3)
+    sim.run(1.5)
+    assert np.linalg.norm(sim.body_velocity("obj")) < 1e-3
+    normal = sim.last_result.contact_impulse[:, 2].sum() / sim.time_step
+    assert normal == pytest.approx(m * G, rel=0.01)
+
+
+def test_pd_position_target_is_reached(tmp_path):
+    urdf = tmp_path / "pendulum.urdf"
+    urdf.write_text(PENDULUM.format(l=0.3, m=1.0, i=1e-4))
+    sim = Simulator({"robot": {"urdf": str(urdf), "gains": {"hinge": {"kp": 400.0, "kd": 40.0}}},
+                     "gravity": [0, 0, 0]}, time_step=1e-3)
+    clamped = sim.set_joint_targets(positions={"hinge": 0.4})
+    assert clamped == []
+    sim.run(2.0)
+    assert sim.joint_positions()[0] == pytest.approx(0.4, abs=1e-3)
+    assert sim.set_joint_targets(positions={"hinge": 5.0}) == ["hinge"]   # beyond the 3 rad limit: clamped
+
+
+def test_joint_limit_stops_the_joint(tmp_path):
+    urdf = tmp_path / "pendulum.urdf"
+    urdf.write_text(PENDULUM.format(l=0.3, m=1.0, i=1e-4).replace('lower="-3" upper="3"',
+                                                                  'lower="-0.2" upper="0.2"'))
+    sim = Simulator({"robot": {"urdf": str(urdf), "initial_positions": {"hinge": 0.1}}}, time_step=1e-3)
+    sim.run(1.0)
+    assert -0.2 - 1e-12 <= sim.joint_positions()[0] <= 0.2 + 1e-12
+
+
+def test_bad_engine_and_time_step_are_rejected():
+    scene = {"objects": [{"name": "b", "shape": {"sphere": 0.1}, "mass": 1.0}]}
+    with pytest.raises(EngineError, match="unknown engine 'nope'; valid engines: .*semi_implicit"):
+        Simulator(scene, engine="nope")
+    with pytest.raises(ConfigError, match="time_step"):
+        Simulator(scene, time_step=-1.0)
+    with pytest.raises(ConfigError, match="unknown option"):
+        Simulator(scene, engine_options={"bogus": 1})
