@@ -101,6 +101,9 @@ class StepResult:
     actuation_force: np.ndarray           # (nv,) actuation applied over the step (N or N*m)
     stats: SolverStats = field(default_factory=SolverStats)
     q_next: np.ndarray | None = None      # set only by engines that update q themselves (quasistatic)
+    # (N,) N*s: the normal impulse that bounds friction, |gamma_t| <= mu * friction_normal_impulse, where the
+    # engine's model uses another one than this step's gamma_n (Lagged: the previous step's); None = gamma_n.
+    friction_normal_impulse: np.ndarray | None = None
 
 
 class ContactEngine(abc.ABC):
