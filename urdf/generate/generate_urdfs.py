@@ -261,7 +261,10 @@ ALLEGRO_THUMB_LIMITS = [(0.263, 1.396), (-0.105, 1.163), (-0.189, 1.644), (-0.16
 ALLEGRO_THUMB_MASSES = [0.0176, 0.0119, 0.038, 0.0388]
 ALLEGRO_TIP_RADIUS = 0.012
 ALLEGRO_TIP_MASS = 0.0168
-ALLEGRO_PALM_MASS = 0.4154
+ALLEGRO_TOTAL_MASS = 1.08  # kg, SimLab Allegro hand v4 specification
+# The description's palm (0.4154 kg) leaves the hand 0.125 kg short of the vendor's total: the palm takes the rest.
+ALLEGRO_PALM_MASS = ALLEGRO_TOTAL_MASS - 3 * (sum(ALLEGRO_FINGER_MASSES) + ALLEGRO_TIP_MASS) - (
+    sum(ALLEGRO_THUMB_MASSES) + ALLEGRO_TIP_MASS)
 ALLEGRO_EFFORT = 0.7        # N m (SimLab Allegro v4 spec: 0.7 N m per joint)
 ALLEGRO_VELOCITY = 7.0      # rad/s (allegro_hand_description)
 ALLEGRO_WIDTH = (0.0196, 0.0275)
