@@ -17,6 +17,7 @@ Pipeline of ``ContactQuery.update`` (costs for the Panda + table + free cylinder
 
 from __future__ import annotations
 
+import coal
 import numpy as np
 import pinocchio as pin
 
@@ -111,7 +112,16 @@ class ContactQuery:
             preq.setPatchTolerance(patch_tolerance)
             preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
             self._gd.contactPatchResults[k].set(preq)
-        if self.broad_phase and self.num_pairs:
+        # Pairs with an unbounded geometry (halfspace, plane) skip the broad phase: Pinocchio's AABB tree does
+        # not inflate their infinite AABBs by the margin and misses pairs within it. They are deactivated in
+        # the broad phase and narrow-phased every step (analytic tests, cheap).
+        unbounded = np.array([not np.isfinite(g.geometry.aabb_local.volume())
+                              or isinstance(g.geometry, (coal.Halfspace, coal.Plane)) for g in gm.geometryObjects])
+        always = unbounded[pairs[:, 0]] | unbounded[pairs[:, 1]] if self.num_pairs else np.zeros(0, bool)
+        self._always_pairs = [int(k) for k in np.flatnonzero(always)]
+        if self.broad_phase and self.num_pairs > len(self._always_pairs):
+            for k in self._always_pairs:
+                self._gd.deactivateCollisionPair(k)
             self._broad = pin.BroadPhaseManager_DynamicAABBTreeCollisionManager(pm, gm, self._gd)
             self._collect = pin.CollisionCallBackCollect(gm, self._gd, max(self.num_pairs, 1))
         else:
@@ -167,7 +177,7 @@ class ContactQuery:
         if self._broad is not None:
             self._broad.update(False)
             pin.computeCollisions(self._broad, self._collect)
-            candidates = self._collect.pair_indexes
+            candidates = self._always_pairs + list(self._collect.pair_indexes)
         else:
             candidates = range(self.num_pairs)
 

@@ -1,0 +1,422 @@
+"""ContactQuery against hand-computed contact geometry, finite-difference Jacobians and conventions."""
+
+import coal
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.errors import ConfigError, ModelError
+from contact_sim_ros.geometry.contact_query import ContactQuery, contact_frames
+from contact_sim_ros.model.materials import ContactMaterial, combine_materials
+from model_builders import configuration, free_body_scene, make_model, pose
+
+MARGIN = 0.01
+Z = np.array([0.0, 0.0, 1.0])
+
+
+def ground():
+    return ("ground", coal.Halfspace(Z.copy(), 0.0), pin.SE3.Identity())
+
+
+def query(model, q, margin=MARGIN, surface_velocity=None, **kwargs):
+    data = model.pin_model.createData()
+    pin.forwardKinematics(model.pin_model, data, q)
+    cq = ContactQuery(model, margin, **kwargs)
+    return cq.update(data, None, surface_velocity), cq
+
+
+def sort_xy(cs):
+    xy = np.round(cs.point[:, :2], 6)
+    return np.lexsort((xy[:, 1], xy[:, 0]))
+
+
+def check_frames(cs):
+    for R in cs.rotation:
+        np.testing.assert_allclose(R.T @ R, np.eye(3), atol=1e-12)
+        assert np.linalg.det(R) == pytest.approx(1.0)
+    np.testing.assert_allclose(cs.rotation[:, :, 2], cs.normal, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- shapes vs hand computation
+@pytest.mark.parametrize("gap", [-0.002, 0.004])
+def test_sphere_on_plane_distance_normal_and_witness_points(gap):
+    r = 0.05
+    model = free_body_scene(free=[("ball", coal.Sphere(r), 1.0)], static=[ground()])
+    q = configuration(model, {"ball": pose((0.3, -0.2, r + gap))})
+    cs, _ = query(model, q)
+    assert cs.size == 1
+    assert cs.signed_distance[0] == pytest.approx(gap, abs=1e-9)
+    np.testing.assert_allclose(cs.normal[0], Z, atol=1e-12)          # from the ground (A) to the ball (B)
+    # witnesses: (0.3, -0.2, 0) on the plane and (0.3, -0.2, gap) on the ball; point = their midpoint
+    np.testing.assert_allclose(cs.point[0], [0.3, -0.2, gap / 2], atol=1e-9)
+    assert (cs.geometry_a[0], cs.geometry_b[0]) == (0, 1)
+    assert (cs.joint_a[0], cs.joint_b[0]) == (0, model.free_body("ball").joint_id)
+    check_frames(cs)
+
+
+def test_sphere_on_inclined_plane_normal():
+    """Plane through the origin with normal n tilted 30 deg about x: the sphere's phi = n.c - r, normal n."""
+    r, gap = 0.05, -0.003
+    n = np.array([0.0, -np.sin(np.pi / 6), np.cos(np.pi / 6)])
+    center = np.array([0.1, 0.2, 0.0])
+    center = center - (center @ n) * n + (r + gap) * n
+    model = free_body_scene(free=[("ball", coal.Sphere(r), 1.0)],
+                            static=[("slope", coal.Halfspace(n, 0.0), pin.SE3.Identity())])
+    cs, _ = query(model, configuration(model, {"ball": pose(center)}))
+    assert cs.size == 1
+    np.testing.assert_allclose(cs.normal[0], n, atol=1e-9)
+    assert cs.signed_distance[0] == pytest.approx(gap, abs=1e-9)
+    np.testing.assert_allclose(cs.point[0], center - (r + gap / 2) * n, atol=1e-9)
+
+
+def test_box_flat_on_plane_gives_four_corners():
+    h, depth = 0.1, 0.001
+    model = free_body_scene(free=[("box", coal.Box(2 * h, 2 * h, 2 * h), 1.0)], static=[ground()])
+    cs, _ = query(model, configuration(model, {"box": pose((0.5, 0.0, h - depth))}))
+    assert cs.size == 4
+    o = sort_xy(cs)
+    np.testing.assert_allclose(cs.point[o], [[0.4, -h, -depth / 2], [0.4, h, -depth / 2],
+                                             [0.6, -h, -depth / 2], [0.6, h, -depth / 2]], atol=1e-9)
+    np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
+    np.testing.assert_allclose(cs.normal, np.tile(Z, (4, 1)), atol=1e-12)
+    check_frames(cs)
+
+
+@pytest.mark.parametrize("rpy", [(0.02, 0.0, 0.0), (0.015, -0.02, 0.3)])
+def test_tilted_box_corner_depths_match_hand_computation(rpy):
+    """Each corner gets its own signed distance: the world height of the box's bottom corner."""
+    h, zc = 0.1, 0.098
+    model = free_body_scene(free=[("box", coal.Box(2 * h, 2 * h, 2 * h), 1.0)], static=[ground()])
+    placement = pose((0.0, 0.0, zc), rpy)
+    cs, _ = query(model, configuration(model, {"box": placement}))
+    corners = np.array([[sx * h, sy * h, -h] for sx in (-1, 1) for sy in (-1, 1)])
+    corners_w = corners @ placement.rotation.T + placement.translation
+    assert np.ptp(corners_w[:, 2]) > 2e-3                     # genuinely different depths
+    assert cs.size == 4
+    for c in corners_w:
+        i = np.argmin(np.linalg.norm(cs.point[:, :2] - c[:2], axis=1))
+        np.testing.assert_allclose(cs.point[i], [c[0], c[1], c[2] / 2], atol=1e-9)   # midpoint of c and plane
+        assert cs.signed_distance[i] == pytest.approx(c[2], abs=1e-9)
+
+
+def test_tilted_box_drops_corners_beyond_margin():
+    """Tilt 0.1 rad: the raised edge is 16 mm above the plane, beyond the 10 mm margin: 2 contacts."""
+    h = 0.1
+    model = free_body_scene(free=[("box", coal.Box(2 * h, 2 * h, 2 * h), 1.0)], static=[ground()])
+    placement = pose((0.0, 0.0, 0.105), (0.1, 0.0, 0.0))
+    cs, _ = query(model, configuration(model, {"box": placement}))
+    low = 0.105 - h * np.cos(0.1) - h * np.sin(0.1)
+    assert cs.size == 2
+    np.testing.assert_allclose(cs.signed_distance, low, atol=1e-9)
+    assert (cs.signed_distance <= MARGIN).all()
+
+
+def test_box_on_box_overhanging_patch_is_overlap_rectangle():
+    """A 0.2 m cube centred at x = 0.15 on a static 0.2 m table block: the overlap x in [0.05, 0.1]."""
+    h, depth = 0.1, 0.002
+    table = ("table", coal.Box(2 * h, 2 * h, 2 * h), pose((0, 0, -h)))
+    model = free_body_scene(free=[("box", coal.Box(2 * h, 2 * h, 2 * h), 1.0)], static=[table])
+    cs, _ = query(model, configuration(model, {"box": pose((0.15, 0.0, h - depth))}))
+    assert cs.size == 4
+    o = sort_xy(cs)
+    np.testing.assert_allclose(cs.point[o][:, :2], [[0.05, -h], [0.05, h], [0.1, -h], [0.1, h]], atol=1e-9)
+    np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
+    np.testing.assert_allclose(cs.normal, np.tile(Z, (4, 1)), atol=1e-9)
+
+
+def test_free_box_on_free_box_rotated_45deg():
+    """Upper cube turned 45 deg about z and smaller than the lower one: its 4 bottom corners."""
+    a, b, depth = 0.1, 0.04, 0.001
+    model = free_body_scene(free=[("lower", coal.Box(2 * a, 2 * a, 2 * a), 1.0),
+                                  ("upper", coal.Box(2 * b, 2 * b, 2 * b), 0.2)])
+    q = configuration(model, {"lower": pose((0, 0, a)), "upper": pose((0, 0, 2 * a + b - depth), (0, 0, np.pi / 4))})
+    cs, _ = query(model, q)
+    assert cs.size == 4
+    rad = b * np.sqrt(2)
+    np.testing.assert_allclose(np.sort(np.linalg.norm(cs.point[:, :2], axis=1)), rad, atol=1e-9)
+    np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
+    np.testing.assert_allclose(cs.normal, np.tile(Z, (4, 1)), atol=1e-9)     # lower (A) -> upper (B)
+    np.testing.assert_allclose(cs.point[:, 2], 2 * a - depth / 2, atol=1e-9)
+
+
+@pytest.mark.parametrize("tilt", [0.0, 0.02])
+def test_capsule_lying_on_box_end_points(tilt):
+    """Capsule (r, half-length l) along y, tilted about x: end-sphere bottoms at zc -+ l sin(tilt) - r."""
+    r, l, zc = 0.03, 0.1, 0.029
+    table = ("table", coal.Box(1.0, 1.0, 0.1), pose((0, 0, -0.05)))
+    model = free_body_scene(free=[("capsule", coal.Capsule(r, 2 * l), 0.5)], static=[table])
+    placement = pose((0.0, 0.0, zc), (-np.pi / 2 + tilt, 0.0, 0.0))     # local z -> world y (tilted)
+    cs, _ = query(model, configuration(model, {"capsule": placement}))
+    ends = np.array([placement.act(np.array([0, 0, s * l])) for s in (-1, 1)])
+    assert cs.size == 2
+    witness_a = cs.point - 0.5 * cs.signed_distance[:, None] * cs.normal
+    witness_b = cs.point + 0.5 * cs.signed_distance[:, None] * cs.normal
+    np.testing.assert_allclose(witness_a[:, 2], 0.0, atol=1e-12)               # on the table top
+    axis = placement.rotation[:, 2]
+    for i, e in enumerate(ends[np.argsort(ends[:, 1])][np.argsort(np.argsort(cs.point[:, 1]))]):
+        # each point is on the capsule's surface (distance r from its axis segment) ...
+        t = np.clip((witness_b[i] - placement.translation) @ axis, -l, l)
+        assert np.linalg.norm(witness_b[i] - placement.translation - t * axis) == pytest.approx(r, abs=1e-9)
+        # ... near that end's lowest point e_z - r (coal puts the point on the rim of the cylindrical part,
+        # r sin(tilt) inwards, where the surface is higher by at most r tilt^2 / 2)
+        assert abs(cs.point[i, 1] - e[1]) <= r * np.sin(tilt) + 1e-9
+        assert cs.signed_distance[i] == pytest.approx(e[2] - r, abs=r * tilt ** 2 / 2 + 1e-9)
+
+
+def test_cylinder_lying_on_plane_two_points():
+    r, l, depth = 0.05, 0.1, 0.001
+    model = free_body_scene(free=[("cyl", coal.Cylinder(r, 2 * l), 0.5)], static=[ground()])
+    cs, _ = query(model, configuration(model, {"cyl": pose((0, 0, r - depth), (np.pi / 2, 0, 0))}))
+    assert cs.size == 2
+    np.testing.assert_allclose(np.sort(cs.point[:, 1]), [-l, l], atol=1e-9)
+    np.testing.assert_allclose(cs.point[:, [0, 2]], [[0, -depth / 2]] * 2, atol=1e-9)
+    np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
+
+
+def test_cylinder_standing_on_plane_rests_on_rim_points():
+    r, l, depth = 0.05, 0.1, 0.001
+    model = free_body_scene(free=[("cyl", coal.Cylinder(r, 2 * l), 0.5)], static=[ground()])
+    cs, _ = query(model, configuration(model, {"cyl": pose((0.2, 0.1, l - depth))}), curved_shape_samples=8)
+    assert cs.size == 8
+    rel = cs.point[:, :2] - [0.2, 0.1]
+    np.testing.assert_allclose(np.linalg.norm(rel, axis=1), r, atol=1e-9)     # on the rim
+    assert np.linalg.matrix_rank(np.c_[rel, np.ones(len(rel))]) == 3            # >= 3 non-collinear points
+    angles = np.sort(np.arctan2(rel[:, 1], rel[:, 0]))
+    assert np.max(np.diff(np.r_[angles, angles[0] + 2 * np.pi])) < np.pi / 2     # support surrounds the axis
+    np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
+
+
+def test_cylinder_standing_tilted_rim_depths():
+    """Tilted standing cylinder: every rim point's witness on B lies on the bottom rim, phi = its height."""
+    r, l = 0.05, 0.1
+    model = free_body_scene(free=[("cyl", coal.Cylinder(r, 2 * l), 0.5)], static=[ground()])
+    placement = pose((0, 0, l - 0.001), (0.03, 0.0, 0.0))
+    cs, _ = query(model, configuration(model, {"cyl": placement}))
+    assert cs.size >= 3
+    witness_b = cs.point + 0.5 * cs.signed_distance[:, None] * cs.normal
+    local = (witness_b - placement.translation) @ placement.rotation
+    np.testing.assert_allclose(local[:, 2], -l, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(local[:, :2], axis=1), r, atol=1e-9)
+    np.testing.assert_allclose(cs.signed_distance, witness_b[:, 2], atol=1e-12)
+    assert np.ptp(cs.signed_distance) > 2e-3
+
+
+def test_beyond_margin_no_contact_and_within_margin_positive():
+    r = 0.05
+    model = free_body_scene(free=[("ball", coal.Sphere(r), 1.0), ("box", coal.Box(0.1, 0.1, 0.1), 1.0)],
+                            static=[ground()])
+    q = configuration(model, {"ball": pose((0, 0, r + 0.015)), "box": pose((1.0, 0, 0.05 + 0.008))})
+    for broad_phase in (True, False):
+        cs, cq = query(model, q, broad_phase=broad_phase)
+        assert cs.size == 4                                   # the box's corners only; the ball is 15 mm up
+        assert set(cs.geometry_b) == {2}
+        np.testing.assert_allclose(cs.signed_distance, 0.008, atol=1e-9)
+    cs, _ = query(model, q, margin=0.02)
+    assert set(cs.geometry_b) == {1, 2}
+
+
+def test_broad_phase_matches_all_pairs():
+    rng = np.random.default_rng(3)
+    model = free_body_scene(free=[(f"b{i}", coal.Box(0.1, 0.08, 0.06), 1.0) for i in range(4)]
+                            + [(f"s{i}", coal.Sphere(0.04), 1.0) for i in range(3)], static=[ground()])
+    for _ in range(5):
+        poses = {fb.name: pose(rng.uniform([-0.1, -0.1, 0.0], [0.1, 0.1, 0.15]), rng.uniform(-np.pi, np.pi, 3))
+                 for fb in model.free_bodies}
+        q = configuration(model, poses)
+        a, _ = query(model, q, broad_phase=True)
+        b, _ = query(model, q, broad_phase=False)
+        assert a.size == b.size and a.size > 0
+        ka = np.lexsort((a.point[:, 2], a.point[:, 1], a.point[:, 0], a.geometry_b, a.geometry_a))
+        kb = np.lexsort((b.point[:, 2], b.point[:, 1], b.point[:, 0], b.geometry_b, b.geometry_a))
+        np.testing.assert_allclose(a.point[ka], b.point[kb], atol=1e-12)
+        np.testing.assert_allclose(a.signed_distance[ka], b.signed_distance[kb], atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- Jacobians
+def _material_point_velocity_fd(model, q, v, joint, point, eps=1e-7):
+    """World velocity of the material point of ``joint`` at ``point`` (world, at q) by central differences."""
+    pm = model.pin_model
+    if joint == 0:
+        return np.zeros(3)
+    data = pm.createData()
+    pin.forwardKinematics(pm, data, q)
+    local = data.oMi[joint].actInv(point)
+    pos = []
+    for s in (eps, -eps):
+        pin.forwardKinematics(pm, data, pin.integrate(pm, q, s * v))
+        pos.append(data.oMi[joint].act(local))
+    return (pos[0] - pos[1]) / (2 * eps)
+
+
+def _check_jacobian_fd(model, q, v, cs):
+    assert cs.size > 0
+    assert cs.jacobian.shape == (3 * cs.size, model.nv)
+    vc = cs.relative_velocity(v)
+    for i in range(cs.size):
+        vb = _material_point_velocity_fd(model, q, v, int(cs.joint_b[i]), cs.point[i])
+        va = _material_point_velocity_fd(model, q, v, int(cs.joint_a[i]), cs.point[i])
+        np.testing.assert_allclose(vc[i], cs.rotation[i].T @ (vb - va), atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["vectorized", "frame"])
+def test_jacobian_two_free_boxes_matches_finite_differences(method):
+    rng = np.random.default_rng(0)
+    model = free_body_scene(free=[("lower", coal.Box(0.2, 0.2, 0.2), 1.0), ("upper", coal.Box(0.1, 0.1, 0.1), 0.2)],
+                            static=[ground()])
+    q = configuration(model, {"lower": pose((0.01, 0.02, 0.099), (0.003, -0.002, 0.4)),
+                              "upper": pose((0.015, 0.025, 0.248), (0.004, 0.002, 1.0))})
+    v = rng.normal(size=model.nv)
+    cs, _ = query(model, q, jacobian=method)
+    assert set(zip(cs.geometry_a, cs.geometry_b)) == {(0, 1), (1, 2)}
+    _check_jacobian_fd(model, q, v, cs)
+    # normal row: d(phi)/dt = v_n to first order for the free-free pair
+    eps = 1e-7
+    pm = model.pin_model
+    cs2, _ = query(model, pin.integrate(pm, q, eps * v), jacobian=method)
+    pair = (cs.geometry_a == 1)
+    pair2 = (cs2.geometry_a == 1)
+    assert pair.sum() == pair2.sum() == 4
+    o1 = np.lexsort(cs.point[pair][:, :2].T)
+    o2 = np.lexsort(cs2.point[pair2][:, :2].T)
+    dphi = (cs2.signed_distance[pair2][o2] - cs.signed_distance[pair][o1]) / eps
+    np.testing.assert_allclose(cs.relative_velocity(v)[pair][o1][:, 2], dphi, atol=1e-4)
+
+
+def _two_link_arm_and_ball():
+    """Planar 2R arm (revolute y) at the origin reaching over a free ball resting on the ground."""
+    pm = pin.Model()
+    j1 = pm.addJoint(0, pin.JointModelRY(), pose((0, 0, 0.5)), "shoulder")
+    pm.appendBodyToJoint(j1, pin.Inertia.FromCylinder(1.0, 0.02, 0.3), pose((0.15, 0, 0)))
+    j2 = pm.addJoint(j1, pin.JointModelRY(), pose((0.3, 0, 0)), "elbow")
+    pm.appendBodyToJoint(j2, pin.Inertia.FromCylinder(1.0, 0.02, 0.3), pose((0.15, 0, 0)))
+    jb = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "ball")
+    pm.appendBodyToJoint(jb, pin.Inertia.FromSphere(0.3, 0.05), pin.SE3.Identity())
+    gm = pin.GeometryModel()
+    gm.addGeometryObject(pin.GeometryObject("ground", 0, pin.SE3.Identity(), coal.Halfspace(Z.copy(), 0.0)))
+    gm.addGeometryObject(pin.GeometryObject("link2", j2, pose((0.15, 0, 0)), coal.Box(0.3, 0.04, 0.04)))
+    gm.addGeometryObject(pin.GeometryObject("ball", jb, pin.SE3.Identity(), coal.Sphere(0.05)))
+    return make_model(pm, gm)
+
+
+@pytest.mark.parametrize("method", ["vectorized", "frame"])
+def test_jacobian_arm_pushing_ball_matches_finite_differences(method):
+    model = _two_link_arm_and_ball()
+    pm = model.pin_model
+    q = pin.neutral(pm)
+    q[0], q[1] = 0.9, -0.9 + 0.3                          # link2 points down-forward
+    data = pm.createData()
+    pin.forwardKinematics(pm, data, q)
+    pin.updateFramePlacements(pm, data)
+    tip = data.oMi[2].act(np.array([0.3, 0, 0]))           # end of link 2
+    q[model.free_body("ball").q_slice] = pin.SE3ToXYZQUAT(pose(tip + np.array([0.0, 0.0, -0.069])))
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=model.nv)
+    cs, _ = query(model, q, margin=0.05, jacobian=method)
+    assert (1, 2) in set(zip(cs.geometry_a, cs.geometry_b))
+    arm = cs.joint_a == 2
+    assert np.abs(cs.jacobian.reshape(-1, 3, model.nv)[arm][:, :, :2]).max() > 0.05   # arm columns are used
+    _check_jacobian_fd(model, q, v, cs)
+
+
+def test_jacobian_methods_agree():
+    model = _two_link_arm_and_ball()
+    q = pin.neutral(model.pin_model)
+    q[0], q[1] = 0.9, -0.6
+    data = model.pin_model.createData()
+    pin.forwardKinematics(model.pin_model, data, q)
+    tip = data.oMi[2].act(np.array([0.3, 0, 0]))
+    q[model.free_body("ball").q_slice] = pin.SE3ToXYZQUAT(pose(tip + np.array([0.0, 0.0, -0.069])))
+    a, _ = query(model, q, margin=0.05, jacobian="vectorized")
+    b, _ = query(model, q, margin=0.05, jacobian="frame")
+    np.testing.assert_allclose(a.jacobian, b.jacobian, atol=1e-12)
+
+
+def test_mimic_joint_jacobian_has_nv_columns():
+    """Two prismatic fingers, the second mimicking the first (q2 = -q1): nv = 1, the Jacobian (3N, 1)."""
+    pm = pin.Model()
+    j1 = pm.addJoint(0, pin.JointModelPY(), pose((0, 0.05, 0.3)), "finger_left")
+    pm.appendBodyToJoint(j1, pin.Inertia.FromBox(0.1, 0.02, 0.02, 0.05), pin.SE3.Identity())
+    j2 = pm.addJoint(0, pin.JointModelPY(), pose((0, -0.05, 0.3)), "finger_right")
+    pm.appendBodyToJoint(j2, pin.Inertia.FromBox(0.1, 0.02, 0.02, 0.05), pin.SE3.Identity())
+    pm = pin.transformJointIntoMimic(pm, j1, j2, -1.0, 0.0)
+    assert pm.nv == 1
+    gm = pin.GeometryModel()
+    gm.addGeometryObject(pin.GeometryObject("right_pad", j2, pin.SE3.Identity(), coal.Box(0.02, 0.02, 0.05)))
+    gm.addGeometryObject(pin.GeometryObject("post", 0, pose((0, -0.071, 0.3)), coal.Box(0.02, 0.02, 0.05)))
+    model = make_model(pm, gm)
+    q = np.array([0.0])
+    v = np.array([0.7])                                   # left finger +y => right finger -y, into the post
+    cs, _ = query(model, q, margin=0.005)
+    assert cs.size == 4
+    assert cs.jacobian.shape == (12, 1)
+    _check_jacobian_fd(model, q, v, cs)
+    # pad (A) moves at -0.7 m/s along y towards the post (B): normal from pad to post is -y, so the post's
+    # velocity relative to the pad along the normal is -0.7: approaching
+    np.testing.assert_allclose(cs.normal, np.tile([0, -1.0, 0], (4, 1)), atol=1e-9)
+    np.testing.assert_allclose(cs.relative_velocity(v)[:, 2], -0.7, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- bias, materials, buffers, errors
+def test_conveyor_surface_velocity_enters_bias():
+    """A belt (A, static) moving at v_belt under a box (B) at rest: v_rel = -R^T v_belt."""
+    model = free_body_scene(free=[("box", coal.Box(0.2, 0.2, 0.2), 1.0)], static=[ground()])
+    q = configuration(model, {"box": pose((0, 0, 0.099))})
+    v_belt = np.array([[0.4, -0.1, 0.0], [5.0, 5.0, 5.0]])   # second row (the moving box) must be ignored
+    cs, _ = query(model, q, surface_velocity=v_belt)
+    vc = cs.relative_velocity(np.zeros(model.nv))
+    for i in range(cs.size):
+        np.testing.assert_allclose(vc[i], -cs.rotation[i].T @ v_belt[0], atol=1e-12)
+    with pytest.raises(ConfigError, match="surface_velocity"):
+        query(model, q, surface_velocity=np.zeros(3))
+
+
+def test_materials_are_combined_per_pair():
+    soft = ContactMaterial(stiffness=2.0e4, dissipation=5.0, friction=0.3, restitution=0.2)
+    hard = ContactMaterial(stiffness=1.0e6, dissipation=20.0, friction=0.9, restitution=0.5)
+    model = free_body_scene(free=[("box", coal.Box(0.2, 0.2, 0.2), 1.0)], static=[ground()],
+                            geometry_materials={"ground": hard, "box": soft})
+    cs, _ = query(model, configuration(model, {"box": pose((0, 0, 0.099))}))
+    k, d, mu, e = combine_materials(hard.stiffness, hard.dissipation, hard.friction, hard.restitution,
+                                    soft.stiffness, soft.dissipation, soft.friction, soft.restitution)
+    np.testing.assert_allclose(cs.stiffness, k)
+    np.testing.assert_allclose(cs.dissipation, d)
+    np.testing.assert_allclose(cs.friction, mu)
+    np.testing.assert_allclose(cs.restitution, e)
+
+
+def test_buffers_grow_and_empty_set():
+    model = free_body_scene(free=[(f"b{i}", coal.Box(0.1, 0.1, 0.1), 1.0) for i in range(5)], static=[ground()])
+    poses = {f"b{i}": pose((0.3 * i, 0, 0.049)) for i in range(5)}
+    cs, cq = query(model, configuration(model, poses), initial_capacity=2)
+    assert cs.size == 20
+    assert np.unique(cs.geometry_b).tolist() == [1, 2, 3, 4, 5]
+    data = model.pin_model.createData()
+    pin.forwardKinematics(model.pin_model, data, configuration(model, {f"b{i}": pose((0.3 * i, 0, 1.0))
+                                                                      for i in range(5)}))
+    empty = cq.update(data)
+    assert empty.size == 0 and empty.jacobian.shape == (0, model.nv)
+
+
+def test_contact_frames_deterministic_right_handed():
+    rng = np.random.default_rng(5)
+    n = rng.normal(size=(50, 3))
+    n /= np.linalg.norm(n, axis=1)[:, None]
+    n[:3] = np.eye(3)
+    R = contact_frames(n)
+    np.testing.assert_allclose(np.einsum("nji,njk->nik", R, R), np.tile(np.eye(3), (50, 1, 1)), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.det(R), 1.0)
+    np.testing.assert_allclose(R[:, :, 2], n)
+    np.testing.assert_allclose(contact_frames(n), R)           # same normal, same frame
+
+
+def test_bad_inputs_raise_named_errors():
+    model = free_body_scene(free=[("box", coal.Box(0.2, 0.2, 0.2), 1.0)], static=[ground()])
+    with pytest.raises(ConfigError, match="margin"):
+        ContactQuery(model, -0.01)
+    with pytest.raises(ConfigError, match="valid jacobian methods: frame, vectorized"):
+        ContactQuery(model, 0.01, jacobian="numeric")
+    with pytest.raises(ConfigError, match="curved_shape_samples"):
+        ContactQuery(model, 0.01, curved_shape_samples=2)
+    bad = free_body_scene(free=[("box", coal.Box(0.2, 0.2, 0.2), 1.0)], static=[ground()], pairs=[[0, 5]])
+    with pytest.raises(ModelError, match="collision pair"):
+        ContactQuery(bad, 0.01)
