@@ -26,8 +26,9 @@ def _parse_option(text: str):
 
 
 def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
-              engine_options: dict | None = None, out=sys.stdout, progress: bool = True) -> dict:
+              engine_options: dict | None = None, out=None, progress: bool = True) -> dict:
     """Run a scene headless. Returns a summary dict (steps, wall time, real-time factor, failures)."""
+    out = out or sys.stdout
     from .sim.simulator import Simulator
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
     n_steps = int(round(duration / time_step))

@@ -467,18 +467,16 @@ def build_scene_model(robot: RobotPreset | None, objects: list[ObjectSpec], envi
             model, geom = pin.appendModel(model, obj_model, geom, obj_geom, 0, pin.SE3.Identity())
         except ValueError as exc:
             raise ModelError(f"{source}: object {obj.name!r} cannot be added: {exc} (rename its links)") from None
-        free_joint_names.append(obj.name)
+        free_joint_names.append(free_joint_name(obj.name))
         n_new = len(obj_geom.geometryObjects)
         geometry_link += [obj.name] * n_new
         if obj.material:
             material_overrides[obj.name] = obj.material
 
     for env in environment:
-        if env.shape is None:
-            raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape'")
-        go = pin.GeometryObject(env.name, 0, 0, env.pose, env.shape.collision_geometry())
-        geom.addGeometryObject(go)
-        geometry_link.append(env.name)
+        for name, placement, shape in _environment_geometries(env, source):
+            geom.addGeometryObject(pin.GeometryObject(name, 0, 0, placement, shape))
+            geometry_link.append(env.name)
         if env.material:
             material_overrides[env.name] = env.material
 
@@ -488,13 +486,41 @@ def build_scene_model(robot: RobotPreset | None, objects: list[ObjectSpec], envi
                          f"{source} (robot {robot_sources['preset']})")
 
 
+def _environment_geometries(env: EnvironmentSpec, source: str):
+    """(name, world placement, coal shape) of a static environment entry: a primitive, or every collision
+    geometry of a URDF whose links are all fixed (e.g. urdf/objects/table.urdf)."""
+    if env.urdf is None:
+        if env.shape is None:
+            raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape' or a 'urdf'")
+        return [(env.name, env.pose, env.shape.collision_geometry())]
+    path = _resolve_urdf_path(env.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
+    if path is None:
+        raise ModelError(f"{source}: environment {env.name!r}: URDF {env.urdf!r} not found "
+                         f"(looked relative to the scene and in {urdf_dir()})")
+    urdf = load_urdf(path)
+    if urdf.model.nv:
+        raise ModelError(f"{path}: environment {env.name!r} must have only fixed joints (it has "
+                         f"{urdf.model.nv} degrees of freedom); make it an object instead")
+    return [(f"{env.name}/{go.name}", env.pose * go.placement, go.geometry)
+            for go in urdf.collision_model.geometryObjects]
+
+
+FREE_JOINT_SUFFIX = "_freejoint"
+
+
+def free_joint_name(object_name: str) -> str:
+    """Name of a free object's free-flyer joint; its body frame carries the object's own name (shapes) or
+    its URDF root link's name."""
+    return object_name + FREE_JOINT_SUFFIX
+
+
 def _object_model(obj: ObjectSpec, source: str):
     if obj.urdf is not None:
         path = _resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
         if path is None:
             raise ModelError(f"{source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
                              f"(looked relative to the scene and in {urdf_dir()})")
-        urdf = load_urdf(path, floating_base_name=obj.name)
+        urdf = load_urdf(path, floating_base_name=free_joint_name(obj.name))
         model, geom = urdf.model, urdf.collision_model
         # the object's pose is its initial configuration, not a fixed placement
         return model, geom
@@ -503,10 +529,10 @@ def _object_model(obj: ObjectSpec, source: str):
     if obj.mass is None or not np.isfinite(obj.mass) or obj.mass <= 0:
         raise ConfigError(f"{source}: object {obj.name!r} needs a mass > 0 kg (or a density), got {obj.mass!r}")
     model = pin.Model()
-    jid = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), obj.name)
+    jid = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), free_joint_name(obj.name))
     model.appendBodyToJoint(jid, obj.shape.inertia(obj.mass), pin.SE3.Identity())
     jframe = model.addJointFrame(jid, 0)
-    fid = model.addBodyFrame(f"{obj.name}_body", jid, pin.SE3.Identity(), jframe)
+    fid = model.addBodyFrame(obj.name, jid, pin.SE3.Identity(), jframe)
     geom = pin.GeometryModel()
     geom.addGeometryObject(pin.GeometryObject(obj.name, jid, fid, pin.SE3.Identity(),
                                               obj.shape.collision_geometry()))
@@ -536,7 +562,7 @@ def _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_n
         j, name = model.joints[jid], model.names[jid]
         if name in free_joint_names:
             body_frames = [f.name for f in model.frames if f.parentJoint == jid and f.type == pin.FrameType.BODY]
-            free_bodies.append(FreeBody(name, jid, body_frames[0] if body_frames else name,
+            free_bodies.append(FreeBody(name[:-len(FREE_JOINT_SUFFIX)], jid, body_frames[0],
                                         slice(j.idx_q, j.idx_q + 7), slice(j.idx_v, j.idx_v + 6),
                                         float(model.inertias[jid].mass)))
             continue

@@ -174,12 +174,14 @@ def _build(data: dict, source: str) -> Scene:
         where = f"environment[{i}]"
         if not isinstance(e, dict) or "name" not in e:
             raise ConfigError(f"{where}: each environment entry is a mapping with a 'name'")
-        valid = {"name", "shape", "pose", "material", "surface_velocity"}
+        valid = {"name", "shape", "urdf", "pose", "material", "surface_velocity"}
         if set(e) - valid:
             raise ConfigError(f"{where} ({e['name']}): unknown key(s) {sorted(set(e) - valid)}; valid: {sorted(valid)}")
-        environment.append(EnvironmentSpec(str(e["name"]), ShapeSpec.parse(e.get("shape"), f"{where}.shape"),
-                                           None, parse_pose(e.get("pose"), f"{where}.pose"),
-                                           dict(e.get("material") or {})))
+        if ("shape" in e) == ("urdf" in e):
+            raise ConfigError(f"{where} ({e['name']}): give exactly one of 'shape' and 'urdf'")
+        environment.append(EnvironmentSpec(
+            str(e["name"]), ShapeSpec.parse(e["shape"], f"{where}.shape") if "shape" in e else None,
+            e.get("urdf"), parse_pose(e.get("pose"), f"{where}.pose"), dict(e.get("material") or {})))
         if "surface_velocity" in e:
             surface[str(e["name"])] = vector_function(e["surface_velocity"], 3, f"{where}.surface_velocity")
 
@@ -224,7 +226,11 @@ def _build(data: dict, source: str) -> Scene:
         model.joint_index(name)
         scripts.append(JointScript(name, *(time_function(j[k], f"{where}.{k}") if k in j else None
                                           for k in ("position", "velocity", "effort"))))
-    surface_by_geom = {model.geometry_names.index(n): f for n, f in surface.items()}
+    surface_by_geom = {}
+    for name, f in surface.items():
+        for g, link in enumerate(model.geometry_names):
+            if link == name or link.startswith(name + "/"):
+                surface_by_geom[g] = f
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment)
 
 
