@@ -145,7 +145,7 @@ def _f(x) -> str:
     x = float(x)
     if x == 0.0:
         return "0"
-    return f"{x:.9g}"
+    return f"{x:.12g}"
 
 
 def _vec(v) -> str:
