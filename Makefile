@@ -1,0 +1,50 @@
+# contact_sim_ros: the two commands (make demo, make test) and helpers.
+# Every target runs inside the pinned venv .venv/, created on first use by scripts/ensure_venv.sh.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+RUN      := scripts/venv_run.sh
+SCENE    ?= scenes/default.yaml
+ENGINE   ?=
+# per-test time limit in seconds (pytest-timeout); FULL=1 also runs the tests marked slow
+TIMEOUT  ?= 300
+FULL     ?=
+PYTEST_ARGS ?=
+MARK     := $(if $(filter 1 yes true,$(FULL)),,-m "not slow")
+
+.PHONY: help venv demo test bench clean
+
+help:
+	@echo "make demo    run the demo scene headless ($(SCENE)); prints progress and the real-time factor"
+	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; FULL=1 adds slow tests)"
+	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area)"
+	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
+	@echo "make clean   remove .venv/ and build outputs"
+
+venv:
+	scripts/ensure_venv.sh
+
+demo:
+	$(RUN) contact-sim run $(SCENE) $(if $(ENGINE),--engine $(ENGINE),)
+
+test:
+	$(RUN) --isolated python -m pytest test -q --timeout=$(TIMEOUT) $(MARK) $(PYTEST_ARGS)
+
+# Convention: benchmarks/<area>/run.py runs that area's benchmarks in one command, prints a table and saves
+# its PNG plots (matplotlib Agg backend).
+BENCH ?= *
+bench:
+	@scripts/ensure_venv.sh
+	@shopt -s nullglob; scripts=(benchmarks/$(BENCH)/run*.py); \
+	if [[ $${#scripts[@]} -eq 0 ]]; then echo "no benchmarks/$(BENCH)/run*.py found"; exit 1; fi; \
+	status=0; \
+	for s in "$${scripts[@]}"; do \
+		echo "=== $$s"; \
+		$(RUN) python "$$s" || { echo "FAILED: $$s"; status=1; }; \
+	done; \
+	exit $$status
+
+clean:
+	rm -rf .venv build install log out .pytest_cache *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
