@@ -1,0 +1,47 @@
+"""The TF tree of a scene model (pure Pinocchio, no rclpy): which link-to-link transforms are static and which
+move, as robot_state_publisher would publish them from the URDF."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pinocchio as pin
+
+
+@dataclass(frozen=True)
+class TfEdge:
+    parent: str        # frame id (prefixed; the universe is the world frame)
+    child: str
+    parent_frame: int  # Pinocchio frame index (0 = universe)
+    child_frame: int
+    static: bool       # True when no degree of freedom lies between parent and child
+
+
+def link_parent(pin_model, frame_id: int) -> int:
+    """BODY frame of the parent link of link ``frame_id`` (0 = universe)."""
+    f = pin_model.frames[frame_id].parentFrame
+    while f > 0 and pin_model.frames[f].type != pin.FrameType.BODY:
+        f = pin_model.frames[f].parentFrame
+    return f
+
+
+def tf_edges(model, frame_prefix: str = "", world_frame: str = "world") -> list[TfEdge]:
+    """One edge per link (BODY frame) and free object: parent link -> link. Links attached to the universe by
+    a fixed joint (the robot base, static environment links) are static; so are links merged by fixed joints."""
+    pm = model.pin_model
+    free_frames = {}
+    for body in model.free_bodies:
+        if pm.existFrame(body.frame_name, pin.FrameType.BODY):
+            free_frames[pm.getFrameId(body.frame_name, pin.FrameType.BODY)] = body.name
+    edges = []
+    seen = set()
+    for fid, frame in enumerate(pm.frames):
+        if fid == 0 or frame.type != pin.FrameType.BODY or frame.name in seen:
+            continue
+        seen.add(frame.name)
+        parent = link_parent(pm, fid)
+        static = pm.frames[parent].parentJoint == frame.parentJoint
+        pname = world_frame if parent == 0 else frame_prefix + pm.frames[parent].name
+        cname = frame_prefix + free_frames.get(fid, frame.name)
+        edges.append(TfEdge(pname, cname, parent, fid, static))
+    return edges

@@ -1,0 +1,276 @@
+"""Node parameters: defaults, validation with messages that name the valid values, and the plain command-line
+flags of the console entry point mapped onto ROS arguments (no rclpy here: unit-testable)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from ..errors import ConfigError, unknown_choice
+
+
+DEFAULT_ROBOT = "iiwa_wsg"
+
+
+@dataclass
+class NodeConfig:
+    """Parameters of the simulation node (ROS parameter names = field names). Rates in Hz, times in s."""
+
+    robot: str = ""                    # robot preset in config/robots/ (overrides a scene's robot; with
+    #                                    neither robot, urdf nor scene: DEFAULT_ROBOT)
+    urdf: str = ""                     # a URDF path instead of a preset
+    scene: str = ""                    # scene YAML (objects, environment); '' = the robot on a ground plane
+    engine: str = "tamsi"
+    engine_options: str = ""           # YAML mapping of the engine's options, e.g. "{max_iterations: 50}"
+    time_step: float = 1e-3
+    real_time_factor: float = 1.0      # 1 = paced to the wall clock, 0 = as fast as possible
+    start_paused: bool = False
+    frame_prefix: str = ""             # prepended to every TF frame but the world frame
+    world_frame: str = "world"
+    base_pose: list = field(default_factory=list)   # [x, y, z, roll, pitch, yaw] overriding the preset's
+    publish_clock: bool = True
+    clock_rate: float = 1000.0
+    joint_states_rate: float = 500.0
+    tf_rate: float = 100.0
+    wrench_rate: float = 250.0         # F/T sensor, contact wrenches, external joint torques
+    contacts_rate: float = 50.0        # per-contact detail (contact_sim_msgs/ContactArray)
+    markers_rate: float = 10.0         # visualization_msgs/MarkerArray of contact forces
+    diagnostics_rate: float = 1.0
+    contact_bodies: list = field(default_factory=list)   # bodies with a net contact wrench topic ([] = preset's
+    #                                                       contact_bodies + fingertip frames + free objects)
+    marker_force_scale: float = 0.01   # m of arrow per N
+    step_count: int = 1                # steps executed per call of the ~/step service
+    warn_throttle_s: float = 2.0
+
+    RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contacts_rate", "markers_rate",
+                   "diagnostics_rate")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_mapping(cls, values: dict) -> "NodeConfig":
+        """Build and validate; unknown names and bad values raise ConfigError naming the valid values."""
+        valid = cls.names()
+        unknown = [k for k in values if k not in valid]
+        if unknown:
+            raise ConfigError(unknown_choice("parameter", unknown[0], valid))
+        cfg = cls()
+        for f in fields(cls):
+            if f.name not in values or values[f.name] is None:
+                continue
+            raw = values[f.name]
+            default = getattr(cfg, f.name)
+            try:
+                if isinstance(default, bool):
+                    if isinstance(raw, str) and raw.lower() in ("true", "false"):
+                        raw = raw.lower() == "true"
+                    if not isinstance(raw, bool):
+                        raise ValueError
+                    value = raw
+                elif isinstance(default, int):
+                    if isinstance(raw, bool) or float(raw) != int(float(raw)):
+                        raise ValueError
+                    value = int(float(raw))
+                elif isinstance(default, float):
+                    if isinstance(raw, bool):
+                        raise ValueError
+                    value = float(raw)
+                elif isinstance(default, list):
+                    value = list(raw) if not isinstance(raw, str) else ([] if raw == "" else yaml.safe_load(raw))
+                    if not isinstance(value, list):
+                        raise ValueError
+                else:
+                    value = str(raw)
+            except (TypeError, ValueError):
+                raise ConfigError(f"parameter {f.name!r}: expected {type(default).__name__}, got {raw!r}") from None
+            setattr(cfg, f.name, value)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        from ..engines.registry import engine_names
+        engines = engine_names()
+        if self.engine not in engines:
+            raise ConfigError("parameter 'engine': " + unknown_choice("engine", self.engine, engines))
+        if self.robot and not self.urdf and self.robot not in robot_names() and not self.robot.endswith(".yaml"):
+            raise ConfigError("parameter 'robot': " + unknown_choice("robot", self.robot, robot_names()))
+        if self.urdf and not Path(self.urdf).is_file():
+            raise ConfigError(f"parameter 'urdf': file not found: {self.urdf}")
+        if not (math.isfinite(self.time_step) and 0.0 < self.time_step <= 0.1):
+            raise ConfigError(f"parameter 'time_step': must be in (0, 0.1] s, got {self.time_step!r}")
+        if not (math.isfinite(self.real_time_factor) and self.real_time_factor >= 0.0):
+            raise ConfigError(f"parameter 'real_time_factor': must be >= 0 (1 = real time, 0 = as fast as "
+                              f"possible), got {self.real_time_factor!r}")
+        for name in self.RATE_FIELDS:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ConfigError(f"parameter {name!r}: must be a rate >= 0 Hz (0 = off), got {value!r}")
+        if self.step_count < 1:
+            raise ConfigError(f"parameter 'step_count': must be >= 1, got {self.step_count!r}")
+        if self.base_pose and (len(self.base_pose) != 6
+                               or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in self.base_pose)):
+            raise ConfigError(f"parameter 'base_pose': expected [x, y, z, roll, pitch, yaw] (m, rad), "
+                              f"got {self.base_pose!r}")
+        if self.engine_options:
+            self.engine_options_dict()
+        if not self.world_frame:
+            raise ConfigError("parameter 'world_frame': must not be empty")
+
+    def engine_options_dict(self) -> dict:
+        try:
+            opts = yaml.safe_load(self.engine_options) if self.engine_options else {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"parameter 'engine_options': malformed YAML: {exc}") from None
+        if opts is None:
+            return {}
+        if not isinstance(opts, dict):
+            raise ConfigError(f"parameter 'engine_options': expected a mapping, e.g. '{{max_iterations: 50}}', "
+                              f"got {self.engine_options!r}")
+        return opts
+
+    def decimation(self, rate: float) -> int:
+        """Steps between publications for ``rate`` Hz (0 = never, returned as 0)."""
+        if rate <= 0.0:
+            return 0
+        return max(1, int(round(1.0 / (rate * self.time_step))))
+
+    def scene_spec(self):
+        """The scene for ``load_scene``: a path, or a dict built from robot/urdf/scene/base_pose."""
+        from ..model.loader import load_robot_preset
+        data = None
+        if self.scene:
+            data = _read_yaml(self.scene, "parameter 'scene'")
+        else:
+            data = {"environment": [{"name": "ground", "shape": "halfspace"}]}
+        if self.urdf:
+            robot = {"urdf": str(Path(self.urdf).resolve())}
+        elif self.robot:
+            robot = self.robot
+        else:
+            robot = data.get("robot") if self.scene else DEFAULT_ROBOT
+        if self.base_pose and robot is not None:
+            if not isinstance(robot, dict):
+                preset = load_robot_preset(robot)
+                mapping = _read_yaml(preset.source, "robot preset")
+                mapping["urdf"] = preset.urdf
+                mapping["package_dirs"] = list(preset.package_dirs)
+                robot = mapping
+            robot = dict(robot)
+            robot["base_pose"] = {"xyz": list(map(float, self.base_pose[:3])),
+                                  "rpy": list(map(float, self.base_pose[3:]))}
+        if robot is not None:
+            data["robot"] = robot
+        return data
+
+
+def _read_yaml(path, what) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        try:
+            from ..resources import share_dir
+            cand = Path(share_dir()) / "scenes" / p
+            cand = cand if cand.suffix else cand.with_suffix(".yaml")
+        except ImportError:
+            cand = p
+        if not cand.is_file():
+            raise ConfigError(f"{what}: file not found: {path}")
+        p = cand
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what}: malformed YAML in {p}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: {p} must hold a mapping")
+    return data
+
+
+def robot_names() -> list[str]:
+    try:
+        from ..model.loader import robot_preset_names
+        return robot_preset_names()
+    except ImportError:
+        return []
+
+
+def share_path(*parts) -> Path:
+    """A file of the package's share directory (config/, scenes/, ...), installed or in the source tree."""
+    try:
+        from ..resources import share_dir
+        base = Path(share_dir())
+    except ImportError:
+        base = Path(__file__).resolve().parents[2]
+    return base.joinpath(*parts)
+
+
+# ------------------------------------------------------------------ plain command-line flags -> ROS args
+
+_FLAGS = {
+    # flag: parameter
+    "--robot": "robot", "--urdf": "urdf", "--scene": "scene", "--engine": "engine",
+    "--engine-options": "engine_options", "--time-step": "time_step", "--real-time-factor": "real_time_factor",
+    "--frame-prefix": "frame_prefix", "--joint-states-rate": "joint_states_rate", "--tf-rate": "tf_rate",
+    "--clock-rate": "clock_rate", "--wrench-rate": "wrench_rate", "--base-pose": "base_pose",
+}
+
+
+def plain_args_to_ros_args(argv: list[str]) -> tuple[list[str], str | None]:
+    """Map plain flags (``--robot iiwa_wsg --time-step 0.001 --namespace ns ...``) onto ROS arguments.
+
+    Returns (arguments for rclpy: the untouched ROS arguments then ``--ros-args -p name:=value ...``, the robot
+    named on the command line or None). ``--config FILE`` becomes ``--params-file FILE``, ``--namespace NS``
+    the remap ``__ns:=/NS``, ``--node-name N`` the remap ``__node:=N``, ``--paused`` ``start_paused:=true``,
+    ``--use-sim-time`` ``use_sim_time:=true``.
+    """
+    argv = list(argv)
+    ros_part: list[str] = []
+    if "--ros-args" in argv:
+        k = argv.index("--ros-args")
+        argv, ros_part = argv[:k], argv[k:]
+    parser = argparse.ArgumentParser(prog="sim_node", description="contact_sim_ros simulation node",
+                                     epilog="Any --ros-args ... given after these flags are passed to ROS.")
+    for flag, param in _FLAGS.items():
+        parser.add_argument(flag, dest=param, default=None, metavar=param.upper())
+    parser.add_argument("--namespace", default=None)
+    parser.add_argument("--node-name", default=None)
+    parser.add_argument("--config", action="append", default=[], metavar="PARAMS_YAML")
+    parser.add_argument("--paused", action="store_true")
+    parser.add_argument("--use-sim-time", action="store_true")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 0:
+            raise
+        raise ConfigError("invalid command line; valid flags: " + ", ".join(
+            sorted(list(_FLAGS) + ["--namespace", "--node-name", "--config", "--paused", "--use-sim-time"])))
+    extra = ["--ros-args"]
+    for param in _FLAGS.values():
+        value = getattr(args, param)
+        if value is not None:
+            if param == "base_pose":
+                value = "[" + ",".join(value.replace(",", " ").split()) + "]"
+            elif param in ("frame_prefix", "engine_options", "scene", "urdf", "robot"):
+                value = yaml.safe_dump(str(value), default_style="'").strip().replace("\n...", "")
+            extra += ["-p", f"{param}:={value}"]
+    for path in args.config:
+        extra += ["--params-file", path]
+    if args.namespace:
+        ns = args.namespace if args.namespace.startswith("/") else "/" + args.namespace
+        extra += ["-r", f"__ns:={ns}"]
+    if args.node_name:
+        extra += ["-r", f"__node:={args.node_name}"]
+    if args.paused:
+        extra += ["-p", "start_paused:=true"]
+    if args.use_sim_time:
+        extra += ["-p", "use_sim_time:=true"]
+    robot = args.robot
+    if robot is None:
+        for k, a in enumerate(ros_part):
+            if a.startswith("robot:="):
+                robot = a.split(":=", 1)[1]
+    return ros_part + (extra if len(extra) > 1 else []), robot

@@ -1,0 +1,569 @@
+"""The ROS 2 simulation node: ``ros2 run contact_sim_ros sim_node`` or the console command ``sim_node``.
+
+A dedicated stepping thread (``stepping.SteppingLoop``) owns the Simulator and paces it; ROS callbacks only
+validate messages (``command_validation``) and hand them over through a lock-protected buffer. Publications
+are decimated to the configured rates and published from the stepping thread (rclpy publish is thread-safe
+and costs ~10 us). Topic names and conventions: docs/ros_interface.md.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import sys
+import threading
+
+import numpy as np
+import pinocchio as pin
+import rclpy
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point, TransformStamped, WrenchStamped
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
+from visualization_msgs.msg import Marker, MarkerArray
+
+from ..errors import ConfigError, ContactSimError
+from .command_validation import (CommandRejected, JointLimits, validate_group_command,
+                                 validate_joint_state_command, validate_trajectory)
+from .frames import tf_edges
+from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, share_path
+from .stepping import PublishHook, SteppingLoop
+
+try:
+    from tf2_msgs.msg import TFMessage
+except ImportError:   # built into the venv by scripts/ensure_venv.sh; without it /tf is not published
+    TFMessage = None
+try:
+    from contact_sim_msgs.msg import Contact, ContactArray
+except ImportError:
+    Contact = ContactArray = None
+
+NODE_NAME = "contact_sim"
+GROUP_INTERFACES = ("position", "velocity", "effort")
+
+
+def stamp(t: float, out: Time | None = None) -> Time:
+    """builtin_interfaces/Time of a sim time t (s), rounded to the nanosecond."""
+    ns = int(round(t * 1e9))
+    out = out or Time()
+    out.sec, out.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+    return out
+
+
+def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
+    p = M.translation
+    qx, qy, qz, qw = pin.Quaternion(M.rotation).coeffs()
+    tr, rot = msg.transform.translation, msg.transform.rotation
+    tr.x, tr.y, tr.z = float(p[0]), float(p[1]), float(p[2])
+    rot.x, rot.y, rot.z, rot.w = float(qx), float(qy), float(qz), float(qw)
+
+
+class SimNode(Node):
+    """Publishes the simulation and accepts commands; see docs/ros_interface.md."""
+
+    def __init__(self, node_name: str = NODE_NAME, **kwargs):
+        super().__init__(node_name, **kwargs)
+        dyn = ParameterDescriptor(dynamic_typing=True)
+        defaults = NodeConfig()
+        values = {}
+        for name in NodeConfig.names():
+            default = getattr(defaults, name)
+            if isinstance(default, list):
+                default = ""   # lists as YAML strings or arrays (dynamic typing)
+            param = self.declare_parameter(name, default, dyn)
+            value = param.value
+            values[name] = list(value) if isinstance(value, (list, tuple, array.array)) else value
+        self.config = NodeConfig.from_mapping(values)
+        cfg = self.config
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.log = self.get_logger()
+
+        from ..sim.simulator import Simulator
+        self.sim = Simulator(cfg.scene_spec(), engine=cfg.engine, time_step=cfg.time_step,
+                             engine_options=cfg.engine_options_dict())
+        sim = self.sim
+        self.model = sim.model
+        self.limits = JointLimits.from_model(self.model)
+        self.robot = sim.scene.robot
+        self.prefix = cfg.frame_prefix
+        self.world = cfg.world_frame
+        self._throttle = cfg.warn_throttle_s
+        self.step_count = cfg.step_count
+
+        self._build_publishers()
+        hooks = self._build_hooks()
+        self.loop = SteppingLoop(sim, cfg.real_time_factor, hooks, start_paused=cfg.start_paused)
+        self._build_subscriptions()
+        self._build_services()
+        if cfg.diagnostics_rate > 0:
+            self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
+                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._publish_static()
+        self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
+                      f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
+                      f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
+                      + (" (paused)" if cfg.start_paused else ""))
+        self.loop.start()
+
+    # ------------------------------------------------------------------------- publishers
+
+    def _build_publishers(self):
+        cfg, m = self.config, self.model
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        self.pub_description = self.create_publisher(String, "robot_description", latched)
+        self.pub_joint_states = self.create_publisher(JointState, "joint_states", 10)
+        self.pub_clock = self.create_publisher(ClockMsg, "/clock", 10) if cfg.publish_clock else None
+        if TFMessage is not None:
+            self.pub_tf = self.create_publisher(TFMessage, "/tf", 100)
+            self.pub_tf_static = self.create_publisher(TFMessage, "/tf_static", latched)
+        else:
+            self.pub_tf = self.pub_tf_static = None
+            self.log.warn("tf2_msgs is not installed: /tf and /tf_static are not published "
+                          "(run scripts/ensure_venv.sh)")
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.pub_ext_torques = self.create_publisher(JointState, "external_joint_torques", 10)
+        self.pub_markers = self.create_publisher(MarkerArray, "contact_markers", 10)
+        self.pub_contacts = self.create_publisher(ContactArray, "contacts", 10) if ContactArray else None
+
+        # joint states: actuated joints then mimic joints
+        mimic = m.mimic_joints
+        self._js = JointState()
+        self._js.name = list(m.joint_names) + [mj.name for mj in mimic]
+        self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
+        self._mimic_mult = np.array([mj.multiplier for mj in mimic])
+        self._mimic_off = np.array([mj.offset for mj in mimic])
+        self._ext = JointState()
+        self._ext.name = list(m.joint_names)
+        self._clock_msg = ClockMsg()
+
+        # TF
+        self.edges = tf_edges(m, self.prefix, self.world)
+        self._tf_moving = [e for e in self.edges if not e.static]
+        self._tf_msgs = []
+        for e in self._tf_moving:
+            ts = TransformStamped()
+            ts.header.frame_id, ts.child_frame_id = e.parent, e.child
+            self._tf_msgs.append(ts)
+        self._tf_frames = [(int(e.parent_frame), int(e.child_frame)) for e in self._tf_moving]
+
+        # F/T sensor
+        from ..sim.sensors import ContactWrenchAccumulator, ForceTorqueSensor
+        self.ft = None
+        ft = (self.robot.ft_sensor if self.robot is not None else None) or None
+        if ft:
+            try:
+                self.ft = ForceTorqueSensor(m, ft["parent_link"], ft["child_link"], ft.get("frame"))
+            except KeyError as exc:
+                raise ConfigError(f"{self.robot.source}: ft_sensor needs {exc.args[0]!r} "
+                                  f"(keys: frame, parent_link, child_link, topic)") from None
+            topic = ft.get("topic") or "ft_sensor/wrench"
+            self.pub_ft = self.create_publisher(WrenchStamped, topic.lstrip("/") if not topic.startswith("/")
+                                                else topic, 10)
+            self._ft_msg = WrenchStamped()
+            self._ft_msg.header.frame_id = self.prefix + self.ft.frame
+        # contact wrench per body
+        bodies = list(cfg.contact_bodies)
+        if not bodies:
+            if self.robot is not None:
+                bodies += list(self.robot.contact_bodies) + [f for f in self.robot.fingertip_frames
+                                                             if f not in self.robot.contact_bodies]
+            bodies += [b.name for b in m.free_bodies]
+        pm = m.pin_model
+        bodies = [b for b in dict.fromkeys(bodies)]
+        self.wrench_bodies = ContactWrenchAccumulator(m, bodies)
+        self._body_pubs = []
+        for k, body in enumerate(bodies):
+            msg = WrenchStamped()
+            msg.header.frame_id = self.prefix + body
+            self._body_pubs.append((self.create_publisher(WrenchStamped, f"contact_wrench/{body}", 10), msg,
+                                    int(self.wrench_bodies.frame_ids[k])))
+        # body names per geometry (for the contact detail message)
+        from ..sim.sensors import _body_frame_of_geometry
+        free_by_joint = {b.joint_id: b.name for b in m.free_bodies}
+        self._geom_body = []
+        for g, go in enumerate(m.collision_model.geometryObjects):
+            if go.parentJoint in free_by_joint:
+                self._geom_body.append(free_by_joint[go.parentJoint])
+            else:
+                f = _body_frame_of_geometry(m, g)
+                self._geom_body.append(self.world if f == 0 else pm.frames[f].name)
+        self._forces = np.zeros((0, 3))
+
+    def _publish_static(self):
+        if self.robot is not None:
+            try:
+                with open(self.robot.urdf) as fh:
+                    self.pub_description.publish(String(data=fh.read()))
+            except OSError as exc:
+                self.log.warn(f"robot_description not published: {exc}")
+        if self.pub_tf_static is None:
+            return
+        sim = self.sim
+        msgs = []
+        for e in self.edges:
+            if not e.static:
+                continue
+            ts = TransformStamped()
+            ts.header.frame_id, ts.child_frame_id = e.parent, e.child
+            stamp(sim.t, ts.header.stamp)
+            _set_transform(ts, sim.pin_data.oMf[int(e.parent_frame)].actInv(sim.pin_data.oMf[int(e.child_frame)]))
+            msgs.append(ts)
+        self.pub_tf_static.publish(TFMessage(transforms=msgs))
+
+    def _build_hooks(self) -> list[PublishHook]:
+        cfg = self.config
+        hooks = []
+        for name, rate, fn, enabled in (
+                ("clock", cfg.clock_rate, self._pub_clock, self.pub_clock is not None),
+                ("joint_states", cfg.joint_states_rate, self._pub_joint_states, True),
+                ("tf", cfg.tf_rate, self._pub_tf, self.pub_tf is not None and bool(self._tf_msgs)),
+                ("wrench", cfg.wrench_rate, self._pub_wrenches, True),
+                ("contacts", cfg.contacts_rate, self._pub_contacts, self.pub_contacts is not None),
+                ("markers", cfg.markers_rate, self._pub_markers, True)):
+            every = cfg.decimation(rate)
+            if enabled and every > 0:
+                hooks.append(PublishHook(name, every, fn))
+        return hooks
+
+    # hooks: called from the stepping thread -------------------------------------------------
+
+    def _pub_clock(self, sim):
+        stamp(sim.t, self._clock_msg.clock)
+        self.pub_clock.publish(self._clock_msg)
+
+    def _pub_joint_states(self, sim):
+        msg = self._js
+        stamp(sim.t, msg.header.stamp)
+        q = sim.joint_positions()
+        v = sim.joint_velocities()
+        e = sim.joint_efforts()
+        if len(self._mimic_primary):
+            q = np.concatenate((q, self._mimic_mult * q[self._mimic_primary] + self._mimic_off))
+            v = np.concatenate((v, self._mimic_mult * v[self._mimic_primary]))
+            e = np.concatenate((e, np.zeros(len(self._mimic_primary))))
+        msg.position = array.array("d", q.tobytes())
+        msg.velocity = array.array("d", v.tobytes())
+        msg.effort = array.array("d", e.tobytes())
+        self.pub_joint_states.publish(msg)
+
+    def _pub_tf(self, sim):
+        oMf = sim.pin_data.oMf
+        st = stamp(sim.t)
+        for ts, (pf, cf) in zip(self._tf_msgs, self._tf_frames):
+            ts.header.stamp = st
+            _set_transform(ts, oMf[cf] if pf == 0 else oMf[pf].actInv(oMf[cf]))
+        self.pub_tf.publish(TFMessage(transforms=self._tf_msgs))
+
+    def _contact_forces(self, sim) -> np.ndarray:
+        return sim.contact_forces_world()
+
+    def _pub_wrenches(self, sim):
+        m = self.model
+        contacts = sim.contacts
+        forces = self._contact_forces(sim)
+        st = stamp(sim.t)
+        if self.ft is not None:
+            a = (sim.v - self.loop.v_prev) / sim.time_step
+            reading = self.ft.compute(sim.q, sim.v, a, contacts if forces.shape[0] else None, forces)
+            w = self._ft_msg
+            w.header.stamp = st
+            w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = (float(x) for x in reading[:3])
+            w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = (float(x) for x in reading[3:])
+            self.pub_ft.publish(w)
+        if self._body_pubs:
+            wrenches = self.wrench_bodies.compute(contacts, forces, sim.pin_data) if forces.shape[0] else \
+                np.zeros((len(self._body_pubs), 6))
+            oMf = sim.pin_data.oMf
+            for (pub, msg, fid), w6 in zip(self._body_pubs, wrenches):
+                R = oMf[fid].rotation
+                f, tau = R.T @ w6[:3], R.T @ w6[3:]
+                msg.header.stamp = st
+                msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(f[0]), float(f[1]), float(f[2])
+                msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = (float(tau[0]), float(tau[1]),
+                                                                                 float(tau[2]))
+                pub.publish(msg)
+        res = sim.last_result
+        self._ext.header.stamp = st
+        tau = res.generalized_contact_force[m.joint_v_index] if res is not None else np.zeros(len(m.joint_names))
+        self._ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
+        self.pub_ext_torques.publish(self._ext)
+
+    def _pub_contacts(self, sim):
+        contacts = sim.contacts
+        msg = ContactArray()
+        stamp(sim.t, msg.header.stamp)
+        msg.header.frame_id = self.world
+        forces = self._contact_forces(sim)
+        if contacts is not None and forces.shape[0]:
+            names = self.model.geometry_names
+            rel = contacts.relative_velocity(sim.v)
+            slip = np.linalg.norm(rel[:, :2], axis=1)
+            fn = np.einsum("ij,ij->i", forces, contacts.normal)
+            out = []
+            for i in range(contacts.size):
+                c = Contact()
+                ga, gb = int(contacts.geometry_a[i]), int(contacts.geometry_b[i])
+                c.body_a, c.body_b = self._geom_body[ga], self._geom_body[gb]
+                c.geometry_a, c.geometry_b = names[ga], names[gb]
+                p, n, f = contacts.point[i], contacts.normal[i], forces[i]
+                c.position.x, c.position.y, c.position.z = float(p[0]), float(p[1]), float(p[2])
+                c.normal.x, c.normal.y, c.normal.z = float(n[0]), float(n[1]), float(n[2])
+                c.force.x, c.force.y, c.force.z = float(f[0]), float(f[1]), float(f[2])
+                c.signed_distance = float(contacts.signed_distance[i])
+                c.normal_force = float(fn[i])
+                c.slip_speed = float(slip[i])
+                out.append(c)
+            msg.contacts = out
+        self.pub_contacts.publish(msg)
+
+    def _pub_markers(self, sim):
+        contacts = sim.contacts
+        forces = self._contact_forces(sim)
+        st = stamp(sim.t)
+        clear = Marker()
+        clear.action = Marker.DELETEALL
+        clear.ns = "contact_forces"
+        markers = [clear]
+        scale = self.config.marker_force_scale
+        for i in range(forces.shape[0]):
+            mk = Marker()
+            mk.header.frame_id = self.world
+            mk.header.stamp = st
+            mk.ns, mk.id, mk.type, mk.action = "contact_forces", i, Marker.ARROW, Marker.ADD
+            p = contacts.point[i]
+            q = p + scale * forces[i]
+            mk.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
+                         Point(x=float(q[0]), y=float(q[1]), z=float(q[2]))]
+            mk.scale.x, mk.scale.y, mk.scale.z = 0.004, 0.008, 0.01
+            mk.color.r, mk.color.g, mk.color.b, mk.color.a = 1.0, 0.2, 0.1, 1.0
+            mk.pose.orientation.w = 1.0
+            markers.append(mk)
+        self.pub_markers.publish(MarkerArray(markers=markers))
+
+    # ------------------------------------------------------------------------- commands
+
+    def _build_subscriptions(self):
+        m = self.model
+        self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
+        self.controllers = {}
+        groups = self.robot.joint_groups if self.robot is not None else {}
+        if not groups:
+            groups = {"all": type("G", (), {"joints": tuple(m.joint_names), "controller": "joint_trajectory_controller"})}
+        for gname, group in groups.items():
+            joints = tuple(group.joints)
+            for interface in GROUP_INTERFACES:
+                topic = f"{gname}_{interface}_controller/commands"
+                self.controllers[topic] = (joints, interface)
+                self.create_subscription(Float64MultiArray, topic,
+                                         lambda msg, j=joints, i=interface, t=topic: self._on_group(msg, j, i, t),
+                                         10)
+            topic = f"{group.controller}/joint_trajectory"
+            self.controllers[topic] = (joints, "trajectory")
+            self.create_subscription(JointTrajectoryMsg, topic,
+                                     lambda msg, t=topic: self._on_trajectory(msg, t), 10)
+
+    def _reject(self, exc: CommandRejected):
+        self.loop.count_rejection(exc.kind)
+        self.log.warn(f"command rejected ({exc.kind}): {exc}", throttle_duration_sec=self._throttle)
+
+    def _clamped(self, notes, source):
+        if notes:
+            self.loop.count_clamped(len(notes))
+            self.log.warn(f"{source}: " + "; ".join(notes[:4]) + (" ..." if len(notes) > 4 else ""),
+                          throttle_duration_sec=self._throttle)
+
+    def _on_joint_command(self, msg: JointState):
+        try:
+            cmd = validate_joint_state_command(self.limits, msg.name, msg.position, msg.velocity, msg.effort,
+                                               source="joint_command")
+        except CommandRejected as exc:
+            self._reject(exc)
+            return
+        self._clamped(cmd.clamped, "joint_command")
+        self.loop.commands.push_command(cmd)
+
+    def _on_group(self, msg: Float64MultiArray, joints, interface, topic):
+        try:
+            cmd = validate_group_command(self.limits, joints, msg.data, interface, source=topic)
+        except CommandRejected as exc:
+            self._reject(exc)
+            return
+        self._clamped(cmd.clamped, topic)
+        self.loop.commands.push_command(cmd)
+
+    def _on_trajectory(self, msg: JointTrajectoryMsg, topic):
+        stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        try:
+            traj = validate_trajectory(
+                self.limits, msg.joint_names,
+                [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
+                [p.positions for p in msg.points], [p.velocities for p in msg.points],
+                start_time=stamp_s if stamp_s > 0 else None, source=topic)
+        except CommandRejected as exc:
+            self._reject(exc)
+            return
+        self._clamped(traj.clamped, topic)
+        self.loop.commands.push_trajectory(traj)
+
+    # ------------------------------------------------------------------------- services
+
+    def _build_services(self):
+        # own callback group: a blocking ~/step or ~/reset does not hold up the command subscriptions
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=group)
+        self.create_service(SetBool, "~/pause", self._srv_pause, callback_group=group)
+        self.create_service(Trigger, "~/step", self._srv_step, callback_group=group)
+
+    def _srv_reset(self, request, response):
+        response.success = self.loop.request_reset()
+        response.message = f"reset to t = {self.sim.t:.6f} s" if response.success else "reset timed out"
+        if response.success:
+            self._publish_static()
+        return response
+
+    def _srv_pause(self, request, response):
+        self.loop.set_paused(request.data)
+        response.success = True
+        response.message = ("paused" if request.data else "running") + f" at t = {self.sim.t:.6f} s"
+        return response
+
+    def _srv_step(self, request, response):
+        n = self.step_count
+        if not self.loop.paused:
+            response.success = False
+            response.message = "the simulation is running: pause it first (~/pause with data: true)"
+            return response
+        ok = self.loop.request_steps(n, timeout=max(30.0, 1e-2 * n))
+        response.success = ok
+        response.message = (f"stepped {n} step(s) to t = {self.sim.t:.6f} s" if ok
+                            else f"stepping {n} step(s) timed out at t = {self.sim.t:.6f} s")
+        return response
+
+    def _on_set_parameters(self, params):
+        for p in params:
+            if p.name == "step_count":
+                try:
+                    n = int(p.value)
+                except (TypeError, ValueError):
+                    n = 0
+                if n < 1 or (isinstance(p.value, float) and p.value != n):
+                    return SetParametersResult(successful=False, reason="step_count must be an integer >= 1")
+                self.step_count = n
+            elif p.name in NodeConfig.names() and p.name not in ("step_count", "use_sim_time"):
+                return SetParametersResult(successful=False,
+                                           reason=f"parameter {p.name!r} is read-only while running; "
+                                                  f"run-time parameters: step_count")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------------- diagnostics
+
+    def _publish_diagnostics(self):
+        s = self.loop.stats()
+        target = self.config.real_time_factor
+        status = DiagnosticStatus()
+        status.name = f"{self.get_fully_qualified_name()}: simulation"
+        status.hardware_id = self.sim.scene.source
+        level, msg = DiagnosticStatus.OK, "running"
+        if s.paused:
+            msg = "paused"
+        elif target > 0 and s.window_steps and s.real_time_factor < 0.95 * target:
+            level, msg = DiagnosticStatus.WARN, f"real-time factor {s.real_time_factor:.2f} below {target:g}"
+        if s.window_failures:
+            level, msg = DiagnosticStatus.ERROR, f"{s.window_failures} solver failure(s): {s.last_failure}"
+        if self.loop.error is not None:
+            level, msg = DiagnosticStatus.ERROR, f"stepping stopped: {self.loop.error!r}"
+        status.level, status.message = level, msg
+
+        def kv(k, v):
+            return KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
+        values = [kv("sim_time", s.sim_time), kv("steps", s.steps), kv("paused", s.paused),
+                  kv("engine", self.config.engine), kv("time_step", self.config.time_step),
+                  kv("target_real_time_factor", target), kv("real_time_factor", s.real_time_factor),
+                  kv("step_overruns", s.overruns), kv("window_overruns", s.window_overruns),
+                  kv("solver_failures", s.solver_failures), kv("substepped_steps", s.substepped_steps),
+                  kv("last_solver_failure", s.last_failure),
+                  kv("step_time_mean_ms", s.step_time_mean_ms), kv("step_time_max_ms", s.step_time_max_ms),
+                  kv("step_period_jitter_ms", s.period_jitter_ms),
+                  kv("step_period_max_deviation_ms", s.period_max_dev_ms),
+                  kv("cpu_percent", s.cpu_percent), kv("clamped_commands", s.clamped),
+                  kv("rejected_commands", sum(s.rejected.values()))]
+        values += [kv(f"rejected_{k}", n) for k, n in s.rejected.items()]
+        status.values = values
+        arr = DiagnosticArray(status=[status])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(arr)
+        if self.loop.error is not None and not getattr(self, "_error_logged", False):
+            self._error_logged = True
+            self.log.error(f"stepping thread stopped: {self.loop.error!r}")
+
+    def shutdown(self):
+        self.loop.stop()
+
+
+def _default_param_files(robot: str | None) -> list[str]:
+    """config/node.yaml and, if present, config/node/<robot>.yaml (what launch/sim.launch.py passes)."""
+    out = []
+    base = share_path("config", "node.yaml")
+    if base.is_file():
+        out.append(str(base))
+    if robot:
+        per = share_path("config", "node", f"{robot}.yaml")
+        if per.is_file():
+            out.append(str(per))
+    return out
+
+
+def main(argv=None) -> int:
+    """Console entry point: ``sim_node [--robot R --engine E --time-step DT --real-time-factor F --scene S
+    --namespace NS --frame-prefix P --config FILE ...] [--ros-args ...]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        ros_args, robot = plain_args_to_ros_args(argv)
+    except ConfigError as exc:
+        print(f"sim_node: error: {exc}", file=sys.stderr)
+        return 2
+    defaults = []
+    for path in _default_param_files(robot or DEFAULT_ROBOT):
+        defaults += ["--params-file", path]
+    if defaults:
+        # default files first so that the command line overrides them
+        if "--ros-args" in ros_args:
+            k = ros_args.index("--ros-args")
+            ros_args = ros_args[:k] + ["--ros-args"] + defaults + ros_args[k:]
+        else:
+            ros_args = ["--ros-args"] + defaults
+    rclpy.init(args=["sim_node"] + ros_args)
+    node = None
+    code = 0
+    try:
+        node = SimNode()
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin()
+    except ContactSimError as exc:
+        print(f"sim_node: error: {exc}", file=sys.stderr)
+        code = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.shutdown()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
