@@ -186,7 +186,8 @@ class Simulator:
                 return StepReport(self._t, True, status, n, iterations, note)
             # retry from the start of the step with smaller sub-steps
             self._q, self._v, self._t = q0, v0, t0
-            self._update_kinematics()
+            if q is not q0:
+                self._update_kinematics()
         report = StepReport(t0, False, status, 2 ** self.max_substep_levels, iterations,
                             f"engine {self.engine.name!r} failed at t = {t0:.6f} s even with "
                             f"{2 ** self.max_substep_levels} sub-steps: {message}; state kept")
@@ -197,8 +198,9 @@ class Simulator:
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
         pm, data = self._pm, self.pin_data
-        self._q, self._v = q, v
-        self._update_kinematics()
+        if q is not self._q or v is not self._v:     # sub-steps: kinematics of the intermediate state
+            self._q, self._v = q, v
+            self._update_kinematics()
         self._apply_scripts(t + dt)
         for g, f in self.scene.surface_velocities.items():
             self._surface_velocity[g] = f(t)
@@ -265,6 +267,8 @@ class Simulator:
         return tau
 
     def _update_kinematics(self) -> None:
+        """Kinematics of the current state: joint placements and velocities, frame placements, joint
+        Jacobians and geometry placements (the contact query, the sensors and the node read them)."""
         pm, data = self._pm, self.pin_data
         pin.computeJointJacobians(pm, data, self._q)
         pin.forwardKinematics(pm, data, self._q, self._v)
