@@ -110,7 +110,10 @@ class ContactLCP:
         if n == 0:
             lam = np.zeros(nb)
             if nb:
-                lam = -np.linalg.lstsq(W_bb, c_b, rcond=None)[0]
+                try:
+                    lam = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(W_bb), c_b)
+                except np.linalg.LinAlgError:
+                    lam = -np.linalg.lstsq(W_bb, c_b, rcond=None)[0]
             return ContactLCPSolution(np.zeros((0, 3)), lam, np.zeros(0), LCPStatus.SOLVED, 0, "", 0.0)
         Dl = self.basis
         W4 = W_uu.reshape(n, 3, n, 3)
