@@ -160,7 +160,7 @@ def test_newton_jacobian_is_the_derivative_of_the_residual(coupling, smooth):
         s = np.linalg.norm(vc[:, :2], axis=1) / engine.options.stiction_tolerance
         if np.any(np.abs(s - 1.0) < 0.05):
             continue          # stay away from the kink of eq. (7)
-        r, A, _, _ = engine._evaluate(v)
+        r, A = engine._evaluate(v)
         A = A.copy()
         eps = 1e-7 * max(1e-3, np.abs(v).max())
         fd = np.empty((nv, nv))

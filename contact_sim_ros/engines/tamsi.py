@@ -24,7 +24,7 @@ and Newton iterations solve for the generalized velocities v at the end of the s
       r(v) = M0 (v - v0) - h tau0 - h tau_act(v) + h D v - h J_n^T pi(v_n) - h J_t^T f_t(v_t, v_n)  [N s]
 with the full, generally non-symmetric Newton Jacobian (eq. 23)
       A = M0 + h (W_nn + W_tt + W_tn) + h diag(D - d tau_act/dv)                                   [kg]
-solved with a dense LU (LAPACK gesv). W_nn, W_tt, W_tn are the normal, tangential and coupling Delassus
+solved with a dense LU (LAPACK getrf/getrs). W_nn, W_tt, W_tn are the normal, tangential and coupling Delassus
 operators of eqs. (20), (17) and (22). With ``coupling="one_way"`` the normal forces are frozen at their
 start-of-step value pi0 = k (1 - d v_n0)_+ (delta0)_+ (semi-implicit Euler, section V-A, eqs. 11-17): then
 W_nn = W_tn = 0 and A is symmetric positive definite.
@@ -36,9 +36,13 @@ alpha = min_i alpha_i. ``use_tals=False`` takes full Newton steps (for the ablat
 
 Convergence (as Drake's TamsiSolver): the iteration stops when the full Newton update changes every contact
 velocity component by less than ``relative_tolerance * stiction_tolerance`` (m/s) and every generalized
-velocity by less than the same number (m/s or rad/s). ``SolverStats.residual`` reports that last change (m/s);
-``SolverStats.iterations`` the number of Newton updates (linear solves). If the limit ``max_iterations`` is
-reached, the step returns ``SolverStatus.MAX_ITERATIONS`` (the simulator retries in sub-steps), never NaN.
+velocity by less than the same number (m/s or rad/s). When an update kept every contact in its regime
+(separated / stiction / sliding) and took the full step, the next update is first estimated with the current LU
+factors (a simplified Newton step, A_k^-1 r(v_k+1)); if that estimate is already below the tolerance the
+iteration stops without assembling and factorizing another Jacobian. ``SolverStats.residual`` reports the
+last update (m/s); ``SolverStats.iterations`` the number of Newton Jacobian factorizations. If
+``max_iterations`` is reached the step returns ``SolverStatus.MAX_ITERATIONS`` (the simulator retries in
+sub-steps), never NaN.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
+
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
@@ -138,27 +144,26 @@ class TamsiEngine(ContactEngine):
         self._capacity = cap
 
     # ------------------------------------------------------------------ contact model
-    def _friction_gains(self, vt: np.ndarray, mu: np.ndarray):
+    def _friction_gains(self, vt_norm: np.ndarray, mu: np.ndarray):
         """Regularized friction (eqs. 6-7), vectorised over contacts.
 
-        Returns (g, c, vt_norm) with g = mu~(s) / |v_t| (s/m) so that f_t = -pi g v_t, and c the coefficient
-        (s/m) such that d f_t / d v_t = -pi (g I + c t t^T) (eq. 16, t = v_t / |v_t|).
-        Both are finite at v_t = 0: the regularization is linear (or C1) there.
+        vt_norm: (N,) slip speeds |v_t| (m/s). Returns (g, c) with g = mu~(s) / |v_t| (s/m), s = |v_t| / v_s, so
+        that f_t = -pi g v_t, and c (s/m) such that d f_t / d v_t = -pi (g I + c t t^T) (eq. 16,
+        t = v_t / |v_t|, so c = mu~'(s) / v_s - g). Both are finite at v_t = 0, where the regularization is
+        linear (eq. 7) or C1 (smooth option, mu~ = mu s (2 - s)).
         """
         vs = self.options.stiction_tolerance
-        vt_norm = np.sqrt(vt[:, 0] * vt[:, 0] + vt[:, 1] * vt[:, 1])
-        s = vt_norm / vs
-        sliding = s > 1.0
-        safe_norm = np.where(sliding, vt_norm, 1.0)
         if self.options.smooth_friction:
-            # mu~ = mu s (2 - s): mu~/|v_t| = mu (2 - s)/v_s, mu~'/v_s - mu~/|v_t| = -mu s / v_s
-            g = np.where(sliding, mu / safe_norm, mu * (2.0 - s) / vs)
+            s = vt_norm / vs
+            sliding = s > 1.0
+            # s < 1: mu~/|v_t| = mu (2 - s) / v_s and mu~'/v_s - mu~/|v_t| = -mu s / v_s;  s > 1: mu / |v_t|, -g
+            g = mu / np.where(sliding, vt_norm, vs / (2.0 - s))
             c = np.where(sliding, -g, -mu * s / vs)
         else:
-            # mu~ = mu s: mu~/|v_t| = mu~'/v_s = mu / v_s in stiction, so c = 0 there
-            g = np.where(sliding, mu / safe_norm, mu / vs)
-            c = np.where(sliding, -g, 0.0)
-        return g, c, vt_norm
+            # linear: mu~/|v_t| = mu / max(|v_t|, v_s); mu~'/v_s = mu / v_s in stiction, so c = 0 there
+            g = mu / np.maximum(vt_norm, vs)
+            c = -g * (vt_norm > vs)
+        return g, c
 
     def _normal_force(self, vn, delta0, k, d, h):
         """Hunt & Crossley force with the implicit penetration of eq. (19) and its derivative.
@@ -166,11 +171,11 @@ class TamsiEngine(ContactEngine):
         pi(v_n) = k (1 - d v_n)_+ (delta0 - h v_n)_+   [N];   returns (pi, d pi / d v_n [N s/m], <= 0).
         """
         damping = 1.0 - d * vn
-        delta = delta0 - h * vn
         damping_p = np.maximum(damping, 0.0)
-        delta_p = np.maximum(delta, 0.0)
+        delta_p = np.maximum(delta0 - h * vn, 0.0)
         pi = k * damping_p * delta_p
-        dpi = -k * (d * (damping > 0.0) * delta_p + h * damping_p * (delta > 0.0))
+        # d pi/d v_n = -k [d H(1 - d v_n) (delta)_+ + h (1 - d v_n)_+ H(delta)]
+        dpi = -k * (d * delta_p * (damping > 0.0) + h * damping_p * (delta_p > 0.0))
         return pi, dpi
 
     # ------------------------------------------------------------------ TALS
@@ -194,15 +199,17 @@ class TamsiEngine(ContactEngine):
         eps = opts.relative_tolerance * vs
         n = vt.shape[0]
         alpha = np.ones(n)
-        dv2 = dvt[:, 0] * dvt[:, 0] + dvt[:, 1] * dvt[:, 1]
-        moving = dv2 >= eps * eps
-        if not moving.any():
-            return alpha
-        dv_norm = np.sqrt(dv2)
-        safe_dv = np.where(moving, dv_norm, 1.0)
         v1 = vt + dvt
         x = vt_norm / vs
-        x1 = np.sqrt(v1[:, 0] * v1[:, 0] + v1[:, 1] * v1[:, 1]) / vs
+        x1 = np.hypot(v1[:, 0], v1[:, 1]) / vs
+        if x.max() < 1.0 and x1.max() < 1.0:
+            return alpha               # stiction -> stiction everywhere: strong gradients, full step
+        dv_norm = np.hypot(dvt[:, 0], dvt[:, 1])
+        moving = dv_norm >= eps
+        if not moving.any():
+            return alpha
+        dv2 = dv_norm * dv_norm
+        safe_dv = np.where(moving, dv_norm, 1.0)
         rtol = opts.relative_tolerance
 
         # stiction (|v| ~ 0) -> sliding
@@ -217,7 +224,7 @@ class TamsiEngine(ContactEngine):
             v_dot_dv = vt[:, 0] * dvt[:, 0] + vt[:, 1] * dvt[:, 1]
             a_star = -v_dot_dv / np.where(moving, dv2, 1.0)
             closest = vt + a_star[:, None] * dvt
-            closest_norm = np.sqrt(closest[:, 0] ** 2 + closest[:, 1] ** 2)
+            closest_norm = np.hypot(closest[:, 0], closest[:, 1])
             crosses = both & (v_dot_dv < 0.0) & (a_star < 1.0) & (closest_norm < vs)
             a_cross = np.where(closest_norm < eps, a_star - 0.5 * vs / safe_dv, a_star)
             alpha = np.where(crosses, a_cross, alpha)
@@ -251,71 +258,83 @@ class TamsiEngine(ContactEngine):
         contacts = inputs.contacts
         self._J = contacts.jacobian                                   # (3N, nv), rows (t1, t2, n)
         self._Jr = self._J.reshape(n, 3, self._nv)
-        self._bias = contacts.velocity_bias.reshape(n, 3)
+        self._hJT = h * self._J.T                                     # h J^T, (nv, 3N)
+        self._bias = contacts.velocity_bias
         self._delta0 = -contacts.signed_distance                      # penetration at q0 (m)
+        self._k, self._d, self._mu = contacts.stiffness, contacts.dissipation, contacts.friction
+        self._hD = h * inputs.joint_damping
         if n and not self._two_way:
             # one-way coupling (section V-A): pi frozen at the start-of-step state
-            vn0 = self._Jr[:, 2, :] @ inputs.v + self._bias[:, 2]
-            self._pi_frozen = (contacts.stiffness * np.maximum(1.0 - contacts.dissipation * vn0, 0.0)
-                               * np.maximum(self._delta0, 0.0))
+            vn0 = self._Jr[:, 2, :] @ inputs.v + self._bias[2::3]
+            self._pi_frozen = self._normal_force(vn0, self._delta0, self._k, self._d, 0.0)[0]
+            self._dpi_frozen = np.zeros(n)
 
-    def _evaluate(self, v: np.ndarray, jacobian: bool = True):
-        """Contact forces, residual (eq. 21) and Newton Jacobian (eq. 23) at the iterate v.
+    def _residual(self, v: np.ndarray) -> np.ndarray:
+        """Contact forces and the residual r(v) of eq. (21) (plus implicit damping and actuation), N s.
 
         Sets self._f (N, 3) contact forces on B (t1, t2, n) in N, self._vc (N, 3) contact velocities (m/s),
-        self._pi (N,) normal forces; returns (r (nv,) N s, A (nv, nv) kg or None, tau_act, dtau_act).
+        self._pi (N,) normal forces (N), self._vt_norm (N,) slip speeds (m/s), self._tau_act (nv,) actuation and
+        the derivatives that ``_jacobian`` needs at this iterate.
         """
         inputs = self._inputs
         h = self._h
         n = self._n
-        act = inputs.actuation
-        damping = inputs.joint_damping
-        tau_act, dtau_act = act.force(v, h)
-        f = self._f[:n]
+        self._tau_act, self._dtau_act = inputs.actuation.force(v, h)
+        r = inputs.mass_matrix @ v
+        r -= self._p_star
+        r += self._hD * v - h * self._tau_act
         if n:
-            contacts = inputs.contacts
-            J = self._J
-            vc = (J @ v).reshape(n, 3)
+            vc = self._J @ v
             vc += self._bias
+            vc = vc.reshape(n, 3)
             vt = vc[:, :2]
             if self._two_way:
-                pi, dpi = self._normal_force(vc[:, 2], self._delta0, contacts.stiffness, contacts.dissipation, h)
+                pi, dpi = self._normal_force(vc[:, 2], self._delta0, self._k, self._d, h)
             else:
-                pi, dpi = self._pi_frozen, None
-            g, c, vt_norm = self._friction_gains(vt, contacts.friction)
+                pi, dpi = self._pi_frozen, self._dpi_frozen
+            vt_norm = np.hypot(vc[:, 0], vc[:, 1])
+            g, c = self._friction_gains(vt_norm, self._mu)
             pg = pi * g
-            f[:, 0] = -pg * vt[:, 0]                                  # eq. (6)
-            f[:, 1] = -pg * vt[:, 1]
+            f = self._f[:n]
+            np.multiply(vt, -pg[:, None], out=f[:, :2])               # eq. (6)
             f[:, 2] = pi                                              # eq. (5) with eq. (19)
-            self._vc, self._pi, self._vt_norm = vc, pi, vt_norm
-        if not jacobian:
-            return None, None, tau_act, dtau_act
-        # residual, eq. (21), plus implicit joint damping and actuation
-        M = inputs.mass_matrix
-        r = M @ v
-        r -= self._p_star
-        r += h * (damping * v - tau_act)
+            r -= self._hJT @ f.reshape(-1)
+            self._vc, self._pi, self._dpi, self._vt_norm, self._g, self._c, self._pg = vc, pi, dpi, vt_norm, g, c, pg
+        return r
+
+    def _jacobian(self) -> np.ndarray:
+        """Newton Jacobian of eq. (23) at the iterate of the last ``_residual`` call (kg):
+        A = M0 + h J^T B J + h diag(D - d tau_act / dv), with B = -d f_c / d v_c per contact: the tangential
+        block of eq. (16) (W_tt), the normal term of eq. (20) (W_nn) and the coupling of eq. (22) (W_tn)."""
+        n = self._n
         A = self._A
-        A[:] = M
-        A[self._diag, self._diag] += h * (damping - dtau_act)
+        A[:] = self._inputs.mass_matrix
+        A[self._diag, self._diag] += self._hD - self._h * self._dtau_act
         if n:
-            r -= h * (J.T @ f.reshape(-1))
-            # B = -d f_c / d v_c per contact: tangential block (eq. 16), normal (eq. 20), coupling (eq. 22);
-            # A = M0 + h J^T B J = M0 + h (W_tt + W_nn + W_tn)   (eq. 23)
+            vt = self._vc[:, :2]
+            pi, dpi, g, vt_norm = self._pi, self._dpi, self._g, self._vt_norm
             B = self._B[:n]
-            inv_norm2 = 1.0 / np.where(vt_norm > 0.0, vt_norm, np.inf) ** 2
-            cpi = c * pi * inv_norm2
-            B[:, 0, 0] = pg + cpi * vt[:, 0] * vt[:, 0]
-            B[:, 1, 1] = pg + cpi * vt[:, 1] * vt[:, 1]
-            B[:, 0, 1] = B[:, 1, 0] = cpi * vt[:, 0] * vt[:, 1]
-            if self._two_way:
-                B[:, 0, 2] = g * vt[:, 0] * dpi                      # W_tn: friction follows the normal force
-                B[:, 1, 2] = g * vt[:, 1] * dpi
-                B[:, 2, 2] = -dpi                                     # W_nn
-            else:
-                B[:, :, 2] = 0.0
-            A += h * (J.T @ np.matmul(B, self._Jr).reshape(3 * n, self._nv))
-        return r, A, tau_act, dtau_act
+            cpi = self._c * pi / np.maximum(vt_norm * vt_norm, 1e-300)
+            np.multiply(vt[:, :, None] * vt[:, None, :], cpi[:, None, None], out=B[:, :2, :2])
+            B[:, 0, 0] += self._pg
+            B[:, 1, 1] += self._pg
+            np.multiply(vt, (g * dpi)[:, None], out=B[:, :2, 2])     # W_tn: friction follows the normal force
+            np.negative(dpi, out=B[:, 2, 2])                          # W_nn
+            A += self._hJT @ np.matmul(B, self._Jr).reshape(3 * n, self._nv)
+        return A
+
+    def _evaluate(self, v: np.ndarray):
+        """(r, A) at v: residual (eq. 21) and Newton Jacobian (eq. 23); A is a view of internal scratch."""
+        r = self._residual(v)
+        return r, self._jacobian()
+
+    def _modes(self) -> np.ndarray:
+        """Per-contact regime at the last residual: 0 separated, 1 stiction, 2 sliding (+3 if the H&C damping
+        factor is saturated) -- a change of regime means the Jacobian changed by more than a smooth amount."""
+        if not self._n:
+            return np.zeros(0, int)
+        loaded = self._pi > 0.0
+        return loaded * (1 + (self._vt_norm > self.options.stiction_tolerance))
 
     def _do_step(self, inputs: StepInputs) -> StepResult:
         opts = self.options
@@ -336,46 +355,54 @@ class TamsiEngine(ContactEngine):
         err = math.inf
         iterations = 0
         converged = False
-        while True:
-            if converged or iterations >= opts.max_iterations:
-                tau_act, _ = self._evaluate(v, jacobian=False)[2:]
+        r = self._residual(v)
+        while iterations < opts.max_iterations:
+            A = self._jacobian()
+            lu, piv, info = _getrf(A, overwrite_a=True)                # dense LU (LAPACK getrf), eq. (23)
+            if info != 0:
+                status, message = SolverStatus.FAILED, f"singular Newton Jacobian (LAPACK getrf info {info})"
                 break
-            r, A, tau_act, dtau_act = self._evaluate(v)
-            try:
-                dv = np.linalg.solve(A, -r)                           # dense LU (LAPACK gesv)
-            except np.linalg.LinAlgError as exc:
-                status, message = SolverStatus.FAILED, f"singular Newton Jacobian ({exc})"
-                break
-            if not np.all(np.isfinite(dv)):
-                status, message = SolverStatus.FAILED, "non-finite Newton update"
-                break
+            dv, info = _getrs(lu, piv, r)
+            dv *= -1.0
             iterations += 1
             alpha = 1.0
-            err = float(np.max(np.abs(dv))) if nv else 0.0
+            err = float(np.abs(dv).max()) if nv else 0.0
+            if not math.isfinite(err):
+                status, message = SolverStatus.FAILED, "non-finite Newton update"
+                break
             if n:
                 vc = self._vc
                 dvc = (self._J @ dv).reshape(n, 3)
-                err = max(err, float(np.max(np.abs(dvc))))
+                err = max(err, float(np.abs(dvc).max()))
                 if opts.use_tals:
-                    alpha_i = self._tals_alpha(vc[:, :2], dvc[:, :2], self._vt_norm)
-                    # only contacts that carry (or will carry) a normal force limit the step
+                    # only contacts that carry (or may carry after the update) a normal force limit the step
                     if self._two_way:
-                        contacts = inputs.contacts
-                        pi1, _ = self._normal_force(vc[:, 2] + dvc[:, 2], self._delta0, contacts.stiffness,
-                                                    contacts.dissipation, h)
-                        loaded = (self._pi > 0.0) | (pi1 > 0.0)
+                        loaded = self._delta0 - h * np.minimum(vc[:, 2], vc[:, 2] + dvc[:, 2]) > 0.0
                     else:
                         loaded = self._pi > 0.0
-                    if loaded.any():
-                        alpha = float(np.min(alpha_i[loaded]))
+                    if loaded.all():
+                        alpha = float(self._tals_alpha(vc[:, :2], dvc[:, :2], self._vt_norm).min())
+                    elif loaded.any():
+                        alpha = float(self._tals_alpha(vc[loaded, :2], dvc[loaded, :2], self._vt_norm[loaded]).min())
             history.append((err, alpha))
+            modes = self._modes()
             v += alpha * dv
+            r = self._residual(v)                                     # forces at the new iterate
             if err < tol:
                 converged = True
-            elif n == 0 and alpha == 1.0:
-                # without contacts the residual is piecewise linear in v: the Newton step is exact unless an
-                # effort limit switched on or off
-                converged = bool(np.array_equal(_unsaturated(act, v, h), _unsaturated(act, v - dv, h)))
+                break
+            if alpha == 1.0 and (modes == self._modes()).all() and (
+                    n or np.array_equal(_unsaturated(act, v, h), _unsaturated(act, v - dv, h))):
+                # no contact changed regime: the next (simplified Newton) update A^-1 r with the current LU is a
+                # reliable estimate of the remaining error, so skip a Jacobian when it is already negligible
+                dv_next, _ = _getrs(lu, piv, r)
+                err_next = float(np.abs(dv_next).max()) if nv else 0.0
+                if n:
+                    err_next = max(err_next, float(np.abs(self._J @ dv_next).max()))
+                if err_next < tol:
+                    err = err_next
+                    converged = True
+                    break
         if converged:
             status = SolverStatus.CONVERGED
             v_out = v.copy()
@@ -389,14 +416,14 @@ class TamsiEngine(ContactEngine):
             v_out = v.copy() if np.all(np.isfinite(v)) else v0.copy()
         f = self._f[:n]
         impulse = h * f
-        if not np.all(np.isfinite(impulse)):
+        if not converged and not np.all(np.isfinite(impulse)):
             impulse = np.zeros((n, 3))
         gen_contact = self._J.T @ f.reshape(-1) if n else np.zeros(nv)
         return StepResult(
             v_next=v_out,
             contact_impulse=impulse,
             generalized_contact_force=gen_contact,
-            actuation_force=np.array(tau_act, dtype=float),
+            actuation_force=np.array(self._tau_act, dtype=float),
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
         )
