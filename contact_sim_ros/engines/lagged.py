@@ -431,7 +431,9 @@ class ConvexICFEngine(ContactEngine):
         return StepResult(v_next=v, contact_impulse=gamma.copy(),
                           generalized_contact_force=generalized_impulse(gamma) / dt,
                           actuation_force=tau, stats=stats,
-                          q_next=q_next)
+                          q_next=q_next,
+                          friction_normal_impulse=params["gn0"].copy() if "gn0" in params
+                          and self.contact_model == "lagged" else None)
 
     def _rotate_free_body_velocities(self, v, dt):
         """Free-body linear velocities solved in the body frame frozen at q0, re-expressed in the body frame at
