@@ -7,6 +7,8 @@ momentum balance.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -377,3 +379,88 @@ def test_bad_options_raise_config_error_naming_the_option():
         make_engine("similar", model, {"stiction_tolerance": -1.0})
     with pytest.raises(ConfigError, match="max_iterations"):
         make_engine("sap", model, {"max_iterations": 0})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# With the Simulator: the paper's test cases (section XI)
+
+SCENES = Path(__file__).resolve().parents[1] / "scenes"
+
+
+def _simulator(scene, engine, dt, options=None):
+    from contact_sim_ros.sim.simulator import Simulator
+    return Simulator(SCENES / Path(scene).name, engine=engine, time_step=dt, engine_options=options)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_conveyor_belt_lagged_has_no_gliding_similar_and_sap_glide(name):
+    """XI-A (dt = 10 ms, mu = 0.7, d = 500 s/m, k = 1e7 N/m). The box alternates between stick and slip.
+    Lagged: vertical velocity zero to solver tolerance and normal force = m g. Similar / SAP: during slip the
+    box glides at the offset mu dt ||v_t|| (Similar) and mu (dt + tau_d) ||v_t|| (SAP, eq. 24), within 20 %."""
+    dt, m = 0.01, 1.0
+    sim = _simulator("scenes/icf_conveyor.yaml", name, dt)
+    tau = sim.engine.options.relaxation_time if name == "sap" else 0.0
+    vz, fn, ratio, slip_steps, steps = [], [], [], 0, 0
+    previous_slip = None
+    for _ in range(200):
+        sim.step(strict=True)
+        res = sim.last_result
+        if previous_slip is not None and sim.t > 0.5 and sim.contacts.size:
+            gap = sim.contacts.signed_distance.mean()          # phi at the start of this step
+            if previous_slip > 0.05:
+                ratio.append(gap / (0.7 * (dt + tau) * previous_slip))
+        vc = sim.contacts.relative_velocity(
+            np.r_[pin.exp3(dt * res.v_next[3:6]) @ res.v_next[:3], res.v_next[3:6]])
+        previous_slip = np.linalg.norm(vc[:, :2], axis=1).mean() if len(vc) else None
+        if sim.t > 0.5:
+            steps += 1
+            slip_steps += previous_slip is None or previous_slip > 1e-3
+            vz.append(sim.body_velocity("box")[2])
+            fn.append(res.contact_impulse[:, 2].sum() / dt)
+    assert 0.2 < slip_steps / steps < 0.8                        # both stick and slip phases
+    if name == "lagged":
+        assert np.abs(vz).max() < 1e-6
+        np.testing.assert_allclose(fn, m * G, rtol=2e-4)
+    else:
+        assert np.abs(vz).max() > 1e-2                           # the box moves vertically with the slip speed
+        assert len(ratio) > 20
+        np.testing.assert_allclose(ratio, 1.0, atol=0.2)
+
+
+def test_conveyor_convergence_lagged_is_first_order():
+    """Position error of the box (RMS over 1 s against dt = 1 ms) halves with dt (first order)."""
+    def trajectory(dt):
+        sim = _simulator("scenes/icf_conveyor.yaml", "lagged", dt)
+        xs = []
+        for _ in range(int(round(1.0 / dt))):
+            sim.step(strict=True)
+            xs.append(sim.body_pose("box").translation[0])
+        stride = int(round(0.01 / dt))
+        return np.array(xs)[stride - 1::stride]
+    ref = trajectory(1e-3)
+    errors = [np.sqrt(np.mean((trajectory(dt) - ref) ** 2)) for dt in (1e-2, 5e-3)]
+    order = np.log(errors[0] / errors[1]) / np.log(2.0)
+    assert 0.7 < order < 1.5, (errors, order)
+
+
+def test_falling_sphere_slides_then_rolls_at_five_sevenths():
+    """XI-B (dt = 2 ms): after the impact the sphere slides, friction spins it up, and it rolls at 5/7 vx0
+    (angular momentum about the contact point is conserved). Rigid-impact estimate of the sliding time after
+    first contact: the impact's friction impulse mu m |v_z| removes 7/2 mu |v_z| of slip, the rest decays at
+    7/2 mu g: (2 - 3.5 * 0.5 * 0.99) / (3.5 * 0.5 * 9.81) = 0.016 s."""
+    dt, r = 2e-3, 0.025
+    sim = _simulator("scenes/icf_falling_sphere.yaml", "lagged", dt)
+    t_contact = t_roll = None
+    vx = []
+    for _ in range(200):
+        sim.step(strict=True)
+        v = sim.body_velocity("sphere")
+        vx.append(v[0])
+        if t_contact is None and np.any(sim.last_result.contact_impulse[:, 2] > 0):
+            t_contact = sim.t - dt
+        if t_contact is not None and t_roll is None and abs(v[0] - r * v[4]) < 1e-3:
+            t_roll = sim.t
+    np.testing.assert_allclose(vx[-1], 5.0 / 7.0 * 2.0, rtol=0.02)
+    assert abs(vx[-1] - r * sim.body_velocity("sphere")[4]) < 1e-3      # rolling without slip
+    assert t_contact == pytest.approx(np.sqrt(2 * 0.05 / G), abs=2 * dt)
+    assert 0.005 < t_roll - t_contact < 0.04
