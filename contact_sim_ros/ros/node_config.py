@@ -29,6 +29,8 @@ class NodeConfig:
     time_step: float = 1e-3
     real_time_factor: float = 1.0      # 1 = paced to the wall clock, 0 = as fast as possible
     start_paused: bool = False
+    gravity_compensation: bool = True  # add g(q) to the effort of position/velocity-controlled joints (as the
+    #                                    iiwa's and Panda's own controllers do); effort commands stay raw
     frame_prefix: str = ""             # prepended to every TF frame but the world frame
     world_frame: str = "world"
     base_pose: list = field(default_factory=list)   # [x, y, z, roll, pitch, yaw] overriding the preset's

@@ -1,0 +1,100 @@
+"""The stepping loop without DDS: exact step counts, pause/step/reset, command hand-over, gravity compensation,
+pacing never ahead of the wall clock."""
+
+import time
+
+import numpy as np
+import pytest
+
+from contact_sim_ros.ros.command_validation import (JointLimits, validate_group_command,
+                                                    validate_joint_state_command, validate_trajectory)
+from contact_sim_ros.ros.stepping import PublishHook, SteppingLoop
+from contact_sim_ros.sim.simulator import Simulator
+
+SCENE = {"robot": "iiwa_wsg", "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return Simulator(SCENE, engine="semi_implicit", time_step=2e-3)
+
+
+def run_steps(loop, n):
+    for _ in range(n):
+        loop._apply_commands()
+        loop.sim.step()
+
+
+def test_paused_loop_steps_exactly_n_and_resets(sim):
+    sim.reset()
+    published = []
+    loop = SteppingLoop(sim, 1.0, [PublishHook("t", 1, lambda s: published.append(s.t))], start_paused=True)
+    loop.start()
+    try:
+        time.sleep(0.1)
+        assert sim.step_count == 0
+        assert loop.request_steps(7, timeout=20.0)
+        assert sim.step_count == 7 and sim.t == pytest.approx(7 * 2e-3, abs=1e-12)
+        assert loop.request_steps(3, timeout=20.0)
+        assert sim.step_count == 10
+        time.sleep(0.1)
+        assert sim.step_count == 10                       # paused: no further steps
+        assert np.allclose(np.diff(published[:10]), 2e-3)  # hook after every step
+        assert loop.request_reset(timeout=20.0)
+        assert sim.t == 0.0 and sim.step_count == 0
+        np.testing.assert_array_equal(sim.q, sim.scene.q0)
+        s = loop.stats()
+        assert s.steps == 10 and s.solver_failures == 0
+    finally:
+        loop.stop()
+
+
+def test_paced_loop_is_never_ahead_of_the_wall_clock(sim):
+    sim.reset()
+    loop = SteppingLoop(sim, 2.0)   # 2x real time: 4 ms of sim time per 2 ms of wall time at most
+    t0 = time.monotonic()
+    loop.start()
+    time.sleep(0.3)
+    loop.stop()
+    wall = time.monotonic() - t0
+    assert 0 < sim.t <= 2.0 * wall + 2e-3
+
+
+def test_gravity_compensated_hold_and_commands(sim):
+    sim.reset()
+    loop = SteppingLoop(sim, 0.0)
+    limits = JointLimits.from_model(sim.model)
+    q0 = sim.joint_positions().copy()
+    run_steps(loop, 200)
+    assert np.max(np.abs(sim.joint_positions() - q0)) < 1e-4   # holds the initial pose against gravity
+
+    target = q0.copy()
+    target[:7] += [0.2, -0.1, 0.1, 0.15, -0.2, 0.1, 0.3]
+    loop.commands.push_command(validate_group_command(limits, sim.model.joint_names[:7], target[:7], "position"))
+    run_steps(loop, 1500)
+    np.testing.assert_allclose(sim.joint_positions()[:7], target[:7], atol=1e-3)
+
+    # an out-of-limit finger target is clamped to the limit (0.055 m) and reached
+    cmd = validate_joint_state_command(limits, ["wsg_finger_left_joint"], position=[0.2])
+    assert cmd.clamped
+    loop.commands.push_command(cmd)
+    run_steps(loop, 500)
+    assert sim.joint_positions()[7] == pytest.approx(0.055, abs=1e-3)
+
+
+def test_trajectory_is_sampled_in_sim_time(sim):
+    sim.reset()
+    loop = SteppingLoop(sim, 0.0)
+    limits = JointLimits.from_model(sim.model)
+    q0 = sim.joint_positions()[0]
+    traj = validate_trajectory(limits, ["iiwa_joint_1"], [0.5, 1.0], [[q0 + 0.2], [q0 + 0.3]])
+    loop.commands.push_trajectory(traj)
+    errors = []
+    for k in range(750):
+        loop._apply_commands()
+        sim.step()
+        t = sim.t
+        expected = q0 + (0.4 * t if t <= 0.5 else 0.2 + 0.2 * (t - 0.5)) if t <= 1.0 else q0 + 0.3
+        errors.append(abs(sim.joint_positions()[0] - expected))
+    assert max(errors[100:]) < 5e-3          # follows the timing (after the start-up transient)
+    assert errors[-1] < 1e-3                 # and ends on the last point
