@@ -130,3 +130,20 @@ def test_solver_reuses_scratch_between_sizes():
         M = A @ A.T + np.eye(n)
         q = rng.normal(size=n)
         assert_lcp_solution(M, q, solver.solve(M, q))
+
+
+def test_round_off_negative_q_is_not_a_ray():
+    """A friction LCP (eq. 28 layout, one contact, 4 directions) whose exact q is 0 but arrives with
+    round-off negatives ~1e-17: the answer is z = 0, not a ray termination."""
+    W = np.diag([5.0, 5.0, 1.5])
+    D = np.array([[0, 1, 0, -1, 0], [0, 0, 1, 0, -1], [1, 0, 0, 0, 0]], float)
+    A = D.T @ W @ D
+    M = np.zeros((6, 6))
+    M[:5, :5] = A
+    M[1:5, 5] = 1.0
+    M[5, 0] = 0.5
+    M[5, 1:5] = -1.0
+    q = np.array([1e-16, -5.5e-17, 3.9e-17, -3.9e-17, 5.5e-17, 0.0])
+    result = lemke(M, q)
+    assert result.status is LCPStatus.SOLVED
+    np.testing.assert_array_equal(result.z, 0.0)

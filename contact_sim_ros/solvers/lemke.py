@@ -60,15 +60,17 @@ class LemkeSolver:
     """Reusable Lemke solver: keeps the tableau and index scratch between calls of equal size.
 
     pivot_tol:  entries of the entering column below this (relative to the column's max) are treated as 0.
+    zero_tol:   entries of q with |q_i| <= zero_tol * max(1, max |q|) are set to 0 (round-off).
     max_pivots: pivot limit; None means 50 * (n + 1) (Lemke needs far fewer on the problems seen here).
     """
 
-    def __init__(self, pivot_tol: float = 1e-12, max_pivots: int | None = None):
+    def __init__(self, pivot_tol: float = 1e-12, max_pivots: int | None = None, zero_tol: float = 1e-13):
         if not (pivot_tol > 0.0):
             raise ConfigError(f"Lemke pivot_tol must be > 0, got {pivot_tol!r}")
         if max_pivots is not None and max_pivots < 1:
             raise ConfigError(f"Lemke max_pivots must be >= 1, got {max_pivots!r}")
         self.pivot_tol = float(pivot_tol)
+        self.zero_tol = float(zero_tol)
         self.max_pivots = max_pivots
         self._n = -1
 
@@ -85,6 +87,10 @@ class LemkeSolver:
         n = q.shape[0]
         if M.shape != (n, n):
             raise ConfigError(f"LCP matrix has shape {M.shape}, expected {(n, n)} to match q")
+        if n and np.all(np.isfinite(q)):
+            # round-off negatives (|q_i| ~ 1e-17 where the exact value is 0) would start a pivot sequence
+            # on a numerically degenerate problem: treat them as 0
+            q = np.where(np.abs(q) <= self.zero_tol * max(1.0, float(np.max(np.abs(q)))), 0.0, q)
         if n == 0 or np.all(q >= 0.0):
             z = np.zeros(n)
             return LCPResult(z, q.copy(), LCPStatus.SOLVED, 0)
