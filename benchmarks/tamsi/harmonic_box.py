@@ -61,11 +61,14 @@ def harmonic_force(t):
     return FORCE_AMPLITUDE * np.sin(2.0 * np.pi * FREQUENCY * t)
 
 
-def simulate_engine(engine, dt: float, duration: float, stop_on_failure: bool = True):
+def simulate_engine(engine, dt: float, duration: float, stop_on_failure: bool = True,
+                    max_substep_levels: int = 0):
     """Step the engine from rest for `duration` s with step dt (s).
 
+    The applied force is evaluated at the start of each (sub-)step (semi-implicit Euler, p* = M v0 + h f(t0)).
+    With max_substep_levels > 0 a failed step is retried as 2, 4, ... sub-steps (as the Simulator does,
+    "convergence control"); iterations then count every attempt.
     Returns (t (K+1,), v (K+1,), iterations (K,), statuses (K,) list, first failure time or None).
-    The applied force is evaluated at the start of each step (semi-implicit Euler, p* = M v0 + h f(t0)).
     """
     steps = int(round(duration / dt))
     contact = box_contact()
@@ -77,18 +80,36 @@ def simulate_engine(engine, dt: float, duration: float, stop_on_failure: bool = 
     iterations = np.zeros(steps, int)
     statuses = []
     failure = None
+
+    def attempt(t0, v0, h, n):
+        its = 0
+        for j in range(n):
+            tj = t0 + j * h
+            inputs = StepInputs(t=tj, dt=h, q=np.zeros(1), v=np.array([v0]), mass_matrix=M,
+                                generalized_force=np.array([harmonic_force(tj)]), gravity_force=zero,
+                                joint_damping=zero, actuation=act, contacts=contact)
+            result = engine.step(inputs)
+            its += result.stats.iterations
+            if not result.stats.status.ok:
+                return None, its, result.stats.status
+            v0 = result.v_next[0]
+        return v0, its, result.stats.status
+
     for i in range(steps):
-        inputs = StepInputs(t=t[i], dt=dt, q=np.zeros(1), v=v[i:i + 1].copy(), mass_matrix=M,
-                            generalized_force=np.array([harmonic_force(t[i])]), gravity_force=zero,
-                            joint_damping=zero, actuation=act, contacts=contact)
-        result = engine.step(inputs)
-        iterations[i] = result.stats.iterations
-        statuses.append(result.stats.status)
-        if not result.stats.status.ok and failure is None:
-            failure = t[i]
+        for level in range(max_substep_levels + 1):
+            n = 2 ** level
+            v_next, its, status = attempt(t[i], v[i], dt / n, n)
+            iterations[i] += its
+            if v_next is not None:
+                break
+            if failure is None:
+                failure = t[i]
+        statuses.append(status)
+        if v_next is None:
             if stop_on_failure:
                 return t[:i + 1], v[:i + 1], iterations[:i + 1], statuses, failure
-        v[i + 1] = result.v_next[0]
+            v_next = float(engine._v[0])     # keep going from the last (unconverged) iterate
+        v[i + 1] = v_next
     return t, v, iterations, statuses, failure
 
 

@@ -401,6 +401,7 @@ class TamsiEngine(ContactEngine):
                     err_next = max(err_next, float(np.abs(self._J @ dv_next).max()))
                 if err_next < tol:
                     err = err_next
+                    history.append((err, 0.0))      # alpha 0: estimated, not applied
                     converged = True
                     break
         if converged:
