@@ -233,3 +233,75 @@ def test_pendulum_free_swing_conserves_energy():
         assert sim.step() == 0
     kinetic = pin.computeKineticEnergy(m, d, sim.q, sim.v)
     assert abs(energy() - e0) < 5e-3 * kinetic
+
+
+# ------------------------------------------------------------------ through the Simulator (scene files)
+
+def _scene_dict(name, **material):
+    from pathlib import Path
+    import yaml
+    scene = yaml.safe_load((Path(__file__).resolve().parents[1] / "scenes" / name).read_text())
+    scene["materials"]["default"].update(material)
+    return scene
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5])
+def test_simulator_ball_bounce_scene(e):
+    from contact_sim_ros.sim.scene import load_scene
+    from contact_sim_ros.sim.simulator import Simulator
+    sim = Simulator(load_scene(_scene_dict("lcp_ball_bounce.yaml", restitution=e)), engine="lcp_minimal",
+                    time_step=1e-3)
+    z = np.empty(1200)
+    for k in range(z.size):
+        sim.step(strict=True)
+        z[k] = sim.body_pose("ball").translation[2] - 0.1
+    impact = int(np.argmax(z < 1e-3))
+    assert impact > 0 and z.min() > -1e-6
+    if e == 0.0:
+        assert z[impact:].max() < 1e-3
+        assert np.linalg.norm(sim.body_velocity("ball")) < 1e-9
+    else:
+        assert abs(z[impact:].max() - e * e * 1.0) / (e * e) < 0.02
+
+
+@pytest.mark.parametrize("mu", [0.5, 0.7])
+def test_simulator_incline_scene_slides_or_sticks(mu):
+    """30 degree incline: mu = 0.5 < tan 30 slides with g (sin - mu cos) (the slope lies along a cone
+    direction of the contact frame, so the polyhedral cone is exact), mu = 0.7 sticks."""
+    from contact_sim_ros.sim.scene import load_scene
+    from contact_sim_ros.sim.simulator import Simulator
+    sim = Simulator(load_scene(_scene_dict("lcp_incline.yaml", friction=mu)), engine="lcp_minimal",
+                    time_step=1e-3)
+    theta = np.pi / 6
+    velocities = np.empty((300, 3))
+    for k in range(300):
+        sim.step(strict=True)
+        velocities[k] = sim.body_velocity("block")[:3]
+    accel = (velocities[-1] - velocities[100]) / (199 * 1e-3)
+    downhill = np.array([np.cos(theta), 0.0, -np.sin(theta)])
+    if mu < np.tan(theta):
+        np.testing.assert_allclose(accel @ downhill, G * (np.sin(theta) - mu * np.cos(theta)), rtol=1e-6)
+        np.testing.assert_allclose(np.cross(accel, downhill), 0.0, atol=1e-9)
+    else:
+        assert np.linalg.norm(velocities[-1]) < 1e-9
+
+
+def test_simulator_head_on_collision_restitution_and_momentum():
+    """Two spheres (1 kg, 2 kg), head-on, no gravity, restitution e = 0.6, frictionless: momentum is
+    conserved and the relative normal velocity after the impact is -e times the one before (Newton)."""
+    from contact_sim_ros.sim.scene import load_scene
+    from contact_sim_ros.sim.simulator import Simulator
+    e = 0.6
+    scene = {"gravity": [0, 0, 0],
+             "objects": [{"name": "a", "shape": {"sphere": 0.05}, "mass": 1.0, "pose": {"xyz": [0, 0, 0]},
+                          "velocity": [0.5, 0, 0, 0, 0, 0]},
+                         {"name": "b", "shape": {"sphere": 0.05}, "mass": 2.0, "pose": {"xyz": [0.11, 0, 0]},
+                          "velocity": [-0.25, 0, 0, 0, 0, 0]}],
+             "environment": [], "materials": {"default": {"friction": 0.0, "restitution": e}},
+             "contact_margin": 0.005}
+    sim = Simulator(load_scene(scene), engine="lcp_minimal", time_step=1e-3)
+    for _ in range(100):
+        sim.step(strict=True)
+    va, vb = sim.body_velocity("a")[:3], sim.body_velocity("b")[:3]
+    np.testing.assert_allclose(1.0 * va + 2.0 * vb, 0.0, atol=1e-12)
+    np.testing.assert_allclose(vb[0] - va[0], e * 0.75, rtol=1e-9)
