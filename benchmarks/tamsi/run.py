@@ -149,14 +149,11 @@ AMPLITUDE, PERIOD = 0.15, 0.5
 
 
 def _gripper_sim(dt):
-    import os
+    import yaml
     from contact_sim_ros.sim.simulator import Simulator
-    cwd = os.getcwd()
-    os.chdir(ROOT)             # the scene's URDF path is relative to the repository root
-    try:
-        return Simulator(str(GRIPPER_SCENE.relative_to(ROOT)), engine="tamsi", time_step=dt)
-    finally:
-        os.chdir(cwd)
+    data = yaml.safe_load(GRIPPER_SCENE.read_text())
+    data["robot"]["urdf"] = str(ROOT / data["robot"]["urdf"])   # the file gives it from the repository root
+    return Simulator(data, engine="tamsi", time_step=dt)
 
 
 def run_gripper(dt, duration, record_every=None):
