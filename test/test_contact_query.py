@@ -186,6 +186,20 @@ def test_cylinder_standing_on_plane_rests_on_rim_points():
     np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
 
 
+def test_cylinder_standing_on_box_as_first_geometry_gets_rim():
+    """coal samples the rim only when the cylinder is the second shape; as A it must still rest on its rim.
+    Cylinder (A) standing on a free block (B): normal from A to B points down."""
+    r, l, depth = 0.03, 0.06, 0.0005
+    model = free_body_scene(free=[("can", coal.Cylinder(r, 2 * l), 0.3), ("block", coal.Box(0.4, 0.4, 0.1), 1.0)])
+    q = configuration(model, {"can": pose((0.05, 0.02, l - depth)), "block": pose((0, 0, -0.05))})
+    cs, _ = query(model, q, curved_shape_samples=8)
+    assert cs.size == 8
+    np.testing.assert_allclose(cs.normal, np.tile(-Z, (8, 1)), atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(cs.point[:, :2] - [0.05, 0.02], axis=1), r, atol=1e-9)
+    np.testing.assert_allclose(cs.signed_distance, -depth, atol=1e-9)
+    np.testing.assert_allclose(cs.point[:, 2], -depth / 2, atol=1e-9)
+
+
 def test_cylinder_standing_tilted_rim_depths():
     """Tilted standing cylinder: every rim point's witness on B lies on the bottom rim, phi = its height."""
     r, l = 0.05, 0.1

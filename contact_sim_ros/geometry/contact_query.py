@@ -25,7 +25,7 @@ from ..errors import ConfigError, ModelError, unknown_choice
 from ..model.materials import combine_materials
 from ..model.multibody_model import MultibodyModel
 from .contact_set import ContactSet
-from .line_intersection import make_caster
+from .line_intersection import SPHERE, ELLIPSOID, LineCaster
 
 JACOBIAN_METHODS = ("vectorized", "frame")
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -115,8 +115,13 @@ class ContactQuery:
         # Pairs with an unbounded geometry (halfspace, plane) skip the broad phase: Pinocchio's AABB tree does
         # not inflate their infinite AABBs by the margin and misses pairs within it. They are deactivated in
         # the broad phase and narrow-phased every step (analytic tests, cheap).
-        unbounded = np.array([not np.isfinite(g.geometry.aabb_local.volume())
-                              or isinstance(g.geometry, (coal.Halfspace, coal.Plane)) for g in gm.geometryObjects])
+        # Convex hulls made by buildConvexHull have no local AABB yet (volume -inf): the broad phase would treat
+        # them as inactive. Computing it only fills coal's cache on the shared shape.
+        for g in gm.geometryObjects:
+            if not isinstance(g.geometry, (coal.Halfspace, coal.Plane)) and not g.geometry.aabb_local.volume() > 0:
+                g.geometry.computeLocalAABB()
+        unbounded = np.array([isinstance(g.geometry, (coal.Halfspace, coal.Plane))
+                              or not np.isfinite(g.geometry.aabb_local.volume()) for g in gm.geometryObjects])
         always = unbounded[pairs[:, 0]] | unbounded[pairs[:, 1]] if self.num_pairs else np.zeros(0, bool)
         self._always_pairs = [int(k) for k in np.flatnonzero(always)]
         if self.broad_phase and self.num_pairs > len(self._always_pairs):
@@ -127,8 +132,19 @@ class ContactQuery:
         else:
             self._broad = self._collect = None
 
-        # Per-geometry line casters (per-point depths in patches) and per-pair combined materials.
-        self._casters = [make_caster(g.geometry) for g in gm.geometryObjects]
+        # Line casts for per-point depths in patches; per-pair combined materials.
+        self._caster = LineCaster([g.geometry for g in gm.geometryObjects])
+        # coal's patch of (cylinder, box) is 1 point where (box, cylinder) gives the rim: for pairs that can have
+        # a multi-point manifold (no sphere/ellipsoid) a 1-point patch is retried with the shapes swapped.
+        curved = np.isin(self._caster.type, (SPHERE, ELLIPSOID))
+        self._retry_swapped = ~(curved[pairs[:, 0]] | curved[pairs[:, 1]]) if self.num_pairs else np.zeros(0, bool)
+        self._geoms = [g.geometry for g in gm.geometryObjects]
+        self._swap_request = coal.CollisionRequest()
+        self._swap_request.security_margin = margin
+        self._swap_request.distance_upper_bound = margin + 1e-6
+        self._swap_result = coal.CollisionResult()
+        self._swap_patch_request = coal.ContactPatchRequest(1, int(curved_shape_samples), patch_tolerance)
+        self._swap_patch_result = coal.ContactPatchResult(self._swap_patch_request)
         self._parent = np.asarray(model.geometry_parent_joint, dtype=int)
         ga, gb = pairs[:, 0], pairs[:, 1]
         (self._pair_stiffness, self._pair_dissipation, self._pair_friction,
@@ -181,7 +197,10 @@ class ContactQuery:
         else:
             candidates = range(self.num_pairs)
 
-        pair_of, wit_a, wit_b, normals = [], [], [], []
+        # one-point contacts: coal's witness points; multi-point patches: points on the patch plane, whose
+        # witnesses come from line casts after the loop (vectorised over all patches)
+        single_pair, single_a, single_b, single_n = [], [], [], []
+        multi_pair, multi_mid, multi_n, multi_depth = [], [], [], []
         n_candidates = n_colliding = 0
         margin = self.margin
         for k in candidates:
@@ -198,21 +217,41 @@ class ContactQuery:
             patches = gd.contactPatchResults[k]
             patch = patches.getContactPatch(0) if patches.numContactPatches() else None
             m = patch.size() if patch is not None else 0
-            if m <= 1:
-                wa, wb = contact.getNearestPoint1()[None, :], contact.getNearestPoint2()[None, :]
+            mid = None
+            if m > 1:
+                mid = [patch.getPoint(i) for i in range(m)]
+            elif self._retry_swapped[k]:
+                mid = self._swapped_patch(k)
+            if mid is None:
+                single_pair.append(k)
+                single_a.append(contact.getNearestPoint1())
+                single_b.append(contact.getNearestPoint2())
+                single_n.append(normal)
             else:
-                mid = np.array([patch.getPoint(i) for i in range(m)])
-                wa, wb = self._patch_witnesses(k, mid, normal, depth)
-            pair_of.append(np.full(len(wa), k))
-            wit_a.append(wa)
-            wit_b.append(wb)
-            normals.append(np.broadcast_to(normal, wa.shape))
+                multi_pair.append(np.full(len(mid), k))
+                multi_mid.extend(mid)
+                multi_n.append(np.broadcast_to(normal, (len(mid), 3)))
+                multi_depth.append(np.full(len(mid), depth))
         self.stats["candidate_pairs"] = n_candidates
         self.stats["colliding_pairs"] = n_colliding
-        if not pair_of:
+        if not (single_pair or multi_pair):
             self.stats["contacts"] = 0
             return self._contact_set(0)
 
+        pair_of, wit_a, wit_b, normals = [], [], [], []
+        if single_pair:
+            pair_of.append(np.array(single_pair))
+            wit_a.append(np.array(single_a))
+            wit_b.append(np.array(single_b))
+            normals.append(np.array(single_n))
+        if multi_pair:
+            pairs_m = np.concatenate(multi_pair)
+            normal_m = np.concatenate(multi_n)
+            wa, wb = self._patch_witnesses(pairs_m, np.array(multi_mid), normal_m, np.concatenate(multi_depth))
+            pair_of.append(pairs_m)
+            wit_a.append(wa)
+            wit_b.append(wb)
+            normals.append(normal_m)
         pair_of = np.concatenate(pair_of)
         wit_a = np.concatenate(wit_a)
         wit_b = np.concatenate(wit_b)
@@ -276,29 +315,54 @@ class ContactQuery:
                           self._restitution[:n])
 
     # ------------------------------------------------------------------ manifold depths
-    def _patch_witnesses(self, k: int, mid: np.ndarray, normal: np.ndarray, depth: float):
-        """Witness points (m, 3) on A and on B of the patch points ``mid`` (on the patch plane, world frame).
+    def _swapped_patch(self, k: int):
+        """Patch points (list of (3,) world) of pair k computed with the shapes swapped, or None if that gives
+        no more than one point either (coal samples a cylinder's rim only when the cylinder is the second
+        shape)."""
+        a, b = (int(x) for x in self.pairs[k])
+        oMg = self._gd.oMg
+        pa, pb = oMg[a], oMg[b]
+        ta = coal.Transform3s(pa.rotation, pa.translation)
+        tb = coal.Transform3s(pb.rotation, pb.translation)
+        res = self._swap_result
+        res.clear()
+        if not coal.collide(self._geoms[b], tb, self._geoms[a], ta, self._swap_request, res):
+            return None
+        presult = self._swap_patch_result
+        presult.clear()
+        coal.computeContactPatch(self._geoms[b], tb, self._geoms[a], ta, res, self._swap_patch_request, presult)
+        if not presult.numContactPatches():
+            return None
+        patch = presult.getContactPatch(0)
+        m = patch.size()
+        return [patch.getPoint(i) for i in range(m)] if m > 1 else None
+
+    def _patch_witnesses(self, pair: np.ndarray, mid: np.ndarray, normal: np.ndarray, depth: np.ndarray):
+        """Witness points (M, 3) on A and on B of patch points ``mid`` (M, 3) (world, on their patch planes).
 
         Each point's line p + s n is intersected with both shapes (in their frames): A's surface is where the
         line leaves A (s_out), B's where it enters B (s_in). Where a shape has no caster (cone, plane) or the
-        line misses it numerically, coal's patch depth is used: s = -depth/2 on A, +depth/2 on B.
+        line misses it numerically, the patch's own depth is used: s = -depth/2 on A, +depth/2 on B.
         """
-        a, b = (int(x) for x in self.pairs[k])
-        s_a = self._surface_offsets(a, mid, normal, leaving=True, default=-0.5 * depth)
-        s_b = self._surface_offsets(b, mid, normal, leaving=False, default=0.5 * depth)
+        m = len(mid)
+        geometry = self.pairs[pair].T.reshape(-1)                      # A of every point, then B
+        mid2 = np.concatenate([mid, mid])
+        normal2 = np.concatenate([normal, normal])
+        uniq, inverse = np.unique(geometry, return_inverse=True)
+        oMg = self._gd.oMg
+        placements = [oMg[int(g)] for g in uniq]
+        rot = np.array([pl.rotation for pl in placements])[inverse]          # (2M, 3, 3)
+        trans = np.array([pl.translation for pl in placements])[inverse]     # (2M, 3)
+        p_local = np.einsum("mji,mj->mi", rot, mid2 - trans)
+        u_local = np.einsum("mji,mj->mi", rot, normal2)
+        s_in, s_out = self._caster.intervals(geometry, p_local, u_local)
+        s_a, s_b = s_out[:m], s_in[m:]                                     # line leaves A, enters B
+        bad_a, bad_b = ~np.isfinite(s_a), ~np.isfinite(s_b)
+        if bad_a.any():
+            s_a[bad_a] = -0.5 * depth[bad_a]
+        if bad_b.any():
+            s_b[bad_b] = 0.5 * depth[bad_b]
         return mid + s_a[:, None] * normal, mid + s_b[:, None] * normal
-
-    def _surface_offsets(self, g: int, mid: np.ndarray, normal: np.ndarray, leaving: bool, default: float):
-        caster = self._casters[g]
-        if caster is None:
-            return np.full(len(mid), default)
-        placement = self._gd.oMg[g]
-        rot = placement.rotation
-        p_local = (mid - placement.translation) @ rot
-        u_local = normal @ rot
-        s_in, s_out = caster.interval(p_local, u_local)
-        s = s_out if leaving else s_in
-        return np.where(np.isfinite(s), s, default)
 
     # ------------------------------------------------------------------ Jacobians
     def _jacobian_vectorized(self, data, ja, jb, point, rotation, out):

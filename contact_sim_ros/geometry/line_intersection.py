@@ -1,155 +1,122 @@
-"""Where a line crosses the surface of a convex collision shape (used for per-point contact depths).
+"""Where lines cross the surfaces of convex collision shapes (per-point depths of contact patches).
 
 A contact patch from ``coal.computeContactPatch`` gives points on one plane (the patch plane, normal n) and a
 single penetration depth for the whole patch. For a tilted box on a plane the corners are at different heights,
-so each patch point p gets its own depth from the line x(s) = p + s u (u = n, unit, in the shape's local
-frame): the line enters a convex shape at s_in and leaves it at s_out (metres along u). With A on the -n side
-and B on the +n side, the signed distance at p is phi = s_in(B) - s_out(A) (negative in penetration) and the
-witness points are p + s_out(A) n on A and p + s_in(B) n on B.
+so each patch point p gets its own depth from the line x(s) = p + s n: the line enters a convex shape at s_in
+and leaves it at s_out (metres along the unit direction). With A on the -n side and B on the +n side, the
+signed distance at p is phi = s_in(B) - s_out(A) (negative in penetration) and the witness points are
+p + s_out(A) n on A and p + s_in(B) n on B.
 
-Every caster is vectorised over M lines: ``interval(p, u) -> (s_in, s_out)`` with p (M, 3) and u (3,) in the
-shape frame; a line that misses the shape gets s_in = +inf, s_out = -inf. Lines that graze the surface
-within ``tolerance`` (m) count as hits, because patch points lie exactly on edges and corners.
+``LineCaster`` is built once per collision model and answers for M lines at once, each against its own
+geometry: lines are grouped by shape type (box, sphere, cylinder, capsule, ellipsoid, halfspace) and each group
+is one vectorised numpy evaluation; convex hulls (face planes from Qhull) are grouped per geometry. A line that
+misses its shape gets s_in = +inf, s_out = -inf; lines that graze the surface within ``tolerance`` (m) count as
+hits, because patch points lie exactly on edges and corners. Shapes without a caster (cone, plane, meshes that
+were not converted to convex) give NaN: the caller falls back to the patch's own depth.
 """
 
 from __future__ import annotations
 
+import coal
 import numpy as np
-
-try:
-    import coal
-except ImportError:  # pragma: no cover - coal is a hard dependency of the package
-    coal = None
 
 # Lines closer than this to the surface (m) count as touching it: patch points sit on edges and corners.
 DEFAULT_TOLERANCE = 1e-7
 _PARALLEL = 1e-12
 
-
-class PlanesCaster:
-    """Convex polytope {x : N x <= d} (box, convex hull, halfspace): the slab method over its face planes.
-
-    normals (F, 3) outward unit normals, offsets (F,) m.
-    """
-
-    def __init__(self, normals: np.ndarray, offsets: np.ndarray, tolerance: float = DEFAULT_TOLERANCE):
-        self.normals = np.ascontiguousarray(normals, dtype=float)
-        self.offsets = np.ascontiguousarray(offsets, dtype=float)
-        self.tolerance = tolerance
-
-    def interval(self, p: np.ndarray, u: np.ndarray):
-        nu = self.normals @ u                                   # (F,) rate of approach of each plane
-        gap = self.offsets[None, :] - p @ self.normals.T        # (M, F) d - n.p (>= 0 inside)
-        entering = nu < -_PARALLEL
-        leaving = nu > _PARALLEL
-        parallel = ~(entering | leaving)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = gap / nu                                        # crossing parameter of every plane
-        s_in = np.max(np.where(entering, s, -np.inf), axis=1) if entering.any() else np.full(len(p), -np.inf)
-        s_out = np.min(np.where(leaving, s, np.inf), axis=1) if leaving.any() else np.full(len(p), np.inf)
-        miss = s_in > s_out + self.tolerance
-        if parallel.any():
-            miss |= np.any(parallel[None, :] & (gap < -self.tolerance), axis=1)
-        s_in = np.where(miss, np.inf, s_in)
-        s_out = np.where(miss, -np.inf, s_out)
-        return s_in, s_out
+NONE, BOX, SPHERE, CYLINDER, CAPSULE, ELLIPSOID, HALFSPACE, CONVEX = range(8)
 
 
-def _quadric_roots(a, b, c, tolerance):
-    """Roots of a s^2 + 2 b s + c = 0 (a > 0) as (s_lo, s_hi); (+inf, -inf) where none (grazing counts)."""
+def _row_dot(a, b):
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _miss_to_inf(s_in, s_out, miss):
+    if miss.any():
+        s_in[miss] = np.inf
+        s_out[miss] = -np.inf
+    return s_in, s_out
+
+
+def box_intervals(p, u, half, tol):
+    """Box |x_k| <= half_k (M, 3) m: slab method, lines p + s u (M, 3), u not necessarily unit."""
+    small = np.abs(u) < _PARALLEL
+    u_safe = np.where(small, 1.0, u)
+    t1 = (-half - p) / u_safe
+    t2 = (half - p) / u_safe
+    lo = np.where(small, -np.inf, np.minimum(t1, t2))
+    hi = np.where(small, np.inf, np.maximum(t1, t2))
+    s_in, s_out = lo.max(axis=1), hi.min(axis=1)
+    miss = (s_in > s_out + tol) | np.any(small & (np.abs(p) > half + tol), axis=1)
+    return _miss_to_inf(s_in, s_out, miss)
+
+
+def planes_intervals(p, u, normals, offsets, tol):
+    """Convex polytope {x : N x <= d}, normals (F, 3) outward unit, offsets (F,) m; lines p + s u (M, 3)."""
+    nu = u @ normals.T                                   # (M, F)
+    gap = offsets - p @ normals.T                        # (M, F), >= 0 inside
+    entering = nu < -_PARALLEL
+    leaving = nu > _PARALLEL
+    nu_safe = np.where(entering | leaving, nu, 1.0)
+    s = gap / nu_safe
+    s_in = np.where(entering, s, -np.inf).max(axis=1)
+    s_out = np.where(leaving, s, np.inf).min(axis=1)
+    miss = (s_in > s_out + tol) | np.any(~(entering | leaving) & (gap < -tol), axis=1)
+    return _miss_to_inf(s_in, s_out, miss)
+
+
+def halfspace_intervals(p, u, normal, offset, tol):
+    """Halfspace n.x <= d with n (M, 3) unit, d (M,) m."""
+    rate = _row_dot(normal, u)
+    gap = offset - _row_dot(normal, p)
+    par = np.abs(rate) <= _PARALLEL
+    s = gap / np.where(par, 1.0, rate)
+    s_in = np.where(rate < -_PARALLEL, s, -np.inf)
+    s_out = np.where(rate > _PARALLEL, s, np.inf)
+    return _miss_to_inf(s_in, s_out, par & (gap < -tol))
+
+
+def _quadric(a, b, c, tol):
+    """Roots of a s^2 + 2 b s + c = 0 (a > 0, all (M,)) as (lo, hi); (+inf, -inf) where none (grazing counts)."""
     disc = b * b - a * c
-    hit = disc >= -tolerance * np.maximum(a, 1e-300)
+    miss = disc < -tol * a
     root = np.sqrt(np.maximum(disc, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo = np.where(hit, (-b - root) / a, np.inf)
-        hi = np.where(hit, (-b + root) / a, -np.inf)
-    return lo, hi
+    return _miss_to_inf((-b - root) / a, (-b + root) / a, miss)
 
 
-class SphereCaster:
-    """Sphere of radius r (m) centred at the origin."""
-
-    def __init__(self, radius: float, center=(0.0, 0.0, 0.0), tolerance: float = DEFAULT_TOLERANCE):
-        self.radius = float(radius)
-        self.center = np.asarray(center, dtype=float)
-        self.tolerance = tolerance
-
-    def interval(self, p, u):
-        pc = p - self.center
-        a = float(u @ u)
-        b = pc @ u
-        c = np.einsum("ij,ij->i", pc, pc) - self.radius ** 2
-        return _quadric_roots(a, b, c, self.tolerance * self.radius)
+def sphere_intervals(p, u, radius, tol):
+    """Sphere of radius (M,) m centred at the origin."""
+    return _quadric(_row_dot(u, u), _row_dot(p, u), _row_dot(p, p) - radius ** 2, tol * radius)
 
 
-class EllipsoidCaster:
-    """Ellipsoid with semi-axes (rx, ry, rz) (m) along the local axes."""
-
-    def __init__(self, radii, tolerance: float = DEFAULT_TOLERANCE):
-        self.inv_radii = 1.0 / np.asarray(radii, dtype=float)
-        self.tolerance = tolerance
-
-    def interval(self, p, u):
-        ps, us = p * self.inv_radii, u * self.inv_radii
-        a = float(us @ us)
-        b = ps @ us
-        c = np.einsum("ij,ij->i", ps, ps) - 1.0
-        return _quadric_roots(a, b, c, self.tolerance)
+def ellipsoid_intervals(p, u, radii, tol):
+    """Ellipsoid with semi-axes radii (M, 3) m."""
+    ps, us = p / radii, u / radii
+    return _quadric(_row_dot(us, us), _row_dot(ps, us), _row_dot(ps, ps) - 1.0, tol / radii.min(axis=1))
 
 
-class CylinderCaster:
-    """Solid cylinder of radius r (m) along the local z axis, |z| <= half_length (m)."""
-
-    def __init__(self, radius: float, half_length: float, tolerance: float = DEFAULT_TOLERANCE):
-        self.radius = float(radius)
-        self.half_length = float(half_length)
-        self.tolerance = tolerance
-
-    def radial_interval(self, p, u):
-        a = float(u[0] ** 2 + u[1] ** 2)
-        c = p[:, 0] ** 2 + p[:, 1] ** 2 - self.radius ** 2
-        if a < _PARALLEL:                        # line along the axis: inside the disc or not
-            inside = c <= 2.0 * self.radius * self.tolerance
-            return np.where(inside, -np.inf, np.inf), np.where(inside, np.inf, -np.inf)
-        b = p[:, 0] * u[0] + p[:, 1] * u[1]
-        return _quadric_roots(a, b, c, self.tolerance * self.radius)
-
-    def interval(self, p, u):
-        s_in, s_out = self.radial_interval(p, u)
-        h = self.half_length
-        if abs(u[2]) > _PARALLEL:
-            s1 = (-h - p[:, 2]) / u[2]
-            s2 = (h - p[:, 2]) / u[2]
-            s_in = np.maximum(s_in, np.minimum(s1, s2))
-            s_out = np.minimum(s_out, np.maximum(s1, s2))
-        else:
-            outside = np.abs(p[:, 2]) > h + self.tolerance
-            s_in = np.where(outside, np.inf, s_in)
-            s_out = np.where(outside, -np.inf, s_out)
-        miss = s_in > s_out + self.tolerance
-        return np.where(miss, np.inf, s_in), np.where(miss, -np.inf, s_out)
+def cylinder_intervals(p, u, radius, half_length, tol):
+    """Solid cylinder of radius (M,) m along the local z axis, |z| <= half_length (M,) m."""
+    a = u[:, 0] ** 2 + u[:, 1] ** 2
+    c = p[:, 0] ** 2 + p[:, 1] ** 2 - radius ** 2
+    axial = a < _PARALLEL
+    s_in, s_out = _quadric(np.where(axial, 1.0, a), p[:, 0] * u[:, 0] + p[:, 1] * u[:, 1], c, tol * radius)
+    if axial.any():                                       # line along the axis: inside the disc or not
+        inside = c <= 2.0 * radius * tol
+        s_in = np.where(axial, np.where(inside, -np.inf, np.inf), s_in)
+        s_out = np.where(axial, np.where(inside, np.inf, -np.inf), s_out)
+    lo, hi = box_intervals(p[:, 2:], u[:, 2:], half_length[:, None], tol)
+    s_in, s_out = np.maximum(s_in, lo), np.minimum(s_out, hi)
+    return _miss_to_inf(s_in, s_out, s_in > s_out + tol)
 
 
-class CapsuleCaster:
-    """Capsule: the union of a cylinder (radius r, |z| <= half_length) and spheres at z = +-half_length."""
-
-    def __init__(self, radius: float, half_length: float, tolerance: float = DEFAULT_TOLERANCE):
-        self.parts = (CylinderCaster(radius, half_length, tolerance),
-                      SphereCaster(radius, (0.0, 0.0, half_length), tolerance),
-                      SphereCaster(radius, (0.0, 0.0, -half_length), tolerance))
-
-    def interval(self, p, u):
-        # A union of overlapping convex pieces that is itself convex: the line's interval is the hull of the
-        # pieces' intervals (missed pieces contribute +inf / -inf and drop out of min / max).
-        ins, outs = zip(*(part.interval(p, u) for part in self.parts))
-        return np.min(ins, axis=0), np.max(outs, axis=0)
-
-
-def box_planes(half_side) -> tuple[np.ndarray, np.ndarray]:
-    """Face planes (outward normals (6, 3), offsets (6,) m) of a box with half extents ``half_side``."""
-    h = np.asarray(half_side, dtype=float)
-    normals = np.vstack([np.eye(3), -np.eye(3)])
-    return normals, np.concatenate([h, h])
+def capsule_intervals(p, u, radius, half_length, tol):
+    """Capsule: cylinder (radius, |z| <= half_length) plus spheres at z = +-half_length. The pieces' union is
+    convex, so the line's interval is the hull of the pieces' intervals (missed pieces drop out)."""
+    ins, outs = zip(cylinder_intervals(p, u, radius, half_length, tol),
+                    *(sphere_intervals(p - np.c_[0 * half_length, 0 * half_length, s * half_length], u, radius, tol)
+                      for s in (1.0, -1.0)))
+    return np.min(ins, axis=0), np.max(outs, axis=0)
 
 
 def convex_planes(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,37 +124,92 @@ def convex_planes(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     from scipy.spatial import ConvexHull
     hull = ConvexHull(np.asarray(points, dtype=float))
     eq = hull.equations                     # n . x + c <= 0 inside, n outward unit
-    normals, offsets = eq[:, :3], -eq[:, 3]
-    # merge coplanar triangles (Qhull reports one row per triangle)
-    key = np.round(np.hstack([normals, offsets[:, None]]), 9)
+    key = np.round(eq, 9)                   # merge coplanar triangles (Qhull reports one row per triangle)
     _, keep = np.unique(key, axis=0, return_index=True)
     keep.sort()
-    return normals[keep], offsets[keep]
+    return eq[keep, :3].copy(), -eq[keep, 3]
 
 
-def make_caster(geometry, tolerance: float = DEFAULT_TOLERANCE):
-    """Line caster for a coal geometry, or None where the depth of the patch itself is used (cone, plane,
-    meshes that were not converted to convex)."""
-    if coal is None:  # pragma: no cover
-        return None
+def shape_type(geometry) -> int:
     if isinstance(geometry, coal.Box):
-        return PlanesCaster(*box_planes(geometry.halfSide), tolerance)
+        return BOX
     if isinstance(geometry, coal.Sphere):
-        return SphereCaster(geometry.radius, tolerance=tolerance)
+        return SPHERE
     if isinstance(geometry, coal.Capsule):
-        return CapsuleCaster(geometry.radius, geometry.halfLength, tolerance)
+        return CAPSULE
     if isinstance(geometry, coal.Cylinder):
-        return CylinderCaster(geometry.radius, geometry.halfLength, tolerance)
+        return CYLINDER
     if isinstance(geometry, coal.Ellipsoid):
-        return EllipsoidCaster(geometry.radii, tolerance)
+        return ELLIPSOID
     if isinstance(geometry, coal.Halfspace):
-        n = np.asarray(geometry.n, dtype=float)
-        return PlanesCaster(n[None, :] / np.linalg.norm(n), np.array([float(geometry.d)]), tolerance)
-    if isinstance(geometry, coal.ConvexBase):
-        pts = np.asarray(geometry.points(), dtype=float) if callable(geometry.points) else np.asarray(geometry.points)
-        if len(pts) >= 4:
-            try:
-                return PlanesCaster(*convex_planes(pts), tolerance)
-            except Exception:       # degenerate (flat) hull: fall back to the patch depth
-                return None
-    return None
+        return HALFSPACE
+    if isinstance(geometry, coal.ConvexBase) and geometry.num_points >= 4:
+        return CONVEX
+    return NONE
+
+
+class LineCaster:
+    """Line/surface intersections for the geometries of one collision model (see the module docstring)."""
+
+    def __init__(self, geometries, tolerance: float = DEFAULT_TOLERANCE):
+        g = len(geometries)
+        self.tolerance = tolerance
+        self.type = np.zeros(g, dtype=int)
+        self.half = np.ones((g, 3))           # box half extents, ellipsoid radii (m)
+        self.radius = np.ones(g)              # sphere, cylinder, capsule radius (m)
+        self.half_length = np.ones(g)         # cylinder, capsule half length (m)
+        self.plane_normal = np.zeros((g, 3))  # halfspace n (unit) ...
+        self.plane_offset = np.zeros(g)       # ... and d: n.x <= d (m)
+        self.planes = {}                      # convex: geometry -> (normals (F, 3), offsets (F,))
+        for i, geom in enumerate(geometries):
+            t = shape_type(geom)
+            if t == BOX:
+                self.half[i] = geom.halfSide
+            elif t == ELLIPSOID:
+                self.half[i] = geom.radii
+            elif t in (SPHERE, CYLINDER, CAPSULE):
+                self.radius[i] = geom.radius
+                if t != SPHERE:
+                    self.half_length[i] = geom.halfLength
+            elif t == HALFSPACE:
+                n = np.asarray(geom.n, dtype=float)
+                self.plane_normal[i] = n / np.linalg.norm(n)
+                self.plane_offset[i] = float(geom.d) / np.linalg.norm(n)
+            elif t == CONVEX:
+                try:
+                    self.planes[i] = convex_planes(np.asarray(geom.points(), dtype=float))
+                except Exception:   # degenerate (flat) hull: use the patch depth
+                    t = NONE
+            self.type[i] = t
+
+    def intervals(self, geometry: np.ndarray, p: np.ndarray, u: np.ndarray):
+        """(s_in, s_out) (M,) of lines p + s u (M, 3 each, in the frames of ``geometry`` (M,) int).
+        NaN for geometries without a caster."""
+        s_in = np.full(len(p), np.nan)
+        s_out = np.full(len(p), np.nan)
+        types = self.type[geometry]
+        tol = self.tolerance
+        for t in np.unique(types):
+            if t == NONE:
+                continue
+            sel = types == t
+            gs, ps, us = geometry[sel], p[sel], u[sel]
+            if t == BOX:
+                r = box_intervals(ps, us, self.half[gs], tol)
+            elif t == SPHERE:
+                r = sphere_intervals(ps, us, self.radius[gs], tol)
+            elif t == CYLINDER:
+                r = cylinder_intervals(ps, us, self.radius[gs], self.half_length[gs], tol)
+            elif t == CAPSULE:
+                r = capsule_intervals(ps, us, self.radius[gs], self.half_length[gs], tol)
+            elif t == ELLIPSOID:
+                r = ellipsoid_intervals(ps, us, self.half[gs], tol)
+            elif t == HALFSPACE:
+                r = halfspace_intervals(ps, us, self.plane_normal[gs], self.plane_offset[gs], tol)
+            else:  # CONVEX: one group per geometry (each has its own planes)
+                r = (np.empty(len(ps)), np.empty(len(ps)))
+                for g in np.unique(gs):
+                    sub = gs == g
+                    r[0][sub], r[1][sub] = planes_intervals(ps[sub], us[sub], *self.planes[int(g)], tol)
+            s_in[sel], s_out[sel] = r
+        return s_in, s_out

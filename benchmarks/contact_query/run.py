@@ -1,0 +1,174 @@
+"""Contact query cost: Panda (example-robot-data panda.urdf, meshes as convex hulls) grasping a free cylinder
+standing on a table.
+
+    python benchmarks/contact_query/run.py [--repeats 30] [--out benchmarks/contact_query]
+
+Prints microseconds per ``ContactQuery.update`` (median over repeats of blocks of calls; includes geometry
+placements, broad phase, narrow phase, contact patches with per-point depths, frames, Jacobians, materials)
+for several candidate-pair sets, with and without the broad phase, and both Jacobian constructions; saves a
+bar plot ``contact_query.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import os
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pinocchio as pin
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from contact_sim_ros.geometry.contact_query import ContactQuery  # noqa: E402
+from contact_sim_ros.sim.scene import load_scene  # noqa: E402
+
+
+def example_robot_data_share() -> str:
+    for base in sys.path:
+        cand = glob.glob(os.path.join(base, "cmeel.prefix", "share"))
+        if cand and os.path.isdir(os.path.join(cand[0], "example-robot-data")):
+            return cand[0]
+    raise SystemExit("example-robot-data not found (pip install example-robot-data)")
+
+
+def panda_scene(srdf_filter: bool):
+    share = example_robot_data_share()
+    desc = os.path.join(share, "example-robot-data", "robots", "panda_description")
+    disabled = []
+    if srdf_filter:
+        robot_links = {f"panda_link{i}" for i in range(8)} | {"panda_hand", "panda_leftfinger", "panda_rightfinger"}
+        for e in ET.parse(os.path.join(desc, "srdf", "panda.srdf")).getroot().iter("disable_collisions"):
+            a, b = e.get("link1"), e.get("link2")
+            if a in robot_links and b in robot_links:
+                disabled.append([a, b])
+    return load_scene({
+        "robot": {"urdf": os.path.join(desc, "urdf", "panda.urdf"), "package_dirs": [share]},
+        "objects": [{"name": "can", "shape": {"cylinder": [0.0305, 0.12]}, "mass": 0.3,
+                     "pose": {"xyz": [0.5, 0.0, 0.0595]}}],
+        "environment": [{"name": "table", "shape": {"box": [1.2, 1.0, 0.1]}, "pose": {"xyz": [0.4, 0.0, -0.05]}}],
+        "disabled_collisions": disabled,
+        "contact_margin": 0.01,
+    })
+
+
+def grasp_configuration(scene) -> np.ndarray:
+    """Hand pointing down, tool centre 0.10 m above the table at x = 0.5 (IK), fingers 0.03 m open."""
+    m = scene.model
+    pm = m.pin_model
+    data = pm.createData()
+    fid = pm.getFrameId("panda_hand_tcp")
+    target = pin.SE3(np.diag([1.0, -1.0, -1.0]), np.array([0.5, 0.0, 0.10]))
+    q = scene.q0.copy()
+    q[:7] = [0.0, 0.2, 0.0, -2.4, 0.0, 2.6, 0.785]
+    for _ in range(100):
+        pin.forwardKinematics(pm, data, q)
+        pin.updateFramePlacements(pm, data)
+        err = pin.log6(data.oMf[fid].actInv(target)).vector
+        if np.linalg.norm(err) < 1e-12:
+            break
+        jac = pin.computeFrameJacobian(pm, data, q, fid, pin.LOCAL)[:, :7]
+        q[:7] += jac.T @ np.linalg.solve(jac @ jac.T + 1e-12 * np.eye(6), err)
+    q[m.joint_q_index[m.joint_index("panda_finger_joint1")]] = 0.03
+    return q
+
+
+def all_pairs(model) -> np.ndarray:
+    joints = model.geometry_parent_joint
+    g = len(joints)
+    return np.array([(a, b) for a in range(g) for b in range(a + 1, g)
+                     if joints[a] != joints[b] and not (joints[a] == 0 and joints[b] == 0)], dtype=int)
+
+
+def object_pairs(model) -> np.ndarray:
+    """Only robot x {can, table} and can x table: no robot self-collision."""
+    names = model.geometry_names
+    env = {names.index("can"), names.index("table")}
+    return np.array([p for p in model.collision_pairs if p[0] in env or p[1] in env], dtype=int)
+
+
+def time_update(cq, data, repeats: int, block: int = 50) -> float:
+    cq.update(data)
+    per_call = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(block):
+            cq.update(data)
+        per_call.append((time.perf_counter() - t0) / block)
+    return float(np.median(per_call) * 1e6)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    args = parser.parse_args(argv)
+
+    base = panda_scene(srdf_filter=False)
+    srdf = panda_scene(srdf_filter=True)
+    q = grasp_configuration(base)
+    model = base.model
+    pair_sets = {
+        "all (different bodies)": dataclasses.replace(model, collision_pairs=all_pairs(model)),
+        "loader (- parent/child)": model,
+        "loader + SRDF": srdf.model,
+        "robot x objects only": dataclasses.replace(model, collision_pairs=object_pairs(model)),
+    }
+    data = model.pin_model.createData()
+    pin.forwardKinematics(model.pin_model, data, q)
+    q_free = q.copy()
+    q_free[model.free_body("can").q_slice][:3] += [0.3, 0.3, 0.5]     # can in the air, away from the hand
+    data_free = model.pin_model.createData()
+    pin.forwardKinematics(model.pin_model, data_free, q_free)
+
+    rows = []
+    for label, mdl in pair_sets.items():
+        for broad_phase in (True, False):
+            for jac in ("vectorized", "frame"):
+                cq = ContactQuery(mdl, 0.01, broad_phase=broad_phase, jacobian=jac)
+                us = time_update(cq, data, args.repeats)
+                cs = cq.update(data)
+                pairs = sorted({(mdl.geometry_names[a], mdl.geometry_names[b])
+                                for a, b in zip(cs.geometry_a, cs.geometry_b)})
+                rows.append((label, len(mdl.collision_pairs), broad_phase, jac, us, cq.stats["candidate_pairs"],
+                             cq.stats["colliding_pairs"], cs.size))
+        cq = ContactQuery(mdl, 0.01)
+        rows.append((label + " [can lifted]", len(mdl.collision_pairs), True, "vectorized",
+                     time_update(cq, data_free, args.repeats), cq.stats["candidate_pairs"],
+                     cq.stats["colliding_pairs"], cq.update(data_free).size))
+
+    print(f"Panda + table + free cylinder: {len(model.geometry_names)} geometries, nv = {model.nv}, "
+          f"margin 0.01 m")
+    print("contact pairs in the grasp: " + ", ".join(f"{a}-{b}" for a, b in pairs))
+    head = f"{'pair set':30s} {'P':>4s} {'broad':>6s} {'jacobian':>10s} {'us/query':>9s} {'cand.':>6s} " \
+           f"{'pairs':>6s} {'contacts':>8s}"
+    print(head)
+    print("-" * len(head))
+    for label, p, bp, jac, us, cand, coll, n in rows:
+        print(f"{label:30s} {p:4d} {str(bp):>6s} {jac:>10s} {us:9.1f} {cand:6d} {coll:6d} {n:8d}")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(10, 5))
+    labels = [f"{r[0]}\nP={r[1]} {'BP' if r[2] else 'no BP'} {r[3][:4]}" for r in rows]
+    colors = ["tab:blue" if r[2] else "tab:orange" for r in rows]
+    ax.barh(range(len(rows)), [r[4] for r in rows], color=colors)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("microseconds per ContactQuery.update (median)")
+    ax.set_title("Contact query, Panda grasping a cylinder on a table (blue: AABB broad phase)")
+    fig.tight_layout()
+    path = os.path.join(args.out, "contact_query.png")
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
