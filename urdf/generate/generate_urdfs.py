@@ -525,6 +525,29 @@ def table_parts():
 
 
 # ==========================================================================================================
+# Test rigs: a hand on a vertical linear stage (grasp-and-lift tests and benchmarks of the arm-less hands)
+# ==========================================================================================================
+
+RIG_STROKE = 0.3        # m
+RIG_FORCE = 200.0       # N
+RIG_SPEED = 0.5         # m/s
+RIG_CARRIAGE_MASS = 0.5
+
+
+def lift_rig(hand, mount_rpy):
+    """``hand`` (name, links, joints) mounted on a carriage that slides along world z ("lift_joint",
+    0-0.3 m); ``mount_rpy`` orients the hand's root link on the carriage."""
+    rname, links, joints = hand
+    root = links[0].name
+    carriage = body_link("lift_carriage", [Part(box(0.04, 0.04, 0.02), (0, 0, 0.01), collision=False,
+                                                color="dark")], mass=RIG_CARRIAGE_MASS)
+    rig_links = [Link("lift_base"), carriage]
+    rig_joints = [Joint("lift_joint", "prismatic", "lift_base", "lift_carriage", (0, 0, 0), (0, 0, 0), (0, 0, 1),
+                        0.0, RIG_STROKE, RIG_FORCE, RIG_SPEED, damping=1.0, friction=0.1,
+                        comment="test rig: vertical linear stage"),
+                  Joint("lift_mount_joint", "fixed", "lift_carriage", root, (0, 0, 0), mount_rpy)]
+    return f"{rname}_lift_rig", rig_links + links, rig_joints + joints
+
 
 HEADERS = {
     "iiwa_wsg": "KUKA LBR iiwa 14 R820 + Schunk WSG 50-110. Sources: docs/robots.md.",
@@ -536,9 +559,13 @@ HEADERS = {
 
 def main():
     robots = {"iiwa_wsg": iiwa_wsg(), "franka": franka(), "allegro": allegro(), "barrett": barrett()}
+    robots["allegro_lift_rig"] = lift_rig(robots["allegro"], (0, -HALF_PI, 0))     # palm up
+    robots["barrett_lift_rig"] = lift_rig(robots["barrett"], (PI, 0, 0))           # fingers down
+    HEADERS["allegro_lift_rig"] = HEADERS["allegro"] + " Test rig: palm up on a vertical linear stage."
+    HEADERS["barrett_lift_rig"] = HEADERS["barrett"] + " Test rig: fingers down on a vertical linear stage."
     for fname, (rname, links, joints) in robots.items():
         (URDF_DIR / f"{fname}.urdf").write_text(robot_xml(rname, links, joints, HEADERS[fname]))
-        if any(link.mesh_visuals for link in links):
+        if any(link.mesh_visuals for link in links) and not fname.endswith("_rig"):
             (URDF_DIR / f"{fname}_mesh_visuals.urdf").write_text(
                 robot_xml(rname, links, joints, HEADERS[fname] + " Visual meshes from example-robot-data.",
                           use_mesh_visuals=True))

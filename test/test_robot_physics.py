@@ -1,0 +1,280 @@
+"""The robot descriptions in simulation: gravity compensation, mimic couplings, grasp-and-lift smoke tests.
+
+Engine: the reference "semi_implicit" engine at dt = 1 ms (the others are checked by their own suites).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pinocchio as pin
+import pytest
+import yaml
+
+from contact_sim_ros.model.loader import presets_dir
+from contact_sim_ros.sim.simulator import Simulator
+
+ENGINE = "semi_implicit"
+DT = 1e-3
+
+
+def gravity_efforts(sim, joints, data):
+    """tau = g(q) for the named joints (N m or N), at the simulator's current q."""
+    m = sim.model
+    g = pin.computeGeneralizedGravity(m.pin_model, data, sim.q)
+    return {j: float(g[m.joint_v_index[m.joint_index(j)]]) for j in joints}
+
+
+def touching_pairs(sim):
+    m = sim.model
+    contacts = sim.contact_query.update(sim.pin_data, sim.geometry_data, None)
+    return [(m.geometry_names[a], m.geometry_names[b])
+            for a, b, d in zip(contacts.geometry_a, contacts.geometry_b, contacts.signed_distance) if d < 0.002]
+
+
+def random_free_configuration(sim, arm, rng):
+    """A random arm configuration in the middle 80 % of every joint range, free of self contact."""
+    m = sim.model
+    for _ in range(200):
+        q = sim.q.copy()
+        for j in arm:
+            i = m.joint_index(j)
+            lo, hi = m.position_lower[i], m.position_upper[i]
+            q[m.joint_q_index[i]] = rng.uniform(lo + 0.1 * (hi - lo), hi - 0.1 * (hi - lo))
+        sim.set_state(q, np.zeros(m.nv))
+        if not touching_pairs(sim):
+            return q
+    raise AssertionError("no collision-free random configuration found")
+
+
+ARMS = {
+    "iiwa_wsg": ([f"iiwa_joint_{i}" for i in range(1, 8)], "iiwa_flange"),
+    "franka": ([f"panda_joint{i}" for i in range(1, 8)], "panda_link8"),
+}
+
+
+@pytest.mark.parametrize("robot", sorted(ARMS))
+def test_gravity_compensation_holds_random_configuration(robot):
+    """With tau = g(q) (no PD) the arm stays put: flange drift < 1 mm over 2 s; without it, it falls."""
+    arm, flange = ARMS[robot]
+    sim = Simulator({"robot": robot}, engine=ENGINE, time_step=DT)
+    m = sim.model
+    joints = list(m.joint_names)
+    sim.set_gains(kp={j: 0.0 for j in joints}, kd={j: 0.0 for j in joints})
+    data = m.pin_model.createData()
+    rng = np.random.default_rng(20261122)
+    for trial in range(2):
+        q0 = random_free_configuration(sim, arm, rng)
+        sim.set_state(q0, np.zeros(m.nv))
+        p0 = sim.body_pose(flange).translation.copy()
+        drift = 0.0
+        for _ in range(int(round(2.0 / DT))):
+            sim.set_joint_targets(efforts=gravity_efforts(sim, joints, data))
+            sim.step()
+            drift = max(drift, float(np.linalg.norm(sim.body_pose(flange).translation - p0)))
+        assert drift < 1e-3, f"{robot} trial {trial}: flange drifted {drift * 1000:.2f} mm"
+    # control: the same arm without compensation sags visibly within 0.3 s
+    sim.set_state(q0, np.zeros(m.nv))
+    for _ in range(300):
+        sim.set_joint_targets(efforts={j: 0.0 for j in joints})
+        sim.step()
+    assert np.linalg.norm(sim.body_pose(flange).translation - p0) > 0.01
+
+
+def test_franka_fingers_mimic_symmetric():
+    """panda_finger_joint2 mimics joint1: the pads stay symmetric about the hand's centre plane while the
+    hand closes, the opening is 2 q, and the finger dof carries the mass of both fingers."""
+    sim = Simulator({"robot": "franka"}, engine=ENGINE, time_step=DT)
+    m = sim.model
+    pm = m.pin_model
+    fi = m.joint_index("panda_finger_joint1")
+    vi = m.joint_v_index[fi]
+    M = pin.crba(pm, pm.createData(), sim.q)
+    assert M[vi, vi] == pytest.approx(2 * 0.015, rel=1e-9)   # kg: both fingers move with q
+    assert "panda_finger_joint2" not in m.joint_names
+    opening = []
+    for k in range(400):
+        sim.set_joint_targets(positions={"panda_finger_joint1": 0.04 - 0.03 * min(1.0, k / 200)})
+        sim.step()
+        hand = sim.body_pose("panda_hand")
+        left = hand.actInv(sim.body_pose("panda_leftfinger_tip").translation)
+        right = hand.actInv(sim.body_pose("panda_rightfinger_tip").translation)
+        q = sim.q[m.joint_q_index[fi]]
+        np.testing.assert_allclose(left, right * np.array([1, -1, 1]), atol=1e-12)
+        assert left[1] == pytest.approx(q, abs=1e-12)
+        opening.append(np.linalg.norm(left - right))
+    assert opening[0] > 0.075 and opening[-1] == pytest.approx(0.02, abs=2e-3)   # the hand really closed
+
+
+def _rotation_angle_about_x(rot):
+    return math.atan2(rot[2, 1], rot[1, 1])
+
+
+def test_barrett_couplings_hold():
+    """Distal joints follow proximal ones at 48/140; one spread angle opens F1 and F2 mirror-symmetrically."""
+    sim = Simulator({"robot": "barrett"}, engine=ENGINE, time_step=DT)
+    targets = {"bh_spread_joint": 0.7, "bh_finger_1_proximal_joint": 0.3, "bh_finger_2_proximal_joint": 0.2,
+               "bh_finger_3_proximal_joint": 0.15}
+    ratio = 48.0 / 140.0
+    m = sim.model
+    for k in range(600):
+        sim.set_joint_targets(positions=targets)
+        sim.step()
+        if k % 100 == 99:
+            for f in (1, 2, 3):
+                prox = sim.body_pose(f"bh_finger_{f}_proximal")
+                dist = sim.body_pose(f"bh_finger_{f}_distal")
+                rel = prox.actInv(dist)
+                q2 = sim.q[m.joint_q_index[m.joint_index(f"bh_finger_{f}_proximal_joint")]]
+                assert _rotation_angle_about_x(rel.rotation) == pytest.approx(ratio * q2, abs=1e-9)
+            k1 = sim.body_pose("bh_finger_1_knuckle")
+            k2 = sim.body_pose("bh_finger_2_knuckle")
+            # F2's knuckle frame is F1's mirrored in the plane x = 0 (F1's frame has roll pi)
+            np.testing.assert_allclose(k1.translation * [-1, 1, 1], k2.translation, atol=1e-12)
+            d1 = k1.rotation @ np.array([0, 1, 0])          # F1 J2 direction from its spread axis (local +y)
+            d2 = k2.rotation @ np.array([0, -1, 0])         # F2 J2 direction (local -y)
+            np.testing.assert_allclose(d1 * [-1, 1, 1], d2, atol=1e-12)
+    q = dict(zip(m.joint_names, sim.joint_positions()))
+    assert q["bh_spread_joint"] == pytest.approx(0.7, abs=0.05)
+    assert q["bh_finger_1_proximal_joint"] == pytest.approx(0.3, abs=0.05)
+    assert touching_pairs(sim) == []
+
+
+# ------------------------------------------------------------------------------------------ grasping
+
+def _preset(name):
+    return yaml.safe_load((presets_dir() / f"{name}.yaml").read_text())
+
+
+def _rig_preset(hand, base_xyz):
+    """The hand's preset on its lift rig (urdf/<hand>_lift_rig.urdf): one more joint, lift_joint."""
+    data = _preset(hand)
+    data["urdf"] = f"{hand}_lift_rig.urdf"
+    data["base_pose"] = {"xyz": list(base_xyz), "rpy": [0, 0, 0]}
+    data["initial_positions"]["lift_joint"] = 0.0
+    data["joint_groups"]["lift"] = {"joints": ["lift_joint"], "controller": "lift_controller"}
+    data["gains"]["lift_joint"] = {"kp": 5000.0, "kd": 400.0}
+    return data
+
+
+def _ik_lift(sim, arm, frame, dz):
+    """Arm configuration that raises ``frame`` by dz (m) at constant orientation (damped least squares)."""
+    m, pm = sim.model, sim.model.pin_model
+    d = pm.createData()
+    fid = pm.getFrameId(frame)
+    q = sim.q.copy()
+    pin.framesForwardKinematics(pm, d, q)
+    goal = d.oMf[fid].copy()
+    goal.translation[2] += dz
+    cols = [m.joint_v_index[m.joint_index(j)] for j in arm]
+    for _ in range(100):
+        pin.framesForwardKinematics(pm, d, q)
+        err = pin.log6(d.oMf[fid].actInv(goal)).vector
+        if np.linalg.norm(err) < 1e-10:
+            break
+        J = pin.computeFrameJacobian(pm, d, q, fid)[:, cols]
+        dq = np.zeros(pm.nv)
+        dq[cols] = J.T @ np.linalg.solve(J @ J.T + 1e-9 * np.eye(6), err)
+        q = pin.integrate(pm, q, dq)
+    return {j: float(q[m.joint_q_index[m.joint_index(j)]]) for j in arm}
+
+
+def _smooth(t, t0, duration):
+    s = min(1.0, max(0.0, (t - t0) / duration))
+    return s * s * (3 - 2 * s)
+
+
+def run_grasp_and_lift(scene, obj, hand_frame, close_targets, lift_joints, lift_targets_up, t_close=0.35,
+                       t_lift=0.7, t_hold=0.25):
+    """Close (position targets), then move ``lift_joints`` smoothly to ``lift_targets_up`` with gravity
+    feed-forward, then hold. Returns (object rise m, hand frame rise m, max object speed m/s)."""
+    sim = Simulator(scene, engine=ENGINE, time_step=DT)
+    m = sim.model
+    data = m.pin_model.createData()
+    joints = list(m.joint_names)
+    start = {j: float(sim.q[m.joint_q_index[m.joint_index(j)]]) for j in lift_joints}
+    z_obj0 = sim.body_pose(obj).translation[2]
+    z_hand0 = sim.body_pose(hand_frame).translation[2]
+    vmax = 0.0
+    n = int(round((t_close + t_lift + t_hold) / DT))
+    for _ in range(n):
+        s = _smooth(sim.t, t_close, t_lift)
+        pos = {j: (1 - s) * start[j] + s * lift_targets_up[j] for j in lift_joints}
+        pos.update(close_targets)
+        sim.set_joint_targets(positions=pos, efforts=gravity_efforts(sim, joints, data))
+        sim.step()
+        vmax = max(vmax, float(np.linalg.norm(sim.body_velocity(obj)[:3])))
+    return (sim.body_pose(obj).translation[2] - z_obj0, sim.body_pose(hand_frame).translation[2] - z_hand0, vmax)
+
+
+def _check_lift(rise, hand_rise, vmax):
+    assert hand_rise == pytest.approx(0.10, abs=0.005)          # the hand was lifted 10 cm
+    assert rise > 0.09, f"object rose only {rise * 100:.1f} cm"  # ... and the object with it (< 1 cm slip)
+    assert vmax < 0.5, f"object reached {vmax:.2f} m/s"
+
+
+def test_iiwa_wsg_grasps_and_lifts_bottle():
+    """WSG 50 on the iiwa closes on the TAMSI water bottle (0.5 kg) and the arm lifts it 10 cm."""
+    sim0 = Simulator({"robot": "iiwa_wsg"}, engine=ENGINE, time_step=DT)
+    tcp = sim0.body_pose("wsg_tcp").translation
+    arm = ARMS["iiwa_wsg"][0]
+    up = _ik_lift(sim0, arm, "wsg_tcp", 0.10)
+    scene = {"robot": "iiwa_wsg",
+             "objects": [{"name": "bottle", "urdf": "objects/bottle.urdf",
+                          "pose": {"xyz": [tcp[0], tcp[1], tcp[2] - 0.03]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"},
+                             {"name": "pedestal", "shape": {"box": [0.1, 0.1, 0.1]},
+                              "pose": {"xyz": [tcp[0], tcp[1], tcp[2] - 0.03 - 0.09 - 0.05]}}]}
+    rise, hand_rise, vmax = run_grasp_and_lift(
+        scene, "bottle", "wsg_tcp", {"wsg_finger_left_joint": 0.0, "wsg_finger_right_joint": 0.0}, arm, up)
+    _check_lift(rise, hand_rise, vmax)
+
+
+def test_franka_grasps_and_lifts_bronze_rod():
+    """Franka Hand closes on the ICF bronze rod (8000 kg/m^3, 0.5 kg) and the Panda lifts it 10 cm."""
+    sim0 = Simulator({"robot": "franka"}, engine=ENGINE, time_step=DT)
+    tcp = sim0.body_pose("panda_hand_tcp")
+    finger_dir = tcp.rotation[:, 1]                    # fingers move along the hand's y axis
+    yaw = math.atan2(finger_dir[1], finger_dir[0]) + math.pi / 2   # rod axis across the finger motion
+    arm = ARMS["franka"][0]
+    up = _ik_lift(sim0, arm, "panda_hand_tcp", 0.10)
+    p = tcp.translation
+    scene = {"robot": "franka",
+             "objects": [{"name": "rod", "urdf": "objects/bronze_rod.urdf",
+                          "pose": {"xyz": [p[0], p[1], p[2]], "rpy": [math.pi / 2, 0, yaw]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"},
+                             {"name": "pedestal", "shape": {"box": [0.06, 0.06, p[2] - 0.01]},
+                              "pose": {"xyz": [p[0], p[1], (p[2] - 0.01) / 2]}}]}
+    rise, hand_rise, vmax = run_grasp_and_lift(scene, "rod", "panda_hand_tcp", {"panda_finger_joint1": 0.0},
+                                               arm, up)
+    _check_lift(rise, hand_rise, vmax)
+
+
+def test_barrett_grasps_and_lifts_bottle():
+    """BarrettHand (fingers down, on a lift rig) wraps the water bottle and lifts it 10 cm."""
+    hand_z = 0.30
+    scene = {"robot": _rig_preset("barrett", (0, 0, hand_z)),
+             "objects": [{"name": "bottle", "urdf": "objects/bottle.urdf", "pose": {"xyz": [0, 0, 0.09]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"}]}
+    close = {"bh_spread_joint": 0.0, "bh_finger_1_proximal_joint": 1.2, "bh_finger_2_proximal_joint": 1.2,
+             "bh_finger_3_proximal_joint": 1.2}
+    rise, hand_rise, vmax = run_grasp_and_lift(scene, "bottle", "bh_palm_surface", close, ["lift_joint"],
+                                               {"lift_joint": 0.10})
+    _check_lift(rise, hand_rise, vmax)
+
+
+def test_allegro_cages_and_lifts_ball():
+    """Allegro hand (palm up, on a lift rig) closes its fingers around a 5 cm ball lying in the palm and lifts
+    it 10 cm."""
+    hand_z = 0.2
+    # palm_link frame at (0, 0, hand_z) with its +x (palm normal) up; palm face at x = +0.0111 m
+    scene = {"robot": _rig_preset("allegro", (0, 0, hand_z)),
+             "objects": [{"name": "ball", "urdf": "objects/sphere_5cm.urdf",
+                          "pose": {"xyz": [0.045, 0, hand_z + 0.0111 + 0.0255]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"}]}
+    close = {f"joint_{i}.0": 0.9 for i in (1, 2, 3, 5, 6, 7, 9, 10, 11)}
+    close.update({"joint_12.0": 1.2, "joint_13.0": 0.6, "joint_14.0": 0.6, "joint_15.0": 0.6})
+    rise, hand_rise, vmax = run_grasp_and_lift(scene, "ball", "palm_link", close, ["lift_joint"],
+                                               {"lift_joint": 0.10})
+    _check_lift(rise, hand_rise, vmax)
