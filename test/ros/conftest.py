@@ -3,7 +3,7 @@
 * The ROS domain is isolated per test session: ROS_DOMAIN_ID is chosen from the process id (1..100) unless
   CONTACT_SIM_TEST_DOMAIN_ID is set, and discovery stays on this host, so concurrent test runs of other
   engineers (or CI jobs) on the same machine do not hear each other.
-* ``sim_node(...)`` starts the simulation node in a subprocess (the console entry point, as a user would) and
+* ``start_node(...)`` starts the simulation node in a subprocess (the console entry point, as a user would) and
   stops it with SIGINT at the end of the module.
 * ``ros`` is an in-process rclpy node with a background executor and helpers to collect messages and call
   services.
@@ -12,13 +12,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
-
 import pytest
 
 _DOMAIN = os.environ.get("CONTACT_SIM_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)
@@ -26,112 +19,7 @@ os.environ["ROS_DOMAIN_ID"] = _DOMAIN
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.pop("ROS_LOCALHOST_ONLY", None)
 
-import rclpy  # noqa: E402  (after the environment is set)
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.node import Node  # noqa: E402
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-SCENES = Path(__file__).resolve().parent / "scenes"
-
-
-class NodeProcess:
-    """A sim_node subprocess; ``output()`` returns what it printed so far (stdout + stderr)."""
-
-    def __init__(self, args: list[str], env=None):
-        self.args = args
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"sim_node_{os.getpid()}_{time.monotonic_ns()}.log"
-        self._log = open(self.log_path, "w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "contact_sim_ros.ros.sim_node", *args], cwd=REPO,
-                                     stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-
-    def output(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text()
-
-    def stop(self, timeout: float = 10.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
-
-
-class RosProbe:
-    """A test-side rclpy node spinning in a background thread."""
-
-    def __init__(self):
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = Node("contact_sim_test_probe", context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._stop = False
-        self._thread.start()
-        self._lock = threading.Lock()
-        self._pubs = {}
-
-    def _spin(self):
-        while not self._stop and self.context.ok():
-            self.executor.spin_once(timeout_sec=0.05)
-
-    def close(self):
-        self._stop = True
-        self._thread.join(2.0)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-
-    def subscribe(self, msg_type, topic: str, keep: int = 100000, latched: bool = False) -> list:
-        """Messages on ``topic`` are appended to the returned list (as received)."""
-        out: list = []
-        qos = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                         reliability=ReliabilityPolicy.RELIABLE) if latched else 50
-
-        def cb(msg):
-            out.append(msg)
-            if len(out) > keep:
-                del out[: len(out) - keep]
-        self.node.create_subscription(msg_type, topic, cb, qos)
-        return out
-
-    def publisher(self, msg_type, topic: str):
-        if topic not in self._pubs:
-            self._pubs[topic] = self.node.create_publisher(msg_type, topic, 10)
-        return self._pubs[topic]
-
-    def publish(self, msg_type, topic: str, msg, wait_for_subscriber: float = 10.0):
-        pub = self.publisher(msg_type, topic)
-        deadline = time.monotonic() + wait_for_subscriber
-        while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert pub.get_subscription_count() > 0, f"nobody subscribes to {topic}"
-        pub.publish(msg)
-
-    def call(self, srv_type, name: str, request, timeout: float = 30.0):
-        client = self.node.create_client(srv_type, name)
-        assert client.wait_for_service(timeout_sec=timeout), f"service {name} not available"
-        future = client.call_async(request)
-        deadline = time.monotonic() + timeout
-        while not future.done() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert future.done(), f"service {name} did not answer within {timeout} s"
-        self.node.destroy_client(client)
-        return future.result()
-
-
-def wait_until(predicate, timeout: float, period: float = 0.01, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(period)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+from ros_testing import NodeProcess, RosProbe  # noqa: E402  (after the environment is set)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,266 @@
+"""The simulation node over real DDS (iiwa_wsg on the ground, TAMSI, 1 ms, real time): commands on every
+interface move the joints, trajectories keep their timing, /tf covers every link, /clock advances by exactly
+one time step per step, pause/step/reset, and bad commands are rejected and counted while stepping goes on."""
+
+import math
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import SetBool, Trigger
+from tf2_msgs.msg import TFMessage
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from ros_testing import wait_until
+
+ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
+FINGERS = ["wsg_finger_left_joint", "wsg_finger_right_joint"]
+DT = 1e-3
+
+
+@pytest.fixture(scope="module")
+def node(ros, start_node):
+    proc = start_node("--robot", "iiwa_wsg", "--engine", "tamsi", "--time-step", str(DT),
+                      "--real-time-factor", "1.0")
+    topics = {
+        "joint_states": ros.subscribe(JointState, "/joint_states"),
+        "clock": ros.subscribe(Clock, "/clock"),
+        "tf": ros.subscribe(TFMessage, "/tf"),
+        "tf_static": ros.subscribe(TFMessage, "/tf_static", latched=True),
+        "description": ros.subscribe(String, "/robot_description", latched=True),
+        "diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics"),
+    }
+    wait_until(lambda: topics["joint_states"] or proc.proc.poll() is not None, 60, what="/joint_states")
+    assert proc.proc.poll() is None, proc.output()
+    yield proc, topics
+
+
+def positions(msg):
+    return dict(zip(msg.name, msg.position))
+
+
+def sim_time(msg_stamp):
+    return msg_stamp.sec + 1e-9 * msg_stamp.nanosec
+
+
+def wait_joints(topics, targets: dict, tol=1e-3, timeout=30.0):
+    """Wait until the latest /joint_states is within tol of every target; returns that message."""
+    def ok():
+        js = topics["joint_states"]
+        if not js:
+            return None
+        p = positions(js[-1])
+        return js[-1] if all(abs(p[j] - v) <= tol for j, v in targets.items()) else None
+    try:
+        return wait_until(ok, timeout, what=f"joints at {targets}")
+    except AssertionError:
+        p = positions(topics["joint_states"][-1])
+        raise AssertionError(f"joints did not reach targets: {[(j, p[j], v) for j, v in targets.items()]}")
+
+
+def current(topics):
+    return positions(topics["joint_states"][-1])
+
+
+def next_diagnostics(topics):
+    """Key -> value of the next /diagnostics message (published at 1 Hz)."""
+    n = len(topics["diagnostics"])
+    wait_until(lambda: len(topics["diagnostics"]) > n, 10, what="/diagnostics")
+    return {kv.key: kv.value for kv in topics["diagnostics"][-1].status[0].values}
+
+
+def test_joint_states_and_robot_description(node):
+    _, topics = node
+    js = topics["joint_states"][-1]
+    assert set(ARM + FINGERS) <= set(js.name)
+    assert len(js.position) == len(js.velocity) == len(js.effort) == len(js.name)
+    desc = wait_until(lambda: topics["description"], 10, what="/robot_description")
+    assert "<robot" in desc[-1].data and 'name="iiwa_joint_1"' in desc[-1].data
+
+
+def test_tf_covers_every_link(node):
+    _, topics = node
+    desc = wait_until(lambda: topics["description"], 10, what="/robot_description")[-1].data
+    links = {link.get("name") for link in ET.fromstring(desc).iter("link")}
+    wait_until(lambda: topics["tf"] and topics["tf_static"], 10, what="/tf and /tf_static")
+    moving = {t.child_frame_id for m in topics["tf"][-5:] for t in m.transforms}
+    static = {t.child_frame_id for m in topics["tf_static"] for t in m.transforms}
+    assert moving | static == links
+    assert not moving & static
+    assert {"iiwa_link_1", "iiwa_link_7", "wsg_finger_left", "wsg_finger_right"} <= moving
+    parents = {t.child_frame_id: t.header.frame_id for m in topics["tf_static"] for t in m.transforms}
+    assert parents["iiwa_link_0"] == "world"
+
+
+def test_clock_advances_one_time_step_per_step(node):
+    _, topics = node
+    n0 = len(topics["clock"])
+    time.sleep(0.5)
+    ns = [m.clock.sec * 1_000_000_000 + m.clock.nanosec for m in topics["clock"][n0:]]
+    assert len(ns) > 50
+    steps = np.diff(ns)
+    assert np.all(steps > 0) and np.all(steps % 1_000_000 == 0)   # whole steps (a lost message skips one)
+    assert np.count_nonzero(steps == 1_000_000) >= 0.9 * len(steps)
+
+
+def test_position_command_on_joint_command(node, ros):
+    _, topics = node
+    q = current(topics)
+    targets = {j: q[j] + d for j, d in zip(ARM, [0.2, -0.1, 0.15, 0.1, -0.2, 0.1, 0.3])}
+    targets.update({f: 0.03 for f in FINGERS})
+    ros.publish(JointState, "/joint_command", JointState(name=list(targets), position=list(targets.values())))
+    wait_joints(topics, targets)
+
+
+def test_position_command_on_group_controllers(node, ros):
+    _, topics = node
+    q = current(topics)
+    arm = [q[j] + d for j, d in zip(ARM, [-0.2, 0.1, -0.15, -0.1, 0.2, -0.1, -0.3])]
+    ros.publish(Float64MultiArray, "/arm_position_controller/commands", Float64MultiArray(data=arm))
+    ros.publish(Float64MultiArray, "/gripper_position_controller/commands", Float64MultiArray(data=[0.02, 0.025]))
+    wait_joints(topics, {**dict(zip(ARM, arm)), "wsg_finger_left_joint": 0.02, "wsg_finger_right_joint": 0.025})
+
+
+def test_velocity_and_effort_interfaces(node, ros):
+    """Joint 1 (vertical axis) under velocity control reaches the commanded rate, reduced only by its viscous
+    joint damping: v = kd v* / (kd + d) with kd = 80, d = 0.5 N*m*s/rad; the fingers under a constant opening
+    effort (raw, no gravity compensation) run to their upper limit 0.055 m."""
+    _, topics = node
+    ros.publish(Float64MultiArray, "/arm_velocity_controller/commands",
+                Float64MultiArray(data=[0.2, 0, 0, 0, 0, 0, 0]))
+    ros.publish(Float64MultiArray, "/gripper_effort_controller/commands", Float64MultiArray(data=[15.0, 15.0]))
+    n0 = len(topics["joint_states"])
+    wait_until(lambda: len(topics["joint_states"]) > n0 + 600, 30, what="joint states under velocity control")
+    v1 = [dict(zip(m.name, m.velocity))["iiwa_joint_1"] for m in topics["joint_states"][-100:]]
+    assert np.mean(v1) == pytest.approx(0.2 * 80.0 / 80.5, rel=0.01)
+    wait_joints(topics, {f: 0.055 for f in FINGERS})
+    # back to position control where we are
+    q = current(topics)
+    ros.publish(Float64MultiArray, "/arm_position_controller/commands", Float64MultiArray(data=[q[j] for j in ARM]))
+    ros.publish(Float64MultiArray, "/gripper_position_controller/commands", Float64MultiArray(data=[0.04, 0.04]))
+    wait_joints(topics, {"wsg_finger_left_joint": 0.04, "wsg_finger_right_joint": 0.04}, tol=1e-3)
+
+
+def test_trajectory_is_followed_with_its_timing(node, ros):
+    """A 2-point trajectory stamped to start 0.3 s (sim time) ahead: joint 1 follows the linear interpolation
+    in sim time (/joint_states stamps) and ends on the last point."""
+    _, topics = node
+    q = current(topics)
+    t_now = sim_time(topics["clock"][-1].clock)
+    start = t_now + 0.3
+    q0 = {j: q[j] for j in ARM}
+    p1 = dict(q0, iiwa_joint_1=q0["iiwa_joint_1"] + 0.25, iiwa_joint_4=q0["iiwa_joint_4"] - 0.1)
+    p2 = dict(q0, iiwa_joint_1=q0["iiwa_joint_1"] + 0.4, iiwa_joint_4=q0["iiwa_joint_4"] - 0.2)
+    msg = JointTrajectory(joint_names=ARM, points=[
+        JointTrajectoryPoint(positions=[p1[j] for j in ARM], time_from_start=Duration(sec=1)),
+        JointTrajectoryPoint(positions=[p2[j] for j in ARM], time_from_start=Duration(sec=1, nanosec=500_000_000))])
+    ns = int(round(start * 1e9))
+    msg.header.stamp.sec, msg.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+    n0 = len(topics["joint_states"])
+    ros.publish(JointTrajectory, "/arm_controller/joint_trajectory", msg)
+    # settled: 1 s of sim time after the last point
+    wait_until(lambda: sim_time(topics["clock"][-1].clock) > start + 2.5, 30, what="trajectory end + 1 s")
+
+    def expected(j, t):
+        s = t - start
+        if s <= 0:
+            return q0[j]
+        if s <= 1.0:
+            return q0[j] + s * (p1[j] - q0[j])
+        if s <= 1.5:
+            return p1[j] + (s - 1.0) / 0.5 * (p2[j] - p1[j])
+        return p2[j]
+    samples = [(sim_time(m.header.stamp), positions(m)) for m in topics["joint_states"][n0:]]
+    samples = [(t, p) for t, p in samples if t >= start + 0.1]
+    assert samples and samples[-1][0] > start + 1.6
+    err = max(abs(p[j] - expected(j, t)) for t, p in samples for j in ("iiwa_joint_1", "iiwa_joint_4"))
+    assert err < 0.01, err
+    assert abs(samples[-1][1]["iiwa_joint_1"] - p2["iiwa_joint_1"]) < 1e-3
+    assert abs(samples[-1][1]["iiwa_joint_4"] - p2["iiwa_joint_4"]) < 1e-3
+
+
+def set_param(ros, name, value: int):
+    req = SetParameters.Request(parameters=[Parameter(
+        name=name, value=ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=value))])
+    res = ros.call(SetParameters, "/contact_sim/set_parameters", req)
+    assert res.results[0].successful, res.results[0].reason
+
+
+def test_pause_step_and_reset(node, ros):
+    _, topics = node
+    res = ros.call(SetBool, "/contact_sim/pause", SetBool.Request(data=True))
+    assert res.success
+    time.sleep(0.3)
+    n0 = len(topics["clock"])
+    t0 = topics["clock"][-1].clock
+    time.sleep(0.5)
+    assert len(topics["clock"]) == n0                        # paused: /clock stops
+    t0_ns = t0.sec * 1_000_000_000 + t0.nanosec
+
+    res = ros.call(Trigger, "/contact_sim/step", Trigger.Request())
+    assert res.success, res.message
+    wait_until(lambda: len(topics["clock"]) > n0, 5, what="/clock after one step")
+    last = topics["clock"][-1].clock
+    assert last.sec * 1_000_000_000 + last.nanosec == t0_ns + 1_000_000
+
+    set_param(ros, "step_count", 250)
+    n1 = len(topics["clock"])
+    res = ros.call(Trigger, "/contact_sim/step", Trigger.Request())
+    assert res.success, res.message
+    target = t0_ns + 251 * 1_000_000
+
+    def clock_ns(m):
+        return m.clock.sec * 1_000_000_000 + m.clock.nanosec
+    wait_until(lambda: clock_ns(topics["clock"][-1]) == target, 10, what="/clock at t0 + 251 steps")
+    time.sleep(0.5)
+    stamps = [clock_ns(m) for m in topics["clock"][n1:]]
+    assert stamps[-1] == target and max(stamps) == target     # exactly 250 more steps, then still paused
+    assert np.all(np.diff(stamps) > 0) and np.all((np.array(stamps) - t0_ns) % 1_000_000 == 0)
+    set_param(ros, "step_count", 1)
+
+    res = ros.call(Trigger, "/contact_sim/reset", Trigger.Request())
+    assert res.success, res.message
+    wait_until(lambda: topics["clock"][-1].clock.sec == 0 and topics["clock"][-1].clock.nanosec == 0, 5,
+               what="/clock back to 0")
+    initial = {"iiwa_joint_2": 0.5, "iiwa_joint_4": -1.6, "iiwa_joint_6": 1.042, "wsg_finger_left_joint": 0.04}
+    js = wait_joints(topics, initial, tol=1e-9, timeout=5)
+    assert sim_time(js.header.stamp) == 0.0
+    res = ros.call(SetBool, "/contact_sim/pause", SetBool.Request(data=False))
+    assert res.success
+    wait_until(lambda: sim_time(topics["clock"][-1].clock) > 0.1, 10, what="/clock running again")
+
+
+def test_bad_commands_are_rejected_counted_and_stepping_continues(node, ros):
+    _, topics = node
+    before = next_diagnostics(topics)
+    nan = float("nan")
+    ros.publish(JointState, "/joint_command", JointState(name=["iiwa_joint_1", "no_such_joint"], position=[0.0, 0.0]))
+    ros.publish(JointState, "/joint_command", JointState(name=["iiwa_joint_1"], position=[nan]))
+    ros.publish(JointState, "/joint_command", JointState(name=["iiwa_joint_1", "iiwa_joint_2"], position=[0.1]))
+    ros.publish(JointState, "/joint_command", JointState(name=["iiwa_joint_1"]))
+    ros.publish(JointState, "/joint_command", JointState(name=["iiwa_joint_1", "iiwa_joint_1"], position=[0.1, 0.1]))
+    ros.publish(Float64MultiArray, "/arm_position_controller/commands", Float64MultiArray(data=[0.0] * 6))
+    ros.publish(Float64MultiArray, "/arm_velocity_controller/commands", Float64MultiArray(data=[math.inf] * 7))
+    bad = JointTrajectory(joint_names=ARM, points=[
+        JointTrajectoryPoint(positions=[0.0] * 7, time_from_start=Duration(sec=2)),
+        JointTrajectoryPoint(positions=[0.1] * 7, time_from_start=Duration(sec=1))])
+    ros.publish(JointTrajectory, "/arm_controller/joint_trajectory", bad)
+    # out of limits: clamped (joint 1 limit 2.967 rad), not rejected
+    ros.publish(JointState, "/joint_command", JointState(name=["wsg_finger_left_joint"], position=[0.5]))
+    t0 = sim_time(topics["clock"][-1].clock)
+    time.sleep(1.5)
+    after = next_diagnostics(topics)
+    delta = {k: int(after[k]) - int(before[k]) for k in before if k.startswith("rejected_") or k == "clamped_commands"}
+    assert delta == {"rejected_unknown_joint": 1, "rejected_non_finite": 2, "rejected_wrong_length": 2,
+                     "rejected_empty": 1, "rejected_duplicate_joint": 1, "rejected_bad_trajectory": 1,
+                     "rejected_commands": 8, "clamped_commands": 1}
+    assert sim_time(topics["clock"][-1].clock) > t0 + 0.3     # still stepping
+    wait_joints(topics, {"wsg_finger_left_joint": 0.055})      # clamped target reached
