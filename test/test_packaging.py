@@ -1,0 +1,282 @@
+"""Packaging: package.xml, setup.py (as colcon installs it), requirements.txt, console scripts, resources.
+
+The install test runs setup.py the way colcon's ament_python build does (egg_info/build/install with
+--single-version-externally-managed into a prefix) in a temporary directory, then checks the installed layout
+and that a Python started in that prefix (ament index, no source tree) finds the package data.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import contact_sim_ros
+from contact_sim_ros import resources
+from contact_sim_ros.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARE_FOLDERS = ("launch", "config", "urdf", "scenes")
+CONSOLE_SCRIPTS = {
+    "contact-sim": "contact_sim_ros.cli:main",
+    "sim_node": "contact_sim_ros.ros.sim_node:main",
+}
+
+# import name -> rosdep key in package.xml (ROS packages whose key is their own name are not listed)
+ROSDEP_KEY = {
+    "numpy": "python3-numpy",
+    "scipy": "python3-scipy",
+    "yaml": "python3-yaml",
+    "pinocchio": "pinocchio",
+    "urdf_parser_py": "urdfdom_py",
+    "pytest": "python3-pytest",
+}
+# import name -> PyPI distribution in requirements.txt (ROS packages: ros-jazzy-<name with dashes>)
+PYPI_DIST = {
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "yaml": "PyYAML",
+    "pinocchio": "pin",
+    "coal": "coal",
+    "urdf_parser_py": "urdf-parser-py",
+    "pyscipopt": "pyscipopt",
+    "matplotlib": "matplotlib",
+    "pytest": "pytest",
+}
+# imports with no rosdep key: installed with pip (README's colcon section says so)
+PIP_ONLY = {"coal", "pyscipopt"}
+# optional back-ends/tools, imported lazily with a clear error when missing; not required by any test
+OPTIONAL = {"gurobipy", "viser"}
+# interface packages without a wheel, built from msgs/ into the venv
+BUILT_FROM_MSGS = {"tf2_msgs", "contact_sim_msgs"}
+
+
+def _package_xml():
+    root = ET.parse(ROOT / "package.xml").getroot()
+    deps = {}
+    for tag in ("depend", "exec_depend", "build_depend", "buildtool_depend", "test_depend"):
+        deps[tag] = {e.text.strip() for e in root.findall(tag)}
+    return root, deps
+
+
+def _third_party_imports(paths):
+    """{top-level module: [files]} of absolute imports that are neither stdlib nor this package."""
+    found = {}
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top == "contact_sim_ros":
+                    continue
+                found.setdefault(top, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def _code_files():
+    files = sorted((ROOT / "contact_sim_ros").rglob("*.py"))
+    files += sorted((ROOT / "launch").rglob("*.py")) if (ROOT / "launch").is_dir() else []
+    return files
+
+
+def _requirements():
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-!]+)", line)
+            assert m, f"requirements.txt line {line!r} is not an exact pin name==version"
+            pins[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return pins
+
+
+# ------------------------------------------------------------------------------------------------ package.xml
+
+def test_package_xml_is_format_3_ament_python_with_matching_version():
+    root, deps = _package_xml()
+    assert root.tag == "package" and root.get("format") == "3"
+    assert root.findtext("name") == "contact_sim_ros"
+    assert root.findtext("export/build_type") == "ament_python"
+    assert "ament_python" in deps["buildtool_depend"]
+    assert root.findtext("version") == contact_sim_ros.__version__
+    assert {"python3-pytest", "ament_flake8", "ament_pep257"} <= deps["test_depend"]
+
+
+def test_package_xml_declares_every_module_the_code_imports():
+    _, deps = _package_xml()
+    runtime = deps["depend"] | deps["exec_depend"]
+    missing = {}
+    for module, files in _third_party_imports(_code_files()).items():
+        if module in OPTIONAL or module in PIP_ONLY:
+            continue
+        key = ROSDEP_KEY.get(module, module)
+        if key not in runtime:
+            missing[module] = (key, files[:3])
+    assert not missing, f"imported but not an exec_depend of package.xml (module: (rosdep key, files)): {missing}"
+    # the contract's list of run-time dependencies
+    assert {"rclpy", "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs",
+            "visualization_msgs", "rosgraph_msgs", "diagnostic_msgs", "tf2_msgs", "builtin_interfaces",
+            "contact_sim_msgs", "python3-numpy", "python3-scipy", "python3-yaml", "pinocchio",
+            "urdfdom_py"} <= runtime
+
+
+def test_requirements_pin_every_module_the_code_imports():
+    pins = _requirements()
+    missing = {}
+    for module in _third_party_imports(_code_files()):
+        if module in OPTIONAL:
+            continue
+        if module in BUILT_FROM_MSGS:
+            if not (ROOT / "msgs" / module / "package.xml").is_file():
+                missing[module] = f"msgs/{module}/package.xml"
+            continue
+        dist = PYPI_DIST.get(module, "ros-jazzy-" + module.replace("_", "-")).lower()
+        if dist not in pins:
+            missing[module] = dist
+    assert not missing, f"imported but not pinned in requirements.txt (module: distribution): {missing}"
+    for tool in ("pytest", "pytest-timeout", "matplotlib", "pyscipopt", "ros-jazzy-rmw-fastrtps-cpp"):
+        assert tool in pins, f"{tool} not pinned in requirements.txt"
+
+
+def test_every_required_import_works_in_this_environment():
+    """What the code imports unconditionally is installed (tf2_msgs/contact_sim_msgs: built from msgs/)."""
+    failed = {}
+    for module in _third_party_imports(_code_files()):
+        if module in OPTIONAL:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            failed[module] = str(exc)
+    assert not failed, f"not importable here (run through scripts/venv_run.sh): {failed}"
+
+
+def test_interface_package_sources_declare_their_messages():
+    for pkg, msgs in {"tf2_msgs": ["TFMessage"], "contact_sim_msgs": ["Contact", "ContactArray"]}.items():
+        src = ROOT / "msgs" / pkg
+        manifest = ET.parse(src / "package.xml").getroot()
+        assert manifest.findtext("name") == pkg
+        assert "rosidl_interface_packages" in {e.text for e in manifest.findall("member_of_group")}
+        cmake = (src / "CMakeLists.txt").read_text()
+        for msg in msgs:
+            assert (src / "msg" / f"{msg}.msg").is_file()
+            assert f'"msg/{msg}.msg"' in cmake, f"{pkg}/CMakeLists.txt does not generate {msg}"
+
+
+# ------------------------------------------------------------------------------------- install as colcon does
+
+def _share_tree_files():
+    files = []
+    for folder in SHARE_FOLDERS:
+        base = ROOT / folder
+        if base.is_dir():
+            files += [p.relative_to(ROOT) for p in base.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")
+                      and p.suffix not in (".pyc", ".pyo")]
+    return files
+
+
+@pytest.fixture(scope="module")
+def colcon_install(tmp_path_factory):
+    """Run setup.py as colcon's ament_python build does; return the install prefix."""
+    tmp = tmp_path_factory.mktemp("colcon")
+    build, prefix = tmp / "build", tmp / "install"
+    build.mkdir()
+    cmd = [sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(build),
+           "build", "--build-base", str(build / "build"),
+           "install", "--prefix", str(prefix), "--record", str(build / "install.log"),
+           "--single-version-externally-managed"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"setup.py install failed:\n{proc.stdout}\n{proc.stderr}"
+    return prefix
+
+
+def test_colcon_install_puts_data_files_into_share(colcon_install):
+    share = colcon_install / "share" / "contact_sim_ros"
+    assert (colcon_install / "share/ament_index/resource_index/packages/contact_sim_ros").is_file()
+    assert (share / "package.xml").read_text() == (ROOT / "package.xml").read_text()
+    tree = _share_tree_files()
+    assert any(p.parts[0] == "config" and p.parts[1] == "robots" for p in tree), "no config/robots/ in the checkout"
+    assert any(p.parts[0] == "urdf" and len(p.parts) > 2 for p in tree), "no urdf/<subfolder>/ in the checkout"
+    missing = [str(p) for p in tree if not (share / p).is_file()]
+    assert not missing, f"not installed into share/contact_sim_ros: {missing}"
+
+
+def test_colcon_install_puts_executables_where_ros2_run_looks(colcon_install):
+    for name in CONSOLE_SCRIPTS:
+        exe = colcon_install / "lib" / "contact_sim_ros" / name
+        assert exe.is_file() and os.access(exe, os.X_OK), f"{exe} missing (ros2 run contact_sim_ros {name})"
+
+
+def test_installed_package_finds_its_data_through_the_ament_index(colcon_install, tmp_path):
+    site = next((colcon_install / "lib").glob("python3*/site-packages"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONTACT_SIM_SHARE_DIR")}
+    env["PYTHONPATH"] = str(site)
+    env["AMENT_PREFIX_PATH"] = str(colcon_install)
+    code = ("import contact_sim_ros, contact_sim_ros.resources as r; print(contact_sim_ros.__file__); "
+            "print(r.share_dir()); print(r.resolve_resource('scenes/default.yaml'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    module_file, share, scene = proc.stdout.split()
+    assert Path(module_file).is_relative_to(colcon_install), "the test imported the checkout, not the install"
+    assert Path(share) == colcon_install / "share" / "contact_sim_ros"
+    assert Path(scene) == colcon_install / "share" / "contact_sim_ros" / "scenes" / "default.yaml"
+
+
+# ---------------------------------------------------------------------------------------------- entry points
+
+def test_console_scripts_are_declared_and_resolve_to_callables():
+    eps = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")
+           if ep.dist is not None and ep.dist.name == "contact_sim_ros"}
+    assert {name: ep.value for name, ep in eps.items()} == CONSOLE_SCRIPTS
+    for name, target in CONSOLE_SCRIPTS.items():
+        module, attr = target.split(":")
+        func = getattr(importlib.import_module(module), attr)
+        assert callable(func), f"{name} -> {target} is not callable"
+
+
+# ------------------------------------------------------------------------------------------------ resources
+
+def test_share_dir_is_the_checkout_with_config():
+    share = resources.share_dir()
+    assert share == ROOT
+    assert (share / "config" / "robots").is_dir()
+    assert resources.resolve_resource("config/robots") == ROOT / "config" / "robots"
+    assert resources.resolve_resource(ROOT / "package.xml") == ROOT / "package.xml"
+
+
+def test_share_dir_override_by_environment(monkeypatch, tmp_path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "x.yaml").write_text("a: 1\n")
+    monkeypatch.setenv(resources.SHARE_DIR_ENV, str(tmp_path))
+    assert resources.share_dir() == tmp_path
+    assert resources.resolve_resource("config/x.yaml") == tmp_path / "config" / "x.yaml"
+
+    monkeypatch.setenv(resources.SHARE_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match="CONTACT_SIM_SHARE_DIR.*no config/"):
+        resources.share_dir()
+
+
+def test_missing_resource_names_the_path_and_the_searched_dirs():
+    with pytest.raises(ConfigError) as info:
+        resources.resolve_resource("config/robots/no_such_robot.yaml")
+    message = str(info.value)
+    assert "config/robots/no_such_robot.yaml" in message
+    assert str(ROOT) in message
+    with pytest.raises(ConfigError, match="does not exist"):
+        resources.resolve_resource(ROOT / "no_such_file.yaml")
