@@ -200,6 +200,24 @@ def test_cylinder_standing_on_box_as_first_geometry_gets_rim():
     np.testing.assert_allclose(cs.point[:, 2], -depth / 2, atol=1e-9)
 
 
+def test_cylinder_first_geometry_on_its_edge_single_point():
+    """Cylinder (A) tilted 45 deg about x resting on its rim on a block (B): one point, the lowest rim point
+    (0, -r sin45 ... ) at height zc - l cos45 - r sin45; witnesses of the swapped coal query are flipped back."""
+    r, l, zc = 0.03, 0.06, 0.063
+    model = free_body_scene(free=[("can", coal.Cylinder(r, 2 * l), 0.3), ("block", coal.Box(0.4, 0.4, 0.1), 1.0)])
+    placement = pose((0.0, 0.0, zc), (np.pi / 4, 0.0, 0.0))
+    q = configuration(model, {"can": placement, "block": pose((0, 0, -0.05))})
+    cs, _ = query(model, q)
+    lowest = placement.act(np.array([0.0, -r, -l]))              # the rim point farthest down
+    assert lowest[2] == pytest.approx(zc - (l + r) / np.sqrt(2))
+    assert cs.size == 1
+    np.testing.assert_allclose(cs.normal[0], -Z, atol=1e-6)      # GJK/EPA (not an analytic pair): ~1e-7
+    assert cs.signed_distance[0] == pytest.approx(lowest[2], abs=1e-7)
+    # the rim is curved: EPA places the witness within ~2 um along it (the height error is second order)
+    np.testing.assert_allclose(cs.point[0, :2], lowest[:2], atol=1e-5)
+    assert cs.point[0, 2] == pytest.approx(lowest[2] / 2, abs=1e-7)
+
+
 def test_cylinder_standing_tilted_rim_depths():
     """Tilted standing cylinder: every rim point's witness on B lies on the bottom rim, phi = its height."""
     r, l = 0.05, 0.1

@@ -25,7 +25,7 @@ from ..errors import ConfigError, ModelError, unknown_choice
 from ..model.materials import combine_materials
 from ..model.multibody_model import MultibodyModel
 from .contact_set import ContactSet
-from .line_intersection import SPHERE, ELLIPSOID, LineCaster
+from .line_intersection import LineCaster
 
 JACOBIAN_METHODS = ("vectorized", "frame")
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -93,10 +93,15 @@ class ContactQuery:
         self.num_pairs = len(pairs)
 
         # Own GeometryModel (shares the coal shapes) whose pair k is pairs[k].
+        # coal samples a cylinder's rim (standing cylinder) only when the cylinder is the SECOND shape of the
+        # patch query: (box, cylinder) gives 8 points, (cylinder, box) 1. Such pairs are stored swapped in the
+        # query's own GeometryModel and flipped back (normal, witness points) when read.
         gm = model.collision_model.copy()
         gm.removeAllCollisionPairs()
-        for a, b in pairs:
-            gm.addCollisionPair(pin.CollisionPair(int(a), int(b)))
+        cylinder = np.array([isinstance(g.geometry, (coal.Cylinder, coal.Cone)) for g in gm.geometryObjects])
+        self._flipped = (cylinder[pairs[:, 0]] & ~cylinder[pairs[:, 1]]) if len(pairs) else np.zeros(0, bool)
+        for (a, b), flip in zip(pairs, self._flipped):
+            gm.addCollisionPair(pin.CollisionPair(int(b), int(a)) if flip else pin.CollisionPair(int(a), int(b)))
         if len(gm.collisionPairs) != len(pairs):
             raise ModelError(f"{model.source}: collision_pairs has duplicate pairs")
         self._gm = gm
@@ -112,14 +117,14 @@ class ContactQuery:
             preq.setPatchTolerance(patch_tolerance)
             preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
             self._gd.contactPatchResults[k].set(preq)
-        # Pairs with an unbounded geometry (halfspace, plane) skip the broad phase: Pinocchio's AABB tree does
-        # not inflate their infinite AABBs by the margin and misses pairs within it. They are deactivated in
-        # the broad phase and narrow-phased every step (analytic tests, cheap).
         # Convex hulls made by buildConvexHull have no local AABB yet (volume -inf): the broad phase would treat
         # them as inactive. Computing it only fills coal's cache on the shared shape.
         for g in gm.geometryObjects:
             if not isinstance(g.geometry, (coal.Halfspace, coal.Plane)) and not g.geometry.aabb_local.volume() > 0:
                 g.geometry.computeLocalAABB()
+        # Pairs with an unbounded geometry (halfspace, plane) skip the broad phase: Pinocchio's AABB tree does
+        # not inflate their infinite AABBs by the margin and misses pairs within it. They are deactivated in
+        # the broad phase and narrow-phased every step (analytic tests, cheap).
         unbounded = np.array([isinstance(g.geometry, (coal.Halfspace, coal.Plane))
                               or not np.isfinite(g.geometry.aabb_local.volume()) for g in gm.geometryObjects])
         always = unbounded[pairs[:, 0]] | unbounded[pairs[:, 1]] if self.num_pairs else np.zeros(0, bool)
@@ -134,17 +139,6 @@ class ContactQuery:
 
         # Line casts for per-point depths in patches; per-pair combined materials.
         self._caster = LineCaster([g.geometry for g in gm.geometryObjects])
-        # coal's patch of (cylinder, box) is 1 point where (box, cylinder) gives the rim: for pairs that can have
-        # a multi-point manifold (no sphere/ellipsoid) a 1-point patch is retried with the shapes swapped.
-        curved = np.isin(self._caster.type, (SPHERE, ELLIPSOID))
-        self._retry_swapped = ~(curved[pairs[:, 0]] | curved[pairs[:, 1]]) if self.num_pairs else np.zeros(0, bool)
-        self._geoms = [g.geometry for g in gm.geometryObjects]
-        self._swap_request = coal.CollisionRequest()
-        self._swap_request.security_margin = margin
-        self._swap_request.distance_upper_bound = margin + 1e-6
-        self._swap_result = coal.CollisionResult()
-        self._swap_patch_request = coal.ContactPatchRequest(1, int(curved_shape_samples), patch_tolerance)
-        self._swap_patch_result = coal.ContactPatchResult(self._swap_patch_request)
         self._parent = np.asarray(model.geometry_parent_joint, dtype=int)
         ga, gb = pairs[:, 0], pairs[:, 1]
         (self._pair_stiffness, self._pair_dissipation, self._pair_friction,
@@ -200,9 +194,10 @@ class ContactQuery:
         # one-point contacts: coal's witness points; multi-point patches: points on the patch plane, whose
         # witnesses come from line casts after the loop (vectorised over all patches)
         single_pair, single_a, single_b, single_n = [], [], [], []
-        multi_pair, multi_mid, multi_n, multi_depth = [], [], [], []
+        multi_pair, multi_count, multi_mid, multi_n, multi_depth = [], [], [], [], []
         n_candidates = n_colliding = 0
         margin = self.margin
+        flipped = self._flipped
         for k in candidates:
             n_candidates += 1
             if not pin.computeCollision(gm, gd, k):
@@ -212,50 +207,44 @@ class ContactQuery:
             if depth > margin:
                 continue
             n_colliding += 1
-            normal = contact.normal
+            normal = -contact.normal if flipped[k] else contact.normal
             pin.computeContactPatch(gm, gd, k)
             patches = gd.contactPatchResults[k]
             patch = patches.getContactPatch(0) if patches.numContactPatches() else None
             m = patch.size() if patch is not None else 0
-            mid = None
             if m > 1:
-                mid = [patch.getPoint(i) for i in range(m)]
-            elif self._retry_swapped[k]:
-                mid = self._swapped_patch(k)
-            if mid is None:
-                single_pair.append(k)
-                single_a.append(contact.getNearestPoint1())
-                single_b.append(contact.getNearestPoint2())
-                single_n.append(normal)
+                multi_pair.append(k)
+                multi_count.append(m)
+                multi_mid.extend([patch.getPoint(i) for i in range(m)])
+                multi_n.append(normal)
+                multi_depth.append(depth)
             else:
-                multi_pair.append(np.full(len(mid), k))
-                multi_mid.extend(mid)
-                multi_n.append(np.broadcast_to(normal, (len(mid), 3)))
-                multi_depth.append(np.full(len(mid), depth))
+                w1, w2 = contact.getNearestPoint1(), contact.getNearestPoint2()
+                single_pair.append(k)
+                single_a.append(w2 if flipped[k] else w1)
+                single_b.append(w1 if flipped[k] else w2)
+                single_n.append(normal)
         self.stats["candidate_pairs"] = n_candidates
         self.stats["colliding_pairs"] = n_colliding
         if not (single_pair or multi_pair):
             self.stats["contacts"] = 0
             return self._contact_set(0)
 
-        pair_of, wit_a, wit_b, normals = [], [], [], []
-        if single_pair:
-            pair_of.append(np.array(single_pair))
-            wit_a.append(np.array(single_a))
-            wit_b.append(np.array(single_b))
-            normals.append(np.array(single_n))
         if multi_pair:
-            pairs_m = np.concatenate(multi_pair)
-            normal_m = np.concatenate(multi_n)
-            wa, wb = self._patch_witnesses(pairs_m, np.array(multi_mid), normal_m, np.concatenate(multi_depth))
-            pair_of.append(pairs_m)
-            wit_a.append(wa)
-            wit_b.append(wb)
-            normals.append(normal_m)
-        pair_of = np.concatenate(pair_of)
-        wit_a = np.concatenate(wit_a)
-        wit_b = np.concatenate(wit_b)
-        normal = np.concatenate(normals)
+            count = np.array(multi_count)
+            pairs_m = np.repeat(multi_pair, count)
+            normal_m = np.repeat(np.array(multi_n), count, axis=0)
+            wa, wb = self._patch_witnesses(pairs_m, np.array(multi_mid), normal_m,
+                                           np.repeat(multi_depth, count))
+        if single_pair and multi_pair:
+            pair_of = np.concatenate([single_pair, pairs_m])
+            wit_a = np.concatenate([single_a, wa])
+            wit_b = np.concatenate([single_b, wb])
+            normal = np.concatenate([single_n, normal_m])
+        elif single_pair:
+            pair_of, wit_a, wit_b, normal = (np.array(x) for x in (single_pair, single_a, single_b, single_n))
+        else:
+            pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
         phi = np.einsum("ij,ij->i", wit_b - wit_a, normal)
         keep = phi <= margin
         if not keep.all():
@@ -315,28 +304,6 @@ class ContactQuery:
                           self._restitution[:n])
 
     # ------------------------------------------------------------------ manifold depths
-    def _swapped_patch(self, k: int):
-        """Patch points (list of (3,) world) of pair k computed with the shapes swapped, or None if that gives
-        no more than one point either (coal samples a cylinder's rim only when the cylinder is the second
-        shape)."""
-        a, b = (int(x) for x in self.pairs[k])
-        oMg = self._gd.oMg
-        pa, pb = oMg[a], oMg[b]
-        ta = coal.Transform3s(pa.rotation, pa.translation)
-        tb = coal.Transform3s(pb.rotation, pb.translation)
-        res = self._swap_result
-        res.clear()
-        if not coal.collide(self._geoms[b], tb, self._geoms[a], ta, self._swap_request, res):
-            return None
-        presult = self._swap_patch_result
-        presult.clear()
-        coal.computeContactPatch(self._geoms[b], tb, self._geoms[a], ta, res, self._swap_patch_request, presult)
-        if not presult.numContactPatches():
-            return None
-        patch = presult.getContactPatch(0)
-        m = patch.size()
-        return [patch.getPoint(i) for i in range(m)] if m > 1 else None
-
     def _patch_witnesses(self, pair: np.ndarray, mid: np.ndarray, normal: np.ndarray, depth: np.ndarray):
         """Witness points (M, 3) on A and on B of patch points ``mid`` (M, 3) (world, on their patch planes).
 
@@ -348,9 +315,13 @@ class ContactQuery:
         geometry = self.pairs[pair].T.reshape(-1)                      # A of every point, then B
         mid2 = np.concatenate([mid, mid])
         normal2 = np.concatenate([normal, normal])
-        uniq, inverse = np.unique(geometry, return_inverse=True)
+        # placements of the few geometries involved, gathered per point (np.unique is slow on tiny arrays)
+        slot = {}
+        for g in geometry.tolist():
+            slot.setdefault(g, len(slot))
         oMg = self._gd.oMg
-        placements = [oMg[int(g)] for g in uniq]
+        placements = [oMg[g] for g in slot]
+        inverse = np.fromiter(map(slot.__getitem__, geometry.tolist()), dtype=int, count=len(geometry))
         rot = np.array([pl.rotation for pl in placements])[inverse]          # (2M, 3, 3)
         trans = np.array([pl.translation for pl in placements])[inverse]     # (2M, 3)
         p_local = np.einsum("mji,mj->mi", rot, mid2 - trans)
@@ -367,14 +338,13 @@ class ContactQuery:
     # ------------------------------------------------------------------ Jacobians
     def _jacobian_vectorized(self, data, ja, jb, point, rotation, out):
         """out[i] = R_i^T (J_B(p_i) - J_A(p_i)), J_X(p) = J_lin - [p - o]x J_ang of X's joint (world-aligned)."""
-        joints = np.unique(np.concatenate([ja, jb]))
         jj, origins = self._joint_jacobians, self._joint_origins
         nv = self._nv
-        for j in joints:
+        for j in set(ja.tolist()) | set(jb.tolist()):
             if j == 0:
                 continue
-            jj[j] = pin.getJointJacobian(self._pin_model, data, int(j), _LWA).reshape(6, nv)
-            origins[j] = data.oMi[int(j)].translation
+            jj[j] = pin.getJointJacobian(self._pin_model, data, j, _LWA).reshape(6, nv)
+            origins[j] = data.oMi[j].translation
         rel = _point_jacobians(jj, origins, jb, point)
         rel -= _point_jacobians(jj, origins, ja, point)
         np.einsum("nji,njk->nik", rotation, rel, out=out)
@@ -417,12 +387,17 @@ def contact_frames(normal: np.ndarray, out: np.ndarray | None = None) -> np.ndar
     if out is None:
         out = np.empty((len(normal), 3, 3))
     e = _AXES[np.argmin(np.abs(normal), axis=1)]
-    t1 = np.cross(normal, e)
-    t1 /= np.linalg.norm(t1, axis=1)[:, None]
+    t1 = _cross(normal, e)
+    t1 /= np.sqrt(np.einsum("ij,ij->i", t1, t1))[:, None]
     out[:, :, 0] = t1
-    out[:, :, 1] = np.cross(normal, t1)
+    out[:, :, 1] = _cross(normal, t1)
     out[:, :, 2] = normal
     return out
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cross product of (N, 3) arrays (np.cross is several times slower on small arrays)."""
+    return a[:, [1, 2, 0]] * b[:, [2, 0, 1]] - a[:, [2, 0, 1]] * b[:, [1, 2, 0]]
 
 
 def _check_length(name: str, value, allow_zero: bool = False) -> float:

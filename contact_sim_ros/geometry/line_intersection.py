@@ -189,11 +189,16 @@ class LineCaster:
         s_out = np.full(len(p), np.nan)
         types = self.type[geometry]
         tol = self.tolerance
-        for t in np.unique(types):
+        present = set(types.tolist())
+        for t in present:
             if t == NONE:
                 continue
-            sel = types == t
-            gs, ps, us = geometry[sel], p[sel], u[sel]
+            if len(present) == 1:
+                sel = slice(None)
+                gs, ps, us = geometry, p, u
+            else:
+                sel = types == t
+                gs, ps, us = geometry[sel], p[sel], u[sel]
             if t == BOX:
                 r = box_intervals(ps, us, self.half[gs], tol)
             elif t == SPHERE:
@@ -208,8 +213,8 @@ class LineCaster:
                 r = halfspace_intervals(ps, us, self.plane_normal[gs], self.plane_offset[gs], tol)
             else:  # CONVEX: one group per geometry (each has its own planes)
                 r = (np.empty(len(ps)), np.empty(len(ps)))
-                for g in np.unique(gs):
+                for g in set(gs.tolist()):
                     sub = gs == g
-                    r[0][sub], r[1][sub] = planes_intervals(ps[sub], us[sub], *self.planes[int(g)], tol)
+                    r[0][sub], r[1][sub] = planes_intervals(ps[sub], us[sub], *self.planes[g], tol)
             s_in[sel], s_out[sel] = r
         return s_in, s_out
