@@ -26,11 +26,19 @@ def _parse_option(text: str):
 
 
 def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
-              engine_options: dict | None = None, out=None, progress: bool = True) -> dict:
-    """Run a scene headless. Returns a summary dict (steps, wall time, real-time factor, failures)."""
+              engine_options: dict | None = None, out=None, progress: bool = True, viewer_port: int | None = None,
+              real_time_factor: float = 0.0) -> dict:
+    """Run a scene headless (or with the browser viewer on ``viewer_port``). ``real_time_factor`` > 0 paces
+    the run to that multiple of the wall clock (0: as fast as possible). Returns a summary dict (steps, wall
+    time, real-time factor, failures)."""
     out = out or sys.stdout
     from .sim.simulator import Simulator
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    viewer = None
+    if viewer_port is not None:
+        from .viewer.scene_viewer import SceneViewer
+        viewer = SceneViewer(sim.model, port=viewer_port, on_reset=sim.reset)
+        print(f"viewer: {viewer.url}", file=out, flush=True)
     n_steps = int(round(duration / time_step))
     log = _Log(sim, n_steps) if log_path else None
     failures, substeps = 0, 0
@@ -38,6 +46,12 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     print(f"scene {sim.scene.source}: engine {engine}, dt = {time_step:g} s, {duration:g} s "
           f"({n_steps} steps), nq = {sim.model.nq}, nv = {sim.model.nv}", file=out)
     for k in range(n_steps):
+        while viewer is not None and viewer.paused:
+            time.sleep(0.05)
+        if real_time_factor > 0:
+            ahead = sim.t / real_time_factor - (time.perf_counter() - start)
+            if ahead > 0:
+                time.sleep(ahead)
         report = sim.step()
         if not report.ok:
             failures += 1
@@ -47,6 +61,9 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         if log:
             log.record(sim)
         now = time.perf_counter()
+        if viewer is not None:
+            if viewer.due():
+                viewer.update_from_simulator(sim, sim.t / max(now - start, 1e-9))
         if progress and (now - last_print > 1.0 or k == n_steps - 1):
             last_print = now
             print(f"  t = {sim.t:8.3f} s  {100.0 * (k + 1) / n_steps:5.1f} %  real-time factor "
@@ -113,6 +130,11 @@ def main(argv=None) -> int:
     run.add_argument("--time-step", type=float, default=1e-3, help="s")
     run.add_argument("--duration", type=float, default=2.0, help="s of simulated time")
     run.add_argument("--log", default=None, help="write a .npz log (t, q, v, contacts)")
+    run.add_argument("--viewer", action="store_true", help="serve the live browser view (viser)")
+    run.add_argument("--viewer-port", type=int, default=8080)
+    run.add_argument("--real-time-factor", type=float, default=None,
+                     help="pace to this multiple of the wall clock (default: 1 with --viewer, else as fast as "
+                          "possible)")
     run.add_argument("-o", "--engine-option", type=_parse_option, action="append", default=[],
                      help="engine option key=value (repeatable)")
     sub.add_parser("engines", help="list the registered engines")
@@ -127,8 +149,10 @@ def main(argv=None) -> int:
             for name in engine_names():
                 print(f"{name:20s} {engine_class(name).description}")
             return 0
+        rtf = args.real_time_factor if args.real_time_factor is not None else (1.0 if args.viewer else 0.0)
         summary = run_scene(args.scene, args.engine, args.time_step, args.duration, args.log,
-                            dict(args.engine_option))
+                            dict(args.engine_option), viewer_port=args.viewer_port if args.viewer else None,
+                            real_time_factor=rtf)
         return 0 if summary["failures"] == 0 else 1
     except ContactSimError as exc:
         print(f"contact-sim: error: {exc}", file=sys.stderr)

@@ -1,7 +1,7 @@
-"""Reference engine: linearly-implicit (semi-implicit) Euler with compliant Hunt & Crossley contact.
+"""Reference engine: implicit-velocity (semi-implicit) Euler with compliant Hunt & Crossley contact.
 
-The simplest engine that is stable for stiff contact: ONE Newton step (no line search) on the momentum
-balance of a symplectic-Euler step,
+The simplest engine that is stable for stiff contact and regularized friction: Newton iterations with an
+Armijo backtracking line search on |r|^2 for the momentum balance of a symplectic-Euler step,
 
     r(v) = M (v - v0) - dt [tau_free + tau_act(v) - D v + J^T f(v)] = 0,
 
@@ -11,8 +11,9 @@ linearized about the start-of-step velocity v0, with
   x = (-phi0 - dt v_n)_+, xdot = -v_n  (k N/m, d s/m);
 * regularized Coulomb friction f_t = -mu f_n v_t / sqrt(|v_t|^2 + v_s^2) (v_s = ``stiction_tolerance`` m/s).
 
-It is a baseline for the conformance suite and the simulator tests, not a paper engine: at stick-slip
-transitions the single linearization lags by one step (see TAMSI for the converged, transition-aware scheme).
+Configurations are frozen at the start of the step (M, J at q0); q_next = q0 (+) dt v. It is a baseline for the
+conformance suite and the simulator tests, not a paper engine: plain residual backtracking can need many
+iterations at stick-slip transitions, which TAMSI's transition-aware line search avoids.
 """
 
 from __future__ import annotations
@@ -28,48 +29,75 @@ from .registry import register_engine
 @register_engine
 class SemiImplicitEngine(ContactEngine):
     name = "semi_implicit"
-    description = "reference: linearly-implicit Euler, compliant Hunt & Crossley contact, one Newton step"
+    description = "reference: implicit-velocity Euler, compliant Hunt & Crossley contact, Newton + backtracking"
 
     @dataclass
     class Options:
         stiction_tolerance: float = 1.0e-4   # m/s, v_s of the regularized friction
+        velocity_tolerance: float = 1.0e-8   # m/s or rad/s: converged when the Newton update is below it
+        max_iterations: int = 50
+        max_backtracks: int = 20
 
         def __post_init__(self):
             if not self.stiction_tolerance > 0:
                 raise ValueError(f"stiction_tolerance must be > 0 m/s, got {self.stiction_tolerance!r}")
+            if not self.velocity_tolerance > 0 or self.max_iterations < 1:
+                raise ValueError("velocity_tolerance must be > 0 and max_iterations >= 1")
+
+    def _residual(self, v, inputs: StepInputs):
+        """r(v) (N*s) and its Jacobian d r / d v (kg) at end-of-step velocity v; also contact forces."""
+        dt, c = inputs.dt, inputs.contacts
+        tau_act, dtau_act = inputs.actuation.force(v, dt)
+        damping = inputs.joint_damping
+        force_sum = inputs.generalized_force + tau_act - damping * v
+        jac = inputs.mass_matrix - dt * np.diag(dtau_act - damping)
+        force = None
+        if c.size:
+            vc = (c.jacobian @ v + c.velocity_bias).reshape(c.size, 3)
+            force, dforce = self._contact_force(vc, c, dt)
+            force_sum = force_sum + c.jacobian.T @ force.reshape(-1)
+            # J^T blockdiag(d f / d v_c) J, one 3x3 block per contact
+            GJ = np.einsum("nij,njk->nik", dforce, c.jacobian.reshape(c.size, 3, -1)).reshape(3 * c.size, -1)
+            jac = jac - dt * (c.jacobian.T @ GJ)
+        residual = inputs.mass_matrix @ (v - inputs.v) - dt * force_sum
+        return residual, jac, force, tau_act
 
     def _do_step(self, inputs: StepInputs) -> StepResult:
-        dt, v0, M = inputs.dt, inputs.v, inputs.mass_matrix
+        opts = self.options
+        v = inputs.v.copy()
+        residual, jac, force, tau_act = self._residual(v, inputs)
+        merit = residual @ residual
+        converged = False
+        for iteration in range(1, opts.max_iterations + 1):
+            try:
+                dv = -np.linalg.solve(jac, residual)
+            except np.linalg.LinAlgError as exc:
+                return self._failure(inputs, tau_act, iteration, f"singular Newton matrix: {exc}")
+            alpha = 1.0
+            for _ in range(opts.max_backtracks):        # Armijo backtracking on |r|^2
+                trial = v + alpha * dv
+                r_trial, jac_trial, f_trial, tau_trial = self._residual(trial, inputs)
+                m_trial = r_trial @ r_trial
+                if m_trial <= (1.0 - 1e-4 * alpha) * merit:
+                    break
+                alpha *= 0.5
+            v, residual, jac, force, tau_act, merit = trial, r_trial, jac_trial, f_trial, tau_trial, m_trial
+            if np.max(np.abs(alpha * dv)) <= opts.velocity_tolerance:
+                converged = True
+                break
+        if not converged:
+            return self._failure(inputs, tau_act, opts.max_iterations,
+                                 f"Newton did not converge in {opts.max_iterations} iterations "
+                                 f"(|r| = {np.sqrt(merit):.3g} N*s)")
         c = inputs.contacts
-        tau_act, dtau_act = inputs.actuation.force(v0, dt)
-        damping = inputs.joint_damping
-        residual_force = inputs.generalized_force + tau_act - damping * v0      # forces at v0 (no contact)
-        A = M - dt * np.diag(dtau_act - damping)                                 # d r / d v without contact
+        impulse = inputs.dt * force if c.size else np.zeros((0, 3))
+        generalized = c.jacobian.T @ force.reshape(-1) if c.size else np.zeros_like(v)
+        return StepResult(v, impulse, generalized, tau_act,
+                          SolverStats(SolverStatus.CONVERGED, iteration, float(np.sqrt(merit))))
 
-        n = c.size
-        impulse = np.zeros((n, 3))
-        if n:
-            J = c.jacobian
-            vc = (J @ v0 + c.velocity_bias).reshape(n, 3)
-            force, dforce = self._contact_force(vc, c, dt)                        # (n,3), (n,3,3)
-            residual_force = residual_force + J.T @ force.reshape(-1)
-            # J^T blockdiag(d f / d v_c) J, one 3x3 block per contact
-            GJ = np.einsum("nij,njk->nik", dforce, J.reshape(n, 3, -1)).reshape(3 * n, -1)
-            A = A - dt * (J.T @ GJ)
-        try:
-            dv = np.linalg.solve(A, dt * residual_force)
-        except np.linalg.LinAlgError as exc:
-            return StepResult(v0.copy(), impulse, np.zeros_like(v0), tau_act,
-                              SolverStats(SolverStatus.FAILED, 1, np.inf, 0.0, f"singular system: {exc}"))
-        v = v0 + dv
-        tau_act_next, _ = inputs.actuation.force(v, dt)
-        if n:
-            # impulses consistent with the linearization (what the velocity update used)
-            vc1 = (c.jacobian @ v + c.velocity_bias).reshape(n, 3)
-            impulse = dt * (force + np.einsum("nij,nj->ni", dforce, vc1 - vc))
-            impulse[:, 2] = np.maximum(impulse[:, 2], 0.0)
-        generalized = c.jacobian.T @ impulse.reshape(-1) / dt if n else np.zeros_like(v0)
-        return StepResult(v, impulse, generalized, tau_act_next, SolverStats(SolverStatus.CONVERGED, 1, 0.0))
+    def _failure(self, inputs, tau_act, iterations, message) -> StepResult:
+        return StepResult(inputs.v.copy(), np.zeros((inputs.contacts.size, 3)), np.zeros_like(inputs.v), tau_act,
+                          SolverStats(SolverStatus.MAX_ITERATIONS, iterations, np.inf, 0.0, message))
 
     def _contact_force(self, vc: np.ndarray, c, dt: float):
         """Force (n,3) in contact frames at contact velocities vc and its Jacobian d f / d vc (n,3,3)."""

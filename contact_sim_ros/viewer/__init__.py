@@ -1,0 +1,1 @@
+"""Browser viewer (viser): ``SceneViewer``. Optional: needs the ``viser`` package."""

@@ -1,0 +1,82 @@
+"""The browser viewer: a real viser server, rendered by headless Chromium, compared pixel by pixel."""
+
+import shutil
+import socket
+import subprocess
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from contact_sim_ros.sim.simulator import Simulator
+from contact_sim_ros.viewer.scene_viewer import SceneViewer
+
+BOX_MASS = 0.5
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _screenshot(url: str, path) -> np.ndarray:
+    assert CHROMIUM, "Debian's chromium is not installed (the project's set-up installs it)"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader",
+                    "--use-angle=swiftshader", "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--no-first-run", f"--user-data-dir={path.parent / 'chromium-profile'}",
+                    "--window-size=800,600", "--virtual-time-budget=4000", f"--screenshot={path}", url],
+                   check=True, capture_output=True, timeout=120)
+    return matplotlib.image.imread(str(path))[..., :3]
+
+
+def _changed_fraction(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(np.abs(a - b).max(axis=2) > 0.1))
+
+
+@pytest.fixture(scope="module")
+def viewer_on_table():
+    sim = Simulator({"robot": "franka",
+                     "environment": [{"name": "ground", "shape": "halfspace"},
+                                     {"name": "table", "shape": {"box": [0.6, 0.8, 0.04]},
+                                      "pose": {"xyz": [0.5, 0.0, 0.18]}}],
+                     "objects": [{"name": "box", "shape": {"box": [0.06, 0.06, 0.06]}, "mass": BOX_MASS,
+                                  "pose": {"xyz": [0.45, 0.15, 0.23]}}]},
+                    engine="semi_implicit", time_step=1e-3)
+    sim.run(0.3)
+    viewer = SceneViewer(sim.model, port=_free_port(), force_scale=0.03)
+    viewer.update_from_simulator(sim, 1.0)
+    yield sim, viewer
+    viewer.close()
+
+
+def test_robot_is_visible_in_the_browser(viewer_on_table, tmp_path):
+    sim, viewer = viewer_on_table
+    with_robot = _screenshot(viewer.url, tmp_path / "scene.png")
+    robot = [viewer._handles[g] for g in viewer._moving
+             if sim.model.collision_model.geometryObjects[g].parentJoint
+             not in {b.joint_id for b in sim.model.free_bodies}]
+    assert robot, "no robot geometry in the viewer"
+    for h in robot:
+        h.visible = False
+    try:
+        without_robot = _screenshot(viewer.url, tmp_path / "empty.png")
+    finally:
+        for h in robot:
+            h.visible = True
+    assert _changed_fraction(with_robot, without_robot) > 0.005, "hiding the robot changed no pixels"
+
+
+def test_force_arrows_appear_for_an_object_resting_on_the_table(viewer_on_table, tmp_path):
+    sim, viewer = viewer_on_table
+    assert viewer.contact_count >= 3
+    # the drawn forces are those on the box: together they carry its weight, pointing up
+    np.testing.assert_allclose(viewer.total_force, [0.0, 0.0, BOX_MASS * 9.81], rtol=0.02, atol=0.02)
+    with_arrows = _screenshot(viewer.url, tmp_path / "arrows.png")
+    viewer._arrows.visible = False
+    try:
+        without_arrows = _screenshot(viewer.url, tmp_path / "no_arrows.png")
+    finally:
+        viewer._arrows.visible = True
+    assert _changed_fraction(with_arrows, without_arrows) > 0.0005, "the force arrows are not drawn"
