@@ -364,3 +364,42 @@ def test_gripper_holds_the_shaken_mug_through_stick_slip():
     assert sticking.mean() > 0.2 and (slip > 1e-2).mean() > 0.2
     assert np.count_nonzero(sticking[1:] != sticking[:-1]) >= 6       # stick <-> slip at least 3 times each way
     assert checked > 20
+
+
+# ----------------------------------------------------------------------------------------------- section VI-B
+def _allegro(duration):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "tamsi"))
+    import allegro_mug
+    return allegro_mug, allegro_mug.run(duration, record_every=10)
+
+
+def test_allegro_hand_reorients_the_mug_without_dropping_it():
+    """Section VI-B (scenes/tamsi_allegro_mug.yaml), first 0.7 s at h = 0.7 ms: every step converges without
+    sub-steps while the mug rolls into the curled fingers (a rotation of more than 45 deg) with several
+    simultaneous loaded contacts, and it stays on the palm."""
+    allegro_mug, r = _allegro(0.7)
+    assert r["substeps"] == 0
+    assert allegro_mug.held(r)
+    assert np.degrees(r["angle"].max()) > 45.0
+    assert r["loaded"].max() >= 3
+
+
+@pytest.mark.slow
+def test_allegro_hand_full_15_s():
+    allegro_mug, r = _allegro(15.0)
+    assert r["substeps"] == 0 and allegro_mug.held(r)
+    # periodic reorientation: the mug turns back and forth by more than 60 deg in every 3 s finger cycle
+    for k in range(5):
+        window = (r["t"] > 3 * k) & (r["t"] <= 3 * (k + 1))
+        assert np.degrees(np.ptp(r["angle"][window])) > 60.0
+
+
+@pytest.mark.slow
+def test_gripper_full_5_s():
+    from contact_sim_ros.sim.simulator import Simulator
+    sim = Simulator(gripper_scene(), engine="tamsi", time_step=3e-3)
+    for _ in range(int(round(5.0 / 3e-3))):
+        report = sim.step(strict=True)
+        assert report.substeps == 1
+        rel = sim.body_pose("mug").translation[2] - sim.body_pose("gripper_base").translation[2]
+        assert abs(rel) < 0.03
