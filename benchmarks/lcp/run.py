@@ -1,0 +1,304 @@
+"""Benchmarks of the minimal-coordinate LCP engine (issue 7). One command:
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/lcp/run.py [--quick] [--sections ball,incline,pendulum,lambda]
+
+Prints one table per section and writes PNGs into benchmarks/lcp/out/ and docs/figures/lcp_*.png:
+
+* ball:     restitution: bounce height / drop height against e^2 (Simulator, scenes/lcp_ball_bounce.yaml);
+* incline:  friction: stick/slide against tan(angle) < mu, acceleration against g (sin - mu cos) through the
+            Simulator (scenes/lcp_incline.yaml), and the polyhedral-cone error against the sliding direction;
+* pendulum: section V-E: Fig. 2 (last link height and normal velocity, minimal vs redundant coordinates,
+            12 links) and Table I (computation time for 3 .. 30 links, 5 s simulated);
+* lambda:   cost of the operational-space compliance matrix Lambda = J M^-1 J^T against the number of links
+            for 4 contacts: articulated-body columns (pin.aba) vs pin.computeMinverse vs Cholesky of M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # stable timings on a shared 2-core machine
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pinocchio as pin  # noqa: E402
+import yaml  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from contact_sim_ros.engines.lcp_minimal import ImpulseStepper  # noqa: E402
+from contact_sim_ros.sim.scene import load_scene  # noqa: E402
+from contact_sim_ros.sim.simulator import Simulator  # noqa: E402
+
+import pendulum  # noqa: E402
+
+OUT = HERE / "out"
+FIGURES = ROOT / "docs" / "figures"
+G = 9.81
+PAPER_TABLE_I = {3: (13.3258, 47.7948), 6: (10.5026, 68.7122), 12: (19.0632, 305.2764),
+                 15: (21.7605, 558.0966), 24: (38.1993, 1899.8575), 30: (73.7386, 4100.5061)}
+
+
+def save(fig, name):
+    OUT.mkdir(parents=True, exist_ok=True)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(OUT / name, dpi=110)
+    fig.savefig(FIGURES / name, dpi=110)
+    plt.close(fig)
+    print(f"  wrote {OUT / name} and {FIGURES / name}")
+
+
+def scene_dict(name, **material):
+    scene = yaml.safe_load((ROOT / "scenes" / name).read_text())
+    scene["materials"]["default"].update(material)
+    return scene
+
+
+# ----------------------------------------------------------------------------------------------- ball
+def bench_ball(quick):
+    print("\n## Ball drop with restitution (1 kg, r = 0.1 m, drop height h = 1 m, dt = 1 ms, Simulator)")
+    print(f"{'e':>5} {'apex/h':>9} {'e^2':>7} {'error %':>8} {'min gap (m)':>12} {'wall s':>7}")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    rows = []
+    for e in (0.0, 0.3, 0.5, 0.8, 1.0):
+        sim = Simulator(load_scene(scene_dict("lcp_ball_bounce.yaml", restitution=e)), engine="lcp_minimal",
+                        time_step=1e-3)
+        steps = 1500 if quick else 2500
+        z = np.empty(steps)
+        start = time.perf_counter()
+        for k in range(steps):
+            sim.step(strict=True)
+            z[k] = sim.body_pose("ball").translation[2] - 0.1
+        wall = time.perf_counter() - start
+        impact = int(np.argmax(z < 1e-3))
+        second = impact + int(np.argmax(z[impact:] > 1e-3)) if e > 0 else impact
+        # apex of the first bounce: maximum before the next impact
+        after = z[second:]
+        nxt = int(np.argmax(after < 1e-3)) if np.any(after < 1e-3) else after.size
+        apex = after[:max(nxt, 1)].max() if e > 0 else z[impact:].max()
+        err = (apex - e * e) / (e * e) * 100 if e > 0 else float("nan")
+        rows.append((e, apex, err))
+        print(f"{e:5.2f} {apex:9.4f} {e * e:7.4f} {err:8.3f} {z.min():12.2e} {wall:7.2f}")
+        ax.plot(np.arange(1, steps + 1) * 1e-3, z, label=f"e = {e}")
+    ax.set_xlabel("t (s)")
+    ax.set_ylabel("ball bottom height (m)")
+    ax.set_title("lcp_minimal: ball bounces to e^2 of its drop height")
+    ax.legend()
+    save(fig, "lcp_ball_bounce.png")
+    return rows
+
+
+# -------------------------------------------------------------------------------------------- incline
+def point_on_plane_accel(theta, psi, mu, n_dir, steps=200, dt=1e-3):
+    """A 1 kg point mass on the plane z = 0 under gravity tilted by theta, downhill at angle psi from the
+    contact frame's t1: the ImpulseStepper with M = I, J = I (contact frame = world). Returns the
+    acceleration magnitude in the tangent plane after the start (m/s^2)."""
+    stepper = ImpulseStepper(n_directions=n_dir)
+    g = G * np.array([np.sin(theta) * np.cos(psi), np.sin(theta) * np.sin(psi), -np.cos(theta)])
+    v = np.zeros(3)
+    X = np.eye(3)
+    for _ in range(steps):
+        out = stepper.step(dt, v, v + dt * g, X, np.eye(3), np.zeros(3), np.zeros(1), np.array([mu]),
+                           np.zeros(1))
+        v = out.v_next
+    return np.linalg.norm(v[:2]) / (steps * dt)
+
+
+def bench_incline(quick):
+    print("\n## Block on an incline (2 kg cube, mu = 0.5, dt = 1 ms, Simulator, scenes/lcp_incline.yaml)")
+    print(f"{'angle':>6} {'tan':>6} {'expected':>9} {'a meas.':>10} {'a exact':>9} {'rel. err':>9}")
+    mu = 0.5
+    for deg in ((20, 30, 45) if quick else (10, 20, 25, 26.5, 27, 30, 35, 45)):
+        th = np.radians(deg)
+        scene = scene_dict("lcp_incline.yaml", friction=mu)
+        c, s = np.cos(th), np.sin(th)
+        scene["objects"][0]["pose"] = {"xyz": [0.1 * s, 0, 0.1 * c], "rpy": [0, float(th), 0]}
+        scene["environment"][0]["pose"] = {"xyz": [0, 0, 0], "rpy": [0, float(th), 0]}
+        sim = Simulator(load_scene(scene), engine="lcp_minimal", time_step=1e-3)
+        vel = []
+        for _ in range(300):
+            sim.step(strict=True)
+            vel.append(sim.body_velocity("block")[:3].copy())
+        vel = np.array(vel)
+        downhill = np.array([c, 0.0, -s])
+        a = (vel[-1] - vel[100]) @ downhill / (199e-3)
+        exact = max(0.0, G * (s - mu * c))
+        rel = abs(a - exact) / exact if exact > 0 else abs(a)
+        print(f"{deg:6.1f} {np.tan(th):6.3f} {'slide' if np.tan(th) > mu else 'stick':>9} {a:10.6f} {exact:9.6f} "
+              f"{rel:9.2e}")
+    print("\n## Polyhedral cone error: point mass sliding at angle psi to t1 (theta = 35 deg, mu = 0.5)")
+    th = np.radians(35.0)
+    exact = G * (np.sin(th) - mu * np.cos(th))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    print(f"{'n_f':>4} {'max error %':>12} {'bound 1-cos(pi/nf) in friction %':>34}")
+    for n_dir in (4, 8, 16):
+        psis = np.linspace(0.0, 2 * np.pi / n_dir, 9 if quick else 17)
+        accel = np.array([point_on_plane_accel(th, p, mu, n_dir) for p in psis])
+        friction_err = (accel - exact) / (G * mu * np.cos(th))   # fraction of the friction force lost
+        print(f"{n_dir:4d} {100 * friction_err.max():12.3f} {100 * (1 - np.cos(np.pi / n_dir)):34.3f}")
+        ax.plot(np.degrees(psis) * n_dir / 360.0, 100 * friction_err, "o-", label=f"n_f = {n_dir}")
+        ax.axhline(100 * (1 - np.cos(np.pi / n_dir)), ls="--", lw=0.8, color=ax.lines[-1].get_color())
+    ax.set_xlabel("sliding direction between two cone edges (fraction of 2 pi / n_f)")
+    ax.set_ylabel("friction force deficit (% of mu N)")
+    ax.set_title("Polyhedral friction cone error (dashed: bound 1 - cos(pi / n_f))")
+    ax.legend()
+    save(fig, "lcp_cone_error.png")
+
+
+# ------------------------------------------------------------------------------------------- pendulum
+def bench_pendulum(quick, dt):
+    duration = 2.0 if quick else 5.0
+    sizes = (3, 6, 12) if quick else (3, 6, 12, 15, 24, 30)
+    print(f"\n## Multi-link pendulum (section V-E): {duration} s simulated, dt = {dt * 1e3:g} ms "
+          "(paper: 5 s at 0.1 ms), 4 friction directions, e = 0.5")
+    traces = {}
+    print(f"{'links':>5} {'MC (s)':>8} {'RC (s)':>8} {'RC/MC':>6} {'paper MC':>9} {'paper RC':>9} {'paper ratio':>11}"
+          f" {'max contacts':>12} {'failures':>8}")
+    rows = []
+    for n in sizes:
+        mc = pendulum.PendulumSim(n, "minimal", dt=dt).run(duration)
+        rc = pendulum.PendulumSim(n, "redundant", dt=dt).run(duration)
+        traces[n] = (mc, rc)
+        pmc, prc = PAPER_TABLE_I[n]
+        rows.append((n, mc.wall_time, rc.wall_time))
+        print(f"{n:5d} {mc.wall_time:8.2f} {rc.wall_time:8.2f} {rc.wall_time / mc.wall_time:6.1f} {pmc:9.2f} "
+              f"{prc:9.2f} {prc / pmc:11.1f} {max(mc.max_contacts, rc.max_contacts):12d} "
+              f"{mc.failures + rc.failures:8d}")
+    n_fig = 12
+    mc, rc = traces[n_fig]
+    fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    axes[0].plot(mc.t, mc.height, label="minimal coordinates (MC)")
+    axes[0].plot(rc.t, rc.height, "--", label="redundant coordinates (RC)")
+    axes[0].set_ylabel("last link height (m)")
+    axes[0].legend()
+    axes[1].plot(mc.t, mc.vertical_velocity, label="MC")
+    axes[1].plot(rc.t, rc.vertical_velocity, "--", label="RC")
+    axes[1].set_ylabel("last link normal (vertical) velocity (m/s)")
+    axes[1].set_xlabel("t (s)")
+    axes[0].set_title(f"{n_fig}-link pendulum (cf. Fig. 2 of Jain et al. 2012), dt = {dt * 1e3:g} ms")
+    save(fig, "lcp_pendulum_fig2.png")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ns = [r[0] for r in rows]
+    ax.semilogy(ns, [r[1] for r in rows], "o-", label="MC (this work)")
+    ax.semilogy(ns, [r[2] for r in rows], "s-", label="RC (this work)")
+    ax.semilogy(ns, [PAPER_TABLE_I[n][0] for n in ns], "o:", label="MC (paper, 0.1 ms)")
+    ax.semilogy(ns, [PAPER_TABLE_I[n][1] for n in ns], "s:", label="RC (paper, 0.1 ms)")
+    ax.set_xlabel("number of links")
+    ax.set_ylabel("computation time for the run (s)")
+    ax.set_title("Table I: minimal vs redundant coordinates")
+    ax.legend()
+    save(fig, "lcp_pendulum_table1.png")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- lambda
+def best_time(fn, repeat=5, number=20):
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def bench_lambda(quick):
+    sizes = (8, 32, 128, 512) if quick else (4, 8, 16, 32, 64, 128, 256, 512)
+    print("\n## Cost of Lambda = J M^-1 J^T (4 point contacts = 12 rows) against the number of links N")
+    print(f"{'N':>5} {'aba cols (us)':>14} {'computeMinverse (us)':>21} {'crba+Cholesky (us)':>19}")
+    rows = []
+    for n in sizes:
+        model, q, _, _ = pendulum.build_minimal(n)
+        rng = np.random.default_rng(0)
+        q = rng.uniform(-1, 1, n)
+        zg = model.copy()
+        zg.gravity = pin.Motion.Zero()
+        d = zg.createData()
+        pin.computeJointJacobians(zg, d, q)
+        pin.forwardKinematics(zg, d, q)
+        links = sorted({max(1, n // 4), max(1, n // 2), max(1, 3 * n // 4), n})
+        while len(links) < 4:
+            links.append(n)
+        J = np.vstack([pin.getFrameJacobian(zg, d, k, pin.SE3(np.eye(3), np.array([0.1, 0, -0.05])),
+                                            pin.LOCAL_WORLD_ALIGNED)[:3] for k in links[:4]])
+        zero = np.zeros(n)
+        X = np.empty((n, 12))
+
+        def by_aba():
+            for c in range(12):
+                X[:, c] = pin.aba(zg, d, q, zero, J[c])
+            return J @ X
+
+        def by_minverse():
+            Minv = pin.computeMinverse(zg, d, q)
+            Minv = np.triu(Minv) + np.triu(Minv, 1).T
+            return J @ Minv @ J.T
+
+        import scipy.linalg
+
+        def by_cholesky():
+            M = pin.crba(zg, d, q)
+            M = np.triu(M) + np.triu(M, 1).T
+            return J @ scipy.linalg.cho_solve(scipy.linalg.cho_factor(M), J.T)
+
+        ref = by_cholesky()
+        la, lm = by_aba(), by_minverse()
+        scale = np.linalg.norm(ref)
+        assert np.linalg.norm(la - lm) < 1e-8 * scale and np.linalg.norm(la - ref) < 1e-6 * scale, n
+        number = max(2, int(1000 / n))
+        ta, tm, tc = (best_time(f, number=number) * 1e6 for f in (by_aba, by_minverse, by_cholesky))
+        rows.append((n, ta, tm, tc))
+        print(f"{n:5d} {ta:14.1f} {tm:21.1f} {tc:19.1f}")
+    arr = np.array(rows)
+    big = arr[:, 0] >= 128
+    slopes = [np.polyfit(np.log(arr[big, 0]), np.log(arr[big, k]), 1)[0] for k in (1, 2, 3)]
+    print(f"log-log slope for N >= 128: aba {slopes[0]:.2f}, computeMinverse {slopes[1]:.2f}, "
+          f"crba+Cholesky {slopes[2]:.2f}  (1 = linear)")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.loglog(arr[:, 0], arr[:, 1], "o-", label=f"aba columns (slope {slopes[0]:.2f} for N >= 128)")
+    ax.loglog(arr[:, 0], arr[:, 2], "s-", label=f"computeMinverse (slope {slopes[1]:.2f})")
+    ax.loglog(arr[:, 0], arr[:, 3], "^-", label=f"crba + Cholesky (slope {slopes[2]:.2f})")
+    ax.set_xlabel("number of links N")
+    ax.set_ylabel("time per Lambda (us)")
+    ax.set_title("Lambda for 4 contacts: O(N) articulated-body route vs forming M^-1")
+    ax.legend()
+    save(fig, "lcp_lambda_scaling.png")
+    return rows, slopes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="shorter runs (smoke test, ~1 min)")
+    parser.add_argument("--sections", default="ball,incline,pendulum,lambda")
+    parser.add_argument("--dt", type=float, default=1e-3, help="pendulum time step (s), paper 1e-4")
+    args = parser.parse_args(argv)
+    sections = args.sections.split(",")
+    valid = {"ball", "incline", "pendulum", "lambda"}
+    unknown = set(sections) - valid
+    if unknown:
+        parser.error(f"unknown section(s) {sorted(unknown)}; valid sections: {sorted(valid)}")
+    start = time.perf_counter()
+    if "ball" in sections:
+        bench_ball(args.quick)
+    if "incline" in sections:
+        bench_incline(args.quick)
+    if "lambda" in sections:
+        bench_lambda(args.quick)
+    if "pendulum" in sections:
+        bench_pendulum(args.quick, args.dt)
+    print(f"\ntotal {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
