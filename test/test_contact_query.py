@@ -111,6 +111,42 @@ def test_tilted_box_drops_corners_beyond_margin():
     assert (cs.signed_distance <= MARGIN).all()
 
 
+def convex_box(hx, hy, hz):
+    """A box as a coal.Convex made like the loader makes mesh hulls (BVHModel.buildConvexHull)."""
+    corners = np.array([[sx * hx, sy * hy, sz * hz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+    bvh = coal.BVHModelOBBRSS()
+    bvh.beginModel(0, 0)
+    bvh.addVertices(corners)
+    bvh.addTriangles(np.array([[0, 1, 2], [1, 3, 2], [4, 6, 5], [5, 6, 7], [0, 4, 1], [1, 4, 5],
+                               [2, 3, 6], [3, 7, 6], [0, 2, 4], [2, 6, 4], [1, 5, 3], [3, 5, 7]]))
+    bvh.endModel()
+    bvh.buildConvexHull(True, "Qt")
+    return bvh.convex
+
+
+def test_tilted_convex_hull_corner_depths_and_broad_phase():
+    """Same as the tilted box, with the box as a convex hull (face planes from Qhull), and found by the broad
+    phase although coal leaves the hull's local AABB uncomputed."""
+    h = 0.1
+    rpy = (0.015, -0.02, 0.3)
+    placement = pose((0.2, 0.1, 0.098), rpy)
+    corners = np.array([[sx * h, sy * h, -h] for sx in (-1, 1) for sy in (-1, 1)])
+    corners_w = corners @ placement.rotation.T + placement.translation
+    table = ("table", coal.Box(1.0, 1.0, 0.1), pose((0, 0, -0.05)))
+    for broad_phase in (True, False):
+        model = free_body_scene(free=[("hull", convex_box(h, h, h), 1.0)], static=[table])
+        cs, _ = query(model, configuration(model, {"hull": placement}), broad_phase=broad_phase)
+        assert cs.size == 4
+        for c in corners_w:
+            i = np.argmin(np.linalg.norm(cs.point[:, :2] - c[:2], axis=1))
+            np.testing.assert_allclose(cs.point[i], [c[0], c[1], c[2] / 2], atol=1e-9)
+            assert cs.signed_distance[i] == pytest.approx(c[2], abs=1e-9)
+    # lifted 0.5 m the pair is culled by the AABB broad phase: nothing reaches the narrow phase
+    model = free_body_scene(free=[("hull", convex_box(h, h, h), 1.0)], static=[table])
+    cs, cq = query(model, configuration(model, {"hull": pose((0.2, 0.1, 0.6), rpy)}))
+    assert cs.size == 0 and cq.stats["candidate_pairs"] == 0
+
+
 def test_box_on_box_overhanging_patch_is_overlap_rectangle():
     """A 0.2 m cube centred at x = 0.15 on a static 0.2 m table block: the overlap x in [0.05, 0.1]."""
     h, depth = 0.1, 0.002

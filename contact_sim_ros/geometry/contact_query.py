@@ -117,8 +117,8 @@ class ContactQuery:
             preq.setPatchTolerance(patch_tolerance)
             preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
             self._gd.contactPatchResults[k].set(preq)
-        # Convex hulls made by buildConvexHull have no local AABB yet (volume -inf): the broad phase would treat
-        # them as inactive. Computing it only fills coal's cache on the shared shape.
+        # Convex hulls made by buildConvexHull have no local AABB yet (volume -inf) and would be taken for
+        # unbounded shapes below (bypassing the broad phase). Computing it only fills coal's cache.
         for g in gm.geometryObjects:
             if not isinstance(g.geometry, (coal.Halfspace, coal.Plane)) and not g.geometry.aabb_local.volume() > 0:
                 g.geometry.computeLocalAABB()
