@@ -168,9 +168,11 @@ class SimNode(Node):
             except KeyError as exc:
                 raise ConfigError(f"{self.robot.source}: ft_sensor needs {exc.args[0]!r} "
                                   f"(keys: frame, parent_link, child_link, topic)") from None
-            topic = ft.get("topic") or "ft_sensor/wrench"
-            self.pub_ft = self.create_publisher(WrenchStamped, topic.lstrip("/") if not topic.startswith("/")
-                                                else topic, 10)
+            # force_torque_sensor_broadcaster convention: /<sensor>/wrench (relative: inside the namespace)
+            topic = str(ft.get("topic") or "ft_sensor")
+            if not topic.endswith("wrench"):
+                topic = topic.rstrip("/") + "/wrench"
+            self.pub_ft = self.create_publisher(WrenchStamped, topic, 10)
             self._ft_msg = WrenchStamped()
             self._ft_msg.header.frame_id = self.prefix + self.ft.frame
         # contact wrench per body
@@ -354,25 +356,45 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------------- commands
 
-    def _build_subscriptions(self):
+    def controller_topics(self) -> dict:
+        """Command topics of the ros2_control controllers the node emulates: topic -> (joints, interface).
+
+        For every joint group G of the robot preset: ``G_{position,velocity,effort}_controller/commands``
+        (Float64MultiArray, one value per joint of G in order). For every controller C named in the preset
+        (several groups may share one, e.g. the Allegro fingers' hand_controller): ``C/joint_trajectory``
+        over the union of its groups' joints, and ``<C without _controller>_{position,velocity,effort}_
+        controller/commands`` over the same joints when that differs from a group's topic.
+        """
         m = self.model
-        self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
-        self.controllers = {}
         groups = self.robot.joint_groups if self.robot is not None else {}
-        if not groups:
-            groups = {"all": type("G", (), {"joints": tuple(m.joint_names), "controller": "joint_trajectory_controller"})}
-        for gname, group in groups.items():
-            joints = tuple(group.joints)
+        specs = [(g, tuple(group.joints), group.controller) for g, group in groups.items()]
+        if not specs:
+            specs = [("all", tuple(m.joint_names), "joint_trajectory_controller")]
+        topics = {}
+        by_controller = {}
+        for gname, joints, controller in specs:
             for interface in GROUP_INTERFACES:
-                topic = f"{gname}_{interface}_controller/commands"
-                self.controllers[topic] = (joints, interface)
+                topics[f"{gname}_{interface}_controller/commands"] = (joints, interface)
+            by_controller.setdefault(controller, []).extend(j for j in joints if j not in
+                                                            by_controller.get(controller, []))
+        for controller, joints in by_controller.items():
+            topics[f"{controller}/joint_trajectory"] = (tuple(joints), "trajectory")
+            base = controller[: -len("_controller")] if controller.endswith("_controller") else controller
+            for interface in GROUP_INTERFACES:
+                topics.setdefault(f"{base}_{interface}_controller/commands", (tuple(joints), interface))
+        return topics
+
+    def _build_subscriptions(self):
+        self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
+        self.controllers = self.controller_topics()
+        for topic, (joints, interface) in self.controllers.items():
+            if interface == "trajectory":
+                self.create_subscription(JointTrajectoryMsg, topic,
+                                         lambda msg, t=topic, j=joints: self._on_trajectory(msg, t, j), 10)
+            else:
                 self.create_subscription(Float64MultiArray, topic,
                                          lambda msg, j=joints, i=interface, t=topic: self._on_group(msg, j, i, t),
                                          10)
-            topic = f"{group.controller}/joint_trajectory"
-            self.controllers[topic] = (joints, "trajectory")
-            self.create_subscription(JointTrajectoryMsg, topic,
-                                     lambda msg, t=topic: self._on_trajectory(msg, t), 10)
 
     def _reject(self, exc: CommandRejected):
         self.loop.count_rejection(exc.kind)
@@ -403,9 +425,13 @@ class SimNode(Node):
         self._clamped(cmd.clamped, topic)
         self.loop.commands.push_command(cmd)
 
-    def _on_trajectory(self, msg: JointTrajectoryMsg, topic):
+    def _on_trajectory(self, msg: JointTrajectoryMsg, topic, joints):
         stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         try:
+            foreign = [j for j in msg.joint_names if j not in joints]
+            if foreign:
+                raise CommandRejected("unknown_joint", f"{topic}: joint(s) {foreign} are not driven by this "
+                                                       f"controller; its joints: {', '.join(joints)}")
             traj = validate_trajectory(
                 self.limits, msg.joint_names,
                 [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],

@@ -118,3 +118,31 @@ def wait_until(predicate, timeout: float, period: float = 0.01, what: str = "con
             return value
         time.sleep(period)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def quat_to_matrix(x, y, z, w):
+    return [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+
+
+def world_pose(frame: str, tf_messages, world: str = "world"):
+    """(R 3x3, p 3) of ``frame`` in the world frame, composed from the latest transforms of /tf and /tf_static
+    messages (lists of tf2_msgs/TFMessage)."""
+    import numpy as np
+    latest = {}
+    for msgs in tf_messages:
+        for m in msgs:
+            for t in m.transforms:
+                latest[t.child_frame_id] = t
+    R, p = np.eye(3), np.zeros(3)
+    f = frame
+    while f != world:
+        if f not in latest:
+            raise AssertionError(f"no transform to {f!r} (known: {sorted(latest)})")
+        t = latest[f]
+        r, tr = t.transform.rotation, t.transform.translation
+        Rf = np.array(quat_to_matrix(r.x, r.y, r.z, r.w))
+        R, p = Rf @ R, Rf @ p + np.array([tr.x, tr.y, tr.z])
+        f = t.header.frame_id
+    return R, p

@@ -1,0 +1,58 @@
+"""ros2 launch contact_sim_ros sim.launch.py robot:=iiwa_wsg engine:=tamsi [time_step:=0.001]
+[real_time_factor:=1.0] [use_sim_time:=true] [config:=my_params.yaml] [scene:=...] [namespace:=...]
+[frame_prefix:=...]
+
+Thin on purpose: arguments -> parameters of the one node. The console command ``sim_node --robot iiwa_wsg
+--engine tamsi ...`` (contact_sim_ros/ros/sim_node.py) does the same without launch: it loads config/node.yaml,
+then config/node/<robot>.yaml if present, then --config files, then the flags.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+ARGUMENTS = {
+    "robot": ("iiwa_wsg", "robot preset (config/robots/<robot>.yaml): iiwa_wsg, franka, allegro, barrett"),
+    "engine": ("tamsi", "contact engine: tamsi, lagged, similar, sap, quasistatic_miqp, lcp_minimal, semi_implicit"),
+    "time_step": ("0.001", "simulation time step (s)"),
+    "real_time_factor": ("1.0", "1.0 = paced to the wall clock, 0 = as fast as possible"),
+    "use_sim_time": ("true", "the node's own ROS clock follows /clock"),
+    "config": ("", "extra parameter YAML file (overrides config/node.yaml and config/node/<robot>.yaml)"),
+    "scene": ("", "scene YAML (objects and environment); empty = the robot on a ground plane"),
+    "namespace": ("", "ROS namespace of the node's topics and services (two robots: two namespaces)"),
+    "frame_prefix": ("", "prefix of every TF frame but the world frame"),
+}
+
+
+def _node(context):
+    share = get_package_share_directory("contact_sim_ros")
+    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    params = [os.path.join(share, "config", "node.yaml")]
+    per_robot = os.path.join(share, "config", "node", f"{value['robot']}.yaml")
+    if os.path.isfile(per_robot):
+        params.append(per_robot)
+    if value["config"]:
+        params.append(value["config"])
+    overrides = {
+        "robot": value["robot"],
+        "engine": value["engine"],
+        "time_step": float(value["time_step"]),
+        "real_time_factor": float(value["real_time_factor"]),
+        "use_sim_time": value["use_sim_time"].lower() in ("true", "1", "yes"),
+        "frame_prefix": value["frame_prefix"],
+    }
+    if value["scene"]:
+        overrides["scene"] = value["scene"]
+    params.append(overrides)
+    return [Node(package="contact_sim_ros", executable="sim_node", name="contact_sim",
+                 namespace=value["namespace"], parameters=params, output="screen", emulate_tty=True)]
+
+
+def generate_launch_description():
+    return LaunchDescription(
+        [DeclareLaunchArgument(name, default_value=default, description=doc)
+         for name, (default, doc) in ARGUMENTS.items()] + [OpaqueFunction(function=_node)])

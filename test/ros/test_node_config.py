@@ -1,0 +1,62 @@
+"""Node parameters and the console command's plain flags (no DDS)."""
+
+import pytest
+
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.ros.node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args
+
+
+def test_plain_flags_map_onto_ros_arguments():
+    args, robot = plain_args_to_ros_args(["--robot", "franka", "--engine", "lagged", "--time-step", "0.002",
+                                          "--real-time-factor", "0", "--namespace", "left", "--frame-prefix",
+                                          "l_", "--config", "p.yaml", "--paused", "--base-pose", "1,0,0,0,0,1.57"])
+    assert robot == "franka"
+    assert args[0] == "--ros-args"
+    pairs = [args[i + 1] for i, a in enumerate(args) if a == "-p"]
+    assert "robot:='franka'" in pairs and "engine:=lagged" in pairs and "time_step:=0.002" in pairs
+    assert "real_time_factor:=0" in pairs and "frame_prefix:='l_'" in pairs and "start_paused:=true" in pairs
+    assert "base_pose:=[1,0,0,0,0,1.57]" in pairs
+    assert args[args.index("-r") + 1] == "__ns:=/left"
+    assert args[args.index("--params-file") + 1] == "p.yaml"
+
+
+def test_ros_arguments_pass_through():
+    args, robot = plain_args_to_ros_args(["--ros-args", "-p", "robot:=allegro", "-r", "__ns:=/x"])
+    assert args == ["--ros-args", "-p", "robot:=allegro", "-r", "__ns:=/x"] and robot == "allegro"
+
+
+def test_unknown_flag_lists_the_valid_flags(capsys):
+    with pytest.raises(ConfigError, match="valid flags: .*--robot"):
+        plain_args_to_ros_args(["--robto", "iiwa_wsg"])
+
+
+@pytest.mark.parametrize("values, match", [
+    ({"engine": "bullet"}, r"unknown engine 'bullet'; valid engines: .*lagged.*tamsi"),
+    ({"robot": "ur5"}, r"unknown robot 'ur5'; valid robots: allegro, barrett, franka, iiwa_wsg"),
+    ({"time_step": -1.0}, r"'time_step': must be in \(0, 0.1\] s"),
+    ({"time_step": "fast"}, r"'time_step': expected float"),
+    ({"real_time_factor": -2}, r"'real_time_factor': must be >= 0"),
+    ({"tf_rate": float("nan")}, r"'tf_rate': must be a rate >= 0 Hz"),
+    ({"base_pose": [0, 0, 0]}, r"'base_pose': expected \[x, y, z, roll, pitch, yaw\]"),
+    ({"engine_options": "[1, 2]"}, r"'engine_options': expected a mapping"),
+    ({"urdf": "/no/such.urdf"}, r"'urdf': file not found"),
+    ({"step_count": 0}, r"'step_count': must be >= 1"),
+    ({"rate": 3}, r"unknown parameter 'rate'; valid parameters: .*joint_states_rate"),
+])
+def test_bad_parameters_name_the_valid_values(values, match):
+    with pytest.raises(ConfigError, match=match):
+        NodeConfig.from_mapping(values)
+
+
+def test_decimation_and_default_scene():
+    cfg = NodeConfig.from_mapping({"time_step": 0.001, "joint_states_rate": 500.0, "tf_rate": 30.0,
+                                   "markers_rate": 0.0, "clock_rate": 5000.0})
+    assert cfg.decimation(cfg.joint_states_rate) == 2
+    assert cfg.decimation(cfg.tf_rate) == 33
+    assert cfg.decimation(cfg.markers_rate) == 0          # off
+    assert cfg.decimation(cfg.clock_rate) == 1            # at most every step
+    spec = cfg.scene_spec()
+    assert spec["robot"] == DEFAULT_ROBOT and spec["environment"][0]["shape"] == "halfspace"
+    moved = NodeConfig.from_mapping({"robot": "franka", "base_pose": [1.0, 2.0, 0.0, 0.0, 0.0, 0.5]}).scene_spec()
+    assert moved["robot"]["base_pose"] == {"xyz": [1.0, 2.0, 0.0], "rpy": [0.0, 0.0, 0.5]}
+    assert moved["robot"]["urdf"].endswith("franka.urdf")
