@@ -1,0 +1,251 @@
+"""Benchmark: the ROS 2 simulation node as a user sees it, measured by a subscriber in another process.
+
+    python benchmarks/node/run.py [--engines tamsi lagged] [--duration 20] [--warmup 3]
+                                  [--scene test/ros/scenes/iiwa_wsg_bottle_hold.yaml]
+                                  [--memory-minutes 10]
+
+For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess, twice: paced to the wall clock
+(real_time_factor 1) and as fast as possible (real_time_factor 0). This process subscribes to /joint_states,
+/tf and /diagnostics and reports, over ``--duration`` s after ``--warmup`` s:
+
+* real-time factor: sim time advanced (joint_states stamps) / wall time (targets: >= 1.0 in real-time mode);
+* /joint_states and /tf rates received (targets: >= 500 Hz and >= 100 Hz);
+* step jitter: the node's standard deviation of the step-start period (diagnostics, ms) and the inter-arrival
+  standard deviation of /joint_states at the subscriber (ms);
+* CPU use of the node process (utime + stime from /proc, % of one core) and step overruns per second;
+* resident memory of the node at the start and end of the window (MB).
+
+``--memory-minutes M`` adds a paced run of M minutes sampling the node's resident size every 5 s (target:
+growth < 5 MB after the first minute of warm-up). Plots go to benchmarks/node/out/*.png (matplotlib Agg).
+ROS_DOMAIN_ID is set to a value unique to this run unless already set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(101 + os.getpid() % 100))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+import numpy as np  # noqa: E402
+import rclpy  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+
+try:
+    from tf2_msgs.msg import TFMessage  # noqa: E402
+except ImportError:
+    TFMessage = None
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = Path(__file__).resolve().parent / "out"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
+
+
+def proc_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+class Probe:
+    def __init__(self):
+        self.node = Node("contact_sim_node_benchmark")
+        self.js_wall, self.js_sim = [], []
+        self.tf_wall = []
+        self.diag = []
+        self.node.create_subscription(JointState, "/joint_states", self._js, 100)
+        if TFMessage is not None:
+            self.node.create_subscription(TFMessage, "/tf", lambda m: self.tf_wall.append(time.monotonic()), 100)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._diag, 10)
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.stop = False
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _js(self, msg):
+        self.js_wall.append(time.monotonic())
+        self.js_sim.append(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+
+    def _diag(self, msg):
+        self.diag.append((time.monotonic(), {kv.key: kv.value for kv in msg.status[0].values}))
+
+    def _spin(self):
+        while not self.stop:
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def reset(self):
+        self.js_wall, self.js_sim, self.tf_wall, self.diag = [], [], [], []
+
+    def close(self):
+        self.stop = True
+        self.thread.join(2)
+        self.node.destroy_node()
+
+
+def start_node(engine, rtf, scene, dt):
+    args = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--engine", engine, "--time-step", str(dt),
+            "--real-time-factor", str(rtf)]
+    args += ["--scene", scene] if scene else ["--robot", "iiwa_wsg"]
+    log = open(OUT / f"node_{engine}_rtf{rtf}.log", "w")
+    return subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def stop_node(proc, log):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log.close()
+
+
+def wait_for(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def measure(probe, engine, rtf, scene, dt, duration, warmup):
+    proc, log = start_node(engine, rtf, scene, dt)
+    try:
+        if not wait_for(lambda: len(probe.js_wall) > 10 or proc.poll() is not None, 120) or proc.poll() is not None:
+            raise RuntimeError(f"node did not start: see {log.name}")
+        time.sleep(warmup)
+        probe.reset()
+        cpu0, rss0, w0 = proc_cpu_s(proc.pid), proc_rss_mb(proc.pid), time.monotonic()
+        time.sleep(duration)
+        cpu1, rss1, w1 = proc_cpu_s(proc.pid), proc_rss_mb(proc.pid), time.monotonic()
+        js_wall, js_sim, tf_wall, diag = (list(probe.js_wall), list(probe.js_sim), list(probe.tf_wall),
+                                          list(probe.diag))
+    finally:
+        stop_node(proc, log)
+    wall = w1 - w0
+    rtf_meas = (js_sim[-1] - js_sim[0]) / (js_wall[-1] - js_wall[0]) if len(js_sim) > 1 else float("nan")
+    gaps = np.diff(js_wall) * 1e3
+
+    def diag_mean(key):
+        vals = [float(d[key]) for _, d in diag if key in d and d[key] not in ("nan", "")]
+        return float(np.nanmean(vals)) if vals else float("nan")
+    overruns = [int(d["step_overruns"]) for _, d in diag if "step_overruns" in d]
+    return {
+        "engine": engine, "mode": "real time" if rtf > 0 else "as fast as possible",
+        "rtf": rtf_meas, "js_hz": len(js_wall) / wall, "tf_hz": len(tf_wall) / wall,
+        "jitter_node_ms": diag_mean("step_period_jitter_ms"), "step_ms": diag_mean("step_time_mean_ms"),
+        "jitter_sub_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
+        "cpu_pct": 100.0 * (cpu1 - cpu0) / wall,
+        "overruns_per_s": (overruns[-1] - overruns[0]) / max(diag[-1][0] - diag[0][0], 1e-9) if len(overruns) > 1
+        else float("nan"),
+        "rss0": rss0, "rss1": rss1, "gaps": gaps, "js_wall": np.array(js_wall) - w0, "js_sim": np.array(js_sim),
+    }
+
+
+def memory_run(probe, engine, scene, dt, minutes):
+    proc, log = start_node(engine, 1.0, scene, dt)
+    samples = []
+    try:
+        if not wait_for(lambda: len(probe.js_wall) > 10 or proc.poll() is not None, 120) or proc.poll() is not None:
+            raise RuntimeError(f"node did not start: see {log.name}")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60.0 * minutes:
+            samples.append((time.monotonic() - t0, proc_rss_mb(proc.pid)))
+            probe.reset()   # the probe's own lists must not grow either
+            time.sleep(5.0)
+    finally:
+        stop_node(proc, log)
+    return np.array(samples)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engines", nargs="+", default=["tamsi", "lagged"])
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--time-step", type=float, default=1e-3)
+    parser.add_argument("--scene", default="", help="scene YAML (default: iiwa_wsg on the ground)")
+    parser.add_argument("--memory-minutes", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    OUT.mkdir(exist_ok=True)
+    rclpy.init()
+    probe = Probe()
+    rows = []
+    try:
+        for engine in args.engines:
+            for rtf in (1.0, 0.0):
+                rows.append(measure(probe, engine, rtf, args.scene, args.time_step, args.duration, args.warmup))
+        mem = memory_run(probe, args.engines[0], args.scene, args.time_step, args.memory_minutes) \
+            if args.memory_minutes > 0 else None
+    finally:
+        probe.close()
+        rclpy.shutdown()
+
+    print(f"\nsim_node, iiwa_wsg{' + ' + args.scene if args.scene else ''}, time step {args.time_step * 1e3:g} ms, "
+          f"{args.duration:g} s windows (subscriber in another process), {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    head = (f"{'engine':8} {'mode':20} {'RTF':>6} {'js Hz':>7} {'tf Hz':>6} {'step ms':>8} {'jitter ms':>10} "
+            f"{'sub jit ms':>10} {'CPU %':>6} {'overrun/s':>9} {'RSS MB':>7}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['engine']:8} {r['mode']:20} {r['rtf']:6.3f} {r['js_hz']:7.1f} {r['tf_hz']:6.1f} "
+              f"{r['step_ms']:8.3f} {r['jitter_node_ms']:10.3f} {r['jitter_sub_ms']:10.3f} {r['cpu_pct']:6.1f} "
+              f"{r['overruns_per_s']:9.1f} {r['rss1']:7.1f}")
+    print("targets (real time): RTF >= 1.0, /joint_states >= 500 Hz, /tf >= 100 Hz")
+    if mem is not None and len(mem):
+        after = mem[mem[:, 0] >= 60.0]
+        growth = after[-1, 1] - after[0, 1] if len(after) > 1 else float("nan")
+        print(f"memory ({args.engines[0]}, real time, {args.memory_minutes:g} min): RSS {mem[0, 1]:.1f} -> "
+              f"{mem[-1, 1]:.1f} MB; growth after the first minute {growth:+.2f} MB (target < 5 MB)")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for r in rows:
+        label = f"{r['engine']}, {r['mode']}"
+        axes[0].plot(r["js_wall"], r["js_sim"] - r["js_sim"][0], label=label)
+        axes[1].hist(np.clip(r["gaps"], 0, 20), bins=80, histtype="step", label=label)
+    axes[0].plot([0, args.duration], [0, args.duration], "k--", lw=0.8, label="real time")
+    axes[0].set_xlabel("wall time (s)")
+    axes[0].set_ylabel("sim time (s)")
+    axes[0].legend(fontsize=7)
+    axes[1].set_xlabel("/joint_states inter-arrival (ms, clipped at 20)")
+    axes[1].set_yscale("log")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "node_realtime.png", dpi=120)
+    print(f"plots: {OUT / 'node_realtime.png'}", end="")
+    if mem is not None and len(mem):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(mem[:, 0] / 60.0, mem[:, 1])
+        ax.set_xlabel("minutes")
+        ax.set_ylabel("node resident size (MB)")
+        fig.tight_layout()
+        fig.savefig(OUT / "node_memory.png", dpi=120)
+        print(f", {OUT / 'node_memory.png'}", end="")
+    print()
+
+
+if __name__ == "__main__":
+    main()

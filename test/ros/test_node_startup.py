@@ -1,0 +1,80 @@
+"""Start-up: bad robot/engine/config parameters stop the node with a clear message (exit code 2), and two
+simulated robots run side by side with their own namespaces and frame prefixes."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sensor_msgs.msg import JointState
+from tf2_msgs.msg import TFMessage
+
+from ros_testing import NodeProcess, wait_until, world_pose
+
+
+def failed_start(*args, tmp_path=None):
+    proc = NodeProcess(list(args))
+    try:
+        code = proc.proc.wait(60)
+    finally:
+        out = proc.output()
+        proc.stop()
+    return code, out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--robot", "ur5"], "unknown robot 'ur5'; valid robots: allegro, barrett, franka, iiwa_wsg"),
+    (["--engine", "physx"], "unknown engine 'physx'; valid engines: "),
+    (["--time-step", "-0.001"], "parameter 'time_step': must be in (0, 0.1] s"),
+    (["--robto", "iiwa_wsg"], "valid flags: "),
+])
+def test_bad_parameters_fail_at_start_up(args, message):
+    code, out = failed_start(*args)
+    assert code == 2, out
+    assert message in out, out
+
+
+def test_bad_config_file_and_scene_fail_at_start_up(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("/**:\n  ros__parameters:\n    real_time_factor: -1.0\n")
+    code, out = failed_start("--config", str(bad))
+    assert code == 2 and "parameter 'real_time_factor': must be >= 0" in out, out
+    scene = tmp_path / "scene.yaml"
+    scene.write_text("robot: iiwa_wsg\nobjects:\n  - {name: cup, shape: {cone: 1}}\n")
+    code, out = failed_start("--scene", str(scene))
+    assert code == 2 and "cone" in out and "sim_node: error:" in out, out
+
+
+def test_two_robots_side_by_side(ros, start_node):
+    left = start_node("--robot", "iiwa_wsg", "--namespace", "left", "--frame-prefix", "left/",
+                      "--base-pose", "0,0.6,0,0,0,0", "--engine", "tamsi")
+    right = start_node("--robot", "iiwa_wsg", "--namespace", "right", "--frame-prefix", "right/",
+                       "--base-pose", "0,-0.6,0,0,0,0", "--engine", "tamsi",
+                       "--config", str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml"))
+    js = {side: ros.subscribe(JointState, f"/{side}/joint_states") for side in ("left", "right")}
+    tf = ros.subscribe(TFMessage, "/tf")
+    tf_static = ros.subscribe(TFMessage, "/tf_static", latched=True)
+    for side, proc in (("left", left), ("right", right)):
+        try:
+            wait_until(lambda: js[side] or proc.proc.poll() is not None, 90, what=f"/{side}/joint_states")
+        except AssertionError:
+            raise AssertionError(proc.output())
+        assert proc.proc.poll() is None, proc.output()
+    wait_until(lambda: len(tf_static) >= 2, 10, what="both /tf_static")
+    _, p_left = world_pose("left/iiwa_link_0", [tf_static])
+    _, p_right = world_pose("right/iiwa_link_0", [tf_static])
+    np.testing.assert_allclose(p_left, [0, 0.6, 0], atol=1e-12)
+    np.testing.assert_allclose(p_right, [0, -0.6, 0], atol=1e-12)
+    wait_until(lambda: {t.child_frame_id for m in tf[-20:] for t in m.transforms}
+               >= {"left/iiwa_link_7", "right/iiwa_link_7"}, 10, what="both robots on /tf")
+
+    # a command to the left robot moves it and not the right one
+    q_right = dict(zip(js["right"][-1].name, js["right"][-1].position))["iiwa_joint_1"]
+    ros.publish(JointState, "/left/joint_command", JointState(name=["iiwa_joint_1"], position=[0.5]))
+    wait_until(lambda: abs(dict(zip(js["left"][-1].name, js["left"][-1].position))["iiwa_joint_1"] - 0.5) < 1e-3,
+               30, what="left joint 1 at 0.5 rad")
+    assert abs(dict(zip(js["right"][-1].name, js["right"][-1].position))["iiwa_joint_1"] - q_right) < 1e-4
+    _, tip_left = world_pose("left/wsg_tcp", [tf[-50:], tf_static])
+    _, tip_right = world_pose("right/wsg_tcp", [tf[-50:], tf_static])
+    assert tip_left[1] > 0.6 and abs(tip_right[1] + 0.6) < 1e-3   # left turned towards +y, right did not
+    time.sleep(0.1)
