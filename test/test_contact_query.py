@@ -488,3 +488,54 @@ def test_bad_inputs_raise_named_errors():
     bad = free_body_scene(free=[("box", coal.Box(0.2, 0.2, 0.2), 1.0)], static=[ground()], pairs=[[0, 5]])
     with pytest.raises(ModelError, match="collision pair"):
         ContactQuery(bad, 0.01)
+
+
+# ----------------------------------------------------------------------------- line casts (per-point depths)
+def _inside(shape, x):
+    """Membership tests written independently of the casts: (M, 3) points -> (M,) bool."""
+    if isinstance(shape, coal.Box):
+        return np.all(np.abs(x) <= shape.halfSide, axis=1)
+    if isinstance(shape, coal.Sphere):
+        return np.linalg.norm(x, axis=1) <= shape.radius
+    if isinstance(shape, coal.Capsule):
+        z = np.clip(x[:, 2], -shape.halfLength, shape.halfLength)
+        return np.linalg.norm(x - np.c_[0 * z, 0 * z, z], axis=1) <= shape.radius
+    if isinstance(shape, coal.Cylinder):
+        return (np.hypot(x[:, 0], x[:, 1]) <= shape.radius) & (np.abs(x[:, 2]) <= shape.halfLength)
+    if isinstance(shape, coal.Ellipsoid):
+        return np.sum((x / shape.radii) ** 2, axis=1) <= 1.0
+    if isinstance(shape, coal.Halfspace):
+        return x @ shape.n <= shape.d
+    raise AssertionError(shape)
+
+
+@pytest.mark.parametrize("shape", [coal.Box(0.2, 0.1, 0.3), coal.Sphere(0.05), coal.Cylinder(0.04, 0.2),
+                                   coal.Capsule(0.03, 0.1), coal.Ellipsoid(0.05, 0.03, 0.08),
+                                   coal.Halfspace(np.array([0.0, 0.6, 0.8]), 0.01), "hull"],
+                         ids=["box", "sphere", "cylinder", "capsule", "ellipsoid", "halfspace", "hull"])
+def test_line_casts_enter_and_leave_the_shape_surface(shape):
+    """Random lines (some axis-aligned or parallel to faces): just inside [s_in, s_out] is inside the shape,
+    just outside is outside; lines reported as missing never pass through it."""
+    from contact_sim_ros.geometry.line_intersection import LineCaster
+    if shape == "hull":
+        shape, reference = convex_box(0.1, 0.05, 0.15), coal.Box(0.2, 0.1, 0.3)
+    else:
+        reference = shape
+    rng = np.random.default_rng(11)
+    m = 400
+    p = rng.uniform(-0.09, 0.09, (m, 3))
+    u = rng.normal(size=(m, 3))
+    u[:40] = np.eye(3)[rng.integers(0, 3, 40)] * rng.choice([-1, 1], (40, 1))     # axis-aligned lines
+    u[40:80, 2] = 0.0                                                               # parallel to z faces
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    s_in, s_out = LineCaster([shape]).intervals(np.zeros(m, dtype=int), p, u)
+    hit = s_in <= s_out                          # a miss is (+inf, -inf)
+    assert 30 < hit.sum() < m
+    eps = 1e-6
+    for s, sign in ((s_in, 1.0), (s_out, -1.0)):
+        finite = np.isfinite(s) & hit & ~(s_out - s_in <= 4 * eps)
+        assert _inside(reference, p[finite] + (s[finite] + sign * eps)[:, None] * u[finite]).all()
+        assert not _inside(reference, p[finite] + (s[finite] - sign * eps)[:, None] * u[finite]).any()
+    samples = np.linspace(-1.0, 1.0, 2001)
+    for i in np.flatnonzero(~hit)[:60]:
+        assert not _inside(reference, p[i] + samples[:, None] * u[i]).any()

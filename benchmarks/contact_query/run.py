@@ -107,6 +107,62 @@ def time_update(cq, data, repeats: int) -> tuple[float, float]:
     return float(np.median(cpu) * 1e6), float(np.median(wall) * 1e6)
 
 
+def _cpu_us(fn, repeats: int, block: int = 20) -> float:
+    fn()
+    per = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(block):
+            fn()
+        per.append((time.process_time() - t0) / block)
+    return float(np.median(per) * 1e6)
+
+
+def stage_breakdown(model, data, repeats: int) -> None:
+    """Where the time of one grasp query goes (CPU us, medians): coal calls, line casts, frames, Jacobians."""
+    from contact_sim_ros.geometry.contact_query import contact_frames
+    cq = ContactQuery(model, 0.01)
+    cs = cq.update(data)
+    captured = {}
+    witnesses = cq._patch_witnesses
+
+    def spy(*args):
+        captured["args"] = args
+        return witnesses(*args)
+    cq._patch_witnesses = spy
+    cq.update(data)
+    cq._patch_witnesses = witnesses
+    pm, gm, gd = model.pin_model, cq._gm, cq._gd
+
+    def coal_loop():
+        pin.updateGeometryPlacements(pm, data, gm, gd)
+        cq._broad.update(False)
+        pin.computeCollisions(cq._broad, cq._collect)
+        for k in cq._always_pairs + list(cq._collect.pair_indexes):
+            if pin.computeCollision(gm, gd, k):
+                contact = gd.collisionResults[k].getContact(0)
+                _ = contact.normal, contact.penetration_depth
+                pin.computeContactPatch(gm, gd, k)
+                patch = gd.contactPatchResults[k].getContactPatch(0)
+                _ = [patch.getPoint(i) for i in range(patch.size())]
+    n = cs.size
+    ja, jb, point, rot, normal = (x.copy() for x in (cs.joint_a, cs.joint_b, cs.point, cs.rotation, cs.normal))
+    out = np.zeros((n, 3, model.nv))
+    stages = [
+        ("whole update", lambda: cq.update(data)),
+        ("placements + broad + narrow phase + patches (coal)", coal_loop),
+        (f"per-point depths: line casts of {len(captured['args'][0])} patch points", lambda: witnesses(*captured["args"])),
+        ("contact frames", lambda: contact_frames(normal, out=rot)),
+        ("Jacobians, vectorized (+ computeJointJacobians)",
+         lambda: (pin.computeJointJacobians(pm, data), cq._jacobian_vectorized(data, ja, jb, point, rot, out))),
+        ("Jacobians, getFrameJacobian per point",
+         lambda: (pin.computeJointJacobians(pm, data), cq._jacobian_frame(data, ja, jb, point, rot, out))),
+    ]
+    print(f"\nstage breakdown, loader + SRDF pairs, grasp ({n} contacts): CPU us (median)")
+    for label, fn in stages:
+        print(f"  {label:58s} {_cpu_us(fn, repeats):8.1f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=15)
@@ -158,6 +214,8 @@ def main(argv=None):
         print(f"{label:36s} {p:4d} {str(bp):>6s} {jac:>10s} {cpu:8.1f} {wall:8.1f} {cand:6d} {coll:6d} {n:8d}")
     print("cand. = pairs sent to the narrow phase, pairs = pairs within the margin, contacts = points; "
           "us = median per update")
+
+    stage_breakdown(srdf.model, data, args.repeats)
 
     import matplotlib
     matplotlib.use("Agg")

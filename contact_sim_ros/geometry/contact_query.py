@@ -141,11 +141,12 @@ class ContactQuery:
         self._caster = LineCaster([g.geometry for g in gm.geometryObjects])
         self._parent = np.asarray(model.geometry_parent_joint, dtype=int)
         ga, gb = pairs[:, 0], pairs[:, 1]
-        (self._pair_stiffness, self._pair_dissipation, self._pair_friction,
-         self._pair_restitution) = (np.asarray(x, float) for x in combine_materials(
+        # per pair: rows (stiffness, dissipation, friction, restitution) and (geometry A, B, joint A, B)
+        self._pair_material = np.array(combine_materials(
             model.geometry_stiffness[ga], model.geometry_dissipation[ga], model.geometry_friction[ga],
             model.geometry_restitution[ga], model.geometry_stiffness[gb], model.geometry_dissipation[gb],
-            model.geometry_friction[gb], model.geometry_restitution[gb]))
+            model.geometry_friction[gb], model.geometry_restitution[gb]), dtype=float).reshape(4, -1)
+        self._pair_ids = np.array([ga, gb, self._parent[ga], self._parent[gb]], dtype=int).reshape(4, -1)
 
         # Jacobian scratch: one (6, nv) world-aligned Jacobian and origin per joint (row 0 = world, zero).
         self._joint_jacobians = np.zeros((pm.njoints, 6, nv))
@@ -158,20 +159,14 @@ class ContactQuery:
     def _allocate(self, capacity: int) -> None:
         nv = self._nv
         self._capacity = capacity
-        self._ga = np.zeros(capacity, dtype=int)
-        self._gb = np.zeros(capacity, dtype=int)
-        self._ja = np.zeros(capacity, dtype=int)
-        self._jb = np.zeros(capacity, dtype=int)
+        self._ids = np.zeros((4, capacity), dtype=int)        # rows: geometry A, B, joint A, B
         self._point = np.zeros((capacity, 3))
         self._normal = np.zeros((capacity, 3))
         self._phi = np.zeros(capacity)
         self._rotation = np.zeros((capacity, 3, 3))
         self._jacobian = np.zeros((3 * capacity, nv))
         self._bias = np.zeros(3 * capacity)
-        self._stiffness = np.zeros(capacity)
-        self._dissipation = np.zeros(capacity)
-        self._friction = np.zeros(capacity)
-        self._restitution = np.zeros(capacity)
+        self._material = np.zeros((4, capacity))             # rows: stiffness, dissipation, friction, restitution
 
     # ------------------------------------------------------------------ query
     def update(self, pin_data: pin.Data, geometry_data: pin.GeometryData | None = None,
@@ -245,7 +240,7 @@ class ContactQuery:
             pair_of, wit_a, wit_b, normal = (np.array(x) for x in (single_pair, single_a, single_b, single_n))
         else:
             pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
-        phi = np.einsum("ij,ij->i", wit_b - wit_a, normal)
+        phi = ((wit_b - wit_a) * normal).sum(axis=1)
         keep = phi <= margin
         if not keep.all():
             pair_of, wit_a, wit_b, normal, phi = pair_of[keep], wit_a[keep], wit_b[keep], normal[keep], phi[keep]
@@ -256,13 +251,9 @@ class ContactQuery:
         if n > self._capacity:
             self._allocate(max(n, 2 * self._capacity))
 
-        ga, gb = self.pairs[pair_of, 0], self.pairs[pair_of, 1]
-        self._ga[:n] = ga
-        self._gb[:n] = gb
-        ja = self._ja[:n]
-        jb = self._jb[:n]
-        ja[:] = self._parent[ga]
-        jb[:] = self._parent[gb]
+        ids = self._ids[:, :n]
+        np.take(self._pair_ids, pair_of, axis=1, out=ids)
+        ga, gb, ja, jb = ids
         point = self._point[:n]
         np.add(wit_a, wit_b, out=point)
         point *= 0.5
@@ -270,13 +261,10 @@ class ContactQuery:
         self._phi[:n] = phi
         rotation = self._rotation[:n]
         contact_frames(normal, out=rotation)
-        self._stiffness[:n] = self._pair_stiffness[pair_of]
-        self._dissipation[:n] = self._pair_dissipation[pair_of]
-        self._friction[:n] = self._pair_friction[pair_of]
-        self._restitution[:n] = self._pair_restitution[pair_of]
+        np.take(self._pair_material, pair_of, axis=1, out=self._material[:, :n])
 
         jac = self._jacobian[:3 * n]
-        if (ja > 0).any() or (jb > 0).any():
+        if ja.any() or jb.any():
             pin.computeJointJacobians(pm, pin_data)
             if self.jacobian_method == "vectorized":
                 self._jacobian_vectorized(pin_data, ja, jb, point, rotation, jac.reshape(n, 3, self._nv))
@@ -294,14 +282,14 @@ class ContactQuery:
                 raise ConfigError(f"surface_velocity must have shape ({len(self._parent)}, 3) (one world-frame "
                                   f"m/s vector per collision geometry), got {vs.shape}")
             v_rel = np.where((jb == 0)[:, None], vs[gb], 0.0) - np.where((ja == 0)[:, None], vs[ga], 0.0)
-            np.einsum("nji,nj->ni", rotation, v_rel, out=bias.reshape(n, 3))
+            np.matmul(v_rel[:, None, :], rotation, out=bias.reshape(n, 1, 3))      # R^T v per contact
         return self._contact_set(n)
 
     def _contact_set(self, n: int) -> ContactSet:
-        return ContactSet(self._ga[:n], self._gb[:n], self._ja[:n], self._jb[:n], self._point[:n],
-                          self._normal[:n], self._phi[:n], self._rotation[:n], self._jacobian[:3 * n],
-                          self._bias[:3 * n], self._stiffness[:n], self._dissipation[:n], self._friction[:n],
-                          self._restitution[:n])
+        ids, mat = self._ids[:, :n], self._material[:, :n]
+        return ContactSet(ids[0], ids[1], ids[2], ids[3], self._point[:n], self._normal[:n], self._phi[:n],
+                          self._rotation[:n], self._jacobian[:3 * n], self._bias[:3 * n], mat[0], mat[1], mat[2],
+                          mat[3])
 
     # ------------------------------------------------------------------ manifold depths
     def _patch_witnesses(self, pair: np.ndarray, mid: np.ndarray, normal: np.ndarray, depth: np.ndarray):
@@ -324,8 +312,8 @@ class ContactQuery:
         inverse = np.fromiter(map(slot.__getitem__, geometry.tolist()), dtype=int, count=len(geometry))
         rot = np.array([pl.rotation for pl in placements])[inverse]          # (2M, 3, 3)
         trans = np.array([pl.translation for pl in placements])[inverse]     # (2M, 3)
-        p_local = np.einsum("mji,mj->mi", rot, mid2 - trans)
-        u_local = np.einsum("mji,mj->mi", rot, normal2)
+        p_local = np.matmul((mid2 - trans)[:, None, :], rot)[:, 0]              # R^T (p - t)
+        u_local = np.matmul(normal2[:, None, :], rot)[:, 0]
         s_in, s_out = self._caster.intervals(geometry, p_local, u_local)
         s_a, s_b = s_out[:m], s_in[m:]                                     # line leaves A, enters B
         bad_a, bad_b = ~np.isfinite(s_a), ~np.isfinite(s_b)
@@ -345,9 +333,15 @@ class ContactQuery:
                 continue
             jj[j] = pin.getJointJacobian(self._pin_model, data, j, _LWA).reshape(6, nv)
             origins[j] = data.oMi[j].translation
-        rel = _point_jacobians(jj, origins, jb, point)
-        rel -= _point_jacobians(jj, origins, ja, point)
-        np.einsum("nji,njk->nik", rotation, rel, out=out)
+        moving_a, moving_b = ja.any(), jb.any()
+        if moving_b:
+            rel = _point_jacobians(jj, origins, jb, point)
+            if moving_a:
+                rel -= _point_jacobians(jj, origins, ja, point)
+        else:
+            rel = _point_jacobians(jj, origins, ja, point)
+            np.negative(rel, out=rel)
+        np.matmul(rotation.transpose(0, 2, 1), rel, out=out)
 
     def _jacobian_frame(self, data, ja, jb, point, rotation, out):
         """Same as ``_jacobian_vectorized`` with one ``pin.getFrameJacobian`` per contact point and moving side."""
@@ -361,7 +355,7 @@ class ContactQuery:
                 p_joint = data.oMi[j].actInv(point[i])
                 jac = pin.getFrameJacobian(pm, data, j, pin.SE3(eye, p_joint), _LWA)
                 rel[i] += sign * jac.reshape(6, nv)[:3]
-        np.einsum("nji,njk->nik", rotation, rel, out=out)
+        np.matmul(rotation.transpose(0, 2, 1), rel, out=out)
 
 
 def _point_jacobians(joint_jacobians, origins, joint, point):
@@ -388,7 +382,7 @@ def contact_frames(normal: np.ndarray, out: np.ndarray | None = None) -> np.ndar
         out = np.empty((len(normal), 3, 3))
     e = _AXES[np.argmin(np.abs(normal), axis=1)]
     t1 = _cross(normal, e)
-    t1 /= np.sqrt(np.einsum("ij,ij->i", t1, t1))[:, None]
+    t1 /= np.sqrt((t1 * t1).sum(axis=1))[:, None]
     out[:, :, 0] = t1
     out[:, :, 1] = _cross(normal, t1)
     out[:, :, 2] = normal

@@ -41,13 +41,19 @@ def _miss_to_inf(s_in, s_out, miss):
 def box_intervals(p, u, half, tol):
     """Box |x_k| <= half_k (M, 3) m: slab method, lines p + s u (M, 3), u not necessarily unit."""
     small = np.abs(u) < _PARALLEL
-    u_safe = np.where(small, 1.0, u)
-    t1 = (-half - p) / u_safe
-    t2 = (half - p) / u_safe
-    lo = np.where(small, -np.inf, np.minimum(t1, t2))
-    hi = np.where(small, np.inf, np.maximum(t1, t2))
+    inv = 1.0 / np.where(small, 1.0, u)
+    t1 = (-half - p) * inv
+    t2 = (half - p) * inv
+    lo = np.minimum(t1, t2)
+    hi = np.maximum(t1, t2)
+    parallel = small.any()
+    if parallel:                                   # no constraint along that axis, if inside the slab
+        lo[small] = -np.inf
+        hi[small] = np.inf
     s_in, s_out = lo.max(axis=1), hi.min(axis=1)
-    miss = (s_in > s_out + tol) | np.any(small & (np.abs(p) > half + tol), axis=1)
+    miss = s_in > s_out + tol
+    if parallel:
+        miss |= (small & (np.abs(p) > half + tol)).any(axis=1)
     return _miss_to_inf(s_in, s_out, miss)
 
 
@@ -97,17 +103,32 @@ def ellipsoid_intervals(p, u, radii, tol):
 
 def cylinder_intervals(p, u, radius, half_length, tol):
     """Solid cylinder of radius (M,) m along the local z axis, |z| <= half_length (M,) m."""
-    a = u[:, 0] ** 2 + u[:, 1] ** 2
-    c = p[:, 0] ** 2 + p[:, 1] ** 2 - radius ** 2
+    px, py, pz = p[:, 0], p[:, 1], p[:, 2]
+    ux, uy, uz = u[:, 0], u[:, 1], u[:, 2]
+    a = ux * ux + uy * uy
+    c = px * px + py * py - radius ** 2
     axial = a < _PARALLEL
-    s_in, s_out = _quadric(np.where(axial, 1.0, a), p[:, 0] * u[:, 0] + p[:, 1] * u[:, 1], c, tol * radius)
+    s_in, s_out = _quadric(np.where(axial, 1.0, a), px * ux + py * uy, c, tol * radius)
     if axial.any():                                       # line along the axis: inside the disc or not
         inside = c <= 2.0 * radius * tol
-        s_in = np.where(axial, np.where(inside, -np.inf, np.inf), s_in)
-        s_out = np.where(axial, np.where(inside, np.inf, -np.inf), s_out)
-    lo, hi = box_intervals(p[:, 2:], u[:, 2:], half_length[:, None], tol)
-    s_in, s_out = np.maximum(s_in, lo), np.minimum(s_out, hi)
-    return _miss_to_inf(s_in, s_out, s_in > s_out + tol)
+        s_in[axial] = np.where(inside, -np.inf, np.inf)[axial]
+        s_out[axial] = np.where(inside, np.inf, -np.inf)[axial]
+    flat = np.abs(uz) < _PARALLEL                        # the caps |z| <= half_length as a slab
+    inv = 1.0 / np.where(flat, 1.0, uz)
+    t1 = (-half_length - pz) * inv
+    t2 = (half_length - pz) * inv
+    lo = np.minimum(t1, t2)
+    hi = np.maximum(t1, t2)
+    parallel = flat.any()
+    if parallel:                                          # parallel to the caps: inside the slab or not
+        lo[flat] = -np.inf
+        hi[flat] = np.inf
+    s_in = np.maximum(s_in, lo)
+    s_out = np.minimum(s_out, hi)
+    miss = s_in > s_out + tol
+    if parallel:
+        miss |= flat & (np.abs(pz) > half_length + tol)
+    return _miss_to_inf(s_in, s_out, miss)
 
 
 def capsule_intervals(p, u, radius, half_length, tol):
