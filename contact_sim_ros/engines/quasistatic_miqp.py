@@ -25,10 +25,16 @@ Notation (paper, section IV; all vectors over the nc contacts of the ContactSet,
       P_n / h >= -K phi_bar,   phi_bar = phi + Jn_u dq_u + Jn_a dq_a_bar + h bias_n
   or, in the one-step-delayed variant the paper uses for stiff cases (section V-B), with the constant phi_bar
   computed at the previous step for the same contact;
-* objective (section IV-B):  minimise ||dq_a - dq_a_bar||^2, plus two tiny regularisers that only pick one
-  solution where eq. 23 has many: eps ||dq_u||^2 (e.g. a cylinder's spin about its axis) and
-  eps_P sum(P_n + P_f + Gamma) in scaled units (the least-impulse solution: without it a squeezed object may get
-  any internal force above the K bound, and Gamma of a force-free contact is arbitrary).
+* objective (section IV-B):  minimise ||dq_a - dq_a_bar||^2, plus a small eps ||dq_u||^2 (scaled units,
+  ``unactuated_regularization``, 1e-4) that picks the least motion where eq. 23 allows many: a box pushed along
+  a vertex of the polyhedral cone may otherwise slide diagonally or spin, a cylinder spin about its axis.
+  Within the chosen contact mode the QP is then re-solved exactly (``polish``) with eps = 1e-9, so that an
+  object carried by the robot follows the command without the 1e-4 lag the mode-selection eps would cause.
+* where eq. 23 leaves the impulses non-unique for the optimal motion (a squeezed object may carry any internal
+  force above the K bound), the engine reports the least-impulse ones: with the contact mode and dq fixed, an LP
+  minimises sum(P_n + P_f) (``least_impulse``). Putting that cost into the MIQP instead makes SCIP branch
+  hundreds of nodes (many modes tie in motion), so it is a second, cheap stage. Gamma is not regularised; at a
+  contact without friction capacity it is arbitrary and meaningless.
 
 Commanded actuated motion (from ``inputs.actuation``, per velocity index): where kp > 0 the command is a
 position target and dq_a_bar = position_error = q_target - q, clipped to +-velocity_limit * h; elsewhere it is
@@ -64,7 +70,7 @@ from .registry import register_engine
 
 @dataclass(eq=False)
 class MIQP:
-    """min  sum_i qdiag_i x_i^2 + c^T x   s.t.  A_eq x = b_eq,  A_ub x + B_ub z <= b_ub,  lb <= x <= ub,
+    """min  sum_i qdiag_i x_i^2 + c^T x + const   s.t.  A_eq x = b_eq,  A_ub x + B_ub z <= b_ub,  lb <= x <= ub,
     z binary. Dense arrays (problems are small: tens to a few hundred variables)."""
 
     qdiag: np.ndarray
@@ -79,6 +85,8 @@ class MIQP:
     n_bin: int
     z_start: np.ndarray | None = None
     time_limit_s: float = 10.0
+    const: float = 0.0
+    params: dict = field(default_factory=dict)   # back-end parameters (SCIP setParam / Gurobi Params names)
 
 
 @dataclass
@@ -99,6 +107,13 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     m.hideOutput()
     m.setParam("limits/time", float(p.time_limit_s))
     m.setParam("randomization/randomseedshift", 0)
+    # optimality gap: relative 1e-4 (Gurobi's default) and absolute 1e-6 in the scaled objective (||dq_a -
+    # dq_a_bar||^2 / L^2): SCIP's default gap 0 makes it branch hundreds of nodes to close the outer
+    # approximation of the quadratic; the contact mode's QP is then solved exactly by polish_fixed_mode.
+    m.setParam("limits/gap", 1e-4)
+    m.setParam("limits/absgap", 1e-4)
+    for key, value in p.params.items():
+        m.setParam(key, value)
     n, nb = p.c.size, p.n_bin
     x = [m.addVar(lb=float(p.lb[i]) if np.isfinite(p.lb[i]) else None,
                   ub=float(p.ub[i]) if np.isfinite(p.ub[i]) else None, vtype="C") for i in range(n)]
@@ -118,7 +133,7 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
                 m.addCons(expr <= float(b[r]))
     qcols = np.flatnonzero(p.qdiag)
     m.addCons(scip.quicksum(float(p.qdiag[j]) * x[j] * x[j] for j in qcols)
-              + scip.quicksum(float(p.c[j]) * x[j] for j in np.flatnonzero(p.c)) <= t)
+              + scip.quicksum(float(p.c[j]) * x[j] for j in np.flatnonzero(p.c)) + float(p.const) <= t)
     m.setObjective(t, "minimize")
     if p.z_start is not None and nb:
         sol = m.createPartialSol()
@@ -149,6 +164,9 @@ def _solve_gurobi(p: MIQP) -> MIQPSolution:
     env = _gurobi_env()
     m = gp.Model(env=env)
     m.Params.TimeLimit = float(p.time_limit_s)
+    m.Params.MIPGapAbs = 1e-4
+    for key, value in p.params.items():
+        m.setParam(key, value)
     n, nb = p.c.size, p.n_bin
     x = m.addMVar(n, lb=np.where(np.isfinite(p.lb), p.lb, -gp.GRB.INFINITY),
                   ub=np.where(np.isfinite(p.ub), p.ub, gp.GRB.INFINITY))
@@ -160,7 +178,7 @@ def _solve_gurobi(p: MIQP) -> MIQPSolution:
     import scipy.sparse as sp
     m.update()
     m.setMObjective(sp.diags(np.concatenate([p.qdiag, np.zeros(nb)])).tocsr(),
-                    np.concatenate([p.c, np.zeros(nb)]), 0.0, sense=gp.GRB.MINIMIZE)
+                    np.concatenate([p.c, np.zeros(nb)]), float(p.const), sense=gp.GRB.MINIMIZE)
     if p.z_start is not None and nb:
         z.Start = p.z_start
     m.optimize()
@@ -206,6 +224,86 @@ try:  # optional commercial back-end
     MIQP_BACKENDS["gurobi"] = _solve_gurobi
 except ImportError:  # pragma: no cover
     pass
+
+
+def polish_fixed_mode(p: MIQP, x0: np.ndarray, z: np.ndarray, max_rounds: int = 6,
+                      tol: float = 1e-7, qdiag: np.ndarray | None = None) -> np.ndarray:
+    """Exact solution of the convex QP left when the binaries are fixed to the solver's optimal mode z.
+
+    MIQP back-ends return x0 within their feasibility tolerance (SCIP's outer approximation of the quadratic
+    objective leaves errors ~1e-5 relative). With z fixed the problem is min f(x) = sum qdiag x^2 + c^T x
+    s.t. A_eq x = b_eq, A_ub x <= b_ub - B_ub z, x >= 0 where lb == 0 (the other variable bounds are big-M
+    artefacts and are left out, so that a free variable lands on its regularised value). Primal active-set polish: the inequalities
+    active at x0 (slack <= tol) become equalities, the equality-constrained QP is solved by its KKT system
+    (null-space method; zero-curvature variables get a proximal term 1e-12 (x - x0)^2 so the reduced Hessian is
+    positive definite), and constraints
+    it violates are added until it is feasible. Returns x0 unchanged if that fails or does not improve f.
+    ``qdiag`` replaces the MIQP's curvature (the engine polishes with a weaker regulariser than it selects the
+    mode with).
+    """
+    qdiag = p.qdiag if qdiag is None else qdiag
+    n = x0.size
+    rhs = p.b_ub - p.B_ub @ z
+    nonneg = p.lb == 0.0
+    G = np.vstack([p.A_ub, -np.eye(n)[nonneg]])
+    hvec = np.concatenate([rhs, np.zeros(int(nonneg.sum()))])
+    scale = 1.0 + np.abs(hvec)
+    active = (hvec - G @ x0) <= tol * scale
+    curvature = 2.0 * qdiag
+    prox = np.where(curvature > 0.0, 0.0, 1e-12)
+    H = np.diag(curvature + 2.0 * prox)
+    grad_const = p.c - 2.0 * prox * x0
+
+    def f(x):
+        return float(qdiag @ (x * x) + p.c @ x)
+
+    for _ in range(max_rounds):
+        C = np.vstack([p.A_eq, G[active]])
+        d = np.concatenate([p.b_eq, hvec[active]])
+        # null-space method (active sets are often redundant): x = x_p + N y, N spans null(C)
+        U, sv, Vt = np.linalg.svd(C, full_matrices=True)
+        rank = int(np.sum(sv > 1e-10 * max(1.0, sv[0] if sv.size else 1.0)))
+        x_p = Vt[:rank].T @ ((U[:, :rank].T @ d) / sv[:rank])
+        if np.abs(C @ x_p - d).max(initial=0.0) > 1e-9 * (1.0 + np.abs(d).max(initial=0.0)):
+            return x0                      # inconsistent active set
+        N = Vt[rank:].T
+        if N.shape[1]:
+            y = np.linalg.solve(N.T @ H @ N, -N.T @ (H @ x_p + grad_const))
+            x = x_p + N @ y
+        else:
+            x = x_p
+        violated = (G @ x - hvec) > tol * scale
+        if not np.any(violated):
+            eq_ok = np.all(np.abs(p.A_eq @ x - p.b_eq) <= 1e-9 * (1.0 + np.abs(p.b_eq)))
+            if eq_ok and np.all(np.isfinite(x)) and f(x) <= f(x0) + 1e-9 * (1.0 + abs(f(x0))):
+                return x
+            return x0
+        active |= violated
+    return x0
+
+
+def least_impulse_fixed_motion(p: MIQP, x0: np.ndarray, z: np.ndarray, n_fixed: int,
+                               cost: np.ndarray) -> np.ndarray:
+    """With the binaries z and the first n_fixed variables (the motion dq) fixed, minimise cost^T x over the
+    rest (impulses, Gamma) subject to the same constraints: an LP (HiGHS via scipy). Returns x0 on failure."""
+    from scipy.optimize import linprog
+
+    fixed = x0[:n_fixed]
+    A_ub = p.A_ub[:, n_fixed:]
+    b_ub = p.b_ub - p.B_ub @ z - p.A_ub[:, :n_fixed] @ fixed
+    A_eq = p.A_eq[:, n_fixed:]
+    b_eq = p.b_eq - p.A_eq[:, :n_fixed] @ fixed
+    slack = 1e-9 * (1.0 + np.abs(b_ub))          # x0 satisfies the rows only to the solver's tolerance
+    bounds = [(0.0, None) if lb == 0.0 else (None, None) for lb in p.lb[n_fixed:]]
+    try:
+        res = linprog(cost[n_fixed:], A_ub=A_ub, b_ub=b_ub + slack, A_eq=A_eq if A_eq.size else None,
+                      b_eq=b_eq if A_eq.size else None, bounds=bounds, method="highs",
+                      options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+    except ValueError:
+        return x0
+    if res.status != 0 or cost[n_fixed:] @ res.x > cost[n_fixed:] @ x0[n_fixed:]:
+        return x0
+    return np.concatenate([fixed, res.x])
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -352,9 +450,11 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         big_m_factor: float = 10.0              # big-M = factor x the problem's own scale
         big_m_retries: int = 3                  # times a big-M value is raised tenfold when found active
         time_limit_s: float = 10.0              # per MIQP solve
-        unactuated_regularization: float = 1e-6  # eps of eps ||dq_u||^2 (relative to the command term)
-        impulse_regularization: float = 1e-5    # eps_P of eps_P sum(P_n + P_f + Gamma) (scaled units)
+        unactuated_regularization: float = 1e-4  # eps of eps ||dq_u||^2 when choosing the contact mode
+        least_impulse: bool = True              # among equal motions, report the least-impulse forces (LP)
         warm_start: bool = True                 # start from the previous step's contact mode
+        solver_parameters: dict = field(default_factory=dict)   # passed to the back-end (SCIP / Gurobi names)
+        polish: bool = True                     # re-solve the QP of the optimal contact mode exactly (KKT)
 
     def __init__(self, model, options=None):
         super().__init__(model, options)
@@ -435,11 +535,26 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
                                              bound_const if o.delayed_force_bound else None)
             problem.z_start = z_start
             problem.time_limit_s = o.time_limit_s
+            problem.params = o.solver_parameters
             sol = self._solve(problem)
             total_time += sol.solver_time_s
             nodes += sol.nodes
+            if sol.status == "infeasible" and raises < o.big_m_retries:
+                for key in M:            # too small a big-M can cut off every solution: raise all, re-solve
+                    M[key] *= 10.0
+                raises += 1
+                continue
             if sol.status != "optimal":
                 break
+            if o.polish:
+                polish_q = problem.qdiag.copy()
+                polish_q[iu] = 1e-9            # weak regulariser: no lag of carried objects (see Options)
+                sol.x = polish_fixed_mode(problem, sol.x, sol.z, qdiag=polish_q)
+            if o.least_impulse:
+                cost = np.zeros(problem.c.size)
+                cost[layout["Pn"]] = 1.0
+                cost[layout["Pf"]] = 1.0
+                sol.x = least_impulse_fixed_motion(problem, sol.x, sol.z, nv, cost)
             active = self._active_big_m(sol, layout, M)
             if not active or raises >= o.big_m_retries:
                 break
@@ -453,9 +568,9 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         if sol.status == "infeasible":
             return self._failure(inputs, SolverStatus.INFEASIBLE,
                                  "quasistatic MIQP infeasible: no motion keeps the free bodies in force balance "
-                                 "(eq. 23a) without penetration; likely cause: an object's support is beyond the "
-                                 "contact margin, or the hypothetical-penetration bound (K) demands more force "
-                                 "than friction can balance")
+                                 f"(eq. 23a) without penetration (also with big-M raised {10 ** raises}x); likely "
+                                 "cause: an object's support is beyond the contact margin, or the "
+                                 "hypothetical-penetration bound (K) demands more force than friction can balance")
         if sol.status == "time_limit":
             return self._failure(inputs, SolverStatus.MAX_ITERATIONS,
                                  f"quasistatic MIQP: solver time limit {o.time_limit_s} s reached "
@@ -558,36 +673,45 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         A_eq[:, i_pn] = Jn[:, iu].T
         A_eq[:, i_pf] = Jf[:, iu].T
         b_eq = -h * tau[iu] / S
-        # objective ||dq_a' - dq_a_bar'||^2 + eps ||dq_u'||^2 (constant term dropped)
+        # objective ||dq_a' - dq_a_bar'||^2 + eps ||dq_u'||^2 + eps_P sum(P'), >= 0 (const = ||dq_a_bar'||^2)
         qdiag = np.zeros(nx)
         cvec = np.zeros(nx)
         qdiag[ia] = 1.0
         cvec[ia] = -2.0 * dq_bar[ia] / L
         qdiag[iu] = o.unactuated_regularization
-        cvec[nv:] = o.impulse_regularization
         lb = np.concatenate([np.full(nv, -M["dq"]), np.zeros(2 * nc + nf)])
         ub = np.concatenate([np.full(nv, M["dq"]), np.full(nc + nf, M["P"]), np.full(nc, M["Gamma"])])
-        problem = MIQP(qdiag, cvec, A_eq, b_eq, np.vstack(A_ub), np.vstack(B_ub), np.concatenate(b_ub), lb, ub, nz)
+        problem = MIQP(qdiag, cvec, A_eq, b_eq, np.vstack(A_ub), np.vstack(B_ub), np.concatenate(b_ub), lb, ub, nz,
+                       const=float(np.sum((dq_bar[ia] / L) ** 2)))
         layout = {"dq": i_dq, "Pn": i_pn, "Pf": i_pf, "Gamma": i_g, "G": G, "g": g, "M_row": M_row,
-                  "M_var": M_var, "pair_var": pair_var}
+                  "M_var": M_var, "pair_var": pair_var, "mu": mu}
         return problem, layout
 
     @staticmethod
     def _active_big_m(sol: MIQPSolution, layout, M) -> list:
-        """Which big-M classes bind at the solution (value within 0.1 % of its big-M)."""
+        """Which big-M classes bind at the solution (value within 0.1 % of its big-M). Gamma and the sliding
+        rows rho of a contact without normal impulse are ignored: there Gamma is free and meaningless."""
         x = sol.x
         active = set()
         tol = 1e-3
+        Pn = x[layout["Pn"]]
+        nc = Pn.size
+        nd = x[layout["Pf"]].size // nc
+        loaded = layout["mu"] * Pn > 1e-9 * M["P"]        # friction capacity > 0: Gamma means something
         if np.any(np.abs(x[layout["dq"]]) >= (1 - tol) * M["dq"]):
             active.add("dq")
-        P = np.concatenate([x[layout["Pn"]], x[layout["Pf"]]])
+        P = np.concatenate([Pn, x[layout["Pf"]]])
         if np.any(P >= (1 - tol) * M["P"]):
             active.add("P")
-        if np.any(x[layout["Gamma"]] >= (1 - tol) * M["Gamma"]):
+        if np.any(x[layout["Gamma"]][loaded] >= (1 - tol) * M["Gamma"]):
             active.add("Gamma")
         r = layout["G"] @ x + layout["g"]
-        if np.any(r >= (1 - tol) * layout["M_row"]):
+        hit = (r >= (1 - tol) * layout["M_row"]) & (layout["M_row"] > 0.0)
+        hit[nc:nc + nc * nd] &= np.repeat(loaded, nd)
+        if np.any(hit[:nc + nc * nd]):
             active.add("dq")
+        if np.any(hit[nc + nc * nd:]):
+            active.add("P")
         return sorted(active)
 
 

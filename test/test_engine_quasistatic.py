@@ -1,0 +1,287 @@
+"""Quasistatic MIQP engine (Pang & Tedrake 2018) and Trinkle's LCP baseline.
+
+The 2-D gripper of the paper's section V-A (eqs. 24-30) is built in benchmarks/quasistatic/gripper_2d.py (one
+source for the test and the benchmark): m = 1 kg, r = 0.05 m, mu = 0.5, h = 0.01 s, 60 steps, K = 1e4 N/m.
+Steps are numbered from 1 as in the paper; state index l is the configuration after l steps.
+"""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.engines import Actuation, SolverStatus, StepInputs, engine_names, make_engine
+from contact_sim_ros.engines.quasistatic_miqp import MIQP_BACKENDS
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.geometry.contact_set import ContactSet
+from contact_sim_ros.model.multibody_model import FreeBody, MultibodyModel
+
+_path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "quasistatic" / "gripper_2d.py"
+_spec = importlib.util.spec_from_file_location("quasistatic_gripper_2d", _path)
+g2d = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(g2d)
+
+XC, YC, YG, XL, XR = g2d.V_XC, g2d.V_YC, g2d.V_YG, g2d.V_XL, g2d.V_XR
+WEIGHT = g2d.MASS * g2d.GRAVITY            # N
+SQUEEZE_FORCE = g2d.K * 0.1 * g2d.H        # N: K x commanded squeeze per step (0.001 m) = 10 N
+
+
+@pytest.fixture(scope="module")
+def model():
+    return g2d.build_model()
+
+
+def miqp(model, **options):
+    opts = {"friction_directions": 2, "hypothetical_penetration_stiffness": g2d.K}
+    opts.update(options)
+    return make_engine("quasistatic_miqp", model, opts)
+
+
+@pytest.fixture(scope="module", params=sorted(MIQP_BACKENDS))
+def paper_run(request, model):
+    """The MIQP run of section V-A with the commands of eq. 29, once per installed back-end."""
+    return g2d.simulate(miqp(model, solver=request.param))
+
+
+def test_engines_registered_and_quasistatic():
+    assert {"quasistatic_miqp", "quasistatic_lcp"} <= set(engine_names())
+    from contact_sim_ros.engines import engine_class
+    assert engine_class("quasistatic_miqp").dynamic is False
+    assert engine_class("quasistatic_lcp").dynamic is False
+    assert "scip" in MIQP_BACKENDS   # the open-source default is installed
+
+
+# ------------------------------------------------------------------ paper section V-A, MIQP (Fig. 5)
+
+def test_miqp_fingers_touch_cylinder_at_step_21(paper_run):
+    assert all(s is SolverStatus.CONVERGED for s in paper_run["status"])
+    phi = paper_run["phi"]
+    # 0.02 m gap closed at 0.1 m/s x 0.01 s = 1 mm per step: phi_1 = phi_2 = 0 when step 21 starts
+    np.testing.assert_allclose(phi[:21, 0], 0.02 - 0.001 * np.arange(21), atol=1e-9)
+    np.testing.assert_allclose(phi[:21, 1], 0.02 - 0.001 * np.arange(21), atol=1e-9)
+    finger_force = paper_run["normal_force"][:, :2]
+    np.testing.assert_allclose(finger_force[:20], 0.0, atol=1e-6)          # steps 1-20: no finger force
+    assert np.all(finger_force[20:39] >= SQUEEZE_FORCE - 1e-4)             # steps 21-39: K bound (eq. 22)
+
+
+def test_miqp_x_command_not_followed_past_contact_y_command_followed(paper_run):
+    q, phi = paper_run["q"], paper_run["phi"]
+    # no penetration anywhere (linearised distances are exact for this geometry)
+    assert phi.min() >= -1e-9
+    # squeezing commanded for steps 21-39 (19 more mm each side), but the fingers stay on the surface
+    np.testing.assert_allclose(q[20:40, XL] - q[20:40, XC], -g2d.RADIUS, atol=1e-9)
+    np.testing.assert_allclose(q[20:40, XR] - q[20:40, XC], g2d.RADIUS, atol=1e-9)
+    # the y command (0.1 m/s for l <= 39, then 0) is followed exactly
+    expected_yg = 0.001 * np.minimum(np.arange(61), 39)
+    np.testing.assert_allclose(q[:, YG], expected_yg, atol=1e-9)
+    # after release (l > 39) the x command (-0.1, +0.1) is followed again
+    np.testing.assert_allclose(np.diff(q[39:, XL]), -0.001, atol=1e-9)
+    np.testing.assert_allclose(np.diff(q[39:, XR]), 0.001, atol=1e-9)
+
+
+def test_miqp_cylinder_lifted_then_returns_to_table(paper_run):
+    q, phi = paper_run["q"], paper_run["phi"]
+    # on the table until the grasp, then lifted with the gripper: y_c = r + (y_g - 0.020) for steps 21-39
+    np.testing.assert_allclose(q[:21, YC], g2d.RADIUS, atol=1e-9)
+    np.testing.assert_allclose(q[20:40, YC], g2d.RADIUS + q[20:40, YG] - 0.020, atol=1e-9)
+    assert q[39, YC] == pytest.approx(g2d.RADIUS + 0.019, abs=1e-9)
+    # friction of the two fingers carries the weight while lifted (force balance, eq. 8)
+    friction = paper_run["friction_force"]
+    np.testing.assert_allclose(friction[20:39, 0] + friction[20:39, 1], WEIGHT, rtol=1e-6)
+    np.testing.assert_allclose(paper_run["normal_force"][20:39, 2], 0.0, atol=1e-6)
+    # after release the cylinder is back on the table at once (quasistatic: no free fall), table holds mg
+    np.testing.assert_allclose(q[40:, YC], g2d.RADIUS, atol=1e-9)
+    np.testing.assert_allclose(phi[40:, 2], 0.0, atol=1e-9)
+    np.testing.assert_allclose(paper_run["normal_force"][39:, 2], WEIGHT, rtol=1e-6)
+    np.testing.assert_allclose(q[:, XC], 0.0, atol=1e-9)
+
+
+def test_miqp_delayed_force_bound_lags_one_step(model):
+    run = g2d.simulate(miqp(model, delayed_force_bound=True))
+    assert all(s is SolverStatus.CONVERGED for s in run["status"])
+    q, force = run["q"], run["normal_force"]
+    # step 21: phi_bar of step 20 is 0 -> no bound yet, fingers slide up without lifting
+    np.testing.assert_allclose(force[20, :2], 0.0, atol=1e-6)
+    assert q[21, YC] == pytest.approx(g2d.RADIUS, abs=1e-9)
+    # from step 22 the bound of the previous step's phi_bar = -1 mm gives 10 N and the cylinder is lifted
+    assert np.all(force[21:40, :2] >= SQUEEZE_FORCE - 1e-4)
+    assert q[39, YC] == pytest.approx(g2d.RADIUS + 0.018, abs=1e-9)
+    # release also lags one step: at step 40 the fingers still hold it, from step 41 it is on the table
+    assert q[40, YC] == pytest.approx(g2d.RADIUS + 0.018, abs=1e-9)
+    np.testing.assert_allclose(q[41:, YC], g2d.RADIUS, atol=1e-9)
+
+
+def test_miqp_without_force_bound_does_not_lift(model):
+    """K = 0 removes eq. 22: the least-impulse solution leaves the cylinder on the table (the LCP defect)."""
+    run = g2d.simulate(miqp(model, hypothetical_penetration_stiffness=0.0), steps=30)
+    np.testing.assert_allclose(run["q"][:, YC], g2d.RADIUS, atol=1e-9)
+    np.testing.assert_allclose(run["normal_force"][:, :2], 0.0, atol=1e-6)
+
+
+def test_miqp_big_m_raised_when_active(model):
+    """A far too small big-M factor makes the bound active; the engine raises it, re-solves and reports."""
+    eng = miqp(model, big_m_factor=0.01)
+    run = g2d.simulate(eng, steps=25)
+    assert all(s is SolverStatus.CONVERGED for s in run["status"])
+    assert any("big-M" in m for m in run["message"])
+    reference = g2d.simulate(miqp(model), steps=25)
+    np.testing.assert_allclose(run["q"], reference["q"], atol=1e-8)
+
+
+def test_miqp_warm_start_does_not_change_result(model):
+    cold = g2d.simulate(miqp(model, warm_start=False), steps=23)
+    warm = g2d.simulate(miqp(model), steps=23)
+    np.testing.assert_allclose(warm["q"], cold["q"], atol=1e-9)
+
+
+# ------------------------------------------------------------------ paper section V-A, LCP baseline (Fig. 6)
+
+@pytest.mark.parametrize("command", [g2d.command_eq30, g2d.command_eq30_lifting])
+def test_lcp_baseline_leaves_normal_force_zero_and_cylinder_on_table(model, command):
+    run = g2d.simulate(make_engine("quasistatic_lcp", model, {"friction_directions": 2}), command=command)
+    assert all(s is SolverStatus.CONVERGED for s in run["status"])
+    np.testing.assert_allclose(run["normal_force"][:, :2], 0.0, atol=1e-9)
+    np.testing.assert_allclose(run["q"][:, YC], g2d.RADIUS, atol=1e-12)
+    np.testing.assert_allclose(run["phi"][20:, :2], 0.0, atol=1e-12)   # fingers touch from step 21 on
+    np.testing.assert_allclose(run["normal_force"][:, 2], WEIGHT, rtol=1e-9)
+    if command is g2d.command_eq30_lifting:   # the gripper does move up, the cylinder stays
+        assert run["q"][-1, YG] == pytest.approx(0.060, abs=1e-12)
+
+
+def test_lcp_baseline_infeasible_when_commanded_to_squeeze(model):
+    """The commands of eq. 29 penetrate the cylinder after contact: the LCP has no solution (section IV-B)."""
+    run = g2d.simulate(make_engine("quasistatic_lcp", model, {"friction_directions": 2}), steps=22)
+    assert all(s is SolverStatus.CONVERGED for s in run["status"][:20])
+    assert run["status"][20] is SolverStatus.INFEASIBLE
+    assert "t = 0.2 s" in run["message"][20] and "penetrat" in run["message"][20]
+    np.testing.assert_allclose(run["q"][21], run["q"][20])   # the state is kept, never garbage
+
+
+# ------------------------------------------------------------------ 3-D: free-flyer box pushed on the floor
+
+def _pusher_box_model(mass=2.0, half=0.05):
+    """A free-flyer cube (half size `half`) on the floor z = 0 and a pusher on a prismatic x joint."""
+    m = pin.Model()
+    m.gravity.linear = np.array([0.0, 0.0, -9.81])
+    jp = m.addJoint(0, pin.JointModelPX(), pin.SE3.Identity(), "pusher_x")
+    m.appendBodyToJoint(jp, pin.Inertia(0.5, np.zeros(3), 1e-3 * np.eye(3)), pin.SE3.Identity())
+    jb = m.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "box")
+    m.appendBodyToJoint(jb, pin.Inertia.FromBox(mass, 2 * half, 2 * half, 2 * half), pin.SE3.Identity())
+    ro = lambda a: np.asarray(a)  # noqa: E731
+    nv = m.nv
+    return MultibodyModel(
+        pin_model=m, collision_model=pin.GeometryModel(), source="<pusher + box>", joint_names=("pusher_x",),
+        joint_q_index=ro([0]), joint_v_index=ro([0]), position_lower=ro([-1.0]), position_upper=ro([1.0]),
+        velocity_limit=ro([1.0]), effort_limit=ro([100.0]), mimic_joints=(), joint_damping=np.zeros(nv),
+        joint_friction=np.zeros(nv), actuated=np.array([True] + [False] * 6),
+        free_bodies=(FreeBody("box", jb, "box", slice(1, 8), slice(1, 7), mass),),
+        tree_velocity_slices=(slice(0, 1), slice(1, 7)), geometry_names=("pusher", "box", "floor"),
+        geometry_parent_joint=ro([jp, jb, 0]), geometry_stiffness=np.full(3, 1e5),
+        geometry_dissipation=np.zeros(3), geometry_friction=np.full(3, 0.4), geometry_restitution=np.zeros(3),
+        collision_pairs=np.zeros((0, 2), dtype=int), gravity=np.array([0.0, 0.0, -9.81])), jb, jp
+
+
+def _box_contacts(model, data, q, jb, jp, half, mu):
+    """Four floor contacts at the cube's bottom corners (friction mu) + a frictionless pusher touching the -x face
+    centre (with pusher friction the split of the weight between floor and pusher would be indeterminate)."""
+    pm = model.pin_model
+    pin.forwardKinematics(pm, data, q)
+    pin.computeJointJacobians(pm, data, q)
+    oMb = data.oMi[jb]
+    corners = [np.array([sx * half, sy * half, -half]) for sx in (-1, 1) for sy in (-1, 1)]
+    points, normals, rot, jac, phi, ga = [], [], [], [], [], []
+    for c in corners:
+        p = oMb.act(c)
+        Jb = pin.getFrameJacobian(pm, data, jb, pin.SE3(np.eye(3), c), pin.LOCAL_WORLD_ALIGNED)[:3]
+        R = np.eye(3)                                          # t1 = x, t2 = y, n = z (floor A -> box B)
+        points.append(p), normals.append(R[:, 2]), rot.append(R), jac.append(R.T @ Jb), phi.append(p[2])
+        ga.append(2)
+    face = np.array([-half, 0.0, 0.0])
+    p_box = oMb.act(face)
+    Jb = pin.getFrameJacobian(pm, data, jb, pin.SE3(np.eye(3), face), pin.LOCAL_WORLD_ALIGNED)[:3]
+    Jp = np.zeros((3, pm.nv))
+    Jp[0, 0] = 1.0
+    R = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])   # t1 = y, t2 = z, n = x (pusher -> box)
+    points.append(p_box), normals.append(R[:, 2]), rot.append(R), jac.append(R.T @ (Jb - Jp))
+    phi.append(p_box[0] - q[0]), ga.append(0)
+    n = len(points)
+    return ContactSet(np.array(ga), np.full(n, 1), np.array([0] * 4 + [jp]), np.full(n, jb), np.array(points),
+                      np.array(normals), np.array(phi), np.array(rot), np.concatenate(jac), np.zeros(3 * n),
+                      np.full(n, 1e5), np.zeros(n), np.array([mu] * 4 + [0.0]), np.zeros(n))
+
+
+@pytest.mark.parametrize("engine_name", ["quasistatic_miqp", "quasistatic_lcp"])
+def test_3d_pushed_box_slides_with_coulomb_force(engine_name):
+    """Quasistatic pushing: the box follows the pusher, the pusher force is mu m g, the floor carries m g.
+    Free-flyer (quaternion) state, 4 friction directions aligned with the push, v = dq / h in the LOCAL frame."""
+    mass, half, mu, h, speed = 2.0, 0.05, 0.4, 0.01, 0.05
+    model, jb, jp = _pusher_box_model(mass, half)
+    data = model.pin_model.createData()
+    engine = make_engine(engine_name, model, {"friction_directions": 4})
+    q = pin.neutral(model.pin_model)
+    q[0] = -half                      # pusher touching the -x face
+    q[1:4] = [0.0, 0.0, half]         # box resting on the floor
+    for k in range(10):
+        grav = pin.computeGeneralizedGravity(model.pin_model, data, q).copy()
+        act = Actuation.zeros(model.nv)
+        act.velocity_target[0] = speed
+        inputs = StepInputs(k * h, h, q.copy(), np.zeros(model.nv), pin.crba(model.pin_model, data, q).copy(),
+                            -grav, grav, np.zeros(model.nv), act, _box_contacts(model, data, q, jb, jp, half, mu))
+        result = engine.step(inputs)
+        assert result.stats.status is SolverStatus.CONVERGED, result.stats.message
+        impulse = result.contact_impulse
+        assert impulse[:4, 2].sum() / h == pytest.approx(mass * 9.81, rel=1e-6)       # floor holds m g
+        assert impulse[4, 2] / h == pytest.approx(mu * mass * 9.81, rel=1e-6)        # push = Coulomb force
+        assert result.actuation_force[0] == pytest.approx(mu * mass * 9.81, rel=1e-6)  # motor holds the push
+        q = pin.integrate(model.pin_model, q, h * result.v_next)
+    np.testing.assert_allclose(q[0], -half + 10 * h * speed, atol=1e-9)
+    np.testing.assert_allclose(q[1:4], [10 * h * speed, 0.0, half], atol=1e-9)
+    np.testing.assert_allclose(q[4:8], [0.0, 0.0, 0.0, 1.0], atol=1e-9)          # no rotation
+
+
+# ------------------------------------------------------------------ failures and configuration
+
+def test_unsupported_object_is_reported_infeasible_with_time(model):
+    """With only one finger contact the cylinder cannot be in force balance: a non-OK status naming the time and
+    the likely cause, and a zero motion (the simulator keeps the state)."""
+    engine = miqp(model)
+    data = model.pin_model.createData()
+    inputs = g2d.step_inputs(model, data, 0.37, g2d.initial_q(), g2d.command_eq29(1))
+    c = inputs.contacts
+    keep = np.array([0])        # only the left finger: no force balance in x and y together
+    rows = np.concatenate([np.arange(3 * i, 3 * i + 3) for i in keep])
+    inputs.contacts = ContactSet(c.geometry_a[keep], c.geometry_b[keep], c.joint_a[keep], c.joint_b[keep],
+                                 c.point[keep], c.normal[keep], c.signed_distance[keep], c.rotation[keep],
+                                 c.jacobian[rows], c.velocity_bias[rows], c.stiffness[keep],
+                                 c.dissipation[keep], c.friction[keep], c.restitution[keep])
+    result = engine.step(inputs)
+    assert result.stats.status is SolverStatus.INFEASIBLE
+    assert "t = 0.37 s" in result.stats.message and "contact margin" in result.stats.message
+    np.testing.assert_array_equal(result.v_next, 0.0)
+    assert np.all(np.isfinite(result.contact_impulse))
+
+
+def test_commanded_increment_rule(model):
+    """dq_a_bar = position_error (clipped to velocity_limit h) where kp > 0, else h velocity_target."""
+    engine = miqp(model)
+    act = Actuation.zeros(model.nv)
+    act.kp[XL] = 100.0
+    act.position_error[XL] = 0.004          # 4 mm in one step: below 1 m/s x 0.01 s
+    act.kp[XR] = 100.0
+    act.position_error[XR] = -0.5           # clipped to -1 m/s x 0.01 s
+    act.velocity_target[YG] = 0.3
+    act.velocity_target[XC] = 7.0           # unactuated: ignored
+    inputs = StepInputs(0.0, 0.01, g2d.initial_q(), np.zeros(5), np.eye(5), np.zeros(5), np.zeros(5),
+                        np.zeros(5), act, ContactSet.empty(5))
+    np.testing.assert_allclose(engine.commanded_increment(inputs), [0.0, 0.0, 0.003, 0.004, -0.01])
+
+
+def test_bad_options_raise_config_errors(model):
+    with pytest.raises(ConfigError, match="valid solvers: .*scip"):
+        miqp(model, solver="highs")
+    with pytest.raises(ConfigError, match="even integer"):
+        miqp(model, friction_directions=3)
+    with pytest.raises(ConfigError, match="valid options"):
+        make_engine("quasistatic_lcp", model, {"stiffness": 1.0})
