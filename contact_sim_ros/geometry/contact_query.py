@@ -1,18 +1,27 @@
 """The per-step contact query: MultibodyModel + kinematics -> ContactSet.
 
-Pipeline of ``ContactQuery.update`` (costs for the Panda + table + free cylinder scene in
-``benchmarks/contact_query/run.py``):
+Pipeline of ``ContactQuery.update``:
 
 1. geometry placements into the query's own ``pin.GeometryData`` (``pin.updateGeometryPlacements``);
-2. broad phase: Pinocchio's ``BroadPhaseManager_DynamicAABBTreeCollisionManager`` over AABBs inflated by the
-   margin; it only reports pairs of ``model.collision_pairs`` (the pair filter is respected);
-3. narrow phase per candidate pair: ``pin.computeCollision`` (coal GJK/EPA or analytic primitive tests) with
+2. broad phase: Pinocchio's ``BroadPhaseManager_DynamicAABBTreeCollisionManager``; Pinocchio inflates every AABB
+   by (break_distance + security_margin) / 2, so pairs within the margin overlap, and it only reports pairs of
+   ``model.collision_pairs`` (the pair filter is respected). Pairs with a halfspace or plane bypass it (the
+   tree does not inflate infinite AABBs and missed such pairs in tests) and are narrow-phased every step;
+3. narrow phase per candidate pair: ``pin.computeCollision`` (coal: analytic primitive tests or GJK/EPA) with
    ``security_margin = margin``, so pairs up to ``margin`` apart are reported with their signed gap;
 4. contact manifold: ``pin.computeContactPatch`` (coal) on the pairs found: a box flat on a plane gives its
-   4 corners, a lying cylinder or capsule its 2 end points, a standing cylinder ``curved_shape_samples``
-   points on its rim. Coal gives one depth per patch; every patch point gets its own signed distance from the
-   line through it along the normal (``line_intersection``): phi_i = s_in(B) - s_out(A);
+   4 corners, a lying cylinder or capsule 2 points, a standing cylinder ``curved_shape_samples`` points on its
+   rim (coal samples the rim only when the cylinder is the second shape, so such pairs are stored swapped and
+   flipped back). A one-point patch uses coal's witness points. Coal gives ONE depth per patch; every patch
+   point gets its own signed distance from the line through it along the normal (``line_intersection``):
+   phi_i = s_in(B) - s_out(A), exact for boxes, convex hulls, spheres, cylinders, capsules, ellipsoids and
+   halfspaces (the patch depth is used for cones and planes);
 5. contact frames, Jacobians, surface-velocity bias and materials, vectorised over the contact points.
+
+Contacts whose distance comes back non-finite from coal (degenerate EPA) are dropped rather than passed on.
+Cost (``benchmarks/contact_query/run.py``, Panda grasping a cylinder on a table, 14 contact points, on a loaded
+2-core machine): ~25 us CPU without contacts (142 candidate pairs), ~0.6 ms with the grasp, of which coal
+~0.08 ms, per-point depths ~0.2 ms, Jacobians ~0.09 ms; the rest is numpy call overhead on small arrays.
 """
 
 from __future__ import annotations
