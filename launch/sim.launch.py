@@ -20,7 +20,7 @@ ARGUMENTS = {
     "engine": ("tamsi", "contact engine: tamsi, lagged, similar, sap, quasistatic_miqp, lcp_minimal, semi_implicit"),
     "time_step": ("0.001", "simulation time step (s)"),
     "real_time_factor": ("1.0", "1.0 = paced to the wall clock, 0 = as fast as possible"),
-    "use_sim_time": ("true", "the node's own ROS clock follows /clock"),
+    "use_sim_time": ("false", "the node's own ROS clock (logging) follows /clock; its stamps are always sim time"),
     "config": ("", "extra parameter YAML file (overrides config/node.yaml and config/node/<robot>.yaml)"),
     "scene": ("", "scene YAML (objects and environment); empty = the robot on a ground plane"),
     "namespace": ("", "ROS namespace of the node's topics and services (two robots: two namespaces)"),
