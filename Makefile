@@ -18,7 +18,7 @@ MARK     := $(if $(filter 1 yes true,$(FULL)),,-m "not slow")
 help:
 	@echo "make demo    run the demo scene headless ($(SCENE)); prints progress and the real-time factor"
 	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; FULL=1 adds slow tests)"
-	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area)"
+	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area, BENCH_ARGS=... passed on)"
 	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
 	@echo "make clean   remove .venv/ and build outputs"
 
@@ -34,14 +34,20 @@ test:
 # Convention: benchmarks/<area>/run.py runs that area's benchmarks in one command, prints a table and saves
 # its PNG plots (matplotlib Agg backend).
 BENCH ?= *
+BENCH_ARGS ?=
 bench:
 	@scripts/ensure_venv.sh
 	@shopt -s nullglob; scripts=(benchmarks/$(BENCH)/run*.py); \
+	for d in benchmarks/$(BENCH)/; do \
+		runs=($${d}run*.py); \
+		[[ $${#runs[@]} -gt 0 ]] || echo "note: $$d has no run.py (convention: benchmarks/<area>/run.py)"; \
+	done; \
 	if [[ $${#scripts[@]} -eq 0 ]]; then echo "no benchmarks/$(BENCH)/run*.py found"; exit 1; fi; \
+	echo "benchmarks: $${scripts[*]}"; \
 	status=0; \
 	for s in "$${scripts[@]}"; do \
 		echo "=== $$s"; \
-		$(RUN) python "$$s" || { echo "FAILED: $$s"; status=1; }; \
+		$(RUN) python "$$s" $(BENCH_ARGS) || { echo "FAILED: $$s"; status=1; }; \
 	done; \
 	exit $$status
 

@@ -32,7 +32,9 @@ hash_files() {
 }
 
 env_hash() {
-    hash_files requirements.txt msgs scripts/ensure_venv.sh scripts/venv_env.sh
+    # the venv's location is part of it: a venv is not relocatable (shebangs, CMake paths)
+    { echo "$VENV"; hash_files requirements.txt msgs scripts/ensure_venv.sh scripts/venv_env.sh; } \
+        | sha256sum | cut -d' ' -f1
 }
 project_hash() {
     hash_files setup.py setup.cfg package.xml resource
@@ -111,12 +113,18 @@ command -v "$PYTHON" > /dev/null 2>&1 || die "$PYTHON not found after installing
     || die "$PYTHON is not Python 3.11 (the ros-jazzy wheels are cp311); set PYTHON=/path/to/python3.11"
 
 # ---- 2. venv + pinned requirements -------------------------------------------------------------------------
+if [[ -e "$VENV" && ! -f "$VENV/pyvenv.cfg" ]]; then
+    die "$VENV exists but is not a venv (no pyvenv.cfg); refusing to delete it"
+fi
 rm -rf "$VENV"
 log "$PYTHON -m venv $VENV"
 "$PYTHON" -m venv "$VENV" || die "could not create the venv $VENV"
 log "pip install -r requirements.txt (about 150 pinned packages)"
 # the ROS wheels' bootstrapper must not be skipped by a guard inherited from another venv
-env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE "$VENV/bin/python" -m pip install --quiet -r "$ROOT/requirements.txt" \
+# --no-compile: Python compiles what it imports on first use; compiling all ~150 packages up front costs
+# more CPU than the whole test suite uses of it
+env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE "$VENV/bin/python" -m pip install --quiet --no-compile \
+    -r "$ROOT/requirements.txt" \
     2> >(grep -v "^WARNING: Location 'file://" >&2) \
     || die "pip install -r requirements.txt failed (see the messages above)"
 
