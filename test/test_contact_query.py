@@ -438,6 +438,30 @@ def test_conveyor_surface_velocity_enters_bias():
         query(model, q, surface_velocity=np.zeros(3))
 
 
+def test_conveyor_as_second_geometry_bias_and_normal():
+    """Loader order: the object first (A), the static belt last (B): normal from box to belt (-z) and
+    v_rel = v_B - v_A = +R^T v_belt."""
+    pm = pin.Model()
+    jid = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "box")
+    pm.appendBodyToJoint(jid, pin.Inertia.FromBox(1.0, 0.2, 0.2, 0.2), pin.SE3.Identity())
+    gm = pin.GeometryModel()
+    gm.addGeometryObject(pin.GeometryObject("box", jid, pin.SE3.Identity(), coal.Box(0.2, 0.2, 0.2)))
+    gm.addGeometryObject(pin.GeometryObject("belt", 0, pin.SE3.Identity(), coal.Halfspace(Z.copy(), 0.0)))
+    model = make_model(pm, gm)
+    q = configuration(model, {"box": pose((0, 0, 0.099))})
+    v_belt = np.array([[0.0, 0.0, 0.0], [0.3, 0.2, 0.0]])
+    rng = np.random.default_rng(2)
+    v = rng.normal(size=6)
+    cs, _ = query(model, q, surface_velocity=v_belt)
+    assert cs.size == 4 and (cs.geometry_a == 0).all() and (cs.joint_b == 0).all()
+    np.testing.assert_allclose(cs.normal, np.tile(-Z, (4, 1)), atol=1e-12)
+    np.testing.assert_allclose(cs.signed_distance, -0.001, atol=1e-9)
+    vc = cs.relative_velocity(v)
+    for i in range(cs.size):
+        va = _material_point_velocity_fd(model, q, v, jid, cs.point[i])
+        np.testing.assert_allclose(vc[i], cs.rotation[i].T @ (v_belt[1] - va), atol=1e-6)
+
+
 def test_materials_are_combined_per_pair():
     soft = ContactMaterial(stiffness=2.0e4, dissipation=5.0, friction=0.3, restitution=0.2)
     hard = ContactMaterial(stiffness=1.0e6, dissipation=20.0, friction=0.9, restitution=0.5)
