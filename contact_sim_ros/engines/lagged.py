@@ -69,6 +69,7 @@ __all__ = ["ConvexICFEngine", "LaggedEngine", "SimilarEngine", "SapEngine", "hun
 
 _EYE2 = np.eye(2)
 _BATCH_MAX_SIZE = 24     # components up to this many dofs are factored with numpy's batched Cholesky
+_ALPHA_GRID = 2.0 ** -np.arange(1, 31)   # coarse bracketing grid of the line search
 
 
 def hunt_crossley_impulse(x, phi0, k, d, dt):
@@ -179,6 +180,7 @@ class ConvexICFEngine(ContactEngine):
         n = c.size
         k, d, mu, phi0 = c.stiffness, c.dissipation, c.friction, c.signed_distance
         p = {"k": k, "d": d, "mu": mu, "phi0": phi0}
+        self._complete_params(p, dt)
         need_w = self.contact_model == "sap" or opt.regularized_stiction
         if need_w and n:
             # W_ii = J_i A^-1 J_i^T (A block-diagonal per tree), w = ||W_ii||_F / 3 (SAP's RMS estimate)
@@ -209,9 +211,71 @@ class ConvexICFEngine(ContactEngine):
             self.last_stiction_tolerance = Rt
         return p
 
-    def _contact_eval(self, vc, p, dt, need_hessian=True):
+    @staticmethod
+    def _complete_params(p, dt):
+        """Per-step constants of the Hunt & Crossley law: dt k and the break velocity v_hat (eq. 23)."""
+        d = p["d"]
+        inv_d = np.full(d.shape, np.inf)
+        np.divide(1.0, d, out=inv_d, where=d > 0.0)
+        p["hc_vhat"] = np.minimum(-p["phi0"] / dt, inv_d)
+        p["dtk"] = dt * p["k"]
+
+    @staticmethod
+    def _hc(x, p, dt):
+        """Hunt & Crossley impulse n(x) and dn/dx (eqs. 7, 22, 23) with the per-step constants of ``p``."""
+        xc = np.minimum(x, p["hc_vhat"])
+        active = x < p["hc_vhat"]
+        penetration = -(p["phi0"] + dt * xc)
+        damping = 1.0 - p["d"] * xc
+        n = p["dtk"] * penetration * damping * active
+        dn = -p["dtk"] * (dt * damping + p["d"] * penetration) * active
+        return n, dn
+
+    def _contact_line(self, alphas, vc, dvc, p, dt):
+        """Along a search direction, for each step length in ``alphas`` (B,): (sum_i gamma_i . dvc_i,
+        sum_i dvc_i^T G_i dvc_i) at contact velocities vc + alpha dvc, as two (B,) arrays, without forming the
+        3x3 Hessians (Lagged, Similar; vectorised over alphas and contacts)."""
+        model = self.contact_model
+        if model == "sap":
+            out = np.empty((2, alphas.size))
+            for j, alpha in enumerate(alphas):
+                gamma, G, _ = self._contact_eval(vc + alpha * dvc, p, dt, need_cost=False)
+                out[0, j] = np.einsum("ni,ni->", gamma, dvc)
+                out[1, j] = np.einsum("ni,nij,nj->", dvc, G, dvc)
+            return out[0], out[1]
+        mu, eps = p["mu"], p["eps"]
+        va = vc[None, :, :] + alphas[:, None, None] * dvc[None, :, :]      # (B, N, 3)
+        dvt0, dvt1, dvn = dvc[:, 0], dvc[:, 1], dvc[:, 2]
+        s = np.sqrt(va[..., 0] ** 2 + va[..., 1] ** 2 + eps * eps)
+        ts_dvt = (va[..., 0] * dvt0 + va[..., 1] * dvt1) / s                 # t_s . dv_t
+        perp = (dvt0 ** 2 + dvt1 ** 2 - ts_dvt ** 2) / s                     # dv_t^T Pperp(t_s) dv_t / s
+        if model == "lagged":
+            mg = mu * p["gn0"]
+            n, dn = self._hc(va[..., 2], p, dt)
+            return -ts_dvt @ mg + n @ dvn, perp @ mg - dn @ (dvn ** 2)
+        z = va[..., 2] - mu * (s - eps)
+        n, dn = self._hc(z, p, dt)
+        g_dvc = dvn - mu * ts_dvt                                            # grad z . dvc
+        return np.sum(n * g_dvc, axis=1), np.sum(-dn * g_dvc ** 2 + mu * n * perp, axis=1)
+
+    def _line_breakpoints(self, vc, dvc, p):
+        """Step lengths in (0, 1) where a contact's potential changes character along the search direction:
+        closest approach of v_t to 0 (stick/slip kink of the soft norm) and the break velocity of eq. 23."""
+        dvt2 = dvc[:, 0] ** 2 + dvc[:, 1] ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stick = -(vc[:, 0] * dvc[:, 0] + vc[:, 1] * dvc[:, 1]) / dvt2
+            if self.contact_model == "sap":
+                brk = (p["vhat"] - vc[:, 2]) / dvc[:, 2]
+            else:
+                brk = (p["hc_vhat"] - vc[:, 2]) / dvc[:, 2]
+        pts = np.concatenate([stick, stick * (1 - 1e-6), stick * (1 + 1e-6), brk])
+        return pts[(pts > 0.0) & (pts < 1.0)]
+
+    def _contact_eval(self, vc, p, dt, need_hessian=True, need_cost=True):
         """gamma (N,3) = -dl/dvc, G (N,3,3) = d2l/dvc2 and the cost sum for contact velocities vc (N,3)."""
         model = self.contact_model
+        if "dtk" not in p:
+            self._complete_params(p, dt)
         n = vc.shape[0]
         gamma = np.empty((n, 3))
         G = np.zeros((n, 3, 3)) if need_hessian else None
@@ -225,19 +289,22 @@ class ConvexICFEngine(ContactEngine):
                 Pperp = (_EYE2[None] - ts[:, :, None] * ts[:, None, :]) / s[:, None, None]
             if model == "lagged":
                 gn0 = p["gn0"]
-                nn, dn, Nn = hunt_crossley_impulse(vc[:, 2], p["phi0"], p["k"], p["d"], dt)
+                nn, dn = self._hc(vc[:, 2], p, dt)
                 gamma[:, :2] = -(mu * gn0)[:, None] * ts
                 gamma[:, 2] = nn
-                cost = np.sum(mu * gn0 * (s - eps)) - np.sum(Nn)
+                cost = None
+                if need_cost:
+                    Nn = hunt_crossley_impulse(vc[:, 2], p["phi0"], p["k"], p["d"], dt)[2]
+                    cost = np.sum(mu * gn0 * (s - eps)) - np.sum(Nn)
                 if need_hessian:
                     G[:, :2, :2] = (mu * gn0)[:, None, None] * Pperp
                     G[:, 2, 2] = -dn
             else:
                 z = vc[:, 2] - mu * (s - eps)                          # eq. 19
-                nz, dnz, Nz = hunt_crossley_impulse(z, p["phi0"], p["k"], p["d"], dt)
+                nz, dnz = self._hc(z, p, dt)
                 gamma[:, :2] = -(mu * nz)[:, None] * ts
                 gamma[:, 2] = nz
-                cost = -np.sum(Nz)                                     # eq. 21
+                cost = -np.sum(hunt_crossley_impulse(z, p["phi0"], p["k"], p["d"], dt)[2]) if need_cost else None
                 if need_hessian:
                     g = np.empty((n, 3))
                     g[:, :2] = -mu[:, None] * ts
@@ -334,31 +401,69 @@ class ConvexICFEngine(ContactEngine):
             Ainv = self._block_inverse(A)
             Ainv_blocks = Ainv[cols[:, :, None], cols[:, None, :]]
         params = self._prepare_contacts(inputs, Jc, cols, Ainv_blocks)
-        # scatter indices of the per-contact K x K Hessian blocks into H (flattened)
-        lin = (cols[:, :, None] * nv + cols[:, None, :]).ravel() if nc else np.zeros(0, dtype=int)
+
+        # Hessian storage: the diagonal blocks of the coupled groups, concatenated (flat). Per dof its row base
+        # in the flat buffer and its local index, so that entry (d1, d2) of H is flat[row_base[d1] + local[d2]].
+        row_base = np.zeros(nv, dtype=int)
+        local = np.zeros(nv, dtype=int)
+        blocks = []
+        offset = 0
+        A_parts = []
+        for size, idx in groups:
+            m = idx.shape[0]
+            local[idx] = np.arange(size)[None, :]
+            row_base[idx] = offset + (np.arange(m)[:, None] * size + np.arange(size)[None, :]) * size
+            A_parts.append(A[idx[:, :, None], idx[:, None, :]].ravel())
+            blocks.append((size, idx, offset, offset + m * size * size))
+            offset += m * size * size
+        A_flat = np.concatenate(A_parts) if A_parts else np.zeros(0)
+        diag_flat = row_base + local
+        if nc:
+            pair_valid = valid[:, :, None] & valid[:, None, :]
+            lin = np.where(pair_valid, row_base[cols][:, :, None] + local[cols][:, None, :], 0).ravel()
+        else:
+            pair_valid = np.zeros((0, 0, 0), dtype=bool)
+            lin = np.zeros(0, dtype=int)
+
+        # implicit PD actuation tau(v) = clip(a - c v, -L, L) (Actuation.force), evaluated on its dofs only
+        c_act = dt * act.kp + act.kd
+        a_act = act.effort + act.kp * act.position_error + act.kd * act.velocity_target
+        L_act = act.effort_limit
+        act_dofs = np.flatnonzero(c_act > 0.0)
+        tau_const = np.clip(a_act, -L_act, L_act)
+        c_a, a_a, L_a = c_act[act_dofs], a_act[act_dofs], L_act[act_dofs]
+
+        def actuation(v):
+            tau = tau_const.copy()
+            dtau = np.zeros(nv)
+            if act_dofs.size:
+                raw = a_a - c_a * v[act_dofs]
+                tau[act_dofs] = np.clip(raw, -L_a, L_a)
+                dtau[act_dofs] = np.where(np.abs(raw) < L_a, -c_a, 0.0)
+            return tau, dtau
+
+        JcT = np.swapaxes(Jc, 1, 2)
+        cols_flat = cols.ravel()
 
         def contact_velocity(v):
-            return np.einsum("nik,nk->ni", Jc, v[cols]) + bias
+            return np.matmul(Jc, v[cols][:, :, None])[:, :, 0] + bias
 
         def generalized_impulse(gamma):
             if not nc:
                 return np.zeros(nv)
-            return np.bincount(cols.ravel(), weights=np.einsum("nik,ni->nk", Jc, gamma).ravel(), minlength=nv)
-
-        def actuation(v):
-            tau, dtau = act.force(v, dt)
-            return tau, dtau
+            return np.bincount(cols_flat, weights=np.matmul(JcT, gamma[:, :, None]).ravel(), minlength=nv)
 
         # ---- Newton iterations -------------------------------------------------------------------------
         v = v0.copy()
         stats = SolverStats()
         status, message = SolverStatus.MAX_ITERATIONS, ""
         vc = contact_velocity(v)
-        gamma, G, _ = self._contact_eval(vc, params, dt)
+        gamma, G, _ = self._contact_eval(vc, params, dt, need_cost=False)
         tau, dtau = actuation(v)
         residual_ratio = np.inf
         iterations = 0
         scale_p0 = np.linalg.norm(D * p0)
+        H_flat = A_flat
         for iteration in range(opt.max_iterations + 1):
             jc = generalized_impulse(gamma)
             Av = A @ v
@@ -377,51 +482,63 @@ class ConvexICFEngine(ContactEngine):
                            f"{inputs.t:.6g} s")
                 break
             iterations += 1
-            # Hessian H = A + dt diag(-dtau/dv) + J^T G J
-            H = self._H
-            np.copyto(H, A)
-            H[np.diag_indices(nv)] -= dt * dtau
+            # Hessian H = A + dt diag(-dtau/dv) + J^T G J, assembled block by block (flat buffer)
+            H_flat = A_flat.copy()
+            if act_dofs.size:
+                H_flat[diag_flat[act_dofs]] -= dt * dtau[act_dofs]
             if nc:
-                C = np.einsum("nik,nij,njl->nkl", Jc, G, Jc)
-                H.ravel()[:] += np.bincount(lin, weights=C.ravel(), minlength=nv * nv)
-            dv = self._solve(H, -r, groups)
+                C = np.matmul(JcT, np.matmul(G, Jc))
+                C *= pair_valid
+                H_flat += np.bincount(lin, weights=C.ravel(), minlength=H_flat.size)
+            dv = self._solve_blocks(H_flat, blocks, -r)
             if dv is None:
                 return self._failure(inputs, f"Hessian not positive definite at Newton iteration {iteration}")
             # exact line search on f(alpha) = dl/dalpha (convex: f non-decreasing)
             dvc = contact_velocity(dv) - bias
-            Adv = A @ dv
             f0 = float(r @ dv)
             if not f0 < 0.0:
                 # not a descent direction: only possible at round-off level of the optimum
                 if rnorm <= 1e3 * (opt.absolute_tolerance + opt.relative_tolerance * scale):
                     status = SolverStatus.CONVERGED
                 else:
-                    message = f"Newton direction is not a descent direction (dl/dalpha = {f0:.3e}) at t = {inputs.t:.6g} s"
+                    message = (f"Newton direction is not a descent direction (dl/dalpha = {f0:.3e}) at t = "
+                               f"{inputs.t:.6g} s")
                     status = SolverStatus.FAILED
                 break
-            dAd = float(dv @ Adv)
+            dAd = float(dv @ (A @ dv))
             r0dv = float((Av - p0) @ dv)
+            dv_act = dv[act_dofs]
+            dt_tau_const_dv = dt * float(tau_const @ dv) - dt * float(tau_const[act_dofs] @ dv_act)
 
-            def line_derivatives(alpha):
-                va = v + alpha * dv
-                vca = vc + alpha * dvc
-                ga, Ga, _ = self._contact_eval(vca, params, dt)
-                ta, dta = actuation(va)
-                f = r0dv + alpha * dAd - dt * float(ta @ dv) - float(np.einsum("ni,ni->", ga, dvc))
-                fp = dAd - dt * float(dta @ (dv * dv)) + float(np.einsum("ni,nij,nj->", dvc, Ga, dvc))
-                return f, fp, (va, vca, ga, Ga, ta, dta)
+            def line_derivatives(alphas):
+                """dl/dalpha and d2l/dalpha2 at the step lengths ``alphas`` (B,)."""
+                if nc:
+                    g_dot, quad = self._contact_line(alphas, vc, dvc, params, dt)
+                else:
+                    g_dot = quad = np.zeros(alphas.size)
+                f = r0dv + alphas * dAd - dt_tau_const_dv - g_dot
+                fp = dAd + quad
+                if act_dofs.size:
+                    raw = a_a[None, :] - c_a[None, :] * (v[act_dofs][None, :] + alphas[:, None] * dv_act[None, :])
+                    f = f - dt * (np.clip(raw, -L_a, L_a) @ dv_act)
+                    fp = fp + dt * (np.where(np.abs(raw) < L_a, c_a, 0.0) @ (dv_act * dv_act))
+                return f, fp
 
-            alpha, cache = self._line_search(line_derivatives, f0, opt.line_search_max_iterations)
-            if cache is None:
+            candidates = self._line_breakpoints(vc, dvc, params) if nc else np.zeros(0)
+            alpha = self._line_search(line_derivatives, f0, candidates, opt.line_search_max_iterations)
+            if alpha is None:
                 return self._failure(inputs, f"line search produced non-finite values at Newton iteration {iteration}")
-            v, vc, gamma, G, tau, dtau = cache
+            v = v + alpha * dv
+            vc = vc + alpha * dvc
+            gamma, G, _ = self._contact_eval(vc, params, dt, need_cost=False)
+            tau, dtau = actuation(v)
         stats.status = status
         stats.iterations = iterations
         stats.residual = float(residual_ratio)
         stats.message = message
         if not status.ok and not np.all(np.isfinite(v)):
             v = v0.copy()
-        self.last_hessian = self._H if iterations else None
+        self.last_hessian = (H_flat, blocks) if iterations else None
         if self.contact_model == "sap" and nc:
             # SAP's stick-slip transition speed v_s = sigma w mu gamma_n (eq. 25)
             self.last_stiction_tolerance = params["Rt"] * params["mu"] * gamma[:, 2]
@@ -482,35 +599,59 @@ class ConvexICFEngine(ContactEngine):
 
     # ------------------------------------------------------------------------------------------------------
     @staticmethod
-    def _line_search(fun, f0, max_iterations):
-        """Root of the non-decreasing f(alpha) = dl/dalpha in (0, 1]; f(0) = f0 < 0.
+    def _line_search(fun, f0, candidates, max_iterations):
+        """Root of the non-decreasing f(alpha) = dl/dalpha in (0, 1]; f(0) = f0 < 0 (exact line search).
 
-        Newton-Raphson safeguarded by bisection inside the bracket [lo, hi] (rtsafe, Numerical Recipes 9.4).
-        Returns (alpha, cache of the evaluation at alpha) or (alpha, None) on non-finite values."""
-        f1, fp1, cache1 = fun(1.0)
-        if not (np.isfinite(f1) and np.isfinite(fp1)):
-            return 1.0, None
-        if f1 <= 0.0:
-            return 1.0, cache1                                      # the full Newton step is still descending
-        lo, hi = 0.0, 1.0
-        # first guess: the secant of f between 0 and 1 (exact for a quadratic cost)
-        alpha = -f0 / (f1 - f0)
-        f_tol = 1e-8 * abs(f0)
-        dx_old = 1.0
-        cache = cache1
+        ``fun(alphas)`` returns (f, f') at an array of step lengths. Bracketing: f at alpha = 1, then, in one
+        vectorised evaluation, at the contacts' breakpoints (``_line_breakpoints``) and a geometric grid
+        2^-k; the first sign change brackets the root. Refinement: Newton-Raphson safeguarded by bisection
+        (rtsafe, Numerical Recipes 9.4), stopped at |f| <= 1e-6 |f0| or a bracket narrower than 1e-9 alpha.
+        Returns alpha, or None on non-finite values."""
+        f1, fp1 = fun(np.ones(1))
+        if not (np.isfinite(f1[0]) and np.isfinite(fp1[0])):
+            return None
+        if f1[0] <= 0.0:
+            return 1.0                                              # the full Newton step is still descending
+        lo, hi, f_hi, fp_hi = 0.0, 1.0, f1[0], fp1[0]
+        # coarse geometric grid, then the breakpoints inside the coarse bracket
+        for grid in (_ALPHA_GRID, candidates):
+            grid = grid[(grid > lo) & (grid < hi)]
+            if not grid.size:
+                continue
+            fg, fpg = fun(grid)
+            if not (np.all(np.isfinite(fg)) and np.all(np.isfinite(fpg))):
+                return None
+            order = np.argsort(grid)
+            grid, fg, fpg = grid[order], fg[order], fpg[order]
+            above = np.flatnonzero(fg >= 0.0)
+            if above.size:
+                k = above[0]
+                hi, f_hi, fp_hi = grid[k], fg[k], fpg[k]
+                if k > 0:
+                    lo = grid[k - 1]
+            else:
+                lo = grid[-1]
+        f_tol = 1e-6 * abs(f0)
+        if abs(f_hi) <= f_tol:
+            return float(hi)
+        # start from the end of the bracket with the smaller |f| (Newton from hi if it lands inside)
+        alpha = hi - f_hi / fp_hi if fp_hi > 0 else 0.5 * (lo + hi)
+        if not lo < alpha < hi:
+            alpha = 0.5 * (lo + hi)
+        dx_old = hi - lo
         for _ in range(max_iterations):
-            f, fp, cache = fun(alpha)
+            fa, fpa = fun(np.array([alpha]))
+            f, fp = fa[0], fpa[0]
             if not (np.isfinite(f) and np.isfinite(fp)):
-                return alpha, None
+                return None
             if abs(f) <= f_tol:
-                break
+                return float(alpha)
             if f < 0.0:
                 lo = alpha
             else:
                 hi = alpha
-            if hi - lo <= 1e-12 * hi:
-                break
-            # Newton step if it stays inside the bracket and shrinks fast enough, else bisection
+            if hi - lo <= 1e-9 * hi:
+                return float(alpha)
             newton = alpha - f / fp if fp > 0.0 else np.nan
             if lo < newton < hi and abs(newton - alpha) < 0.5 * dx_old:
                 dx_old = abs(newton - alpha)
@@ -518,11 +659,7 @@ class ConvexICFEngine(ContactEngine):
             else:
                 dx_old = hi - lo
                 alpha = 0.5 * (lo + hi)
-        else:
-            f, fp, cache = fun(alpha)
-            if not (np.isfinite(f) and np.isfinite(fp)):
-                return alpha, None
-        return alpha, cache
+        return float(alpha)
 
     # ------------------------------------------------------------------------------------------------------
     def _coupled_groups(self, cols, valid):
@@ -550,24 +687,23 @@ class ConvexICFEngine(ContactEngine):
             start += size
         return [(size, np.array(idx)) for size, idx in batches.items()]
 
-    def _solve(self, H, rhs, groups):
-        """Solve H x = rhs exploiting the block structure; None if a block is not positive definite."""
+    @staticmethod
+    def _solve_blocks(H_flat, blocks, rhs):
+        """Solve H x = rhs for the block-diagonal H stored as concatenated groups of equally sized blocks:
+        numpy's batched Cholesky for small blocks, LAPACK (scipy cho_factor) for large ones. None if a block
+        is not positive definite or the result is not finite."""
         x = np.empty_like(rhs)
         try:
-            for size, idx in groups:
-                if size <= _BATCH_MAX_SIZE or idx.shape[0] > 1 and size <= 2 * _BATCH_MAX_SIZE:
-                    Hb = H[idx[:, :, None], idx[:, None, :]]
-                    L = np.linalg.cholesky(Hb)
-                    y = np.linalg.solve(L, rhs[idx][:, :, None])
-                    x[idx] = np.linalg.solve(np.swapaxes(L, 1, 2), y)[:, :, 0]
+            for size, idx, start, stop in blocks:
+                m = idx.shape[0]
+                Hb = H_flat[start:stop].reshape(m, size, size)
+                if size <= _BATCH_MAX_SIZE:
+                    np.linalg.cholesky(Hb)                  # positive-definiteness check (raises)
+                    x[idx] = np.linalg.solve(Hb, rhs[idx][:, :, None])[:, :, 0]
                 else:
-                    for row in idx:
-                        if row.size == H.shape[0]:
-                            c = scipy.linalg.cho_factor(H, check_finite=False)
-                            x[:] = scipy.linalg.cho_solve(c, rhs, check_finite=False)
-                        else:
-                            c = scipy.linalg.cho_factor(H[np.ix_(row, row)], check_finite=False)
-                            x[row] = scipy.linalg.cho_solve(c, rhs[row], check_finite=False)
+                    for j in range(m):
+                        c = scipy.linalg.cho_factor(Hb[j], check_finite=False)
+                        x[idx[j]] = scipy.linalg.cho_solve(c, rhs[idx[j]], check_finite=False)
         except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
             return None
         if not np.all(np.isfinite(x)):
