@@ -563,3 +563,19 @@ def test_line_casts_enter_and_leave_the_shape_surface(shape):
     samples = np.linspace(-1.0, 1.0, 2001)
     for i in np.flatnonzero(~hit)[:60]:
         assert not _inside(reference, p[i] + samples[:, None] * u[i]).any()
+
+
+def test_jacobian_barrett_hand_with_mimic_joints_matches_finite_differences():
+    """The loader's BarrettHand preset (4 mimic joints) in random self-contact configurations."""
+    from contact_sim_ros.sim.scene import load_scene
+    model = load_scene({"robot": "barrett", "environment": [{"name": "ground", "shape": "halfspace"}]}).model
+    assert len(model.mimic_joints) > 0
+    rng = np.random.default_rng(4)
+    checked = 0
+    for _ in range(4):
+        q = pin.randomConfiguration(model.pin_model, -np.ones(model.nq), np.ones(model.nq))
+        cs, _ = query(model, q)
+        if cs.size:
+            _check_jacobian_fd(model, q, rng.normal(size=model.nv), cs)
+            checked += cs.size
+    assert checked > 10
