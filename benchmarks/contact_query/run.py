@@ -151,7 +151,8 @@ def stage_breakdown(model, data, repeats: int) -> None:
     stages = [
         ("whole update", lambda: cq.update(data)),
         ("placements + broad + narrow phase + patches (coal)", coal_loop),
-        (f"per-point depths: line casts of {len(captured['args'][0])} patch points", lambda: witnesses(*captured["args"])),
+        (f"per-point depths: line casts of {len(captured['args'][0])} patch points",
+         lambda: witnesses(*captured["args"])),
         ("contact frames", lambda: contact_frames(normal, out=rot)),
         ("Jacobians, vectorized (+ computeJointJacobians)",
          lambda: (pin.computeJointJacobians(pm, data), cq._jacobian_vectorized(data, ja, jb, point, rot, out))),
