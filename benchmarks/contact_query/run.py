@@ -221,13 +221,13 @@ def main(argv=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 5))
-    labels = [f"{r[0]}\nP={r[1]} {'BP' if r[2] else 'no BP'} {r[3][:4]}" for r in rows]
+    fig, ax = plt.subplots(figsize=(11, 0.28 * len(rows) + 1.5))
+    labels = [f"{r[0]}, P={r[1]}, {'BP' if r[2] else 'no BP'}, {r[3]}" for r in rows]
     colors = ["tab:blue" if r[2] else "tab:orange" for r in rows]
     ax.barh(range(len(rows)), [r[4] for r in rows], color=colors)
     ax.set_xscale("log")
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(labels, fontsize=6)
+    ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("CPU microseconds per ContactQuery.update (median, log scale)")
     ax.set_title("Contact query, Panda grasping a cylinder on a table (blue: AABB broad phase)")
