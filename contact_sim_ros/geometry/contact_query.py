@@ -343,10 +343,12 @@ class ContactQuery:
             jj[j] = pin.getJointJacobian(self._pin_model, data, j, _LWA).reshape(6, nv)
             origins[j] = data.oMi[j].translation
         moving_a, moving_b = ja.any(), jb.any()
-        if moving_b:
+        if moving_a and moving_b:                     # both sides in one pass: rows of B, then rows of A
+            n = len(point)
+            both = _point_jacobians(jj, origins, np.concatenate([jb, ja]), np.concatenate([point, point]))
+            rel = np.subtract(both[:n], both[n:])
+        elif moving_b:
             rel = _point_jacobians(jj, origins, jb, point)
-            if moving_a:
-                rel -= _point_jacobians(jj, origins, ja, point)
         else:
             rel = _point_jacobians(jj, origins, ja, point)
             np.negative(rel, out=rel)
@@ -373,34 +375,33 @@ def _point_jacobians(joint_jacobians, origins, joint, point):
     v_p = v_o + w x (p - o) = J_lin v - [r]x J_ang v with r = p - o; joint 0 (world) has a zero Jacobian.
     """
     jac = joint_jacobians[joint]                     # (N, 6, nv)
-    r = point - origins[joint]                       # (N, 3)
-    lin, ang = jac[:, :3], jac[:, 3:]
-    out = lin.copy()
-    r0, r1, r2 = (r[:, i, None] for i in range(3))
-    out[:, 0] -= r1 * ang[:, 2] - r2 * ang[:, 1]
-    out[:, 1] -= r2 * ang[:, 0] - r0 * ang[:, 2]
-    out[:, 2] -= r0 * ang[:, 1] - r1 * ang[:, 0]
-    return out
+    r = (point - origins[joint])[:, :, None]         # (N, 3, 1)
+    ang = jac[:, 3:]
+    # (r x w)_i = r_{i+1} w_{i+2} - r_{i+2} w_{i+1}, row-wise on the angular block
+    return jac[:, :3] - (r[:, _NEXT] * ang[:, _NEXT2] - r[:, _NEXT2] * ang[:, _NEXT])
+
+
+# n x e_k for the world axis e_k: component permutation and signs (x: (0, n_z, -n_y), y: (-n_z, 0, n_x),
+# z: (n_y, -n_x, 0))
+_NEXT, _NEXT2 = [1, 2, 0], [2, 0, 1]
+_AXIS_CROSS_PERM = np.array([[0, 2, 1], [2, 1, 0], [1, 0, 2]])
+_AXIS_CROSS_SIGN = np.array([[0.0, 1.0, -1.0], [-1.0, 0.0, 1.0], [1.0, -1.0, 0.0]])
 
 
 def contact_frames(normal: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Contact frames (N, 3, 3) with columns (t1, t2, n): t1 = normalize(n x e), e the world axis least aligned
-    with n (deterministic, well conditioned), t2 = n x t1 (right-handed)."""
+    with n (deterministic, well conditioned), t2 = n x t1 = ((n.e) n - e) / |n x e| (right-handed)."""
     normal = np.asarray(normal, dtype=float)
     if out is None:
         out = np.empty((len(normal), 3, 3))
-    e = _AXES[np.argmin(np.abs(normal), axis=1)]
-    t1 = _cross(normal, e)
-    t1 /= np.sqrt((t1 * t1).sum(axis=1))[:, None]
-    out[:, :, 0] = t1
-    out[:, :, 1] = _cross(normal, t1)
+    k = np.argmin(np.abs(normal), axis=1)
+    rows = np.arange(len(normal))[:, None]
+    n_k = normal[rows, k[:, None]]                                   # (N, 1) n.e
+    inv_norm = 1.0 / np.sqrt(1.0 - n_k * n_k)                         # 1 / |n x e|
+    out[:, :, 0] = normal[rows, _AXIS_CROSS_PERM[k]] * _AXIS_CROSS_SIGN[k] * inv_norm
+    out[:, :, 1] = (normal * n_k - _AXES[k]) * inv_norm
     out[:, :, 2] = normal
     return out
-
-
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cross product of (N, 3) arrays (np.cross is several times slower on small arrays)."""
-    return a[:, [1, 2, 0]] * b[:, [2, 0, 1]] - a[:, [2, 0, 1]] * b[:, [1, 2, 0]]
 
 
 def _check_length(name: str, value, allow_zero: bool = False) -> float:
