@@ -512,6 +512,13 @@ def test_bad_inputs_raise_named_errors():
     bad = free_body_scene(free=[("box", coal.Box(0.2, 0.2, 0.2), 1.0)], static=[ground()], pairs=[[0, 5]])
     with pytest.raises(ModelError, match="collision pair"):
         ContactQuery(bad, 0.01)
+    mesh = coal.BVHModelOBBRSS()
+    mesh.beginModel(0, 0)
+    mesh.addVertices(np.array([[0.0, 0, 0], [0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]))
+    mesh.addTriangles(np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]]))
+    mesh.endModel()
+    with pytest.raises(ModelError, match="'mug' is a triangle mesh"):
+        ContactQuery(free_body_scene(free=[("mug", mesh, 0.3)], static=[ground()]), 0.01)
 
 
 # ----------------------------------------------------------------------------- line casts (per-point depths)

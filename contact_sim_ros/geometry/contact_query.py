@@ -100,6 +100,13 @@ class ContactQuery:
                              f"0..{ng - 1} (geometries: {', '.join(model.geometry_names)})")
         self.pairs = pairs
         self.num_pairs = len(pairs)
+        in_pairs = set(pairs.reshape(-1).tolist())
+        for i, go in enumerate(model.collision_model.geometryObjects):
+            if i in in_pairs and isinstance(go.geometry, (coal.BVHModelBase, coal.OcTree)):
+                raise ModelError(f"{model.source}: collision geometry {go.name!r} is a triangle mesh "
+                                 f"({type(go.geometry).__name__}); coal's signed distance and contact patches are "
+                                 f"wrong for meshes in penetration: convert it to its convex hull "
+                                 f"(mesh.buildConvexHull(True, 'Qt'); use mesh.convex), as the model loader does")
 
         # Own GeometryModel (shares the coal shapes) whose pair k is pairs[k].
         # coal samples a cylinder's rim (standing cylinder) only when the cylinder is the SECOND shape of the
