@@ -464,3 +464,29 @@ def test_falling_sphere_slides_then_rolls_at_five_sevenths():
     assert abs(vx[-1] - r * sim.body_velocity("sphere")[4]) < 1e-3      # rolling without slip
     assert t_contact == pytest.approx(np.sqrt(2 * 0.05 / G), abs=2 * dt)
     assert 0.005 < t_roll - t_contact < 0.04
+
+
+def test_sliding_rod_jams_and_jumps_with_lagged():
+    """XI-C (mu = 2.3 > 4/3, 30 deg, U0 = 10 m/s, dt = 0.1 ms): friction at the leading end rotates the rod into
+    the ground; the normal force grows until the contact sticks (slip -> ~v_s) and the rod jumps: impact
+    without collision. After lift-off the rod flies (no contact) with upward velocity."""
+    dt = 1e-4
+    sim = _simulator("scenes/icf_sliding_rod.yaml", "lagged", dt)
+    fn, slip, vz = [], [], []
+    for _ in range(300):
+        sim.step(strict=True)
+        res = sim.last_result
+        c = sim.contacts
+        fn.append(res.contact_impulse[:, 2].sum() / dt if c.size else 0.0)
+        vc = c.relative_velocity(np.r_[pin.exp3(dt * res.v_next[3:6]) @ res.v_next[:3], res.v_next[3:6]]) \
+            if c.size else np.zeros((0, 3))
+        slip.append(np.linalg.norm(vc[0, :2]) if fn[-1] > 0 else np.nan)
+        vz.append(sim.body_velocity("rod")[2])
+    fn, slip = np.array(fn), np.array(slip)
+    k = int(np.argmax(fn))
+    weight = 0.3 * G
+    assert fn[k] > 10 * weight                                 # impulsive jam
+    assert np.nanmin(slip[: k + 5]) < 1e-3                     # the sliding contact sticks
+    assert slip[5] > 5.0                                       # it was sliding before
+    assert np.all(fn[k + 20:] == 0.0)                          # then the rod is in the air ...
+    assert vz[-1] > 1.0                                        # ... moving up
