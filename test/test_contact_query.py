@@ -147,6 +147,52 @@ def test_tilted_convex_hull_corner_depths_and_broad_phase():
     assert cs.size == 0 and cq.stats["candidate_pairs"] == 0
 
 
+def convex_from_points(points):
+    vec = coal.StdVec_Vec3s()
+    for x in points:
+        vec.append(np.asarray(x, dtype=float))
+    return coal.ConvexBase.convexHull(vec, False, "Qt")
+
+
+@pytest.mark.parametrize("rpy", [(0.0, 0.0, 0.0), (0.1, 0.2, 0.3), (1.0, 0.5, 0.0)])
+def test_curved_hull_keeps_its_deepest_point(rpy):
+    """A 300-vertex hull of a sphere 1 mm into a table: coal's patch polygon (tolerance = margin) has only
+    separated vertices (the deepest vertex is inside it); the manifold must still contain the deepest point,
+    the lowest vertex, at phi = -1 mm."""
+    i = np.arange(300) + 0.5
+    polar, azimuth = np.arccos(1 - 2 * i / 300), np.pi * (1 + 5 ** 0.5) * i
+    vertices = 0.05 * np.c_[np.cos(azimuth) * np.sin(polar), np.sin(azimuth) * np.sin(polar), np.cos(polar)]
+    table = ("table", coal.Box(1.0, 1.0, 0.1), pose((0, 0, -0.05)))
+    model = free_body_scene(free=[("ball", convex_from_points(vertices), 1.0)], static=[table])
+    rot = pin.rpy.rpyToMatrix(*rpy)
+    world = vertices @ rot.T
+    center = np.array([0.1, 0.0, -world[:, 2].min() - 0.001])
+    cs, cq = query(model, configuration(model, {"ball": pose(center, rpy)}))
+    lowest = world[np.argmin(world[:, 2])] + center
+    assert cs.size <= cq.max_patch_points + 1
+    i = np.argmin(cs.signed_distance)
+    assert cs.signed_distance[i] == pytest.approx(-0.001, abs=1e-9)
+    np.testing.assert_allclose(cs.point[i], [lowest[0], lowest[1], -0.0005], atol=1e-6)
+    assert (cs.signed_distance <= MARGIN).all()
+
+
+def test_many_point_patch_reduced_to_spread_subset():
+    """A 24-gon prism standing 1 mm into a table: coal's patch has 24 rim points, kept: 8 spread around."""
+    angles = np.arange(24) * 2 * np.pi / 24
+    rim = np.c_[0.05 * np.cos(angles), 0.05 * np.sin(angles)]
+    prism = convex_from_points(np.vstack([np.c_[rim, np.full(24, -0.05)], np.c_[rim, np.full(24, 0.05)]]))
+    table = ("table", coal.Box(1.0, 1.0, 0.1), pose((0, 0, -0.05)))
+    model = free_body_scene(free=[("prism", prism, 1.0)], static=[table])
+    cs, cq = query(model, configuration(model, {"prism": pose((0, 0, 0.049))}), max_patch_points=8)
+    assert cs.size == 8
+    np.testing.assert_allclose(cs.signed_distance, -0.001, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(cs.point[:, :2], axis=1), 0.05, atol=1e-9)
+    a = np.sort(np.arctan2(cs.point[:, 1], cs.point[:, 0]))
+    assert np.max(np.diff(np.r_[a, a[0] + 2 * np.pi])) <= np.pi / 2 + 1e-9      # spread all around the rim
+    with pytest.raises(ConfigError, match="max_patch_points"):
+        ContactQuery(model, 0.01, max_patch_points=2)
+
+
 def test_box_on_box_overhanging_patch_is_overlap_rectangle():
     """A 0.2 m cube centred at x = 0.15 on a static 0.2 m table block: the overlap x in [0.05, 0.1]."""
     h, depth = 0.1, 0.002

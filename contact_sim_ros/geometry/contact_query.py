@@ -37,6 +37,9 @@ from .contact_set import ContactSet
 from .line_intersection import LineCaster
 
 JACOBIAN_METHODS = ("vectorized", "frame")
+# m: a patch whose deepest point is shallower than coal's pair distance by more than this also gets coal's
+# deepest point (see ContactQuery.update)
+DEEPEST_POINT_TOLERANCE = 1e-5
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 _AXES = np.eye(3)
 
@@ -64,6 +67,8 @@ class ContactQuery:
             deepest point join the patch (default: ``margin``, so that e.g. all 4 corners of a slightly tilted
             box are reported, each with its own signed distance).
         curved_shape_samples: number of points coal puts on the circular face of a standing cylinder (>= 3).
+        max_patch_points: patches with more points (convex hulls of meshes against a table: 20-30) are reduced
+            to this many, spread over the patch (farthest-point sampling from the deepest point).
         jacobian: "vectorized" (one ``getJointJacobian`` per joint in contact, the point Jacobians built in numpy
             as J_lin - [p - o]x J_ang) or "frame" (one ``getFrameJacobian`` per contact point and side).
         initial_capacity: contact points preallocated; the buffers double when a step finds more.
@@ -73,7 +78,7 @@ class ContactQuery:
     """
 
     def __init__(self, model: MultibodyModel, margin: float = 0.01, *, broad_phase: bool = True,
-                 patch_tolerance: float | None = None, curved_shape_samples: int = 8,
+                 patch_tolerance: float | None = None, curved_shape_samples: int = 8, max_patch_points: int = 8,
                  jacobian: str = "vectorized", initial_capacity: int = 64):
         margin = _check_length("contact margin", margin, allow_zero=True)
         patch_tolerance = margin if patch_tolerance is None else _check_length("patch_tolerance", patch_tolerance)
@@ -83,6 +88,10 @@ class ContactQuery:
         if int(curved_shape_samples) < 3:
             raise ConfigError(f"contact query: curved_shape_samples must be >= 3 (points on a cylinder's rim), "
                               f"got {curved_shape_samples!r}")
+        if int(max_patch_points) < 3:
+            raise ConfigError(f"contact query: max_patch_points must be >= 3 (a stable support needs 3 points), "
+                              f"got {max_patch_points!r}")
+        self.max_patch_points = int(max_patch_points)
         self.model = model
         self.margin = margin
         self.patch_tolerance = patch_tolerance
@@ -205,7 +214,8 @@ class ContactQuery:
         # one-point contacts: coal's witness points; multi-point patches: points on the patch plane, whose
         # witnesses come from line casts after the loop (vectorised over all patches)
         single_pair, single_a, single_b, single_n = [], [], [], []
-        multi_pair, multi_count, multi_mid, multi_n, multi_depth = [], [], [], [], []
+        multi_pair, multi_count, multi_mid, multi_n, multi_depth, multi_a, multi_b = [], [], [], [], [], [], []
+        max_points = self.max_patch_points
         n_candidates = n_colliding = 0
         margin = self.margin
         flipped = self._flipped
@@ -223,17 +233,24 @@ class ContactQuery:
             patches = gd.contactPatchResults[k]
             patch = patches.getContactPatch(0) if patches.numContactPatches() else None
             m = patch.size() if patch is not None else 0
+            w1, w2 = contact.getNearestPoint1(), contact.getNearestPoint2()
+            w_a, w_b = (w2, w1) if flipped[k] else (w1, w2)        # coal's deepest (or nearest) points
             if m > 1:
+                mid = [patch.getPoint(i) for i in range(m)]
+                if m > max_points:
+                    mid = list(_spread_subset(np.array(mid), 0.5 * (w_a + w_b), max_points))
+                    m = max_points
                 multi_pair.append(k)
                 multi_count.append(m)
-                multi_mid.extend([patch.getPoint(i) for i in range(m)])
+                multi_mid.extend(mid)
                 multi_n.append(normal)
                 multi_depth.append(depth)
+                multi_a.append(w_a)
+                multi_b.append(w_b)
             else:
-                w1, w2 = contact.getNearestPoint1(), contact.getNearestPoint2()
                 single_pair.append(k)
-                single_a.append(w2 if flipped[k] else w1)
-                single_b.append(w1 if flipped[k] else w2)
+                single_a.append(w_a)
+                single_b.append(w_b)
                 single_n.append(normal)
         self.stats["candidate_pairs"] = n_candidates
         self.stats["colliding_pairs"] = n_colliding
@@ -245,8 +262,19 @@ class ContactQuery:
             count = np.array(multi_count)
             pairs_m = np.repeat(multi_pair, count)
             normal_m = np.repeat(np.array(multi_n), count, axis=0)
-            wa, wb = self._patch_witnesses(pairs_m, np.array(multi_mid), normal_m,
-                                           np.repeat(multi_depth, count))
+            depth_m = np.array(multi_depth)
+            wa, wb = self._patch_witnesses(pairs_m, np.array(multi_mid), normal_m, np.repeat(depth_m, count))
+            # The patch is the polygon of the support sets' projections: for a curved hull the deepest vertex
+            # can lie inside it and be lost (all points separated while the bodies overlap). coal's deepest
+            # point is then added to the pair's manifold.
+            phi_m = ((wb - wa) * normal_m).sum(axis=1)
+            lost = np.minimum.reduceat(phi_m, np.cumsum(count) - count) > depth_m + DEEPEST_POINT_TOLERANCE
+            if lost.any():
+                idx = np.flatnonzero(lost)
+                pairs_m = np.concatenate([pairs_m, np.asarray(multi_pair)[idx]])
+                wa = np.concatenate([wa, np.array(multi_a)[idx]])
+                wb = np.concatenate([wb, np.array(multi_b)[idx]])
+                normal_m = np.concatenate([normal_m, np.array(multi_n)[idx]])
         if single_pair and multi_pair:
             pair_of = np.concatenate([single_pair, pairs_m])
             wit_a = np.concatenate([single_a, wa])
@@ -386,6 +414,18 @@ def _point_jacobians(joint_jacobians, origins, joint, point):
     ang = jac[:, 3:]
     # (r x w)_i = r_{i+1} w_{i+2} - r_{i+2} w_{i+1}, row-wise on the angular block
     return jac[:, :3] - (r[:, _NEXT] * ang[:, _NEXT2] - r[:, _NEXT2] * ang[:, _NEXT])
+
+
+def _spread_subset(points: np.ndarray, start: np.ndarray, k: int) -> np.ndarray:
+    """k of the coplanar patch ``points`` (M, 3) spread over the patch: the point nearest ``start`` (coal's
+    deepest point), then repeatedly the point farthest from those chosen (farthest-point sampling)."""
+    chosen = [int(np.argmin(((points - start) ** 2).sum(axis=1)))]
+    dist = ((points - points[chosen[0]]) ** 2).sum(axis=1)
+    for _ in range(k - 1):
+        j = int(np.argmax(dist))
+        chosen.append(j)
+        np.minimum(dist, ((points - points[j]) ** 2).sum(axis=1), out=dist)
+    return points[chosen]
 
 
 # n x e_k for the world axis e_k: component permutation and signs (x: (0, n_z, -n_y), y: (-n_z, 0, n_x),
