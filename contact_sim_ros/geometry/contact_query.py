@@ -15,7 +15,9 @@ Pipeline of ``ContactQuery.update``:
    flipped back). A one-point patch uses coal's witness points. Coal gives ONE depth per patch; every patch
    point gets its own signed distance from the line through it along the normal (``line_intersection``):
    phi_i = s_in(B) - s_out(A), exact for boxes, convex hulls, spheres, cylinders, capsules, ellipsoids and
-   halfspaces (the patch depth is used for cones and planes);
+   halfspaces (the patch depth is used for cones and planes). Patches with more than ``max_patch_points``
+   points (mesh hulls) are thinned by farthest-point sampling, and coal's deepest point is added whenever the
+   patch polygon lost it (curved hulls, where all polygon vertices can be separated while the bodies overlap);
 5. contact frames, Jacobians, surface-velocity bias and materials, vectorised over the contact points.
 
 Contacts whose distance comes back non-finite from coal (degenerate EPA) are dropped rather than passed on.
