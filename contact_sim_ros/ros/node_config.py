@@ -221,13 +221,25 @@ _FLAGS = {
 }
 
 
-def plain_args_to_ros_args(argv: list[str]) -> tuple[list[str], str | None]:
+@dataclass
+class CommandLine:
+    """The console command's arguments: ROS arguments for rclpy and what the node needs before rclpy."""
+
+    ros_args: list
+    robot: str | None = None
+    config_files: list = field(default_factory=list)
+    node_name: str = "contact_sim"
+    namespace: str = ""
+
+
+def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
     """Map plain flags (``--robot iiwa_wsg --time-step 0.001 --namespace ns ...``) onto ROS arguments.
 
-    Returns (arguments for rclpy: the untouched ROS arguments then ``--ros-args -p name:=value ...``, the robot
-    named on the command line or None). ``--config FILE`` becomes ``--params-file FILE``, ``--namespace NS``
+    ``ros_args``: the untouched ROS arguments then ``--ros-args -p name:=value ...``; ``--namespace NS`` becomes
     the remap ``__ns:=/NS``, ``--node-name N`` the remap ``__node:=N``, ``--paused`` ``start_paused:=true``,
-    ``--use-sim-time`` ``use_sim_time:=true``.
+    ``--use-sim-time`` ``use_sim_time:=true``. ``--config FILE`` files are returned in ``config_files``: their
+    values become the node's parameter defaults (``read_param_files``), so that command-line values override
+    them (rcl would let a --params-file override -p).
     """
     argv = list(argv)
     ros_part: list[str] = []
@@ -255,12 +267,15 @@ def plain_args_to_ros_args(argv: list[str]) -> tuple[list[str], str | None]:
         value = getattr(args, param)
         if value is not None:
             if param == "base_pose":
-                value = "[" + ",".join(value.replace(",", " ").split()) + "]"
+                try:
+                    numbers = [float(x) for x in value.replace(",", " ").split()]
+                except ValueError:
+                    raise ConfigError(f"--base-pose: expected 'x,y,z,roll,pitch,yaw' (m, rad), got {value!r}") \
+                        from None
+                value = "[" + ",".join(repr(x) for x in numbers) + "]"
             elif param in ("frame_prefix", "engine_options", "scene", "urdf", "robot"):
                 value = yaml.safe_dump(str(value), default_style="'").strip().replace("\n...", "")
             extra += ["-p", f"{param}:={value}"]
-    for path in args.config:
-        extra += ["--params-file", path]
     if args.namespace:
         ns = args.namespace if args.namespace.startswith("/") else "/" + args.namespace
         extra += ["-r", f"__ns:={ns}"]
@@ -271,8 +286,44 @@ def plain_args_to_ros_args(argv: list[str]) -> tuple[list[str], str | None]:
     if args.use_sim_time:
         extra += ["-p", "use_sim_time:=true"]
     robot = args.robot
-    if robot is None:
-        for k, a in enumerate(ros_part):
-            if a.startswith("robot:="):
-                robot = a.split(":=", 1)[1]
-    return ros_part + (extra if len(extra) > 1 else []), robot
+    node_name, namespace = args.node_name or "contact_sim", args.namespace or ""
+    for a in ros_part:
+        if a.startswith("robot:=") and robot is None:
+            robot = a.split(":=", 1)[1]
+        elif a.startswith("__node:="):
+            node_name = a.split(":=", 1)[1]
+        elif a.startswith("__ns:="):
+            namespace = a.split(":=", 1)[1]
+    return CommandLine(ros_part + (extra if len(extra) > 1 else []), robot, list(args.config), node_name,
+                       namespace)
+
+
+def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "") -> dict:
+    """Merge the ``ros__parameters`` of ROS parameter YAML files (later files win) for this node: sections
+    ``/**``, ``<node_name>``, ``/<node_name>``, ``<ns>/<node_name>``. Unknown parameters are a ConfigError."""
+    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
+    keys = {"/**", "**", node_name, "/" + node_name, f"{ns}/{node_name}", f"{ns}/{node_name}".lstrip("/"),
+            f"{ns}/**"}
+    valid = set(NodeConfig.names()) | {"use_sim_time"}
+    merged = {}
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"parameter file not found: {path}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"parameter file {path}: malformed YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"parameter file {path}: expected '/**: {{ros__parameters: {{...}}}}'")
+        for key, section in data.items():
+            if key not in keys or not isinstance(section, dict):
+                continue
+            params = section.get("ros__parameters") or {}
+            if not isinstance(params, dict):
+                raise ConfigError(f"parameter file {path}: {key}.ros__parameters must be a mapping")
+            unknown = sorted(set(params) - valid)
+            if unknown:
+                raise ConfigError(f"parameter file {path}: " + unknown_choice("parameter", unknown[0], valid))
+            merged.update(params)
+    return merged

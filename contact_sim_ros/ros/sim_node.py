@@ -36,7 +36,7 @@ from ..errors import ConfigError, ContactSimError
 from .command_validation import (CommandRejected, JointLimits, validate_group_command,
                                  validate_joint_state_command, validate_trajectory)
 from .frames import tf_edges
-from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, share_path
+from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path
 from .stepping import PublishHook, SteppingLoop
 
 try:
@@ -71,14 +71,17 @@ def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
 class SimNode(Node):
     """Publishes the simulation and accepts commands; see docs/ros_interface.md."""
 
-    def __init__(self, node_name: str = NODE_NAME, **kwargs):
+    def __init__(self, node_name: str = NODE_NAME, param_defaults: dict | None = None, **kwargs):
+        """``param_defaults``: parameter values that replace the built-in defaults (from parameter files);
+        ROS parameter overrides (-p, --params-file) still win."""
         super().__init__(node_name, **kwargs)
         dyn = ParameterDescriptor(dynamic_typing=True)
         defaults = NodeConfig()
+        param_defaults = param_defaults or {}
         values = {}
         for name in NodeConfig.names():
-            default = getattr(defaults, name)
-            if isinstance(default, list):
+            default = param_defaults.get(name, getattr(defaults, name))
+            if isinstance(default, list) and not default:
                 default = ""   # lists as YAML strings or arrays (dynamic typing)
             param = self.declare_parameter(name, default, dyn)
             value = param.value
@@ -553,28 +556,28 @@ def _default_param_files(robot: str | None) -> list[str]:
 
 def main(argv=None) -> int:
     """Console entry point: ``sim_node [--robot R --engine E --time-step DT --real-time-factor F --scene S
-    --namespace NS --frame-prefix P --config FILE ...] [--ros-args ...]``."""
+    --namespace NS --frame-prefix P --config FILE ...] [--ros-args ...]``.
+
+    Parameter precedence (lowest first): built-in defaults, config/node.yaml, config/node/<robot>.yaml,
+    --config files, then -p values and flags.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        ros_args, robot = plain_args_to_ros_args(argv)
+        cmd = plain_args_to_ros_args(argv)
+        files = _default_param_files(cmd.robot or DEFAULT_ROBOT) + cmd.config_files
+        defaults = read_param_files(files, cmd.node_name, cmd.namespace)
     except ConfigError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
         return 2
-    defaults = []
-    for path in _default_param_files(robot or DEFAULT_ROBOT):
-        defaults += ["--params-file", path]
-    if defaults:
-        # default files first so that the command line overrides them
-        if "--ros-args" in ros_args:
-            k = ros_args.index("--ros-args")
-            ros_args = ros_args[:k] + ["--ros-args"] + defaults + ros_args[k:]
-        else:
-            ros_args = ["--ros-args"] + defaults
-    rclpy.init(args=["sim_node"] + ros_args)
+    try:
+        rclpy.init(args=["sim_node"] + cmd.ros_args)
+    except Exception as exc:   # rcl rejects malformed ROS arguments / parameter files
+        print(f"sim_node: error: invalid ROS arguments {cmd.ros_args}: {exc}", file=sys.stderr)
+        return 2
     node = None
     code = 0
     try:
-        node = SimNode()
+        node = SimNode(param_defaults=defaults)
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
         executor.spin()

@@ -3,26 +3,40 @@
 import pytest
 
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.ros.node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args
+from contact_sim_ros.ros.node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files
 
 
 def test_plain_flags_map_onto_ros_arguments():
-    args, robot = plain_args_to_ros_args(["--robot", "franka", "--engine", "lagged", "--time-step", "0.002",
-                                          "--real-time-factor", "0", "--namespace", "left", "--frame-prefix",
-                                          "l_", "--config", "p.yaml", "--paused", "--base-pose", "1,0,0,0,0,1.57"])
-    assert robot == "franka"
+    cmd = plain_args_to_ros_args(["--robot", "franka", "--engine", "lagged", "--time-step", "0.002",
+                                  "--real-time-factor", "0", "--namespace", "left", "--frame-prefix",
+                                  "l_", "--config", "p.yaml", "--paused", "--base-pose", "1,0,0,0,0,1.57"])
+    args = cmd.ros_args
+    assert cmd.robot == "franka" and cmd.config_files == ["p.yaml"] and cmd.namespace == "left"
     assert args[0] == "--ros-args"
     pairs = [args[i + 1] for i, a in enumerate(args) if a == "-p"]
     assert "robot:='franka'" in pairs and "engine:=lagged" in pairs and "time_step:=0.002" in pairs
     assert "real_time_factor:=0" in pairs and "frame_prefix:='l_'" in pairs and "start_paused:=true" in pairs
-    assert "base_pose:=[1,0,0,0,0,1.57]" in pairs
+    assert "base_pose:=[1.0,0.0,0.0,0.0,0.0,1.57]" in pairs   # all doubles: rcl rejects mixed arrays
     assert args[args.index("-r") + 1] == "__ns:=/left"
-    assert args[args.index("--params-file") + 1] == "p.yaml"
 
 
 def test_ros_arguments_pass_through():
-    args, robot = plain_args_to_ros_args(["--ros-args", "-p", "robot:=allegro", "-r", "__ns:=/x"])
-    assert args == ["--ros-args", "-p", "robot:=allegro", "-r", "__ns:=/x"] and robot == "allegro"
+    cmd = plain_args_to_ros_args(["--ros-args", "-p", "robot:=allegro", "-r", "__ns:=/x"])
+    assert cmd.ros_args == ["--ros-args", "-p", "robot:=allegro", "-r", "__ns:=/x"]
+    assert cmd.robot == "allegro" and cmd.namespace == "/x"
+
+
+def test_parameter_files_merge_in_order_and_reject_unknown_names(tmp_path):
+    a, b, bad = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "bad.yaml"
+    a.write_text("/**:\n  ros__parameters:\n    engine: lagged\n    tf_rate: 50.0\n")
+    b.write_text("contact_sim:\n  ros__parameters:\n    tf_rate: 20.0\nother_node:\n  ros__parameters:\n"
+                 "    engine: sap\n")
+    bad.write_text("/**:\n  ros__parameters:\n    tf_hz: 3\n")
+    assert read_param_files([a, b]) == {"engine": "lagged", "tf_rate": 20.0}
+    with pytest.raises(ConfigError, match="unknown parameter 'tf_hz'; valid parameters: .*tf_rate"):
+        read_param_files([bad])
+    with pytest.raises(ConfigError, match="parameter file not found"):
+        read_param_files([tmp_path / "none.yaml"])
 
 
 def test_unknown_flag_lists_the_valid_flags(capsys):
