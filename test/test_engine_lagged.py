@@ -490,3 +490,27 @@ def test_sliding_rod_jams_and_jumps_with_lagged():
     assert slip[5] > 5.0                                       # it was sliding before
     assert np.all(fn[k + 20:] == 0.0)                          # then the rod is in the air ...
     assert vz[-1] > 1.0                                        # ... moving up
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_line_derivatives_match_the_contact_gradient_and_hessian(name):
+    """The vectorised line-search derivatives equal gamma . dvc and dvc^T G dvc of _contact_eval."""
+    rng = np.random.default_rng(7)
+    n, dt = 30, 0.01
+    engine = make_engine(name, make_model(["free"]), {"stiction_tolerance": 1e-3})
+    p = {"k": rng.uniform(1e4, 1e6, n), "d": rng.uniform(0, 5, n), "mu": rng.uniform(0.2, 1.0, n),
+         "phi0": rng.uniform(-2e-3, 1e-3, n)}
+    w = rng.uniform(0.5, 3.0, n)
+    p["Rt"], p["Rn"] = 1e-1 * w, 1.0 / (dt * p["k"] * (dt + 1e-3))
+    p["vhat"] = -p["phi0"] / (dt + 1e-3)
+    p["eps"] = np.full(n, 1e-3)
+    p["gn0"] = rng.uniform(0, 1.0, n)
+    vc = rng.normal(0, 0.2, (n, 3))
+    dvc = rng.normal(0, 0.2, (n, 3))
+    alphas = np.array([0.0, 0.3, 1.0])
+    engine._complete_params(p, dt)
+    g_dot, quad = engine._contact_line(alphas, vc, dvc, p, dt)
+    for j, a in enumerate(alphas):
+        gamma, G, _ = engine._contact_eval(vc + a * dvc, p, dt)
+        np.testing.assert_allclose(g_dot[j], np.sum(gamma * dvc), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(quad[j], np.einsum("ni,nij,nj->", dvc, G, dvc), rtol=1e-10, atol=1e-12)

@@ -236,16 +236,32 @@ class ConvexICFEngine(ContactEngine):
         sum_i dvc_i^T G_i dvc_i) at contact velocities vc + alpha dvc, as two (B,) arrays, without forming the
         3x3 Hessians (Lagged, Similar; vectorised over alphas and contacts)."""
         model = self.contact_model
-        if model == "sap":
-            out = np.empty((2, alphas.size))
-            for j, alpha in enumerate(alphas):
-                gamma, G, _ = self._contact_eval(vc + alpha * dvc, p, dt, need_cost=False)
-                out[0, j] = np.einsum("ni,ni->", gamma, dvc)
-                out[1, j] = np.einsum("ni,nij,nj->", dvc, G, dvc)
-            return out[0], out[1]
-        mu, eps = p["mu"], p["eps"]
         va = vc[None, :, :] + alphas[:, None, None] * dvc[None, :, :]      # (B, N, 3)
         dvt0, dvt1, dvn = dvc[:, 0], dvc[:, 1], dvc[:, 2]
+        if model == "sap":
+            mu, Rt, Rn = p["mu"], p["Rt"], p["Rn"]
+            ratio = Rt / Rn
+            den = 1.0 + mu * mu * ratio
+            yt0, yt1 = -va[..., 0] / Rt, -va[..., 1] / Rt
+            yn = (p["vhat"] - va[..., 2]) / Rn
+            yr = np.sqrt(yt0 ** 2 + yt1 ** 2)
+            stick = yr <= mu * yn
+            gap = (~stick) & (mu * ratio * yr <= -yn)
+            slip = ~(stick | gap)
+            yr_safe = np.maximum(yr, 1e-300)
+            t_dvt = (yt0 * dvt0 + yt1 * dvt1) / yr_safe                      # t . dv_t
+            dvt2 = dvt0 ** 2 + dvt1 ** 2
+            gn = (yn + mu * ratio * yr) / den
+            # gamma . dvc
+            g_stick = yt0 * dvt0 + yt1 * dvt1 + yn * dvn
+            g_slip = mu * gn * t_dvt + gn * dvn
+            g_dot = np.where(stick, g_stick, np.where(slip, g_slip, 0.0))
+            q_stick = dvt2 / Rt + dvn ** 2 / Rn
+            q_slip = ((mu * mu * ratio / den) * t_dvt ** 2 + (mu * gn / yr_safe) * (dvt2 - t_dvt ** 2)) / Rt \
+                + 2.0 * mu * t_dvt * dvn / (den * Rn) + dvn ** 2 / (den * Rn)
+            quad = np.where(stick, q_stick, np.where(slip, q_slip, 0.0))
+            return g_dot.sum(axis=1), quad.sum(axis=1)
+        mu, eps = p["mu"], p["eps"]
         s = np.sqrt(va[..., 0] ** 2 + va[..., 1] ** 2 + eps * eps)
         ts_dvt = (va[..., 0] * dvt0 + va[..., 1] * dvt1) / s                 # t_s . dv_t
         perp = (dvt0 ** 2 + dvt1 ** 2 - ts_dvt ** 2) / s                     # dv_t^T Pperp(t_s) dv_t / s
