@@ -38,7 +38,8 @@ class NodeConfig:
     clock_rate: float = 1000.0
     joint_states_rate: float = 500.0
     tf_rate: float = 100.0
-    wrench_rate: float = 250.0         # F/T sensor, contact wrenches, external joint torques
+    wrench_rate: float = 250.0         # wrist F/T sensor and external joint torques
+    contact_wrench_rate: float = 50.0  # net contact wrench per body (contact_wrench/<body>)
     contacts_rate: float = 50.0        # per-contact detail (contact_sim_msgs/ContactArray)
     markers_rate: float = 10.0         # visualization_msgs/MarkerArray of contact forces
     diagnostics_rate: float = 1.0
@@ -48,8 +49,8 @@ class NodeConfig:
     step_count: int = 1                # steps executed per call of the ~/step service
     warn_throttle_s: float = 2.0
 
-    RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contacts_rate", "markers_rate",
-                   "diagnostics_rate")
+    RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contact_wrench_rate",
+                   "contacts_rate", "markers_rate", "diagnostics_rate")
 
     @classmethod
     def names(cls) -> list[str]:

@@ -182,8 +182,13 @@ class SimNode(Node):
         bodies = list(cfg.contact_bodies)
         if not bodies:
             if self.robot is not None:
+                # fingertip frames only where they carry collision geometry (else the link holding it is named)
+                from ..sim.sensors import _body_frame_of_geometry
+                pm = m.pin_model
+                with_geometry = {pm.frames[_body_frame_of_geometry(m, g)].name
+                                 for g in range(len(m.collision_model.geometryObjects))}
                 bodies += list(self.robot.contact_bodies) + [f for f in self.robot.fingertip_frames
-                                                             if f not in self.robot.contact_bodies]
+                                                             if f in with_geometry]
             bodies += [b.name for b in m.free_bodies]
         pm = m.pin_model
         bodies = [b for b in dict.fromkeys(bodies)]
@@ -235,6 +240,7 @@ class SimNode(Node):
                 ("joint_states", cfg.joint_states_rate, self._pub_joint_states, True),
                 ("tf", cfg.tf_rate, self._pub_tf, self.pub_tf is not None and bool(self._tf_msgs)),
                 ("wrench", cfg.wrench_rate, self._pub_wrenches, True),
+                ("contact_wrench", cfg.contact_wrench_rate, self._pub_body_wrenches, bool(self._body_pubs)),
                 ("contacts", cfg.contacts_rate, self._pub_contacts, self.pub_contacts is not None),
                 ("markers", cfg.markers_rate, self._pub_markers, True)):
             every = cfg.decimation(rate)
@@ -287,23 +293,27 @@ class SimNode(Node):
             w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = (float(x) for x in reading[:3])
             w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = (float(x) for x in reading[3:])
             self.pub_ft.publish(w)
-        if self._body_pubs:
-            wrenches = self.wrench_bodies.compute(contacts, forces, sim.pin_data) if forces.shape[0] else \
-                np.zeros((len(self._body_pubs), 6))
-            oMf = sim.pin_data.oMf
-            for (pub, msg, fid), w6 in zip(self._body_pubs, wrenches):
-                R = oMf[fid].rotation
-                f, tau = R.T @ w6[:3], R.T @ w6[3:]
-                msg.header.stamp = st
-                msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(f[0]), float(f[1]), float(f[2])
-                msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = (float(tau[0]), float(tau[1]),
-                                                                                 float(tau[2]))
-                pub.publish(msg)
         res = sim.last_result
         self._ext.header.stamp = st
         tau = res.generalized_contact_force[m.joint_v_index] if res is not None else np.zeros(len(m.joint_names))
         self._ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
         self.pub_ext_torques.publish(self._ext)
+
+    def _pub_body_wrenches(self, sim):
+        contacts = sim.contacts
+        forces = self._contact_forces(sim)
+        st = stamp(sim.t)
+        wrenches = self.wrench_bodies.compute(contacts, forces, sim.pin_data) if forces.shape[0] else \
+            np.zeros((len(self._body_pubs), 6))
+        oMf = sim.pin_data.oMf
+        for (pub, msg, fid), w6 in zip(self._body_pubs, wrenches):
+            R = oMf[fid].rotation
+            f, tau = R.T @ w6[:3], R.T @ w6[3:]
+            msg.header.stamp = st
+            msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(f[0]), float(f[1]), float(f[2])
+            msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = (float(tau[0]), float(tau[1]),
+                                                                             float(tau[2]))
+            pub.publish(msg)
 
     def _pub_contacts(self, sim):
         contacts = sim.contacts
