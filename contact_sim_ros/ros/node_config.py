@@ -249,13 +249,21 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
         argv, ros_part = argv[:k], argv[k:]
     parser = argparse.ArgumentParser(prog="sim_node", description="contact_sim_ros simulation node",
                                      epilog="Any --ros-args ... given after these flags are passed to ROS.")
+    helps = {"robot": "robot preset: " + ", ".join(robot_names()), "urdf": "URDF file instead of a preset",
+             "scene": "scene YAML (objects, environment)", "engine": "contact engine (default tamsi)",
+             "engine_options": "engine options as a YAML mapping", "time_step": "s (default 0.001)",
+             "real_time_factor": "1 = real time (default), 0 = as fast as possible",
+             "frame_prefix": "prefix of every TF frame but the world frame",
+             "base_pose": "x,y,z,roll,pitch,yaw of the robot base (m, rad)"}
     for flag, param in _FLAGS.items():
-        parser.add_argument(flag, dest=param, default=None, metavar=param.upper())
-    parser.add_argument("--namespace", default=None)
-    parser.add_argument("--node-name", default=None)
-    parser.add_argument("--config", action="append", default=[], metavar="PARAMS_YAML")
-    parser.add_argument("--paused", action="store_true")
-    parser.add_argument("--use-sim-time", action="store_true")
+        parser.add_argument(flag, dest=param, default=None, metavar=param.upper(),
+                            help=helps.get(param, f"ROS parameter {param}"))
+    parser.add_argument("--namespace", default=None, help="ROS namespace of topics and services")
+    parser.add_argument("--node-name", default=None, help="node name (default contact_sim)")
+    parser.add_argument("--config", action="append", default=[], metavar="PARAMS_YAML",
+                        help="ROS parameter file (repeatable; flags override it)")
+    parser.add_argument("--paused", action="store_true", help="start paused (use the ~/step service)")
+    parser.add_argument("--use-sim-time", action="store_true", help="the node's own ROS clock follows /clock")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

@@ -98,3 +98,35 @@ def test_trajectory_is_sampled_in_sim_time(sim):
         errors.append(abs(sim.joint_positions()[0] - expected))
     assert max(errors[100:]) < 5e-3          # follows the timing (after the start-up transient)
     assert errors[-1] < 1e-3                 # and ends on the last point
+
+
+def test_solver_failures_are_counted_and_stepping_goes_on():
+    """An engine that reports FAILED on every attempt: the simulator keeps the state, the loop counts the
+    failure with the engine's message and keeps stepping (no exception, no NaN)."""
+    from contact_sim_ros.engines.base import SolverStatus
+
+    sim = Simulator(SCENE, engine="semi_implicit", time_step=2e-3, max_substep_levels=1)
+    real_step = sim.engine._do_step
+    calls = {"n": 0}
+
+    def flaky(inputs):
+        result = real_step(inputs)
+        calls["n"] += 1
+        # attempts 10-12 fail: step 10 fails whole and as 2 sub-steps (the first one fails); step 11's first
+        # attempt fails and it succeeds as 2 sub-steps
+        if 10 <= calls["n"] < 13:
+            result.stats.status = SolverStatus.FAILED
+            result.stats.message = "injected failure"
+        return result
+    sim.engine._do_step = flaky
+    loop = SteppingLoop(sim, 0.0, start_paused=True)
+    loop.start()
+    try:
+        assert loop.request_steps(20, timeout=30.0)
+    finally:
+        loop.stop()
+    s = loop.stats()
+    assert s.steps == 20 and s.solver_failures == 1 and "injected failure" in s.last_failure
+    assert s.substepped_steps == 1
+    assert sim.step_count == 19                      # the failed step left the state where it was
+    assert np.all(np.isfinite(sim.q))
