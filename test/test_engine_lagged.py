@@ -514,3 +514,40 @@ def test_line_derivatives_match_the_contact_gradient_and_hessian(name):
         gamma, G, _ = engine._contact_eval(vc + a * dvc, p, dt)
         np.testing.assert_allclose(g_dot[j], np.sum(gamma * dvc), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(quad[j], np.einsum("ni,nij,nj->", dvc, G, dvc), rtol=1e-10, atol=1e-12)
+
+
+def test_stack_of_five_boxes_uses_one_coupled_block_and_balances_momentum():
+    """5 stacked boxes: contacts couple all 5 trees into one 30-dof Hessian block (LAPACK Cholesky path);
+    the converged step satisfies momentum balance and the stack's weight reaches the ground."""
+    nb, m, k, dt = 5, 1.0, 1e6, 2e-3
+    model = make_model(["free"] * nb)
+    nv = 6 * nb
+    parts = []
+    for b in range(nb):
+        c = box_contacts(np.full(4, -(nb - b) * m * G / (4 * k)), 0.025, k, 5.0, 0.5, nv=nv, offset=6 * b)
+        if b > 0:      # box b on box b-1: minus the velocity of box b-1's material point at its top corner
+            for i, (sx, sy) in enumerate([(-1, -1), (-1, 1), (1, -1), (1, 1)]):
+                r_top = np.array([sx * 0.025, sy * 0.025, 0.025])
+                c.jacobian[3 * i:3 * i + 3, 6 * (b - 1):6 * (b - 1) + 3] = -np.eye(3)
+                c.jacobian[3 * i:3 * i + 3, 6 * (b - 1) + 3:6 * b] = pin.skew(r_top)
+        parts.append(c)
+    contacts = ContactSet(*[np.concatenate([getattr(c, f) for c in parts]) for f in (
+        "geometry_a", "geometry_b", "joint_a", "joint_b", "point", "normal", "signed_distance", "rotation",
+        "jacobian", "velocity_bias", "stiffness", "dissipation", "friction", "restitution")])
+    M = np.kron(np.eye(nb), box_mass_matrix(m, 0.05))
+    grav = np.tile([0, 0, -m * G, 0, 0, 0], nb).astype(float)
+    rng = np.random.default_rng(1)
+    v0 = rng.normal(0, 0.05, nv)
+    inputs = StepInputs(t=0, dt=dt, q=np.zeros(7 * nb), v=v0, mass_matrix=M, generalized_force=grav,
+                        gravity_force=grav, joint_damping=np.zeros(nv), actuation=Actuation.zeros(nv),
+                        contacts=contacts)
+    engine = make_engine("lagged", model, {"relative_tolerance": 1e-9})
+    res = engine.step(inputs)
+    assert res.stats.status is SolverStatus.CONVERGED
+    H_flat, blocks = engine.last_hessian
+    assert [b[0] for b in blocks] == [nv]                     # one coupled block of all 30 dofs
+    lhs = M @ (frozen_frame(res.v_next, dt) - v0)
+    rhs = dt * (grav + frame_rotation_force(M, v0)) + contacts.jacobian.T @ res.contact_impulse.ravel()
+    np.testing.assert_allclose(lhs, rhs, atol=1e-7 * np.abs(rhs).max())
+    ground = res.contact_impulse[:4, 2].sum()
+    np.testing.assert_allclose(ground, nb * m * G * dt, rtol=0.2)
