@@ -58,8 +58,6 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 import scipy.linalg
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ..errors import ConfigError
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
@@ -689,13 +687,27 @@ class ConvexICFEngine(ContactEngine):
         Returns a list of (size, index array (m, size)) batches of equally sized groups."""
         nt = self._num_trees
         tree_of_dof = self._tree_of_dof
+        labels = np.arange(nt)
         if cols.size and nt > 1:
             trees = tree_of_dof[cols]
             first = trees[:, :1].repeat(trees.shape[1], axis=1)
-            graph = coo_matrix((np.ones(int(valid.sum())), (first[valid], trees[valid])), shape=(nt, nt))
-            _, labels = connected_components(graph, directed=False)
-        else:
-            labels = np.arange(nt)
+            a, b = first[valid], trees[valid]
+            edges = np.unique(a[a != b] * nt + b[a != b])
+            if edges.size:
+                # union-find over the (few) distinct tree pairs touched by contacts
+                parent = list(range(nt))
+
+                def find(x):
+                    while parent[x] != x:
+                        parent[x] = parent[parent[x]]
+                        x = parent[x]
+                    return x
+
+                for e in edges.tolist():
+                    ra, rb = find(e // nt), find(e % nt)
+                    if ra != rb:
+                        parent[max(ra, rb)] = min(ra, rb)
+                labels = np.array([find(x) for x in range(nt)])
         comp_of_dof = labels[tree_of_dof]
         order = np.argsort(comp_of_dof, kind="stable")
         counts = np.bincount(comp_of_dof)
