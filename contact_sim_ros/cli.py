@@ -36,9 +36,10 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
     viewer = None
     if viewer_port is not None:
-        from .viewer.scene_viewer import SceneViewer
-        viewer = SceneViewer(sim.model, port=viewer_port, on_reset=sim.reset)
+        from .viewer.scene_viewer import ViewerProcess, simulator_frame
+        viewer = ViewerProcess(sim.model, port=viewer_port)
         print(f"viewer: {viewer.url}", file=out, flush=True)
+    paused = False
     n_steps = int(round(duration / time_step))
     log = _Log(sim, n_steps) if log_path else None
     failures, substeps = 0, 0
@@ -46,7 +47,14 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     print(f"scene {sim.scene.source}: engine {engine}, dt = {time_step:g} s, {duration:g} s "
           f"({n_steps} steps), nq = {sim.model.nq}, nv = {sim.model.nv}", file=out)
     for k in range(n_steps):
-        while viewer is not None and viewer.paused:
+        while viewer is not None:
+            for event in viewer.events():
+                if event[0] == "pause":
+                    paused = event[1]
+                elif event[0] == "reset":
+                    sim.reset()
+            if not paused:
+                break
             time.sleep(0.05)
         if real_time_factor > 0:
             ahead = sim.t / real_time_factor - (time.perf_counter() - start)
@@ -63,7 +71,7 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         now = time.perf_counter()
         if viewer is not None:
             if viewer.due():
-                viewer.update_from_simulator(sim, sim.t / max(now - start, 1e-9))
+                viewer.publish(simulator_frame(sim, sim.t / max(now - start, 1e-9)))
         if progress and (now - last_print > 1.0 or k == n_steps - 1):
             last_print = now
             print(f"  t = {sim.t:8.3f} s  {100.0 * (k + 1) / n_steps:5.1f} %  real-time factor "
@@ -75,6 +83,8 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
                "failures": failures, "substepped_steps": substeps}
     print(f"done: {summary['steps']} steps, sim time {sim.t:.3f} s in {wall:.3f} s wall: real-time factor "
           f"{summary['real_time_factor']:.2f}; sub-stepped steps {substeps}; failures {failures}", file=out)
+    if viewer is not None:
+        viewer.close()
     if log:
         log.save(log_path)
         print(f"log written to {log_path} (numpy .npz: t, q, v, contact_* arrays)", file=out)

@@ -1,15 +1,21 @@
 """A live 3-D view of a scene in the browser (viser), with contact points and force arrows.
 
-The viewer knows nothing of ROS or engines: it is given the model once and, at its update rate, the world
-placements of the collision geometries, the contact points and world contact forces, the sim time and the
-real-time factor. ``SceneViewer.update_from_simulator(sim)`` does that for a ``Simulator``; the ROS node
-feeds it the same way from its stepping loop. Pause / reset buttons call the callbacks it is given (the node
-wires them to its services; the headless runner to its own loop).
+The viewer knows nothing of ROS or engines: it is given a plain-data description of the scene once
+(``describe_scene``) and, at its update rate, ``ViewerFrame`` snapshots (``simulator_frame``): the world poses of
+the collision geometries, the contact points and forces, the sim time and the real-time factor.
+
+* ``SceneViewer`` serves the page from this process (tests, notebooks);
+* ``ViewerProcess`` runs it in a child process, so the simulation pays only for a snapshot and a queue put
+  (``benchmarks/viewer/run.py``); the headless runner and the ROS node use it. Pause / reset buttons come back
+  as events that the owner applies to its own loop (the node: to its pause and reset services).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import queue
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -24,9 +30,86 @@ ENVIRONMENT_COLOR = (170, 140, 100)
 CONTACT_COLOR = (240, 40, 40)
 
 
-def _wxyz(rotation: np.ndarray) -> np.ndarray:
-    x, y, z, w = pin.Quaternion(rotation).coeffs()
-    return np.array([w, x, y, z])
+def _pose7(M: pin.SE3) -> np.ndarray:
+    """(x, y, z, qw, qx, qy, qz) of an SE3."""
+    x, y, z, w = pin.Quaternion(M.rotation).coeffs()
+    return np.array([*M.translation, w, x, y, z])
+
+
+@dataclass
+class VisualGeometry:
+    """What the browser draws for one collision geometry: plain data, so it can cross a process boundary.
+
+    kind: box (size, m), sphere (radius), cylinder (radius, length; along local z), halfspace (normal),
+    mesh (vertices, faces). pose: initial world pose (x, y, z, qw, qx, qy, qz); moving: updated every frame.
+    """
+
+    name: str
+    kind: str
+    params: dict
+    color: tuple
+    moving: bool
+    pose: np.ndarray
+
+
+def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
+    """The visual description of every collision geometry of ``model`` at its neutral configuration."""
+    pm = model.pin_model
+    data = pm.createData()
+    gd = pin.GeometryData(model.collision_model)
+    pin.updateGeometryPlacements(pm, data, model.collision_model, gd, pin.neutral(pm))
+    free_joints = {b.joint_id for b in model.free_bodies}
+    out = []
+    for g, go in enumerate(model.collision_model.geometryObjects):
+        geom, kind = go.geometry, type(go.geometry).__name__
+        # static environment hangs off the universe frame itself; the robot's fixed base off its link
+        color = ENVIRONMENT_COLOR if go.parentFrame == 0 else \
+            OBJECT_COLOR if go.parentJoint in free_joints else ROBOT_COLOR
+        pose = _pose7(gd.oMg[g])
+        if kind == "Box":
+            vg = ("box", {"size": 2.0 * np.asarray(geom.halfSide)})
+        elif kind == "Sphere":
+            vg = ("sphere", {"radius": float(geom.radius)})
+        elif kind == "Cylinder":
+            vg = ("cylinder", {"radius": float(geom.radius), "length": 2.0 * float(geom.halfLength)})
+        elif kind == "Capsule":
+            v, f = _capsule_mesh(float(geom.radius), 2.0 * float(geom.halfLength))
+            vg = ("mesh", {"vertices": v, "faces": f})
+        elif kind == "Halfspace":
+            n = np.asarray(geom.n, float)
+            R = pin.Quaternion.FromTwoVectors(np.array([0.0, 0.0, 1.0]), n).matrix()
+            plane = gd.oMg[g] * pin.SE3(R, n * float(geom.d))
+            vg = ("halfspace", {"normal": plane.rotation[:, 2]})
+            pose = _pose7(plane)
+        elif kind.startswith("Convex"):
+            pts = np.array([np.asarray(p) for p in geom.points])
+            vg = ("mesh", {"vertices": pts, "faces": _outward_faces(pts, ConvexHull(pts))})
+        else:
+            continue
+        out.append(VisualGeometry(go.name, vg[0], vg[1], color, go.parentJoint != 0, pose))
+    return out
+
+
+@dataclass
+class ViewerFrame:
+    """One frame for the viewer: world poses (G, 7) of the geometries, sim time (s), real-time factor,
+    contact points (N, 3) m and the forces drawn at them (N, 3) N, world frame."""
+
+    poses: np.ndarray
+    t: float
+    real_time_factor: float | None
+    contact_points: np.ndarray | None
+    contact_forces: np.ndarray | None
+
+
+def simulator_frame(sim, real_time_factor: float | None = None) -> ViewerFrame:
+    """Snapshot a Simulator's current state for the viewer (copies: safe to hand to another thread)."""
+    poses = np.array([_pose7(M) for M in sim.geometry_data.oMg])
+    c = sim.contacts
+    if c is None or c.size == 0 or sim.last_result is None:
+        return ViewerFrame(poses, sim.t, real_time_factor, None, None)
+    return ViewerFrame(poses, sim.t, real_time_factor, c.point.copy(),
+                       display_forces(c, sim.contact_forces_world()))
 
 
 class SceneViewer:
@@ -36,13 +119,15 @@ class SceneViewer:
     (``due()`` tells callers when to update, so the simulation pays for at most that many redraws).
     """
 
-    def __init__(self, model: MultibodyModel, host: str = "127.0.0.1", port: int = 8080,
-                 force_scale: float = 0.01, update_rate: float = 30.0,
+    def __init__(self, geometries: "list[VisualGeometry] | MultibodyModel", host: str = "127.0.0.1",
+                 port: int = 8080, force_scale: float = 0.01, update_rate: float = 30.0,
                  on_pause: Callable[[bool], None] | None = None, on_reset: Callable[[], None] | None = None,
                  camera_position=(1.6, -1.4, 1.2), camera_target=(0.3, 0.0, 0.3)):
         import viser  # optional dependency: only the viewer needs it
 
-        self.model = model
+        if isinstance(geometries, MultibodyModel):
+            geometries = describe_scene(geometries)
+        self.geometries = geometries
         self.force_scale = float(force_scale)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
@@ -52,17 +137,12 @@ class SceneViewer:
         self.server.initial_camera.position = camera_position
         self.server.initial_camera.look_at = camera_target
         self._handles = {}
-        self._moving = []        # (geometry index, handle, local offset SE3 or None)
-        free_joints = {b.joint_id for b in model.free_bodies}
-        for g, go in enumerate(model.collision_model.geometryObjects):
-            joint = go.parentJoint
-            # static environment hangs off the universe frame itself; the robot's fixed base off its link
-            color = ENVIRONMENT_COLOR if go.parentFrame == 0 else \
-                OBJECT_COLOR if joint in free_joints else ROBOT_COLOR
-            handle = self._add_geometry(f"/scene/g{g}_{go.name.replace('/', '_')}", go.geometry, color)
+        self._moving = []        # geometry indices whose pose is updated
+        for g, vg in enumerate(geometries):
+            handle = self._add_geometry(f"/scene/g{g}_{vg.name.replace('/', '_')}", vg)
             if handle is not None:
                 self._handles[g] = handle
-                if joint != 0:
+                if vg.moving:
                     self._moving.append(g)
         self.contact_count = 0
         self.total_force = np.zeros(3)
@@ -90,30 +170,22 @@ class SceneViewer:
 
     # ------------------------------------------------------------------------------------ build
 
-    def _add_geometry(self, name: str, geom, color):
-        scene = self.server.scene
-        kind = type(geom).__name__
-        if kind == "Box":
-            return scene.add_box(name, color=color, dimensions=tuple(2.0 * np.asarray(geom.halfSide)))
-        if kind == "Sphere":
-            return scene.add_icosphere(name, radius=float(geom.radius), color=color, subdivisions=3)
-        if kind == "Cylinder":
-            return scene.add_cylinder(name, radius=float(geom.radius), height=2.0 * float(geom.halfLength),
-                                      color=color)
-        if kind == "Capsule":
-            v, f = _capsule_mesh(float(geom.radius), 2.0 * float(geom.halfLength))
-            return scene.add_mesh_simple(name, v, f, color=color)
-        if kind == "Halfspace":
-            n = np.asarray(geom.n, float)
-            R = pin.Quaternion.FromTwoVectors(np.array([0.0, 0.0, 1.0]), n).matrix()
+    def _add_geometry(self, name: str, vg: "VisualGeometry"):
+        scene, p, color = self.server.scene, vg.params, vg.color
+        pose = {"position": vg.pose[:3], "wxyz": vg.pose[3:]}
+        if vg.kind == "box":
+            return scene.add_box(name, color=color, dimensions=tuple(p["size"]), **pose)
+        if vg.kind == "sphere":
+            return scene.add_icosphere(name, radius=p["radius"], color=color, subdivisions=3, **pose)
+        if vg.kind == "cylinder":
+            return scene.add_cylinder(name, radius=p["radius"], height=p["length"], color=color, **pose)
+        if vg.kind == "halfspace":
             scene.add_grid(name + "_grid", width=3.0, height=3.0, cell_size=0.1, section_size=0.5,
-                           position=n * float(geom.d) + 1e-4 * n, wxyz=_wxyz(R))
-            return scene.add_box(name, color=ENVIRONMENT_COLOR, dimensions=(3.0, 3.0, 0.01),
-                                 position=n * (float(geom.d) - 0.005), wxyz=_wxyz(R))
-        if kind.startswith("Convex"):
-            pts = np.array([np.asarray(p) for p in geom.points])
-            hull = ConvexHull(pts)
-            return scene.add_mesh_simple(name, pts, _outward_faces(pts, hull), color=color, flat_shading=True)
+                           position=vg.pose[:3] + 1e-4 * p["normal"], wxyz=vg.pose[3:])
+            return scene.add_box(name, color=color, dimensions=(3.0, 3.0, 0.01),
+                                 position=vg.pose[:3] - 0.005 * p["normal"], wxyz=vg.pose[3:])
+        if vg.kind == "mesh":
+            return scene.add_mesh_simple(name, p["vertices"], p["faces"], color=color, flat_shading=True, **pose)
         return None
 
     # ----------------------------------------------------------------------------------- update
@@ -128,24 +200,25 @@ class SceneViewer:
         self._last_update = now
         return True
 
-    def update(self, geometry_placements, t: float, real_time_factor: float | None = None,
+    def update(self, poses: np.ndarray, t: float, real_time_factor: float | None = None,
                contact_points: np.ndarray | None = None, contact_forces: np.ndarray | None = None) -> None:
-        """geometry_placements: sequence of pin.SE3 (world) per geometry; contact_points (N, 3) m and
-        contact_forces (N, 3) N in the world frame."""
-        for g in self._moving:
-            M = geometry_placements[g]
-            h = self._handles[g]
-            h.position = np.asarray(M.translation)
-            h.wxyz = _wxyz(M.rotation)
+        """poses: (G, 7) world pose per geometry as (x, y, z, qw, qx, qy, qz) (``geometry_poses``);
+        contact_points (N, 3) m and contact_forces (N, 3) N in the world frame."""
+        with self.server.atomic():
+            for g in self._moving:
+                h = self._handles[g]
+                h.position = poses[g, :3]
+                h.wxyz = poses[g, 3:]
         self.time_text.value = f"{t:.3f}"
         if real_time_factor is not None:
             self.rtf_text.value = f"{real_time_factor:.2f}"
         self._set_contacts(contact_points, contact_forces)
 
     def update_from_simulator(self, sim, real_time_factor: float | None = None) -> None:
-        c = sim.contacts
-        points, forces = (None, None) if c is None else (c.point, display_forces(c, sim.contact_forces_world()))
-        self.update(sim.geometry_data.oMg, sim.t, real_time_factor, points, forces)
+        self.show(simulator_frame(sim, real_time_factor))
+
+    def show(self, frame: "ViewerFrame") -> None:
+        self.update(frame.poses, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces)
 
     def _set_contacts(self, points, forces) -> None:
         scene = self.server.scene
@@ -205,3 +278,72 @@ def _capsule_mesh(radius: float, length: float, segments: int = 24, rings: int =
     pts = np.array(pts)
     hull = ConvexHull(pts)
     return pts, _outward_faces(pts, hull)
+
+
+class ViewerProcess:
+    """A SceneViewer in its own process, so that drawing costs the simulation only a snapshot and a queue put.
+
+    ``publish(frame)`` never blocks: a frame is dropped if the viewer has not taken the previous one yet.
+    ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",).
+    """
+
+    def __init__(self, model: MultibodyModel, port: int = 8080, host: str = "127.0.0.1", update_rate: float = 30.0,
+                 force_scale: float = 0.01, start_timeout: float = 60.0):
+        ctx = multiprocessing.get_context("spawn")
+        self._frames = ctx.Queue(maxsize=1)
+        self._events = ctx.Queue()
+        self.update_period = 1.0 / float(update_rate)
+        self._last_update = -np.inf
+        self._process = ctx.Process(target=_viewer_main, daemon=True,
+                                    args=(describe_scene(model), host, port, force_scale, self._frames, self._events))
+        self._process.start()
+        try:
+            kind, self.url = self._events.get(timeout=start_timeout)
+        except queue.Empty:
+            self.close()
+            raise RuntimeError(f"the viewer process did not start within {start_timeout} s") from None
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_update < self.update_period:
+            return False
+        self._last_update = now
+        return True
+
+    def publish(self, frame: ViewerFrame) -> bool:
+        try:
+            self._frames.put_nowait(frame)
+            return True
+        except queue.Full:
+            return False
+
+    def events(self) -> list:
+        out = []
+        while True:
+            try:
+                out.append(self._events.get_nowait())
+            except queue.Empty:
+                return out
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            try:
+                self._frames.put(None, timeout=1.0)
+            except queue.Full:
+                pass
+            self._process.join(timeout=5.0)
+            if self._process.is_alive():
+                self._process.terminate()
+
+
+def _viewer_main(geometries, host, port, force_scale, frames, events) -> None:
+    viewer = SceneViewer(geometries, host=host, port=port, force_scale=force_scale,
+                         on_pause=lambda paused: events.put(("pause", paused)),
+                         on_reset=lambda: events.put(("reset",)))
+    events.put(("ready", viewer.url))
+    while True:
+        frame = frames.get()
+        if frame is None:
+            break
+        viewer.show(frame)
+    viewer.close()
