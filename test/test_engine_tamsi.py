@@ -403,3 +403,27 @@ def test_gripper_full_5_s():
         assert report.substeps == 1
         rel = sim.body_pose("mug").translation[2] - sim.body_pose("gripper_base").translation[2]
         assert abs(rel) < 0.03
+
+
+def test_sphere_dropped_with_spin_free_rolls_at_five_sevenths():
+    """A solid sphere thrown horizontally at U0 = 2 m/s onto the ground: friction brings it to rolling without
+    slipping at 5/7 U0 (angular momentum about the contact point is conserved), after which it rolls at a
+    constant height r - m g / k without gaining energy (free bodies stepped with q = q0 + h N0 v, eq. 10)."""
+    from contact_sim_ros.sim.simulator import Simulator
+    r, m, k = 0.025, 0.5, 1.0e7
+    scene = {"gravity": [0, 0, -G], "contact_margin": 0.01,
+             "objects": [{"name": "sphere", "shape": {"sphere": r}, "mass": m,
+                          "pose": {"xyz": [0, 0, r + 0.01]}, "velocity": [2.0, 0, 0, 0, 0, 0]}],
+             "environment": [{"name": "ground", "shape": "halfspace"}],
+             "materials": {"default": {"stiffness": 2 * k, "dissipation": 500.0, "friction": 0.5}}}
+    sim = Simulator(scene, engine="tamsi", time_step=1e-3)
+    energies = []
+    for i in range(300):
+        assert sim.step(strict=True).substeps == 1
+        if i >= 150:
+            energies.append(sim.kinetic_energy() + sim.potential_energy())
+    v = sim.body_velocity("sphere")
+    assert v[0] == pytest.approx(5.0 / 7.0 * 2.0, rel=2e-3)
+    assert v[4] * r == pytest.approx(v[0], rel=1e-3)                 # rolling: w r = v
+    assert sim.body_pose("sphere").translation[2] == pytest.approx(r - m * G / k, abs=2e-6)
+    assert max(energies) <= energies[0] * (1 + 1e-6)

@@ -51,10 +51,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..errors import ConfigError
+import pinocchio as pin
 from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
 
+from ..errors import ConfigError
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
@@ -130,6 +130,11 @@ class TamsiEngine(ContactEngine):
         self._v = np.empty(nv)
         self._capacity = 0
         self._ensure_capacity(8)
+        # free bodies (free-flyer joints): start indices of their 7 q and 6 v entries
+        self._ff_q = np.array([b.q_slice.start for b in model.free_bodies], dtype=int)
+        self._ff_v = np.array([b.v_slice.start for b in model.free_bodies], dtype=int)
+        self._ff_lin = (self._ff_v[:, None] + np.arange(3)).ravel()      # linear velocity entries
+        self._ff_e = np.zeros(nv)
         #: |dv_c|_inf and alpha of every Newton iteration of the last step (for Fig. 4-style plots).
         self.iteration_history: list[tuple[float, float]] = []
 
@@ -255,6 +260,16 @@ class TamsiEngine(ContactEngine):
         self._two_way = self.options.coupling == "two_way"
         np.matmul(inputs.mass_matrix, inputs.v, out=self._p_star)
         self._p_star += h * inputs.generalized_force
+        if self._ff_v.size:
+            # Free bodies are stepped in their body frame frozen at q0 (the paper's q = q0 + h N0 v, eq. 10, with
+            # the frozen contact Jacobians): the frame-rotation term M [w0 x v_lin0; 0] of Pinocchio's
+            # local-frame equations is removed from the explicit forces, and ``_free_body_update`` re-expresses
+            # the result in the body frame at q_next.
+            v0 = inputs.v
+            w0 = v0[self._ff_lin + 3].reshape(-1, 3)
+            e = self._ff_e
+            e[self._ff_lin] = np.cross(w0, v0[self._ff_lin].reshape(-1, 3)).ravel()
+            self._p_star += h * (inputs.mass_matrix @ e)
         contacts = inputs.contacts
         self._J = contacts.jacobian                                   # (3N, nv), rows (t1, t2, n)
         self._Jr = self._J.reshape(n, 3, self._nv)
@@ -336,6 +351,35 @@ class TamsiEngine(ContactEngine):
         loaded = self._pi > 0.0
         return loaded * (1 + (self._vt_norm > self.options.stiction_tolerance))
 
+    def _free_body_update(self, q0: np.ndarray, v: np.ndarray, h: float):
+        """q_next = q0 + h N(q0) v (eq. 10) and the free bodies' velocities in their new body frame.
+
+        For a free body, the translation moves along h R0 v_lin (a straight line, as eq. 10; Pinocchio's SE(3)
+        exponential would move the origin on a screw and sink a rolling body by r (1 - cos(w h)) per step) and
+        the rotation is R0 exp(h w). The linear velocity, solved in the body frame frozen at q0, is expressed in
+        the new frame: v_lin <- exp(h w)^T v_lin (w is unchanged by a rotation about itself).
+        Returns (q_next, v_next); other joints go through ``pin.integrate``."""
+        q = pin.integrate(self.model.pin_model, q0, h * v)
+        v = v.copy()
+        iq, lin = self._ff_q, self._ff_lin
+        quat = q0[(iq[:, None] + np.arange(3, 7)).ravel()].reshape(-1, 4)     # (F, 4) x, y, z, w
+        vl = v[lin].reshape(-1, 3)
+        # R0 v_lin = v + 2 w_q (q_v x v) + 2 q_v x (q_v x v)
+        qv, qw = quat[:, :3], quat[:, 3:4]
+        t = 2.0 * np.cross(qv, vl)
+        q[(iq[:, None] + np.arange(3)).ravel()] = (q0[(iq[:, None] + np.arange(3)).ravel()].reshape(-1, 3)
+                                                   + h * (vl + qw * t + np.cross(qv, t))).ravel()
+        # exp(h w)^T v_lin by Rodrigues with the rotation vector -h w
+        w = h * v[lin + 3].reshape(-1, 3)
+        theta = np.sqrt(np.einsum("ij,ij->i", w, w))
+        small = theta < 1e-6
+        safe = np.where(small, 1.0, theta)
+        a = np.where(small, 1.0 - theta * theta / 6.0, np.sin(safe) / safe)
+        b = np.where(small, 0.5 - theta * theta / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
+        wx = np.cross(w, vl)
+        v[lin] = (vl - a[:, None] * wx + b[:, None] * np.cross(w, wx)).ravel()
+        return q, v
+
     def _do_step(self, inputs: StepInputs) -> StepResult:
         opts = self.options
         self._setup(inputs)
@@ -404,9 +448,12 @@ class TamsiEngine(ContactEngine):
                     history.append((err, 0.0))      # alpha 0: estimated, not applied
                     converged = True
                     break
+        q_next = None
         if converged:
             status = SolverStatus.CONVERGED
             v_out = v.copy()
+            if self._ff_v.size:
+                q_next, v_out = self._free_body_update(inputs.q, v_out, h)
         else:
             if status is SolverStatus.MAX_ITERATIONS:
                 message = (f"TAMSI Newton iteration did not converge in {opts.max_iterations} iterations at "
@@ -427,4 +474,5 @@ class TamsiEngine(ContactEngine):
             actuation_force=np.array(self._tau_act, dtype=float),
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
+            q_next=q_next,
         )
