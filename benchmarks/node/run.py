@@ -128,6 +128,7 @@ def wait_for(pred, timeout):
 
 
 def measure(probe, engine, rtf, scene, dt, duration, warmup):
+    probe.reset()   # messages of the previous node must not count as this one's start
     proc, log = start_node(engine, rtf, scene, dt)
     try:
         if not wait_for(lambda: len(probe.js_wall) > 10 or proc.poll() is not None, 120) or proc.poll() is not None:
@@ -162,6 +163,7 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup):
 
 
 def memory_run(probe, engine, scene, dt, minutes):
+    probe.reset()
     proc, log = start_node(engine, 1.0, scene, dt)
     samples = []
     try:
@@ -223,6 +225,8 @@ def main(argv=None):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for r in rows:
+        if len(r["js_sim"]) < 2:
+            continue
         label = f"{r['engine']}, {r['mode']}"
         axes[0].plot(r["js_wall"], r["js_sim"] - r["js_sim"][0], label=label)
         axes[1].hist(np.clip(r["gaps"], 0, 20), bins=80, histtype="step", label=label)

@@ -212,6 +212,8 @@ class SimNode(Node):
         self._forces = np.zeros((0, 3))
 
     def _publish_static(self):
+        """robot_description and /tf_static. The static transforms are computed once, before the stepping
+        thread starts (they do not depend on the state), and the same message is republished on reset."""
         if self.robot is not None:
             try:
                 with open(self.robot.urdf) as fh:
@@ -220,17 +222,20 @@ class SimNode(Node):
                 self.log.warn(f"robot_description not published: {exc}")
         if self.pub_tf_static is None:
             return
-        sim = self.sim
-        msgs = []
-        for e in self.edges:
-            if not e.static:
-                continue
-            ts = TransformStamped()
-            ts.header.frame_id, ts.child_frame_id = e.parent, e.child
-            stamp(sim.t, ts.header.stamp)
-            _set_transform(ts, sim.pin_data.oMf[int(e.parent_frame)].actInv(sim.pin_data.oMf[int(e.child_frame)]))
-            msgs.append(ts)
-        self.pub_tf_static.publish(TFMessage(transforms=msgs))
+        if getattr(self, "_tf_static_msg", None) is None:
+            sim = self.sim
+            msgs = []
+            for e in self.edges:
+                if not e.static:
+                    continue
+                ts = TransformStamped()
+                ts.header.frame_id, ts.child_frame_id = e.parent, e.child
+                stamp(sim.t, ts.header.stamp)
+                oMf = sim.pin_data.oMf
+                _set_transform(ts, oMf[int(e.parent_frame)].actInv(oMf[int(e.child_frame)]))
+                msgs.append(ts)
+            self._tf_static_msg = TFMessage(transforms=msgs)
+        self.pub_tf_static.publish(self._tf_static_msg)
 
     def _build_hooks(self) -> list[PublishHook]:
         cfg = self.config

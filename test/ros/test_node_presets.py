@@ -1,0 +1,71 @@
+"""Every robot preset runs as a node: /joint_states names every joint of the preset, /tf and /tf_static cover
+every link of its URDF, and a command on the preset's hand/gripper position controller moves the joints.
+One node per preset, all started at once in separate namespaces (only the first publishes /clock)."""
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from tf2_msgs.msg import TFMessage
+
+from ros_testing import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+NO_CLOCK = Path(__file__).resolve().parent / "scenes" / "no_clock.yaml"
+PRESETS = ["franka", "allegro", "barrett"]   # iiwa_wsg: test_node_interfaces.py
+
+
+@pytest.fixture(scope="module")
+def nodes(ros, start_node):
+    out = {}
+    for k, robot in enumerate(PRESETS):
+        args = ["--robot", robot, "--engine", "tamsi", "--namespace", robot, "--frame-prefix", f"{robot}/",
+                "--real-time-factor", "0"]
+        if k:
+            args += ["--config", str(NO_CLOCK)]
+        proc = start_node(*args)
+        out[robot] = (proc, {"js": ros.subscribe(JointState, f"/{robot}/joint_states"),
+                             "desc": ros.subscribe(String, f"/{robot}/robot_description", latched=True)})
+    out["tf"] = ros.subscribe(TFMessage, "/tf")
+    out["tf_static"] = ros.subscribe(TFMessage, "/tf_static", latched=True)
+    for robot in PRESETS:
+        proc, topics = out[robot]
+        try:
+            wait_until(lambda: topics["js"] or proc.proc.poll() is not None, 120, what=f"/{robot}/joint_states")
+        except AssertionError:
+            raise AssertionError(proc.output())
+        assert proc.proc.poll() is None, proc.output()
+    return out
+
+
+@pytest.mark.parametrize("robot", PRESETS)
+def test_preset_publishes_every_joint_and_link(nodes, robot):
+    _, topics = nodes[robot]
+    desc = wait_until(lambda: topics["desc"], 10, what="robot_description")[-1].data
+    root = ET.fromstring(desc)
+    links = {f"{robot}/{link.get('name')}" for link in root.iter("link")}
+    joints = {j.get("name") for j in root.iter("joint") if j.get("type") in ("revolute", "prismatic", "continuous")}
+    assert set(topics["js"][-1].name) == joints
+    wait_until(lambda: links <= {t.child_frame_id for m in nodes["tf"][-50:] + nodes["tf_static"]
+                                 for t in m.transforms}, 10, what=f"every {robot} link on /tf or /tf_static")
+
+
+@pytest.mark.parametrize("robot", PRESETS)
+def test_hand_position_controller_moves_the_joints(nodes, ros, robot):
+    _, topics = nodes[robot]
+    preset = yaml.safe_load((REPO / "config" / "robots" / f"{robot}.yaml").read_text())
+    group, spec = next((g, s) for g, s in preset["joint_groups"].items() if g in ("gripper", "hand", "index"))
+    root = ET.fromstring(topics["desc"][-1].data)
+    limits = {j.get("name"): (float(j.find("limit").get("lower")), float(j.find("limit").get("upper")))
+              for j in root.iter("joint") if j.find("limit") is not None}
+    targets = {j: limits[j][0] + 0.3 * (limits[j][1] - limits[j][0]) for j in spec["joints"]}
+    ros.publish(Float64MultiArray, f"/{robot}/{group}_position_controller/commands",
+                Float64MultiArray(data=list(targets.values())))
+
+    def reached():
+        p = dict(zip(topics["js"][-1].name, topics["js"][-1].position))
+        return all(abs(p[j] - v) < 1e-3 for j, v in targets.items())
+    wait_until(reached, 60, what=f"{robot} {group} joints at {targets}")
