@@ -29,6 +29,13 @@ operators of eqs. (20), (17) and (22). With ``coupling="one_way"`` the normal fo
 start-of-step value pi0 = k (1 - d v_n0)_+ (delta0)_+ (semi-implicit Euler, section V-A, eqs. 11-17): then
 W_nn = W_tn = 0 and A is symmetric positive definite.
 
+Free bodies (Pinocchio free-flyers, velocities in the body frame) are stepped in their body frame frozen at q0,
+the frame of the frozen contact Jacobians: the frame-rotation term M [w0 x v_lin0; 0] of the local-frame
+equations is removed from the explicit forces, the configuration is updated as q = q0 + h N(q0) v (eq. 10:
+straight-line translation h R0 v_lin, rotation R0 exp(h w)) and returned as ``StepResult.q_next``, and the
+linear velocity is re-expressed in the new body frame. (An explicit w x v term gains energy by a factor
+sqrt(1 + (w h)^2) per step, and Pinocchio's SE(3) exponential sinks a rolling body by r (1 - cos(w h)) per step.)
+
 Transition-Aware Line Search (TALS, section III-A): every Newton update v <- v + alpha dv is limited so that a
 tangential velocity whose update line crosses the stiction circle |v_t| < v_s stops at the point of the line
 closest to the origin (v_t^{k+1} . dv_t = 0), and angle changes of v_t are limited to theta_max (pi/3);
