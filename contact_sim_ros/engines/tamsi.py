@@ -68,6 +68,13 @@ from .registry import register_engine
 _COUPLINGS = ("two_way", "one_way")
 
 
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cross product of (F, 3) arrays (np.cross has a large per-call overhead for small arrays)."""
+    a0, a1, a2 = a[:, 0], a[:, 1], a[:, 2]
+    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
+    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=1)
+
+
 def _unsaturated(act, v, h):
     """Mask of actuated dofs whose implicit PD + effort command is inside its effort limit at velocity v."""
     raw = act.effort + act.kp * (act.position_error - h * v) + act.kd * (act.velocity_target - v)
@@ -275,7 +282,7 @@ class TamsiEngine(ContactEngine):
             v0 = inputs.v
             w0 = v0[self._ff_lin + 3].reshape(-1, 3)
             e = self._ff_e
-            e[self._ff_lin] = np.cross(w0, v0[self._ff_lin].reshape(-1, 3)).ravel()
+            e[self._ff_lin] = _cross(w0, v0[self._ff_lin].reshape(-1, 3)).ravel()
             self._p_star += h * (inputs.mass_matrix @ e)
         contacts = inputs.contacts
         self._J = contacts.jacobian                                   # (3N, nv), rows (t1, t2, n)
@@ -365,26 +372,13 @@ class TamsiEngine(ContactEngine):
         exponential would move the origin on a screw and sink a rolling body by r (1 - cos(w h)) per step) and
         the rotation is R0 exp(h w). The linear velocity, solved in the body frame frozen at q0, is expressed in
         the new frame: v_lin <- exp(h w)^T v_lin (w is unchanged by a rotation about itself).
-        Returns (q_next, v_next); other joints go through ``pin.integrate``."""
+        Returns (q_next, v_next) (v is updated in place); other joints go through ``pin.integrate``."""
         q = pin.integrate(self.model.pin_model, q0, h * v)
-        v = v.copy()
-        iq, lin = self._ff_q, self._ff_lin
-        quat = q0[(iq[:, None] + np.arange(3, 7)).ravel()].reshape(-1, 4)     # (F, 4) x, y, z, w
-        vl = v[lin].reshape(-1, 3)
-        # R0 v_lin = v + 2 w_q (q_v x v) + 2 q_v x (q_v x v)
-        qv, qw = quat[:, :3], quat[:, 3:4]
-        t = 2.0 * np.cross(qv, vl)
-        q[(iq[:, None] + np.arange(3)).ravel()] = (q0[(iq[:, None] + np.arange(3)).ravel()].reshape(-1, 3)
-                                                   + h * (vl + qw * t + np.cross(qv, t))).ravel()
-        # exp(h w)^T v_lin by Rodrigues with the rotation vector -h w
-        w = h * v[lin + 3].reshape(-1, 3)
-        theta = np.sqrt(np.einsum("ij,ij->i", w, w))
-        small = theta < 1e-6
-        safe = np.where(small, 1.0, theta)
-        a = np.where(small, 1.0 - theta * theta / 6.0, np.sin(safe) / safe)
-        b = np.where(small, 0.5 - theta * theta / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
-        wx = np.cross(w, vl)
-        v[lin] = (vl - a[:, None] * wx + b[:, None] * np.cross(w, wx)).ravel()
+        for iq, iv in zip(self._ff_q.tolist(), self._ff_v.tolist()):    # per free body: a few C++ calls
+            R0 = pin.Quaternion(q0[iq + 3:iq + 7]).matrix()                 # (x, y, z, w) -> body to world
+            v_lin = v[iv:iv + 3]
+            q[iq:iq + 3] = q0[iq:iq + 3] + h * (R0 @ v_lin)
+            v[iv:iv + 3] = pin.exp3(h * v[iv + 3:iv + 6]).T @ v_lin
         return q, v
 
     def _do_step(self, inputs: StepInputs) -> StepResult:
