@@ -23,7 +23,8 @@ class NodeConfig:
     robot: str = ""                    # robot preset in config/robots/ (overrides a scene's robot; with
     #                                    neither robot, urdf nor scene: DEFAULT_ROBOT)
     urdf: str = ""                     # a URDF path instead of a preset
-    scene: str = ""                    # scene YAML (objects, environment); '' = the robot on a ground plane
+    scene: str = ""                    # scene YAML (objects, environment); '' = the robot (on a ground plane)
+    ground: bool = True                # without a scene: add the ground plane z = 0 (off for the hands)
     engine: str = "tamsi"
     engine_options: str = ""           # YAML mapping of the engine's options, e.g. "{max_iterations: 50}"
     time_step: float = 1e-3
@@ -150,7 +151,7 @@ class NodeConfig:
         if self.scene:
             data = _read_yaml(self.scene, "parameter 'scene'")
         else:
-            data = {"environment": [{"name": "ground", "shape": "halfspace"}]}
+            data = {"environment": [{"name": "ground", "shape": "halfspace"}]} if self.ground else {}
         if self.urdf:
             robot = {"urdf": str(Path(self.urdf).resolve())}
         elif self.robot:

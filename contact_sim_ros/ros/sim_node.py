@@ -9,7 +9,7 @@ and costs ~10 us). Topic names and conventions: docs/ros_interface.md.
 from __future__ import annotations
 
 import array
-import math
+import re
 import sys
 import threading
 
@@ -58,6 +58,13 @@ def stamp(t: float, out: Time | None = None) -> Time:
     out = out or Time()
     out.sec, out.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
     return out
+
+
+def topic_token(name: str) -> str:
+    """A link/object name as a topic name token: characters other than [A-Za-z0-9_] become '_'
+    (Allegro's 'link_3.0_tip' -> 'link_3_0_tip'); a leading digit gets a '_' prefix."""
+    token = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return "_" + token if token[:1].isdigit() else token
 
 
 def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
@@ -197,7 +204,8 @@ class SimNode(Node):
         for k, body in enumerate(bodies):
             msg = WrenchStamped()
             msg.header.frame_id = self.prefix + body
-            self._body_pubs.append((self.create_publisher(WrenchStamped, f"contact_wrench/{body}", 10), msg,
+            self._body_pubs.append((self.create_publisher(WrenchStamped, f"contact_wrench/{topic_token(body)}", 10),
+                                    msg,
                                     int(self.wrench_bodies.frame_ids[k])))
         # body names per geometry (for the contact detail message)
         from ..sim.sensors import _body_frame_of_geometry

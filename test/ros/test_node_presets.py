@@ -61,11 +61,16 @@ def test_hand_position_controller_moves_the_joints(nodes, ros, robot):
     root = ET.fromstring(topics["desc"][-1].data)
     limits = {j.get("name"): (float(j.find("limit").get("lower")), float(j.find("limit").get("upper")))
               for j in root.iter("joint") if j.find("limit") is not None}
-    targets = {j: limits[j][0] + 0.3 * (limits[j][1] - limits[j][0]) for j in spec["joints"]}
+    friction = {j.get("name"): float(j.find("dynamics").get("friction", 0.0))
+                for j in root.iter("joint") if j.find("dynamics") is not None}
+    # 10 % into the range: clear of finger-finger contact for every hand
+    targets = {j: limits[j][0] + 0.1 * (limits[j][1] - limits[j][0]) for j in spec["joints"]}
+    # a PD joint with Coulomb friction F stops anywhere within F / kp of its target (stiction)
+    tol = {j: 1e-3 + friction.get(j, 0.0) / float(preset["gains"][j]["kp"]) for j in spec["joints"]}
     ros.publish(Float64MultiArray, f"/{robot}/{group}_position_controller/commands",
                 Float64MultiArray(data=list(targets.values())))
 
     def reached():
         p = dict(zip(topics["js"][-1].name, topics["js"][-1].position))
-        return all(abs(p[j] - v) < 1e-3 for j, v in targets.items())
+        return all(abs(p[j] - v) < tol[j] for j, v in targets.items())
     wait_until(reached, 60, what=f"{robot} {group} joints at {targets}")
