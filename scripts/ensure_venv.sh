@@ -2,8 +2,8 @@
 # Create (or refresh) the project's pinned Python venv in .venv/ and build the ROS 2 interface packages of
 # msgs/ into it. Idempotent: quick when nothing changed.
 #
-#   1. system tools: python3.11 (with venv + headers), cmake, gcc, g++, make; apt-get installs missing ones
-#      (root only, non-interactive);
+#   1. system tools: python3.11 (with venv + headers), cmake, gcc, g++, make, chromium (viewer tests);
+#      apt-get installs missing ones (root only, non-interactive);
 #   2. python3.11 -m venv .venv; pip install -r requirements.txt (exact pins, incl. the ros-jazzy-* wheels);
 #   3. fix the wheels' CMake config files, which name include dirs of the machine that built the wheels
 #      (/opt/python/cp311-cp311/...), to this venv's Python and numpy include dirs;
@@ -94,6 +94,8 @@ command -v cmake > /dev/null 2>&1 || missing_pkgs+=(cmake)
 command -v gcc > /dev/null 2>&1 || missing_pkgs+=(gcc)
 command -v g++ > /dev/null 2>&1 || missing_pkgs+=(g++)
 command -v make > /dev/null 2>&1 || missing_pkgs+=(make)
+# headless browser for the viewer's tests (test/test_viewer.py renders the viser page)
+command -v chromium > /dev/null 2>&1 || command -v chromium-browser > /dev/null 2>&1 || missing_pkgs+=(chromium)
 if command -v "$PYTHON" > /dev/null 2>&1; then
     "$PYTHON" -c "import venv, ensurepip" > /dev/null 2>&1 || missing_pkgs+=(python3.11-venv)
     pyinc="$("$PYTHON" -c "import sysconfig; print(sysconfig.get_paths()['include'])")"
