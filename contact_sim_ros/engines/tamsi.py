@@ -68,13 +68,6 @@ from .registry import register_engine
 _COUPLINGS = ("two_way", "one_way")
 
 
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cross product of (F, 3) arrays (np.cross has a large per-call overhead for small arrays)."""
-    a0, a1, a2 = a[:, 0], a[:, 1], a[:, 2]
-    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
-    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=1)
-
-
 def _unsaturated(act, v, h):
     """Mask of actuated dofs whose implicit PD + effort command is inside its effort limit at velocity v."""
     raw = act.effort + act.kp * (act.position_error - h * v) + act.kd * (act.velocity_target - v)
@@ -147,7 +140,6 @@ class TamsiEngine(ContactEngine):
         # free bodies (free-flyer joints): start indices of their 7 q and 6 v entries
         self._ff_q = np.array([b.q_slice.start for b in model.free_bodies], dtype=int)
         self._ff_v = np.array([b.v_slice.start for b in model.free_bodies], dtype=int)
-        self._ff_lin = (self._ff_v[:, None] + np.arange(3)).ravel()      # linear velocity entries
         self._ff_e = np.zeros(nv)
         #: |dv_c|_inf and alpha of every Newton iteration of the last step (for Fig. 4-style plots).
         self.iteration_history: list[tuple[float, float]] = []
@@ -279,10 +271,11 @@ class TamsiEngine(ContactEngine):
             # the frozen contact Jacobians): the frame-rotation term M [w0 x v_lin0; 0] of Pinocchio's
             # local-frame equations is removed from the explicit forces, and ``_free_body_update`` re-expresses
             # the result in the body frame at q_next.
-            v0 = inputs.v
-            w0 = v0[self._ff_lin + 3].reshape(-1, 3)
+            v0 = inputs.v.tolist()
             e = self._ff_e
-            e[self._ff_lin] = _cross(w0, v0[self._ff_lin].reshape(-1, 3)).ravel()
+            for iv in self._ff_v.tolist():                                  # e = [w0 x v_lin0; 0] per body
+                v1, v2, v3, w1, w2, w3 = v0[iv:iv + 6]
+                e[iv:iv + 3] = (w2 * v3 - w3 * v2, w3 * v1 - w1 * v3, w1 * v2 - w2 * v1)
             self._p_star += h * (inputs.mass_matrix @ e)
         contacts = inputs.contacts
         self._J = contacts.jacobian                                   # (3N, nv), rows (t1, t2, n)
