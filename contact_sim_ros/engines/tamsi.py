@@ -208,50 +208,35 @@ class TamsiEngine(ContactEngine):
         opts = self.options
         vs = opts.stiction_tolerance
         eps = opts.relative_tolerance * vs
-        n = vt.shape[0]
-        alpha = np.ones(n)
+        alpha = np.ones(vt.shape[0])
         v1 = vt + dvt
-        x = vt_norm / vs
-        x1 = np.hypot(v1[:, 0], v1[:, 1]) / vs
-        if x.max() < 1.0 and x1.max() < 1.0:
+        v1_norm = np.hypot(v1[:, 0], v1[:, 1])
+        sliding0 = vt_norm > vs
+        sliding1 = v1_norm > vs
+        if not (sliding0.any() or sliding1.any()):
             return alpha               # stiction -> stiction everywhere: strong gradients, full step
         dv_norm = np.hypot(dvt[:, 0], dvt[:, 1])
         moving = dv_norm >= eps
-        if not moving.any():
-            return alpha
-        dv2 = dv_norm * dv_norm
-        safe_dv = np.where(moving, dv_norm, 1.0)
-        rtol = opts.relative_tolerance
-
-        # stiction (|v| ~ 0) -> sliding
-        case = moving & (x < rtol) & (x1 > 1.0)
-        alpha = np.where(case, 0.5 * vs / safe_dv, alpha)
-        # sliding -> exact stiction
-        case = moving & (x > 1.0) & (x1 < rtol)
-        alpha = np.where(case, 1.0 - 0.5 * vs / safe_dv, alpha)
-        # sliding -> sliding
-        both = moving & (x > 1.0) & (x1 > 1.0)
+        half_vs_dv = 0.5 * vs / np.maximum(dv_norm, eps)                  # alpha that moves v_t by v_s / 2
+        # (almost exact) stiction -> sliding: stop at |v_t| = v_s / 2
+        alpha = np.where(moving & (vt_norm < eps) & sliding1, half_vs_dv, alpha)
+        # sliding -> (almost) exactly zero: stop v_s / 2 short of it
+        alpha = np.where(moving & sliding0 & (v1_norm < eps), 1.0 - half_vs_dv, alpha)
+        both = moving & sliding0 & sliding1
         if both.any():
-            v_dot_dv = vt[:, 0] * dvt[:, 0] + vt[:, 1] * dvt[:, 1]
-            a_star = -v_dot_dv / np.where(moving, dv2, 1.0)
-            closest = vt + a_star[:, None] * dvt
-            closest_norm = np.hypot(closest[:, 0], closest[:, 1])
-            crosses = both & (v_dot_dv < 0.0) & (a_star < 1.0) & (closest_norm < vs)
-            a_cross = np.where(closest_norm < eps, a_star - 0.5 * vs / safe_dv, a_star)
-            alpha = np.where(crosses, a_cross, alpha)
-            # angle limit for the remaining sliding -> sliding updates
-            rest = both & ~crosses
-            if rest.any():
-                safe_v = np.where(rest, vt_norm, 1.0)
-                a_par = v_dot_dv / safe_v                                   # along v_hat
-                b_perp = np.abs(vt[:, 0] * dvt[:, 1] - vt[:, 1] * dvt[:, 0]) / safe_v
-                v1_norm = x1 * vs
-                cos1 = (vt_norm * vt_norm + v_dot_dv) / (safe_v * np.where(rest, v1_norm, 1.0))
-                cmax, smax = math.cos(opts.theta_max), math.sin(opts.theta_max)
-                limit = rest & (cos1 < cmax)
-                denom = b_perp * cmax - a_par * smax
-                a_angle = smax * vt_norm / np.where(limit & (denom > 0.0), denom, 1.0)
-                alpha = np.where(limit & (denom > 0.0), np.minimum(a_angle, 1.0), alpha)
+            dot = vt[:, 0] * dvt[:, 0] + vt[:, 1] * dvt[:, 1]
+            a_star = -dot / np.maximum(dv_norm * dv_norm, eps * eps)     # closest point to the origin
+            closest2 = vt_norm * vt_norm + dot * a_star                   # |v_t + a* dv_t|^2
+            crosses = both & (a_star > 0.0) & (a_star < 1.0) & (closest2 < vs * vs)
+            alpha = np.where(crosses, np.where(closest2 < eps * eps, a_star - half_vs_dv, a_star), alpha)
+            # angle limit: the angle between v_t and v_t + alpha dv_t is theta_max for
+            # alpha = sin(theta_max) |v_t|^2 / (|v_t x dv_t| cos(theta_max) - (v_t . dv_t) sin(theta_max))
+            cmax, smax = math.cos(opts.theta_max), math.sin(opts.theta_max)
+            limit = both & ~crosses & (vt_norm * vt_norm + dot < cmax * vt_norm * v1_norm)
+            if limit.any():
+                denom = np.abs(vt[:, 0] * dvt[:, 1] - vt[:, 1] * dvt[:, 0]) * cmax - dot * smax
+                a_angle = smax * vt_norm * vt_norm / np.maximum(denom, 1e-300)
+                alpha = np.where(limit, np.minimum(a_angle, 1.0), alpha)
         return np.clip(alpha, 1e-12, 1.0)
 
     # ------------------------------------------------------------------ step
