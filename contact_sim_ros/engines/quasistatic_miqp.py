@@ -181,7 +181,11 @@ def _solve_gurobi(p: MIQP) -> MIQPSolution:
                     np.concatenate([p.c, np.zeros(nb)]), float(p.const), sense=gp.GRB.MINIMIZE)
     if p.z_start is not None and nb:
         z.Start = p.z_start
-    m.optimize()
+    try:
+        m.optimize()
+    except gp.GurobiError as exc:      # e.g. the size-limited license refuses a large model
+        m.dispose()
+        return MIQPSolution("error", None, None, message=f"Gurobi: {exc}")
     out = MIQPSolution("error", None, None, solver_time_s=float(m.Runtime), nodes=int(m.NodeCount))
     if m.SolCount > 0 and m.Status in (gp.GRB.OPTIMAL, gp.GRB.TIME_LIMIT, gp.GRB.SUBOPTIMAL):
         out.x = np.array(x.X)
@@ -320,6 +324,7 @@ class QuasistaticSolveInfo:
     n_binaries: int = 0
     n_contacts: int = 0
     big_m_raises: int = 0
+    time_limited: bool = False    # the solve stopped at time_limit_s with a feasible, maybe suboptimal, mode
     nodes: int = 0
     objective: float = math.nan   # ||dq_a - dq_a_bar||^2 (m^2 or rad^2, mixed)
     phi_bar: np.ndarray = field(default_factory=lambda: np.zeros(0))   # hypothetical penetration (m)
@@ -450,6 +455,7 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         big_m_factor: float = 10.0              # big-M = factor x the problem's own scale
         big_m_retries: int = 3                  # times a big-M value is raised tenfold when found active
         time_limit_s: float = 10.0              # per MIQP solve
+        accept_time_limit_solution: bool = True  # at the time limit use the best (feasible) mode found so far
         unactuated_regularization: float = 1e-4  # eps of eps ||dq_u||^2 when choosing the contact mode
         least_impulse: bool = True              # among equal motions, report the least-impulse forces (LP)
         warm_start: bool = True                 # start from the previous step's contact mode
@@ -544,7 +550,7 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
                     M[key] *= 10.0
                 raises += 1
                 continue
-            if sol.status != "optimal":
+            if sol.status != "optimal" and not (sol.status == "time_limit" and sol.x is not None):
                 break
             if o.polish:
                 polish_q = problem.qdiag.copy()
@@ -556,7 +562,7 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
                 cost[layout["Pf"]] = 1.0
                 sol.x = least_impulse_fixed_motion(problem, sol.x, sol.z, nv, cost)
             active = self._active_big_m(sol, layout, M)
-            if not active or raises >= o.big_m_retries:
+            if not active or raises >= o.big_m_retries or sol.status == "time_limit":
                 break
             for key in active:
                 M[key] *= 10.0
@@ -571,10 +577,13 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
                                  f"(eq. 23a) without penetration (also with big-M raised {10 ** raises}x); likely "
                                  "cause: an object's support is beyond the contact margin, or the "
                                  "hypothetical-penetration bound (K) demands more force than friction can balance")
-        if sol.status == "time_limit":
+        if sol.status == "time_limit" and (sol.x is None or not o.accept_time_limit_solution):
             return self._failure(inputs, SolverStatus.MAX_ITERATIONS,
-                                 f"quasistatic MIQP: solver time limit {o.time_limit_s} s reached "
+                                 f"quasistatic MIQP: solver time limit {o.time_limit_s} s reached without a solution "
                                  f"({problem.n_bin} binaries); raise time_limit_s or use fewer friction directions")
+        suboptimal = sol.status == "time_limit"
+        if suboptimal:
+            sol.status = "optimal"
         if sol.status != "optimal":
             return self._failure(inputs, SolverStatus.FAILED, f"quasistatic MIQP solver failed: {sol.message}")
         x = sol.x
@@ -591,8 +600,13 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         self._prev_modes = {k: (zn[i], zf[i].copy(), zc[i]) for i, k in enumerate(keys)}
         self._prev_phi_bar = {k: float(info.phi_bar[i]) for i, k in enumerate(keys)}
         message = ""
+        if suboptimal:
+            info.time_limited = True
+            message = (f"t = {inputs.t:.6g} s: MIQP time limit {o.time_limit_s} s reached ({problem.n_bin} binaries): "
+                       "the best contact mode found is used (it satisfies eq. 23; the command may not be followed "
+                       "as closely as possible). ")
         if raises:
-            message = (f"t = {inputs.t:.6g} s: big-M bound was active; raised {raises} time(s) "
+            message += (f"t = {inputs.t:.6g} s: big-M bound was active; raised {raises} time(s) "
                        f"(dq {M['dq'] * L:.3g}, impulse {M['P'] * S:.3g} N*s) and re-solved")
         return self._result(inputs, dq, Pn, Pf, tau, SolverStatus.CONVERGED, message,
                             iterations=nodes, residual=residual)
