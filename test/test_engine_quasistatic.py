@@ -285,3 +285,37 @@ def test_bad_options_raise_config_errors(model):
         miqp(model, friction_directions=3)
     with pytest.raises(ConfigError, match="valid options"):
         make_engine("quasistatic_lcp", model, {"stiffness": 1.0})
+
+
+# ------------------------------------------------------------------ through the Simulator (iiwa + WSG scene)
+
+def test_simulator_velocity_and_position_commands_move_the_arm_by_h_per_step():
+    """With the quasistatic engine, joint commands are displacements per step: a velocity command moves the joint
+    by h v, a position target is reached in one step when within h * velocity_limit, else the joint moves by
+    h * velocity_limit; the cylinder resting on the table stays in force balance (table holds m g)."""
+    from contact_sim_ros.sim.simulator import Simulator
+
+    scene = pathlib.Path(__file__).resolve().parents[1] / "scenes" / "quasistatic_iiwa_cylinder.yaml"
+    h = 0.005
+    sim = Simulator(str(scene), engine="quasistatic_miqp", time_step=h)
+    m = sim.model
+    j1, j2 = m.joint_index("iiwa_joint_1"), m.joint_index("iiwa_joint_2")
+    q1, q2 = m.joint_q_index[j1], m.joint_q_index[j2]
+    cylinder_z = sim.body_pose("cylinder").translation[2]
+    start = sim.q.copy()
+    sim.set_joint_targets(velocities={"iiwa_joint_1": 0.2})
+    for _ in range(3):
+        assert sim.step().ok
+    assert sim.q[q1] - start[q1] == pytest.approx(3 * h * 0.2, abs=1e-9)
+    target = sim.q[q2] + 0.004                                   # < h * 1.48 rad/s
+    sim.set_joint_targets(positions={"iiwa_joint_2": target})
+    assert sim.step().ok
+    assert sim.q[q2] == pytest.approx(target, abs=1e-9)
+    far = sim.q[q2] + 0.5                                        # clipped to h * velocity_limit per step
+    sim.set_joint_targets(positions={"iiwa_joint_2": far})
+    before = sim.q[q2]
+    assert sim.step().ok
+    assert sim.q[q2] - before == pytest.approx(h * m.velocity_limit[j2], abs=1e-9)
+    assert sim.body_pose("cylinder").translation[2] == pytest.approx(cylinder_z, abs=1e-9)
+    impulse = sim.last_result.contact_impulse
+    assert impulse[:, 2].sum() / h == pytest.approx(0.3 * 9.81, rel=1e-6)
