@@ -54,6 +54,7 @@ Solvers: SCIP through pyscipopt (default, open source); gurobipy when installed 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -805,7 +806,9 @@ class QuasistaticLCPEngine(_QuasistaticBase):
         M[r_m, r_n], M[r_m, r_f] = Jn_u.T, Jf_u.T
         q[r_p] = -h * tau[iu] / S
         q[r_m] = h * tau[iu] / S
+        start = time.perf_counter()
         result = self._lemke.solve(M, q)
+        self.last_solve_info.solver_time_s = time.perf_counter() - start
         self.last_solve_info.n_contacts = nc
         if not result.status.ok:
             status = SolverStatus.INFEASIBLE if result.status.name == "RAY_TERMINATION" else SolverStatus.MAX_ITERATIONS
