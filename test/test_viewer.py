@@ -31,7 +31,7 @@ def _screenshot(url: str, path) -> np.ndarray:
         subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader",
                         "--use-angle=swiftshader", "--disable-background-networking", "--disable-component-update",
                         "--disable-sync", "--no-first-run", f"--user-data-dir={path.parent / 'chromium-profile'}",
-                        "--window-size=480,360", f"--virtual-time-budget={budget}", f"--screenshot={path}", url],
+                        "--window-size=1000,700", f"--virtual-time-budget={budget}", f"--screenshot={path}", url],
                        check=True, capture_output=True, timeout=240)
         image = matplotlib.image.imread(str(path))[..., :3]
         r, g, b = image[..., 0], image[..., 1], image[..., 2]
