@@ -115,10 +115,16 @@ command -v "$PYTHON" > /dev/null 2>&1 || die "$PYTHON not found after installing
     || die "$PYTHON is not Python 3.11 (the ros-jazzy wheels are cp311); set PYTHON=/path/to/python3.11"
 
 # ---- 2. venv + pinned requirements -------------------------------------------------------------------------
-if [[ -e "$VENV" && ! -f "$VENV/pyvenv.cfg" ]]; then
+if [[ -e "$VENV" && ! -f "$VENV/pyvenv.cfg" && "$VENV" != "$ROOT/.venv" ]]; then
     die "$VENV exists but is not a venv (no pyvenv.cfg); refusing to delete it"
 fi
-rm -rf "$VENV"
+# rename first, so that an interrupted deletion never leaves a half-deleted venv under the real name
+if [[ -e "$VENV" ]]; then
+    trash="$VENV.old.$$"
+    mv "$VENV" "$trash"
+    rm -rf "$trash"
+fi
+rm -rf "$VENV".old.* 2> /dev/null || true
 log "$PYTHON -m venv $VENV"
 "$PYTHON" -m venv "$VENV" || die "could not create the venv $VENV"
 log "pip install -r requirements.txt (about 150 pinned packages)"
