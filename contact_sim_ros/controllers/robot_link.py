@@ -1,0 +1,268 @@
+"""The controllers' connection to a robot over ROS 2: only the interfaces a real driver stack also has
+(``joint_states``, the wrist F/T ``<sensor>/wrench``, ``external_joint_torques``, ``robot_description``,
+``<controller>/joint_trajectory``), plus, in lock-step mode only, the simulation node's ``~/pause`` and
+``~/step`` services.
+
+Timing (docs/scenarios.md, "Determinism"):
+
+* ``lockstep`` (simulation, real_time_factor 0): the node is paused; each control tick the controller
+  publishes its commands, then calls ``~/step`` (the node's ``step_count`` = one control period of steps) and
+  waits for the state stamped with the new simulation time. Every command is built so that the instant the node
+  receives it within the tick does not matter (:class:`TickTrajectory`), so a run is bit-reproducible.
+* ``clock`` (a real robot, or the node paced to the wall clock): the controller waits for the next
+  ``joint_states`` whose stamp passed the next tick.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration, Time
+from geometry_msgs.msg import WrenchStamped
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, HistoryPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from ..errors import ConfigError
+
+
+def stamp_ns(stamp) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def to_time(ns: int) -> Time:
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+def to_duration(ns: int) -> Duration:
+    return Duration(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+class ControllerError(RuntimeError):
+    """The robot link failed (node gone, service missing, state not received in time)."""
+
+
+class TickTrajectory:
+    """A joint group's committed position plan on the control-tick grid (integer ns times -> positions).
+
+    ``command(t_k, ...)`` builds the ``JointTrajectory`` to send at tick t_k: it starts at t_k with the plan's
+    own segment [t_k, t_k + T] (linear interpolation, what the node already executes) and only then the new
+    points, so the node executes the same targets whether it receives the message before or during the tick.
+    """
+
+    def __init__(self, joints, q0, period_ns: int):
+        self.joints = list(joints)
+        self.period = int(period_ns)
+        self.times = np.array([0], dtype=np.int64)
+        self.points = np.asarray(q0, float)[None, :].copy()
+
+    def at(self, t_ns: int) -> np.ndarray:
+        """The committed target at time t (ns): linear between plan points, holding the last one."""
+        t = self.times
+        if t_ns >= t[-1]:
+            return self.points[-1].copy()
+        if t_ns <= t[0]:
+            return self.points[0].copy()
+        k = int(np.searchsorted(t, t_ns, side="right")) - 1
+        s = (t_ns - t[k]) / (t[k + 1] - t[k])
+        return self.points[k] + s * (self.points[k + 1] - self.points[k])
+
+    def replace_after(self, t_k: int, new_times_ns, new_points) -> JointTrajectory:
+        """Keep the plan up to t_k + T, replace everything after by ``new_points`` at absolute ``new_times_ns``
+        (each > t_k + T); returns the message to publish at tick t_k."""
+        t1 = t_k + self.period
+        head_t = np.array([t_k, t1], dtype=np.int64)
+        head_q = np.vstack((self.at(t_k), self.at(t1)))
+        new_times_ns = np.asarray(new_times_ns, dtype=np.int64)
+        if len(new_times_ns) and new_times_ns[0] <= t1:
+            raise ValueError("new plan points must start after the next tick")
+        self.times = np.concatenate((head_t, new_times_ns))
+        self.points = np.vstack((head_q, np.asarray(new_points, float).reshape(len(new_times_ns), -1)))
+        msg = JointTrajectory()
+        msg.header.stamp = to_time(t_k)
+        msg.joint_names = self.joints
+        for t, q in zip(self.times, self.points):
+            msg.points.append(JointTrajectoryPoint(positions=[float(x) for x in q],
+                                                   time_from_start=to_duration(int(t - t_k))))
+        return msg
+
+
+class RobotLink:
+    """rclpy node of a controller: latest measurements, publishers of trajectories, tick-synchronised stepping.
+
+    ``namespace``: the driver's namespace ('' or '/ns'); ``node_name``: the simulation node's name (for the
+    lock-step services); ``period``: control period (s).
+    """
+
+    def __init__(self, namespace: str, period: float, mode: str = "lockstep", sim_node_name: str = "contact_sim",
+                 ft_topic: str | None = None, trajectory_controllers=(), name: str = "scenario_controller",
+                 timeout: float = 60.0):
+        if mode not in ("lockstep", "clock"):
+            raise ConfigError(f"controller timing mode {mode!r}: valid modes are lockstep, clock")
+        ns = namespace.rstrip("/")
+        if ns and not ns.startswith("/"):
+            ns = "/" + ns
+        self.ns, self.mode, self.timeout = ns, mode, float(timeout)
+        self.period_ns = int(round(period * 1e9))
+        self.ft_topic = ft_topic
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = Node(name, context=self.context)
+        self._cond = threading.Condition()
+        self.joint_states: dict[int, JointState] = {}     # stamp (ns) -> message (last few)
+        self.ext_torques: dict[int, JointState] = {}
+        self.ft: dict[int, WrenchStamped] = {}
+        self.latest_js: JointState | None = None
+        self.robot_description: str | None = None
+        qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(JointState, f"{ns}/joint_states", self._on_js, qos)
+        self.node.create_subscription(JointState, f"{ns}/external_joint_torques",
+                                      lambda m: self._store(self.ext_torques, m), qos)
+        if ft_topic:
+            self.node.create_subscription(WrenchStamped, f"{ns}/{ft_topic}", lambda m: self._store(self.ft, m), qos)
+        self.node.create_subscription(String, f"{ns}/robot_description", self._on_description, latched)
+        self.traj_pubs = {c: self.node.create_publisher(JointTrajectory, f"{ns}/{c}/joint_trajectory", qos)
+                          for c in trajectory_controllers}
+        base = f"{ns}/{sim_node_name}"
+        self.pause_client = self.node.create_client(SetBool, f"{base}/pause")
+        self.step_client = self.node.create_client(Trigger, f"{base}/step")
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = False
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+        self.t_ns = 0
+
+    # ------------------------------------------------------------------ plumbing
+    def _spin(self):
+        while not self._stop and self.context.ok():
+            self.executor.spin_once(timeout_sec=0.02)
+
+    def close(self):
+        self._stop = True
+        self._thread.join(2.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+    def _store(self, table: dict, msg):
+        with self._cond:
+            table[stamp_ns(msg.header.stamp)] = msg
+            if len(table) > 400:
+                for k in sorted(table)[:200]:
+                    del table[k]
+            self._cond.notify_all()
+
+    def _on_js(self, msg):
+        with self._cond:
+            self.latest_js = msg
+        self._store(self.joint_states, msg)
+
+    def _on_description(self, msg):
+        with self._cond:
+            self.robot_description = msg.data
+            self._cond.notify_all()
+
+    def _wait(self, predicate, what: str, timeout: float | None = None):
+        with self._cond:
+            ok = self._cond.wait_for(predicate, self.timeout if timeout is None else timeout)
+        if not ok:
+            raise ControllerError(f"timed out after {self.timeout} s waiting for {what}")
+
+    def _call(self, client, request, what: str):
+        if not client.wait_for_service(timeout_sec=self.timeout):
+            raise ControllerError(f"service {client.srv_name} not available ({what})")
+        future = client.call_async(request)
+        deadline = time.monotonic() + self.timeout
+        while not future.done():
+            if time.monotonic() > deadline:
+                raise ControllerError(f"service {client.srv_name} did not answer within {self.timeout} s")
+            time.sleep(0.0005)
+        result = future.result()
+        if not result.success:
+            raise ControllerError(f"{client.srv_name}: {result.message}")
+        return result
+
+    # ------------------------------------------------------------------ interface
+    def start(self) -> tuple[int, str]:
+        """Wait for robot_description and the first joint state (and pause the node in lock-step mode).
+        Returns (start time ns, URDF)."""
+        topics = [f"{self.ns}/joint_states", f"{self.ns}/external_joint_torques"] + \
+            ([f"{self.ns}/{self.ft_topic}"] if self.ft_topic else [])
+        deadline = time.monotonic() + self.timeout
+        while any(self.node.count_publishers(t) == 0 for t in topics):
+            if time.monotonic() > deadline:
+                raise ControllerError(f"no publisher of {topics} (is the node running in this namespace / "
+                                      "ROS domain?)")
+            time.sleep(0.02)
+        if self.mode == "lockstep":
+            # pause, then one control period of steps: the node publishes the state at the new time on every
+            # topic (a state published before our subscriptions matched is not received again)
+            self._call(self.pause_client, SetBool.Request(data=True), "pause for lock-step")
+            res = self._call(self.step_client, Trigger.Request(), "first step")
+            m = re.search(r"t = ([0-9.eE+-]+) s", res.message)
+            if m is None:
+                raise ControllerError(f"unexpected ~/step answer {res.message!r} (expected '... t = <time> s')")
+            t_reported = float(m.group(1))
+            self._wait(lambda: any(abs(k * 1e-9 - t_reported) < 1e-5 for k in self.joint_states),
+                       f"joint_states at t = {t_reported} s")
+            with self._cond:
+                self.t_ns = min(self.joint_states, key=lambda k: abs(k * 1e-9 - t_reported))
+        self._wait(lambda: self.robot_description is not None and self.latest_js is not None,
+                   "robot_description and joint_states")
+        if self.mode != "lockstep":
+            with self._cond:
+                self.t_ns = stamp_ns(self.latest_js.header.stamp)
+        return self.t_ns, self.robot_description
+
+    def state(self, need=("ft", "ext")) -> dict:
+        """Measurements stamped with the current tick time: {'js': JointState, 'ft': WrenchStamped,
+        'ext': JointState}; waits for them."""
+        t = self.t_ns
+        tables = {"js": self.joint_states, "ft": self.ft, "ext": self.ext_torques}
+        keys = ("js",) + tuple(need)
+        if self.mode == "clock":    # latest of each (a real robot: no common stamps)
+            self._wait(lambda: all(tables[k] for k in keys), "measurements")
+            with self._cond:
+                return {k: tables[k][max(tables[k])] for k in keys}
+        self._wait(lambda: all(t in tables[k] for k in keys), f"the state stamped t = {t * 1e-9:.4f} s "
+                   f"({', '.join(k for k in keys if t not in tables[k])} missing)")
+        with self._cond:
+            return {k: tables[k][t] for k in keys}
+
+    def publish(self, controller: str, msg: JointTrajectory):
+        self.traj_pubs[controller].publish(msg)
+
+    def advance(self) -> int:
+        """Let one control period pass; returns the new tick time (ns)."""
+        target = self.t_ns + self.period_ns
+        if self.mode == "lockstep":
+            self._call(self.step_client, Trigger.Request(), "step")
+            self._wait(lambda: target in self.joint_states, f"joint_states at t = {target * 1e-9:.4f} s "
+                       "(is the node's step_count one control period?)")
+        else:
+            self._wait(lambda: self.latest_js is not None and stamp_ns(self.latest_js.header.stamp) >= target,
+                       f"joint_states past t = {target * 1e-9:.4f} s")
+            with self._cond:
+                target = stamp_ns(self.latest_js.header.stamp)
+        self.t_ns = target
+        return target
+
+
+def positions_of(msg: JointState, names) -> np.ndarray:
+    index = {n: i for i, n in enumerate(msg.name)}
+    return np.array([msg.position[index[n]] for n in names])
+
+
+def efforts_of(msg: JointState, names) -> np.ndarray:
+    index = {n: i for i, n in enumerate(msg.name)}
+    return np.array([msg.effort[index[n]] for n in names])

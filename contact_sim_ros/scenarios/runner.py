@@ -1,0 +1,234 @@
+"""Scenario runner: start the simulation node with a robot, engine and scene, run a scenario controller against
+it over ROS 2, print progress (phase, sim time, real-time factor, grip force) and a final verdict with numbers.
+
+    python -m contact_sim_ros.scenarios.runner                       # scenario 1 (pick, shake, place), TAMSI
+    python -m contact_sim_ros.scenarios.runner pick_shake_place --engine lagged
+    python -m contact_sim_ros.scenarios.runner pick_shake_place --engine all      # every engine, compared
+    python -m contact_sim_ros.scenarios.runner --list
+
+The node runs with real_time_factor 0, paused, and the controller steps it in lock-step through the node's
+``~/step`` service (one control period per call), so a run is deterministic (docs/scenarios.md).
+Exit code 0 when every run succeeded, 1 when a scenario failed, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ScenarioSpec:
+    name: str
+    description: str
+    scene: str                  # path relative to the package root
+    factory: str                # "module:Class" of the controller
+    params: str                 # "module:ParamsClass"
+    time_step: float = 0.002    # s
+    period: float = 0.02        # s, control period (a whole number of time steps)
+    duration: float | None = None   # s of sim time (None: until the controller is done)
+    engine_options: dict = field(default_factory=dict)
+
+
+SCENARIOS = {
+    "pick_shake_place": ScenarioSpec(
+        "pick_shake_place", "iiwa + WSG 50: pick the bottle, shake it, place it (force feedback; TAMSI VI-C)",
+        "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.controllers.pick_shake_place:PickShakePlace",
+        "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams"),
+}
+
+
+def _load(ref: str):
+    import importlib
+    mod, attr = ref.split(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    engine: str
+    success: bool
+    reason: str
+    numbers: dict
+    log: dict                 # t (ns), q, v, grip, load, phase arrays at the control ticks
+    node_output: str = ""
+    object_poses: dict = field(default_factory=dict)   # ground truth from /tf (not used by the controller)
+
+
+def _node_command(spec: ScenarioSpec, engine: str, namespace: str, time_step: float, period: float,
+                  engine_options: dict | None, extra: list[str]) -> list[str]:
+    steps = int(round(period / time_step))
+    if steps < 1 or abs(steps * time_step - period) > 1e-9:
+        raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
+    cmd = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--scene", str(REPO / spec.scene),
+           "--engine", engine, "--time-step", repr(time_step), "--real-time-factor", "0", "--paused",
+           "--namespace", namespace]
+    opts = {**spec.engine_options, **(engine_options or {})}
+    if opts:
+        import yaml
+        cmd += ["--engine-options", yaml.safe_dump(opts, default_flow_style=True).strip()]
+    cmd += ["--ros-args", "-p", f"step_count:={steps}", "-p", "contacts_rate:=0.0", "-p", "markers_rate:=0.0",
+            "-p", "tf_rate:=10.0", "-p", "publish_clock:=false", *extra]
+    return cmd
+
+
+def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_step: float | None = None,
+                 period: float | None = None, duration: float | None = None, params: dict | None = None,
+                 engine_options: dict | None = None, namespace: str | None = None, progress=None,
+                 timeout: float = 120.0, node_args: list[str] | None = None) -> RunResult:
+    """Start the node, run the scenario's controller in lock-step until done, stop the node."""
+    if name not in SCENARIOS:
+        raise ConfigError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
+    spec = SCENARIOS[name]
+    dt = spec.time_step if time_step is None else float(time_step)
+    T = spec.period if period is None else float(period)
+    ns = namespace or f"/scenario_{os.getpid()}_{time.monotonic_ns() % 100000}"
+    Params = _load(spec.params)
+    p = Params(**(params or {}))
+    controller = _load(spec.factory)(p)
+    from ..controllers.pick_shake_place import run_controller
+    from ..controllers.robot_link import RobotLink
+    log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
+    proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
+                            stdout=log, stderr=subprocess.STDOUT)
+    link = None
+    poses = {}
+    try:
+        link = RobotLink(ns, T, "lockstep", ft_topic=getattr(controller, "ft_topic", None),
+                         trajectory_controllers=controller.trajectory_controllers, timeout=timeout)
+        try:
+            from tf2_msgs.msg import TFMessage
+        except ImportError:      # built from msgs/ by scripts/ensure_venv.sh; ground truth is optional
+            TFMessage = None
+
+        def on_tf(msg):
+            for tr in msg.transforms:
+                if tr.header.frame_id == "world":
+                    poses[tr.child_frame_id] = (tr.transform.translation.x, tr.transform.translation.y,
+                                                tr.transform.translation.z)
+        if TFMessage is not None:
+            link.node.create_subscription(TFMessage, "/tf", on_tf, 10)
+        try:
+            verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
+                                     progress=progress)
+        except Exception as exc:
+            if proc.poll() is not None:
+                log.flush()
+                raise RuntimeError(f"the simulation node exited ({proc.returncode}):\n"
+                                   f"{Path(log.name).read_text()[-3000:]}") from exc
+            raise
+        time.sleep(0.05)
+    finally:
+        if link is not None:
+            link.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+    out = Path(log.name).read_text()
+    os.unlink(log.name)
+    c = controller
+    logd = {"t": np.array(c.log_t, dtype=np.int64), "q": np.array(c.log_q), "v": np.array(c.log_v),
+            "grip": np.array(c.log_grip), "load": np.array(c.log_load), "phase": np.array(c.log_phase)}
+    return RunResult(name, engine, verdict.success, verdict.reason, dict(verdict.numbers), logd, out, dict(poses))
+
+
+def _fmt(x):
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m contact_sim_ros.scenarios.runner",
+                                 description="Run a grasp scenario against the simulation node over ROS 2.")
+    ap.add_argument("scenario", nargs="?", default="pick_shake_place", help="scenario name (--list)")
+    ap.add_argument("--engine", default="tamsi", help="engine name, comma-separated names, or 'all'")
+    ap.add_argument("--time-step", type=float, default=None, help="s (scenario default)")
+    ap.add_argument("--period", type=float, default=None, help="control period, s (scenario default)")
+    ap.add_argument("--duration", type=float, default=None, help="s of sim time (default: until done)")
+    ap.add_argument("--grip-force", type=float, default=None, help="N, commanded grip force (where used)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="controller parameter override (YAML value), repeatable")
+    ap.add_argument("--engine-options", default=None, help="YAML mapping passed to the engine")
+    ap.add_argument("--log", default=None, help="save the joint-state log of each run to LOG_<engine>.npz")
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = ap.parse_args(argv)
+    if args.list:
+        for s in SCENARIOS.values():
+            print(f"{s.name:20s} {s.description}  (scene {s.scene})")
+        return 0
+    import yaml
+    from ..engines.registry import engine_names
+    try:
+        if args.scenario not in SCENARIOS:
+            raise ConfigError(f"unknown scenario {args.scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
+        names = engine_names()
+        engines = names if args.engine == "all" else [e.strip() for e in args.engine.split(",")]
+        bad = [e for e in engines if e not in names]
+        if bad:
+            raise ConfigError(f"unknown engine(s) {bad}; valid engines: {', '.join(names)} (or 'all')")
+        params = {}
+        for kv in args.set:
+            if "=" not in kv:
+                raise ConfigError(f"--set {kv!r}: expected KEY=VALUE")
+            k, v = kv.split("=", 1)
+            params[k] = yaml.safe_load(v)
+        if args.grip_force is not None:
+            params["grip_force"] = args.grip_force
+        eopts = yaml.safe_load(args.engine_options) if args.engine_options else None
+    except ConfigError as exc:
+        print(f"scenario runner: error: {exc}", file=sys.stderr)
+        return 2
+    results = []
+    for engine in engines:
+        print(f"=== scenario {args.scenario} with engine {engine} ===", flush=True)
+
+        def progress(d):
+            print(f"  [{d['phase']:>11}] t = {d['t']:6.2f} s   real-time factor {d['rtf']:5.2f}   "
+                  f"grip force {d['grip_force']:6.2f} N   wrist load {d['load']:6.2f} N", flush=True)
+        try:
+            r = run_scenario(args.scenario, engine, time_step=args.time_step, period=args.period,
+                             duration=args.duration, params=params, engine_options=eopts,
+                             progress=None if args.quiet else progress)
+        except ConfigError as exc:
+            print(f"scenario runner: error: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:    # a crashed node or lost connection is a failed run, reported
+            print(f"  FAILURE ({engine}): {type(exc).__name__}: {exc}", flush=True)
+            results.append((engine, False, f"{type(exc).__name__}: {exc}", {}))
+            continue
+        print(("  SUCCESS" if r.success else "  FAILURE") + f" ({engine}): {r.reason}")
+        for k, v in r.numbers.items():
+            print(f"    {k:32s} {_fmt(v)}")
+        if args.log:
+            np.savez(f"{args.log}_{engine}.npz", **r.log)
+        results.append((engine, r.success, r.reason, r.numbers))
+    if len(results) > 1:
+        print("\nengine          verdict   rtf     grip err (max, static hold)   reason")
+        for engine, ok, reason, nums in results:
+            print(f"{engine:15s} {'success' if ok else 'FAILURE':9s} "
+                  f"{_fmt(nums.get('real_time_factor', float('nan'))):7s} "
+                  f"{_fmt(nums.get('hold_grip_force_max_rel_error', float('nan'))):29s} {reason[:70]}")
+    return 0 if all(ok for _, ok, _, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
