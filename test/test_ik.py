@@ -1,0 +1,67 @@
+"""Jacobian IK of the scenario controllers (contact_sim_ros/controllers/ik.py) on the iiwa_wsg URDF."""
+
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.controllers.ik import JacobianIK, interpolate_pose, joint_path, min_jerk
+from contact_sim_ros.errors import ConfigError, ModelError
+
+URDF = (Path(__file__).resolve().parents[1] / "urdf" / "iiwa_wsg.urdf").read_text()
+ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
+Q_HOME = np.array([0.0, 0.5, 0.0, -1.6, 0.0, 1.042, 0.0])
+
+
+@pytest.fixture(scope="module")
+def ik():
+    return JacobianIK(URDF, "wsg_tcp", ARM)
+
+
+def test_ik_reaches_a_pose_forward_kinematics_confirms(ik):
+    home = ik.forward(Q_HOME)
+    target = pin.SE3(home.rotation @ pin.exp3(np.array([0.0, 0.0, 0.4])), home.translation + [0.05, -0.12, -0.13])
+    q, ok, err = ik.solve(target, Q_HOME)
+    assert ok and err < 1e-6
+    reached = ik.forward(q)
+    np.testing.assert_allclose(reached.translation, target.translation, atol=1e-6)
+    np.testing.assert_allclose(reached.rotation, target.rotation, atol=1e-6)
+    assert np.all(q >= ik.lower) and np.all(q <= ik.upper)
+
+
+def test_jacobian_matches_finite_differences_of_the_tool_position(ik):
+    J = ik.jacobian(Q_HOME)
+    eps = 1e-6
+    p0 = ik.forward(Q_HOME).translation
+    for i in range(7):
+        dq = np.zeros(7)
+        dq[i] = eps
+        np.testing.assert_allclose((ik.forward(Q_HOME + dq).translation - p0) / eps, J[:3, i], atol=1e-5)
+
+
+def test_unreachable_pose_names_the_pose(ik):
+    far = pin.SE3(np.eye(3), np.array([2.0, 0.0, 0.5]))
+    with pytest.raises(ConfigError, match=r"pose 0 at \[2.0, 0.0, 0.5\] m is unreachable"):
+        joint_path(ik, [far], Q_HOME, what="test")
+
+
+def test_bad_frame_or_joint_raises_model_error():
+    with pytest.raises(ModelError, match="not in the URDF"):
+        JacobianIK(URDF, "no_such_frame", ARM)
+    with pytest.raises(ModelError, match="not in the URDF"):
+        JacobianIK(URDF, "wsg_tcp", ["iiwa_joint_9"])
+
+
+def test_min_jerk_path_starts_and_ends_at_rest(ik):
+    s = np.linspace(0, 1, 201)
+    x = min_jerk(s)
+    assert x[0] == 0.0 and x[-1] == 1.0 and np.all(np.diff(x) >= 0)
+    v = np.gradient(x, s)
+    assert abs(v[0]) < 1e-3 and abs(v[-1]) < 1e-3 and v[100] == pytest.approx(1.875, rel=1e-3)
+    a = ik.forward(Q_HOME)
+    b = pin.SE3(a.rotation @ pin.exp3(np.array([0.0, 0.0, 1.0])), a.translation + 0.1)
+    mid = interpolate_pose(a, b, 0.5)
+    np.testing.assert_allclose(pin.log3(a.rotation.T @ mid.rotation), [0, 0, 0.5], atol=1e-12)
+    qs = joint_path(ik, [interpolate_pose(a, b, si) for si in min_jerk(np.linspace(0, 1, 20))], Q_HOME)
+    assert np.max(np.abs(np.diff(qs, axis=0))) < 0.2     # continuous joint path (warm-started)
