@@ -286,8 +286,7 @@ def run_clutter(name, dt, duration, stiffness=1.0e7, options=None):
 def clutter(quick):
     """XII-A: 40 objects into an 80 cm box; dt = 2 ms; iterations vs dt; penetration vs stiffness."""
     duration = 0.5 if quick else 3.0
-    variants = [("lagged", None), ("lagged (eq. 26)", {"regularized_stiction": True}), ("similar", None),
-                ("sap", None)]
+    variants = CLUTTER_VARIANTS
     rows, runs = [], {}
     for label, opts in variants:
         engine = label.split(" ")[0]
@@ -313,7 +312,14 @@ def clutter(quick):
         a.grid(alpha=0.3)
     save(fig, "icf_clutter_iterations.png")
 
-    # mean iterations vs dt (Fig. 17) and penetration vs stiffness (Fig. 18)
+
+CLUTTER_VARIANTS = [("lagged", None), ("lagged (eq. 26)", {"regularized_stiction": True}), ("similar", None),
+                    ("sap", None)]
+
+
+def clutter_sweeps(quick):
+    """XII-A sweeps: mean Newton iterations vs dt (cf. Fig. 17), penetration at rest vs stiffness (Fig. 18)."""
+    variants = CLUTTER_VARIANTS
     sweep_T = 0.3 if quick else 0.6
     dts = [2e-3, 5e-3, 1e-2]
     rows = []
@@ -363,7 +369,8 @@ def grasp(quick):
     grasp_study(quick, save, table, COLORS)
 
 
-CASES = {"conveyor": conveyor, "sphere": sphere, "rod": rod, "clutter": clutter, "grasp": grasp}
+CASES = {"conveyor": conveyor, "sphere": sphere, "rod": rod, "clutter": clutter, "clutter_sweeps": clutter_sweeps,
+         "grasp": grasp}
 
 
 def main(argv=None):
