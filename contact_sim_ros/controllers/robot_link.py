@@ -104,7 +104,7 @@ class RobotLink:
 
     def __init__(self, namespace: str, period: float, mode: str = "lockstep", sim_node_name: str = "contact_sim",
                  ft_topic: str | None = None, trajectory_controllers=(), name: str = "scenario_controller",
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, wrench_topics=()):
         if mode not in ("lockstep", "clock"):
             raise ConfigError(f"controller timing mode {mode!r}: valid modes are lockstep, clock")
         ns = namespace.rstrip("/")
@@ -130,6 +130,11 @@ class RobotLink:
                                       lambda m: self._store(self.ext_torques, m), qos)
         if ft_topic:
             self.node.create_subscription(WrenchStamped, f"{ns}/{ft_topic}", lambda m: self._store(self.ft, m), qos)
+        self.wrenches: dict[str, dict[int, WrenchStamped]] = {}
+        for topic in wrench_topics:       # e.g. contact_wrench/<body> (a real hand: fingertip sensors)
+            table = self.wrenches.setdefault(topic, {})
+            self.node.create_subscription(WrenchStamped, f"{ns}/{topic}",
+                                          lambda m, tb=table: self._store(tb, m), qos)
         self.node.create_subscription(String, f"{ns}/robot_description", self._on_description, latched)
         self.traj_pubs = {c: self.node.create_publisher(JointTrajectory, f"{ns}/{c}/joint_trajectory", qos)
                           for c in trajectory_controllers}
@@ -228,7 +233,7 @@ class RobotLink:
         """Measurements stamped with the current tick time: {'js': JointState, 'ft': WrenchStamped,
         'ext': JointState}; waits for them."""
         t = self.t_ns
-        tables = {"js": self.joint_states, "ft": self.ft, "ext": self.ext_torques}
+        tables = {"js": self.joint_states, "ft": self.ft, "ext": self.ext_torques, **self.wrenches}
         keys = ("js",) + tuple(need)
         if self.mode == "clock":    # latest of each (a real robot: no common stamps)
             self._wait(lambda: all(tables[k] for k in keys), "measurements")

@@ -48,6 +48,14 @@ SCENARIOS = {
         "pick_shake_place", "iiwa + WSG 50: pick the bottle, shake it, place it (force feedback; TAMSI VI-C)",
         "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.controllers.pick_shake_place:PickShakePlace",
         "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams"),
+    "barrett_cylinder": ScenarioSpec(
+        "barrett_cylinder", "BarrettHand on a lift stage: close on the bottle (cylinder), lift 10 cm, grasp forces",
+        "scenes/scenario_barrett_cylinder.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
+        "contact_sim_ros.controllers.hand_grasp:HandGraspParams"),
+    "barrett_box": ScenarioSpec(
+        "barrett_box", "BarrettHand on a lift stage: close on a 6x6x16 cm box, lift 10 cm, grasp forces",
+        "scenes/scenario_barrett_box.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
+        "contact_sim_ros.controllers.hand_grasp:HandGraspParams"),
 }
 
 
@@ -109,7 +117,8 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     poses = {}
     try:
         link = RobotLink(ns, T, "lockstep", ft_topic=getattr(controller, "ft_topic", None),
-                         trajectory_controllers=controller.trajectory_controllers, timeout=timeout)
+                         trajectory_controllers=controller.trajectory_controllers, timeout=timeout,
+                         wrench_topics=getattr(controller, "wrench_topics", ()))
         try:
             from tf2_msgs.msg import TFMessage
         except ImportError:      # built from msgs/ by scripts/ensure_venv.sh; ground truth is optional
@@ -126,11 +135,10 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
             verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
                                      progress=progress)
         except Exception as exc:
-            if proc.poll() is not None:
-                log.flush()
-                raise RuntimeError(f"the simulation node exited ({proc.returncode}):\n"
-                                   f"{Path(log.name).read_text()[-3000:]}") from exc
-            raise
+            log.flush()
+            state = f"exited ({proc.returncode})" if proc.poll() is not None else "still running"
+            raise RuntimeError(f"{type(exc).__name__}: {exc}\nthe simulation node is {state}; its output (tail):\n"
+                               f"{Path(log.name).read_text()[-2000:]}") from exc
         time.sleep(0.05)
     finally:
         if link is not None:
