@@ -31,7 +31,7 @@ def run(duration: float, dt: float = 7e-4, record_every: int = 20):
     for i in range(steps):
         report = sim.step(strict=True)
         iterations[i] = report.iterations
-        substeps += report.substeps - 1
+        substeps += report.substeps > 1
         solve += sim.last_result.stats.solve_time_s
         if (i + 1) % record_every == 0:
             pose = sim.body_pose("mug")
