@@ -289,8 +289,8 @@ class PickShakePlace:
         elif ph == "lower":    # fast: the arm's own acceleration changes the wrist load, so no detection here
             if t_k >= self.phase_end:
                 self.enter("touch", t_k)
-        elif ph == "touch":
-            if held < 0.5 * self.held_load:
+        elif ph == "touch":       # (the first 0.1 s: the arm still rings from the fast approach)
+            if elapsed >= 0.1 and held < 0.5 * self.held_load:
                 tcp = self.ik.forward(positions_of(js, ARM), self.q_full).translation
                 self.numbers["placed_at_tcp_z_m"] = float(tcp[2])
                 self.numbers["placed_at_t_s"] = t_k * 1e-9

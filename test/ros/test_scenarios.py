@@ -1,6 +1,6 @@
 """Scenario 1 (iiwa + WSG 50 pick, shake and place with force feedback) end to end over ROS: the runner starts a
 real sim_node (real_time_factor 0, paused) and the controller steps it in lock-step through ~/step.
-Durations are shortened (0.4 s keyframe moves, 2 shake cycles at 2 Hz, 2 ms time step, 20 ms control period)."""
+Durations are shortened (0.5 s keyframe moves, 2 shake cycles at 2 Hz, 2 ms time step, 20 ms control period)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from contact_sim_ros.scenarios.runner import main as runner_main, run_scenario
 REPO = Path(__file__).resolve().parents[2]
 BOTTLE_MASS = float(ET.parse(REPO / "urdf" / "objects" / "bottle.urdf").getroot().find("link/inertial/mass").get("value"))
 G = 9.81
-FAST = dict(motion_time=0.4, hold_time=0.3, shake_cycles=2)
+FAST = dict(motion_time=0.5, hold_time=0.45, shake_cycles=2)
 
 
 def explain(r) -> str:
