@@ -325,12 +325,8 @@ def test_box_velocity_error_is_first_order_in_the_time_step():
 
 # ----------------------------------------------------------------------------------------------- section VI-A
 def gripper_scene():
-    """scenes/tamsi_gripper_mug.yaml with its URDF path made absolute (the file gives it from the repo root)."""
-    import yaml
-    root = Path(__file__).resolve().parents[1]
-    data = yaml.safe_load((root / "scenes" / "tamsi_gripper_mug.yaml").read_text())
-    data["robot"]["urdf"] = str(root / data["robot"]["urdf"])
-    return data
+    """scenes/tamsi_gripper_mug.yaml (its URDF path is relative to the package's urdf/ folder)."""
+    return str(Path(__file__).resolve().parents[1] / "scenes" / "tamsi_gripper_mug.yaml")
 
 
 def test_gripper_holds_the_shaken_mug_through_stick_slip():

@@ -151,11 +151,8 @@ AMPLITUDE, PERIOD = 0.15, 0.5
 
 
 def _gripper_sim(dt, engine_options=None):
-    import yaml
     from contact_sim_ros.sim.simulator import Simulator
-    data = yaml.safe_load(GRIPPER_SCENE.read_text())
-    data["robot"]["urdf"] = str(ROOT / data["robot"]["urdf"])   # the file gives it from the repository root
-    return Simulator(data, engine="tamsi", time_step=dt, engine_options=engine_options)
+    return Simulator(str(GRIPPER_SCENE), engine="tamsi", time_step=dt, engine_options=engine_options)
 
 
 def run_gripper(dt, duration, record_every=None, engine_options=None, strict=True):
