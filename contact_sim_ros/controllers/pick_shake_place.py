@@ -60,6 +60,7 @@ class PickShakePlaceParams:
     ft_frame: str = "iiwa_ft_sensor"
     hold_time: float = 0.6              # s of static hold (grip force statistics over its last 2/3)
     motion_time: float = 1.0            # s per keyframe move
+    stop_at: str = ""                   # end the run successfully when this phase begins (shortened tests)
 
 
 @dataclass
@@ -209,6 +210,9 @@ class PickShakePlace:
         self.grip_now, self.load_now = grip, load
         elapsed = (t_k - self.phase_t0) * 1e-9
         ph = self.phase
+        if p.stop_at and ph == p.stop_at:
+            self.verdict = Verdict(True, f"all checks passed up to phase {ph} (stop_at)", self.numbers)
+            return True
         if self.force_loop:
             self.regulate_grip(t_k, grip)
         held = None if self.F0 is None else load - self.F0
