@@ -186,26 +186,45 @@ def _smooth(t, t0, duration):
 
 
 def run_grasp_and_lift(scene, obj, hand_frame, close_targets, lift_joints, lift_targets_up, t_close=0.35,
-                       t_lift=0.7, t_hold=0.25):
-    """Close (position targets), then move ``lift_joints`` smoothly to ``lift_targets_up`` with gravity
-    feed-forward, then hold. Returns (object rise m, hand frame rise m, max object speed m/s)."""
-    sim = Simulator(scene, engine=ENGINE, time_step=DT)
+                       t_lift=0.7, t_hold=0.25, engine=ENGINE):
+    """Close (position targets ramped over 0.8 t_close), then move ``lift_joints`` smoothly to
+    ``lift_targets_up`` with gravity feed-forward, then hold. Returns (object rise m, hand frame rise m, max
+    object speed m/s, names of the links touching the object at the end)."""
+    sim = Simulator(scene, engine=engine, time_step=DT)
     m = sim.model
     data = m.pin_model.createData()
     joints = list(m.joint_names)
-    start = {j: float(sim.q[m.joint_q_index[m.joint_index(j)]]) for j in lift_joints}
+    start = {j: float(sim.q[m.joint_q_index[m.joint_index(j)]]) for j in joints}   # others hold these
     z_obj0 = sim.body_pose(obj).translation[2]
     z_hand0 = sim.body_pose(hand_frame).translation[2]
     vmax = 0.0
     n = int(round((t_close + t_lift + t_hold) / DT))
     for _ in range(n):
         s = _smooth(sim.t, t_close, t_lift)
-        pos = {j: (1 - s) * start[j] + s * lift_targets_up[j] for j in lift_joints}
-        pos.update(close_targets)
+        pos = dict(start)       # every joint under PD (an effort-only command would switch PD off)
+        pos.update({j: (1 - s) * start[j] + s * lift_targets_up[j] for j in lift_joints})
+        c = _smooth(sim.t, 0.0, 0.8 * t_close)
+        pos.update({j: (1 - c) * start[j] + c * target for j, target in close_targets.items()})
         sim.set_joint_targets(positions=pos, efforts=gravity_efforts(sim, joints, data))
-        sim.step()
+        sim.step(strict=True)       # a solver failure (even after sub-stepping) fails the test at once
         vmax = max(vmax, float(np.linalg.norm(sim.body_velocity(obj)[:3])))
-    return (sim.body_pose(obj).translation[2] - z_obj0, sim.body_pose(hand_frame).translation[2] - z_hand0, vmax)
+    touching = links_touching(sim, obj)
+    return (sim.body_pose(obj).translation[2] - z_obj0, sim.body_pose(hand_frame).translation[2] - z_hand0, vmax,
+            touching)
+
+
+def links_touching(sim, obj, gap=0.002):
+    """Robot links (Pinocchio geometry '<link>_<k>' -> '<link>') within ``gap`` m of the free body ``obj``."""
+    m = sim.model
+    joint = m.free_body(obj).joint_id
+    contacts = sim.contact_query.update(sim.pin_data, sim.geometry_data, None)
+    out = set()
+    for a, b, d in zip(contacts.geometry_a, contacts.geometry_b, contacts.signed_distance):
+        if d < gap and joint in (m.geometry_parent_joint[a], m.geometry_parent_joint[b]):
+            other = b if m.geometry_parent_joint[a] == joint else a
+            if m.geometry_parent_joint[other] != 0:
+                out.add(m.geometry_names[other].rsplit("_", 1)[0])
+    return out
 
 
 def _check_lift(rise, hand_rise, vmax):
@@ -226,9 +245,10 @@ def test_iiwa_wsg_grasps_and_lifts_bottle():
              "environment": [{"name": "ground", "shape": "halfspace"},
                              {"name": "pedestal", "shape": {"box": [0.1, 0.1, 0.1]},
                               "pose": {"xyz": [tcp[0], tcp[1], tcp[2] - 0.03 - 0.09 - 0.05]}}]}
-    rise, hand_rise, vmax = run_grasp_and_lift(
+    rise, hand_rise, vmax, touching = run_grasp_and_lift(
         scene, "bottle", "wsg_tcp", {"wsg_finger_left_joint": 0.0, "wsg_finger_right_joint": 0.0}, arm, up)
     _check_lift(rise, hand_rise, vmax)
+    assert {"wsg_finger_left", "wsg_finger_right"} <= touching
 
 
 def test_franka_grasps_and_lifts_bronze_rod():
@@ -246,9 +266,10 @@ def test_franka_grasps_and_lifts_bronze_rod():
              "environment": [{"name": "ground", "shape": "halfspace"},
                              {"name": "pedestal", "shape": {"box": [0.06, 0.06, p[2] - 0.01]},
                               "pose": {"xyz": [p[0], p[1], (p[2] - 0.01) / 2]}}]}
-    rise, hand_rise, vmax = run_grasp_and_lift(scene, "rod", "panda_hand_tcp", {"panda_finger_joint1": 0.0},
+    rise, hand_rise, vmax, touching = run_grasp_and_lift(scene, "rod", "panda_hand_tcp", {"panda_finger_joint1": 0.0},
                                                arm, up)
     _check_lift(rise, hand_rise, vmax)
+    assert {"panda_leftfinger", "panda_rightfinger"} <= touching
 
 
 def test_barrett_grasps_and_lifts_bottle():
@@ -259,22 +280,22 @@ def test_barrett_grasps_and_lifts_bottle():
              "environment": [{"name": "ground", "shape": "halfspace"}]}
     close = {"bh_spread_joint": 0.0, "bh_finger_1_proximal_joint": 1.2, "bh_finger_2_proximal_joint": 1.2,
              "bh_finger_3_proximal_joint": 1.2}
-    rise, hand_rise, vmax = run_grasp_and_lift(scene, "bottle", "bh_palm_surface", close, ["lift_joint"],
+    rise, hand_rise, vmax, touching = run_grasp_and_lift(scene, "bottle", "bh_palm_surface", close, ["lift_joint"],
                                                {"lift_joint": 0.10})
     _check_lift(rise, hand_rise, vmax)
 
 
 def test_allegro_cages_and_lifts_ball():
-    """Allegro hand (palm up, on a lift rig) closes its fingers around a 5 cm ball lying in the palm and lifts
-    it 10 cm."""
+    """Allegro hand (palm up, on a lift rig) curls its fingers onto a 5 cm ball lying in the palm and lifts it
+    10 cm; at the end the ball is held between the palm and a fingertip."""
     hand_z = 0.2
     # palm_link frame at (0, 0, hand_z) with its +x (palm normal) up; palm face at x = +0.0111 m
     scene = {"robot": _rig_preset("allegro", (0, 0, hand_z)),
              "objects": [{"name": "ball", "urdf": "objects/sphere_5cm.urdf",
-                          "pose": {"xyz": [0.045, 0, hand_z + 0.0111 + 0.0255]}}],
+                          "pose": {"xyz": [0.025, 0, hand_z + 0.0111 + 0.0255]}}],
              "environment": [{"name": "ground", "shape": "halfspace"}]}
-    close = {f"joint_{i}.0": 0.9 for i in (1, 2, 3, 5, 6, 7, 9, 10, 11)}
-    close.update({"joint_12.0": 1.2, "joint_13.0": 0.6, "joint_14.0": 0.6, "joint_15.0": 0.6})
-    rise, hand_rise, vmax = run_grasp_and_lift(scene, "ball", "palm_link", close, ["lift_joint"],
-                                               {"lift_joint": 0.10})
+    close = {f"joint_{i}.0": 1.3 for i in (1, 2, 3, 5, 6, 7, 9, 10, 11)}
+    rise, hand_rise, vmax, touching = run_grasp_and_lift(scene, "ball", "palm_link", close, ["lift_joint"],
+                                                         {"lift_joint": 0.10})
     _check_lift(rise, hand_rise, vmax)
+    assert "palm_link" in touching and touching & {"link_3.0_tip", "link_7.0_tip", "link_11.0_tip"}, touching

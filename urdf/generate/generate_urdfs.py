@@ -388,7 +388,7 @@ def barrett():
             mimic = None if finger == 1 else ("bh_spread_joint", 1.0, 0.0)
             jname = "bh_spread_joint" if finger == 1 else "bh_spread_joint_f2"
             add_fixed_world("bh_base_link", knuckle, t_k, "revolute", jname, axis=(0, 0, 1), lower=BH_SPREAD[0],
-                            upper=BH_SPREAD[1], effort=1.0, velocity=deg(360.0), damping=damping,
+                            upper=BH_SPREAD[1], effort=3.0, velocity=deg(360.0), damping=damping,
                             friction=friction, mimic=mimic,
                             comment="spread (F1 and F2 opposite, 0-180 deg); F2 is a mimic of F1")
             parent = knuckle
