@@ -76,6 +76,7 @@ class PickShakePlace:
     name = "pick_shake_place"
     trajectory_controllers = ("arm_controller", "gripper_controller")
     ft_topic = "ft_sensor/wrench"
+    ARM, FINGERS = ARM, FINGERS
 
     def __init__(self, params: PickShakePlaceParams | None = None):
         self.p = params or PickShakePlaceParams()
@@ -88,12 +89,12 @@ class PickShakePlace:
         self.link = link
         self.T = link.period_ns
         self.Ts = self.T * 1e-9
-        self.ik = JacobianIK(urdf, p.tool_frame, ARM)
+        self.ik = JacobianIK(urdf, p.tool_frame, self.ARM)
         st = link.state(need=())
-        q_arm = positions_of(st["js"], ARM)
-        g = positions_of(st["js"], FINGERS)
-        self.arm = TickTrajectory(ARM, q_arm, self.T)
-        self.grip = TickTrajectory(FINGERS, g, self.T)
+        q_arm = positions_of(st["js"], self.ARM)
+        g = positions_of(st["js"], self.FINGERS)
+        self.arm = TickTrajectory(self.ARM, q_arm, self.T)
+        self.grip = TickTrajectory(self.FINGERS, g, self.T)
         self.q_full = self.ik.full_configuration(dict(zip(st["js"].name, st["js"].position)))
         self.R_down = self.ik.forward(q_arm, self.q_full).rotation.copy()   # keep the initial tool orientation
         self.force_loop = False
@@ -104,6 +105,7 @@ class PickShakePlace:
         self.numbers = {}
         self.verdict: Verdict | None = None
         self._load_window = []
+        self._shake_grip = []
         self.enter("tare", t0)
 
     def pose(self, x, y, z) -> pin.SE3:
@@ -199,8 +201,8 @@ class PickShakePlace:
         R_ws = self.ik.frame_pose(p.ft_frame, self.q_full).rotation
         f = st["ft"].wrench.force
         load = float(np.array([f.x, f.y, f.z]) @ (R_ws.T @ np.array([0.0, 0.0, -1.0])))
-        grip = float(np.mean(efforts_of(st["ext"], FINGERS)))
-        width = float(np.mean(positions_of(js, FINGERS)))
+        grip = float(np.mean(efforts_of(st["ext"], self.FINGERS)))
+        width = float(np.mean(positions_of(js, self.FINGERS)))
         self.log_t.append(t_k)
         self.log_q.append(q)
         self.log_v.append(np.array(js.velocity))
@@ -277,7 +279,11 @@ class PickShakePlace:
                               f"(tare {self.F0:.2f} N): the bottle slipped out of the grasp or stayed down")
                     return True
                 self.enter("shake", t_k)
+        elif ph == "shake" and t_k < self.phase_end:
+            self._shake_grip.append(grip)
         elif ph == "shake" and t_k >= self.phase_end:
+            g = np.array(self._shake_grip)
+            self.numbers.update(shake_grip_force_min_N=float(g.min()), shake_grip_force_max_N=float(g.max()))
             self.phase, self.phase_t0 = "after_shake", t_k
             self._load_window = []
         elif ph == "after_shake":
@@ -295,7 +301,7 @@ class PickShakePlace:
                 self.enter("touch", t_k)
         elif ph == "touch":       # (the first 0.1 s: the arm still rings from the fast approach)
             if elapsed >= 0.1 and held < 0.5 * self.held_load:
-                tcp = self.ik.forward(positions_of(js, ARM), self.q_full).translation
+                tcp = self.ik.forward(positions_of(js, self.ARM), self.q_full).translation
                 self.numbers["placed_at_tcp_z_m"] = float(tcp[2])
                 self.numbers["placed_at_t_s"] = t_k * 1e-9
                 self.numbers["placed_load_N"] = held

@@ -48,6 +48,10 @@ SCENARIOS = {
         "pick_shake_place", "iiwa + WSG 50: pick the bottle, shake it, place it (force feedback; TAMSI VI-C)",
         "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.controllers.pick_shake_place:PickShakePlace",
         "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams"),
+    "franka_rod": ScenarioSpec(
+        "franka_rod", "Franka: grasp the bronze rod, drive a 3 cm circle at a chosen frequency, time to failure "
+        "(ICF XII-B)", "scenes/scenario_franka_rod.yaml", "contact_sim_ros.controllers.franka_stress:FrankaStress",
+        "contact_sim_ros.controllers.franka_stress:FrankaStressParams"),
     "barrett_cylinder": ScenarioSpec(
         "barrett_cylinder", "BarrettHand on a lift stage: close on the bottle (cylinder), lift 10 cm, grasp forces",
         "scenes/scenario_barrett_cylinder.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
