@@ -141,3 +141,19 @@ def test_collision_filter_skips_same_body_parent_child_and_disabled():
     assert frozenset(("panda_link1", "panda_link4")) in pairs
     joints = m.geometry_parent_joint
     assert all(joints[a] != joints[b] for a, b in m.collision_pairs)   # never the same body
+
+
+def test_robot_urdf_in_a_scene_file_resolves_against_the_scene_folder(tmp_path, monkeypatch):
+    (tmp_path / "robots").mkdir()
+    (tmp_path / "robots" / "one.urdf").write_text(
+        "<robot name='o'><link name='a'/><link name='b'><inertial><mass value='1'/>"
+        "<inertia ixx='1' iyy='1' izz='1' ixy='0' ixz='0' iyz='0'/></inertial></link>"
+        "<joint name='j1' type='revolute'><parent link='a'/><child link='b'/><axis xyz='0 0 1'/>"
+        "<limit lower='-1' upper='1' effort='1' velocity='1'/></joint></robot>")
+    scene = tmp_path / "scene.yaml"
+    scene.write_text("robot: {urdf: robots/one.urdf, initial_positions: {j1: 0.5}}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    loaded = load_scene(str(scene))
+    assert loaded.model.joint_names == ("j1",) and loaded.q0[0] == 0.5

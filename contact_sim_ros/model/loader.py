@@ -277,11 +277,13 @@ _PRESET_KEYS = {"name", "urdf", "base_pose", "initial_positions", "joint_groups"
                 "package_dirs", "description"}
 
 
-def load_robot_preset(name_or_path) -> RobotPreset:
+def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
     """Load a preset by name (``config/robots/<name>.yaml``) or path, or take a mapping
-    ``{urdf: ..., base_pose: ..., initial_positions: ...}`` for a user's own URDF."""
+    ``{urdf: ..., base_pose: ..., initial_positions: ...}`` for a user's own URDF (relative paths in a mapping
+    resolve against ``base_dir``: the scene file's folder, else the working directory, else urdf/)."""
     if isinstance(name_or_path, dict):
-        data, source, base = dict(name_or_path), "<robot mapping>", Path.cwd()
+        data, source = dict(name_or_path), "<robot mapping>"
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
         data.setdefault("name", Path(str(data.get("urdf", "robot"))).stem)
     else:
         text = str(name_or_path)
@@ -336,7 +338,7 @@ def _resolve_urdf_path(value: str, base: Path) -> Path | None:
     if value.startswith("package://"):
         found = resolve_uri(value, str(base), default_package_dirs())
         return Path(found) if found else None
-    for cand in (Path(value), base / value):
+    for cand in (base / value, Path(value)):       # absolute paths: both are the path itself
         if cand.is_file():
             return cand.resolve()
     cand = urdf_dir() / value

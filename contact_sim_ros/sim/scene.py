@@ -151,7 +151,8 @@ def load_scene(scene) -> Scene:
 
 
 def _build(data: dict, source: str) -> Scene:
-    robot = load_robot_preset(data["robot"]) if data.get("robot") is not None else None
+    scene_dir = Path(source).parent if Path(source).is_file() else None
+    robot = load_robot_preset(data["robot"], base_dir=scene_dir) if data.get("robot") is not None else None
     objects, velocities = [], {}
     for i, o in enumerate(data.get("objects") or []):
         where = f"objects[{i}]"
