@@ -256,16 +256,17 @@ def test_franka_grasps_and_lifts_bronze_rod():
     sim0 = Simulator({"robot": "franka"}, engine=ENGINE, time_step=DT)
     tcp = sim0.body_pose("panda_hand_tcp")
     finger_dir = tcp.rotation[:, 1]                    # fingers move along the hand's y axis
-    yaw = math.atan2(finger_dir[1], finger_dir[0]) + math.pi / 2   # rod axis across the finger motion
+    yaw = math.atan2(finger_dir[1], finger_dir[0]) + math.pi / 2   # rod axis (x after pitch pi/2) across it
     arm = ARMS["franka"][0]
     up = _ik_lift(sim0, arm, "panda_hand_tcp", 0.10)
     p = tcp.translation
     scene = {"robot": "franka",
              "objects": [{"name": "rod", "urdf": "objects/bronze_rod.urdf",
-                          "pose": {"xyz": [p[0], p[1], p[2]], "rpy": [math.pi / 2, 0, yaw]}}],
+                          "pose": {"xyz": [p[0], p[1], p[2]], "rpy": [0, math.pi / 2, yaw]}}],
+             # a narrow pedestal (12 mm across the finger motion) that the closing fingers straddle
              "environment": [{"name": "ground", "shape": "halfspace"},
-                             {"name": "pedestal", "shape": {"box": [0.06, 0.06, p[2] - 0.01]},
-                              "pose": {"xyz": [p[0], p[1], (p[2] - 0.01) / 2]}}]}
+                             {"name": "pedestal", "shape": {"box": [0.06, 0.012, p[2] - 0.0105]},
+                              "pose": {"xyz": [p[0], p[1], (p[2] - 0.0105) / 2], "rpy": [0, 0, yaw]}}]}
     rise, hand_rise, vmax, touching = run_grasp_and_lift(scene, "rod", "panda_hand_tcp", {"panda_finger_joint1": 0.0},
                                                arm, up)
     _check_lift(rise, hand_rise, vmax)
