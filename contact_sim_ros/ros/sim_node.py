@@ -11,7 +11,6 @@ from __future__ import annotations
 import array
 import re
 import sys
-import threading
 
 import numpy as np
 import pinocchio as pin

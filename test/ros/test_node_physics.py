@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from contact_sim_msgs.msg import ContactArray
 from geometry_msgs.msg import WrenchStamped
-from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
