@@ -252,7 +252,7 @@ def rod(quick):
 
 
 # ------------------------------------------------------------------------------------------------------------
-def run_clutter(name, dt, duration, stiffness=1.0e7, options=None):
+def run_clutter(name, dt, duration, stiffness=1.0e7, options=None, verbose=False):
     """One clutter run; returns per-step iterations, final kinetic energy, mean penetration over the last
     1.25 s (or last 40 %), real-time factor, engine CPU share."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -267,6 +267,10 @@ def run_clutter(name, dt, duration, stiffness=1.0e7, options=None):
     for i in range(n):
         rep = sim.step(strict=True)
         iters.append(rep.iterations)
+        if verbose and (i + 1) % int(round(0.5 / dt)) == 0:
+            print(f"    {name} t = {sim.t:.2f} s: mean iterations {np.mean(iters):.1f}, contacts "
+                  f"{sim.contacts.size}, KE {sim.kinetic_energy():.3g} J, cpu {time.process_time() - c0:.0f} s",
+                  flush=True)
         engine_time += sim.last_result.stats.solve_time_s
         if sim.t > duration - window and sim.contacts.size:
             phi = sim.contacts.signed_distance
@@ -290,11 +294,12 @@ def clutter(quick):
     rows, runs = [], {}
     for label, opts in variants:
         engine = label.split(" ")[0]
-        r = run_clutter(engine, 2e-3, duration, options=opts)
+        r = run_clutter(engine, 2e-3, duration, options=opts, verbose=True)
         runs[label] = r
         rows.append([label, f"{r['iters'].mean():.2f}", int(r["iters"].max()), f"{r['ke']:.2e}",
                      f"{r['vmax']:.2e}", f"{1e6 * r['pen']:.2f}", f"{r['rtf']:.3f}", f"{r['cpu_rtf']:.3f}",
                      f"{r['engine_share']:.2f}"])
+        print("  " + " | ".join(str(x) for x in rows[-1]), flush=True)
     table(f"Clutter (XII-A), dt = 2 ms, {duration} s, k = 1e7 N/m, d = 10 s/m, mu = 1: settled when the final "
           "kinetic energy is ~0; real-time factor = sim time / wall time (target >= 0.5)",
           ["model", "mean iters", "max iters", "final KE (J)", "max |v| (m/s)", "mean penetration (um)",
