@@ -122,13 +122,13 @@ class FrankaStress(PickShakePlace):
                 self.enter("circle", t_k)
         elif ph == "circle":
             self._load_window.append(load - self.F0)
-            recent = float(np.mean(self._load_window[-5:]))      # 0.1 s: the swinging rod modulates the load
+            recent = float(np.mean(self._load_window[-25:]))     # 0.5 s: the swinging rod modulates the load
             lost = recent < 0.5 * self.held_load or width < p.min_opening
             if lost:
                 ttf = max(0.0, (t_k - self.circle_t0) * 1e-9)
                 self.numbers.update(time_to_failure_s=ttf, circle_frequency_Hz=p.circle_frequency)
                 self.fail(f"slip: the rod was lost {ttf:.2f} s into the {p.circle_frequency:g} Hz circle "
-                          f"(load {recent:.2f} N over 0.1 s, fingers {width * 1e3:.1f} mm)")
+                          f"(load {recent:.2f} N over 0.5 s, fingers {width * 1e3:.1f} mm)")
                 return True
             if t_k >= self.phase_end:
                 self.numbers.update(time_to_failure_s=float("inf"), circle_frequency_Hz=p.circle_frequency,

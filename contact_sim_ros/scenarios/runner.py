@@ -52,6 +52,10 @@ SCENARIOS = {
         "franka_rod", "Franka: grasp the bronze rod, drive a 3 cm circle at a chosen frequency, time to failure "
         "(ICF XII-B)", "scenes/scenario_franka_rod.yaml", "contact_sim_ros.controllers.franka_stress:FrankaStress",
         "contact_sim_ros.controllers.franka_stress:FrankaStressParams"),
+    "allegro_mug": ScenarioSpec(
+        "allegro_mug", "Allegro hand: open-loop periodic mug reorientation (TAMSI VI-B)",
+        "scenes/scenario_allegro_mug.yaml", "contact_sim_ros.controllers.allegro_reorient:AllegroReorient",
+        "contact_sim_ros.controllers.allegro_reorient:AllegroReorientParams", time_step=0.001),
     "barrett_cylinder": ScenarioSpec(
         "barrett_cylinder", "BarrettHand on a lift stage: close on the bottle (cylinder), lift 10 cm, grasp forces",
         "scenes/scenario_barrett_cylinder.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
