@@ -30,6 +30,8 @@ class NodeConfig:
     time_step: float = 1e-3
     real_time_factor: float = 1.0      # 1 = paced to the wall clock, 0 = as fast as possible
     start_paused: bool = False
+    max_lag: float = 0.5               # s of wall time the paced loop may fall behind and still catch up (steps
+    #                                    without sleeping); beyond, the schedule is re-anchored (time is lost)
     gravity_compensation: bool = True  # add g(q) to the effort of position/velocity-controlled joints (as the
     #                                    iiwa's and Panda's own controllers do); effort commands stay raw
     frame_prefix: str = ""             # prepended to every TF frame but the world frame
@@ -115,6 +117,8 @@ class NodeConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
                 raise ConfigError(f"parameter {name!r}: must be a rate >= 0 Hz (0 = off), got {value!r}")
+        if not (math.isfinite(self.max_lag) and self.max_lag >= 0.0):
+            raise ConfigError(f"parameter 'max_lag': must be >= 0 s, got {self.max_lag!r}")
         if self.step_count < 1:
             raise ConfigError(f"parameter 'step_count': must be >= 1, got {self.step_count!r}")
         if self.base_pose and (len(self.base_pose) != 6

@@ -112,7 +112,7 @@ class SimNode(Node):
         self._build_publishers()
         hooks = self._build_hooks()
         self.loop = SteppingLoop(sim, cfg.real_time_factor, hooks, start_paused=cfg.start_paused,
-                                 gravity_compensation=cfg.gravity_compensation)
+                                 gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag)
         self._build_subscriptions()
         self._build_services()
         if cfg.diagnostics_rate > 0:

@@ -4,7 +4,7 @@ the thread-safe :class:`CommandBuffer` and the request methods of :class:`Steppi
 Pacing: with real_time_factor r > 0 the loop keeps absolute deadlines on the monotonic clock,
 ``deadline_k = deadline_0 + k * dt / r``, and sleeps until the next one; a step that ends after its deadline
 counts as an overrun; if the loop falls more than ``max_lag_s`` behind, the deadlines are re-anchored to
-now (no burst of catch-up steps). With r = 0 it steps as fast as possible.
+now (time is lost rather than caught up in one long burst). With r = 0 it steps as fast as possible.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class SteppingLoop:
     """Owns a Simulator and steps it in a dedicated thread."""
 
     def __init__(self, sim, real_time_factor: float = 1.0, hooks: list[PublishHook] | None = None,
-                 start_paused: bool = False, max_lag_s: float = 0.1, gravity_compensation: bool = True):
+                 start_paused: bool = False, max_lag_s: float = 0.5, gravity_compensation: bool = True):
         self.sim = sim
         self.dt = float(sim.time_step)
         self.real_time_factor = float(real_time_factor)
@@ -316,7 +316,7 @@ class SteppingLoop:
             last_start = start if not single else None
             if period > 0 and not single:
                 delay = deadline - time.monotonic()
-                if delay > 0:
+                if delay > 2e-4:   # shorter sleeps cost more in wake-up latency than they wait
                     time.sleep(delay)
 
     def _do_reset(self):
