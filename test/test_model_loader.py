@@ -157,3 +157,21 @@ def test_robot_urdf_in_a_scene_file_resolves_against_the_scene_folder(tmp_path, 
     monkeypatch.chdir(elsewhere)
     loaded = load_scene(str(scene))
     assert loaded.model.joint_names == ("j1",) and loaded.q0[0] == 0.5
+
+
+def test_preset_armature_adds_reflected_inertia_to_the_mass_matrix(tmp_path):
+    import pinocchio as pin
+    urdf = tmp_path / "one.urdf"
+    urdf.write_text(
+        "<robot name='o'><link name='a'/><link name='b'><inertial><mass value='1'/>"
+        "<inertia ixx='0.1' iyy='0.1' izz='0.2' ixy='0' ixz='0' iyz='0'/></inertial></link>"
+        "<joint name='j1' type='revolute'><parent link='a'/><child link='b'/><axis xyz='0 0 1'/>"
+        "<limit lower='-1' upper='1' effort='1' velocity='1'/></joint></robot>")
+    plain = load_scene({"robot": {"urdf": str(urdf)}}).model.pin_model
+    geared = load_scene({"robot": {"urdf": str(urdf), "armature": {"j1": 0.3}}}).model.pin_model
+    q = pin.neutral(plain)
+    m_plain = pin.crba(plain, plain.createData(), q)[0, 0]
+    assert m_plain == pytest.approx(0.2)
+    assert pin.crba(geared, geared.createData(), q)[0, 0] == pytest.approx(m_plain + 0.3)
+    with pytest.raises(ConfigError, match=r"armature of 'j1' must be a number >= 0"):
+        load_scene({"robot": {"urdf": str(urdf), "armature": {"j1": -1}}})

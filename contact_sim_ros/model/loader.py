@@ -270,9 +270,10 @@ class RobotPreset:
     materials: dict                            # 'default' or link/geometry name -> dict
     disabled_collisions: tuple[tuple[str, str], ...]
     package_dirs: tuple[str, ...] = ()
+    armature: dict = field(default_factory=dict)   # joint -> reflected rotor inertia (kg*m^2 or kg)
 
 
-_PRESET_KEYS = {"name", "urdf", "base_pose", "initial_positions", "joint_groups", "gains", "ft_sensor",
+_PRESET_KEYS = {"name", "urdf", "base_pose", "initial_positions", "joint_groups", "gains", "armature", "ft_sensor",
                 "tool_frame", "fingertip_frames", "contact_bodies", "materials", "disabled_collisions",
                 "package_dirs", "description"}
 
@@ -321,7 +322,16 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
         except (TypeError, KeyError, ValueError):
             raise ConfigError(f"{source}: gains of {joint!r} must be {{kp: N*m/rad, kd: N*m*s/rad}}, "
                               f"got {g!r}") from None
+    armature = {}
+    for joint, value in (data.get("armature") or {}).items():
+        try:
+            armature[str(joint)] = float(value)
+        except (TypeError, ValueError):
+            armature[str(joint)] = float("nan")
+        if not np.isfinite(armature[str(joint)]) or armature[str(joint)] < 0:
+            raise ConfigError(f"{source}: armature of {joint!r} must be a number >= 0 (kg*m^2), got {value!r}")
     return RobotPreset(
+        armature=armature,
         name=str(data.get("name", Path(source).stem)), source=source, urdf=str(urdf),
         base_pose=parse_pose(data.get("base_pose"), f"{source}: base_pose"),
         initial_positions={str(k): float(v) for k, v in (data.get("initial_positions") or {}).items()},
@@ -455,6 +465,11 @@ def build_scene_model(robot: RobotPreset | None, objects: list[ObjectSpec], envi
         disabled += [tuple(p) for p in robot.disabled_collisions]
         robot_sources = {"urdf": urdf.source, "preset": robot.source}
         _check_preset_against_model(robot, model, mimics)
+        if robot.armature:   # reflected motor inertia on the joint's diagonal of M (crba adds model.armature)
+            armature = model.armature.copy()
+            for joint, value in robot.armature.items():
+                armature[model.joints[model.getJointId(joint)].idx_v] = value
+            model.armature = armature
     geometry_link += [model.frames[go.parentFrame].name for go in geom.geometryObjects]
 
     names = [o.name for o in objects] + [e.name for e in environment]
@@ -548,9 +563,9 @@ def _check_preset_against_model(robot: RobotPreset, model: pin.Model, mimics) ->
             if j not in names:
                 raise ModelError(f"{robot.source}: joint group {group.name!r} names joint {j!r}, which is not in "
                                  f"{robot.urdf}; joints there: {', '.join(names)}")
-    for j in list(robot.initial_positions) + list(robot.gains):
+    for j in list(robot.initial_positions) + list(robot.gains) + list(robot.armature):
         if j not in names:
-            raise ModelError(f"{robot.source}: joint {j!r} (initial_positions/gains) is not in {robot.urdf}; "
+            raise ModelError(f"{robot.source}: joint {j!r} (initial_positions/gains/armature) is not in {robot.urdf}; "
                              f"joints there: {', '.join(names)}")
 
 
