@@ -14,7 +14,7 @@ distal links (N), averaged over the hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
@@ -324,7 +324,8 @@ def run_controller(controller, link, duration: float | None = None, progress=Non
     controller.setup(link, t0, urdf)
     wall0, sim0 = time.monotonic(), t0
     last_report = t0
-    need = getattr(controller, "needs", None) or ((("ft", "ext") if getattr(controller, "ft_topic", None) else ("ext",)))
+    need = getattr(controller, "needs", None) or (("ft", "ext") if getattr(controller, "ft_topic", None)
+                                                  else ("ext",))
     t = t0
     while True:
         st = link.state(need=need)

@@ -16,7 +16,8 @@ from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.runner import main as runner_main, run_scenario
 
 REPO = Path(__file__).resolve().parents[2]
-BOTTLE_MASS = float(ET.parse(REPO / "urdf" / "objects" / "bottle.urdf").getroot().find("link/inertial/mass").get("value"))
+BOTTLE_MASS = float(ET.parse(REPO / "urdf" / "objects" / "bottle.urdf").getroot()
+                    .find("link/inertial/mass").get("value"))
 G = 9.81
 FAST = dict(motion_time=0.5, hold_time=0.45, shake_cycles=2)
 

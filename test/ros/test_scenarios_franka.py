@@ -13,7 +13,8 @@ import pytest
 from contact_sim_ros.scenarios.runner import run_scenario
 
 REPO = Path(__file__).resolve().parents[2]
-ROD_MASS = float(ET.parse(REPO / "urdf" / "objects" / "bronze_rod.urdf").getroot().find("link/inertial/mass").get("value"))
+ROD_MASS = float(ET.parse(REPO / "urdf" / "objects" / "bronze_rod.urdf").getroot()
+                 .find("link/inertial/mass").get("value"))
 SHORT = dict(circle_duration=1.5)
 
 
