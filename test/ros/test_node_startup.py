@@ -12,37 +12,40 @@ from tf2_msgs.msg import TFMessage
 from ros_testing import NodeProcess, wait_until, world_pose
 
 
-def failed_start(*args, tmp_path=None):
-    proc = NodeProcess(list(args))
-    try:
-        code = proc.proc.wait(60)
-    finally:
-        out = proc.output()
-        proc.stop()
-    return code, out
+BAD_STARTS = {
+    # name: (flags, expected message)
+    "robot": (["--robot", "ur5"], "unknown robot 'ur5'; valid robots: allegro, barrett, franka, iiwa_wsg"),
+    "engine": (["--engine", "physx"], "unknown engine 'physx'; valid engines: "),
+    "time_step": (["--time-step", "-0.001"], "parameter 'time_step': must be in (0, 0.1] s"),
+    "flag": (["--robto", "iiwa_wsg"], "valid flags: "),
+    "config": (["--config", "{tmp}/bad.yaml"], "parameter 'real_time_factor': must be >= 0"),
+    "scene": (["--scene", "{tmp}/scene.yaml"], "cone"),
+}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--robot", "ur5"], "unknown robot 'ur5'; valid robots: allegro, barrett, franka, iiwa_wsg"),
-    (["--engine", "physx"], "unknown engine 'physx'; valid engines: "),
-    (["--time-step", "-0.001"], "parameter 'time_step': must be in (0, 0.1] s"),
-    (["--robto", "iiwa_wsg"], "valid flags: "),
-])
-def test_bad_parameters_fail_at_start_up(args, message):
-    code, out = failed_start(*args)
+@pytest.fixture(scope="module")
+def bad_starts(tmp_path_factory):
+    """Every bad start-up at once (in parallel: each costs a Python + rclpy + Pinocchio start)."""
+    tmp = tmp_path_factory.mktemp("bad")
+    (tmp / "bad.yaml").write_text("/**:\n  ros__parameters:\n    real_time_factor: -1.0\n")
+    (tmp / "scene.yaml").write_text("robot: iiwa_wsg\nobjects:\n  - {name: cup, shape: {cone: 1}}\n")
+    procs = {name: NodeProcess([a.format(tmp=tmp) for a in flags]) for name, (flags, _) in BAD_STARTS.items()}
+    results = {}
+    for name, proc in procs.items():
+        try:
+            code = proc.proc.wait(90)
+        finally:
+            out = proc.output()
+            proc.stop()
+        results[name] = (code, out)
+    return results
+
+
+@pytest.mark.parametrize("name", list(BAD_STARTS))
+def test_bad_parameters_fail_at_start_up(bad_starts, name):
+    code, out = bad_starts[name]
     assert code == 2, out
-    assert message in out, out
-
-
-def test_bad_config_file_and_scene_fail_at_start_up(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("/**:\n  ros__parameters:\n    real_time_factor: -1.0\n")
-    code, out = failed_start("--config", str(bad))
-    assert code == 2 and "parameter 'real_time_factor': must be >= 0" in out, out
-    scene = tmp_path / "scene.yaml"
-    scene.write_text("robot: iiwa_wsg\nobjects:\n  - {name: cup, shape: {cone: 1}}\n")
-    code, out = failed_start("--scene", str(scene))
-    assert code == 2 and "cone" in out and "sim_node: error:" in out, out
+    assert BAD_STARTS[name][1] in out and "sim_node: error:" in out, out
 
 
 def test_two_robots_side_by_side(ros, start_node):
