@@ -17,7 +17,8 @@ from launch_ros.actions import Node
 
 ARGUMENTS = {
     "robot": ("iiwa_wsg", "robot preset (config/robots/<robot>.yaml): iiwa_wsg, franka, allegro, barrett"),
-    "engine": ("tamsi", "contact engine: tamsi, lagged, similar, sap, quasistatic_miqp, lcp_minimal, semi_implicit"),
+    "engine": ("tamsi", "contact engine: tamsi, lagged, similar, sap, quasistatic_miqp, quasistatic_lcp, "
+                        "lcp_minimal, semi_implicit"),
     "time_step": ("0.001", "simulation time step (s)"),
     "real_time_factor": ("1.0", "1.0 = paced to the wall clock, 0 = as fast as possible"),
     "use_sim_time": ("false", "the node's own ROS clock (logging) follows /clock; its stamps are always sim time"),
