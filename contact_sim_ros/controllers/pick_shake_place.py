@@ -46,7 +46,8 @@ class PickShakePlaceParams:
     grasp_z: float = 0.13               # m, grasp centre height at the grasp (bottle 18 cm tall, on the floor)
     approach_height: float = 0.12       # m above grasp_z: pre-grasp and retreat
     lift_height: float = 0.15           # m above grasp_z
-    shake_amplitude: float = 0.05       # m, lateral (world y)
+    shake_amplitude: float = 0.05       # m, along shake_axis
+    shake_axis: tuple = (0.6, 0.0, 0.8)  # world direction (unit): across the jaw and vertical, so friction carries it
     shake_frequency: float = 2.0        # Hz
     shake_cycles: int = 3
     lower_speed: float = 0.03           # m/s while lowering the last 3 cm onto the support
@@ -167,7 +168,11 @@ class PickShakePlace:
 
             def offsets(n):
                 tau = self.Ts * np.arange(1, n + 1)
-                return np.stack((0 * tau, p.shake_amplitude * np.sin(w * tau), 0 * tau), axis=1)
+                axis = np.asarray(p.shake_axis, float) / np.linalg.norm(p.shake_axis)
+                # smooth envelope (0.25 s in and out): starts and ends at rest, so the arm does not ring after
+                e = np.clip(np.minimum(tau, dur - tau) / 0.25, 0.0, 1.0)
+                e = e * e * (3 - 2 * e)
+                return (p.shake_amplitude * e * np.sin(w * tau))[:, None] * axis[None, :]
             here = self.ik.forward(self.arm.points[-1], self.q_full)
             self.phase_end = self.move_to(t_k, here, dur, offsets)
         elif phase == "transfer":
@@ -287,9 +292,9 @@ class PickShakePlace:
             self.phase, self.phase_t0 = "after_shake", t_k
             self._load_window = []
         elif ph == "after_shake":
-            if elapsed >= 0.2:
+            if elapsed >= 0.3:
                 self._load_window.append(load)
-            if elapsed >= 0.4:
+            if elapsed >= 0.5:
                 after = float(np.mean(self._load_window)) - self.F0
                 self.numbers["load_after_shake_N"] = after
                 if after < 0.8 * self.held_load:
