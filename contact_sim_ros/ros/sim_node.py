@@ -216,7 +216,7 @@ class SimNode(Node):
             else:
                 f = _body_frame_of_geometry(m, g)
                 self._geom_body.append(self.world if f == 0 else pm.frames[f].name)
-        self._forces = np.zeros((0, 3))
+        self._no_forces = np.zeros((0, 3))
 
     def _publish_static(self):
         """robot_description and /tf_static. The static transforms are computed once, before the stepping
@@ -290,6 +290,12 @@ class SimNode(Node):
         self.pub_tf.publish(TFMessage(transforms=self._tf_msgs))
 
     def _contact_forces(self, sim) -> np.ndarray:
+        """World contact forces (N, 3) of the last step, or (0, 3) when the last contact set and the last
+        successful result do not belong together (e.g. after a failed step)."""
+        contacts, res = sim.contacts, sim.last_result
+        if contacts is None or res is None or contacts.size == 0 \
+                or res.contact_impulse.shape[0] != contacts.size:
+            return self._no_forces
         return sim.contact_forces_world()
 
     def _pub_wrenches(self, sim):
@@ -533,6 +539,8 @@ class SimNode(Node):
             level, msg = DiagnosticStatus.WARN, f"real-time factor {s.real_time_factor:.2f} below {target:g}"
         if s.window_failures:
             level, msg = DiagnosticStatus.ERROR, f"{s.window_failures} solver failure(s): {s.last_failure}"
+        if s.publish_errors and level == DiagnosticStatus.OK:
+            level, msg = DiagnosticStatus.WARN, f"publication errors: {s.last_publish_error}"
         if self.loop.error is not None:
             level, msg = DiagnosticStatus.ERROR, f"stepping stopped: {self.loop.error!r}"
         status.level, status.message = level, msg
@@ -549,6 +557,7 @@ class SimNode(Node):
                   kv("step_period_jitter_ms", s.period_jitter_ms),
                   kv("step_period_max_deviation_ms", s.period_max_dev_ms),
                   kv("cpu_percent", s.cpu_percent), kv("clamped_commands", s.clamped),
+                  kv("publish_errors", s.publish_errors), kv("last_publish_error", s.last_publish_error),
                   kv("rejected_commands", sum(s.rejected.values()))]
         values += [kv(f"rejected_{k}", n) for k, n in s.rejected.items()]
         status.values = values

@@ -68,6 +68,8 @@ class LoopStats:
     last_failure: str = ""
     rejected: dict = field(default_factory=lambda: {k: 0 for k in REJECTION_KINDS})
     clamped: int = 0
+    publish_errors: int = 0              # exceptions raised by publish hooks (the loop goes on)
+    last_publish_error: str = ""
     paused: bool = False
     # window values
     real_time_factor: float = float("nan")
@@ -220,12 +222,21 @@ class SteppingLoop:
                 self._running = False
                 self._cv.notify_all()
 
+    def _call(self, hook):
+        """Run one publish hook; an exception is counted (diagnostics) instead of stopping the simulation."""
+        try:
+            hook.fn(self.sim)
+        except Exception as exc:   # noqa: BLE001 - a publication problem must not stop the stepping
+            with self._stats_lock:
+                self._stats.publish_errors += 1
+                self._stats.last_publish_error = f"{hook.name}: {exc!r}"
+        hook.last = self._steps_done
+
     def _publish_all(self):
         """Publish the current state on every hook that has not published it yet (on pause, after reset)."""
         for hook in self.hooks:
             if hook.last != self._steps_done:
-                hook.fn(self.sim)
-                hook.last = self._steps_done
+                self._call(hook)
 
     def _run(self):
         sim = self.sim
@@ -277,8 +288,7 @@ class SteppingLoop:
             n = sim.step_count
             for hook in self.hooks:
                 if n % hook.every == 0:
-                    hook.fn(sim)
-                    hook.last = self._steps_done
+                    self._call(hook)
             end = time.monotonic()
             overrun = False
             if period > 0 and not single:

@@ -130,3 +130,19 @@ def test_solver_failures_are_counted_and_stepping_goes_on():
     assert s.substepped_steps == 1
     assert sim.step_count == 19                      # the failed step left the state where it was
     assert np.all(np.isfinite(sim.q))
+
+
+def test_a_failing_publication_does_not_stop_the_simulation(sim):
+    sim.reset()
+
+    def broken(s):
+        raise RuntimeError("publisher gone")
+    loop = SteppingLoop(sim, 0.0, [PublishHook("broken", 5, broken)], start_paused=True)
+    loop.start()
+    try:
+        assert loop.request_steps(20, timeout=30.0)
+    finally:
+        loop.stop()
+    s = loop.stats()
+    assert sim.step_count == 20 and s.publish_errors == 4 + 1   # every 5th step, + once when idle at start
+    assert "publisher gone" in s.last_publish_error and loop.error is None
