@@ -89,3 +89,21 @@ def test_bad_engine_and_time_step_are_rejected():
         Simulator(scene, time_step=-1.0)
     with pytest.raises(ConfigError, match="unknown option"):
         Simulator(scene, engine_options={"bogus": 1})
+
+
+def test_failed_step_keeps_the_state_and_reports_the_sim_time():
+    """An engine that cannot converge even with sub-steps: the state is kept (no NaN), the report names the
+    engine and the sim time, no stale contact data is left, and strict mode raises SolverError."""
+    from contact_sim_ros.errors import SolverError
+    scene = {"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 1.0, "pose": {"xyz": [0, 0, 0.049]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"}]}
+    sim = Simulator(scene, time_step=1e-3, engine_options={"max_iterations": 1, "velocity_tolerance": 1e-300},
+                    max_substep_levels=2)
+    q0 = sim.q.copy()
+    report = sim.step()
+    assert not report.ok and report.substeps == 4
+    assert "engine 'semi_implicit' failed at t = 0.000000 s" in report.message
+    np.testing.assert_array_equal(sim.q, q0)
+    assert sim.t == 0.0 and sim.contacts is None and sim.contact_forces_world().shape == (0, 3)
+    with pytest.raises(SolverError, match="state kept"):
+        sim.step(strict=True)

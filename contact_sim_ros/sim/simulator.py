@@ -188,6 +188,8 @@ class Simulator:
             self._q, self._v, self._t = q0, v0, t0
             if q is not q0:
                 self._update_kinematics()
+        # the contact query's buffers now hold the failed attempt's contacts: publish no contact data
+        self.contacts, self.last_result = None, None
         report = StepReport(t0, False, status, 2 ** self.max_substep_levels, iterations,
                             f"engine {self.engine.name!r} failed at t = {t0:.6f} s even with "
                             f"{2 ** self.max_substep_levels} sub-steps: {message}; state kept")
