@@ -5,18 +5,20 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 RUN      := scripts/venv_run.sh
+SCENARIO ?= pick_shake_place
+ENGINE   ?= tamsi
 SCENE    ?= scenes/default.yaml
-ENGINE   ?=
 # per-test time limit in seconds (pytest-timeout); FULL=1 also runs the tests marked slow
 TIMEOUT  ?= 300
 FULL     ?=
 PYTEST_ARGS ?=
 MARK     := $(if $(filter 1 yes true,$(FULL)),,-m "not slow")
 
-.PHONY: help venv demo test bench clean
+.PHONY: help venv demo demo-headless test bench clean
 
 help:
-	@echo "make demo    run the demo scene headless ($(SCENE)); prints progress and the real-time factor"
+	@echo "make demo    the simulation node + scenario $(SCENARIO) over ROS 2 (ENGINE=$(ENGINE)); progress, real-time factor, verdict"
+	@echo "make demo-headless  run $(SCENE) headless through the Python API (no ROS)"
 	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; FULL=1 adds slow tests)"
 	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area, BENCH_ARGS=... passed on)"
 	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
@@ -26,7 +28,10 @@ venv:
 	scripts/ensure_venv.sh
 
 demo:
-	$(RUN) contact-sim run $(SCENE) $(if $(ENGINE),--engine $(ENGINE),)
+	$(RUN) --isolated python -m contact_sim_ros.scenarios.runner $(SCENARIO) --engine $(ENGINE)
+
+demo-headless:
+	$(RUN) contact-sim run $(SCENE) --engine $(ENGINE)
 
 test:
 	$(RUN) --isolated python -m pytest test -q --timeout=$(TIMEOUT) $(MARK) $(PYTEST_ARGS)
