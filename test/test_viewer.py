@@ -27,7 +27,7 @@ def _screenshot(url: str, path) -> np.ndarray:
     """Screenshot of the page once the scene has arrived over the websocket (the ground's colour is on
     screen); a loaded machine gets longer virtual-time budgets."""
     assert CHROMIUM, "Debian's chromium is not installed (the project's set-up installs it)"
-    for budget in (3000, 8000, 20000):
+    for budget in (4000, 12000):
         subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader",
                         "--use-angle=swiftshader", "--disable-background-networking", "--disable-component-update",
                         "--disable-sync", "--no-first-run", f"--user-data-dir={path.parent / 'chromium-profile'}",
@@ -46,7 +46,7 @@ def _changed_fraction(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def viewer_on_table():
+def viewer_on_table(tmp_path_factory):
     sim = Simulator({"robot": "franka",
                      "environment": [{"name": "ground", "shape": "halfspace"},
                                      {"name": "table", "shape": {"box": [0.6, 0.8, 0.04]},
@@ -57,13 +57,13 @@ def viewer_on_table():
     sim.run(0.3)
     viewer = SceneViewer(sim.model, port=_free_port(), force_scale=0.03)
     viewer.update_from_simulator(sim, 1.0)
-    yield sim, viewer
+    full = _screenshot(viewer.url, tmp_path_factory.mktemp("viewer") / "scene.png")   # shared reference
+    yield sim, viewer, full
     viewer.close()
 
 
 def test_robot_is_visible_in_the_browser(viewer_on_table, tmp_path):
-    sim, viewer = viewer_on_table
-    with_robot = _screenshot(viewer.url, tmp_path / "scene.png")
+    sim, viewer, with_robot = viewer_on_table
     robot = [viewer._handles[g] for g in viewer._moving if viewer.geometries[g].color == ROBOT_COLOR]
     assert robot, "no robot geometry in the viewer"
     for h in robot:
@@ -77,11 +77,10 @@ def test_robot_is_visible_in_the_browser(viewer_on_table, tmp_path):
 
 
 def test_force_arrows_appear_for_an_object_resting_on_the_table(viewer_on_table, tmp_path):
-    sim, viewer = viewer_on_table
+    sim, viewer, with_arrows = viewer_on_table
     assert viewer.contact_count >= 3
     # the drawn forces are those on the box: together they carry its weight, pointing up
     np.testing.assert_allclose(viewer.total_force, [0.0, 0.0, BOX_MASS * 9.81], rtol=0.02, atol=0.02)
-    with_arrows = _screenshot(viewer.url, tmp_path / "arrows.png")
     viewer._arrows.visible = False
     try:
         without_arrows = _screenshot(viewer.url, tmp_path / "no_arrows.png")
