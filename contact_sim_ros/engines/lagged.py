@@ -46,9 +46,9 @@ eps_r = ``relative_tolerance`` (default 1e-5). ``stats.residual`` reports ||D r|
 ``max_iterations`` returns MAX_ITERATIONS with the residual in the message; a non-positive-definite Hessian or
 non-finite value returns FAILED (the velocity is then the start-of-step one, never NaN).
 
-Configuration update: the engine returns ``q_next`` = q0 + dt N(q0) v (eq. 1): free-flyer translations move
-along dt R(q0) v_lin (see ``_integrate``), everything else through ``pin.integrate``. Free-body velocities are
-solved in the body frame frozen at q0 and rotated into the new body frame (``_rotate_free_body_velocities``).
+Configuration update q = q0 + dt N(q0) v (eq. 1): done by the simulator for every engine, free bodies solved in
+their body frame frozen at q0 (contact_sim_ros/model/free_body_motion.py: the frame-rotation force is in
+``StepInputs.generalized_force``; straight-line translation; velocities re-expressed in the new body frame).
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pinocchio as pin
 import scipy.linalg
 
 from ..errors import ConfigError
@@ -68,15 +67,6 @@ __all__ = ["ConvexICFEngine", "LaggedEngine", "SimilarEngine", "SapEngine", "hun
 _EYE2 = np.eye(2)
 _BATCH_MAX_SIZE = 24     # components up to this many dofs are factored with numpy's batched Cholesky
 _ALPHA_GRID = 2.0 ** -np.arange(1, 31)   # coarse bracketing grid of the line search
-
-
-def _cross(a, b):
-    """Row-wise cross product of (F, 3) arrays (cheaper than np.cross for few rows)."""
-    out = np.empty_like(a)
-    out[:, 0] = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
-    out[:, 1] = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
-    out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
-    return out
 
 
 def hunt_crossley_impulse(x, phi0, k, d, dt):
@@ -170,12 +160,6 @@ class ConvexICFEngine(ContactEngine):
         # diagnostics of the last step (for benchmarks): effective eps_s per contact, condition estimate
         self.last_stiction_tolerance = np.zeros(0)
         self.last_hessian = None
-        # free-flyer joints: translation integrated as p = p0 + dt R(q0) v_lin (eq. 1, q = q0 + dt N(q0) v)
-        pm = model.pin_model
-        ff = [(pm.joints[j].idx_q, pm.joints[j].idx_v) for j in range(1, pm.njoints)
-              if pm.joints[j].shortname() == "JointModelFreeFlyer"]
-        self._ff_q = np.array([i for i, _ in ff], dtype=int)
-        self._ff_v = np.array([i for _, i in ff], dtype=int)
 
     # ------------------------------------------------------------------------------------------------------
     # contact potentials: vectorised over the N contacts
@@ -387,17 +371,6 @@ class ConvexICFEngine(ContactEngine):
         np.copyto(A, inputs.mass_matrix)
         A[np.diag_indices(nv)] += dt * inputs.joint_damping
         p0 = inputs.mass_matrix @ v0 + dt * inputs.generalized_force
-        if self._ff_v.size:
-            # free bodies are stepped in the frame frozen at q0 (see _rotate_free_body_velocities): the
-            # frame-rotation term M [w0 x v_lin0; 0] of the local-frame equations is removed from the forces
-            iv = self._ff_v
-            e = np.zeros(nv)
-            w0 = np.stack([v0[iv + 3], v0[iv + 4], v0[iv + 5]], axis=1)
-            vl0 = np.stack([v0[iv], v0[iv + 1], v0[iv + 2]], axis=1)
-            wxv = _cross(w0, vl0)
-            for i in range(3):
-                e[iv + i] = wxv[:, i]
-            p0 += dt * (inputs.mass_matrix @ e)
         diagA = np.diagonal(A).copy()
         if np.any(diagA <= 0):
             return self._failure(inputs, "mass matrix has a non-positive diagonal entry")
@@ -570,60 +543,11 @@ class ConvexICFEngine(ContactEngine):
         if self.contact_model == "sap" and nc:
             # SAP's stick-slip transition speed v_s = sigma w mu gamma_n (eq. 25)
             self.last_stiction_tolerance = params["Rt"] * params["mu"] * gamma[:, 2]
-        q_next = self._integrate(inputs.q, v, dt) if status.ok else None
-        if status.ok:
-            v = self._rotate_free_body_velocities(v.copy(), dt)
         return StepResult(v_next=v, contact_impulse=gamma.copy(),
                           generalized_contact_force=generalized_impulse(gamma) / dt,
                           actuation_force=tau, stats=stats,
-                          q_next=q_next,
                           friction_normal_impulse=params["gn0"].copy() if "gn0" in params
                           and self.contact_model == "lagged" else None)
-
-    def _rotate_free_body_velocities(self, v, dt):
-        """Free-body linear velocities solved in the body frame frozen at q0, re-expressed in the body frame at
-        q_next = q0 exp(dt w): v_lin <- exp(dt w)^T v_lin (in place).
-
-        Pinocchio's free-flyer velocity is local; its equations carry the frame-rotation term w x v_lin, which
-        an explicit step turns into an energy gain of a factor sqrt(1 + (w dt)^2) per step (0.6 % per step for
-        the sphere of section XI-B rolling at 57 rad/s with dt = 2 ms). Solving in the frozen frame and rotating
-        afterwards is exact for force-free motion (constant world velocity) and keeps eq. 1 unchanged."""
-        iv = self._ff_v
-        if not iv.size:
-            return v
-        w = np.stack([v[iv + 3], v[iv + 4], v[iv + 5]], axis=1) * dt     # (F, 3) rotation vectors
-        vl = np.stack([v[iv], v[iv + 1], v[iv + 2]], axis=1)
-        theta = np.linalg.norm(w, axis=1)
-        small = theta < 1e-8
-        safe = np.where(small, 1.0, theta)
-        a = np.where(small, 1.0 - theta ** 2 / 6.0, np.sin(safe) / safe)
-        b = np.where(small, 0.5 - theta ** 2 / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
-        # exp(-[w]) x = x - a w x x + b w x (w x x)   (Rodrigues with -w)
-        wx = _cross(w, vl)
-        out = vl - a[:, None] * wx + b[:, None] * _cross(w, wx)
-        for i in range(3):
-            v[iv + i] = out[:, i]
-        return v
-
-    def _integrate(self, q0, v, dt):
-        """q = q0 + dt N(q0) v (paper eq. 1). pin.integrate for every joint, except that a free-flyer's
-        translation moves along dt R(q0) v_lin (a straight line) instead of Pinocchio's SE(3) exponential,
-        which moves the origin on a screw: for a rolling sphere (v_lin = R w x n) the exponential rolls the
-        centre about the contact point and sinks it by r (1 - cos(w dt)) per step (0.18 mm per 2 ms step for
-        the sphere of section XI-B). The rotation is the same exp(dt w) in both."""
-        q = pin.integrate(self.model.pin_model, q0, dt * v)
-        if self._ff_q.size:
-            iq, iv = self._ff_q, self._ff_v
-            x, y, z, w = (q0[iq + 3 + i] for i in range(4))
-            vl = np.stack([v[iv], v[iv + 1], v[iv + 2]])       # (3, F) local linear velocity
-            # rotation matrix of the unit quaternion (x, y, z, w), rows applied to vl
-            R = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                          [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                          [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
-            dp = np.einsum("ijf,jf->if", R, vl) * dt
-            for i in range(3):
-                q[iq + i] = q0[iq + i] + dp[i]
-        return q
 
     # ------------------------------------------------------------------------------------------------------
     @staticmethod

@@ -30,11 +30,9 @@ start-of-step value pi0 = k (1 - d v_n0)_+ (delta0)_+ (semi-implicit Euler, sect
 W_nn = W_tn = 0 and A is symmetric positive definite.
 
 Free bodies (Pinocchio free-flyers, velocities in the body frame) are stepped in their body frame frozen at q0,
-the frame of the frozen contact Jacobians: the frame-rotation term M [w0 x v_lin0; 0] of the local-frame
-equations is removed from the explicit forces, the configuration is updated as q = q0 + h N(q0) v (eq. 10:
-straight-line translation h R0 v_lin, rotation R0 exp(h w)) and returned as ``StepResult.q_next``, and the
-linear velocity is re-expressed in the new body frame. (An explicit w x v term gains energy by a factor
-sqrt(1 + (w h)^2) per step, and Pinocchio's SE(3) exponential sinks a rolling body by r (1 - cos(w h)) per step.)
+the frame of the frozen contact Jacobians. The simulator does that for every engine
+(contact_sim_ros/model/free_body_motion.py): the frame-rotation force is in ``StepInputs.generalized_force`` and
+q = q0 + h N(q0) v (eq. 10) is its integration step.
 
 Transition-Aware Line Search (TALS, section III-A): every Newton update v <- v + alpha dv is limited so that a
 tangential velocity whose update line crosses the stiction circle |v_t| < v_s stops at the point of the line
@@ -58,7 +56,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pinocchio as pin
 from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
 
 from ..errors import ConfigError
@@ -137,10 +134,6 @@ class TamsiEngine(ContactEngine):
         self._v = np.empty(nv)
         self._capacity = 0
         self._ensure_capacity(8)
-        # free bodies (free-flyer joints): start indices of their 7 q and 6 v entries
-        self._ff_q = np.array([b.q_slice.start for b in model.free_bodies], dtype=int)
-        self._ff_v = np.array([b.v_slice.start for b in model.free_bodies], dtype=int)
-        self._ff_e = np.zeros(nv)
         #: |dv_c|_inf and alpha of every Newton iteration of the last step (for Fig. 4-style plots).
         self.iteration_history: list[tuple[float, float]] = []
 
@@ -251,17 +244,6 @@ class TamsiEngine(ContactEngine):
         self._two_way = self.options.coupling == "two_way"
         np.matmul(inputs.mass_matrix, inputs.v, out=self._p_star)
         self._p_star += h * inputs.generalized_force
-        if self._ff_v.size:
-            # Free bodies are stepped in their body frame frozen at q0 (the paper's q = q0 + h N0 v, eq. 10, with
-            # the frozen contact Jacobians): the frame-rotation term M [w0 x v_lin0; 0] of Pinocchio's
-            # local-frame equations is removed from the explicit forces, and ``_free_body_update`` re-expresses
-            # the result in the body frame at q_next.
-            v0 = inputs.v.tolist()
-            e = self._ff_e
-            for iv in self._ff_v.tolist():                                  # e = [w0 x v_lin0; 0] per body
-                v1, v2, v3, w1, w2, w3 = v0[iv:iv + 6]
-                e[iv:iv + 3] = (w2 * v3 - w3 * v2, w3 * v1 - w1 * v3, w1 * v2 - w2 * v1)
-            self._p_star += h * (inputs.mass_matrix @ e)
         contacts = inputs.contacts
         self._J = contacts.jacobian                                   # (3N, nv), rows (t1, t2, n)
         self._Jr = self._J.reshape(n, 3, self._nv)
@@ -343,22 +325,6 @@ class TamsiEngine(ContactEngine):
         loaded = self._pi > 0.0
         return loaded * (1 + (self._vt_norm > self.options.stiction_tolerance))
 
-    def _free_body_update(self, q0: np.ndarray, v: np.ndarray, h: float):
-        """q_next = q0 + h N(q0) v (eq. 10) and the free bodies' velocities in their new body frame.
-
-        For a free body, the translation moves along h R0 v_lin (a straight line, as eq. 10; Pinocchio's SE(3)
-        exponential would move the origin on a screw and sink a rolling body by r (1 - cos(w h)) per step) and
-        the rotation is R0 exp(h w). The linear velocity, solved in the body frame frozen at q0, is expressed in
-        the new frame: v_lin <- exp(h w)^T v_lin (w is unchanged by a rotation about itself).
-        Returns (q_next, v_next) (v is updated in place); other joints go through ``pin.integrate``."""
-        q = pin.integrate(self.model.pin_model, q0, h * v)
-        for iq, iv in zip(self._ff_q.tolist(), self._ff_v.tolist()):    # per free body: a few C++ calls
-            R0 = pin.Quaternion(q0[iq + 3:iq + 7]).matrix()                 # (x, y, z, w) -> body to world
-            v_lin = v[iv:iv + 3]
-            q[iq:iq + 3] = q0[iq:iq + 3] + h * (R0 @ v_lin)
-            v[iv:iv + 3] = pin.exp3(h * v[iv + 3:iv + 6]).T @ v_lin
-        return q, v
-
     def _do_step(self, inputs: StepInputs) -> StepResult:
         opts = self.options
         self._setup(inputs)
@@ -427,12 +393,9 @@ class TamsiEngine(ContactEngine):
                     history.append((err, 0.0))      # alpha 0: estimated, not applied
                     converged = True
                     break
-        q_next = None
         if converged:
             status = SolverStatus.CONVERGED
             v_out = v.copy()
-            if self._ff_v.size:
-                q_next, v_out = self._free_body_update(inputs.q, v_out, h)
         else:
             if status is SolverStatus.MAX_ITERATIONS:
                 message = (f"TAMSI Newton iteration did not converge in {opts.max_iterations} iterations at "
@@ -453,5 +416,4 @@ class TamsiEngine(ContactEngine):
             actuation_force=np.array(self._tau_act, dtype=float),
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
-            q_next=q_next,
         )

@@ -18,6 +18,7 @@ from ..engines.base import Actuation, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
+from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import model_body_names
 from .scene import Scene, load_scene
 
@@ -48,6 +49,7 @@ class Simulator:
         self.pin_data = pm.createData()
         self.geometry_data = pin.GeometryData(self.model.collision_model)
         self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin)
+        self._free_motion = FreeBodyMotion(self.model)
         self.engine = make_engine(engine, self.model, engine_options)
         nv, nq = pm.nv, pm.nq
         m = self.model
@@ -212,7 +214,8 @@ class Simulator:
         M[self._lower_tri] = M.T[self._lower_tri]
         nle = pin.nonLinearEffects(pm, data, q, v)
         gravity = pin.computeGeneralizedGravity(pm, data, q)
-        tau = self._external_forces(t) - nle
+        # free bodies are stepped in their body frame frozen at q (model/free_body_motion.py)
+        tau = self._external_forces(t) - nle + self._free_motion.frame_rotation_force(M, v)
         act = self._actuation
         act.effort = self._effort
         act.kp = np.where(self._position_mode, self._kp, 0.0)
@@ -225,7 +228,10 @@ class Simulator:
         self.contacts = contacts
         if not result.stats.status.ok:
             return result, None
-        q_next = result.q_next if result.q_next is not None else pin.integrate(pm, q, dt * result.v_next)
+        if result.q_next is not None:          # quasistatic engines update q themselves
+            q_next = result.q_next
+        else:
+            q_next, result.v_next = self._free_motion.integrate(q, result.v_next, dt)
         if not (np.all(np.isfinite(q_next)) and np.all(np.isfinite(result.v_next))):
             result.stats.message = "non-finite state"
             return result, None
