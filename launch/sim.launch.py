@@ -1,6 +1,6 @@
 """ros2 launch contact_sim_ros sim.launch.py robot:=iiwa_wsg engine:=tamsi [time_step:=0.001]
 [real_time_factor:=1.0] [use_sim_time:=true] [config:=my_params.yaml] [scene:=...] [namespace:=...]
-[frame_prefix:=...]
+[frame_prefix:=...] [viewer:=true] [viewer_port:=8080]
 
 Thin on purpose: arguments -> parameters of the one node. The console command ``sim_node --robot iiwa_wsg
 --engine tamsi ...`` (contact_sim_ros/ros/sim_node.py) does the same without launch: it loads config/node.yaml,
@@ -26,6 +26,8 @@ ARGUMENTS = {
     "scene": ("", "scene YAML (objects and environment); empty = the robot on a ground plane"),
     "namespace": ("", "ROS namespace of the node's topics and services (two robots: two namespaces)"),
     "frame_prefix": ("", "prefix of every TF frame but the world frame"),
+    "viewer": ("false", "serve the live browser view (viser) on http://127.0.0.1:<viewer_port>"),
+    "viewer_port": ("8080", "port of the browser view"),
 }
 
 
@@ -45,6 +47,8 @@ def _node(context):
         "real_time_factor": float(value["real_time_factor"]),
         "use_sim_time": value["use_sim_time"].lower() in ("true", "1", "yes"),
         "frame_prefix": value["frame_prefix"],
+        "viewer": value["viewer"].lower() in ("true", "1", "yes"),
+        "viewer_port": int(value["viewer_port"]),
     }
     if value["scene"]:
         overrides["scene"] = value["scene"]

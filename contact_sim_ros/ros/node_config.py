@@ -50,10 +50,13 @@ class NodeConfig:
     #                                                       contact_bodies + fingertip frames + free objects)
     marker_force_scale: float = 0.01   # m of arrow per N
     step_count: int = 1                # steps executed per call of the ~/step service
+    viewer: bool = False               # serve the live browser view (viser, in a child process)
+    viewer_port: int = 8080
+    viewer_rate: float = 30.0          # Hz of frames sent to the viewer (at most, in wall time)
     warn_throttle_s: float = 2.0
 
     RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contact_wrench_rate",
-                   "contacts_rate", "markers_rate", "diagnostics_rate")
+                   "contacts_rate", "markers_rate", "diagnostics_rate", "viewer_rate")
 
     @classmethod
     def names(cls) -> list[str]:
@@ -224,6 +227,7 @@ _FLAGS = {
     "--engine-options": "engine_options", "--time-step": "time_step", "--real-time-factor": "real_time_factor",
     "--frame-prefix": "frame_prefix", "--joint-states-rate": "joint_states_rate", "--tf-rate": "tf_rate",
     "--clock-rate": "clock_rate", "--wrench-rate": "wrench_rate", "--base-pose": "base_pose",
+    "--viewer-port": "viewer_port",
 }
 
 
@@ -269,13 +273,15 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
                         help="ROS parameter file (repeatable; flags override it)")
     parser.add_argument("--paused", action="store_true", help="start paused (use the ~/step service)")
     parser.add_argument("--use-sim-time", action="store_true", help="the node's own ROS clock follows /clock")
+    parser.add_argument("--viewer", action="store_true", help="serve the live browser view (viser)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         if exc.code == 0:
             raise
         raise ConfigError("invalid command line; valid flags: " + ", ".join(
-            sorted(list(_FLAGS) + ["--namespace", "--node-name", "--config", "--paused", "--use-sim-time"])))
+            sorted(list(_FLAGS) + ["--namespace", "--node-name", "--config", "--paused", "--use-sim-time",
+                                   "--viewer"])))
     extra = ["--ros-args"]
     for param in _FLAGS.values():
         value = getattr(args, param)
@@ -297,6 +303,8 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
         extra += ["-r", f"__node:={args.node_name}"]
     if args.paused:
         extra += ["-p", "start_paused:=true"]
+    if args.viewer:
+        extra += ["-p", "viewer:=true"]
     if args.use_sim_time:
         extra += ["-p", "use_sim_time:=true"]
     robot = args.robot

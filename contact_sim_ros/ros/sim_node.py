@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import re
 import sys
+import time
 
 import numpy as np
 import pinocchio as pin
@@ -111,6 +112,15 @@ class SimNode(Node):
 
         self._build_publishers()
         hooks = self._build_hooks()
+        self.viewer = None
+        if cfg.viewer:
+            from ..viewer.scene_viewer import ViewerProcess
+            self.viewer = ViewerProcess(self.model, port=cfg.viewer_port, update_rate=cfg.viewer_rate)
+            self._viewer_clock = (time.monotonic(), sim.t)
+            hooks.append(PublishHook("viewer", cfg.decimation(cfg.viewer_rate), self._pub_viewer))
+            self._viewer_timer = self.create_timer(0.1, self._viewer_events,
+                                                   clock=Clock(clock_type=ClockType.STEADY_TIME))
+            self.log.info(f"viewer: {self.viewer.url}")
         self.loop = SteppingLoop(sim, cfg.real_time_factor, hooks, start_paused=cfg.start_paused,
                                  gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag)
         self._build_subscriptions()
@@ -261,6 +271,24 @@ class SimNode(Node):
         return hooks
 
     # hooks: called from the stepping thread -------------------------------------------------
+
+    def _pub_viewer(self, sim):
+        """A snapshot for the browser view, at most ``viewer_rate`` per second of wall time."""
+        if not self.viewer.due():
+            return
+        from ..viewer.scene_viewer import simulator_frame
+        wall, t = time.monotonic(), sim.t
+        wall0, t0 = self._viewer_clock
+        self._viewer_clock = (wall, t)
+        self.viewer.publish(simulator_frame(sim, (t - t0) / (wall - wall0) if wall > wall0 else None))
+
+    def _viewer_events(self):
+        """The viewer's Pause/Reset buttons act through the same paths as the ~/pause and ~/reset services."""
+        for event in self.viewer.events():
+            if event[0] == "pause":
+                self.loop.set_paused(bool(event[1]))
+            elif event[0] == "reset" and self.loop.request_reset():
+                self._publish_static()
 
     def _pub_clock(self, sim):
         stamp(sim.t, self._clock_msg.clock)
@@ -570,6 +598,8 @@ class SimNode(Node):
 
     def shutdown(self):
         self.loop.stop()
+        if self.viewer is not None:
+            self.viewer.close()
 
 
 def _default_param_files(robot: str | None) -> list[str]:
