@@ -201,6 +201,8 @@ def part_3d(solvers, objects, scale, rim_samples, figures, time_limit_s):
             rec = run_3d(obj, solver, scale, rim_samples, time_limit_s)
             results[(obj, solver)] = rec
             rec["wall_s"] = time.perf_counter() - start
+            print(f"  done: {obj} / {solver}: {len(rec['t'])} steps in {rec['wall_s']:.0f} s, back-end mean "
+                  f"{rec['solver_ms'].mean():.1f} ms", flush=True)
     print("\nTable I (paper: Gurobi Runtime per step; here every installed back-end; times in ms)")
     print(f"{'object':9s} {'solver':7s} {'binaries (median/max)':>21s} {'average':>8s} {'worst':>8s} {'std':>8s} "
           f"{'engine avg':>10s} {'engine worst':>12s} {'failed':>6s} {'M raised':>8s} {'t-limit':>7s} "

@@ -238,10 +238,10 @@ def polish_fixed_mode(p: MIQP, x0: np.ndarray, z: np.ndarray, max_rounds: int = 
     MIQP back-ends return x0 within their feasibility tolerance (SCIP's outer approximation of the quadratic
     objective leaves errors ~1e-5 relative). With z fixed the problem is min f(x) = sum qdiag x^2 + c^T x
     s.t. A_eq x = b_eq, A_ub x <= b_ub - B_ub z, x >= 0 where lb == 0 (the other variable bounds are big-M
-    artefacts and are left out, so that a free variable lands on its regularised value). Primal active-set polish: the inequalities
-    active at x0 (slack <= tol) become equalities, the equality-constrained QP is solved by its KKT system
-    (null-space method; zero-curvature variables get a proximal term 1e-12 (x - x0)^2 so the reduced Hessian is
-    positive definite), and constraints
+    artefacts and are left out, so that a free variable lands on its regularised value).
+    Primal active-set polish: the inequalities active at x0 (slack <= tol) become equalities, the
+    equality-constrained QP is solved by its KKT system (null-space method; zero-curvature variables get a
+    proximal term 1e-12 (x - x0)^2 so the reduced Hessian is positive definite), and constraints
     it violates are added until it is feasible. Returns x0 unchanged if that fails or does not improve f.
     ``qdiag`` replaces the MIQP's curvature (the engine polishes with a weaker regulariser than it selects the
     mode with).
@@ -422,13 +422,11 @@ class _QuasistaticBase(ContactEngine):
         """Without contacts the actuated dofs follow the command; unactuated ones must be force-free."""
         loaded = np.abs(tau[self._iu]) > 1e-9 * max(1.0, float(np.abs(tau).max(initial=0.0)))
         if np.any(loaded):
-            return self._failure(inputs, SolverStatus.INFEASIBLE, self._unsupported_message(loaded))
+            return self._failure(inputs, SolverStatus.INFEASIBLE, self._unsupported_message())
         return self._result(inputs, dq_bar.copy(), np.zeros(0), np.zeros(0), tau, SolverStatus.CONVERGED, "")
 
-    def _unsupported_message(self, loaded_mask=None) -> str:
-        names = []
-        for body in self.model.free_bodies:
-            names.append(body.name)
+    def _unsupported_message(self) -> str:
+        names = [body.name for body in self.model.free_bodies]
         return (f"{self.name}: no quasistatic equilibrium: a free body ({', '.join(names) or 'unactuated dof'}) "
                 "is loaded (gravity) but has no contact that can hold it; likely cause: the supporting surface is "
                 "farther than the contact margin (a quasistatic object cannot fall freely: raise the scene's "
@@ -658,7 +656,6 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
                                 np.abs(Jf).sum(axis=1) * M["dq"] + M["Gamma"],
                                 mu * M["P"]])
         M_var = np.concatenate([np.full(nc + nf, M["P"]), np.full(nc, M["Gamma"])])
-        eye = np.eye(nz)
         Xsel = np.zeros((nz, nx))
         Xsel[np.arange(nz), pair_var] = 1.0
         A_ub = [-G, G, Xsel]
@@ -682,7 +679,6 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
                 A_ub.append(rows)
                 B_ub.append(np.zeros((idx.size, nz)))
                 b_ub.append(Kh[idx] * bound_const[idx])
-        del eye
         # force balance on the unactuated dofs (eq. 23a), divided by S
         A_eq = np.zeros((iu.size, nx))
         A_eq[:, i_pn] = Jn[:, iu].T
