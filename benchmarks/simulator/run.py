@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--engines", nargs="*", default=None)
+    parser.add_argument("--figure", default="docs/figures/simulator_step.png")
     args = parser.parse_args(argv)
     robots = {"franka (primitives)": "franka"}
     panda = erd_panda()
@@ -81,6 +82,21 @@ def main(argv=None) -> int:
           f"{'RTF':>6s}")
     for r in rows:
         print(f"{r[0]:28s} {r[1]:16s} {r[2]:6d} {r[3]:9d} {r[4]:9.1f} {r[5]:9.1f} {r[6]:6.2f}")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 4))
+    labels = [f"{r[1]}\n{r[0].split(' (')[0]}" for r in rows]
+    ax.bar(range(len(rows)), [r[5] for r in rows], label="full step")
+    ax.bar(range(len(rows)), [r[4] for r in rows], label="contact query")
+    ax.axhline(1e6 * 1e-3, color="k", lw=0.8, ls="--", label="1 ms (real time at dt = 1 ms)")
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("microseconds per step (median)")
+    ax.set_title("Panda + table + objects: contact query and simulator step")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.figure, dpi=110)
+    print(f"figure: {args.figure}")
     return 0
 
 

@@ -38,6 +38,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--engine", default="tamsi")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--figure", default="docs/figures/viewer_overhead.png")
     args = parser.parse_args(argv)
     sim = Simulator("scenes/default.yaml", engine=args.engine, time_step=1e-3)
     viewer = ViewerProcess(sim.model, port=args.port)
@@ -63,10 +64,25 @@ def main(argv=None) -> int:
     viewer.close()
     base = statistics.median(results["no viewer"])
     print(f"{'configuration':24s} {'median step us':>15s} {'overhead':>9s}")
+    labels, medians = [], []
     for label, samples in results.items():
         if samples:
             med = statistics.median(samples)
+            labels.append(label)
+            medians.append(med * 1e6)
             print(f"{label:24s} {med * 1e6:15.1f} {100 * (med / base - 1):8.1f}%")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(labels, medians)
+    ax.axhline(1.1 * base * 1e6, color="r", ls="--", lw=0.8, label="+10 % (target)")
+    ax.set_ylabel("median step time (us)")
+    ax.set_title(f"viewer overhead, default scene, {args.engine}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.figure, dpi=110)
+    print(f"figure: {args.figure}")
     return 0
 
 
