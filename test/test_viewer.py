@@ -35,7 +35,7 @@ def _screenshot(url: str, path) -> np.ndarray:
                        check=True, capture_output=True, timeout=240)
         image = matplotlib.image.imread(str(path))[..., :3]
         r, g, b = image[..., 0], image[..., 1], image[..., 2]
-        ground = (r > g) & (g > b) & (r - b > 0.1)          # the brown floor, whatever the lighting
+        ground = (r > g) & (g > b) & (r - b > 0.04)         # the warm-tinted floor, whatever the lighting
         if ground.mean() > 0.01:
             return image
     raise AssertionError(f"the scene never appeared in the browser at {url}")
@@ -55,7 +55,9 @@ def viewer_on_table(tmp_path_factory):
                                   "pose": {"xyz": [0.45, 0.15, 0.23]}}]},
                     engine="semi_implicit", time_step=1e-3)
     sim.run(0.3)
-    viewer = SceneViewer(sim.model, port=_free_port(), force_scale=0.03)
+    # camera close to the box so that its force arrows (0.1 m/N: 12 cm for a 1.2 N corner force) fill pixels
+    viewer = SceneViewer(sim.model, port=_free_port(), force_scale=0.1,
+                         camera_position=(1.0, -0.45, 0.75), camera_target=(0.4, 0.1, 0.25))
     viewer.update_from_simulator(sim, 1.0)
     full = _screenshot(viewer.url, tmp_path_factory.mktemp("viewer") / "scene.png")   # shared reference
     yield sim, viewer, full
@@ -86,7 +88,7 @@ def test_force_arrows_appear_for_an_object_resting_on_the_table(viewer_on_table,
         without_arrows = _screenshot(viewer.url, tmp_path / "no_arrows.png")
     finally:
         viewer._arrows.visible = True
-    assert _changed_fraction(with_arrows, without_arrows) > 0.0005, "the force arrows are not drawn"
+    assert _changed_fraction(with_arrows, without_arrows) > 0.001, "the force arrows are not drawn"
 
 
 def test_viewer_process_serves_the_scene_and_takes_frames(tmp_path):
