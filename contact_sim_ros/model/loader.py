@@ -22,9 +22,9 @@ from pathlib import Path
 import coal
 import numpy as np
 import pinocchio as pin
-import yaml
 
 from ..errors import ConfigError, ModelError, unknown_choice
+from ..yaml_files import check_keys, read_mapping
 from .materials import ContactMaterial
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel
 
@@ -296,15 +296,8 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
         if not path.is_file():
             raise ConfigError(f"robot preset file not found: {path}")
         source, base = str(path), path.parent
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: malformed YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: a robot preset is a mapping, got {type(data).__name__}")
-    unknown = set(data) - _PRESET_KEYS
-    if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}; valid keys: {sorted(_PRESET_KEYS)}")
+        data = read_mapping(path, "a robot preset")
+    check_keys(data, _PRESET_KEYS, source)
     if "urdf" not in data:
         raise ConfigError(f"{source}: missing key 'urdf'")
     urdf = _resolve_urdf_path(str(data["urdf"]), base)

@@ -13,12 +13,12 @@ from typing import Callable
 
 import numpy as np
 import pinocchio as pin
-import yaml
 
 from ..errors import ConfigError, ContactSimError
 from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
                             load_robot_preset, parse_pose)
 from ..model.multibody_model import MultibodyModel, model_body_names
+from ..yaml_files import check_keys, read_mapping
 
 # ------------------------------------------------------------------------------ time expressions
 
@@ -134,15 +134,10 @@ def load_scene(scene) -> Scene:
                 raise ConfigError(f"scene file not found: {path} (also looked for {cand})")
             path = cand
         source = str(path)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: malformed YAML: {exc}") from None
+        data = read_mapping(path, "a scene")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a scene is a mapping, got {type(data).__name__}")
-    unknown = set(data) - _SCENE_KEYS
-    if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}; valid keys: {sorted(_SCENE_KEYS)}")
+    check_keys(data, _SCENE_KEYS, source)
     try:
         return _build(data, source)
     except ContactSimError as exc:
