@@ -65,19 +65,10 @@ class FrankaStress(PickShakePlace):
             self.phase_end = self.move_to(t_k, here, p.circle_duration, offsets)
 
     def tick(self, t_k: int, st: dict) -> bool:
-        from .robot_link import efforts_of, positions_of
+        from .robot_link import gripper_measurements
         p = self.p
         js = st["js"]
-        for name, value in zip(js.name, js.position):
-            if self.ik.model.existJointName(name):
-                j = self.ik.model.joints[self.ik.model.getJointId(name)]
-                if j.nq == 1:
-                    self.q_full[j.idx_q] = value
-        R_ws = self.ik.frame_pose(p.ft_frame, self.q_full).rotation
-        f = st["ft"].wrench.force
-        load = float(np.array([f.x, f.y, f.z]) @ (R_ws.T @ np.array([0.0, 0.0, -1.0])))
-        grip = float(np.mean(efforts_of(st["ext"], self.FINGERS)))
-        width = float(np.mean(positions_of(js, self.FINGERS)))
+        load, grip, width = gripper_measurements(self.ik, self.q_full, st, self.FINGERS, p.ft_frame)
         self.log_t.append(t_k)
         self.log_q.append(np.array(js.position))
         self.log_v.append(np.array(js.velocity))

@@ -194,20 +194,11 @@ class PickShakePlace:
 
     def tick(self, t_k: int, st: dict) -> bool:
         """One control period at tick time t_k (ns) with the measurements ``st``; returns True when done."""
-        from .robot_link import positions_of, efforts_of
+        from .robot_link import gripper_measurements, positions_of
         p = self.p
         js = st["js"]
         q = np.array(js.position)
-        for name, value in zip(js.name, js.position):
-            if self.ik.model.existJointName(name):
-                j = self.ik.model.joints[self.ik.model.getJointId(name)]
-                if j.nq == 1:
-                    self.q_full[j.idx_q] = value
-        R_ws = self.ik.frame_pose(p.ft_frame, self.q_full).rotation
-        f = st["ft"].wrench.force
-        load = float(np.array([f.x, f.y, f.z]) @ (R_ws.T @ np.array([0.0, 0.0, -1.0])))
-        grip = float(np.mean(efforts_of(st["ext"], self.FINGERS)))
-        width = float(np.mean(positions_of(js, self.FINGERS)))
+        load, grip, width = gripper_measurements(self.ik, self.q_full, st, self.FINGERS, p.ft_frame)
         self.log_t.append(t_k)
         self.log_q.append(q)
         self.log_v.append(np.array(js.velocity))

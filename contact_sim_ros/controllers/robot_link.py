@@ -271,3 +271,21 @@ def positions_of(msg: JointState, names) -> np.ndarray:
 def efforts_of(msg: JointState, names) -> np.ndarray:
     index = {n: i for i, n in enumerate(msg.name)}
     return np.array([msg.effort[index[n]] for n in names])
+
+
+def gripper_measurements(ik, q_full: np.ndarray, st: dict, fingers, ft_frame: str) -> tuple[float, float, float]:
+    """What a parallel-gripper controller reads each tick: updates ``q_full`` (the IK model's configuration)
+    from /joint_states in place and returns (wrist load along gravity in N from the F/T sensor, mean finger
+    effort in N from the external joint torques, mean finger opening in m)."""
+    js = st["js"]
+    for name, value in zip(js.name, js.position):
+        if ik.model.existJointName(name):
+            j = ik.model.joints[ik.model.getJointId(name)]
+            if j.nq == 1:
+                q_full[j.idx_q] = value
+    R_ws = ik.frame_pose(ft_frame, q_full).rotation
+    f = st["ft"].wrench.force
+    load = float(np.array([f.x, f.y, f.z]) @ (R_ws.T @ np.array([0.0, 0.0, -1.0])))
+    grip = float(np.mean(efforts_of(st["ext"], fingers)))
+    width = float(np.mean(positions_of(js, fingers)))
+    return load, grip, width
