@@ -91,7 +91,11 @@ class Trace:
 class PendulumSim:
     """Time-stepping of the pendulum in 'minimal' or 'redundant' coordinates."""
 
-    def __init__(self, n, mode="minimal", dt=1e-3, n_directions=4, margin=0.05, erp_bilateral=0.2):
+    def __init__(self, n, mode="minimal", dt=1e-3, n_directions=4, margin=0.05, erp_bilateral=0.2,
+                 bilateral="schur"):
+        """mode: 'minimal' or 'redundant'; bilateral (redundant only): 'schur' eliminates the hinge
+        multipliers by a Schur complement before Lemke, 'split' hands the whole mixed LCP (eq. 34) to Lemke
+        as one LCP (the paper's redundant-coordinate setup with a complementarity solver)."""
         self.n, self.mode, self.dt = n, mode, dt
         self.r = LENGTH / (2 * n)
         self.margin = margin
@@ -111,7 +115,7 @@ class PendulumSim:
         self.nv = self.model.nv
         self.zero_v = np.zeros(self.nv)
         self.zero_tau = np.zeros(self.nv)
-        self.stepper = ImpulseStepper(n_directions=n_directions)
+        self.stepper = ImpulseStepper(n_directions=n_directions, bilateral=bilateral)
         self.pairs = np.array([(i, j) for i in range(n) for j in range(i + 2, n)], dtype=int).reshape(-1, 2)
         if mode == "redundant":
             self.inv_mass_diag = np.tile(np.r_[np.full(3, 1.0 / MASS), np.full(3, 1.0 / (0.4 * MASS * self.r ** 2))], n)

@@ -89,7 +89,11 @@ class ContactLCP:
     Reuses a ``LemkeSolver``. All arguments are in the contact frame of each contact (rows t1, t2, n).
     """
 
-    def __init__(self, n_directions: int, max_pivots: int | None = None, pivot_tol: float = 1e-12):
+    def __init__(self, n_directions: int, max_pivots: int | None = None, pivot_tol: float = 1e-12,
+                 bilateral: str = "schur"):
+        if bilateral not in ("schur", "split"):
+            raise ConfigError(f"bilateral mode {bilateral!r} unknown; valid modes: schur, split")
+        self.bilateral_mode = bilateral
         self.n_directions = n_directions
         self.basis = friction_basis(n_directions)
         self.lemke = LemkeSolver(pivot_tol=pivot_tol, max_pivots=max_pivots)
@@ -107,6 +111,8 @@ class ContactLCP:
         nf = self.n_directions
         k = nf + 1
         nb = 0 if c_b is None else c_b.shape[0]
+        if nb and self.bilateral_mode == "split":
+            return self._solve_split(W_uu, c_u, mu, W_ub, W_bb, c_b)
         if n == 0:
             lam = np.zeros(nb)
             if nb:
@@ -152,6 +158,43 @@ class ContactLCP:
                                   result.message, residual)
 
 
+    def _solve_split(self, W_uu, c_u, mu, W_ub, W_bb, c_b) -> ContactLCPSolution:
+        """The mixed LCP of eq. 34 as ONE standard LCP, the free multipliers split as lam = lam+ - lam-
+        (rows w+ = r >= 0 _|_ lam+, w- = -r >= 0 _|_ lam-, so r = 0 at a solution): the single
+        complementarity problem over all unilateral and bilateral constraints that a redundant-coordinate
+        formulation hands to a complementarity solver (PATH in the paper). z = [beta, lam+, lam-, sigma]."""
+        n = mu.shape[0]
+        k = self.n_directions + 1
+        nb = c_b.shape[0]
+        Dl = self.basis
+        nk = n * k
+        size = nk + 2 * nb + n
+        M = np.zeros((size, size))
+        q = np.zeros(size)
+        b0, b1, b2 = nk, nk + nb, nk + 2 * nb
+        if n:
+            W4 = W_uu.reshape(n, 3, n, 3)
+            M[:nk, :nk] = np.einsum("ka,ikjl,lb->iajb", Dl, W4, Dl, optimize=True).reshape(nk, nk)
+            q[:nk] = (c_u.reshape(n, 3) @ Dl).reshape(nk)
+            Bt = np.einsum("ika,kb->iab", W_ub.reshape(n, 3, nb), Dl).transpose(0, 2, 1).reshape(nk, nb)
+            M[:nk, b0:b1], M[:nk, b1:b2] = Bt, -Bt
+            M[b0:b1, :nk], M[b1:b2, :nk] = Bt.T, -Bt.T
+            rows = np.arange(n)
+            for j in range(1, k):
+                M[rows * k + j, b2 + rows] = 1.0
+                M[b2 + rows, rows * k + j] = -1.0
+            M[b2 + rows, rows * k] = mu
+        M[b0:b1, b0:b1], M[b0:b1, b1:b2] = W_bb, -W_bb
+        M[b1:b2, b0:b1], M[b1:b2, b1:b2] = -W_bb, W_bb
+        q[b0:b1], q[b1:b2] = c_b, -c_b
+        result = self.lemke.solve(M, q)
+        impulse = result.z[:nk].reshape(n, k) @ Dl.T
+        lam = result.z[b0:b1] - result.z[b1:b2]
+        residual = result.complementarity_error if result.status.ok else np.inf
+        return ContactLCPSolution(impulse, lam, result.z[b2:].copy(), result.status, result.pivots,
+                                  result.message, residual)
+
+
 @dataclass
 class ImpulseStepOutput:
     v_next: np.ndarray          # (nv,) velocity at t + dt
@@ -174,8 +217,8 @@ class ImpulseStepper:
     """
 
     def __init__(self, n_directions=8, touch_distance=1e-4, impact_velocity=1e-2, erp=0.2, slop=1e-4,
-                 max_pivots=None):
-        self.lcp = ContactLCP(n_directions, max_pivots=max_pivots)
+                 max_pivots=None, bilateral="schur"):
+        self.lcp = ContactLCP(n_directions, max_pivots=max_pivots, bilateral=bilateral)
         self.touch_distance = touch_distance
         self.impact_velocity = impact_velocity
         self.erp = erp
