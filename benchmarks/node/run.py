@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -109,13 +108,8 @@ def start_node(engine, rtf, scene, dt):
 
 
 def stop_node(proc, log):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    from contact_sim_ros.scenarios.runner import stop_node_process
+    stop_node_process(proc)
     log.close()
 
 

@@ -151,13 +151,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     finally:
         if link is not None:
             link.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_node_process(proc)
         log.close()
     out = Path(log.name).read_text()
     os.unlink(log.name)
@@ -248,3 +242,14 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def stop_node_process(proc, timeout: float = 10.0) -> None:
+    """Stop a node subprocess as Ctrl-C would (SIGINT), killing it if it has not exited after ``timeout`` s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
