@@ -31,6 +31,8 @@ class NodeProcess:
                                      stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
     def output(self) -> str:
+        if self._log.closed:              # stopped: the log file is gone, its text was kept
+            return self._final_output
         self._log.flush()
         return self.log_path.read_text()
 
@@ -42,7 +44,10 @@ class NodeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._log.close()
+        if not self._log.closed:
+            self._final_output = self.output()
+            self._log.close()
+            self.log_path.unlink(missing_ok=True)    # no log files left behind in /tmp
         return self.proc.returncode
 
 
