@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError, unknown_choice
+from ..yaml_files import read_mapping
 
 
 DEFAULT_ROBOT = "iiwa_wsg"
@@ -192,13 +193,7 @@ def _read_yaml(path, what) -> dict:
         if not cand.is_file():
             raise ConfigError(f"{what}: file not found: {path}")
         p = cand
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what}: malformed YAML in {p}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what}: {p} must hold a mapping")
-    return data
+    return read_mapping(p, what)
 
 
 def robot_names() -> list[str]:
@@ -332,12 +327,7 @@ def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "")
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"parameter file not found: {path}")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"parameter file {path}: malformed YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"parameter file {path}: expected '/**: {{ros__parameters: {{...}}}}'")
+        data = read_mapping(p, "a ROS parameter file ('/**: {ros__parameters: {...}}')")
         for key, section in data.items():
             if key not in keys or not isinstance(section, dict):
                 continue

@@ -37,6 +37,13 @@ def test_parameter_files_merge_in_order_and_reject_unknown_names(tmp_path):
         read_param_files([bad])
     with pytest.raises(ConfigError, match="parameter file not found"):
         read_param_files([tmp_path / "none.yaml"])
+    broken, listed = tmp_path / "broken.yaml", tmp_path / "list.yaml"
+    broken.write_text("/**:\n  ros__parameters: {engine: [tamsi\n")
+    listed.write_text("- engine: tamsi\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml: malformed YAML"):
+        read_param_files([broken])
+    with pytest.raises(ConfigError, match=r"list.yaml: a ROS parameter file .* is a mapping, got list"):
+        read_param_files([listed])
 
 
 def test_unknown_flag_lists_the_valid_flags(capsys):
