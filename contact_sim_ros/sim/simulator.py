@@ -210,7 +210,10 @@ class Simulator:
             self._surface_velocity[g] = f(t)
         contacts = self.contact_query.update(data, self.geometry_data,
                                              self._surface_velocity if self.scene.surface_velocities else None)
-        M = pin.crba(pm, data, q)
+        # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
+        # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
+        # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
+        M = pin.crba(pm, data, q, pin.Convention.WORLD)
         M[self._lower_tri] = M.T[self._lower_tri]
         nle = pin.nonLinearEffects(pm, data, q, v)
         gravity = pin.computeGeneralizedGravity(pm, data, q)
