@@ -142,6 +142,46 @@ def test_barrett_couplings_hold():
     assert touching_pairs(sim) == []
 
 
+
+def test_barrett_on_rig_fingers_close_symmetrically():
+    """On the lift rig (an actuated joint above the hand) F1 and F2 closing in free space stay mirror images, and
+    the mass matrix every step hands the engine equals the independent-joint model's G^T M G (G: the mimic
+    couplings). Regression: Pinocchio 4.1's default (LOCAL) crba, called again on the same Data, accumulated a
+    stale data.Fcrb below the mimic spread joint (M[lift, F2 proximal] wrong by up to 1.1 kg*m), so finger 2
+    alone accelerated away from its PD target (1.4 -> 4.5 rad/s in 5 ms at q = 0.14 rad)."""
+    sim = Simulator({"robot": _rig_preset("barrett", (0, 0, 0.3))}, engine=ENGINE, time_step=DT)
+    m, pm = sim.model, sim.model.pin_model
+    full = pin.buildModelFromXML((presets_dir().parents[1] / "urdf" / "barrett_lift_rig.urdf").read_text())
+    mimic = {mj.name: (mj.primary, mj.multiplier) for mj in m.mimic_joints}
+    G = np.zeros((full.nv, pm.nv))          # v_full = G v
+    for jid in range(1, full.njoints):
+        primary, k = mimic.get(full.names[jid], (full.names[jid], 1.0))
+        G[full.joints[jid].idx_v, pm.joints[pm.getJointId(primary)].idx_v] = k
+    full_data = full.createData()
+    step, worst_m = sim.engine.step, [0.0]
+
+    def checked_step(inputs):
+        Mf = pin.crba(full, full_data, G @ inputs.q)        # no mimic joints: no stale terms
+        Mf = np.triu(Mf) + np.triu(Mf, 1).T
+        worst_m[0] = max(worst_m[0], float(np.abs(inputs.mass_matrix - G.T @ Mf @ G).max()))
+        return step(inputs)
+    sim.engine.step = checked_step
+    joints = list(m.joint_names)
+    data = pm.createData()
+    start = {j: float(sim.q[m.joint_q_index[m.joint_index(j)]]) for j in joints}
+    i1, i2 = (m.joint_q_index[m.joint_index(f"bh_finger_{f}_proximal_joint")] for f in (1, 2))
+    worst = 0.0
+    for _ in range(400):
+        c = _smooth(sim.t, 0.0, 0.3)
+        pos = dict(start)
+        pos.update({f"bh_finger_{f}_proximal_joint": 0.8 * c for f in (1, 2, 3)})
+        sim.set_joint_targets(positions=pos, efforts=gravity_efforts(sim, joints, data))
+        sim.step(strict=True)
+        worst = max(worst, abs(sim.q[i1] - sim.q[i2]))
+    assert worst_m[0] < 1e-12, f"the engine was handed an M off by {worst_m[0]:.3g}"
+    assert worst < 1e-9, f"F1 and F2 proximal angles differ by {worst:.3g} rad"
+    assert sim.q[i1] > 0.6, sim.q[i1]       # closed past the point where F3 passes between F1 and F2 (~0.4 rad)
+
 # ------------------------------------------------------------------------------------------ grasping
 
 def _preset(name):
@@ -274,12 +314,10 @@ def test_franka_grasps_and_lifts_bronze_rod():
     assert {"panda_leftfinger", "panda_rightfinger"} <= touching
 
 
-@pytest.mark.xfail(strict=True, raises=SolverError,
-                   reason="open (2026-11-22): every registered engine (semi_implicit, tamsi, lagged) stops "
-                          "converging ~10 ms after the distal pads touch the object; see docs/robots.md")
 def test_barrett_grasps_and_lifts_block():
     """BarrettHand (fingers down, on a lift rig) closes F1/F2 against F3 on a standing 12 x 4 x 6 cm block
-    (0.2 kg) and lifts it 10 cm."""
+    (0.2 kg) and lifts it 10 cm. (Until the simulator's crba used Pinocchio's WORLD convention, finger 2 ran away
+    here and every engine failed ~10 ms after the pads touched: see test_barrett_on_rig_fingers_close_symmetrically.)"""
     hand_z = 0.215          # distal pads level with the block's upper half (wrist -> pad centre ~ 0.18 m)
     scene = {"robot": _rig_preset("barrett", (0, 0, hand_z)),
              "objects": [{"name": "block", "urdf": "objects/box_flat.urdf",
