@@ -341,7 +341,7 @@ BH_J2 = (0.0, deg(140.0))
 BH_J3_RATIO = 48.0 / 140.0
 BH_PALM_TOP = 0.075
 BH_MASSES = {"palm": 0.66, "knuckle": 0.05, "proximal": 0.08, "distal": 0.05}   # sum 1.20 kg (datasheet 1.2 kg)
-BH_FINGER_W = 0.025      # finger width (m)
+BH_FINGER_W = 0.022      # finger width (m): F3 passes between F1 and F2 (50 mm apart) with 3 mm clearance per side
 BH_PROX_T = 0.02         # proximal link thickness
 BH_DIST_T = 0.018
 
