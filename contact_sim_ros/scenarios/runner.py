@@ -240,10 +240,6 @@ def main(argv=None) -> int:
     return 0 if all(ok for _, ok, _, _ in results) else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def stop_node_process(proc, timeout: float = 10.0) -> None:
     """Stop a node subprocess as Ctrl-C would (SIGINT), killing it if it has not exited after ``timeout`` s."""
     if proc.poll() is None:
@@ -253,3 +249,7 @@ def stop_node_process(proc, timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
