@@ -423,3 +423,143 @@ def test_sphere_dropped_with_spin_free_rolls_at_five_sevenths():
     assert v[4] * r == pytest.approx(v[0], rel=1e-3)                 # rolling: w r = v
     assert sim.body_pose("sphere").translation[2] == pytest.approx(r - m * G / k, abs=2e-6)
     assert max(energies) <= energies[0] * (1 + 1e-6)
+
+
+# ----------------------------------------------------------------------------------------------- compiled kernel
+# The default kernel="numba" runs the whole step in one compiled call (contact_sim_ros/engines/tamsi_kernels.py);
+# kernel="numpy" is the readable reference (the methods tested above). Both must agree to round-off.
+def _mixed_problem(rng, nv, n, coupling="two_way", smooth=False, use_tals=True, kernel="numba"):
+    """A random step with contacts in every regime: separated (inside the margin), in stiction and sliding (v_s =
+    1e-3 m/s), H&C damping factor saturated or not, actuators saturated or not."""
+    A = rng.normal(size=(nv, nv))
+    M = A @ A.T + 0.5 * nv * np.eye(nv)
+    J = rng.normal(size=(3 * n, nv)) * (rng.uniform(size=(3 * n, nv)) < 0.6)    # sparse rows like a real tree
+    scale = rng.choice([1e-5, 1e-3, 1e-1], size=3 * n)
+    contacts = contact_set(J, rng.uniform(-4e-3, 1e-3, n), 1.0, 1.0, 1.0, bias=rng.normal(size=3 * n) * scale)
+    contacts.stiffness[:] = rng.uniform(1e3, 1e5, n)
+    contacts.dissipation[:] = rng.uniform(0.0, 20.0, n)
+    contacts.friction[:] = rng.uniform(0.1, 1.0, n)
+    act = Actuation(effort=rng.normal(size=nv), kp=rng.uniform(0, 100, nv), kd=rng.uniform(0, 5, nv),
+                    position_error=rng.normal(size=nv) * 0.1, velocity_target=rng.normal(size=nv),
+                    effort_limit=np.where(rng.uniform(size=nv) < 0.5, np.inf, rng.uniform(0.5, 5.0, nv)))
+    inputs = step_inputs(M, rng.normal(size=nv) * rng.choice([1e-4, 1e-2, 0.3]), rng.normal(size=nv) * 10,
+                         contacts, rng.choice([5e-4, 2e-3, 1e-2]), actuation=act,
+                         damping=rng.uniform(0, 1, nv))
+    options = {"coupling": coupling, "smooth_friction": smooth, "use_tals": use_tals, "stiction_tolerance": 1e-3,
+               "max_iterations": 60}
+    return TamsiEngine(chain_model(nv), dict(options, kernel="numba")), \
+        TamsiEngine(chain_model(nv), dict(options, kernel="numpy")), inputs
+
+
+@pytest.mark.parametrize("coupling", ["two_way", "one_way"])
+@pytest.mark.parametrize("smooth", [False, True])
+def test_compiled_step_matches_the_numpy_reference(coupling, smooth):
+    """The same step through both kernels: same status and Newton history, same v_next, impulses, generalized
+    contact force and actuation to round-off, on random problems (with and without TALS, 0-12 contacts)."""
+    rng = np.random.default_rng(11)
+    statuses, iterations, regimes, limited = set(), [], set(), 0
+    for trial in range(40):
+        nv, n = int(rng.integers(1, 12)), int(rng.integers(0, 13))
+        fast, reference, inputs = _mixed_problem(rng, nv, n, coupling, smooth, use_tals=trial % 4 != 3)
+        a, b = fast.step(inputs), reference.step(inputs)
+        assert a.stats.status is b.stats.status and a.stats.iterations == b.stats.iterations, trial
+        assert len(fast.iteration_history) == len(reference.iteration_history)
+        np.testing.assert_allclose(fast.iteration_history, reference.iteration_history, rtol=1e-7, atol=1e-14)
+        for x, y in ((a.v_next, b.v_next), (a.contact_impulse, b.contact_impulse),
+                     (a.generalized_contact_force, b.generalized_contact_force),
+                     (a.actuation_force, b.actuation_force)):
+            assert x.shape == y.shape
+            np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(y).max(initial=0.0)))
+        assert a.stats.residual == pytest.approx(b.stats.residual, rel=1e-6, abs=1e-15)
+        statuses.add(a.stats.status)
+        iterations.append(a.stats.iterations)
+        limited += any(0.0 < alpha < 1.0 for _, alpha in fast.iteration_history)      # TALS acted
+        if n:
+            vc = inputs.contacts.relative_velocity(a.v_next)
+            loaded = a.contact_impulse[:, 2] > 0
+            slip = np.hypot(vc[:, 0], vc[:, 1]) > 1e-3
+            regimes |= {(bool(l), bool(s)) for l, s in zip(loaded, slip)}
+    assert SolverStatus.CONVERGED in statuses and max(iterations) >= 3 and limited >= 3
+    assert {(False, False), (True, False), (True, True)} <= regimes | {(False, False)} and len(regimes) >= 3
+
+
+def test_compiled_residual_jacobian_and_tals_match_the_reference_functions():
+    """Kernel by kernel: residual (eq. 21), Newton Jacobian (eq. 23) and TALS alpha_i (section III-A)."""
+    from contact_sim_ros.engines import tamsi_kernels as K
+    rng = np.random.default_rng(5)
+    for coupling in ("two_way", "one_way"):
+        for smooth in (False, True):
+            _, ref, inputs = _mixed_problem(rng, 7, 6, coupling, smooth, kernel="numpy")
+            ref._setup(inputs)
+            c, act, h, nv, n = inputs.contacts, inputs.actuation, inputs.dt, 7, 6
+            tau, dtau, r = np.empty(nv), np.empty(nv), np.empty(nv)
+            vc, f, cwork, A, BJ = np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 5)), np.empty((nv, nv)), np.empty((3, nv))
+            pi_frozen = ref._pi_frozen if coupling == "one_way" else np.zeros(n)
+            for _ in range(10):
+                v = rng.normal(size=nv) * rng.choice([1e-4, 1e-2, 1.0])
+                r_ref, A_ref = ref._evaluate(v)
+                K.actuation_force(act.effort, act.kp, act.kd, act.position_error, act.velocity_target,
+                                  act.effort_limit, v, h, tau, dtau)
+                K.residual(inputs.mass_matrix, ref._p_star, ref._hD, h, tau, c.jacobian, c.velocity_bias,
+                           -c.signed_distance, c.stiffness, c.dissipation, c.friction, 1e-3, smooth,
+                           coupling == "two_way", pi_frozen, v, r, vc, f, cwork)
+                K.newton_jacobian(inputs.mass_matrix, ref._hD, h, dtau, c.jacobian, vc, cwork, n, A, BJ)
+                np.testing.assert_allclose(r, r_ref, rtol=1e-12, atol=1e-13 * np.abs(r_ref).max())
+                np.testing.assert_allclose(A, A_ref, rtol=1e-12, atol=1e-13 * np.abs(A_ref).max())
+                np.testing.assert_allclose(f, ref._f[:n], rtol=1e-12, atol=1e-300)
+    # TALS: every case of the limiter (no limit, stiction -> sliding, sliding -> ~0, crossing the stiction
+    # circle, angle limit) on random tangential velocities and updates of all scales
+    engine = TamsiEngine(hb.prismatic_box_model())
+    vs, eps = 1e-4, 1e-6
+    scales = np.array([1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2])
+    vt = rng.normal(size=(4000, 2)) * rng.choice(scales, size=(4000, 1))
+    dvt = rng.normal(size=(4000, 2)) * rng.choice(scales, size=(4000, 1))
+    dvt[:500] = -vt[:500] * rng.uniform(0.5, 1.5, size=(500, 1)) + rng.normal(size=(500, 2)) * 1e-5
+    dvt[500:700] = -vt[500:700] + rng.normal(size=(200, 2)) * 1e-7                         # to (almost) zero
+    vt_norm = np.hypot(vt[:, 0], vt[:, 1])
+    alpha_ref = engine._tals_alpha(vt, dvt, vt_norm)
+    alpha = np.array([K.tals_alpha(a[0], a[1], b[0], b[1], s, vs, eps, math.cos(math.pi / 3), math.sin(math.pi / 3))
+                      for a, b, s in zip(vt, dvt, vt_norm)])
+    np.testing.assert_allclose(alpha, alpha_ref, rtol=1e-13, atol=0)
+    v1 = np.hypot(*(vt + dvt).T)
+    limited = alpha < 1
+    assert np.any(limited & (vt_norm < eps) & (v1 > vs))                                  # stiction -> sliding
+    assert np.any(limited & (vt_norm > vs) & (v1 < eps))                                  # sliding -> ~0
+    both = limited & (vt_norm > vs) & (v1 > vs)
+    v_new = vt + alpha[:, None] * dvt
+    turned = np.abs(np.arctan2(vt[:, 0] * v_new[:, 1] - vt[:, 1] * v_new[:, 0], np.sum(vt * v_new, axis=1)))
+    assert np.any(both & np.isclose(turned, math.pi / 3, rtol=1e-9))                       # angle limit
+    assert np.any(both & (np.hypot(*v_new.T) < vs))                                         # circle crossing
+    assert limited.mean() > 0.1 and (~limited).mean() > 0.1
+
+
+def test_compiled_kernel_reports_singular_and_non_converged_steps():
+    """A singular Newton matrix (a massless, unconstrained dof) is FAILED with the cause, not NaN; an iteration
+    limit is MAX_ITERATIONS with a finite state -- both kernels."""
+    for kernel in ("numba", "numpy"):
+        engine = TamsiEngine(chain_model(2), {"kernel": kernel})
+        res = engine.step(step_inputs(np.diag([1.0, 0.0]), [0.1, 0.2], [0.0, 1.0], ContactSet.empty(2), 1e-3))
+        assert res.stats.status is SolverStatus.FAILED and "singular" in res.stats.message, kernel
+        assert np.all(np.isfinite(res.v_next))
+        engine = TamsiEngine(hb.prismatic_box_model(), {"kernel": kernel, "use_tals": False, "max_iterations": 5})
+        res = engine.step(step_inputs([[hb.MASS]], [0.05], [0.0], hb.box_contact(), 0.01, t=0.45))
+        assert res.stats.status is SolverStatus.MAX_ITERATIONS and res.stats.iterations == 5, kernel
+        assert "did not converge in 5 iterations at t = 0.45 s" in res.stats.message
+        assert np.all(np.isfinite(res.v_next)) and np.all(np.isfinite(res.contact_impulse))
+
+
+def test_compiled_kernel_reproduces_the_reference_gripper_trajectory():
+    """Section VI-A scene for 0.6 s through both kernels: the same Newton iterations at every step and the same
+    velocities to round-off (the numpy path is the readable reference of the compiled one)."""
+    from contact_sim_ros.sim.simulator import Simulator
+    runs = {}
+    for kernel in ("numba", "numpy"):
+        sim = Simulator(gripper_scene(), engine="tamsi", time_step=3e-3, engine_options={"kernel": kernel})
+        iterations, velocities = [], []
+        for _ in range(200):
+            iterations.append(sim.step(strict=True).iterations)
+            velocities.append(sim.v.copy())
+        runs[kernel] = np.array(iterations), np.array(velocities)
+    assert np.array_equal(runs["numba"][0], runs["numpy"][0])
+    np.testing.assert_allclose(runs["numba"][1], runs["numpy"][1], rtol=0, atol=1e-10)
+    assert np.abs(runs["numpy"][1]).max() > 0.5           # the mug and gripper did move (m/s)

@@ -63,6 +63,7 @@ from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResu
 from .registry import register_engine
 
 _COUPLINGS = ("two_way", "one_way")
+_KERNELS = ("numba", "numpy")
 
 
 def _unsaturated(act, v, h):
@@ -92,6 +93,9 @@ class TamsiEngine(ContactEngine):
         smooth_friction:     C1 regularization mu s (2 - s) instead of the linear one of eq. (7).
         coupling:            "two_way" (TAMSI, section V-C: implicit normal forces, eq. 19) or "one_way"
                              (semi-implicit Euler, section V-A: normal forces frozen at the step start).
+        kernel:              "numba" (default: the whole Newton iteration of a step in one compiled call,
+                             ``tamsi_kernels.py``) or "numpy" (the readable reference implementation below; both
+                             give the same result to round-off).
         """
 
         stiction_tolerance: float = 1.0e-4
@@ -101,6 +105,7 @@ class TamsiEngine(ContactEngine):
         theta_max: float = math.pi / 3.0
         smooth_friction: bool = False
         coupling: str = "two_way"
+        kernel: str = "numba"
 
         def __post_init__(self):
             where = "engine 'tamsi': option"
@@ -122,6 +127,9 @@ class TamsiEngine(ContactEngine):
             if self.coupling not in _COUPLINGS:
                 raise ConfigError(f"{where} coupling {self.coupling!r} is not valid; "
                                   f"valid couplings: {', '.join(sorted(_COUPLINGS))}")
+            if self.kernel not in _KERNELS:
+                raise ConfigError(f"{where} kernel {self.kernel!r} is not valid; "
+                                  f"valid kernels: {', '.join(sorted(_KERNELS))}")
 
     def __init__(self, model, options=None):
         super().__init__(model, options)
@@ -134,8 +142,29 @@ class TamsiEngine(ContactEngine):
         self._v = np.empty(nv)
         self._capacity = 0
         self._ensure_capacity(8)
-        #: |dv_c|_inf and alpha of every Newton iteration of the last step (for Fig. 4-style plots).
-        self.iteration_history: list[tuple[float, float]] = []
+        # (|dv_c|_inf, alpha) of every Newton update of the last step (rows [:_history_count]); see
+        # ``iteration_history``. The simplified-Newton exit adds one row, hence max_iterations + 1.
+        self._history = np.zeros((self.options.max_iterations + 1, 2))
+        self._history_count = 0
+        self._kernels = None
+        if self.options.kernel == "numba":
+            from . import tamsi_kernels
+            self._kernels = tamsi_kernels
+            self._tau = np.zeros(nv)
+            self._dtau = np.zeros(nv)
+            self._r = np.zeros(nv)
+            self._dv = np.zeros(nv)
+            self._dv_next = np.zeros(nv)
+            self._unsat0 = np.zeros(nv, dtype=np.bool_)
+            self._unsat1 = np.zeros(nv, dtype=np.bool_)
+            self._piv = np.zeros(nv, dtype=np.int64)
+            self._BJ = np.zeros((3, nv))
+
+    @property
+    def iteration_history(self) -> list[tuple[float, float]]:
+        """(|dv|_inf in m/s, alpha) of every Newton update of the last step (for Fig. 4-style plots); a last row
+        with alpha = 0 is the simplified-Newton estimate that ended the iteration (not applied)."""
+        return [(float(e), float(a)) for e, a in self._history[:self._history_count]]
 
     # ------------------------------------------------------------------ scratch
     def _ensure_capacity(self, n: int) -> None:
@@ -145,6 +174,14 @@ class TamsiEngine(ContactEngine):
         cap = max(n, 2 * self._capacity)
         self._B = np.zeros((cap, 3, 3))     # -d f_c / d v_c, per contact (eqs. 16, 20, 22)
         self._f = np.zeros((cap, 3))        # contact force on B (t1, t2, n), N
+        # compiled kernel's scratch: contact velocities and their updates (m/s), (pi, dpi, |v_t|, g, c) per
+        # contact, frozen normal forces (one-way coupling) and contact regimes
+        self._vc_buf = np.zeros((cap, 3))
+        self._dvc_buf = np.zeros((cap, 3))
+        self._cwork = np.zeros((cap, 5))
+        self._pi_frozen_buf = np.zeros(cap)
+        self._modes0 = np.zeros(cap, dtype=np.int64)
+        self._modes1 = np.zeros(cap, dtype=np.int64)
         self._capacity = cap
 
     # ------------------------------------------------------------------ contact model
@@ -326,6 +363,16 @@ class TamsiEngine(ContactEngine):
         return loaded * (1 + (self._vt_norm > self.options.stiction_tolerance))
 
     def _do_step(self, inputs: StepInputs) -> StepResult:
+        if self._kernels is not None:
+            return self._do_step_compiled(inputs)
+        return self._do_step_numpy(inputs)
+
+    def _record(self, err: float, alpha: float) -> None:
+        self._history[self._history_count] = err, alpha
+        self._history_count += 1
+
+    def _do_step_numpy(self, inputs: StepInputs) -> StepResult:
+        """The reference implementation of the step (numpy, method by method)."""
         opts = self.options
         self._setup(inputs)
         h = self._h
@@ -334,8 +381,7 @@ class TamsiEngine(ContactEngine):
         v0 = inputs.v
         act = inputs.actuation
         tol = opts.relative_tolerance * opts.stiction_tolerance
-        history = self.iteration_history
-        history.clear()
+        self._history_count = 0
 
         v = self._v
         v[:] = v0
@@ -373,7 +419,7 @@ class TamsiEngine(ContactEngine):
                         alpha = float(self._tals_alpha(vc[:, :2], dvc[:, :2], self._vt_norm).min())
                     elif loaded.any():
                         alpha = float(self._tals_alpha(vc[loaded, :2], dvc[loaded, :2], self._vt_norm[loaded]).min())
-            history.append((err, alpha))
+            self._record(err, alpha)
             modes = self._modes()
             v += alpha * dv
             r = self._residual(v)                                     # forces at the new iterate
@@ -390,7 +436,7 @@ class TamsiEngine(ContactEngine):
                     err_next = max(err_next, float(np.abs(self._J @ dv_next).max()))
                 if err_next < tol:
                     err = err_next
-                    history.append((err, 0.0))      # alpha 0: estimated, not applied
+                    self._record(err, 0.0)          # alpha 0: estimated, not applied
                     converged = True
                     break
         if converged:
@@ -414,6 +460,58 @@ class TamsiEngine(ContactEngine):
             contact_impulse=impulse,
             generalized_contact_force=gen_contact,
             actuation_force=np.array(self._tau_act, dtype=float),
+            stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
+                              message=message),
+        )
+
+    def _do_step_compiled(self, inputs: StepInputs) -> StepResult:
+        """The same step as ``_do_step_numpy`` in one call of the compiled kernel (``tamsi_kernels.newton_step``)."""
+        opts = self.options
+        kernels = self._kernels
+        contacts = inputs.contacts
+        n = contacts.size
+        self._ensure_capacity(n)
+        act = inputs.actuation
+        h = float(inputs.dt)
+        tol = opts.relative_tolerance * opts.stiction_tolerance
+        code, iterations, err, self._history_count, info = kernels.newton_step(
+            inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, h,
+            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
+            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
+            contacts.dissipation, contacts.friction,
+            float(opts.stiction_tolerance), float(tol), float(opts.theta_max), int(opts.max_iterations),
+            bool(opts.use_tals), bool(opts.smooth_friction), opts.coupling == "two_way",
+            self._v, self._tau, self._dtau, self._r, self._dv, self._dv_next, self._unsat0, self._unsat1,
+            self._A, self._piv, self._BJ,
+            self._vc_buf, self._dvc_buf, self._f, self._cwork, self._pi_frozen_buf, self._modes0, self._modes1,
+            self._history)
+        converged = code == kernels.CONVERGED
+        if converged:
+            status, message = SolverStatus.CONVERGED, ""
+        elif code == kernels.MAX_ITERATIONS:
+            status = SolverStatus.MAX_ITERATIONS
+            message = (f"TAMSI Newton iteration did not converge in {opts.max_iterations} iterations at "
+                       f"t = {inputs.t:.6g} s (last |dv| = {err:.3g} m/s > tolerance {tol:.3g} m/s; "
+                       f"use_tals = {opts.use_tals})")
+        else:
+            cause = (f"singular Newton Jacobian (zero pivot {info})" if code == kernels.SINGULAR
+                     else "non-finite Newton update")
+            status, message = SolverStatus.FAILED, f"TAMSI at t = {inputs.t:.6g} s: {cause}"
+        v_out = self._v.copy()
+        f = self._f[:n]
+        impulse = h * f
+        if not converged:
+            if not np.all(np.isfinite(v_out)):
+                v_out = inputs.v.copy()
+            if not np.all(np.isfinite(impulse)):
+                impulse = np.zeros((n, 3))
+        gen_contact = np.empty(self._nv)
+        kernels.generalized_contact_force(contacts.jacobian, self._f, n, gen_contact)
+        return StepResult(
+            v_next=v_out,
+            contact_impulse=impulse,
+            generalized_contact_force=gen_contact,
+            actuation_force=self._tau.copy(),
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
         )

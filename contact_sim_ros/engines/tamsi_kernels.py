@@ -1,0 +1,413 @@
+"""Compiled (numba) kernels of the TAMSI step: the whole Newton iteration of one step in one call.
+
+The readable reference is the numpy implementation in ``tamsi.py`` (``TamsiEngine`` with ``kernel="numpy"``):
+every function here mirrors one of its methods, loop by loop over contacts, with the same equations of
+Castro et al. 2020 and the same decisions (convergence test, TALS cases, simplified-Newton exit), so that both
+paths give the same result to round-off (``test/test_engine_tamsi.py`` compares them on random problems and on
+the gripper scene). Why compiled: with 2-20 contacts and nv = 9-22 the numpy path makes ~120 calls of 1-3 us on
+tiny arrays per step; here the step is one call.
+
+Conventions as in ``tamsi.py``: per contact the rows of J are (t1, t2, n); v_c = J v + bias is the velocity of B
+relative to A; forces f = (f_t1, f_t2, pi) act on B. Units: velocities m/s (or rad/s), forces N, impulses N s,
+h in s, k in N/m, d in s/m.
+
+All arrays passed in are float64 and C-contiguous; contact-sized work arrays may be longer than the number of
+contacts n = delta0.shape[0] (they are the engine's preallocated scratch, grown only when needed). Compiled with
+``cache=True``: the first call of a fresh checkout compiles (a few seconds, once), later processes load the
+machine code from ``__pycache__``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# status codes returned by ``newton_step`` (the engine maps them to SolverStatus and a message)
+CONVERGED = 0
+MAX_ITERATIONS = 1
+SINGULAR = 2          # an exactly zero pivot in the LU factorization
+NON_FINITE = 3        # non-finite Newton update
+
+# columns of the per-contact scalar work array ``cwork`` (n, 5)
+PI, DPI, VT_NORM, G, C = 0, 1, 2, 3, 4
+
+
+@njit(cache=True)
+def actuation_force(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, tau, dtau):
+    """Implicit PD + effort actuation at end-of-step velocity v (``engines.base.Actuation.force``):
+    tau = clip(effort + kp (e - h v) + kd (v_target - v), -limit, limit) (N or N m) into ``tau``, and the diagonal of
+    d tau / d v (<= 0; zero where saturated) into ``dtau``."""
+    for j in range(v.shape[0]):
+        raw = effort[j] + kp[j] * (position_error[j] - h * v[j]) + kd[j] * (velocity_target[j] - v[j])
+        tau[j] = min(max(raw, -effort_limit[j]), effort_limit[j])
+        dtau[j] = -(h * kp[j] + kd[j]) if abs(raw) < effort_limit[j] else 0.0
+
+
+@njit(cache=True)
+def actuation_unsaturated(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, out):
+    """out[j] = the implicit PD + effort command of dof j is inside its effort limit at velocity v."""
+    for j in range(v.shape[0]):
+        raw = effort[j] + kp[j] * (position_error[j] - h * v[j]) + kd[j] * (velocity_target[j] - v[j])
+        out[j] = abs(raw) < effort_limit[j]
+
+
+@njit(cache=True)
+def normal_force(vn, delta0, k, d, h):
+    """Hunt & Crossley with the implicit penetration of eq. (19): pi = k (1 - d v_n)_+ (delta0 - h v_n)_+ (N) and
+    d pi / d v_n (N s/m, <= 0)."""
+    damping = 1.0 - d * vn
+    damping_p = max(damping, 0.0)
+    delta_p = max(delta0 - h * vn, 0.0)
+    pi = k * damping_p * delta_p
+    dpi = -k * (d * delta_p * (1.0 if damping > 0.0 else 0.0) + h * damping_p * (1.0 if delta_p > 0.0 else 0.0))
+    return pi, dpi
+
+
+@njit(cache=True)
+def friction_gains(vt_norm, mu, vs, smooth):
+    """Regularized friction (eqs. 6-7) at slip speed |v_t| (m/s): g = mu~(s) / |v_t| and c = mu~'(s) / v_s - g (s/m),
+    so that f_t = -pi g v_t and d f_t / d v_t = -pi (g I + c t t^T)."""
+    if smooth:
+        s = vt_norm / vs
+        if s > 1.0:
+            g = mu / vt_norm
+            return g, -g
+        return mu / (vs / (2.0 - s)), -mu * s / vs
+    g = mu / max(vt_norm, vs)
+    return g, (-g if vt_norm > vs else 0.0)
+
+
+@njit(cache=True)
+def residual(M, p_star, hD, h, tau, J, bias, delta0, k, d, mu, vs, smooth, two_way, pi_frozen, v,
+             r, vc, f, cwork):
+    """Residual of eq. (21) at v (N s) into ``r``, given the actuation ``tau`` at v:
+    r = M0 v - p* + h D v - h tau_act - h J^T f(v). Also fills, per contact i < n, vc[i] = J_i v + bias_i (m/s),
+    f[i] = (-pi g v_t, pi) (N, eqs. 5-7 with eq. 19) and cwork[i] = (pi, d pi/d v_n, |v_t|, g, c)."""
+    nv = v.shape[0]
+    n = delta0.shape[0]
+    for a in range(nv):
+        acc = 0.0
+        for b in range(nv):
+            acc += M[a, b] * v[b]
+        r[a] = acc - p_star[a] + (hD[a] * v[a] - h * tau[a])
+    for i in range(n):
+        for row in range(3):
+            acc = bias[3 * i + row]
+            Jrow = J[3 * i + row]
+            for b in range(nv):
+                acc += Jrow[b] * v[b]
+            vc[i, row] = acc
+        if two_way:
+            pi, dpi = normal_force(vc[i, 2], delta0[i], k[i], d[i], h)
+        else:
+            pi, dpi = pi_frozen[i], 0.0
+        vt_norm = math.hypot(vc[i, 0], vc[i, 1])
+        g, c = friction_gains(vt_norm, mu[i], vs, smooth)
+        pg = pi * g
+        f[i, 0] = -pg * vc[i, 0]
+        f[i, 1] = -pg * vc[i, 1]
+        f[i, 2] = pi
+        cwork[i, PI] = pi
+        cwork[i, DPI] = dpi
+        cwork[i, VT_NORM] = vt_norm
+        cwork[i, G] = g
+        cwork[i, C] = c
+        if f[i, 0] != 0.0 or f[i, 1] != 0.0 or pi != 0.0:
+            for b in range(nv):
+                r[b] -= h * (J[3 * i, b] * f[i, 0] + J[3 * i + 1, b] * f[i, 1] + J[3 * i + 2, b] * pi)
+
+
+@njit(cache=True)
+def newton_jacobian(M, hD, h, dtau, J, vc, cwork, n, A, BJ):
+    """Newton Jacobian of eq. (23) at the last ``residual`` iterate (kg) into ``A``:
+    A = M0 + h diag(D - d tau/dv) + h sum_i J_i^T B_i J_i with B_i = -d f_i / d v_c,i (3x3): the tangential block of
+    eq. (16) (W_tt), the normal term of eq. (20) (W_nn) and the coupling of eq. (22) (W_tn). Contacts with B_i = 0
+    (no force and no force gradient: separated) are skipped. ``BJ`` is (3, nv) scratch."""
+    nv = A.shape[0]
+    for a in range(nv):
+        for b in range(nv):
+            A[a, b] = M[a, b]
+        A[a, a] += hD[a] - h * dtau[a]
+    B = np.empty((3, 3))
+    for i in range(n):
+        pi = cwork[i, PI]
+        dpi = cwork[i, DPI]
+        if pi == 0.0 and dpi == 0.0:
+            continue
+        vt0 = vc[i, 0]
+        vt1 = vc[i, 1]
+        vt_norm = cwork[i, VT_NORM]
+        g = cwork[i, G]
+        pg = pi * g
+        cpi = cwork[i, C] * pi / max(vt_norm * vt_norm, 1e-300)
+        B[0, 0] = vt0 * vt0 * cpi + pg
+        B[0, 1] = vt0 * vt1 * cpi
+        B[1, 0] = vt1 * vt0 * cpi
+        B[1, 1] = vt1 * vt1 * cpi + pg
+        B[0, 2] = vt0 * (g * dpi)          # W_tn: friction follows the normal force
+        B[1, 2] = vt1 * (g * dpi)
+        B[2, 0] = 0.0
+        B[2, 1] = 0.0
+        B[2, 2] = -dpi                     # W_nn
+        for row in range(3):
+            for b in range(nv):
+                BJ[row, b] = B[row, 0] * J[3 * i, b] + B[row, 1] * J[3 * i + 1, b] + B[row, 2] * J[3 * i + 2, b]
+        for a in range(nv):
+            j0 = h * J[3 * i, a]
+            j1 = h * J[3 * i + 1, a]
+            j2 = h * J[3 * i + 2, a]
+            if j0 == 0.0 and j1 == 0.0 and j2 == 0.0:
+                continue
+            for b in range(nv):
+                A[a, b] += j0 * BJ[0, b] + j1 * BJ[1, b] + j2 * BJ[2, b]
+
+
+@njit(cache=True)
+def tals_alpha(vt0, vt1, dvt0, dvt1, vt_norm, vs, eps, cos_max, sin_max):
+    """TALS step limit alpha_i in (0, 1] of one contact (section III-A), the cases of ``TamsiEngine._tals_alpha``:
+    stiction -> sliding stops at v_s/2; sliding -> ~0 stops v_s/2 short; sliding -> sliding across the stiction
+    circle stops where v_t^{k+1} . dv_t = 0; an angle change above theta_max is limited to theta_max."""
+    v1_0 = vt0 + dvt0
+    v1_1 = vt1 + dvt1
+    v1_norm = math.hypot(v1_0, v1_1)
+    sliding0 = vt_norm > vs
+    sliding1 = v1_norm > vs
+    if not (sliding0 or sliding1):
+        return 1.0
+    alpha = 1.0
+    dv_norm = math.hypot(dvt0, dvt1)
+    if dv_norm < eps:
+        return 1.0
+    half_vs_dv = 0.5 * vs / max(dv_norm, eps)
+    if vt_norm < eps and sliding1:
+        alpha = half_vs_dv
+    if sliding0 and v1_norm < eps:
+        alpha = 1.0 - half_vs_dv
+    if sliding0 and sliding1:
+        dot = vt0 * dvt0 + vt1 * dvt1
+        a_star = -dot / max(dv_norm * dv_norm, eps * eps)
+        closest2 = vt_norm * vt_norm + dot * a_star
+        if 0.0 < a_star < 1.0 and closest2 < vs * vs:
+            alpha = a_star - half_vs_dv if closest2 < eps * eps else a_star
+        elif vt_norm * vt_norm + dot < cos_max * vt_norm * v1_norm:
+            denom = abs(vt0 * dvt1 - vt1 * dvt0) * cos_max - dot * sin_max
+            alpha = min(sin_max * vt_norm * vt_norm / max(denom, 1e-300), 1.0)
+    return min(max(alpha, 1e-12), 1.0)
+
+
+@njit(cache=True)
+def lu_factor(A, piv):
+    """In-place LU with partial pivoting (as LAPACK getrf): P A = L U, L unit lower. Returns 0, or k + 1 if the
+    pivot of column k is exactly zero (singular)."""
+    nv = A.shape[0]
+    info = 0
+    for col in range(nv):
+        p = col
+        best = abs(A[col, col])
+        for row in range(col + 1, nv):
+            if abs(A[row, col]) > best:
+                best = abs(A[row, col])
+                p = row
+        piv[col] = p
+        if p != col:
+            for b in range(nv):
+                tmp = A[col, b]
+                A[col, b] = A[p, b]
+                A[p, b] = tmp
+        pivot = A[col, col]
+        if pivot == 0.0:
+            if info == 0:
+                info = col + 1
+            continue
+        inv = 1.0 / pivot
+        for row in range(col + 1, nv):
+            l = A[row, col] * inv
+            A[row, col] = l
+            if l != 0.0:
+                for b in range(col + 1, nv):
+                    A[row, b] -= l * A[col, b]
+    return info
+
+
+@njit(cache=True)
+def lu_solve(LU, piv, b, x):
+    """x = A^-1 b from ``lu_factor``'s factors (x may not alias b)."""
+    nv = LU.shape[0]
+    for a in range(nv):
+        x[a] = b[a]
+    for a in range(nv):
+        p = piv[a]
+        if p != a:
+            tmp = x[a]
+            x[a] = x[p]
+            x[p] = tmp
+    for a in range(nv):
+        acc = x[a]
+        for b in range(a):
+            acc -= LU[a, b] * x[b]
+        x[a] = acc
+    for a in range(nv - 1, -1, -1):
+        acc = x[a]
+        for b in range(a + 1, nv):
+            acc -= LU[a, b] * x[b]
+        x[a] = acc / LU[a, a]
+
+
+@njit(cache=True)
+def _contact_update_norm(J, x, n, dvc):
+    """max_i |J_i x|_inf (m/s); the contact velocity changes J x go to dvc (n, 3)."""
+    nv = x.shape[0]
+    err = 0.0
+    for i in range(n):
+        for row in range(3):
+            acc = 0.0
+            Jrow = J[3 * i + row]
+            for b in range(nv):
+                acc += Jrow[b] * x[b]
+            dvc[i, row] = acc
+            err = max(err, abs(acc))
+    return err
+
+
+@njit(cache=True)
+def _modes(cwork, n, vs, out):
+    """Per-contact regime: 0 separated (no normal force), 1 stiction, 2 sliding."""
+    for i in range(n):
+        if cwork[i, PI] > 0.0:
+            out[i] = 2 if cwork[i, VT_NORM] > vs else 1
+        else:
+            out[i] = 0
+
+
+@njit(cache=True)
+def newton_step(M, v0, tau0, damping, h,
+                effort, kp, kd, position_error, velocity_target, effort_limit,
+                J, bias, signed_distance, k, d, mu,
+                vs, tol, theta_max, max_iterations, use_tals, smooth, two_way,
+                v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ,
+                vc, dvc, f, cwork, pi_frozen, modes0, modes1, history):
+    """One TAMSI step (section V-C): Newton on the end-of-step generalized velocities v with TALS, as
+    ``TamsiEngine._do_step_numpy``. On return ``v`` holds the last iterate, ``f[:n]`` the contact forces (N) at it,
+    ``tau`` the actuation (N or N m) at it, ``history[:count]`` the (|dv|_inf, alpha) of every update.
+
+    Returns (status, iterations, err, count, info): status one of CONVERGED, MAX_ITERATIONS, SINGULAR,
+    NON_FINITE; iterations = LU factorizations; err the last update size (m/s); info the zero pivot (SINGULAR).
+    """
+    nv = v0.shape[0]
+    n = signed_distance.shape[0]
+    eps = tol                                     # TALS' "no change" threshold = the convergence tolerance
+    cos_max = math.cos(theta_max)
+    sin_max = math.sin(theta_max)
+    delta0 = -signed_distance                     # penetration at q0 (m), (n,) temporary
+    hD = h * damping
+    p_star = np.empty(nv)                         # M0 v0 + h tau0 (N s)
+    for a in range(nv):
+        acc = 0.0
+        for b in range(nv):
+            acc += M[a, b] * v0[b]
+        p_star[a] = acc + h * tau0[a]
+    if not two_way:                               # one-way (section V-A): pi frozen at the start-of-step state
+        for i in range(n):
+            vn0 = bias[3 * i + 2]
+            for b in range(nv):
+                vn0 += J[3 * i + 2, b] * v0[b]
+            pi_frozen[i] = normal_force(vn0, delta0[i], k[i], d[i], 0.0)[0]
+    for a in range(nv):
+        v[a] = v0[a]
+    actuation_force(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, tau, dtau)
+    residual(M, p_star, hD, h, tau, J, bias, delta0, k, d, mu, vs, smooth, two_way, pi_frozen, v, r, vc, f, cwork)
+    status = MAX_ITERATIONS
+    err = math.inf
+    iterations = 0
+    count = 0
+    info = 0
+    while iterations < max_iterations:
+        newton_jacobian(M, hD, h, dtau, J, vc, cwork, n, A, BJ)
+        info = lu_factor(A, piv)                  # dense LU, eq. (23)
+        if info != 0:
+            status = SINGULAR
+            break
+        lu_solve(A, piv, r, dv)
+        finite = True
+        err = 0.0
+        for a in range(nv):
+            dv[a] = -dv[a]
+            if not math.isfinite(dv[a]):
+                finite = False
+            err = max(err, abs(dv[a]))
+        iterations += 1
+        alpha = 1.0
+        if not finite:
+            err = math.nan
+            status = NON_FINITE
+            break
+        if n:
+            err = max(err, _contact_update_norm(J, dv, n, dvc))
+            if use_tals:
+                for i in range(n):
+                    # only contacts that carry (or may carry after the update) a normal force limit the step
+                    if two_way:
+                        loaded = delta0[i] - h * min(vc[i, 2], vc[i, 2] + dvc[i, 2]) > 0.0
+                    else:
+                        loaded = cwork[i, PI] > 0.0
+                    if loaded:
+                        alpha = min(alpha, tals_alpha(vc[i, 0], vc[i, 1], dvc[i, 0], dvc[i, 1], cwork[i, VT_NORM],
+                                                      vs, eps, cos_max, sin_max))
+        history[count, 0] = err
+        history[count, 1] = alpha
+        count += 1
+        _modes(cwork, n, vs, modes0)
+        for a in range(nv):
+            v[a] += alpha * dv[a]
+        actuation_force(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, tau, dtau)
+        residual(M, p_star, hD, h, tau, J, bias, delta0, k, d, mu, vs, smooth, two_way, pi_frozen, v, r, vc, f,
+                 cwork)
+        if err < tol:
+            status = CONVERGED
+            break
+        if alpha == 1.0:
+            _modes(cwork, n, vs, modes1)
+            same = True
+            for i in range(n):
+                if modes0[i] != modes1[i]:
+                    same = False
+            if same and n == 0:
+                # no contacts: the regimes that matter are the actuators' (saturated or not)
+                actuation_unsaturated(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, unsat1)
+                for a in range(nv):
+                    dv_next[a] = v[a] - dv[a]
+                actuation_unsaturated(effort, kp, kd, position_error, velocity_target, effort_limit, dv_next, h,
+                                      unsat0)
+                for a in range(nv):
+                    if unsat0[a] != unsat1[a]:
+                        same = False
+            if same:
+                # simplified Newton: the next update A^-1 r with the current LU estimates the remaining error
+                lu_solve(A, piv, r, dv_next)
+                err_next = 0.0
+                for a in range(nv):
+                    err_next = max(err_next, abs(dv_next[a]))
+                if n:
+                    err_next = max(err_next, _contact_update_norm(J, dv_next, n, dvc))
+                if err_next < tol:
+                    err = err_next
+                    history[count, 0] = err
+                    history[count, 1] = 0.0           # alpha 0: estimated, not applied
+                    count += 1
+                    status = CONVERGED
+                    break
+    return status, iterations, err, count, info
+
+
+@njit(cache=True)
+def generalized_contact_force(J, f, n, out):
+    """out = J^T f (N or N m): the generalized force of the contact forces f[:n] (t1, t2, n rows per contact)."""
+    nv = out.shape[0]
+    for b in range(nv):
+        out[b] = 0.0
+    for i in range(n):
+        if f[i, 0] != 0.0 or f[i, 1] != 0.0 or f[i, 2] != 0.0:
+            for b in range(nv):
+                out[b] += J[3 * i, b] * f[i, 0] + J[3 * i + 1, b] * f[i, 1] + J[3 * i + 2, b] * f[i, 2]
