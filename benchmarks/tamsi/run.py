@@ -4,6 +4,7 @@
     python benchmarks/tamsi/run.py coupling   # sections V-A/V-C: one-way vs two-way normal-force coupling
     python benchmarks/tamsi/run.py gripper    # section VI-A: mug shaken in a parallel-jaw gripper (Figs. 7, 8)
     python benchmarks/tamsi/run.py allegro    # section VI-B: Allegro hand reorienting a mug open loop
+    python benchmarks/tamsi/run.py timing     # speed targets: 5 s gripper + 3 s Allegro, engine kernels (~1 min)
     python benchmarks/tamsi/run.py all
 
 Run from the repository root. Figures go to benchmarks/tamsi/out/ (``--docs`` also copies them to
@@ -358,16 +359,23 @@ def bench_allegro(quick: bool) -> None:
     allegro_mug.bench(quick, save, table)
 
 
+# ============================================================================================== timing (speed)
+def bench_timing(quick: bool) -> None:
+    print("\n== Speed targets: gripper (VI-A) >= 20x real time, Allegro (VI-B) >= 1x real time")
+    import speed
+    speed.bench(quick, save, table)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=["box", "coupling", "gripper", "allegro", "all"])
+    parser.add_argument("experiment", choices=["box", "coupling", "gripper", "allegro", "timing", "all"])
     parser.add_argument("--quick", action="store_true", help="shorter runs (smoke test)")
     parser.add_argument("--docs", action="store_true", help="copy the figures to docs/figures/")
     args = parser.parse_args(argv)
     todo = ["box", "coupling", "gripper", "allegro"] if args.experiment == "all" else [args.experiment]
     for name in todo:
         {"box": bench_box, "coupling": bench_coupling, "gripper": bench_gripper,
-         "allegro": bench_allegro}[name](args.quick)
+         "allegro": bench_allegro, "timing": bench_timing}[name](args.quick)
     if args.docs:
         DOCS_FIGURES.mkdir(parents=True, exist_ok=True)
         for path in SAVED:
