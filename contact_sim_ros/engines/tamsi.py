@@ -140,8 +140,6 @@ class TamsiEngine(ContactEngine):
         self._diag = np.arange(nv)
         self._p_star = np.empty(nv)
         self._v = np.empty(nv)
-        self._capacity = 0
-        self._ensure_capacity(8)
         # (|dv_c|_inf, alpha) of every Newton update of the last step (rows [:_history_count]); see
         # ``iteration_history``. The simplified-Newton exit adds one row, hence max_iterations + 1.
         self._history = np.zeros((self.options.max_iterations + 1, 2))
@@ -150,6 +148,7 @@ class TamsiEngine(ContactEngine):
         if self.options.kernel == "numba":
             from . import tamsi_kernels
             self._kernels = tamsi_kernels
+            # the compiled step's scratch: actuation and its derivative, residual, updates, LU pivots, B_i J_i
             self._tau = np.zeros(nv)
             self._dtau = np.zeros(nv)
             self._r = np.zeros(nv)
@@ -159,6 +158,8 @@ class TamsiEngine(ContactEngine):
             self._unsat1 = np.zeros(nv, dtype=np.bool_)
             self._piv = np.zeros(nv, dtype=np.int64)
             self._BJ = np.zeros((3, nv))
+        self._capacity = 0
+        self._ensure_capacity(8)
 
     @property
     def iteration_history(self) -> list[tuple[float, float]]:
@@ -183,6 +184,11 @@ class TamsiEngine(ContactEngine):
         self._modes0 = np.zeros(cap, dtype=np.int64)
         self._modes1 = np.zeros(cap, dtype=np.int64)
         self._capacity = cap
+        if self.options.kernel == "numba":
+            self._kernel_scratch = (
+                self._v, self._tau, self._dtau, self._r, self._dv, self._dv_next, self._unsat0, self._unsat1,
+                self._A, self._piv, self._BJ, self._vc_buf, self._dvc_buf, self._f, self._cwork, self._pi_frozen_buf,
+                self._modes0, self._modes1, self._history)
 
     # ------------------------------------------------------------------ contact model
     def _friction_gains(self, vt_norm: np.ndarray, mu: np.ndarray):
@@ -474,6 +480,9 @@ class TamsiEngine(ContactEngine):
         act = inputs.actuation
         h = float(inputs.dt)
         tol = opts.relative_tolerance * opts.stiction_tolerance
+        nv = self._nv
+        v_next, actuation, gen_contact = np.empty(nv), np.empty(nv), np.empty(nv)
+        impulse = np.empty((n, 3))
         code, iterations, err, self._history_count, info = kernels.newton_step(
             inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, h,
             act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
@@ -481,10 +490,7 @@ class TamsiEngine(ContactEngine):
             contacts.dissipation, contacts.friction,
             float(opts.stiction_tolerance), float(tol), float(opts.theta_max), int(opts.max_iterations),
             bool(opts.use_tals), bool(opts.smooth_friction), opts.coupling == "two_way",
-            self._v, self._tau, self._dtau, self._r, self._dv, self._dv_next, self._unsat0, self._unsat1,
-            self._A, self._piv, self._BJ,
-            self._vc_buf, self._dvc_buf, self._f, self._cwork, self._pi_frozen_buf, self._modes0, self._modes1,
-            self._history)
+            *self._kernel_scratch, v_next, impulse, gen_contact, actuation)
         converged = code == kernels.CONVERGED
         if converged:
             status, message = SolverStatus.CONVERGED, ""
@@ -497,21 +503,16 @@ class TamsiEngine(ContactEngine):
             cause = (f"singular Newton Jacobian (zero pivot {info})" if code == kernels.SINGULAR
                      else "non-finite Newton update")
             status, message = SolverStatus.FAILED, f"TAMSI at t = {inputs.t:.6g} s: {cause}"
-        v_out = self._v.copy()
-        f = self._f[:n]
-        impulse = h * f
         if not converged:
-            if not np.all(np.isfinite(v_out)):
-                v_out = inputs.v.copy()
+            if not np.all(np.isfinite(v_next)):
+                v_next = inputs.v.copy()
             if not np.all(np.isfinite(impulse)):
                 impulse = np.zeros((n, 3))
-        gen_contact = np.empty(self._nv)
-        kernels.generalized_contact_force(contacts.jacobian, self._f, n, gen_contact)
         return StepResult(
-            v_next=v_out,
+            v_next=v_next,
             contact_impulse=impulse,
             generalized_contact_force=gen_contact,
-            actuation_force=self._tau.copy(),
+            actuation_force=actuation,
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
         )

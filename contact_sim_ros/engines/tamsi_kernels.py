@@ -282,15 +282,30 @@ def _modes(cwork, n, vs, out):
 
 
 @njit(cache=True)
+def generalized_contact_force(J, f, n, out):
+    """out = J^T f (N or N m): the generalized force of the contact forces f[:n] (t1, t2, n rows per contact)."""
+    nv = out.shape[0]
+    for b in range(nv):
+        out[b] = 0.0
+    for i in range(n):
+        if f[i, 0] != 0.0 or f[i, 1] != 0.0 or f[i, 2] != 0.0:
+            for b in range(nv):
+                out[b] += J[3 * i, b] * f[i, 0] + J[3 * i + 1, b] * f[i, 1] + J[3 * i + 2, b] * f[i, 2]
+
+
+@njit(cache=True)
 def newton_step(M, v0, tau0, damping, h,
                 effort, kp, kd, position_error, velocity_target, effort_limit,
                 J, bias, signed_distance, k, d, mu,
                 vs, tol, theta_max, max_iterations, use_tals, smooth, two_way,
                 v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ,
-                vc, dvc, f, cwork, pi_frozen, modes0, modes1, history):
+                vc, dvc, f, cwork, pi_frozen, modes0, modes1, history,
+                v_next, impulse, generalized_force, actuation):
     """One TAMSI step (section V-C): Newton on the end-of-step generalized velocities v with TALS, as
     ``TamsiEngine._do_step_numpy``. On return ``v`` holds the last iterate, ``f[:n]`` the contact forces (N) at it,
-    ``tau`` the actuation (N or N m) at it, ``history[:count]`` the (|dv|_inf, alpha) of every update.
+    ``tau`` the actuation (N or N m) at it, ``history[:count]`` the (|dv|_inf, alpha) of every update; and the
+    step's results (fresh arrays of the StepResult): ``v_next`` = v, ``impulse`` (n, 3) = h f (N s),
+    ``generalized_force`` = J^T f and ``actuation`` = tau.
 
     Returns (status, iterations, err, count, info): status one of CONVERGED, MAX_ITERATIONS, SINGULAR,
     NON_FINITE; iterations = LU factorizations; err the last update size (m/s); info the zero pivot (SINGULAR).
@@ -398,16 +413,11 @@ def newton_step(M, v0, tau0, damping, h,
                     count += 1
                     status = CONVERGED
                     break
-    return status, iterations, err, count, info
-
-
-@njit(cache=True)
-def generalized_contact_force(J, f, n, out):
-    """out = J^T f (N or N m): the generalized force of the contact forces f[:n] (t1, t2, n rows per contact)."""
-    nv = out.shape[0]
-    for b in range(nv):
-        out[b] = 0.0
+    for a in range(nv):
+        v_next[a] = v[a]
+        actuation[a] = tau[a]
     for i in range(n):
-        if f[i, 0] != 0.0 or f[i, 1] != 0.0 or f[i, 2] != 0.0:
-            for b in range(nv):
-                out[b] += J[3 * i, b] * f[i, 0] + J[3 * i + 1, b] * f[i, 1] + J[3 * i + 2, b] * f[i, 2]
+        for row in range(3):
+            impulse[i, row] = h * f[i, row]
+    generalized_contact_force(J, f, n, generalized_force)
+    return status, iterations, err, count, info
