@@ -12,7 +12,6 @@ import pinocchio as pin
 import pytest
 import yaml
 
-from contact_sim_ros.errors import SolverError
 from contact_sim_ros.model.loader import presets_dir
 from contact_sim_ros.sim.simulator import Simulator
 
@@ -329,6 +328,51 @@ def test_barrett_grasps_and_lifts_block():
                                                          ["lift_joint"], {"lift_joint": 0.10})
     _check_lift(rise, hand_rise, vmax)
     assert "bh_finger_3_distal" in touching and touching & {"bh_finger_1_distal", "bh_finger_2_distal"}, touching
+
+
+BARRETT_SCENARIO_DT = 0.002     # s, the scenario runner's time step for barrett_cylinder / barrett_box
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+@pytest.mark.parametrize("scene_file, obj", [("scenario_barrett_cylinder.yaml", "bottle"),
+                                             ("scenario_barrett_box.yaml", "box")])
+def test_barrett_scenario_scenes_grasp_and_lift(scene_file, obj, engine):
+    """Scenario 4's scenes in-process with the controller's default profile (docs/scenarios.md): close the three
+    proximal joints to 1.2 rad in 0.5 s, squeeze 0.3 s, lift the stage 10 cm in 0.6 s, hold 0.4 s, at the
+    scenario's 2 ms step. The object rises with the hand (< 1 cm slip), never exceeds 0.5 m/s, and ends held by
+    all three distal links, F1 and F2 pressing equally (mirror-symmetric grasp)."""
+    sim = Simulator(scene_file, engine=engine, time_step=BARRETT_SCENARIO_DT)
+    m = sim.model
+    data = m.pin_model.createData()
+    joints = list(m.joint_names)
+    start = {j: float(sim.q[m.joint_q_index[m.joint_index(j)]]) for j in joints}
+    fingers = [f"bh_finger_{f}_proximal_joint" for f in (1, 2, 3)]
+    z_obj0 = sim.body_pose(obj).translation[2]
+    z_hand0 = sim.body_pose("bh_palm_surface").translation[2]
+    t_close, t_lift, t_end = 0.1, 0.9, 1.9
+    vmax = 0.0
+    while sim.t < t_end - 1e-9:
+        c, s = _smooth(sim.t, t_close, 0.5), _smooth(sim.t, t_lift, 0.6)
+        pos = dict(start)
+        pos.update({j: 1.2 * c for j in fingers})
+        pos["lift_joint"] = 0.10 * s
+        sim.set_joint_targets(positions=pos, efforts=gravity_efforts(sim, joints, data))
+        sim.step(strict=True)
+        vmax = max(vmax, float(np.linalg.norm(sim.body_velocity(obj)[:3])))
+    rise = sim.body_pose(obj).translation[2] - z_obj0
+    _check_lift(rise, sim.body_pose("bh_palm_surface").translation[2] - z_hand0, vmax)
+    forces = sim.contact_forces_world()          # N, on geometry B; -f on A
+    cs = sim.contacts
+    net = np.zeros((4, 3))                        # net contact force on finger k (rows 1-3), N
+    for a, b, f in zip(cs.geometry_a, cs.geometry_b, forces):
+        for g, sign in ((a, -1.0), (b, 1.0)):
+            name = m.geometry_names[g]
+            if name.startswith("bh_finger_"):
+                net[int(name[len("bh_finger_")])] += sign * f
+    f1, f2 = np.linalg.norm(net[1]), np.linalg.norm(net[2])
+    # (links_touching runs a new contact query: the last step's forces are read before it)
+    assert {f"bh_finger_{f}_distal" for f in (1, 2, 3)} <= links_touching(sim, obj)
+    assert f1 > 1.0 and f1 == pytest.approx(f2, rel=0.05), (f1, f2)
 
 
 def test_allegro_cages_and_lifts_ball():
