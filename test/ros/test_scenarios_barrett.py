@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -66,3 +67,13 @@ def test_barely_closed_hand_does_not_lift_and_the_controller_reports_the_slip(ro
     assert r.numbers["held_load_N"] < 0.2 * mass * G, explain(r)
     if frame in r.object_poses:
         assert abs(r.object_poses[frame][2] - z0) < 0.01, explain(r)       # the bottle stayed on the ground
+
+
+def test_same_run_twice_gives_bit_identical_joint_logs(ros):
+    """Determinism (lock-step stepping): two runs of the box grasp through closing and the start of the lift
+    (1.0 s) log the same joint positions and velocities and grasp forces, bit for bit."""
+    a, b = (run_scenario("barrett_box", "tamsi", duration=1.0) for _ in range(2))
+    assert len(a.log["q"]) == len(b.log["q"]) > 50
+    for key in ("t", "q", "v", "grip", "load"):
+        assert np.array_equal(a.log[key], b.log[key]), key
+    assert set(a.log["phase"]) >= {"close", "lift"}
