@@ -4,6 +4,8 @@ Durations are shortened (0.5 s keyframe moves, 2 shake cycles at 2 Hz, 2 ms time
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -105,3 +107,15 @@ def test_runner_rejects_bad_scenario_and_engine(capsys):
     assert "valid engines" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="valid scenarios"):
         run_scenario("nope")
+
+
+def test_readme_main_command_runs_scenario_1_to_a_verdict(ros):
+    """What `make demo` runs (`python -m contact_sim_ros.scenarios.runner`, default scenario and engine), as a
+    subprocess, shortened: it exits 0 and ends with the success verdict and its numbers."""
+    fast = [f"--set={k}={v}" for k, v in FAST.items()]
+    proc = subprocess.run([sys.executable, "-m", "contact_sim_ros.scenarios.runner", *fast, "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "pick_shake_place" in out and "SUCCESS" in out.upper(), out[-3000:]
+    assert "held_mass_kg" in out and "Traceback" not in out, out[-3000:]
