@@ -635,3 +635,98 @@ def test_jacobian_barrett_hand_with_mimic_joints_matches_finite_differences():
             _check_jacobian_fd(model, q, rng.normal(size=model.nv), cs)
             checked += cs.size
     assert checked > 10
+
+
+# ----------------------------------------------------------------------------- compiled kernel vs numpy path
+def _contact_set_fields(cs):
+    return {f: getattr(cs, f).copy() for f in cs.__dataclass_fields__}
+
+
+def _assert_same_contacts(a, b):
+    for f in a:
+        assert a[f].shape == b[f].shape, f
+        np.testing.assert_allclose(a[f], b[f], rtol=0, atol=1e-12, err_msg=f)
+
+
+def test_numba_kernel_matches_numpy_path_on_every_shape_type():
+    """Random poses of a box, sphere, cylinder, capsule, ellipsoid and convex hull piled on a table over a
+    halfspace: the compiled kernel (frames, depths by line casts, Jacobians from pin_data.J) gives the numpy
+    path's contact set to round-off, pile after pile, including patches and dropped far points."""
+    shapes = [("box", coal.Box(0.1, 0.08, 0.06), 1.0), ("ball", coal.Sphere(0.04), 1.0),
+              ("can", coal.Cylinder(0.03, 0.1), 1.0), ("pill", coal.Capsule(0.02, 0.08), 1.0),
+              ("egg", coal.Ellipsoid(0.03, 0.04, 0.05), 1.0), ("hull", convex_box(0.04, 0.05, 0.03), 1.0)]
+    model = free_body_scene(free=shapes, static=[ground(), ("table", coal.Box(0.3, 0.3, 0.04),
+                                                             pose((0.0, 0.0, 0.02)))])
+    rng = np.random.default_rng(7)
+    total = patches = 0
+    for _ in range(12):
+        poses = {name: pose(rng.uniform([-0.1, -0.1, 0.05], [0.1, 0.1, 0.14]), rng.uniform(-0.3, 0.3, 3))
+                 for name, _, _ in shapes}
+        q = configuration(model, poses)
+        a, cq = query(model, q, kernel="numpy")
+        b, _ = query(model, q, kernel="numba")
+        _assert_same_contacts(_contact_set_fields(a), _contact_set_fields(b))
+        total += a.size
+        patches += a.size - cq.stats["colliding_pairs"]
+    assert total > 40 and patches > 10                 # contacts found, several multi-point patches among them
+
+
+def test_numba_kernel_matches_numpy_path_with_mimic_joints():
+    """BarrettHand (4 mimic joints: pin_data.J has a column per mimic joint, summed into its primary's dof)."""
+    from contact_sim_ros.sim.scene import load_scene
+    model = load_scene({"robot": "barrett", "environment": [{"name": "ground", "shape": "halfspace"}]}).model
+    pm = model.pin_model
+    rng = np.random.default_rng(4)
+    lower = np.clip(pm.lowerPositionLimit, -1.0, 1.0)
+    upper = np.clip(pm.upperPositionLimit, -1.0, 1.0)
+    checked = 0
+    for _ in range(6):
+        q = rng.uniform(lower, upper)
+        a, _ = query(model, q, kernel="numpy")
+        b, _ = query(model, q, kernel="numba")
+        _assert_same_contacts(_contact_set_fields(a), _contact_set_fields(b))
+        checked += a.size
+    assert checked > 10
+
+
+def test_joint_column_support_reproduces_pinocchio_joint_jacobians():
+    """support[j] * pin_data.J summed into dofs (mimic columns into their primary's) = getJointJacobian(WORLD)."""
+    from contact_sim_ros.geometry.contact_query import joint_column_support
+    from contact_sim_ros.sim.scene import load_scene
+    model = load_scene({"robot": "barrett"}).model
+    pm = model.pin_model
+    data = pm.createData()
+    q = np.random.default_rng(1).uniform(np.clip(pm.lowerPositionLimit, -1, 1), np.clip(pm.upperPositionLimit, -1, 1))
+    pin.computeJointJacobians(pm, data, q)
+    support, column_dof = joint_column_support(pm)
+    assert data.J.shape[1] == len(column_dof) > pm.nv            # mimic joints have their own columns
+    for j in range(1, pm.njoints):
+        mine = np.zeros((6, pm.nv))
+        np.add.at(mine.T, column_dof, (support[j] * data.J).T)
+        np.testing.assert_allclose(mine, pin.getJointJacobian(pm, data, j, pin.WORLD), atol=1e-14)
+
+
+@pytest.mark.parametrize("shape", [coal.Box(0.2, 0.1, 0.3), coal.Sphere(0.05), coal.Cylinder(0.04, 0.2),
+                                   coal.Capsule(0.03, 0.1), coal.Ellipsoid(0.05, 0.03, 0.08),
+                                   coal.Halfspace(np.array([0.0, 0.6, 0.8]), 0.01), "hull"],
+                         ids=["box", "sphere", "cylinder", "capsule", "ellipsoid", "halfspace", "hull"])
+def test_kernel_line_casts_match_the_numpy_line_caster(shape):
+    """contact_kernels.line_interval = LineCaster.intervals on random lines (hits, misses, axis-aligned)."""
+    from contact_sim_ros.geometry import contact_kernels as ck
+    from contact_sim_ros.geometry.line_intersection import LineCaster
+    shape = convex_box(0.1, 0.05, 0.15) if shape == "hull" else shape
+    caster = LineCaster([shape])
+    rng = np.random.default_rng(3)
+    m = 400
+    p = rng.uniform(-0.2, 0.2, (m, 3))
+    u = rng.normal(size=(m, 3))
+    u[::5] = np.eye(3)[rng.integers(0, 3, m // 5)]        # axis-aligned lines: parallel to faces / the axis
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    s_in, s_out = caster.intervals(np.zeros(m, dtype=int), p, u)
+    for i in range(m):
+        k_in, k_out = ck.line_interval(caster.type[0], 0, *p[i], *u[i], caster.half, caster.radius,
+                                       caster.half_length, caster.plane_normal, caster.plane_offset,
+                                       caster.face_start, caster.face_normal, caster.face_offset,
+                                       caster.tolerance)
+        np.testing.assert_allclose([k_in, k_out], [s_in[i], s_out[i]], rtol=0, atol=1e-12)
+    assert np.isfinite(s_in).sum() > 10                   # enough hits (and, but for the halfspace, misses)

@@ -39,6 +39,10 @@ from .contact_set import ContactSet
 from .line_intersection import LineCaster
 
 JACOBIAN_METHODS = ("vectorized", "frame")
+KERNELS = ("numba", "numpy")
+# with fewer candidate pairs than this, broad_phase="auto" narrow-phases every pair: updating the AABB tree
+# and collecting its pairs (~12 us) costs more than coal's analytic pair tests (~0.3 us each)
+BROAD_PHASE_MIN_PAIRS = 24
 # m: a patch whose deepest point is shallower than coal's pair distance by more than this also gets coal's
 # deepest point (see ContactQuery.update)
 DEEPEST_POINT_TOLERANCE = 1e-5
@@ -64,7 +68,9 @@ class ContactQuery:
         model: the scene model; ``model.collision_pairs`` (P, 2) are the candidate pairs, already filtered.
         margin: m, pairs closer than this become contacts (their ``signed_distance`` may be positive, up to
             ``margin``); patch points farther than ``margin`` apart are dropped.
-        broad_phase: use Pinocchio's AABB-tree broad phase (True) or run the narrow phase on all P pairs.
+        broad_phase: use Pinocchio's AABB-tree broad phase (True) or run the narrow phase on all P pairs
+            (False); "auto" (the simulator's choice): the broad phase when there are at least
+            ``BROAD_PHASE_MIN_PAIRS`` pairs.
         patch_tolerance: m, coal's patch tolerance: features of the two shapes within this distance of the
             deepest point join the patch (default: ``margin``, so that e.g. all 4 corners of a slightly tilted
             box are reported, each with its own signed distance).
@@ -72,21 +78,29 @@ class ContactQuery:
         max_patch_points: patches with more points (convex hulls of meshes against a table: 20-30) are reduced
             to this many, spread over the patch (farthest-point sampling from the deepest point).
         jacobian: "vectorized" (one ``getJointJacobian`` per joint in contact, the point Jacobians built in numpy
-            as J_lin - [p - o]x J_ang) or "frame" (one ``getFrameJacobian`` per contact point and side).
+            as J_lin - [p - o]x J_ang) or "frame" (one ``getFrameJacobian`` per contact point and side); used by
+            the numpy kernel only.
+        kernel: "numba" (default: frames, signed distances, Jacobians and materials of all contact points in
+            one compiled call, ``contact_kernels.finish_contacts``, from ``pin_data.J``) or "numpy" (the readable
+            reference below; both give the same contact set to round-off).
         initial_capacity: contact points preallocated; the buffers double when a step finds more.
 
     The returned ContactSet's arrays are views into buffers owned by this object: they stay valid until the
     next ``update`` (the simulator keeps the last set only until the next step). Copy them to keep them.
     """
 
-    def __init__(self, model: MultibodyModel, margin: float = 0.01, *, broad_phase: bool = True,
+    def __init__(self, model: MultibodyModel, margin: float = 0.01, *, broad_phase: bool | str = True,
                  patch_tolerance: float | None = None, curved_shape_samples: int = 8, max_patch_points: int = 8,
-                 jacobian: str = "vectorized", initial_capacity: int = 64):
+                 jacobian: str = "vectorized", kernel: str = "numba", initial_capacity: int = 64):
         margin = _check_length("contact margin", margin, allow_zero=True)
         patch_tolerance = margin if patch_tolerance is None else _check_length("patch_tolerance", patch_tolerance)
         patch_tolerance = max(patch_tolerance, 1e-6)
         if jacobian not in JACOBIAN_METHODS:
             raise ConfigError("contact query: " + unknown_choice("jacobian method", str(jacobian), JACOBIAN_METHODS))
+        if kernel not in KERNELS:
+            raise ConfigError("contact query: " + unknown_choice("kernel", str(kernel), KERNELS))
+        if broad_phase not in (True, False, "auto"):
+            raise ConfigError(f"contact query: broad_phase must be True, False or 'auto', got {broad_phase!r}")
         if int(curved_shape_samples) < 3:
             raise ConfigError(f"contact query: curved_shape_samples must be >= 3 (points on a cylinder's rim), "
                               f"got {curved_shape_samples!r}")
@@ -98,7 +112,7 @@ class ContactQuery:
         self.margin = margin
         self.patch_tolerance = patch_tolerance
         self.jacobian_method = jacobian
-        self.broad_phase = bool(broad_phase)
+        self.kernel = kernel
         pm = model.pin_model
         self._pin_model = pm
         nv = pm.nv
@@ -111,6 +125,7 @@ class ContactQuery:
                              f"0..{ng - 1} (geometries: {', '.join(model.geometry_names)})")
         self.pairs = pairs
         self.num_pairs = len(pairs)
+        self.broad_phase = bool(broad_phase) if broad_phase != "auto" else self.num_pairs >= BROAD_PHASE_MIN_PAIRS
         in_pairs = set(pairs.reshape(-1).tolist())
         for i, go in enumerate(model.collision_model.geometryObjects):
             if i in in_pairs and isinstance(go.geometry, (coal.BVHModelBase, coal.OcTree)):
@@ -144,6 +159,9 @@ class ContactQuery:
             preq.setPatchTolerance(patch_tolerance)
             preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
             self._gd.contactPatchResults[k].set(preq)
+        # coal's per-pair result objects, held once: indexing gd.collisionResults costs ~1 us per access
+        self._collision_results = [self._gd.collisionResults[k] for k in range(self.num_pairs)]
+        self._patch_results = [self._gd.contactPatchResults[k] for k in range(self.num_pairs)]
         # Convex hulls made by buildConvexHull have no local AABB yet (volume -inf) and would be taken for
         # unbounded shapes below (bypassing the broad phase). Computing it only fills coal's cache.
         for g in gm.geometryObjects:
@@ -179,6 +197,14 @@ class ContactQuery:
         self._joint_jacobians = np.zeros((pm.njoints, 6, nv))
         self._joint_origins = np.zeros((pm.njoints, 3))
         self._nv = nv
+        # numba kernel: columns of pin_data.J (one per extended velocity: mimic joints have their own) that move
+        # each joint's body, and the generalized velocity of each column
+        self._kernels = None
+        if kernel == "numba":
+            from . import contact_kernels
+            self._kernels = contact_kernels
+            self._support, self._column_dof = joint_column_support(pm)
+            self._rel_scratch = np.zeros((3, nv))
         self._allocate(max(int(initial_capacity), 1))
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
@@ -221,22 +247,24 @@ class ContactQuery:
         n_candidates = n_colliding = 0
         margin = self.margin
         flipped = self._flipped
+        collision_results, patch_results = self._collision_results, self._patch_results
         for k in candidates:
             n_candidates += 1
             if not pin.computeCollision(gm, gd, k):
                 continue
-            contact = gd.collisionResults[k].getContact(0)
+            contact = collision_results[k].getContact(0)
             depth = contact.penetration_depth
             if depth > margin:
                 continue
             n_colliding += 1
-            normal = -contact.normal if flipped[k] else contact.normal
+            flip = flipped[k]
+            normal = -contact.normal if flip else contact.normal
             pin.computeContactPatch(gm, gd, k)
-            patches = gd.contactPatchResults[k]
+            patches = patch_results[k]
             patch = patches.getContactPatch(0) if patches.numContactPatches() else None
             m = patch.size() if patch is not None else 0
             w1, w2 = contact.getNearestPoint1(), contact.getNearestPoint2()
-            w_a, w_b = (w2, w1) if flipped[k] else (w1, w2)        # coal's deepest (or nearest) points
+            w_a, w_b = (w2, w1) if flip else (w1, w2)        # coal's deepest (or nearest) points
             if m > 1:
                 mid = [patch.getPoint(i) for i in range(m)]
                 if m > max_points:
@@ -286,17 +314,47 @@ class ContactQuery:
             pair_of, wit_a, wit_b, normal = (np.array(x) for x in (single_pair, single_a, single_b, single_n))
         else:
             pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
-        phi = ((wit_b - wit_a) * normal).sum(axis=1)
-        keep = phi <= margin
-        if not keep.all():
-            pair_of, wit_a, wit_b, normal, phi = pair_of[keep], wit_a[keep], wit_b[keep], normal[keep], phi[keep]
-        n = len(phi)
+        if len(pair_of) > self._capacity:
+            self._allocate(max(len(pair_of), 2 * self._capacity))
+        if self._kernels is not None:
+            n = self._finish_numba(pin_data, pair_of, wit_a, wit_b, normal)
+        else:
+            n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
         self.stats["contacts"] = n
         if n == 0:
             return self._contact_set(0)
-        if n > self._capacity:
-            self._allocate(max(n, 2 * self._capacity))
 
+        bias = self._bias[:3 * n]
+        if surface_velocity is None:
+            bias[:] = 0.0
+        else:
+            vs = np.asarray(surface_velocity, dtype=float)
+            if vs.shape != (len(self._parent), 3):
+                raise ConfigError(f"surface_velocity must have shape ({len(self._parent)}, 3) (one world-frame "
+                                  f"m/s vector per collision geometry), got {vs.shape}")
+            ga, gb, ja, jb = self._ids[:, :n]
+            v_rel = np.where((jb == 0)[:, None], vs[gb], 0.0) - np.where((ja == 0)[:, None], vs[ga], 0.0)
+            np.matmul(v_rel[:, None, :], self._rotation[:n], out=bias.reshape(n, 1, 3))      # R^T v per contact
+        return self._contact_set(n)
+
+    def _finish_numba(self, pin_data, pair_of, wit_a, wit_b, normal) -> int:
+        """``_finish_numpy`` in one compiled call (``contact_kernels.finish_contacts``); returns n."""
+        pin.computeJointJacobians(self._pin_model, pin_data)       # pin_data.J: world frame, all joints
+        return self._kernels.finish_contacts(
+            pair_of, wit_a, wit_b, normal, self.margin, self._pair_ids, self._pair_material, pin_data.J,
+            self._support, self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation,
+            self._jacobian, self._material, self._rel_scratch)
+
+    def _finish_numpy(self, pin_data, pair_of, wit_a, wit_b, normal) -> int:
+        """Raw contacts (pair, witness points on A and B, normal) -> the output buffers, keeping those within the
+        margin: signed distances, points, frames, materials, Jacobians. Returns their number n."""
+        phi = ((wit_b - wit_a) * normal).sum(axis=1)
+        keep = phi <= self.margin
+        if not keep.all():
+            pair_of, wit_a, wit_b, normal, phi = pair_of[keep], wit_a[keep], wit_b[keep], normal[keep], phi[keep]
+        n = len(phi)
+        if n == 0:
+            return 0
         ids = self._ids[:, :n]
         np.take(self._pair_ids, pair_of, axis=1, out=ids)
         ga, gb, ja, jb = ids
@@ -311,25 +369,14 @@ class ContactQuery:
 
         jac = self._jacobian[:3 * n]
         if ja.any() or jb.any():
-            pin.computeJointJacobians(pm, pin_data)
+            pin.computeJointJacobians(self._pin_model, pin_data)
             if self.jacobian_method == "vectorized":
                 self._jacobian_vectorized(pin_data, ja, jb, point, rotation, jac.reshape(n, 3, self._nv))
             else:
                 self._jacobian_frame(pin_data, ja, jb, point, rotation, jac.reshape(n, 3, self._nv))
         else:
             jac[:] = 0.0
-
-        bias = self._bias[:3 * n]
-        if surface_velocity is None:
-            bias[:] = 0.0
-        else:
-            vs = np.asarray(surface_velocity, dtype=float)
-            if vs.shape != (len(self._parent), 3):
-                raise ConfigError(f"surface_velocity must have shape ({len(self._parent)}, 3) (one world-frame "
-                                  f"m/s vector per collision geometry), got {vs.shape}")
-            v_rel = np.where((jb == 0)[:, None], vs[gb], 0.0) - np.where((ja == 0)[:, None], vs[ga], 0.0)
-            np.matmul(v_rel[:, None, :], rotation, out=bias.reshape(n, 1, 3))      # R^T v per contact
-        return self._contact_set(n)
+        return n
 
     def _contact_set(self, n: int) -> ContactSet:
         ids, mat = self._ids[:, :n], self._material[:, :n]
@@ -345,6 +392,8 @@ class ContactQuery:
         line leaves A (s_out), B's where it enters B (s_in). Where a shape has no caster (cone, plane) or the
         line misses it numerically, the patch's own depth is used: s = -depth/2 on A, +depth/2 on B.
         """
+        if self._kernels is not None:
+            return self._patch_witnesses_numba(pair, mid, normal, depth)
         m = len(mid)
         geometry = self.pairs[pair].T.reshape(-1)                      # A of every point, then B
         mid2 = np.concatenate([mid, mid])
@@ -368,6 +417,24 @@ class ContactQuery:
         if bad_b.any():
             s_b[bad_b] = 0.5 * depth[bad_b]
         return mid + s_a[:, None] * normal, mid + s_b[:, None] * normal
+
+    def _patch_witnesses_numba(self, pair, mid, normal, depth):
+        """``_patch_witnesses`` with the line casts in one compiled call (``contact_kernels.patch_witnesses``)."""
+        geometry_a, geometry_b = self.pairs[pair].T
+        slot = {}                                  # geometry -> row of its placement (few geometries involved)
+        slots = [slot.setdefault(g, len(slot)) for g in geometry_a.tolist() + geometry_b.tolist()]
+        oMg = self._gd.oMg
+        placements = [oMg[g] for g in slot]
+        rotation = np.array([pl.rotation for pl in placements])
+        translation = np.array([pl.translation for pl in placements])
+        m = len(mid)
+        slot_ab = np.array(slots, dtype=np.int64)
+        c = self._caster
+        wit_a, wit_b = np.empty((m, 3)), np.empty((m, 3))
+        return self._kernels.patch_witnesses(
+            geometry_a, geometry_b, slot_ab[:m], slot_ab[m:], rotation, translation, mid, normal, depth, c.type,
+            c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start, c.face_normal,
+            c.face_offset, c.tolerance, wit_a, wit_b)
 
     # ------------------------------------------------------------------ Jacobians
     def _jacobian_vectorized(self, data, ja, jb, point, rotation, out):
@@ -404,6 +471,24 @@ class ContactQuery:
                 jac = pin.getFrameJacobian(pm, data, j, pin.SE3(eye, p_joint), _LWA)
                 rel[i] += sign * jac.reshape(6, nv)[:3]
         np.matmul(rotation.transpose(0, 2, 1), rel, out=out)
+
+
+def joint_column_support(pin_model: pin.Model) -> tuple[np.ndarray, np.ndarray]:
+    """(support (njoints, nvExtended) 0/1, column_dof (nvExtended,) int) for the columns of ``pin_data.J``: column c
+    moves the body of joint j iff support[j, c] = 1 (c belongs to a joint on the path from the world to j), and
+    column c is the generalized velocity column_dof[c] (a mimic joint's column is its primary's velocity)."""
+    nv_ext = int(getattr(pin_model, "nvExtended", pin_model.nv))
+    column_dof = np.zeros(nv_ext, dtype=np.int64)
+    support = np.zeros((pin_model.njoints, nv_ext))
+    for j in range(1, pin_model.njoints):
+        joint = pin_model.joints[j]
+        cols = np.arange(joint.idx_vExtended, joint.idx_vExtended + joint.nvExtended)
+        column_dof[cols] = joint.idx_v + np.arange(joint.nvExtended)
+        for i in pin_model.supports[j]:
+            if i > 0:
+                other = pin_model.joints[i]
+                support[j, other.idx_vExtended:other.idx_vExtended + other.nvExtended] = 1.0
+    return support, column_dof
 
 
 def _point_jacobians(joint_jacobians, origins, joint, point):

@@ -202,6 +202,15 @@ class LineCaster:
                 except Exception:   # degenerate (flat) hull: use the patch depth
                     t = NONE
             self.type[i] = t
+        # the convex hulls' faces in one array (for the compiled kernel): faces of geometry g are rows
+        # face_start[g]:face_start[g + 1] of face_normal (F, 3) and face_offset (F,)
+        counts = [len(self.planes[i][1]) if i in self.planes else 0 for i in range(g)]
+        self.face_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.face_normal = np.zeros((max(self.face_start[-1], 1), 3))
+        self.face_offset = np.zeros(max(self.face_start[-1], 1))
+        for i, (normals, offsets) in self.planes.items():
+            self.face_normal[self.face_start[i]:self.face_start[i + 1]] = normals
+            self.face_offset[self.face_start[i]:self.face_start[i + 1]] = offsets
 
     def intervals(self, geometry: np.ndarray, p: np.ndarray, u: np.ndarray):
         """(s_in, s_out) (M,) of lines p + s u (M, 3 each, in the frames of ``geometry`` (M,) int).

@@ -48,7 +48,7 @@ class Simulator:
         self._pm = pm
         self.pin_data = pm.createData()
         self.geometry_data = pin.GeometryData(self.model.collision_model)
-        self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin)
+        self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin, broad_phase="auto")
         self._free_motion = FreeBodyMotion(self.model)
         self.engine = make_engine(engine, self.model, engine_options)
         nv, nq = pm.nv, pm.nq
@@ -70,6 +70,7 @@ class Simulator:
         self._actuation = Actuation.zeros(nv)
         self._tau_ext = np.zeros(nv)
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
+        self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         self._lower_tri = np.tril_indices(nv, -1)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
         self.reset()
@@ -260,13 +261,35 @@ class Simulator:
             v[vi] = np.where(low, np.maximum(vel, 0.0), np.where(high, np.minimum(vel, 0.0), vel))
 
     def _apply_scripts(self, t_end: float) -> None:
+        """The scene's scripted joint commands at ``t_end``: per script exactly ``set_joint_targets`` with that
+        joint's position / velocity / effort (the same validation, clamping and modes), without its dicts."""
         if not self.scene.joint_scripts:
             return
+        m = self.model
         for s in self.scene.joint_scripts:
-            self.set_joint_targets(
-                positions={s.joint: s.position(t_end)} if s.position else None,
-                velocities={s.joint: s.velocity(t_end)} if s.velocity else None,
-                efforts={s.joint: s.effort(t_end)} if s.effort else None)
+            index = self._script_index.get(s.joint)
+            if index is None:
+                i = m.joint_index(s.joint)
+                index = self._script_index[s.joint] = (m.joint_q_index[i], m.joint_v_index[i],
+                                                       m.position_lower[i], m.position_upper[i])
+            qi, vi, lo, hi = index
+            p = s.position(t_end) if s.position else None
+            vel = s.velocity(t_end) if s.velocity else None
+            eff = s.effort(t_end) if s.effort else None
+            if p is None and vel is None and eff is None:
+                continue
+            for value, kind in ((p, "position"), (vel, "velocity"), (eff, "effort")):
+                if value is not None and not np.isfinite(value):
+                    raise ConfigError(f"joint {s.joint!r}: {kind} command must be finite, got {value!r}")
+            if p is not None:
+                p = float(p)
+                if p < lo or p > hi:
+                    p = min(max(p, lo), hi)
+                self._q_target[qi] = p
+            self._v_target[vi] = float(vel) if vel is not None else 0.0
+            self._effort[vi] = float(eff) if eff is not None else 0.0
+            self._position_mode[vi] = p is not None
+            self._velocity_mode[vi] = vel is not None and p is None
 
     def _external_forces(self, t: float) -> np.ndarray:
         tau = self._tau_ext

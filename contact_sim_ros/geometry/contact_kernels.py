@@ -1,0 +1,255 @@
+"""Compiled (numba) kernel of the contact query's last stage: raw coal contacts -> ContactSet buffers.
+
+The readable reference is the numpy code of ``ContactQuery`` with ``kernel="numpy"`` (``contact_frames``,
+``_jacobian_vectorized``): this kernel does the same per contact point, loop by loop, in one call, because with
+2-200 contact points the numpy path makes ~40 calls of 1-3 us on tiny arrays per step. Both paths give the
+same contact set to round-off (``test/test_contact_query.py::test_numba_kernel_matches_numpy_path``).
+
+Per raw contact i (witness points a_i on A, b_i on B, unit normal n_i from A to B, pair k_i):
+
+* signed distance phi = (b - a).n (m); rows with phi > margin are dropped (the kept rows are compacted);
+* point p = (a + b) / 2 (m, world);
+* contact frame R = [t1 t2 n] (``contact_frames``: t1 = n x e / |n x e| with e the world axis least aligned
+  with n, t2 = n x t1);
+* Jacobian rows R^T (J_B(p) - J_A(p)), the point Jacobian of joint X at p being J_lin - p x J_ang with the
+  columns of ``pin_data.J`` (world frame, spatial velocity at the world origin) that support X.
+
+``pin_data.J`` has one column per *extended* velocity (``model.nvExtended``: a mimic joint has its own column,
+already scaled by its multiplier); ``support`` (njoints, nvExtended) is 1 where the column moves the joint's
+body, and ``column_dof`` (nvExtended,) maps each column to its generalized velocity (a mimic joint's column to its
+primary's), so mimic joints are summed into the primary's column, as ``pin.getJointJacobian`` does.
+
+Compiled with ``cache=True``: the first call in a fresh checkout compiles (a few seconds, once); later
+processes load the machine code from ``__pycache__``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+
+@njit(cache=True)
+def contact_frame(n0, n1, n2, out):
+    """out (3, 3) = [t1 t2 n] for the unit normal (n0, n1, n2), exactly as ``contact_query.contact_frames``."""
+    a0, a1, a2 = abs(n0), abs(n1), abs(n2)
+    if a0 <= a1 and a0 <= a2:                       # argmin |n_k| (first of equal values, as np.argmin)
+        nk = n0
+        inv = 1.0 / math.sqrt(1.0 - nk * nk)
+        t10, t11, t12 = 0.0 * n0 * inv, n2 * inv, -n1 * inv        # n x e_x = (0, n_z, -n_y)
+        t20, t21, t22 = (n0 * nk - 1.0) * inv, (n1 * nk - 0.0) * inv, (n2 * nk - 0.0) * inv
+    elif a1 <= a2:
+        nk = n1
+        inv = 1.0 / math.sqrt(1.0 - nk * nk)
+        t10, t11, t12 = -n2 * inv, 0.0 * n1 * inv, n0 * inv         # n x e_y = (-n_z, 0, n_x)
+        t20, t21, t22 = (n0 * nk - 0.0) * inv, (n1 * nk - 1.0) * inv, (n2 * nk - 0.0) * inv
+    else:
+        nk = n2
+        inv = 1.0 / math.sqrt(1.0 - nk * nk)
+        t10, t11, t12 = n1 * inv, -n0 * inv, 0.0 * n2 * inv         # n x e_z = (n_y, -n_x, 0)
+        t20, t21, t22 = (n0 * nk - 0.0) * inv, (n1 * nk - 0.0) * inv, (n2 * nk - 1.0) * inv
+    out[0, 0], out[1, 0], out[2, 0] = t10, t11, t12
+    out[0, 1], out[1, 1], out[2, 1] = t20, t21, t22
+    out[0, 2], out[1, 2], out[2, 2] = n0, n1, n2
+
+
+@njit(cache=True)
+def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian, support,
+                    column_dof, ids, point, normal, phi, rotation, jacobian, material, rel):
+    """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.
+
+    Inputs: pair_of (R,) int pair index; wit_a, wit_b, normal_raw (R, 3) m / unit; margin m; pair_ids (4, P) int
+    rows (geometry A, B, joint A, B); pair_material (4, P) rows (stiffness N/m, dissipation s/m, friction,
+    restitution); joint_jacobian (6, nvExtended) = pin_data.J; support (njoints, nvExtended) 0/1; column_dof
+    (nvExtended,) int. Outputs (capacity >= R rows): ids (4, C) int, point, normal (C, 3), phi (C,), rotation
+    (C, 3, 3), jacobian (3C, nv), material (4, C); rel (3, nv) scratch.
+    """
+    n = 0
+    nv_ext = joint_jacobian.shape[1]
+    for i in range(pair_of.shape[0]):
+        n0, n1, n2 = normal_raw[i, 0], normal_raw[i, 1], normal_raw[i, 2]
+        gap = ((wit_b[i, 0] - wit_a[i, 0]) * n0 + (wit_b[i, 1] - wit_a[i, 1]) * n1) \
+            + (wit_b[i, 2] - wit_a[i, 2]) * n2
+        if not gap <= margin:
+            continue
+        k = pair_of[i]
+        for r in range(4):
+            ids[r, n] = pair_ids[r, k]
+            material[r, n] = pair_material[r, k]
+        p0 = (wit_a[i, 0] + wit_b[i, 0]) * 0.5
+        p1 = (wit_a[i, 1] + wit_b[i, 1]) * 0.5
+        p2 = (wit_a[i, 2] + wit_b[i, 2]) * 0.5
+        point[n, 0], point[n, 1], point[n, 2] = p0, p1, p2
+        normal[n, 0], normal[n, 1], normal[n, 2] = n0, n1, n2
+        phi[n] = gap
+        R = rotation[n]
+        contact_frame(n0, n1, n2, R)
+        # relative point Jacobian of B w.r.t. A at p (world), then rotated into the contact frame
+        ja, jb = ids[2, n], ids[3, n]
+        rel[:, :] = 0.0
+        if ja != 0 or jb != 0:
+            for c in range(nv_ext):
+                w = support[jb, c] - support[ja, c]
+                if w == 0.0:
+                    continue
+                wx, wy, wz = joint_jacobian[3, c], joint_jacobian[4, c], joint_jacobian[5, c]
+                d = column_dof[c]
+                rel[0, d] += w * (joint_jacobian[0, c] - (p1 * wz - p2 * wy))
+                rel[1, d] += w * (joint_jacobian[1, c] - (p2 * wx - p0 * wz))
+                rel[2, d] += w * (joint_jacobian[2, c] - (p0 * wy - p1 * wx))
+        for t in range(3):
+            row = 3 * n + t
+            for d in range(rel.shape[1]):
+                jacobian[row, d] = R[0, t] * rel[0, d] + R[1, t] * rel[1, d] + R[2, t] * rel[2, d]
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Per-point depths of contact patches: the line casts of ``line_intersection.LineCaster`` one line at a time
+# (same shape types, same equations, same tolerances; see that module for the geometry).
+
+_INF = math.inf
+_PARALLEL = 1e-12
+NONE, BOX, SPHERE, CYLINDER, CAPSULE, ELLIPSOID, HALFSPACE, CONVEX = range(8)   # = line_intersection's
+
+
+@njit(cache=True)
+def _quadric(a, b, c, tol):
+    """Roots (lo, hi) of a s^2 + 2 b s + c = 0 (a > 0); (+inf, -inf) where none (grazing within tol counts)."""
+    disc = b * b - a * c
+    if disc < -tol * a:
+        return _INF, -_INF
+    root = math.sqrt(max(disc, 0.0))
+    return (-b - root) / a, (-b + root) / a
+
+
+@njit(cache=True)
+def _sphere(px, py, pz, ux, uy, uz, radius, tol):
+    return _quadric(ux * ux + uy * uy + uz * uz, px * ux + py * uy + pz * uz,
+                    (px * px + py * py + pz * pz) - radius ** 2, tol * radius)
+
+
+@njit(cache=True)
+def _slab(p, u, half, tol):
+    """Interval of the line p + s u in the slab |x| <= half; (lo, hi, outside_and_parallel)."""
+    if abs(u) < _PARALLEL:
+        return -_INF, _INF, abs(p) > half + tol
+    inv = 1.0 / u
+    t1 = (-half - p) * inv
+    t2 = (half - p) * inv
+    return min(t1, t2), max(t1, t2), False
+
+
+@njit(cache=True)
+def _cylinder(px, py, pz, ux, uy, uz, radius, half_length, tol):
+    a = ux * ux + uy * uy
+    c = px * px + py * py - radius ** 2
+    if a < _PARALLEL:                               # line along the axis: inside the disc or not
+        if c <= 2.0 * radius * tol:
+            s_in, s_out = -_INF, _INF
+        else:
+            s_in, s_out = _INF, -_INF
+    else:
+        s_in, s_out = _quadric(a, px * ux + py * uy, c, tol * radius)
+    lo, hi, outside = _slab(pz, uz, half_length, tol)
+    s_in = max(s_in, lo)
+    s_out = min(s_out, hi)
+    if s_in > s_out + tol or outside:
+        return _INF, -_INF
+    return s_in, s_out
+
+
+@njit(cache=True)
+def line_interval(kind, g, px, py, pz, ux, uy, uz, half, radius, half_length, plane_normal, plane_offset,
+                  face_start, face_normal, face_offset, tol):
+    """(s_in, s_out) of the line p + s u (geometry g's frame) in geometry g of type ``kind``: NaN for NONE,
+    (+inf, -inf) for a miss (see ``line_intersection``)."""
+    if kind == BOX:
+        s_in, s_out, outside = -_INF, _INF, False
+        for k, pk, uk in ((0, px, ux), (1, py, uy), (2, pz, uz)):
+            lo, hi, out_k = _slab(pk, uk, half[g, k], tol)
+            s_in = max(s_in, lo)
+            s_out = min(s_out, hi)
+            outside = outside or out_k
+        if s_in > s_out + tol or outside:
+            return _INF, -_INF
+        return s_in, s_out
+    if kind == SPHERE:
+        return _sphere(px, py, pz, ux, uy, uz, radius[g], tol)
+    if kind == CYLINDER:
+        return _cylinder(px, py, pz, ux, uy, uz, radius[g], half_length[g], tol)
+    if kind == CAPSULE:                              # hull of the cylinder's and the two end spheres' intervals
+        s_in, s_out = _cylinder(px, py, pz, ux, uy, uz, radius[g], half_length[g], tol)
+        h = half_length[g]
+        for z in (h, -h):
+            a_in, a_out = _sphere(px, py, pz - z, ux, uy, uz, radius[g], tol)
+            s_in = min(s_in, a_in)
+            s_out = max(s_out, a_out)
+        return s_in, s_out
+    if kind == ELLIPSOID:
+        rx, ry, rz = half[g, 0], half[g, 1], half[g, 2]
+        sx, sy, sz, vx, vy, vz = px / rx, py / ry, pz / rz, ux / rx, uy / ry, uz / rz
+        return _quadric(vx * vx + vy * vy + vz * vz, sx * vx + sy * vy + sz * vz,
+                        (sx * sx + sy * sy + sz * sz) - 1.0, tol / min(rx, min(ry, rz)))
+    if kind == HALFSPACE:
+        nx, ny, nz = plane_normal[g, 0], plane_normal[g, 1], plane_normal[g, 2]
+        rate = nx * ux + ny * uy + nz * uz
+        gap = plane_offset[g] - (nx * px + ny * py + nz * pz)
+        if abs(rate) <= _PARALLEL:
+            return (_INF, -_INF) if gap < -tol else (-_INF, _INF)
+        s = gap / rate
+        return (s, _INF) if rate < -_PARALLEL else ((-_INF, s) if rate > _PARALLEL else (-_INF, _INF))
+    if kind == CONVEX:                               # polytope {x : N x <= d}, faces face_start[g]:face_start[g+1]
+        s_in, s_out, outside = -_INF, _INF, False
+        for f in range(face_start[g], face_start[g + 1]):
+            nx, ny, nz = face_normal[f, 0], face_normal[f, 1], face_normal[f, 2]
+            nu = ux * nx + uy * ny + uz * nz
+            gap = face_offset[f] - (px * nx + py * ny + pz * nz)
+            if nu < -_PARALLEL:
+                s_in = max(s_in, gap / nu)
+            elif nu > _PARALLEL:
+                s_out = min(s_out, gap / nu)
+            elif gap < -tol:
+                outside = True
+        if s_in > s_out + tol or outside:
+            return _INF, -_INF
+        return s_in, s_out
+    return math.nan, math.nan
+
+
+@njit(cache=True)
+def patch_witnesses(geometry_a, geometry_b, slot_a, slot_b, rotation, translation, mid, normal, depth, kinds, half,
+                    radius, half_length, plane_normal, plane_offset, face_start, face_normal, face_offset, tol,
+                    wit_a, wit_b):
+    """Witness points wit_a, wit_b (M, 3) (world, m) of the patch points ``mid`` (M, 3): the line mid + s n leaves
+    A at s_out(A) and enters B at s_in(B) (``ContactQuery._patch_witnesses``); where a shape has no caster or
+    the line misses it numerically, s = -depth/2 on A, +depth/2 on B. rotation (S, 3, 3), translation (S, 3):
+    world placements of the geometries involved; slot_a, slot_b (M,): each point's rows in them."""
+    for i in range(mid.shape[0]):
+        n0, n1, n2 = normal[i, 0], normal[i, 1], normal[i, 2]
+        for side in range(2):
+            if side == 0:
+                g, R, t = geometry_a[i], rotation[slot_a[i]], translation[slot_a[i]]
+            else:
+                g, R, t = geometry_b[i], rotation[slot_b[i]], translation[slot_b[i]]
+            d0, d1, d2 = mid[i, 0] - t[0], mid[i, 1] - t[1], mid[i, 2] - t[2]
+            px = d0 * R[0, 0] + d1 * R[1, 0] + d2 * R[2, 0]            # R^T (p - t), R^T n
+            py = d0 * R[0, 1] + d1 * R[1, 1] + d2 * R[2, 1]
+            pz = d0 * R[0, 2] + d1 * R[1, 2] + d2 * R[2, 2]
+            ux = n0 * R[0, 0] + n1 * R[1, 0] + n2 * R[2, 0]
+            uy = n0 * R[0, 1] + n1 * R[1, 1] + n2 * R[2, 1]
+            uz = n0 * R[0, 2] + n1 * R[1, 2] + n2 * R[2, 2]
+            s_in, s_out = line_interval(kinds[g], g, px, py, pz, ux, uy, uz, half, radius, half_length,
+                                        plane_normal, plane_offset, face_start, face_normal, face_offset, tol)
+            if side == 0:
+                s = s_out if math.isfinite(s_out) else -0.5 * depth[i]        # the line leaves A
+                out = wit_a
+            else:
+                s = s_in if math.isfinite(s_in) else 0.5 * depth[i]           # the line enters B
+                out = wit_b
+            out[i, 0] = mid[i, 0] + s * n0
+            out[i, 1] = mid[i, 1] + s * n1
+            out[i, 2] = mid[i, 2] + s * n2
+    return wit_a, wit_b
