@@ -148,14 +148,19 @@ class TamsiEngine(ContactEngine):
         if self.options.kernel == "numba":
             from . import tamsi_kernels
             self._kernels = tamsi_kernels
-            # the compiled step's scratch: actuation and its derivative, residual, updates, LU pivots, B_i J_i
-            self._tau = np.zeros(nv)
-            self._dtau = np.zeros(nv)
-            self._r = np.zeros(nv)
-            self._dv = np.zeros(nv)
-            self._dv_next = np.zeros(nv)
-            self._unsat0 = np.zeros(nv, dtype=np.bool_)
-            self._unsat1 = np.zeros(nv, dtype=np.bool_)
+            K = tamsi_kernels
+            # the compiled step's options (read once: like the history buffer they are fixed at construction)
+            self._params = np.zeros(7)
+            self._params[[K.P_STICTION, K.P_TOLERANCE, K.P_THETA_MAX, K.P_MAX_ITERATIONS, K.P_USE_TALS, K.P_SMOOTH,
+                          K.P_TWO_WAY]] = (
+                self.options.stiction_tolerance, self.options.relative_tolerance * self.options.stiction_tolerance,
+                self.options.theta_max, self.options.max_iterations, self.options.use_tals,
+                self.options.smooth_friction, self.options.coupling == "two_way")
+            # its scratch: rows v, actuation tau and d tau/dv, residual, update, next update; the actuators'
+            # saturation before/after an update; LU pivots; B_i J_i
+            self._work_nv = np.zeros((6, nv))
+            self._v = self._work_nv[0]
+            self._unsat = np.zeros((2, nv), dtype=np.bool_)
             self._piv = np.zeros(nv, dtype=np.int64)
             self._BJ = np.zeros((3, nv))
         self._capacity = 0
@@ -175,20 +180,16 @@ class TamsiEngine(ContactEngine):
         cap = max(n, 2 * self._capacity)
         self._B = np.zeros((cap, 3, 3))     # -d f_c / d v_c, per contact (eqs. 16, 20, 22)
         self._f = np.zeros((cap, 3))        # contact force on B (t1, t2, n), N
-        # compiled kernel's scratch: contact velocities and their updates (m/s), (pi, dpi, |v_t|, g, c) per
-        # contact, frozen normal forces (one-way coupling) and contact regimes
-        self._vc_buf = np.zeros((cap, 3))
-        self._dvc_buf = np.zeros((cap, 3))
+        # compiled kernel's scratch: contact velocities, their updates (m/s) and forces (N) (work_c[0..2], (cap, 3)
+        # each), (pi, dpi, |v_t|, g, c) per contact, frozen normal forces (one-way coupling), contact regimes
+        self._work_c = np.zeros((3, cap, 3))
         self._cwork = np.zeros((cap, 5))
         self._pi_frozen_buf = np.zeros(cap)
-        self._modes0 = np.zeros(cap, dtype=np.int64)
-        self._modes1 = np.zeros(cap, dtype=np.int64)
+        self._modes_buf = np.zeros((2, cap), dtype=np.int64)
         self._capacity = cap
         if self.options.kernel == "numba":
-            self._kernel_scratch = (
-                self._v, self._tau, self._dtau, self._r, self._dv, self._dv_next, self._unsat0, self._unsat1,
-                self._A, self._piv, self._BJ, self._vc_buf, self._dvc_buf, self._f, self._cwork, self._pi_frozen_buf,
-                self._modes0, self._modes1, self._history)
+            self._kernel_scratch = (self._params, self._work_nv, self._unsat, self._A, self._piv, self._BJ,
+                                    self._work_c, self._cwork, self._pi_frozen_buf, self._modes_buf, self._history)
 
     # ------------------------------------------------------------------ contact model
     def _friction_gains(self, vt_norm: np.ndarray, mu: np.ndarray):
@@ -483,14 +484,11 @@ class TamsiEngine(ContactEngine):
         nv = self._nv
         v_next, actuation, gen_contact = np.empty(nv), np.empty(nv), np.empty(nv)
         impulse = np.empty((n, 3))
-        code, iterations, err, self._history_count, info = kernels.newton_step(
+        code, iterations, err, self._history_count, info = kernels.newton_step_packed(
             inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, h,
             act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
             contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
-            contacts.dissipation, contacts.friction,
-            float(opts.stiction_tolerance), float(tol), float(opts.theta_max), int(opts.max_iterations),
-            bool(opts.use_tals), bool(opts.smooth_friction), opts.coupling == "two_way",
-            *self._kernel_scratch, v_next, impulse, gen_contact, actuation)
+            contacts.dissipation, contacts.friction, *self._kernel_scratch, v_next, impulse, gen_contact, actuation)
         converged = code == kernels.CONVERGED
         if converged:
             status, message = SolverStatus.CONVERGED, ""
