@@ -2,6 +2,8 @@
 
     contact-sim run SCENE [--engine E] [--time-step DT] [--duration T] [--log FILE.npz] [-o key=value ...]
         run a scene headless; print progress and the real-time factor; optionally write a numpy log
+        [--viewer [--viewer-port P] [--paused]]: serve the live browser view; its Pause/Reset buttons act on
+        the run (--paused: wait for its Resume button before the first step)
     contact-sim node [node flags]      run the ROS 2 node without ``ros2 launch`` (see docs/ros_interface.md)
     contact-sim engines                list the registered engines
 """
@@ -15,7 +17,7 @@ import time
 import numpy as np
 import yaml
 
-from .errors import ContactSimError
+from .errors import ConfigError, ContactSimError
 
 
 def _parse_option(text: str):
@@ -27,37 +29,39 @@ def _parse_option(text: str):
 
 def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
               engine_options: dict | None = None, out=None, progress: bool = True, viewer_port: int | None = None,
-              real_time_factor: float = 0.0) -> dict:
+              real_time_factor: float = 0.0, start_paused: bool = False) -> dict:
     """Run a scene headless (or with the browser viewer on ``viewer_port``). ``real_time_factor`` > 0 paces
-    the run to that multiple of the wall clock (0: as fast as possible). Returns a summary dict (steps, wall
-    time, real-time factor, failures)."""
+    the run to that multiple of the wall clock (0: as fast as possible). ``start_paused`` (with the viewer):
+    wait for the viewer's Resume button before the first step. Returns a summary dict (steps, wall time,
+    real-time factor, failures)."""
+    if start_paused and viewer_port is None:
+        raise ConfigError("start_paused needs the viewer (its Resume button starts the run)")
     out = out or sys.stdout
     from .sim.simulator import Simulator
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
     viewer = None
     if viewer_port is not None:
-        from .viewer.scene_viewer import ViewerProcess, simulator_frame
+        from .viewer.scene_viewer import ViewerProcess
         viewer = ViewerProcess(sim.model, port=viewer_port)
         print(f"viewer: {viewer.url}", file=out, flush=True)
-    paused = False
+        viewer.set_paused(start_paused)
+        viewer.publish_simulator(sim)
     n_steps = int(round(duration / time_step))
     log = _Log(sim, n_steps) if log_path else None
     failures, substeps = 0, 0
     start = last_print = time.perf_counter()
+    pace_origin = start                     # wall time at which sim time 0 is due (moved by pause and reset)
+    frame_clock = (start, sim.t)            # (wall, sim time) at the last viewer frame: the shown real-time factor
     print(f"scene {sim.scene.source}: engine {engine}, dt = {time_step:g} s, {duration:g} s "
           f"({n_steps} steps), nq = {sim.model.nq}, nv = {sim.model.nv}", file=out)
+    if start_paused:
+        print(f"  paused at t = {sim.t:.3f} s: press Resume in the viewer", file=out, flush=True)
+        pace_origin = _viewer_controls(viewer, sim, out, pace_origin, real_time_factor, paused=True)
     for k in range(n_steps):
-        while viewer is not None:
-            for event in viewer.events():
-                if event[0] == "pause":
-                    paused = event[1]
-                elif event[0] == "reset":
-                    sim.reset()
-            if not paused:
-                break
-            time.sleep(0.05)
+        if viewer is not None:
+            pace_origin = _viewer_controls(viewer, sim, out, pace_origin, real_time_factor)
         if real_time_factor > 0:
-            ahead = sim.t / real_time_factor - (time.perf_counter() - start)
+            ahead = sim.t / real_time_factor - (time.perf_counter() - pace_origin)
             if ahead > 0:
                 time.sleep(ahead)
         report = sim.step()
@@ -69,9 +73,10 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         if log:
             log.record(sim)
         now = time.perf_counter()
-        if viewer is not None:
-            if viewer.due():
-                viewer.publish(simulator_frame(sim, sim.t / max(now - start, 1e-9)))
+        if viewer is not None and viewer.due():
+            wall0, t0 = frame_clock
+            frame_clock = (now, sim.t)
+            viewer.publish_simulator(sim, (sim.t - t0) / (now - wall0) if now > wall0 and sim.t > t0 else None)
         if progress and (now - last_print > 1.0 or k == n_steps - 1):
             last_print = now
             print(f"  t = {sim.t:8.3f} s  {100.0 * (k + 1) / n_steps:5.1f} %  real-time factor "
@@ -89,6 +94,34 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         log.save(log_path)
         print(f"log written to {log_path} (numpy .npz: t, q, v, contact_* arrays)", file=out)
     return summary
+
+
+def _viewer_controls(viewer, sim, out, pace_origin: float, real_time_factor: float, paused: bool = False) -> float:
+    """Apply the viewer's Pause / Reset clicks to the run: a pause holds the loop here (the page keeps being
+    served) until Resume, a reset puts the simulator back to its initial state. ``paused``: start held (until
+    Resume). Returns the pacing origin (wall time at which sim time 0 is due), moved so that pacing resumes from
+    the current sim time."""
+    events = viewer.events()
+    if not events and not paused:
+        return pace_origin
+    while True:
+        for event in events:
+            if event[0] == "pause":
+                if event[1] != paused:
+                    print(f"  {'paused' if event[1] else 'resumed'} at t = {sim.t:.3f} s (viewer)", file=out,
+                          flush=True)
+                paused = event[1]
+                viewer.set_paused(paused)
+                viewer.publish_simulator(sim)           # the page shows the state the run stopped at
+            elif event[0] == "reset":
+                sim.reset()
+                viewer.publish_simulator(sim)
+                print("  reset to the initial state, t = 0 (viewer)", file=out, flush=True)
+        if not paused:
+            break
+        time.sleep(0.02)
+        events = viewer.events()
+    return time.perf_counter() - (sim.t / real_time_factor if real_time_factor > 0 else 0.0)
 
 
 class _Log:
@@ -142,6 +175,7 @@ def main(argv=None) -> int:
     run.add_argument("--log", default=None, help="write a .npz log (t, q, v, contacts)")
     run.add_argument("--viewer", action="store_true", help="serve the live browser view (viser)")
     run.add_argument("--viewer-port", type=int, default=8080)
+    run.add_argument("--paused", action="store_true", help="with --viewer: wait for the viewer's Resume button")
     run.add_argument("--real-time-factor", type=float, default=None,
                      help="pace to this multiple of the wall clock (default: 1 with --viewer, else as fast as "
                           "possible)")
@@ -159,10 +193,12 @@ def main(argv=None) -> int:
             for name in engine_names():
                 print(f"{name:20s} {engine_class(name).description}")
             return 0
+        if args.paused and not args.viewer:
+            parser.error("--paused needs --viewer (its Resume button starts the run)")
         rtf = args.real_time_factor if args.real_time_factor is not None else (1.0 if args.viewer else 0.0)
         summary = run_scene(args.scene, args.engine, args.time_step, args.duration, args.log,
                             dict(args.engine_option), viewer_port=args.viewer_port if args.viewer else None,
-                            real_time_factor=rtf)
+                            real_time_factor=rtf, start_paused=args.paused)
         return 0 if summary["failures"] == 0 else 1
     except ContactSimError as exc:
         print(f"contact-sim: error: {exc}", file=sys.stderr)

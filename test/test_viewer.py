@@ -1,19 +1,27 @@
 """The browser viewer: a real viser server, rendered by headless Chromium, compared pixel by pixel."""
 
+import json
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
+import yaml
 
 from contact_sim_ros.sim.simulator import Simulator
-from contact_sim_ros.viewer.scene_viewer import ROBOT_COLOR, SceneViewer, ViewerProcess, simulator_frame
+from contact_sim_ros.viewer.headless_browser import HeadlessChromium, text_field_js
+from contact_sim_ros.viewer.scene_viewer import (ROBOT_COLOR, FrameBuffer, GeometryKinematics, SceneViewer,
+                                                 ViewerProcess, describe_scene, display_forces)
 
 BOX_MASS = 0.5
+REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -95,20 +103,156 @@ def test_force_arrows_appear_for_an_object_resting_on_the_table(viewer_on_table,
     assert _changed_fraction(with_arrows, without_arrows) > 3e-4, "the force arrows are not drawn"
 
 
+def _ball_on_ground():
+    return {"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 0.2, "pose": {"xyz": [0, 0, 0.05]}}],
+            "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+def test_viewer_kinematics_place_geometries_where_the_simulator_does():
+    """The viewer process gets only q and runs its own forward kinematics: its poses must be the simulator's
+    geometry placements (oMg) of the same state."""
+    sim = Simulator({"robot": "franka", **_ball_on_ground()}, engine="semi_implicit", time_step=1e-3)
+    sim.set_state(sim.q + 0.05 * np.sin(np.arange(sim.model.nq)) * (np.arange(sim.model.nq) < 7), sim.v)
+    import pinocchio as pin
+    geometries = [vg for vg in describe_scene(sim.model) if vg.moving]
+    kin = GeometryKinematics(sim.model.pin_model, sim.model.collision_model)
+    poses = kin.poses(sim.q, [vg.index for vg in geometries])
+    for vg, pose in zip(geometries, poses):
+        M = sim.geometry_data.oMg[vg.index]
+        np.testing.assert_allclose(pose[:3], M.translation, atol=1e-12)
+        R = pin.Quaternion(pose[3], *pose[4:]).matrix()          # (w, x, y, z) as viser takes it
+        np.testing.assert_allclose(R, M.rotation, atol=1e-12)
+    with pytest.raises(ValueError, match="nq"):
+        kin.poses(sim.q[:-1], [0])
+
+
+def test_frame_buffer_round_trip_keeps_the_largest_forces_and_counts_clicks():
+    buf = FrameBuffer(nq=4, capacity=3)
+    assert buf.read() is None                                  # nothing written yet
+    q = np.array([0.1, 0.2, 0.3, 0.4])
+    points = np.arange(15.0).reshape(5, 3)
+    forces = np.array([[0, 0, 1.0], [0, 0, 5.0], [0, 0, 2.0], [0, 0, 4.0], [0, 0, 3.0]])
+    buf.write(q, 1.25, 0.5, points, forces)
+    seq, frame = buf.read()
+    np.testing.assert_array_equal(frame.q, q)
+    assert frame.t == 1.25 and frame.real_time_factor == 0.5 and frame.contact_count == 5
+    kept = np.sort(frame.contact_forces[:, 2])
+    np.testing.assert_array_equal(kept, [3.0, 4.0, 5.0])         # the 3 largest of 5, with their points
+    for p, f in zip(frame.contact_points, frame.contact_forces):
+        np.testing.assert_array_equal(p, points[np.flatnonzero(forces[:, 2] == f[2])[0]])
+    assert buf.read(seq) is None                               # no newer frame
+    buf.write(q, 1.5)
+    seq2, frame2 = buf.read(seq)
+    assert seq2 > seq and frame2.contact_points is None and frame2.real_time_factor is None
+    buf.header[FrameBuffer.SEQ] += 1                           # a frame being written is never read
+    assert buf.read(-1) is None
+    buf.header[FrameBuffer.SEQ] += 1
+    # clicks: counters, so none is lost; the newest pause request wins
+    buf.request_pause(True)
+    buf.request_reset()
+    buf.request_reset()
+    assert buf.events() == [("pause", True), ("reset",), ("reset",)]
+    assert buf.events() == []
+    assert buf.read()[1].paused is None                        # clicked, not yet acknowledged by the owner
+    buf.set_paused(True)
+    assert buf.read()[1].paused is True
+    with pytest.raises(ValueError, match="capacity"):
+        FrameBuffer(nq=4, capacity=0)
+
+
 def test_viewer_process_serves_the_scene_and_takes_frames(tmp_path):
     """The out-of-process viewer used by the CLI and the node: it starts, serves the page and takes frames
-    without blocking the caller."""
-    sim = Simulator({"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 0.2,
-                                  "pose": {"xyz": [0, 0, 0.05]}}],
-                     "environment": [{"name": "ground", "shape": "halfspace"}]}, engine="semi_implicit")
+    through shared memory without blocking the caller."""
+    sim = Simulator(_ball_on_ground(), engine="semi_implicit")
     viewer = ViewerProcess(sim.model, port=_free_port())
     try:
         sim.run(0.05)
         start = time.perf_counter()
-        accepted = [viewer.publish(simulator_frame(sim, 1.0)) for _ in range(50)]
-        assert time.perf_counter() - start < 1.0            # never blocks
-        assert accepted[0]
+        for _ in range(50):
+            viewer.publish_simulator(sim, 1.0)
+        assert time.perf_counter() - start < 0.5            # never blocks
+        seq, frame = viewer.buffer.read()
+        np.testing.assert_array_equal(frame.q, sim.q)
+        assert frame.t == sim.t and frame.contact_count == sim.contacts.size
+        np.testing.assert_array_equal(frame.contact_forces, display_forces(sim.contacts, sim.contact_forces_world()))
+        np.testing.assert_array_equal(frame.contact_points, sim.contacts.point)
         with urllib.request.urlopen(viewer.url, timeout=30) as page:   # the page is served
             assert page.status == 200 and b"<html" in page.read(2000).lower()
+        assert viewer.alive
     finally:
         viewer.close()
+    assert not viewer.alive
+
+
+def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
+    """``contact-sim run --viewer --paused``: headless Chromium clicks Resume (sim time advances), Pause (it stops:
+    the page's sim time and the runner agree and stay put), Reset (back to t = 0) and Resume; the run's log shows
+    that the state after the reset replays the initial run exactly (the same q, v at the same sim times)."""
+    log = tmp_path / "run.npz"
+    scene = tmp_path / "drop.yaml"
+    scene.write_text(yaml.safe_dump({"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 0.2,
+                                                  "pose": {"xyz": [0, 0, 0.5]}, "velocity": [0.3, 0, 0, 0, 0, 2]}],
+                                     "environment": [{"name": "ground", "shape": "halfspace"}]}))
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "contact_sim_ros.cli", "run", str(scene), "--engine",
+                             "semi_implicit", "--duration", "0.3", "--real-time-factor", "0.1", "--viewer",
+                             "--viewer-port", str(port), "--paused", "--log", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+
+    def wait_line(prefix, suffix="", timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hits = [ln.strip() for ln in list(lines) if ln.strip().startswith(prefix) and ln.strip().endswith(suffix)]
+            if hits:
+                return hits[-1]
+            assert proc.poll() is None, f"the runner exited:\n{''.join(lines)}"
+            time.sleep(0.05)
+        raise AssertionError(f"no line {prefix!r} within {timeout} s:\n{''.join(lines)}")
+
+    def sim_time_stays(value: str, seconds: float = 0.8):
+        browser.wait_for(f"{_SIM_TIME_JS} === {json.dumps(value)}", f"sim time {value} on the page")
+        time.sleep(seconds)                                    # 8 steps of sim time at 0.1 x real time
+        assert browser.text_value("sim time (s)") == value, "sim time advanced while paused"
+
+    try:
+        url = wait_line("viewer:").split()[-1]
+        with HeadlessChromium(url, timeout=40) as browser:
+            browser.wait_for_button("Resume")                  # started paused: the button offers Resume
+            sim_time_stays("0.000")
+            browser.click_button("Resume")
+            wait_line("resumed at t = 0.000")
+            browser.wait_for(f"parseFloat({_SIM_TIME_JS}) > 0.1", "the sim time to advance on the page")
+            browser.click_button("Pause")
+            paused_at = float(wait_line("paused at t =", "(viewer)").split()[4])
+            assert paused_at > 0.1
+            browser.wait_for_button("Resume")
+            sim_time_stays(f"{paused_at:.3f}")
+            browser.click_button("Reset")
+            wait_line("reset to the initial state")
+            sim_time_stays("0.000", 0.3)
+            browser.click_button("Resume")
+            browser.wait_for_button("Pause")
+            browser.wait_for(f"parseFloat({_SIM_TIME_JS}) > 0.02", "the sim time to advance after the reset")
+        assert proc.wait(timeout=40) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    data = np.load(log)
+    t, q, v = data["t"], data["q"], data["v"]
+    restart = np.flatnonzero(np.diff(t) < 0)
+    assert len(restart) == 1, f"expected one reset in the log, t jumps back at {restart}"
+    k = restart[0] + 1
+    assert abs(t[k] - t[0]) < 1e-12 and abs(t[k - 1] - paused_at) < 1e-9   # not one step while paused
+    n = min(k, len(t) - k)                                     # replayed steps
+    assert n > 20
+    assert np.ptp(q[:n, 2]) > 0.05                             # the ball moved (it falls from 0.5 m)
+    np.testing.assert_allclose(t[k:k + n], t[:n], atol=1e-12)
+    np.testing.assert_allclose(q[k:k + n], q[:n], atol=1e-12)   # the reset state is the initial state
+    np.testing.assert_allclose(v[k:k + n], v[:n], atol=1e-12)
+
+
+_SIM_TIME_JS = text_field_js("sim time (s)")

@@ -273,22 +273,27 @@ class SimNode(Node):
     # hooks: called from the stepping thread -------------------------------------------------
 
     def _pub_viewer(self, sim):
-        """A snapshot for the browser view, at most ``viewer_rate`` per second of wall time."""
-        if not self.viewer.due():
+        """The state for the browser view (q and contacts copied into shared memory), at most ``viewer_rate``
+        per second of wall time, and always when the loop publishes on pause or after a reset."""
+        paused = self.loop.paused
+        if not self.viewer.due() and not paused:
             return
-        from ..viewer.scene_viewer import simulator_frame
         wall, t = time.monotonic(), sim.t
         wall0, t0 = self._viewer_clock
         self._viewer_clock = (wall, t)
-        self.viewer.publish(simulator_frame(sim, (t - t0) / (wall - wall0) if wall > wall0 else None))
+        self.viewer.publish_simulator(sim, (t - t0) / (wall - wall0) if wall > wall0 and t > t0 else None)
 
     def _viewer_events(self):
-        """The viewer's Pause/Reset buttons act through the same paths as the ~/pause and ~/reset services."""
+        """The viewer's Pause/Reset buttons act through the same paths as the ~/pause and ~/reset services;
+        the page's Pause button follows the loop's state however it was paused."""
         for event in self.viewer.events():
             if event[0] == "pause":
                 self.loop.set_paused(bool(event[1]))
+                self.log.info(("paused" if event[1] else "resumed") + f" from the viewer at t = {self.sim.t:.6f} s")
             elif event[0] == "reset" and self.loop.request_reset():
                 self._publish_static()
+                self.log.info("reset from the viewer")
+        self.viewer.set_paused(self.loop.paused)
 
     def _pub_clock(self, sim):
         stamp(sim.t, self._clock_msg.clock)

@@ -1,19 +1,27 @@
 """A live 3-D view of a scene in the browser (viser), with contact points and force arrows.
 
 The viewer knows nothing of ROS or engines: it is given a plain-data description of the scene once
-(``describe_scene``) and, at its update rate, ``ViewerFrame`` snapshots (``simulator_frame``): the world poses of
-the collision geometries, the contact points and forces, the sim time and the real-time factor.
+(``describe_scene``, plus the Pinocchio model and geometry model to place the geometries) and then, at its update
+rate, the state to draw: the configuration q, the contact points and forces, the sim time and the real-time
+factor (``ViewerFrame``; ``simulator_frame`` takes one from a ``Simulator``).
 
 * ``SceneViewer`` serves the page from this process (tests, notebooks);
-* ``ViewerProcess`` runs it in a child process, so the simulation pays only for a snapshot and a queue put
-  (``benchmarks/viewer/run.py``); the headless runner and the ROS node use it. Pause / reset buttons come back
-  as events that the owner applies to its own loop (the node: to its pause and reset services).
+* ``ViewerProcess`` runs it in a child process (the headless runner and the ROS node use it). The stepping
+  process only copies q and the contact arrays into a preallocated shared-memory block (``FrameBuffer``, a
+  sequence-locked latest-frame slot: no pickling, no pipe, no queue thread); the child (at ``os.nice`` +10) pulls
+  the newest frame at its own rate, runs the forward kinematics itself and sends the browser only what changed.
+  Pause / reset buttons come back through counters in the same block (``events()``), which the owner applies to
+  its own loop (the node: through the same paths as its ~/pause and ~/reset services).
+
+Overhead on the stepping process: ``benchmarks/viewer/run.py`` (docs/benchmarks.md, "Browser viewer overhead").
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
-import queue
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -42,6 +50,7 @@ class VisualGeometry:
 
     kind: box (size, m), sphere (radius), cylinder (radius, length; along local z), halfspace (normal),
     mesh (vertices, faces). pose: initial world pose (x, y, z, qw, qx, qy, qz); moving: updated every frame.
+    index: the geometry's index in the collision model (its placement is ``GeometryData.oMg[index]``).
     """
 
     name: str
@@ -50,6 +59,7 @@ class VisualGeometry:
     color: tuple
     moving: bool
     pose: np.ndarray
+    index: int = -1
 
 
 def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
@@ -86,48 +96,87 @@ def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
             vg = ("mesh", {"vertices": pts, "faces": _outward_faces(pts, ConvexHull(pts))})
         else:
             continue
-        out.append(VisualGeometry(go.name, vg[0], vg[1], color, go.parentJoint != 0, pose))
+        out.append(VisualGeometry(go.name, vg[0], vg[1], color, go.parentJoint != 0, pose, g))
     return out
 
 
 @dataclass
 class ViewerFrame:
-    """One frame for the viewer: world poses (G, 7) of the geometries, sim time (s), real-time factor,
-    contact points (N, 3) m and the forces drawn at them (N, 3) N, world frame."""
+    """One frame for the viewer: the configuration q (nq,) of the scene's model, sim time (s), real-time factor,
+    contact points (N, 3) m and the forces drawn at them (N, 3) N, world frame; ``paused``: the simulation's
+    pause state (the Pause button shows "Resume" while it is paused), None if unknown."""
 
-    poses: np.ndarray
+    q: np.ndarray
     t: float
     real_time_factor: float | None
     contact_points: np.ndarray | None
     contact_forces: np.ndarray | None
+    paused: bool | None = None
+    contact_count: int | None = None      # contacts in the scene (>= len(contact_points) if some were dropped)
 
 
-def simulator_frame(sim, real_time_factor: float | None = None) -> ViewerFrame:
+def simulator_frame(sim, real_time_factor: float | None = None, paused: bool | None = None) -> ViewerFrame:
     """Snapshot a Simulator's current state for the viewer (copies: safe to hand to another thread)."""
-    poses = np.array([_pose7(M) for M in sim.geometry_data.oMg])
     c = sim.contacts
     if c is None or c.size == 0 or sim.last_result is None:
-        return ViewerFrame(poses, sim.t, real_time_factor, None, None)
-    return ViewerFrame(poses, sim.t, real_time_factor, c.point.copy(),
-                       display_forces(c, sim.contact_forces_world()))
+        return ViewerFrame(np.array(sim.q), sim.t, real_time_factor, None, None, paused)
+    forces = display_forces(c, sim.contact_forces_world())
+    return ViewerFrame(np.array(sim.q), sim.t, real_time_factor, c.point[: len(forces)].copy(), forces, paused)
+
+
+class GeometryKinematics:
+    """World poses of the collision geometries from a configuration q: one forward-kinematics pass
+    (``pin.forwardKinematics`` + ``pin.updateGeometryPlacements``) with the viewer's own data, so the process
+    that draws does this work, not the one that steps."""
+
+    def __init__(self, pin_model: pin.Model, geometry_model: pin.GeometryModel):
+        self.pin_model, self.geometry_model = pin_model, geometry_model
+        self._data = pin_model.createData()
+        self._geometry_data = pin.GeometryData(geometry_model)
+        self.nq = pin_model.nq
+
+    def poses(self, q: np.ndarray, indices, out: np.ndarray | None = None) -> np.ndarray:
+        """(len(indices), 7) poses (x, y, z, qw, qx, qy, qz) of the geometries ``indices`` at q."""
+        q = np.asarray(q, float)
+        if q.shape != (self.nq,):
+            raise ValueError(f"q has shape {q.shape}; the viewer's model has nq = {self.nq}")
+        pin.forwardKinematics(self.pin_model, self._data, q)
+        pin.updateGeometryPlacements(self.pin_model, self._data, self.geometry_model, self._geometry_data)
+        out = np.empty((len(indices), 7)) if out is None else out
+        oMg = self._geometry_data.oMg
+        for k, g in enumerate(indices):
+            xyzquat = pin.SE3ToXYZQUAT(oMg[g])           # x y z qx qy qz qw
+            out[k, :3] = xyzquat[:3]
+            out[k, 3] = xyzquat[6]
+            out[k, 4:] = xyzquat[3:6]
+        return out
 
 
 class SceneViewer:
     """Serves the scene on http://host:port.
 
-    force_scale: arrow length per newton (m/N). update_rate: maximum updates per second of wall time
-    (``due()`` tells callers when to update, so the simulation pays for at most that many redraws).
+    geometries: a MultibodyModel (described and placed here) or ``describe_scene`` output together with
+    ``kinematics`` (a ``GeometryKinematics`` of the same model). force_scale: arrow length per newton (m/N).
+    update_rate: maximum updates per second of wall time (``due()`` tells callers when to update).
+    ``on_pause(paused)`` / ``on_reset()``: called (from viser's thread) when the Pause / Reset buttons are clicked.
+    Each ``show`` sends the browser only what changed (moved geometries, new arrows, changed texts).
     """
+
+    POSE_TOLERANCE = 1e-6     # m (and quaternion components): smaller moves are not sent
+    ARROW_TOLERANCE = 1e-4    # m: arrows whose ends moved less than this are not re-sent
 
     def __init__(self, geometries: "list[VisualGeometry] | MultibodyModel", host: str = "127.0.0.1",
                  port: int = 8080, force_scale: float = 0.01, update_rate: float = 30.0,
                  on_pause: Callable[[bool], None] | None = None, on_reset: Callable[[], None] | None = None,
-                 camera_position=(1.6, -1.4, 1.2), camera_target=(0.3, 0.0, 0.3)):
+                 camera_position=(1.6, -1.4, 1.2), camera_target=(0.3, 0.0, 0.3),
+                 kinematics: "GeometryKinematics | None" = None):
         import viser  # optional dependency: only the viewer needs it
 
         if isinstance(geometries, MultibodyModel):
+            kinematics = kinematics or GeometryKinematics(geometries.pin_model, geometries.collision_model)
             geometries = describe_scene(geometries)
         self.geometries = geometries
+        self.kinematics = kinematics
         self.force_scale = float(force_scale)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
@@ -137,17 +186,22 @@ class SceneViewer:
         self.server.initial_camera.position = camera_position
         self.server.initial_camera.look_at = camera_target
         self._handles = {}
-        self._moving = []        # geometry indices whose pose is updated
+        self._moving = []        # indices into ``geometries`` whose pose is updated
         for g, vg in enumerate(geometries):
             handle = self._add_geometry(f"/scene/g{g}_{vg.name.replace('/', '_')}", vg)
             if handle is not None:
                 self._handles[g] = handle
                 if vg.moving:
                     self._moving.append(g)
+        self._moving_ids = [geometries[g].index for g in self._moving]   # their collision-model indices
+        self._poses = np.array([geometries[g].pose for g in self._moving]).reshape(-1, 7)   # as last sent
+        self._pose_buffer = np.empty_like(self._poses)
         self.contact_count = 0
         self.total_force = np.zeros(3)
         self._arrows = None
         self._points = None
+        self._segments = np.zeros((0, 2, 3))          # arrows as last sent
+        self.messages_sent = 0                        # scene/GUI updates sent (tests, benchmark)
         gui = self.server.gui
         self.time_text = gui.add_text("sim time (s)", initial_value="0.000", disabled=True)
         self.rtf_text = gui.add_text("real-time factor", initial_value="-", disabled=True)
@@ -155,13 +209,14 @@ class SceneViewer:
         self.paused = False
         self.pause_button = gui.add_button("Pause")
         self.reset_button = gui.add_button("Reset")
+        self._on_pause = on_pause
 
         @self.pause_button.on_click
         def _(_event) -> None:
-            self.paused = not self.paused
-            self.pause_button.label = "Resume" if self.paused else "Pause"
+            requested = not self.paused
+            self.set_paused(requested)          # shown at once; the owner's state confirms it in later frames
             if on_pause is not None:
-                on_pause(self.paused)
+                on_pause(requested)
 
         @self.reset_button.on_click
         def _(_event) -> None:
@@ -200,48 +255,91 @@ class SceneViewer:
         self._last_update = now
         return True
 
-    def update(self, poses: np.ndarray, t: float, real_time_factor: float | None = None,
-               contact_points: np.ndarray | None = None, contact_forces: np.ndarray | None = None) -> None:
-        """poses: (G, 7) world pose per geometry as (x, y, z, qw, qx, qy, qz) (``geometry_poses``);
-        contact_points (N, 3) m and contact_forces (N, 3) N in the world frame."""
-        with self.server.atomic():
-            for g in self._moving:
-                h = self._handles[g]
-                h.position = poses[g, :3]
-                h.wxyz = poses[g, 3:]
-        self.time_text.value = f"{t:.3f}"
-        if real_time_factor is not None:
-            self.rtf_text.value = f"{real_time_factor:.2f}"
-        self._set_contacts(contact_points, contact_forces)
+    def show(self, frame: "ViewerFrame") -> None:
+        """Draw a frame: geometry poses from ``frame.q``, the contacts, the time texts, the pause state."""
+        if self.kinematics is None:
+            raise ValueError("this SceneViewer was built from a geometry list without kinematics: "
+                             "pass kinematics=GeometryKinematics(pin_model, geometry_model)")
+        poses = self.kinematics.poses(frame.q, self._moving_ids, self._pose_buffer)
+        with self.server.atomic():            # one batch for the browser (and one wake-up of viser's loop)
+            self.update(poses, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces,
+                        contact_count=frame.contact_count)
+            if frame.paused is not None:
+                self.set_paused(frame.paused)
+
+    @property
+    def client_count(self) -> int:
+        """Browsers connected now."""
+        return len(self.server.get_clients())
 
     def update_from_simulator(self, sim, real_time_factor: float | None = None) -> None:
         self.show(simulator_frame(sim, real_time_factor))
 
-    def show(self, frame: "ViewerFrame") -> None:
-        self.update(frame.poses, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces)
+    def update(self, moving_poses: np.ndarray, t: float, real_time_factor: float | None = None,
+               contact_points: np.ndarray | None = None, contact_forces: np.ndarray | None = None,
+               contact_count: int | None = None) -> None:
+        """moving_poses: (M, 7) world pose (x, y, z, qw, qx, qy, qz) of each moving geometry (in the order of
+        ``geometries`` with ``moving`` set); contact_points (N, 3) m and contact_forces (N, 3) N, world frame."""
+        moved = np.flatnonzero(np.abs(moving_poses - self._poses).max(axis=1, initial=0.0) > self.POSE_TOLERANCE)
+        if len(moved):
+            with self.server.atomic():
+                for k in moved:
+                    h = self._handles[self._moving[k]]
+                    h.position = moving_poses[k, :3]
+                    h.wxyz = moving_poses[k, 3:]
+            self._poses[moved] = moving_poses[moved]
+            self.messages_sent += len(moved)
+        self._set_text(self.time_text, f"{t:.3f}")
+        if real_time_factor is not None:
+            self._set_text(self.rtf_text, f"{real_time_factor:.2f}")
+        self._set_contacts(contact_points, contact_forces, contact_count)
 
-    def _set_contacts(self, points, forces) -> None:
+    def set_paused(self, paused: bool) -> None:
+        """Show the simulation's pause state on the button ("Resume" while paused)."""
+        paused = bool(paused)
+        if paused != self.paused:
+            self.paused = paused
+            self.pause_button.label = "Resume" if paused else "Pause"
+            self.messages_sent += 1
+
+    def _set_text(self, handle, text: str) -> None:
+        if handle.value != text:
+            handle.value = text
+            self.messages_sent += 1
+
+    def _set_contacts(self, points, forces, contact_count=None) -> None:
         scene = self.server.scene
         if points is None or forces is None or len(forces) == 0:
             self.contact_count, self.total_force = 0, np.zeros(3)
-            if self._arrows is not None:
+            if self._arrows is not None and self._arrows.visible:
                 self._arrows.visible = False
                 self._points.visible = False
-            self.contacts_text.value = "0"
+                self.messages_sent += 2
+            self._segments = np.zeros((0, 2, 3))
+            self._set_text(self.contacts_text, "0")
             return
         points = np.asarray(points, float)[: len(forces)]
         forces = np.asarray(forces, float)
         carrying = np.linalg.norm(forces, axis=1) > 1e-9
         self.contact_count = int(np.count_nonzero(carrying))
         self.total_force = forces.sum(axis=0)
-        self.contacts_text.value = f"{self.contact_count} (sum {np.linalg.norm(self.total_force):.2f} N)"
+        extra = f", {contact_count - len(forces)} more not drawn" if contact_count and contact_count > len(forces) \
+            else ""
+        self._set_text(self.contacts_text,
+                       f"{self.contact_count} (sum {np.linalg.norm(self.total_force):.2f} N{extra})")
         segments = np.stack([points, points + self.force_scale * forces], axis=1)[carrying]
         if len(segments) == 0:
             segments = np.zeros((1, 2, 3))
-        # viser arrays are replaced wholesale: re-adding the node under the same name updates it in place
+        if (self._arrows is not None and self._arrows.visible and segments.shape == self._segments.shape
+                and np.abs(segments - self._segments).max() <= self.ARROW_TOLERANCE):
+            return
+        self._segments = segments
+        # one batched node for all arrows; viser arrays are replaced wholesale: re-adding the node under the
+        # same name updates it in place
         self._arrows = scene.add_arrows("/contacts/forces", segments, colors=CONTACT_COLOR,
                                         shaft_radius=0.003, head_radius=0.008, head_length=0.015)
         self._points = scene.add_point_cloud("/contacts/points", points, colors=CONTACT_COLOR, point_size=0.01)
+        self.messages_sent += 2
 
     def close(self) -> None:
         self.server.stop()
@@ -280,70 +378,251 @@ def _capsule_mesh(radius: float, length: float, segments: int = 24, rings: int =
     return pts, _outward_faces(pts, hull)
 
 
-class ViewerProcess:
-    """A SceneViewer in its own process, so that drawing costs the simulation only a snapshot and a queue put.
+class FrameBuffer:
+    """The newest viewer frame in shared memory: one writer (the stepping process), one reader (the viewer).
 
-    ``publish(frame)`` never blocks: a frame is dropped if the viewer has not taken the previous one yet.
-    ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",).
+    Two ``multiprocessing`` RawArrays (no pickling per frame, no pipe, no feeder thread): an int64 header and a
+    float64 block holding sim time, real-time factor, q (nq,) and up to ``capacity`` contact points (m) and
+    forces (N). The writer makes the sequence counter odd, writes, and makes it even again (a seqlock); the
+    reader copies and keeps the copy only if the counter was even and unchanged around it, so a frame is never
+    drawn half-written and the writer never waits. The same header carries the buttons' requests back (counters,
+    so no click is lost) and the owner's pause state.
+    """
+
+    SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF = range(10)
+    HEADER_SIZE = 16
+
+    def __init__(self, nq: int, capacity: int = 512, context=None):
+        if nq < 0 or capacity < 1:
+            raise ValueError(f"FrameBuffer needs nq >= 0 and capacity >= 1, got nq = {nq}, capacity = {capacity}")
+        ctx = context or multiprocessing.get_context("spawn")
+        self.nq, self.capacity = int(nq), int(capacity)
+        self._raw = (ctx.RawArray("q", self.HEADER_SIZE), ctx.RawArray("d", 2 + self.nq + 6 * self.capacity))
+        self._views()
+        self.header[self.PAUSED] = -1          # unknown until the owner says
+        self._events_seen = (0, 0)
+
+    def _views(self) -> None:
+        self.header = np.frombuffer(self._raw[0], dtype=np.int64)
+        data = np.frombuffer(self._raw[1], dtype=np.float64)
+        nq, cap = self.nq, self.capacity
+        self.scalars = data[:2]                                   # t (s), real-time factor
+        self.q = data[2:2 + nq]
+        self.points = data[2 + nq:2 + nq + 3 * cap].reshape(cap, 3)
+        self.forces = data[2 + nq + 3 * cap:].reshape(cap, 3)
+
+    def __getstate__(self):             # crosses to the viewer process once, when it is spawned
+        return {"nq": self.nq, "capacity": self.capacity, "_raw": self._raw, "_events_seen": (0, 0)}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._views()
+
+    # ------------------------------------------------------------------------- writer (owner)
+
+    def write(self, q: np.ndarray, t: float, real_time_factor: float | None = None,
+              contact_points: np.ndarray | None = None, contact_forces: np.ndarray | None = None) -> None:
+        """Publish a frame (copies into shared memory; a few microseconds). More contacts than ``capacity``:
+        the ``capacity`` largest forces are kept."""
+        h = self.header
+        n = 0 if contact_forces is None else len(contact_forces)
+        if n > self.capacity:
+            keep = np.argpartition(-np.einsum("ij,ij->i", contact_forces, contact_forces), self.capacity)
+            keep = keep[: self.capacity]
+            contact_points, contact_forces = contact_points[keep], contact_forces[keep]
+        m = min(n, self.capacity)
+        h[self.SEQ] += 1                                          # odd: being written
+        self.scalars[0] = t
+        h[self.HAS_RTF] = real_time_factor is not None
+        self.scalars[1] = real_time_factor if real_time_factor is not None else 0.0
+        self.q[:] = q
+        if m:
+            self.points[:m] = contact_points[:m]
+            self.forces[:m] = contact_forces[:m]
+        h[self.N_DRAWN], h[self.N_TOTAL] = m, n
+        h[self.SEQ] += 1                                          # even: complete
+
+    def write_simulator(self, sim, real_time_factor: float | None = None) -> None:
+        """Publish a Simulator's current state: q and the contact points and (display) forces."""
+        c = sim.contacts
+        if c is None or c.size == 0 or sim.last_result is None:
+            self.write(sim.q, sim.t, real_time_factor)
+            return
+        forces = display_forces(c, sim.contact_forces_world())
+        self.write(sim.q, sim.t, real_time_factor, c.point[: len(forces)], forces)
+
+    def set_paused(self, paused: bool) -> None:
+        """The owner's pause state, shown on the page; also acknowledges the pause clicks taken by ``events``
+        (until then the page keeps showing the button as clicked)."""
+        self.header[self.PAUSED] = int(bool(paused))
+        self.header[self.PAUSE_ACK] = self._events_seen[0]
+
+    def events(self) -> list:
+        """Button requests since the last call: ("pause", bool) (the newest) and ("reset",) per click."""
+        h = self.header
+        pause_req, reset_req = int(h[self.PAUSE_REQ]), int(h[self.RESET_REQ])
+        seen_pause, seen_reset = self._events_seen
+        if pause_req == seen_pause and reset_req == seen_reset:
+            return []
+        out = []
+        if pause_req != seen_pause:
+            out.append(("pause", bool(h[self.PAUSE_VALUE])))
+        out += [("reset",)] * (reset_req - seen_reset)
+        self._events_seen = (pause_req, reset_req)
+        return out
+
+    # ------------------------------------------------------------------------- reader (viewer)
+
+    def read(self, last_seq: int = -1) -> "tuple[int, ViewerFrame] | None":
+        """(sequence number, a copy of the newest frame) if there is a complete frame newer than ``last_seq``,
+        else None."""
+        h = self.header
+        for _ in range(100):
+            seq = int(h[self.SEQ])
+            if seq == last_seq or seq == 0:
+                return None
+            if seq % 2:
+                time.sleep(1e-5)                                  # being written: look again
+                continue
+            m, n = int(h[self.N_DRAWN]), int(h[self.N_TOTAL])
+            t, rtf, has_rtf = float(self.scalars[0]), float(self.scalars[1]), bool(h[self.HAS_RTF])
+            q = self.q.copy()
+            points, forces = self.points[:m].copy(), self.forces[:m].copy()
+            if int(h[self.SEQ]) == seq:
+                paused = int(h[self.PAUSED])
+                if int(h[self.PAUSE_ACK]) != int(h[self.PAUSE_REQ]):
+                    paused = -1       # a click not yet taken by the owner: keep the button as clicked
+                return seq, ViewerFrame(q, t, rtf if has_rtf else None, points if m else None,
+                                        forces if m else None, None if paused < 0 else bool(paused), n)
+        return None
+
+    def request_pause(self, paused: bool) -> None:
+        h = self.header
+        h[self.PAUSE_VALUE] = int(bool(paused))
+        h[self.PAUSE_REQ] += 1
+
+    def request_reset(self) -> None:
+        self.header[self.RESET_REQ] += 1
+
+
+class ViewerProcess:
+    """A SceneViewer in its own process; the simulation pays only for copying q and the contacts into shared
+    memory at the update rate (``publish_simulator``; ``due()`` says when).
+
+    The child runs at ``os.nice(nice)`` (lower priority than the simulation), pulls the newest frame at most
+    ``update_rate`` times per second of wall time, does the forward kinematics itself and sends the browser only
+    what changed. ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",);
+    ``set_paused`` tells the page the simulation's pause state (e.g. when paused through a service).
     """
 
     def __init__(self, model: MultibodyModel, port: int = 8080, host: str = "127.0.0.1", update_rate: float = 30.0,
-                 force_scale: float = 0.01, start_timeout: float = 60.0):
+                 force_scale: float = 0.01, start_timeout: float = 60.0, contact_capacity: int = 512,
+                 nice: int = 10):
+        if update_rate <= 0:
+            raise ValueError(f"viewer update_rate must be > 0 Hz, got {update_rate}")
         ctx = multiprocessing.get_context("spawn")
-        self._frames = ctx.Queue(maxsize=1)
-        self._events = ctx.Queue()
+        self.buffer = FrameBuffer(model.pin_model.nq, contact_capacity, ctx)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
-        self._process = ctx.Process(target=_viewer_main, daemon=True,
-                                    args=(describe_scene(model), host, port, force_scale, self._frames, self._events))
+        ready_recv, ready_send = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(
+            target=_viewer_main, daemon=True, name="contact_sim_viewer",
+            args=(describe_scene(model), model.pin_model, model.collision_model, self.buffer, host, port,
+                  force_scale, float(update_rate), int(nice), os.getpid(), ready_send))
         self._process.start()
-        try:
-            kind, self.url = self._events.get(timeout=start_timeout)
-        except queue.Empty:
+        ready_send.close()
+        if not ready_recv.poll(start_timeout):
             self.close()
-            raise RuntimeError(f"the viewer process did not start within {start_timeout} s") from None
+            raise RuntimeError(f"the viewer process did not start within {start_timeout} s")
+        try:
+            status, value = ready_recv.recv()
+        except EOFError:
+            status, value = "error", f"exit code {self._process.exitcode}"
+        ready_recv.close()
+        if status != "ready":
+            self.close()
+            raise RuntimeError(f"the viewer process failed to start: {value}")
+        self.url = value
+        self.pid = self._process.pid
 
     def due(self) -> bool:
+        """True (and the clock restarted) once per update period of wall time."""
         now = time.monotonic()
         if now - self._last_update < self.update_period:
             return False
         self._last_update = now
         return True
 
-    def publish(self, frame: ViewerFrame) -> bool:
-        try:
-            self._frames.put_nowait(frame)
-            return True
-        except queue.Full:
-            return False
+    def publish_simulator(self, sim, real_time_factor: float | None = None) -> None:
+        """Hand the viewer a Simulator's current state (never blocks; the viewer draws the newest one)."""
+        self.buffer.write_simulator(sim, real_time_factor)
+
+    def publish(self, frame: ViewerFrame) -> None:
+        """Hand the viewer a frame (never blocks)."""
+        self.buffer.write(frame.q, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces)
+        if frame.paused is not None:
+            self.buffer.set_paused(frame.paused)
+
+    def set_paused(self, paused: bool) -> None:
+        self.buffer.set_paused(paused)
 
     def events(self) -> list:
-        out = []
-        while True:
-            try:
-                out.append(self._events.get_nowait())
-            except queue.Empty:
-                return out
+        return self.buffer.events()
+
+    @property
+    def alive(self) -> bool:
+        return self._process.is_alive()
 
     def close(self) -> None:
+        self.buffer.header[FrameBuffer.CLOSING] = 1
+        self._process.join(timeout=5.0)
         if self._process.is_alive():
-            try:
-                self._frames.put(None, timeout=1.0)
-            except queue.Full:
-                pass
-            self._process.join(timeout=5.0)
-            if self._process.is_alive():
-                self._process.terminate()
+            self._process.terminate()
+            self._process.join(timeout=2.0)
 
 
-def _viewer_main(geometries, host, port, force_scale, frames, events) -> None:
-    viewer = SceneViewer(geometries, host=host, port=port, force_scale=force_scale,
-                         on_pause=lambda paused: events.put(("pause", paused)),
-                         on_reset=lambda: events.put(("reset",)))
-    events.put(("ready", viewer.url))
-    while True:
-        frame = frames.get()
-        if frame is None:
-            break
-        viewer.show(frame)
-    viewer.close()
+def _viewer_main(geometries, pin_model, geometry_model, buffer: FrameBuffer, host, port, force_scale, update_rate,
+                 nice, parent_pid, ready) -> None:
+    """The viewer process: serve the page, then draw the newest frame at most ``update_rate`` times a second
+    until the owner closes it or dies."""
+    try:
+        os.nice(nice)
+    except OSError:
+        pass
+    # a browser that closes its tab mid-handshake is not an error of the simulation
+    logging.getLogger("websockets").setLevel(logging.CRITICAL)
+    try:
+        lock = threading.Lock()       # viser may run click callbacks concurrently
+
+        def on_pause(paused):
+            with lock:
+                buffer.request_pause(paused)
+
+        def on_reset():
+            with lock:
+                buffer.request_reset()
+
+        viewer = SceneViewer(geometries, host=host, port=port, force_scale=force_scale, on_pause=on_pause,
+                             on_reset=on_reset, kinematics=GeometryKinematics(pin_model, geometry_model))
+    except Exception as exc:  # noqa: BLE001 - reported to the owner, which raises it
+        ready.send(("error", repr(exc)))
+        return
+    ready.send(("ready", viewer.url))
+    ready.close()
+    period, seq = 1.0 / update_rate, -1
+    try:
+        while not buffer.header[FrameBuffer.CLOSING] and os.getppid() == parent_pid:
+            start = time.monotonic()
+            # nobody watching: draw nothing (the frame stays in shared memory; the first browser to connect
+            # gets the newest one at the next period)
+            got = buffer.read(seq) if viewer.client_count else None
+            if got is not None:
+                seq, frame = got
+                viewer.show(frame)
+            elif viewer.client_count:
+                paused = int(buffer.header[FrameBuffer.PAUSED])
+                if paused >= 0 and buffer.header[FrameBuffer.PAUSE_ACK] == buffer.header[FrameBuffer.PAUSE_REQ]:
+                    viewer.set_paused(bool(paused))
+            time.sleep(max(period - (time.monotonic() - start), 0.005))
+    finally:
+        viewer.close()
