@@ -147,3 +147,42 @@ def test_round_off_negative_q_is_not_a_ray():
     result = lemke(M, q)
     assert result.status is LCPStatus.SOLVED
     np.testing.assert_array_equal(result.z, 0.0)
+
+
+def test_compiled_and_numpy_kernels_visit_the_same_bases():
+    """The numba kernel (default) and the numpy reference apply the same pivoting rules with the same
+    floating-point operations: identical status, pivot count, z, w and message on P-matrix, general (many
+    ray terminations) and degenerate integer problems (lexicographic tie-breaks)."""
+    compiled, reference = LemkeSolver(kernel="numba"), LemkeSolver(kernel="numpy")
+    rng = np.random.default_rng(11)
+    statuses = set()
+    for trial in range(240):
+        n = int(rng.integers(1, 30))
+        kind = trial % 3
+        if kind == 0:
+            A = rng.normal(size=(n, n))
+            M, q = A @ A.T, rng.normal(size=n)
+        elif kind == 1:
+            M, q = rng.normal(size=(n, n)), rng.normal(size=n)
+        else:
+            A = rng.integers(-2, 3, size=(n, n)).astype(float)
+            M, q = A @ A.T, rng.integers(-2, 2, size=n).astype(float)
+        a, b = compiled.solve(M, q), reference.solve(M, q)
+        statuses.add(a.status)
+        assert (a.status, a.pivots, a.message) == (b.status, b.pivots, b.message)
+        np.testing.assert_array_equal(a.z, b.z)
+        np.testing.assert_array_equal(a.w, b.w)
+    assert statuses == {LCPStatus.SOLVED, LCPStatus.RAY_TERMINATION}
+
+
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+def test_non_finite_data_is_reported_by_both_kernels(kernel):
+    solver = LemkeSolver(kernel=kernel)
+    for M, q in ((np.eye(2), np.array([np.nan, -1.0])), (np.array([[np.inf, 0.0], [0.0, 1.0]]), -np.ones(2))):
+        result = solver.solve(M, q)
+        assert result.status is LCPStatus.RAY_TERMINATION and "non-finite" in result.message
+
+
+def test_unknown_kernel_is_rejected():
+    with pytest.raises(ConfigError, match="kernel"):
+        LemkeSolver(kernel="fortran")
