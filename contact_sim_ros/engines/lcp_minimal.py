@@ -97,6 +97,28 @@ class ContactLCP:
         self.n_directions = n_directions
         self.basis = friction_basis(n_directions)
         self.lemke = LemkeSolver(pivot_tol=pivot_tol, max_pivots=max_pivots)
+        self._block_bases = {}
+        self._lcp_matrices = {}
+
+    def _block_basis(self, n: int) -> np.ndarray:
+        """blockdiag(D(1) .. D(n)) (3n, n (n_f + 1)), cached per n."""
+        D = self._block_bases.get(n)
+        if D is None:
+            D = self._block_bases[n] = np.kron(np.eye(n), self.basis)
+        return D
+
+    def _lcp_matrix(self, n: int) -> np.ndarray:
+        """The constant part of the eq. 28 matrix for n contacts (E_hat, E_bar's -1 entries), cached per n."""
+        M = self._lcp_matrices.get(n)
+        if M is None:
+            k = self.n_directions + 1
+            M = np.zeros((n * k + n, n * k + n))
+            rows = np.arange(n)
+            for j in range(1, k):
+                M[rows * k + j, n * k + rows] = 1.0
+                M[n * k + rows, rows * k + j] = -1.0
+            self._lcp_matrices[n] = M
+        return M
 
     def solve(self, W_uu: np.ndarray, c_u: np.ndarray, mu: np.ndarray,
               W_ub: np.ndarray | None = None, W_bb: np.ndarray | None = None,
@@ -122,12 +144,12 @@ class ContactLCP:
                     lam = -np.linalg.lstsq(W_bb, c_b, rcond=None)[0]
             return ContactLCPSolution(np.zeros((0, 3)), lam, np.zeros(0), LCPStatus.SOLVED, 0, "", 0.0)
         Dl = self.basis
-        W4 = W_uu.reshape(n, 3, n, 3)
-        A = np.einsum("ka,ikjl,lb->iajb", Dl, W4, Dl, optimize=True).reshape(n * k, n * k)   # D^T W D
-        qb = (c_u.reshape(n, 3) @ Dl).reshape(n * k)                                         # D^T c
+        D = self._block_basis(n)                                     # blockdiag(D(1) .. D(n)), (3n, n k)
+        A = D.T @ W_uu @ D                                           # D^T W D
+        qb = (c_u.reshape(n, 3) @ Dl).reshape(n * k)                 # D^T c
         if nb:
             # eliminate the free multipliers: lam = -W_bb^-1 (W_bu D beta + c_b)   (eq. 34, Schur complement)
-            Wub_D = np.einsum("ika,kb->iab", W_ub.reshape(n, 3, nb), Dl).transpose(0, 2, 1).reshape(n * k, nb)
+            Wub_D = D.T @ W_ub
             try:
                 factor = scipy.linalg.cho_factor(W_bb)
                 S_Wbu = scipy.linalg.cho_solve(factor, Wub_D.T)
@@ -137,15 +159,11 @@ class ContactLCP:
                 S_Wbu, S_cb = pinv @ Wub_D.T, pinv @ c_b
             A = A - Wub_D @ S_Wbu
             qb = qb - Wub_D @ S_cb
-        size = n * k + n
-        M = np.zeros((size, size))
+        M = self._lcp_matrix(n).copy()   # E_hat: sigma in every friction row; E_bar: mu F_n - sum beta_j
         M[:n * k, :n * k] = A
         rows = np.arange(n)
-        for j in range(1, k):        # E_hat: sigma in every friction row; E_bar: mu F_n - sum beta_j
-            M[rows * k + j, n * k + rows] = 1.0
-            M[n * k + rows, rows * k + j] = -1.0
         M[n * k + rows, rows * k] = mu
-        q = np.zeros(size)
+        q = np.zeros(n * k + n)
         q[:n * k] = qb
         result = self.lemke.solve(M, q)
         beta = result.z[:n * k].reshape(n, k)
@@ -173,10 +191,10 @@ class ContactLCP:
         q = np.zeros(size)
         b0, b1, b2 = nk, nk + nb, nk + 2 * nb
         if n:
-            W4 = W_uu.reshape(n, 3, n, 3)
-            M[:nk, :nk] = np.einsum("ka,ikjl,lb->iajb", Dl, W4, Dl, optimize=True).reshape(nk, nk)
+            D = self._block_basis(n)
+            M[:nk, :nk] = D.T @ W_uu @ D
             q[:nk] = (c_u.reshape(n, 3) @ Dl).reshape(nk)
-            Bt = np.einsum("ika,kb->iab", W_ub.reshape(n, 3, nb), Dl).transpose(0, 2, 1).reshape(nk, nb)
+            Bt = D.T @ W_ub
             M[:nk, b0:b1], M[:nk, b1:b2] = Bt, -Bt
             M[b0:b1, :nk], M[b1:b2, :nk] = Bt.T, -Bt.T
             rows = np.arange(n)
@@ -251,6 +269,21 @@ class ImpulseStepper:
         """
         N = phi.shape[0]
         nb = 0 if Jb is None else Jb.shape[0]
+        if N == 0 and nb == 0:      # nothing to solve: the free motion
+            return ImpulseStepOutput(v_free, v_free, np.zeros((0, 3)), np.zeros(0), SolverStatus.CONVERGED, 0,
+                                     0.0, "", 1.0, 0)
+        if N == 0:                  # bilateral rows only: the same (mixed) LCP solve, without contact logic
+            c_b = Jb @ v_free + (0.0 if b_bias is None else b_bias)
+            sol = self.lcp.solve(np.zeros((0, 0)), np.zeros(0), np.zeros(0), np.zeros((0, nb)), Jb @ X, c_b)
+            if not sol.status.ok:
+                status = (SolverStatus.MAX_ITERATIONS if sol.status is LCPStatus.MAX_PIVOTS
+                          else SolverStatus.FAILED)
+                return ImpulseStepOutput(v_free.copy(), v_free.copy(), np.zeros((0, 3)), np.zeros(nb), status,
+                                         sol.pivots, np.inf, f"lcp_minimal: step LCP failed at t = {t:.6f} s: "
+                                         f"{sol.message}", 1.0, 1)
+            v1 = v_free + X @ sol.bilateral
+            return ImpulseStepOutput(v1, v1, np.zeros((0, 3)), sol.bilateral, SolverStatus.CONVERGED, sol.pivots,
+                                     sol.residual, "", 1.0, 1)
         Jall = J if nb == 0 else np.vstack([J, Jb])
         W = Jall @ X                                   # eq. 6 (with the bilateral nodes appended, eq. 34)
         total = np.zeros((N, 3))
