@@ -200,6 +200,83 @@ def _pendulum():
     return pendulum
 
 
+def test_pendulum_kinematics_match_pinocchio():
+    """The benchmark's compiled kinematics against Pinocchio and the numpy references: sphere centres (closed-form
+    planar chain) against forwardKinematics, every contact Jacobian row against pin.getFrameJacobian of the
+    contact point projected on the contact frame, and the compiled contact set equal to the numpy one."""
+    pendulum = _pendulum()
+    rng = np.random.default_rng(5)
+    for mode in ("minimal", "redundant"):
+        sim = pendulum.PendulumSim(12, mode)
+        sim.margin = 4.0                        # many floor, wall and sphere-pair contacts
+        if mode == "minimal":
+            sim.q = rng.uniform(-1.5, 1.5, 12)
+        m, d = sim.model, sim.data
+        pin.computeJointJacobians(m, d, sim.q)
+        centres = sim._centres()
+        np.testing.assert_allclose(centres, [d.oMi[k + 1].act(sim.centre_local) for k in range(12)], atol=1e-12)
+        J, phi = sim.contacts(centres)
+        J_np, phi_np = sim.contacts_numpy(centres)
+        assert phi.size > 20
+        np.testing.assert_allclose(phi, phi_np, atol=1e-13)
+        np.testing.assert_allclose(J, J_np, atol=1e-12)
+        # independent reference for the pair contacts (the last rows): Pinocchio's point Jacobians
+        pairs = sim.pairs[np.flatnonzero(np.linalg.norm(centres[sim.pairs[:, 1]] - centres[sim.pairs[:, 0]], axis=1)
+                                         - 2 * sim.r < sim.margin)]
+        for row, (i, j) in zip(range(phi.size - len(pairs), phi.size), pairs):
+            normal = (centres[j] - centres[i]) / np.linalg.norm(centres[j] - centres[i])
+            point = centres[i] + normal * (sim.r + 0.5 * phi[row])
+
+            def point_jacobian(link):
+                local = d.oMi[int(link) + 1].actInv(point)
+                return pin.getFrameJacobian(m, d, int(link) + 1, pin.SE3(np.eye(3), local),
+                                            pin.LOCAL_WORLD_ALIGNED)[:3]
+            np.testing.assert_allclose(J[3 * row + 2], normal @ (point_jacobian(j) - point_jacobian(i)), atol=1e-12)
+        if mode == "minimal":
+            np.testing.assert_allclose(centres, sim._centres_numpy(), atol=1e-12)
+
+
+def test_pendulum_hinge_constraint_jacobian_is_the_derivative_of_the_hinge_error():
+    """Redundant coordinates: Jb v = dC/dt along any velocity (central finite difference on the manifold), and
+    the compiled hinge kernel equals the numpy reference."""
+    pendulum = _pendulum()
+    sim = pendulum.PendulumSim(5, "redundant")
+    for _ in range(200):
+        sim.step()
+    rng = np.random.default_rng(2)
+    v = rng.normal(size=sim.nv)
+    Jb, C = (a.copy() for a in sim.hinge_constraints())
+    Jb_np, C_np = sim.hinge_constraints_numpy()
+    np.testing.assert_allclose(Jb, Jb_np, atol=1e-14)
+    np.testing.assert_allclose(C, C_np, atol=1e-14)
+    q0, h = sim.q.copy(), 1e-6
+    sim.q = pin.integrate(sim.model, q0, h * v)
+    C_plus = sim.hinge_constraints()[1].copy()
+    sim.q = pin.integrate(sim.model, q0, -h * v)
+    C_minus = sim.hinge_constraints()[1].copy()
+    np.testing.assert_allclose(Jb @ v, (C_plus - C_minus) / (2 * h), atol=1e-6)
+
+
+def test_bilateral_only_step_is_the_same_in_schur_and_split_modes():
+    """No contact, bilateral rows only (the redundant pendulum between impacts): the Schur-eliminated and the
+    one-LCP (split) mixed problem give the same velocity, which satisfies the constraint Jb v+ = -b."""
+    pendulum = _pendulum()
+    outs = []
+    for bilateral in ("schur", "split"):
+        sim = pendulum.PendulumSim(4, "redundant", bilateral=bilateral)
+        pin.computeJointJacobians(sim.model, sim.data, sim.q)
+        Jb, C = sim.hinge_constraints()
+        v_free = sim.v + 1e-3 * pin.aba(sim.model, sim.data, sim.q, sim.v, np.zeros(sim.nv))
+        X = sim.inv_mass_diag[:, None] * Jb.T
+        b = 0.2 * C / 1e-3
+        out = sim.stepper.step(1e-3, sim.v, v_free, X, np.zeros((0, sim.nv)), np.zeros(0), np.zeros(0),
+                               np.zeros(0), np.zeros(0), Jb=Jb, b_bias=b)
+        assert out.status.ok and out.lcp_solves == 1
+        np.testing.assert_allclose(Jb @ out.v_next, -b, atol=1e-9)
+        outs.append(out.v_next)
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-9)
+
+
 def test_pendulum_minimal_and_redundant_coordinates_agree():
     """Section V-E, 3 links, 2 s through the first floor impact and bounce (dt = 1 ms): the last link's
     height agrees between minimal and redundant coordinates to 2 cm; its vertical velocity agrees to 0.01 m/s

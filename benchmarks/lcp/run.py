@@ -8,7 +8,7 @@ Prints one table per section and writes PNGs into benchmarks/lcp/out/ and docs/f
 * incline:  friction: stick/slide against tan(angle) < mu, acceleration against g (sin - mu cos) through the
             Simulator (scenes/lcp_incline.yaml), and the polyhedral-cone error against the sliding direction;
 * pendulum: section V-E: Fig. 2 (last link height and normal velocity, minimal vs redundant coordinates,
-            12 links) and Table I (computation time for 3 .. 30 links, 5 s simulated);
+            12 links); Table I (computation time for 3 .. 30 links) is benchmarks/lcp/table1.py;
 * lambda:   cost of the operational-space compliance matrix Lambda = J M^-1 J^T against the number of links
             for 4 contacts: articulated-body columns (pin.aba) vs pin.computeMinverse vs Cholesky of M.
 """
@@ -45,8 +45,6 @@ import pendulum  # noqa: E402
 OUT = HERE / "out"
 FIGURES = ROOT / "docs" / "figures"
 G = 9.81
-PAPER_TABLE_I = {3: (13.3258, 47.7948), 6: (10.5026, 68.7122), 12: (19.0632, 305.2764),
-                 15: (21.7605, 558.0966), 24: (38.1993, 1899.8575), 30: (73.7386, 4100.5061)}
 
 
 def save(fig, name):
@@ -158,25 +156,19 @@ def bench_incline(quick):
 
 # ------------------------------------------------------------------------------------------- pendulum
 def bench_pendulum(quick, dt):
+    """Fig. 2 (12 links, last link height and normal velocity, MC vs RC). Table I: benchmarks/lcp/table1.py."""
     duration = 2.0 if quick else 5.0
-    sizes = (3, 6, 12) if quick else (3, 6, 12, 15, 24, 30)
-    print(f"\n## Multi-link pendulum (section V-E): {duration} s simulated, dt = {dt * 1e3:g} ms "
-          "(paper: 5 s at 0.1 ms), 4 friction directions, e = 0.5")
-    traces = {}
-    print(f"{'links':>5} {'MC (s)':>8} {'RC (s)':>8} {'RC/MC':>6} {'paper MC':>9} {'paper RC':>9} {'paper ratio':>11}"
-          f" {'max contacts':>12} {'failures':>8}")
-    rows = []
-    for n in sizes:
-        mc = pendulum.PendulumSim(n, "minimal", dt=dt).run(duration)
-        rc = pendulum.PendulumSim(n, "redundant", dt=dt).run(duration)
-        traces[n] = (mc, rc)
-        pmc, prc = PAPER_TABLE_I[n]
-        rows.append((n, mc.wall_time, rc.wall_time))
-        print(f"{n:5d} {mc.wall_time:8.2f} {rc.wall_time:8.2f} {rc.wall_time / mc.wall_time:6.1f} {pmc:9.2f} "
-              f"{prc:9.2f} {prc / pmc:11.1f} {max(mc.max_contacts, rc.max_contacts):12d} "
-              f"{mc.failures + rc.failures:8d}")
     n_fig = 12
-    mc, rc = traces[n_fig]
+    print(f"\n## Multi-link pendulum (section V-E), Fig. 2: {n_fig} links, {duration} s, dt = {dt * 1e3:g} ms, "
+          "4 friction directions, e = 0.5 (Table I: benchmarks/lcp/table1.py)")
+    mc = pendulum.PendulumSim(n_fig, "minimal", dt=dt).run(duration)
+    rc = pendulum.PendulumSim(n_fig, "redundant", dt=dt).run(duration)
+    diff = np.abs(mc.height - rc.height)
+    for t_end in (1.0, 2.0, duration):
+        k = mc.t <= t_end + 1e-12
+        print(f"  last link height |MC - RC| up to t = {t_end:g} s: max {diff[k].max():.3f} m, "
+              f"median {np.median(diff[k]):.4f} m")
+    print(f"  max contacts {max(mc.max_contacts, rc.max_contacts)}, solver failures {mc.failures + rc.failures}")
     fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     axes[0].plot(mc.t, mc.height, label="minimal coordinates (MC)")
     axes[0].plot(rc.t, rc.height, "--", label="redundant coordinates (RC)")
@@ -188,18 +180,7 @@ def bench_pendulum(quick, dt):
     axes[1].set_xlabel("t (s)")
     axes[0].set_title(f"{n_fig}-link pendulum (cf. Fig. 2 of Jain et al. 2012), dt = {dt * 1e3:g} ms")
     save(fig, "lcp_pendulum_fig2.png")
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ns = [r[0] for r in rows]
-    ax.semilogy(ns, [r[1] for r in rows], "o-", label="MC (this work)")
-    ax.semilogy(ns, [r[2] for r in rows], "s-", label="RC (this work)")
-    ax.semilogy(ns, [PAPER_TABLE_I[n][0] for n in ns], "o:", label="MC (paper, 0.1 ms)")
-    ax.semilogy(ns, [PAPER_TABLE_I[n][1] for n in ns], "s:", label="RC (paper, 0.1 ms)")
-    ax.set_xlabel("number of links")
-    ax.set_ylabel("computation time for the run (s)")
-    ax.set_title("Table I: minimal vs redundant coordinates")
-    ax.legend()
-    save(fig, "lcp_pendulum_table1.png")
-    return rows
+    return mc, rc
 
 
 # ---------------------------------------------------------------------------------------------- lambda
