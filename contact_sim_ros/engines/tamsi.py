@@ -48,6 +48,12 @@ iteration stops without assembling and factorizing another Jacobian. ``SolverSta
 last update (m/s); ``SolverStats.iterations`` the number of Newton Jacobian factorizations. If
 ``max_iterations`` is reached the step returns ``SolverStatus.MAX_ITERATIONS`` (the simulator retries in
 sub-steps), never NaN.
+
+Two implementations of the same step (option ``kernel``): ``"numba"`` (default) runs the whole Newton iteration
+in one compiled call (``tamsi_kernels.newton_step``, loops over contacts, its own LU with partial pivoting; about
+25 us per step for the gripper of section VI-A against 280 us here, where ~120 numpy calls of 1-3 us on tiny
+arrays dominate); ``"numpy"`` is the readable reference below (``_do_step_numpy`` and the methods it calls).
+``test/test_engine_tamsi.py`` checks that both agree to round-off, kernel by kernel and step by step.
 """
 
 from __future__ import annotations
