@@ -40,7 +40,10 @@ kd on unsaturated actuators) + J^T G J, G = d^2 l_c / dv_c^2 (3x3 per contact), 
 (Newton-Raphson on dl/dalpha with bracketing and bisection, as in Numerical Recipes' rtsafe). H is
 block-diagonal over the groups of kinematic trees coupled by contacts this step (``tree_velocity_slices`` +
 union of the trees each contact touches): groups of equal size are factored together with a batched Cholesky
-(numpy), larger groups with LAPACK's dense Cholesky (scipy cho_factor). Stopping criterion (as SAP [4]):
+(numpy), larger groups with LAPACK's dense Cholesky (scipy cho_factor); the default compiled path
+(``newton_kernel="numba"``, icf_kernels.py) runs the same Newton loop with a block-sparse Cholesky over the trees.
+Stopping criterion (as SAP [4]), checked from the second iterate on (at least one Newton step is taken: at small
+dt the whole momentum change dt k2 can be below eps_r of a large momentum, e.g. the sliding rod at 1e-5 s):
 ||D r|| <= eps_a + eps_r max(||D A v||, ||D J^T gamma||, ||D (M v0 + dt k2)||), D = diag(A)^-1/2,
 eps_r = ``relative_tolerance`` (default 1e-5). ``stats.residual`` reports ||D r|| / (that max). Reaching
 ``max_iterations`` returns MAX_ITERATIONS with the residual in the message; a non-positive-definite Hessian or
@@ -61,6 +64,7 @@ import scipy.linalg
 from ..errors import ConfigError
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
+from . import icf_kernels
 
 __all__ = ["ConvexICFEngine", "LaggedEngine", "SimilarEngine", "SapEngine", "hunt_crossley_impulse"]
 
@@ -112,6 +116,8 @@ class ConvexICFEngine(ContactEngine):
         sigma:                dimensionless regularization of SAP's R_t = sigma w and of eq. 26 (1e-3).
         relaxation_time:      SAP's Kelvin-Voigt dissipation time scale tau_d [s] (paper XI: 1e-3).
         near_rigid_beta:      SAP near-rigid parameter beta (R_n >= beta^2 w / (4 pi^2)); 0 disables.
+        newton_kernel:        'numba' (compiled Newton loop of icf_kernels.py, block-sparse Cholesky) or
+                              'numpy' (the readable vectorised reference below); both solve the same problem.
         """
 
         stiction_tolerance: float = 1.0e-4
@@ -123,6 +129,7 @@ class ConvexICFEngine(ContactEngine):
         sigma: float = 1.0e-3
         relaxation_time: float = 1.0e-3
         near_rigid_beta: float = 1.0
+        newton_kernel: str = "numba"
 
         def __post_init__(self):
             positive = ("stiction_tolerance", "relative_tolerance", "sigma")
@@ -138,6 +145,9 @@ class ConvexICFEngine(ContactEngine):
                 value = getattr(self, name)
                 if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                     raise ConfigError(f"engine option {name} must be an integer >= 1, got {value!r}")
+            if self.newton_kernel not in ("numba", "numpy"):
+                raise ConfigError("engine option newton_kernel must be 'numba' or 'numpy', "
+                                  f"got {self.newton_kernel!r}")
             if not isinstance(self.regularized_stiction, bool):
                 raise ConfigError("engine option regularized_stiction must be true or false, "
                                   f"got {self.regularized_stiction!r}")
@@ -160,6 +170,15 @@ class ConvexICFEngine(ContactEngine):
         # diagnostics of the last step (for benchmarks): effective eps_s per contact, condition estimate
         self.last_stiction_tolerance = np.zeros(0)
         self.last_hessian = None
+        # fast path: dofs of each tree (CSR), dense Hessian scratch of the compiled Newton loop
+        # (the compiled kernel wants each tree's dofs contiguous: a permutation when they are not)
+        perm = np.argsort(tree_of_dof, kind="stable")
+        self._perm = None if np.array_equal(perm, np.arange(nv)) else perm
+        self._inv_perm = np.argsort(perm) if self._perm is not None else None
+        self._tree_ptr = np.concatenate([[0], np.cumsum(np.bincount(tree_of_dof, minlength=self._num_trees))]
+                                        ).astype(np.int64)
+        self._tree_of_dof64 = tree_of_dof[perm].astype(np.int64)
+        self._prm = np.zeros((0, icf_kernels.NPARAM))
 
     # ------------------------------------------------------------------------------------------------------
     # contact potentials: vectorised over the N contacts
@@ -378,6 +397,15 @@ class ConvexICFEngine(ContactEngine):
 
         # compress the contact Jacobian: per contact the (padded) columns where it is non-zero
         J3 = contacts.jacobian.reshape(nc, 3, nv)
+        if opt.newton_kernel == "numba":
+            Jc, cols_k = icf_kernels.compress_jacobian(np.ascontiguousarray(J3))
+            cols = np.maximum(cols_k, 0)                 # padding: column 0 with exact zeros in Jc
+            Ainv_blocks = None
+            if nc and (self.contact_model == "sap" or opt.regularized_stiction):
+                Ainv_blocks = self._block_inverse(A)[cols[:, :, None], cols[:, None, :]]
+            params = self._prepare_contacts(inputs, Jc, cols, Ainv_blocks)
+            bias = contacts.velocity_bias.reshape(nc, 3)
+            return self._newton_compiled(inputs, A, p0, D, Jc, cols_k, bias, params)
         if nc:
             nz = np.any(J3 != 0.0, axis=1)                          # (N, nv)
             K = max(int(nz.sum(axis=1).max()), 1)
@@ -391,12 +419,12 @@ class ConvexICFEngine(ContactEngine):
             Jc = np.zeros((0, 3, 0))
         bias = contacts.velocity_bias.reshape(nc, 3)
 
-        groups = self._coupled_groups(cols, valid)
         Ainv_blocks = None
         if nc and (self.contact_model == "sap" or opt.regularized_stiction):
             Ainv = self._block_inverse(A)
             Ainv_blocks = Ainv[cols[:, :, None], cols[:, None, :]]
         params = self._prepare_contacts(inputs, Jc, cols, Ainv_blocks)
+        groups = self._coupled_groups(cols, valid)
 
         # Hessian storage: the diagonal blocks of the coupled groups, concatenated (flat). Per dof its row base
         # in the flat buffer and its local index, so that entry (d1, d2) of H is flat[row_base[d1] + local[d2]].
@@ -469,7 +497,9 @@ class ConvexICFEngine(ContactEngine):
             scale = max(np.linalg.norm(D * Av), np.linalg.norm(D * jc), scale_p0)
             rnorm = np.linalg.norm(D * r)
             residual_ratio = rnorm / scale if scale > 0 else rnorm
-            if rnorm <= opt.absolute_tolerance + opt.relative_tolerance * scale:
+            # at least one Newton step: at small dt the whole change of momentum dt k2 can be below eps_r of
+            # a large momentum (sliding rod at dt = 1e-5 s: gravity was never applied)
+            if iteration > 0 and rnorm <= opt.absolute_tolerance + opt.relative_tolerance * scale:
                 status = SolverStatus.CONVERGED
                 break
             if iteration == opt.max_iterations:
@@ -550,6 +580,71 @@ class ConvexICFEngine(ContactEngine):
                           and self.contact_model == "lagged" else None)
 
     # ------------------------------------------------------------------------------------------------------
+    _FAILURES = {
+        icf_kernels.NONFINITE_RESIDUAL: "non-finite residual at Newton iteration {}",
+        icf_kernels.NOT_POSITIVE_DEFINITE: "Hessian not positive definite at Newton iteration {}",
+        icf_kernels.LINE_SEARCH_NONFINITE: "line search produced non-finite values at Newton iteration {}",
+    }
+
+    def _newton_compiled(self, inputs, A, p0, D, Jc, cols, bias, params):
+        """The Newton loop of ``_do_step`` in one compiled call (icf_kernels.newton_solve)."""
+        opt = self.options
+        dt = inputs.dt
+        nc = Jc.shape[0]
+        act = inputs.actuation
+        prm = self._prm if self._prm.shape[0] == nc else np.zeros((nc, icf_kernels.NPARAM))
+        self._prm = prm
+        K = icf_kernels
+        prm[:, K.P_MU] = params["mu"]
+        prm[:, K.P_PHI0] = params["phi0"]
+        prm[:, K.P_DTK] = params["dtk"]
+        prm[:, K.P_D] = params["d"]
+        prm[:, K.P_HCVHAT] = params["hc_vhat"]
+        for key, col in (("gn0", K.P_GN0), ("eps", K.P_EPS), ("Rt", K.P_RT), ("Rn", K.P_RN), ("vhat", K.P_VHAT)):
+            prm[:, col] = params[key] if key in params else 0.0
+        c_act = np.asarray(dt * act.kp + act.kd, float)
+        a_act = np.asarray(act.effort + act.kp * act.position_error + act.kd * act.velocity_target, float)
+        L_act = np.asarray(act.effort_limit, float)
+        v0 = np.asarray(inputs.v, float)
+        cols = cols.astype(np.int64)
+        perm = self._perm
+        if perm is not None:                       # trees' dofs made contiguous for the kernel
+            A = A[perm][:, perm]
+            p0, v0, D, c_act, a_act, L_act = (x[perm] for x in (p0, v0, D, c_act, a_act, L_act))
+            cols = np.where(cols >= 0, self._inv_perm[np.maximum(cols, 0)], -1)
+        v, gamma, jc, tau, iterations, code, residual, failed_at, n_eval = icf_kernels.newton_solve(
+            K.MODEL_CODES[self.contact_model], float(dt), A, p0, v0, D, self._tree_ptr, self._tree_of_dof64,
+            np.ascontiguousarray(c_act), np.ascontiguousarray(a_act), np.ascontiguousarray(L_act),
+            np.ascontiguousarray(Jc), cols, np.ascontiguousarray(bias), prm,
+            float(opt.relative_tolerance), float(opt.absolute_tolerance), int(opt.max_iterations),
+            int(opt.line_search_max_iterations), self._H)
+        if perm is not None:
+            v_out, tau_out, jc_out = np.empty_like(v), np.empty_like(tau), np.empty_like(jc)
+            v_out[perm], tau_out[perm], jc_out[perm] = v, tau, jc
+            v, tau, jc = v_out, tau_out, jc_out
+        if code in self._FAILURES:
+            return self._failure(inputs, self._FAILURES[code].format(failed_at))
+        stats = SolverStats(iterations=int(iterations), residual=float(residual))
+        if code == K.CONVERGED:
+            stats.status = SolverStatus.CONVERGED
+        elif code == K.MAX_ITERATIONS:
+            stats.status = SolverStatus.MAX_ITERATIONS
+            stats.message = (f"Newton did not converge in {opt.max_iterations} iterations (relative residual "
+                             f"{residual:.3e} > {opt.relative_tolerance:g}) at t = {inputs.t:.6g} s")
+        else:
+            stats.status = SolverStatus.FAILED
+            stats.message = f"Newton direction is not a descent direction at t = {inputs.t:.6g} s"
+        if not stats.status.ok and not np.all(np.isfinite(v)):
+            v = np.array(inputs.v, float, copy=True)
+        self.last_hessian = None
+        self.last_line_search_evaluations = int(n_eval)
+        if self.contact_model == "sap" and nc:
+            self.last_stiction_tolerance = params["Rt"] * params["mu"] * gamma[:, 2]
+        return StepResult(v_next=v, contact_impulse=gamma, generalized_contact_force=jc / dt,
+                          actuation_force=tau, stats=stats,
+                          friction_normal_impulse=params["gn0"].copy() if "gn0" in params
+                          and self.contact_model == "lagged" else None)
+
     @staticmethod
     def _line_search(fun, f0, candidates, max_iterations):
         """Root of the non-decreasing f(alpha) = dl/dalpha in (0, 1]; f(0) = f0 < 0 (exact line search).
