@@ -16,8 +16,9 @@ PALM_TOP = 0.211          # m, world height of the palm's upper face (config/rob
 def run(duration: float, dt: float = 7e-4, record_every: int = 20):
     """Simulate; returns traces (t, mug position, mug rotation angle from the start, contacts) and timings."""
     from contact_sim_ros.sim.simulator import Simulator
+    from timing import instrument_engine_cpu, warm_up_compiled_kernel
+    warm_up_compiled_kernel()
     sim = Simulator(str(SCENE), engine="tamsi", time_step=dt)
-    from timing import instrument_engine_cpu
     engine_cpu = instrument_engine_cpu(sim)
     R0 = sim.body_pose("mug").rotation.copy()
     steps = int(round(duration / dt))

@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import harmonic_box as hb  # noqa: E402
-from timing import instrument_engine_cpu  # noqa: E402
+from timing import instrument_engine_cpu, warm_up_compiled_kernel  # noqa: E402
 from contact_sim_ros.engines.tamsi import TamsiEngine  # noqa: E402
 
 OUT = HERE / "out"
@@ -160,6 +160,7 @@ def run_gripper(dt, duration, record_every=None, engine_options=None, strict=Tru
     """Run the gripper scene; returns a dict of traces and timings. ``mug_offset`` (m) moves the mug sideways (x,
     towards a finger) at t = 0: the scene is mirror-symmetric, and the compiled kernel keeps a symmetric state
     exactly symmetric, so an unstable antisymmetric mode (one-way coupling) needs a seed to show."""
+    warm_up_compiled_kernel()
     sim = _gripper_sim(dt, engine_options)
     if mug_offset:
         q = sim.q.copy()
