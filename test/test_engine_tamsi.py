@@ -76,6 +76,9 @@ def test_registered_and_options_validated():
         make_engine("tamsi", model, {"stiction_tol": 1e-4})
     with pytest.raises(ConfigError, match="max_iterations"):
         make_engine("tamsi", model, {"max_iterations": 0})
+    with pytest.raises(ConfigError, match="valid kernels: numba, numpy"):
+        make_engine("tamsi", model, {"kernel": "fortran"})
+    assert defaults.kernel == "numba"
 
 
 # ----------------------------------------------------------------------------------------------- contact model

@@ -152,7 +152,11 @@ class TamsiEngine(ContactEngine):
         self._history_count = 0
         self._kernels = None
         if self.options.kernel == "numba":
-            from . import tamsi_kernels
+            try:
+                from . import tamsi_kernels
+            except ImportError as exc:
+                raise ConfigError(f"engine 'tamsi': kernel 'numba' needs numba ({exc}); install the requirements "
+                                  f"or use the option kernel: numpy") from None
             self._kernels = tamsi_kernels
             K = tamsi_kernels
             # the compiled step's options (read once: like the history buffer they are fixed at construction)
