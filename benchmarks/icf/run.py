@@ -2,7 +2,8 @@
 "Irrotational Contact Fields", sections XI-XII.
 
     python benchmarks/icf/run.py                      # all cases, paper durations
-    python benchmarks/icf/run.py --case conveyor      # one case: conveyor, sphere, rod, clutter, grasp
+    python benchmarks/icf/run.py --case conveyor      # one case: conveyor, sphere, rod, clutter, clutter_sweeps,
+                                                      # grasp, grasp_sensitivity (the 'all' run skips none)
     python benchmarks/icf/run.py --quick              # shorter runs (smoke test)
 
 Prints one table per case, saves PNG plots to benchmarks/icf/out/ and copies the figures the docs embed to
@@ -261,7 +262,7 @@ def run_clutter(name, dt, duration, stiffness=1.0e7, options=None, verbose=False
     sim = Simulator(scene, engine=name, time_step=dt, engine_options=options)
     n = int(round(duration / dt))
     window = min(1.25, 0.4 * duration)
-    iters, pen, eps = [], [], []
+    iters, pen, pen_force, eps = [], [], [], []
     engine_time = 0.0
     w0, c0 = time.perf_counter(), time.process_time()
     for i in range(n):
@@ -277,12 +278,16 @@ def run_clutter(name, dt, duration, stiffness=1.0e7, options=None, verbose=False
             touching = sim.last_result.contact_impulse[:, 2] > 0
             if touching.any():
                 pen.append(np.mean(-phi[touching]))
+                # the force law's penetration gamma_n / (dt k) (= -(phi0 + dt v_n) at v_n = 0)
+                gn = sim.last_result.contact_impulse[touching, 2]
+                pen_force.append(np.mean(gn / (dt * sim.contacts.stiffness[touching])))
         if sim.contacts.size:
             eps.append(np.median(sim.engine.last_stiction_tolerance))
         else:
             eps.append(np.nan)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     return dict(iters=np.array(iters), ke=sim.kinetic_energy(), pen=np.mean(pen) if pen else np.nan,
+                pen_force=np.mean(pen_force) if pen_force else np.nan,
                 rtf=duration / wall, cpu_rtf=duration / cpu, engine_share=engine_time / wall, wall=wall,
                 eps=np.array(eps), vmax=float(np.max(np.abs(sim.v))))
 
@@ -336,23 +341,29 @@ def clutter_sweeps(quick):
     table(f"Clutter: mean Newton iterations per step vs dt ({sweep_T} s)", ["model"] + [f"dt={h:g}" for h in dts],
           rows)
     ks = [1e5, 1e6, 1e7, 1e8, 1e9, 1e10]
-    pen_T = 0.6 if quick else 1.5
+    pen_T = 0.6 if quick else 3.0          # 1.5 s was not yet at rest (KE ~ 0.1 J): negative 'penetrations'
     rows = []
-    pens = {}
+    pens, pens_force = {}, {}
     for label, opts in variants[:1]:
         engine = label.split(" ")[0]
-        pens[label] = []
+        pens[label], pens_force[label] = [], []
         for k in ks:
             r = run_clutter(engine, 2e-3, pen_T, stiffness=k, options=opts)
             pens[label].append(r["pen"])
-        rows.append([label] + [f"{1e6 * p:.3g}" for p in pens[label]])
-    table(f"Clutter: mean penetration (um) at rest (last 40 % / 1.25 s of {pen_T} s) vs stiffness (N/m)",
-          ["model"] + [f"k={k:.0e}" for k in ks], rows)
+            pens_force[label].append(r["pen_force"])
+            print(f"    k = {k:.0e}: mean iterations {r['iters'].mean():.2f}, KE {r['ke']:.2e} J", flush=True)
+        rows.append([label + ": geometric -phi0"] + [f"{1e6 * p:.3g}" for p in pens[label]])
+        rows.append([label + ": force law gamma_n/(dt k)"] + [f"{1e6 * p:.3g}" for p in pens_force[label]])
+    table(f"Clutter: mean penetration (um) of the touching contacts at rest (last 40 % / 1.25 s of {pen_T} s) vs "
+          "stiffness (N/m)", ["model"] + [f"k={k:.0e}" for k in ks], rows)
     fig, ax = plt.subplots(1, 2, figsize=(12, 4))
     for label in it_vs_dt:
         ax[0].semilogx(dts, it_vs_dt[label], "o-", label=label, color=COLORS[label])
     for label in pens:
-        ax[1].loglog(ks, pens[label], "o-", label=label, color=COLORS[label])
+        ax[1].loglog(ks, pens[label], "o-", label=label + ": query -phi0 (negative values not shown)",
+                     color=COLORS[label])
+        ax[1].loglog(ks, pens_force[label], "s--", label=label + ": force law gamma_n / (dt k)",
+                     color=COLORS[label], alpha=0.6)
     ax[1].loglog(ks, [G / k * 1.0 for k in ks], "k:", label="m g / k (1 kg box, 1 contact)")
     ax[0].set(xlabel="dt (s)", ylabel="mean Newton iterations per step", title="cf. Fig. 17")
     ax[1].set(xlabel="stiffness k (N/m)", ylabel="mean penetration (m)", title="cf. Fig. 18")
@@ -374,8 +385,15 @@ def grasp(quick):
     grasp_study(quick, save, table, COLORS)
 
 
+def grasp_sensitivity(quick):
+    """XII-B: the failure boundary against time step, grip force and model (no figure)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from grasp import grasp_sensitivity as study
+    study(quick, table)
+
+
 CASES = {"conveyor": conveyor, "sphere": sphere, "rod": rod, "clutter": clutter, "clutter_sweeps": clutter_sweeps,
-         "grasp": grasp}
+         "grasp": grasp, "grasp_sensitivity": grasp_sensitivity}
 
 
 def main(argv=None):
