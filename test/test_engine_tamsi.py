@@ -496,7 +496,8 @@ def test_compiled_residual_jacobian_and_tals_match_the_reference_functions():
             ref._setup(inputs)
             c, act, h, nv, n = inputs.contacts, inputs.actuation, inputs.dt, 7, 6
             tau, dtau, r = np.empty(nv), np.empty(nv), np.empty(nv)
-            vc, f, cwork, A, BJ = np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 5)), np.empty((nv, nv)), np.empty((3, nv))
+            vc, f, cwork = np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 5))
+            A, BJ = np.empty((nv, nv)), np.empty((3, nv))
             pi_frozen = ref._pi_frozen if coupling == "one_way" else np.zeros(n)
             for _ in range(10):
                 v = rng.normal(size=nv) * rng.choice([1e-4, 1e-2, 1.0])

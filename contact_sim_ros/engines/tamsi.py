@@ -483,14 +483,13 @@ class TamsiEngine(ContactEngine):
 
     def _do_step_compiled(self, inputs: StepInputs) -> StepResult:
         """The same step as ``_do_step_numpy`` in one call of the compiled kernel (``tamsi_kernels.newton_step``)."""
-        opts = self.options
         kernels = self._kernels
         contacts = inputs.contacts
-        n = contacts.size
-        self._ensure_capacity(n)
+        n = contacts.signed_distance.shape[0]
+        if n > self._capacity:
+            self._ensure_capacity(n)
         act = inputs.actuation
         h = float(inputs.dt)
-        tol = opts.relative_tolerance * opts.stiction_tolerance
         nv = self._nv
         v_next, actuation, gen_contact = np.empty(nv), np.empty(nv), np.empty(nv)
         impulse = np.empty((n, 3))
@@ -499,22 +498,13 @@ class TamsiEngine(ContactEngine):
             act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
             contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
             contacts.dissipation, contacts.friction, *self._kernel_scratch, v_next, impulse, gen_contact, actuation)
-        converged = code == kernels.CONVERGED
-        if converged:
+        if code == kernels.CONVERGED:
             status, message = SolverStatus.CONVERGED, ""
-        elif code == kernels.MAX_ITERATIONS:
-            status = SolverStatus.MAX_ITERATIONS
-            message = (f"TAMSI Newton iteration did not converge in {opts.max_iterations} iterations at "
-                       f"t = {inputs.t:.6g} s (last |dv| = {err:.3g} m/s > tolerance {tol:.3g} m/s; "
-                       f"use_tals = {opts.use_tals})")
         else:
-            cause = (f"singular Newton Jacobian (zero pivot {info})" if code == kernels.SINGULAR
-                     else "non-finite Newton update")
-            status, message = SolverStatus.FAILED, f"TAMSI at t = {inputs.t:.6g} s: {cause}"
-        if not converged:
-            if not np.all(np.isfinite(v_next)):
+            status, message = self._failure(code, err, info, inputs.t)
+            if not np.isfinite(v_next).all():
                 v_next = inputs.v.copy()
-            if not np.all(np.isfinite(impulse)):
+            if not np.isfinite(impulse).all():
                 impulse = np.zeros((n, 3))
         return StepResult(
             v_next=v_next,
@@ -524,3 +514,16 @@ class TamsiEngine(ContactEngine):
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
         )
+
+    def _failure(self, code: int, err: float, info: int, t: float) -> tuple[SolverStatus, str]:
+        """Status and message of a compiled step that did not converge (same wording as the numpy path)."""
+        opts = self.options
+        kernels = self._kernels
+        if code == kernels.MAX_ITERATIONS:
+            tol = opts.relative_tolerance * opts.stiction_tolerance
+            return SolverStatus.MAX_ITERATIONS, (
+                f"TAMSI Newton iteration did not converge in {opts.max_iterations} iterations at t = {t:.6g} s "
+                f"(last |dv| = {err:.3g} m/s > tolerance {tol:.3g} m/s; use_tals = {opts.use_tals})")
+        cause = (f"singular Newton Jacobian (zero pivot {info})" if code == kernels.SINGULAR
+                 else "non-finite Newton update")
+        return SolverStatus.FAILED, f"TAMSI at t = {t:.6g} s: {cause}"
