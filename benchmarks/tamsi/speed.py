@@ -3,7 +3,8 @@
 1. Whole simulation (a ``sim.step()`` loop, everything included) of the section VI-A gripper (h = 3 ms, 5 s) and a
    shortened section VI-B Allegro run (h = 0.7 ms, 3 s of the 15 s), repeated: median wall time, median CPU time
    (``time.process_time``), the engine's CPU time alone, Newton iterations per step and the real-time factors,
-   against the targets (gripper >= 20x real time = <= 150 us per step, Allegro >= 1x = <= 700 us per step).
+   against the targets (gripper >= 20x real time = <= 150 us per step, Allegro >= 1x = <= 700 us per step);
+   then where the CPU time of a step goes (timers around the simulator's parts).
 2. Engine alone, both kernels: the StepInputs of the first steps of each scene are recorded once and replayed
    through ``TamsiEngine`` with ``kernel="numba"`` (compiled) and ``kernel="numpy"`` (reference): CPU time per
    ``engine.step`` and the largest difference of the results.
@@ -56,6 +57,44 @@ def time_simulation(name, duration, kernel="numba", engine_timer=False):
         iterations[i] = sim.step(strict=True).iterations
     return dict(wall=time.perf_counter() - wall0, cpu=time.process_time() - cpu0, engine_cpu=engine_cpu[0],
                 steps=steps, iterations=iterations)
+
+
+def stage_breakdown(name, duration):
+    """CPU time per step (us) of the parts of ``Simulator.step`` that are methods of the simulator's objects, each
+    wrapped with a ``process_time`` timer (about 1 us per timer is inside each figure); "rest" is the simulator's own
+    code (Pinocchio crba / nonLinearEffects / gravity, actuation arrays, finite checks, joint limits, StepInputs,
+    StepReport)."""
+    sim = _simulator(name)
+    sim.step(strict=True)
+    totals = {}
+
+    def timed(label, obj, attr):
+        inner = getattr(obj, attr)
+
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            out = inner(*args, **kwargs)
+            totals[label] = totals.get(label, 0.0) + time.process_time() - start
+            return out
+        setattr(obj, attr, wrapper)
+    timed("contact query (ContactQuery.update)", sim.contact_query, "update")
+    timed("engine.step (ContactEngine.step)", sim.engine, "step")
+    timed("  of which TamsiEngine._do_step", sim.engine, "_do_step")
+    timed("scripted inputs (_apply_scripts)", sim, "_apply_scripts")
+    timed("kinematics (_update_kinematics)", sim, "_update_kinematics")
+    timed("free-body frame force + integration", sim._free_motion, "frame_rotation_force")
+    timed("free-body frame force + integration", sim._free_motion, "integrate")
+    timed("joint limits (_enforce_joint_limits)", sim, "_enforce_joint_limits")
+    steps = int(round(duration / sim.time_step))
+    cpu0 = time.process_time()
+    for _ in range(steps):
+        sim.step(strict=True)
+    total = time.process_time() - cpu0
+    inner = sum(v for k, v in totals.items() if not k.startswith("  "))
+    rows = [(k, f"{1e6 * v / steps:.1f}") for k, v in sorted(totals.items(), key=lambda kv: -kv[1])]
+    rows.append(("rest: simulator's own code (see docstring)", f"{1e6 * (total - inner) / steps:.1f}"))
+    rows.append(("total (with the timers)", f"{1e6 * total / steps:.1f}"))
+    return rows
 
 
 def record_inputs(name, steps):
@@ -142,6 +181,10 @@ def bench(quick, save, table) -> None:
           "with a timer around engine.step:")
     table(["scene", "h (ms)", "sim s", "runs", "wall s", "RTF wall", "CPU s", "RTF CPU", "wall us/step",
            "CPU us/step", "engine CPU us/step", "Newton it/step mean/max", "target per step"], rows)
+
+    for name, (_, _, duration, _, _) in SCENES.items():
+        print(f"\nWhere the CPU time of a {name} step goes (us per step, {duration / (5 if quick else 1):g} s run):")
+        table(["part of Simulator.step", "CPU us/step"], stage_breakdown(name, duration / (5 if quick else 1)))
 
     rows, replay_us = [], {}
     for name in SCENES:
