@@ -142,6 +142,80 @@ def compress_jacobian(J3):
 
 
 @njit(cache=True)
+def delassus_rms(A, tree_ptr, Jc, cols):
+    """SAP's RMS estimate w_i = ||W_ii||_F / 3 of each contact's Delassus block W_ii = J_i A^-1 J_i^T (1/kg),
+    A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]). Returns NaNs if a
+    tree block of A is not positive definite."""
+    nv = A.shape[0]
+    nt = tree_ptr.shape[0] - 1
+    nc, _, K = Jc.shape
+    w = np.empty(nc)
+    Ainv = np.zeros((nv, nv))
+    for t in range(nt):
+        t0, t1 = tree_ptr[t], tree_ptr[t + 1]
+        n = t1 - t0
+        L = A[t0:t1, t0:t1].copy()
+        ok = True
+        for a in range(n):                                   # Cholesky, then the inverse by columns
+            s = L[a, a]
+            for c in range(a):
+                s -= L[a, c] * L[a, c]
+            if not s > 0.0:
+                ok = False
+                break
+            L[a, a] = np.sqrt(s)
+            for b in range(a + 1, n):
+                s = L[b, a]
+                for c in range(a):
+                    s -= L[b, c] * L[a, c]
+                L[b, a] = s / L[a, a]
+        if not ok:
+            w[:] = np.nan
+            return w
+        for col in range(n):
+            x = np.zeros(n)
+            x[col] = 1.0
+            for a in range(n):
+                s = x[a]
+                for c in range(a):
+                    s -= L[a, c] * x[c]
+                x[a] = s / L[a, a]
+            for a in range(n - 1, -1, -1):
+                s = x[a]
+                for c in range(a + 1, n):
+                    s -= L[c, a] * x[c]
+                x[a] = s / L[a, a]
+            for a in range(n):
+                Ainv[t0 + a, t0 + col] = x[a]
+    W = np.empty((3, 3))
+    for c in range(nc):
+        for i in range(3):
+            for j in range(3):
+                W[i, j] = 0.0
+        for a in range(K):
+            da = cols[c, a]
+            if da < 0:
+                continue
+            for b in range(K):
+                db = cols[c, b]
+                if db < 0:
+                    continue
+                m = Ainv[da, db]
+                if m == 0.0:
+                    continue
+                for i in range(3):
+                    ji = Jc[c, i, a] * m
+                    for j in range(3):
+                        W[i, j] += ji * Jc[c, j, b]
+        s = 0.0
+        for i in range(3):
+            for j in range(3):
+                s += W[i, j] * W[i, j]
+        w[c] = np.sqrt(s) / 3.0
+    return w
+
+
+@njit(cache=True)
 def contact_eval(model, vc, prm, dt):
     """gamma (N,3) and G (N,3,3) for contact velocities vc (N,3) (for tests against the numpy reference)."""
     n = vc.shape[0]

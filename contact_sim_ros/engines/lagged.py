@@ -182,8 +182,9 @@ class ConvexICFEngine(ContactEngine):
 
     # ------------------------------------------------------------------------------------------------------
     # contact potentials: vectorised over the N contacts
-    def _prepare_contacts(self, inputs: StepInputs, Jc, cols, Ainv_blocks):
-        """Per-step, per-contact constants of the model (all (N,) arrays)."""
+    def _prepare_contacts(self, inputs: StepInputs, Jc, cols, Ainv_blocks, w=None):
+        """Per-step, per-contact constants of the model (all (N,) arrays). ``w``: the Delassus RMS estimate if
+        already computed (compiled path), else from ``Ainv_blocks``."""
         c = inputs.contacts
         dt = inputs.dt
         opt = self.options
@@ -192,7 +193,9 @@ class ConvexICFEngine(ContactEngine):
         p = {"k": k, "d": d, "mu": mu, "phi0": phi0}
         self._complete_params(p, dt)
         need_w = self.contact_model == "sap" or opt.regularized_stiction
-        if need_w and n:
+        if need_w and n and w is not None:
+            p["w"] = w
+        elif need_w and n:
             # W_ii = J_i A^-1 J_i^T (A block-diagonal per tree), w = ||W_ii||_F / 3 (SAP's RMS estimate)
             W = np.einsum("nik,nkl,njl->nij", Jc, Ainv_blocks, Jc)
             p["w"] = np.sqrt(np.einsum("nij,nij->n", W, W)) / 3.0
@@ -400,10 +403,16 @@ class ConvexICFEngine(ContactEngine):
         if opt.newton_kernel == "numba":
             Jc, cols_k = icf_kernels.compress_jacobian(np.ascontiguousarray(J3))
             cols = np.maximum(cols_k, 0)                 # padding: column 0 with exact zeros in Jc
-            Ainv_blocks = None
+            w = None
             if nc and (self.contact_model == "sap" or opt.regularized_stiction):
-                Ainv_blocks = self._block_inverse(A)[cols[:, :, None], cols[:, None, :]]
-            params = self._prepare_contacts(inputs, Jc, cols, Ainv_blocks)
+                if self._perm is None:
+                    w = icf_kernels.delassus_rms(A, self._tree_ptr, Jc, cols_k)
+                else:
+                    cols_p = np.where(cols_k >= 0, self._inv_perm[cols], -1)
+                    w = icf_kernels.delassus_rms(A[self._perm][:, self._perm], self._tree_ptr, Jc, cols_p)
+                if w is None or not np.all(np.isfinite(w)):
+                    return self._failure(inputs, "mass matrix block not positive definite (Delassus estimate)")
+            params = self._prepare_contacts(inputs, Jc, cols, None, w=w)
             bias = contacts.velocity_bias.reshape(nc, 3)
             return self._newton_compiled(inputs, A, p0, D, Jc, cols_k, bias, params)
         if nc:
