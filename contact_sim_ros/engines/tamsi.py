@@ -102,6 +102,9 @@ class TamsiEngine(ContactEngine):
         kernel:              "numba" (default: the whole Newton iteration of a step in one compiled call,
                              ``tamsi_kernels.py``) or "numpy" (the readable reference implementation below; both
                              give the same result to round-off).
+
+        The engine reads its options when it is constructed (scratch sizes, the compiled kernel's parameters):
+        make a new engine to change them.
         """
 
         stiction_tolerance: float = 1.0e-4
