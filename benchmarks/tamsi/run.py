@@ -380,7 +380,7 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="shorter runs (smoke test)")
     parser.add_argument("--docs", action="store_true", help="copy the figures to docs/figures/")
     args = parser.parse_args(argv)
-    todo = ["box", "coupling", "gripper", "allegro"] if args.experiment == "all" else [args.experiment]
+    todo = ["box", "coupling", "gripper", "allegro", "timing"] if args.experiment == "all" else [args.experiment]
     for name in todo:
         {"box": bench_box, "coupling": bench_coupling, "gripper": bench_gripper,
          "allegro": bench_allegro, "timing": bench_timing}[name](args.quick)
