@@ -241,6 +241,76 @@ def test_3d_pushed_box_slides_with_coulomb_force(engine_name):
     np.testing.assert_allclose(q[4:8], [0.0, 0.0, 0.0, 1.0], atol=1e-9)          # no rotation
 
 
+# ------------------------------------------------------------------ contact reduction (3-D grasps, section V-B)
+
+def _skew(p):
+    return np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
+
+
+def _rigid_contact_set():
+    """A finger pad patch (robot link, joint 1, against an object, joint 2: 4 corners of a 2 x 4 cm pad with
+    different distances) and an object-table patch (world, joint 0: 8 points on a 3 cm rim). Jacobians are the
+    exact rigid-body ones, v = (v_robot (6), v_object (6)) world-aligned twists: J_world(p) = [I, -[p]x] per body."""
+    rng = np.random.default_rng(3)
+    pad = np.array([[0.5, 0.03 + dx, z] for z in (0.05, 0.09) for dx in (0.0, 0.0)]) + \
+        np.array([[-0.01, 0, 0], [0.01, 0, 0], [-0.01, 0, 0], [0.01, 0, 0]])
+    rim = np.array([[0.5 + 0.03 * np.cos(a), 0.03 * np.sin(a), 0.0] for a in np.linspace(0, 2 * np.pi, 9)[:-1]])
+    points = np.vstack([pad, rim])
+    n = points.shape[0]
+    R_pad = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])   # n = -y (finger at +y -> object)
+    rotation = np.array([R_pad] * 4 + [np.diag([1.0, -1.0, -1.0])] * 8)     # table normal: object -> world
+    joint_a = np.array([1] * 4 + [2] * 8)
+    joint_b = np.array([2] * 4 + [0] * 8)
+    jac = []
+    for p, R, a, b in zip(points, rotation, joint_a, joint_b):
+        Jw = np.zeros((3, 12))
+        for joint, sign in ((a, -1.0), (b, 1.0)):
+            if joint:
+                Jw[:, 6 * (joint - 1):6 * joint] += sign * np.hstack([np.eye(3), -_skew(p)])
+        jac.append(R.T @ Jw)
+    phi = np.concatenate([[0.0, 0.0016, 0.0016, 0.0], rng.uniform(0.0, 1e-4, 8)])
+    geometry_a = np.array([5] * 4 + [7] * 8)
+    geometry_b = np.array([7] * 4 + [9] * 8)
+    cs = ContactSet(geometry_a, geometry_b, joint_a, joint_b, points, rotation[:, :, 2], phi, rotation,
+                    np.concatenate(jac), np.zeros(3 * n), np.full(n, 5e4), np.zeros(n), np.full(n, 0.5), np.zeros(n))
+    return cs, _skew
+
+
+def test_contact_reduction_keeps_wrench_and_rigid_jacobian():
+    """One pad patch -> 2 points (its halves' centroids) with the exact Jacobian of those centroids and the
+    pair's closest distance; 8 rim points -> 4 spread support points; impulses mapped back give the same
+    generalized impulse (same force and moment on every body)."""
+    from contact_sim_ros.engines.quasistatic_miqp import reduce_contact_patches
+    cs, skew = _rigid_contact_set()
+    red = reduce_contact_patches(cs, free_joints=np.array([2]), max_support_points=4, grasp_points=2)
+    r = red.contacts
+    assert r.size == 6
+    table = r.joint_b == 0
+    assert table.sum() == 4 and (~table).sum() == 2
+    # support points: 4 of the rim points, spread (pairwise >= the side of the inscribed square, 0.03 sqrt 2)
+    rim = r.point[table]
+    d = np.linalg.norm(rim[:, None] - rim[None], axis=2) + np.eye(4)
+    assert d.min() >= 0.03 * np.sqrt(2) - 1e-9
+    # grasp points: centroids of the pad's halves along its long (z) axis, with the pair's closest distance
+    grasp = np.sort(r.point[~table][:, 2])
+    np.testing.assert_allclose(grasp, [0.05, 0.09], atol=1e-12)
+    np.testing.assert_allclose(r.signed_distance[~table], 0.0, atol=1e-15)
+    J = r.jacobian.reshape(-1, 3, 12)
+    for i in np.flatnonzero(~table):
+        p = r.point[i]
+        Jw = np.hstack([-np.eye(3), skew(p), np.eye(3), -skew(p)])
+        np.testing.assert_allclose(J[i], r.rotation[i].T @ Jw, atol=1e-12)
+    # wrench equivalence: J^T gamma over the query's points == over the reduced points
+    gamma = np.random.default_rng(0).normal(size=(6, 3))
+    back = red.expand_impulse(cs, gamma)
+    np.testing.assert_allclose(cs.jacobian.T @ back.reshape(-1), r.jacobian.T @ gamma.reshape(-1), atol=1e-12)
+    # dropped rim points carry no impulse
+    assert np.count_nonzero(np.abs(back[4:]).sum(axis=1) > 0) == 4
+    red1 = reduce_contact_patches(cs, free_joints=np.array([2]), grasp_points=1)
+    assert red1.contacts.size == 5
+    np.testing.assert_allclose(red1.contacts.point[red1.contacts.joint_b != 0], [[0.5, 0.03, 0.07]], atol=1e-12)
+
+
 # ------------------------------------------------------------------ failures and configuration
 
 def test_unsupported_object_is_reported_infeasible_with_time(model):
