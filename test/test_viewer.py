@@ -17,8 +17,9 @@ import yaml
 
 from contact_sim_ros.sim.simulator import Simulator
 from contact_sim_ros.viewer.headless_browser import HeadlessChromium, text_field_js
-from contact_sim_ros.viewer.scene_viewer import (ROBOT_COLOR, FrameBuffer, GeometryKinematics, SceneViewer,
-                                                 ViewerProcess, describe_scene, display_forces)
+from contact_sim_ros.viewer.scene_viewer import (ROBOT_COLOR, FrameBuffer, SceneViewer, ViewerProcess,
+                                                 describe_scene, display_forces, moving_geometry_ids,
+                                                 simulator_frame)
 
 BOX_MASS = 0.5
 REPO = Path(__file__).resolve().parents[1]
@@ -108,33 +109,35 @@ def _ball_on_ground():
             "environment": [{"name": "ground", "shape": "halfspace"}]}
 
 
-def test_viewer_kinematics_place_geometries_where_the_simulator_does():
-    """The viewer process gets only q and runs its own forward kinematics: its poses must be the simulator's
-    geometry placements (oMg) of the same state."""
-    sim = Simulator({"robot": "franka", **_ball_on_ground()}, engine="semi_implicit", time_step=1e-3)
-    sim.set_state(sim.q + 0.05 * np.sin(np.arange(sim.model.nq)) * (np.arange(sim.model.nq) < 7), sim.v)
+def test_frame_poses_are_the_simulator_geometry_placements_in_viser_convention():
+    """A frame carries (x, y, z, qw, qx, qy, qz) per moving geometry (viser's wxyz order), taken from the
+    simulator's own placements oMg: rebuilt as rotation matrices they must be oMg, for a robot arm with a mimic
+    finger away from its neutral pose and a free ball."""
     import pinocchio as pin
-    geometries = [vg for vg in describe_scene(sim.model) if vg.moving]
-    kin = GeometryKinematics(sim.model.pin_model, sim.model.collision_model)
-    poses = kin.poses(sim.q, [vg.index for vg in geometries])
-    for vg, pose in zip(geometries, poses):
-        M = sim.geometry_data.oMg[vg.index]
+    sim = Simulator({"robot": "franka", **_ball_on_ground()}, engine="semi_implicit", time_step=1e-3)
+    sim.set_state(sim.q + 0.3 * np.sin(np.arange(sim.model.nq)) * (np.arange(sim.model.nq) < 7), sim.v)
+    geometries = describe_scene(sim.model)
+    ids = moving_geometry_ids(geometries)
+    assert len(ids) > 5
+    frame = simulator_frame(sim, ids)
+    for g, pose in zip(ids, frame.poses):
+        M = sim.geometry_data.oMg[g]
         np.testing.assert_allclose(pose[:3], M.translation, atol=1e-12)
-        R = pin.Quaternion(pose[3], *pose[4:]).matrix()          # (w, x, y, z) as viser takes it
-        np.testing.assert_allclose(R, M.rotation, atol=1e-12)
-    with pytest.raises(ValueError, match="nq"):
-        kin.poses(sim.q[:-1], [0])
+        np.testing.assert_allclose(pin.Quaternion(pose[3], *pose[4:]).matrix(), M.rotation, atol=1e-12)
+    buf = FrameBuffer(ids, capacity=8)
+    buf.write_simulator(sim, 1.0)
+    np.testing.assert_array_equal(buf.read()[1].poses, frame.poses)
 
 
 def test_frame_buffer_round_trip_keeps_the_largest_forces_and_counts_clicks():
-    buf = FrameBuffer(nq=4, capacity=3)
+    buf = FrameBuffer([3, 5], capacity=3)
     assert buf.read() is None                                  # nothing written yet
-    q = np.array([0.1, 0.2, 0.3, 0.4])
+    q = np.arange(14.0).reshape(2, 7)
     points = np.arange(15.0).reshape(5, 3)
     forces = np.array([[0, 0, 1.0], [0, 0, 5.0], [0, 0, 2.0], [0, 0, 4.0], [0, 0, 3.0]])
     buf.write(q, 1.25, 0.5, points, forces)
     seq, frame = buf.read()
-    np.testing.assert_array_equal(frame.q, q)
+    np.testing.assert_array_equal(frame.poses, q)
     assert frame.t == 1.25 and frame.real_time_factor == 0.5 and frame.contact_count == 5
     kept = np.sort(frame.contact_forces[:, 2])
     np.testing.assert_array_equal(kept, [3.0, 4.0, 5.0])         # the 3 largest of 5, with their points
@@ -157,7 +160,7 @@ def test_frame_buffer_round_trip_keeps_the_largest_forces_and_counts_clicks():
     buf.set_paused(True)
     assert buf.read()[1].paused is True
     with pytest.raises(ValueError, match="capacity"):
-        FrameBuffer(nq=4, capacity=0)
+        FrameBuffer([3, 5], capacity=0)
 
 
 def test_viewer_process_serves_the_scene_and_takes_frames(tmp_path):
@@ -172,7 +175,7 @@ def test_viewer_process_serves_the_scene_and_takes_frames(tmp_path):
             viewer.publish_simulator(sim, 1.0)
         assert time.perf_counter() - start < 0.5            # never blocks
         seq, frame = viewer.buffer.read()
-        np.testing.assert_array_equal(frame.q, sim.q)
+        np.testing.assert_array_equal(frame.poses, simulator_frame(sim, viewer.buffer.geometry_ids).poses)
         assert frame.t == sim.t and frame.contact_count == sim.contacts.size
         np.testing.assert_array_equal(frame.contact_forces, display_forces(sim.contacts, sim.contact_forces_world()))
         np.testing.assert_array_equal(frame.contact_points, sim.contacts.point)
@@ -195,7 +198,7 @@ def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
                                      "environment": [{"name": "ground", "shape": "halfspace"}]}))
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "contact_sim_ros.cli", "run", str(scene), "--engine",
-                             "semi_implicit", "--duration", "0.3", "--real-time-factor", "0.1", "--viewer",
+                             "semi_implicit", "--duration", "1.2", "--real-time-factor", "0.2", "--viewer",
                              "--viewer-port", str(port), "--paused", "--log", str(log)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     lines = []
@@ -214,7 +217,7 @@ def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
 
     def sim_time_stays(value: str, seconds: float = 0.8):
         browser.wait_for(f"{_SIM_TIME_JS} === {json.dumps(value)}", f"sim time {value} on the page")
-        time.sleep(seconds)                                    # 8 steps of sim time at 0.1 x real time
+        time.sleep(seconds)                                    # 160 steps of sim time at 0.2 x real time
         assert browser.text_value("sim time (s)") == value, "sim time advanced while paused"
 
     try:
@@ -224,10 +227,10 @@ def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
             sim_time_stays("0.000")
             browser.click_button("Resume")
             wait_line("resumed at t = 0.000")
-            browser.wait_for(f"parseFloat({_SIM_TIME_JS}) > 0.1", "the sim time to advance on the page")
+            browser.wait_for(f"parseFloat({_SIM_TIME_JS}) > 0.02", "the sim time to advance on the page")
             browser.click_button("Pause")
             paused_at = float(wait_line("paused at t =", "(viewer)").split()[4])
-            assert paused_at > 0.1
+            assert 0.02 < paused_at < 1.0
             browser.wait_for_button("Resume")
             sim_time_stays(f"{paused_at:.3f}")
             browser.click_button("Reset")
@@ -249,7 +252,7 @@ def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
     assert abs(t[k] - t[0]) < 1e-12 and abs(t[k - 1] - paused_at) < 1e-9   # not one step while paused
     n = min(k, len(t) - k)                                     # replayed steps
     assert n > 20
-    assert np.ptp(q[:n, 2]) > 0.05                             # the ball moved (it falls from 0.5 m)
+    assert np.ptp(v[:n, 2]) > 0.05                             # the ball moved (it falls from 0.5 m)
     np.testing.assert_allclose(t[k:k + n], t[:n], atol=1e-12)
     np.testing.assert_allclose(q[k:k + n], q[:n], atol=1e-12)   # the reset state is the initial state
     np.testing.assert_allclose(v[k:k + n], v[:n], atol=1e-12)

@@ -1,15 +1,16 @@
 """A live 3-D view of a scene in the browser (viser), with contact points and force arrows.
 
 The viewer knows nothing of ROS or engines: it is given a plain-data description of the scene once
-(``describe_scene``, plus the Pinocchio model and geometry model to place the geometries) and then, at its update
-rate, the state to draw: the configuration q, the contact points and forces, the sim time and the real-time
+(``describe_scene``) and then, at its update rate, the state to draw: the world poses of the moving
+geometries, the contact points and forces, the sim time and the real-time
 factor (``ViewerFrame``; ``simulator_frame`` takes one from a ``Simulator``).
 
 * ``SceneViewer`` serves the page from this process (tests, notebooks);
 * ``ViewerProcess`` runs it in a child process (the headless runner and the ROS node use it). The stepping
-  process only copies q and the contact arrays into a preallocated shared-memory block (``FrameBuffer``, a
-  sequence-locked latest-frame slot: no pickling, no pipe, no queue thread); the child (at ``os.nice`` +10) pulls
-  the newest frame at its own rate, runs the forward kinematics itself and sends the browser only what changed.
+  process only copies the moving geometries' poses (from the placements it has already computed) and the contact
+  arrays into a preallocated shared-memory block (``FrameBuffer``, a sequence-locked latest-frame slot: no
+  pickling, no pipe, no queue thread); the child (at ``os.nice`` +10) pulls the newest frame at its own rate,
+  only while a browser is connected, and sends the browser only what changed.
   Pause / reset buttons come back through counters in the same block (``events()``), which the owner applies to
   its own loop (the node: through the same paths as its ~/pause and ~/reset services).
 
@@ -102,11 +103,12 @@ def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
 
 @dataclass
 class ViewerFrame:
-    """One frame for the viewer: the configuration q (nq,) of the scene's model, sim time (s), real-time factor,
-    contact points (N, 3) m and the forces drawn at them (N, 3) N, world frame; ``paused``: the simulation's
-    pause state (the Pause button shows "Resume" while it is paused), None if unknown."""
+    """One frame for the viewer: world poses (M, 7) (x, y, z, qw, qx, qy, qz) of the moving geometries (in the
+    order of ``describe_scene``'s moving entries), sim time (s), real-time factor, contact points (N, 3) m and the
+    forces drawn at them (N, 3) N, world frame; ``paused``: the simulation's pause state (the Pause button shows
+    "Resume" while it is paused), None if unknown."""
 
-    q: np.ndarray
+    poses: np.ndarray
     t: float
     real_time_factor: float | None
     contact_points: np.ndarray | None
@@ -115,48 +117,39 @@ class ViewerFrame:
     contact_count: int | None = None      # contacts in the scene (>= len(contact_points) if some were dropped)
 
 
-def simulator_frame(sim, real_time_factor: float | None = None, paused: bool | None = None) -> ViewerFrame:
-    """Snapshot a Simulator's current state for the viewer (copies: safe to hand to another thread)."""
+def moving_geometry_ids(geometries: "list[VisualGeometry]") -> list[int]:
+    """Collision-model indices of the geometries a frame carries poses for (the moving ones, in order)."""
+    return [vg.index for vg in geometries if vg.moving]
+
+
+def geometry_poses(geometry_data: pin.GeometryData, ids, out: np.ndarray | None = None) -> np.ndarray:
+    """(len(ids), 7) world poses (x, y, z, qw, qx, qy, qz) of the geometries ``ids`` from placements the
+    simulator has already computed (``GeometryData.oMg``): one ``pin.SE3ToXYZQUAT`` per geometry (~3 us each)
+    and a column swap, no new kinematics."""
+    out = np.empty((len(ids), 7)) if out is None else out
+    oMg = geometry_data.oMg
+    for k, g in enumerate(ids):
+        out[k] = pin.SE3ToXYZQUAT(oMg[g])                 # x y z qx qy qz qw
+    out[:, 3:] = out[:, [6, 3, 4, 5]]
+    return out
+
+
+def simulator_frame(sim, geometry_ids, real_time_factor: float | None = None,
+                    paused: bool | None = None) -> ViewerFrame:
+    """Snapshot a Simulator's current state for the viewer (copies: safe to hand to another thread);
+    ``geometry_ids``: ``moving_geometry_ids`` of the viewer's geometries."""
+    poses = geometry_poses(sim.geometry_data, geometry_ids)
     c = sim.contacts
     if c is None or c.size == 0 or sim.last_result is None:
-        return ViewerFrame(np.array(sim.q), sim.t, real_time_factor, None, None, paused)
+        return ViewerFrame(poses, sim.t, real_time_factor, None, None, paused)
     forces = display_forces(c, sim.contact_forces_world())
-    return ViewerFrame(np.array(sim.q), sim.t, real_time_factor, c.point[: len(forces)].copy(), forces, paused)
-
-
-class GeometryKinematics:
-    """World poses of the collision geometries from a configuration q: one forward-kinematics pass
-    (``pin.forwardKinematics`` + ``pin.updateGeometryPlacements``) with the viewer's own data, so the process
-    that draws does this work, not the one that steps."""
-
-    def __init__(self, pin_model: pin.Model, geometry_model: pin.GeometryModel):
-        self.pin_model, self.geometry_model = pin_model, geometry_model
-        self._data = pin_model.createData()
-        self._geometry_data = pin.GeometryData(geometry_model)
-        self.nq = pin_model.nq
-
-    def poses(self, q: np.ndarray, indices, out: np.ndarray | None = None) -> np.ndarray:
-        """(len(indices), 7) poses (x, y, z, qw, qx, qy, qz) of the geometries ``indices`` at q."""
-        q = np.asarray(q, float)
-        if q.shape != (self.nq,):
-            raise ValueError(f"q has shape {q.shape}; the viewer's model has nq = {self.nq}")
-        pin.forwardKinematics(self.pin_model, self._data, q)
-        pin.updateGeometryPlacements(self.pin_model, self._data, self.geometry_model, self._geometry_data)
-        out = np.empty((len(indices), 7)) if out is None else out
-        oMg = self._geometry_data.oMg
-        for k, g in enumerate(indices):
-            xyzquat = pin.SE3ToXYZQUAT(oMg[g])           # x y z qx qy qz qw
-            out[k, :3] = xyzquat[:3]
-            out[k, 3] = xyzquat[6]
-            out[k, 4:] = xyzquat[3:6]
-        return out
+    return ViewerFrame(poses, sim.t, real_time_factor, c.point[: len(forces)].copy(), forces, paused, c.size)
 
 
 class SceneViewer:
     """Serves the scene on http://host:port.
 
-    geometries: a MultibodyModel (described and placed here) or ``describe_scene`` output together with
-    ``kinematics`` (a ``GeometryKinematics`` of the same model). force_scale: arrow length per newton (m/N).
+    geometries: a MultibodyModel or its ``describe_scene`` output. force_scale: arrow length per newton (m/N).
     update_rate: maximum updates per second of wall time (``due()`` tells callers when to update).
     ``on_pause(paused)`` / ``on_reset()``: called (from viser's thread) when the Pause / Reset buttons are clicked.
     Each ``show`` sends the browser only what changed (moved geometries, new arrows, changed texts).
@@ -168,15 +161,12 @@ class SceneViewer:
     def __init__(self, geometries: "list[VisualGeometry] | MultibodyModel", host: str = "127.0.0.1",
                  port: int = 8080, force_scale: float = 0.01, update_rate: float = 30.0,
                  on_pause: Callable[[bool], None] | None = None, on_reset: Callable[[], None] | None = None,
-                 camera_position=(1.6, -1.4, 1.2), camera_target=(0.3, 0.0, 0.3),
-                 kinematics: "GeometryKinematics | None" = None):
+                 camera_position=(1.6, -1.4, 1.2), camera_target=(0.3, 0.0, 0.3)):
         import viser  # optional dependency: only the viewer needs it
 
         if isinstance(geometries, MultibodyModel):
-            kinematics = kinematics or GeometryKinematics(geometries.pin_model, geometries.collision_model)
             geometries = describe_scene(geometries)
         self.geometries = geometries
-        self.kinematics = kinematics
         self.force_scale = float(force_scale)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
@@ -193,9 +183,9 @@ class SceneViewer:
                 self._handles[g] = handle
                 if vg.moving:
                     self._moving.append(g)
-        self._moving_ids = [geometries[g].index for g in self._moving]   # their collision-model indices
+        self.moving_ids = [geometries[g].index for g in self._moving]    # their collision-model indices
+        assert self.moving_ids == moving_geometry_ids(geometries)
         self._poses = np.array([geometries[g].pose for g in self._moving]).reshape(-1, 7)   # as last sent
-        self._pose_buffer = np.empty_like(self._poses)
         self.contact_count = 0
         self.total_force = np.zeros(3)
         self._arrows = None
@@ -256,11 +246,11 @@ class SceneViewer:
         return True
 
     def show(self, frame: "ViewerFrame") -> None:
-        """Draw a frame: geometry poses from ``frame.q``, the contacts, the time texts, the pause state."""
-        if self.kinematics is None:
-            raise ValueError("this SceneViewer was built from a geometry list without kinematics: "
-                             "pass kinematics=GeometryKinematics(pin_model, geometry_model)")
-        poses = self.kinematics.poses(frame.q, self._moving_ids, self._pose_buffer)
+        """Draw a frame: the moving geometries' poses, the contacts, the time texts, the pause state."""
+        poses = np.asarray(frame.poses, float)
+        if poses.shape != self._poses.shape:
+            raise ValueError(f"frame poses have shape {poses.shape}; this viewer draws {len(self._moving)} moving "
+                             f"geometries (poses of moving_geometry_ids(geometries), (x, y, z, qw, qx, qy, qz))")
         with self.server.atomic():            # one batch for the browser (and one wake-up of viser's loop)
             self.update(poses, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces,
                         contact_count=frame.contact_count)
@@ -273,7 +263,7 @@ class SceneViewer:
         return len(self.server.get_clients())
 
     def update_from_simulator(self, sim, real_time_factor: float | None = None) -> None:
-        self.show(simulator_frame(sim, real_time_factor))
+        self.show(simulator_frame(sim, self.moving_ids, real_time_factor))
 
     def update(self, moving_poses: np.ndarray, t: float, real_time_factor: float | None = None,
                contact_points: np.ndarray | None = None, contact_forces: np.ndarray | None = None,
@@ -382,7 +372,7 @@ class FrameBuffer:
     """The newest viewer frame in shared memory: one writer (the stepping process), one reader (the viewer).
 
     Two ``multiprocessing`` RawArrays (no pickling per frame, no pipe, no feeder thread): an int64 header and a
-    float64 block holding sim time, real-time factor, q (nq,) and up to ``capacity`` contact points (m) and
+    float64 block holding sim time, real-time factor, the poses (M, 7) of the M moving geometries and up to ``capacity`` contact points (m) and
     forces (N). The writer makes the sequence counter odd, writes, and makes it even again (a seqlock); the
     reader copies and keeps the copy only if the counter was even and unchanged around it, so a frame is never
     drawn half-written and the writer never waits. The same header carries the buttons' requests back (counters,
@@ -392,12 +382,13 @@ class FrameBuffer:
     SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF = range(10)
     HEADER_SIZE = 16
 
-    def __init__(self, nq: int, capacity: int = 512, context=None):
-        if nq < 0 or capacity < 1:
-            raise ValueError(f"FrameBuffer needs nq >= 0 and capacity >= 1, got nq = {nq}, capacity = {capacity}")
+    def __init__(self, geometry_ids, capacity: int = 512, context=None):
+        if capacity < 1:
+            raise ValueError(f"FrameBuffer needs a contact capacity >= 1, got {capacity}")
         ctx = context or multiprocessing.get_context("spawn")
-        self.nq, self.capacity = int(nq), int(capacity)
-        self._raw = (ctx.RawArray("q", self.HEADER_SIZE), ctx.RawArray("d", 2 + self.nq + 6 * self.capacity))
+        self.geometry_ids, self.capacity = [int(g) for g in geometry_ids], int(capacity)
+        self._n_pose_values = 7 * len(self.geometry_ids)
+        self._raw = (ctx.RawArray("q", self.HEADER_SIZE), ctx.RawArray("d", 2 + self._n_pose_values + 6 * self.capacity))
         self._views()
         self.header[self.PAUSED] = -1          # unknown until the owner says
         self._events_seen = (0, 0)
@@ -405,14 +396,15 @@ class FrameBuffer:
     def _views(self) -> None:
         self.header = np.frombuffer(self._raw[0], dtype=np.int64)
         data = np.frombuffer(self._raw[1], dtype=np.float64)
-        nq, cap = self.nq, self.capacity
+        nq, cap = self._n_pose_values, self.capacity
         self.scalars = data[:2]                                   # t (s), real-time factor
-        self.q = data[2:2 + nq]
+        self.poses = data[2:2 + nq].reshape(-1, 7)
         self.points = data[2 + nq:2 + nq + 3 * cap].reshape(cap, 3)
         self.forces = data[2 + nq + 3 * cap:].reshape(cap, 3)
 
     def __getstate__(self):             # crosses to the viewer process once, when it is spawned
-        return {"nq": self.nq, "capacity": self.capacity, "_raw": self._raw, "_events_seen": (0, 0)}
+        return {"geometry_ids": self.geometry_ids, "_n_pose_values": self._n_pose_values, "capacity": self.capacity, "_raw": self._raw,
+                "_events_seen": (0, 0)}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -420,10 +412,19 @@ class FrameBuffer:
 
     # ------------------------------------------------------------------------- writer (owner)
 
-    def write(self, q: np.ndarray, t: float, real_time_factor: float | None = None,
+    def write(self, poses: np.ndarray | None, t: float, real_time_factor: float | None = None,
               contact_points: np.ndarray | None = None, contact_forces: np.ndarray | None = None) -> None:
-        """Publish a frame (copies into shared memory; a few microseconds). More contacts than ``capacity``:
-        the ``capacity`` largest forces are kept."""
+        """Publish a frame (copies into shared memory; a few microseconds). poses: (M, 7), or None when they
+        were written into ``self.poses`` already. More contacts than ``capacity``: the ``capacity`` largest
+        forces are kept."""
+        h = self.header
+        h[self.SEQ] += 1                                          # odd: being written
+        if poses is not None:
+            self.poses[:] = poses
+        self._write_rest(t, real_time_factor, contact_points, contact_forces)
+        h[self.SEQ] += 1                                          # even: complete
+
+    def _write_rest(self, t, real_time_factor, contact_points, contact_forces) -> None:
         h = self.header
         n = 0 if contact_forces is None else len(contact_forces)
         if n > self.capacity:
@@ -431,25 +432,27 @@ class FrameBuffer:
             keep = keep[: self.capacity]
             contact_points, contact_forces = contact_points[keep], contact_forces[keep]
         m = min(n, self.capacity)
-        h[self.SEQ] += 1                                          # odd: being written
         self.scalars[0] = t
         h[self.HAS_RTF] = real_time_factor is not None
         self.scalars[1] = real_time_factor if real_time_factor is not None else 0.0
-        self.q[:] = q
         if m:
             self.points[:m] = contact_points[:m]
             self.forces[:m] = contact_forces[:m]
         h[self.N_DRAWN], h[self.N_TOTAL] = m, n
-        h[self.SEQ] += 1                                          # even: complete
 
     def write_simulator(self, sim, real_time_factor: float | None = None) -> None:
-        """Publish a Simulator's current state: q and the contact points and (display) forces."""
+        """Publish a Simulator's current state: the moving geometries' poses (from its ``geometry_data``), the
+        contact points and the (display) forces."""
+        h = self.header
+        h[self.SEQ] += 1                                          # odd: being written
+        geometry_poses(sim.geometry_data, self.geometry_ids, self.poses)     # straight into shared memory
         c = sim.contacts
         if c is None or c.size == 0 or sim.last_result is None:
-            self.write(sim.q, sim.t, real_time_factor)
-            return
-        forces = display_forces(c, sim.contact_forces_world())
-        self.write(sim.q, sim.t, real_time_factor, c.point[: len(forces)], forces)
+            self._write_rest(sim.t, real_time_factor, None, None)
+        else:
+            forces = display_forces(c, sim.contact_forces_world())
+            self._write_rest(sim.t, real_time_factor, c.point[: len(forces)], forces)
+        h[self.SEQ] += 1                                          # even: complete
 
     def set_paused(self, paused: bool) -> None:
         """The owner's pause state, shown on the page; also acknowledges the pause clicks taken by ``events``
@@ -486,13 +489,13 @@ class FrameBuffer:
                 continue
             m, n = int(h[self.N_DRAWN]), int(h[self.N_TOTAL])
             t, rtf, has_rtf = float(self.scalars[0]), float(self.scalars[1]), bool(h[self.HAS_RTF])
-            q = self.q.copy()
+            poses = self.poses.copy()
             points, forces = self.points[:m].copy(), self.forces[:m].copy()
             if int(h[self.SEQ]) == seq:
                 paused = int(h[self.PAUSED])
                 if int(h[self.PAUSE_ACK]) != int(h[self.PAUSE_REQ]):
                     paused = -1       # a click not yet taken by the owner: keep the button as clicked
-                return seq, ViewerFrame(q, t, rtf if has_rtf else None, points if m else None,
+                return seq, ViewerFrame(poses, t, rtf if has_rtf else None, points if m else None,
                                         forces if m else None, None if paused < 0 else bool(paused), n)
         return None
 
@@ -506,12 +509,12 @@ class FrameBuffer:
 
 
 class ViewerProcess:
-    """A SceneViewer in its own process; the simulation pays only for copying q and the contacts into shared
+    """A SceneViewer in its own process; the simulation pays only for copying the poses and contacts into shared
     memory at the update rate (``publish_simulator``; ``due()`` says when).
 
     The child runs at ``os.nice(nice)`` (lower priority than the simulation), pulls the newest frame at most
-    ``update_rate`` times per second of wall time, does the forward kinematics itself and sends the browser only
-    what changed. ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",);
+    ``update_rate`` times per second of wall time while a browser is connected, and sends the browser only what
+    changed. ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",);
     ``set_paused`` tells the page the simulation's pause state (e.g. when paused through a service).
     """
 
@@ -521,13 +524,14 @@ class ViewerProcess:
         if update_rate <= 0:
             raise ValueError(f"viewer update_rate must be > 0 Hz, got {update_rate}")
         ctx = multiprocessing.get_context("spawn")
-        self.buffer = FrameBuffer(model.pin_model.nq, contact_capacity, ctx)
+        geometries = describe_scene(model)
+        self.buffer = FrameBuffer(moving_geometry_ids(geometries), contact_capacity, ctx)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
         ready_recv, ready_send = ctx.Pipe(duplex=False)
         self._process = ctx.Process(
             target=_viewer_main, daemon=True, name="contact_sim_viewer",
-            args=(describe_scene(model), model.pin_model, model.collision_model, self.buffer, host, port,
+            args=(geometries, self.buffer, host, port,
                   force_scale, float(update_rate), int(nice), os.getpid(), ready_send))
         self._process.start()
         ready_send.close()
@@ -559,7 +563,7 @@ class ViewerProcess:
 
     def publish(self, frame: ViewerFrame) -> None:
         """Hand the viewer a frame (never blocks)."""
-        self.buffer.write(frame.q, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces)
+        self.buffer.write(frame.poses, frame.t, frame.real_time_factor, frame.contact_points, frame.contact_forces)
         if frame.paused is not None:
             self.buffer.set_paused(frame.paused)
 
@@ -581,7 +585,7 @@ class ViewerProcess:
             self._process.join(timeout=2.0)
 
 
-def _viewer_main(geometries, pin_model, geometry_model, buffer: FrameBuffer, host, port, force_scale, update_rate,
+def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, update_rate,
                  nice, parent_pid, ready) -> None:
     """The viewer process: serve the page, then draw the newest frame at most ``update_rate`` times a second
     until the owner closes it or dies."""
@@ -603,7 +607,7 @@ def _viewer_main(geometries, pin_model, geometry_model, buffer: FrameBuffer, hos
                 buffer.request_reset()
 
         viewer = SceneViewer(geometries, host=host, port=port, force_scale=force_scale, on_pause=on_pause,
-                             on_reset=on_reset, kinematics=GeometryKinematics(pin_model, geometry_model))
+                             on_reset=on_reset)
     except Exception as exc:  # noqa: BLE001 - reported to the owner, which raises it
         ready.send(("error", repr(exc)))
         return

@@ -1,10 +1,14 @@
 """The node's live browser view (viewer:=true / --viewer): served while the node steps and publishes."""
 
 import socket
+import time
 import urllib.request
 
+import numpy as np
 from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool
 
+from contact_sim_ros.viewer.headless_browser import HeadlessChromium, text_field_js
 from ros_testing import wait_until
 
 
@@ -29,3 +33,58 @@ def test_viewer_flag_serves_the_scene_while_the_node_runs(ros, start_node):
     # stepping goes on with the viewer attached
     n = len(states)
     wait_until(lambda: len(states) > n + 50, 30, what="more /viewed/joint_states with the viewer running")
+
+
+def _stamp(msg) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def test_viewer_pause_and_reset_buttons_act_through_the_node(ros, start_node):
+    """Headless Chromium clicks the page's buttons of a node started paused: Resume (sim time advances), Pause
+    (joint_states stamps stop), Reset (back to t = 0 and the initial joint positions, after a commanded move);
+    the ~/pause service and the page's button show the same state."""
+    port = _free_port()
+    node = start_node("--robot", "franka", "--engine", "tamsi", "--viewer", "--viewer-port", str(port),
+                      "--namespace", "clicked", "--paused", "--joint-states-rate", "100")
+    states = ros.subscribe(JointState, "/clicked/joint_states")
+    try:
+        wait_until(lambda: states or node.proc.poll() is not None, 120, what="/clicked/joint_states")
+    except AssertionError:
+        raise AssertionError(node.output())
+    assert node.proc.poll() is None, node.output()
+    initial = states[-1]
+    assert _stamp(initial) == 0.0                              # started paused: the state at t = 0
+    names = list(initial.name)
+    with HeadlessChromium(f"http://127.0.0.1:{port}", timeout=40) as browser:
+        browser.wait_for_button("Resume")                      # the page knows the node is paused
+        time.sleep(0.5)
+        assert max(_stamp(m) for m in states) == 0.0           # paused: no step
+        browser.click_button("Resume")
+        wait_until(lambda: _stamp(states[-1]) > 0.1, 30, what="joint_states stamps advancing after Resume")
+        # move a joint away from its initial position
+        target = initial.position[0] + 0.4
+        ros.publish(JointState, "/clicked/joint_command", JointState(name=[names[0]], position=[target]))
+        wait_until(lambda: abs(states[-1].position[0] - initial.position[0]) > 0.1, 30,
+                   what=f"{names[0]} to move towards {target:.2f} rad")
+        browser.click_button("Pause")
+        browser.wait_for_button("Resume")
+        time.sleep(0.3)                                        # messages in flight arrive
+        stopped_at = max(_stamp(m) for m in states)
+        n = len(states)
+        time.sleep(1.0)
+        assert max(_stamp(m) for m in states[n:]) <= stopped_at if len(states) > n else True, \
+            "joint_states stamps advanced while paused"
+        assert browser.text_value("sim time (s)") == f"{stopped_at:.3f}"
+        n = len(states)
+        browser.click_button("Reset")
+        wait_until(lambda: any(_stamp(m) == 0.0 for m in states[n:]), 30, what="joint_states at t = 0 after Reset")
+        reset = [m for m in states[n:] if _stamp(m) == 0.0][-1]
+        np.testing.assert_allclose(reset.position, initial.position, atol=1e-12)   # the initial state
+        np.testing.assert_allclose(reset.velocity, initial.velocity, atol=1e-12)
+        browser.wait_for(f"{text_field_js('sim time (s)')} === '0.000'", "sim time 0 on the page after Reset")
+        # the service and the page agree: resuming through ~/pause turns the page's button back to Pause
+        assert ros.call(SetBool, "/clicked/contact_sim/pause", SetBool.Request(data=False)).success
+        browser.wait_for_button("Pause")
+        wait_until(lambda: _stamp(states[-1]) > 0.05, 30, what="joint_states stamps advancing after ~/pause false")
+        # the commanded move was dropped by the reset: the joint holds its initial position
+        assert abs(states[-1].position[0] - initial.position[0]) < 0.02
