@@ -145,6 +145,25 @@ def test_compliance_routes_agree_with_dense_solve():
         np.testing.assert_allclose(X, expected, rtol=1e-9, atol=1e-12, err_msg=method)
 
 
+def test_auto_compliance_route_is_minverse_for_small_and_aba_for_large_trees():
+    """'auto' picks the route the lambda benchmark measured faster: computeMinverse up to 256 dofs, the O(nv)
+    articulated-body columns above; both solve M_hat X = J^T on a 300-link chain."""
+    assert ComplianceColumns(pin.buildSampleModelManipulator(), "auto", has_mimic=False).method == "minverse"
+    chain, q, _, _ = _pendulum().build_minimal(300)
+    auto = ComplianceColumns(chain, "auto", has_mimic=False)
+    assert auto.method == "aba"
+    data = chain.createData()
+    M = pin.crba(chain, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    rhs = np.random.default_rng(1).normal(size=(300, 3))
+    extra = np.full(300, 1e-3)
+    for X in (auto.compute(q, M, extra, rhs),
+              ComplianceColumns(chain, "minverse", has_mimic=False).compute(q, M, extra, rhs)):
+        # (M + diag(extra)) X = rhs, to round-off relative to the (ill-conditioned) chain's mass matrix
+        residual = (M + np.diag(extra)) @ X - rhs
+        assert np.linalg.norm(residual) < 1e-10 * np.linalg.norm(M) * np.linalg.norm(X)
+
+
 def test_mimic_models_refuse_aba_and_fall_back_to_cholesky():
     model = pin.buildSampleModelManipulator()
     assert ComplianceColumns(model, "auto", has_mimic=True).method == "cholesky"

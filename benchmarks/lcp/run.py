@@ -185,34 +185,39 @@ def bench_pendulum(quick, dt):
 
 # ---------------------------------------------------------------------------------------------- lambda
 def best_time(fn, repeat=5, number=20):
+    """Best of ``repeat`` CPU-time (time.process_time) averages over ``number`` calls, s."""
     best = np.inf
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(number):
             fn()
-        best = min(best, (time.perf_counter() - start) / number)
+        best = min(best, (time.process_time() - start) / number)
     return best
 
 
 def bench_lambda(quick):
+    """Lambda = J M^-1 J^T for 4 point contacts (12 rows, contact frames) on a chain of N links, four routes:
+    articulated-body columns (12 pin.aba calls, O(N) each), pin.computeMinverse (O(N^2)) + products,
+    crba + Cholesky (O(N^3)), and pin.computeDelassusMatrix: the O(N) operational-space recursion of section V
+    (articulated inertias tips-to-base, then each contact's propagators along its support; Pinocchio's C++,
+    the 4 RigidConstraintModels built inside the timed call as a simulator would each step)."""
+    import scipy.linalg
     sizes = (8, 32, 128, 512) if quick else (4, 8, 16, 32, 64, 128, 256, 512)
-    print("\n## Cost of Lambda = J M^-1 J^T (4 point contacts = 12 rows) against the number of links N")
-    print(f"{'N':>5} {'aba cols (us)':>14} {'computeMinverse (us)':>21} {'crba+Cholesky (us)':>19}")
+    print("\n## Cost of Lambda = J M^-1 J^T (4 point contacts = 12 rows) against the number of links N "
+          "(CPU time, best of 5)")
+    print(f"{'N':>5} {'aba cols (us)':>14} {'computeMinverse (us)':>21} {'crba+Cholesky (us)':>19} "
+          f"{'Delassus O(N) (us)':>19} {'rel. diff':>10}")
     rows = []
+    frame = pin.SE3(pin.utils.rpyToMatrix(0.3, -0.2, 0.1), np.array([0.1, 0.0, -0.05]))   # contact frame
     for n in sizes:
         model, q, _, _ = pendulum.build_minimal(n)
-        rng = np.random.default_rng(0)
-        q = rng.uniform(-1, 1, n)
+        q = np.random.default_rng(0).uniform(-1, 1, n)
         zg = model.copy()
         zg.gravity = pin.Motion.Zero()
         d = zg.createData()
         pin.computeJointJacobians(zg, d, q)
-        pin.forwardKinematics(zg, d, q)
-        links = sorted({max(1, n // 4), max(1, n // 2), max(1, 3 * n // 4), n})
-        while len(links) < 4:
-            links.append(n)
-        J = np.vstack([pin.getFrameJacobian(zg, d, k, pin.SE3(np.eye(3), np.array([0.1, 0, -0.05])),
-                                            pin.LOCAL_WORLD_ALIGNED)[:3] for k in links[:4]])
+        links = [max(1, n // 4), max(1, n // 2), max(1, 3 * n // 4), n]
+        J = np.vstack([pin.getFrameJacobian(zg, d, k, frame, pin.LOCAL)[:3] for k in links])
         zero = np.zeros(n)
         X = np.empty((n, 12))
 
@@ -226,34 +231,48 @@ def bench_lambda(quick):
             Minv = np.triu(Minv) + np.triu(Minv, 1).T
             return J @ Minv @ J.T
 
-        import scipy.linalg
-
         def by_cholesky():
             M = pin.crba(zg, d, q)
             M = np.triu(M) + np.triu(M, 1).T
             return J @ scipy.linalg.cho_solve(scipy.linalg.cho_factor(M), J.T)
 
+        def by_delassus():
+            models = pin.StdVec_RigidConstraintModel()
+            datas = pin.StdVec_RigidConstraintData()
+            for k in links:
+                cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, zg, k, frame, pin.ReferenceFrame.LOCAL)
+                models.append(cm)
+                datas.append(cm.createData())
+            return pin.computeDelassusMatrix(zg, d, q, models, datas, 0.0)
+
         ref = by_cholesky()
-        la, lm = by_aba(), by_minverse()
         scale = np.linalg.norm(ref)
-        assert np.linalg.norm(la - lm) < 1e-8 * scale and np.linalg.norm(la - ref) < 1e-6 * scale, n
+        diffs = [np.linalg.norm(f() - ref) / scale for f in (by_aba, by_minverse, by_delassus)]
+        assert max(diffs) < 1e-6, (n, diffs)
         number = max(2, int(1000 / n))
-        ta, tm, tc = (best_time(f, number=number) * 1e6 for f in (by_aba, by_minverse, by_cholesky))
-        rows.append((n, ta, tm, tc))
-        print(f"{n:5d} {ta:14.1f} {tm:21.1f} {tc:19.1f}")
+        ta, tm, tc, td = (best_time(f, number=number) * 1e6 for f in (by_aba, by_minverse, by_cholesky,
+                                                                        by_delassus))
+        rows.append((n, ta, tm, tc, td))
+        print(f"{n:5d} {ta:14.1f} {tm:21.1f} {tc:19.1f} {td:19.1f} {max(diffs):10.1e}")
     arr = np.array(rows)
     big = arr[:, 0] >= 128
-    slopes = [np.polyfit(np.log(arr[big, 0]), np.log(arr[big, k]), 1)[0] for k in (1, 2, 3)]
+    slopes = [np.polyfit(np.log(arr[big, 0]), np.log(arr[big, k]), 1)[0] for k in (1, 2, 3, 4)]
     print(f"log-log slope for N >= 128: aba {slopes[0]:.2f}, computeMinverse {slopes[1]:.2f}, "
-          f"crba+Cholesky {slopes[2]:.2f}  (1 = linear)")
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.loglog(arr[:, 0], arr[:, 1], "o-", label=f"aba columns (slope {slopes[0]:.2f} for N >= 128)")
-    ax.loglog(arr[:, 0], arr[:, 2], "s-", label=f"computeMinverse (slope {slopes[1]:.2f})")
+          f"crba+Cholesky {slopes[2]:.2f}, Delassus {slopes[3]:.2f}  (1 = linear)")
+    for k, name in ((1, "aba columns"), (4, "Delassus recursion")):
+        faster = arr[arr[:, k] < arr[:, 2], 0]
+        print(f"{name} faster than computeMinverse for N in {faster.astype(int).tolist()}")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.loglog(arr[:, 0], arr[:, 4], "D-", label=f"computeDelassusMatrix, O(N) recursion (slope {slopes[3]:.2f})")
+    ax.loglog(arr[:, 0], arr[:, 1], "o-", label=f"aba columns, 12 x O(N) (slope {slopes[0]:.2f})")
+    ax.loglog(arr[:, 0], arr[:, 2], "s-", label=f"computeMinverse, O(N^2) (slope {slopes[1]:.2f})")
     ax.loglog(arr[:, 0], arr[:, 3], "^-", label=f"crba + Cholesky (slope {slopes[2]:.2f})")
+    ref_n = arr[:, 0]
+    ax.loglog(ref_n, arr[-1, 4] * ref_n / ref_n[-1], "k:", lw=0.8, label="linear reference")
     ax.set_xlabel("number of links N")
-    ax.set_ylabel("time per Lambda (us)")
-    ax.set_title("Lambda for 4 contacts: O(N) articulated-body route vs forming M^-1")
-    ax.legend()
+    ax.set_ylabel("CPU time per Lambda (us)")
+    ax.set_title("Lambda for 4 contacts (slopes fitted for N >= 128)")
+    ax.legend(fontsize=8)
     save(fig, "lcp_lambda_scaling.png")
     return rows, slopes
 

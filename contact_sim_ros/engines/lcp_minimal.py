@@ -9,11 +9,12 @@ Per step, in the joint (minimal) coordinates of the scene's Pinocchio model:
 1. Implicit actuation and damping (``Actuation`` linearised at v, saturated dofs explicit):
    M_hat = M + dt B,  v_free = M_hat^-1 (M v + dt (f + a))          [eq. 7 with the free accelerations, eq. 2]
 2. Operational-space compliance matrix (OSCM) over the contact nodes in the contact frames (eq. 6):
-   W = J M_hat^-1 J^T  (3N x 3N), from X = M_hat^-1 J^T computed WITHOUT forming M^-1 by the
-   articulated-body algorithm (``pin.aba`` on a zero-gravity copy of the model whose armature holds dt B:
-   one O(nv) sweep per contact direction, the O(N) route of section V), or by a Cholesky factorisation of
-   M_hat (``delassus="cholesky"``; always used for models with mimic joints, which ``aba`` refuses), or by
-   ``pin.computeMinverse`` (``delassus="minverse"``, the baseline the recursion has to beat).
+   W = J M_hat^-1 J^T  (3N x 3N), from X = M_hat^-1 J^T computed by ``pin.computeMinverse``
+   (``delassus="minverse"``, O(nv^2) in C++, the default ``auto`` choice up to 256 dofs), or WITHOUT forming
+   M^-1 by the articulated-body algorithm (``delassus="aba"``: ``pin.aba`` on a zero-gravity copy of the model
+   whose armature holds dt B, one O(nv) sweep per contact direction, the ``auto`` choice above 256 dofs, where
+   it wins: benchmarks/lcp/run.py --sections lambda), or by a Cholesky factorisation of M_hat
+   (``delassus="cholesky"``; always used for models with mimic joints, which ``aba`` refuses).
 3. Polyhedral friction: n_f unit directions d_j = cos(2 pi j / n_f) t1 + sin(2 pi j / n_f) t2 in the tangent
    plane (eq. 14); per contact D(i) = [n, d_1 .. d_nf] (eq. 15). The inscribed polygon underestimates the
    friction bound by at most a factor cos(pi / n_f) (7.6 % for n_f = 8, 1.9 % for n_f = 16) in directions
@@ -60,6 +61,7 @@ from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResu
 from .registry import register_engine
 
 DELASSUS_METHODS = ("auto", "aba", "cholesky", "minverse")
+AUTO_MINVERSE_MAX_NV = 256      # "auto": computeMinverse up to this many dofs, aba columns above
 
 
 def friction_basis(n_directions: int) -> np.ndarray:
@@ -418,7 +420,9 @@ class ComplianceColumns:
             raise ConfigError("lcp_minimal option delassus: " + f"unknown method {method!r}; valid methods: "
                               + ", ".join(DELASSUS_METHODS))
         if method == "auto":
-            method = "cholesky" if has_mimic else "aba"
+            # computeMinverse (C++, O(nv^2), independent of the contact count) beats one aba sweep per contact
+            # direction below ~256-512 dofs (benchmarks/lcp/run.py --sections lambda, 4 contacts)
+            method = "cholesky" if has_mimic else ("minverse" if pin_model.nv <= AUTO_MINVERSE_MAX_NV else "aba")
         if has_mimic and method in ("aba", "minverse"):
             raise ConfigError(f"lcp_minimal option delassus={method!r}: the model has mimic joints, which "
                               "pin.aba / pin.computeMinverse refuse; use 'cholesky' or 'auto'")
@@ -458,7 +462,8 @@ class LCPMinimalEngine(ContactEngine):
     @dataclass
     class Options:
         friction_directions: int = 8      # n_f of eq. 14 (>= 3); cone error <= 1 - cos(pi / n_f)
-        delassus: str = "auto"            # auto | aba | cholesky | minverse (auto: aba, cholesky with mimics)
+        delassus: str = "auto"            # auto | aba | cholesky | minverse (auto: minverse for nv <= 256,
+                                          # aba above, cholesky with mimics)
         touch_distance: float = 1e-4      # m: contacts with phi <= this are active in the step LCP
         impact_velocity: float = 1e-2     # m/s: touching contacts approaching faster get a restitution impact
         erp: float = 0.2                  # penetration correction per step (fraction of the depth)
