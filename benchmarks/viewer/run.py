@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from contact_sim_ros.sim.simulator import Simulator  # noqa: E402
+from contact_sim_ros.viewer.headless_browser import CHROMIUM, HeadlessChromium  # noqa: E402
 from contact_sim_ros.viewer.scene_viewer import ViewerProcess  # noqa: E402
 
 CONFIGS = ("no viewer", "viewer, no client", "viewer + browser")
@@ -87,24 +85,14 @@ def run(sim, seconds: float, viewer=None, watch: dict | None = None) -> dict:
     return out
 
 
-def start_browser(url: str, profile: str):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        return None
-    return subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader",
-                             "--use-angle=swiftshader", "--disable-background-networking",
-                             "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-                             "--window-size=1000,700", "--remote-debugging-port=0", url],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="wall seconds per run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--engine", default="tamsi")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--browser-warmup", type=float, default=4.0, help="s for Chromium to load the page")
+    parser.add_argument("--browser-warmup", type=float, default=2.0,
+                        help="s of stepping with the page loaded before measuring")
     parser.add_argument("--no-browser", action="store_true", help="skip the headless-Chromium configuration")
     parser.add_argument("--figure", default=str(REPO / "docs/figures/viewer_overhead.png"),
                         help="PNG to write ('' for none)")
@@ -114,33 +102,42 @@ def main(argv=None) -> int:
     sim.run(0.05)                                            # imports, first-use allocations
     viewer = ViewerProcess(sim.model, port=args.port)
     results = {c: [] for c in CONFIGS}
-    profile = tempfile.mkdtemp(prefix="viewer-bench-chromium-")
     try:
         for _ in range(args.repeats):
             results["no viewer"].append(run(sim, args.seconds))
             results["viewer, no client"].append(run(sim, args.seconds, viewer, {"viewer process": viewer.pid}))
             if args.no_browser:
                 continue
-            browser = start_browser(viewer.url, profile)
-            if browser is None:
+            if CHROMIUM is None:
                 print("chromium not found: no browser configuration")
                 args.no_browser = True
                 continue
-            try:
-                t_end = time.perf_counter() + args.browser_warmup    # the page loads and gets the scene
+            with HeadlessChromium(viewer.url, timeout=60) as browser:
+                browser.wait_for_button("Reset")                 # the page is up and connected
+                t_end = time.perf_counter() + args.browser_warmup    # it gets the scene and renders
                 while time.perf_counter() < t_end:
                     sim.step()
                     if viewer.due():
                         viewer.publish_simulator(sim, None)
                 results["viewer + browser"].append(
                     run(sim, args.seconds, viewer, {"viewer process": viewer.pid, "chromium": browser.pid}))
-            finally:
-                browser.terminate()
-                browser.wait(10)
     finally:
         viewer.close()
-        shutil.rmtree(profile, ignore_errors=True)
     load1 = os.getloadavg()
+    # the stepping process's cost of one frame, in isolation: poses from oMg + contacts into shared memory
+    frame_viewer = ViewerProcess.__new__(ViewerProcess)      # no second child: only the buffer is exercised
+    from contact_sim_ros.viewer.scene_viewer import FrameBuffer, describe_scene, moving_geometry_ids
+    frame_viewer.buffer = FrameBuffer(moving_geometry_ids(describe_scene(sim.model)))
+    n_frames = 2000
+    cpu0 = time.process_time()
+    for _ in range(n_frames):
+        frame_viewer.publish_simulator(sim, 1.0)
+    frame_cpu = (time.process_time() - cpu0) / n_frames
+    cpu0 = time.process_time()
+    for _ in range(20000):
+        frame_viewer.buffer.events()
+    poll_cpu = (time.process_time() - cpu0) / 20000
+    n_contacts = sim.contacts.size if sim.contacts is not None else 0
 
     def med(config, key):
         return statistics.median(r[key] for r in results[config]) if results[config] else float("nan")
@@ -168,6 +165,10 @@ def main(argv=None) -> int:
               f"{'-' if vp != vp else f'{vp:.1f}':>14s} {'-' if ch != ch else f'{ch:.1f}':>11s}")
     print("overhead: median over repeats of (configuration / no viewer of the same repeat - 1); "
           "target <= +10 %")
+    rate = 1.0 / viewer.update_period
+    print(f"one frame in the stepping process ({len(frame_viewer.buffer.geometry_ids)} moving geometries, "
+          f"{n_contacts} contacts): {1e6 * frame_cpu:.1f} us CPU; button poll per step: {1e6 * poll_cpu:.2f} us; "
+          f"expected overhead at {rate:g} Hz: {100 * (frame_cpu * rate * med('no viewer', 'wall') + poll_cpu) / med('no viewer', 'cpu'):.2f} %")
     if args.figure:
         import matplotlib
         matplotlib.use("Agg")
