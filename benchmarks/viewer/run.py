@@ -12,7 +12,8 @@ q and the contacts into the viewer's shared memory). Each repeat runs, back to b
 
 Printed per configuration (median over repeats): CPU time per step of the stepping process
 (``time.process_time``: all its threads), wall time per step, the overheads against ``no viewer`` of the same
-repeats, and the CPU use of the viewer process and of Chromium (% of one core, from /proc). Target: the viewer
+repeats, the CPU use of the viewer process and of Chromium (% of one core, from /proc) and the frames per second
+the viewer process actually sent to the browser (it sends none while no browser is connected). Target: the viewer
 adds at most 10 % to the step time. On a 2-core machine a software-rendering browser competes with the
 simulation for the cores: its cost shows in the wall time, not in the stepping process's CPU time.
 """
@@ -63,6 +64,7 @@ def run(sim, seconds: float, viewer=None, watch: dict | None = None) -> dict:
     one core) of the watched processes (name -> pid) over the run."""
     sim.reset()
     watched0 = {name: process_tree_cpu(pid) for name, pid in (watch or {}).items()}
+    shown0 = viewer.frames_shown if viewer is not None else 0
     n = 0
     cpu0, start = time.process_time(), time.perf_counter()
     frame_wall, frame_t = start, sim.t
@@ -79,7 +81,8 @@ def run(sim, seconds: float, viewer=None, watch: dict | None = None) -> dict:
             break
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu0
-    out = {"cpu": cpu / n, "wall": wall / n, "steps": n}
+    out = {"cpu": cpu / n, "wall": wall / n, "steps": n,
+           "shown": (viewer.frames_shown - shown0) / wall if viewer is not None else float("nan")}
     for name, pid in (watch or {}).items():
         out[name] = 100.0 * (process_tree_cpu(pid) - watched0[name]) / wall
     return out
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
           f"viewer update rate {1.0 / viewer.update_period:g} Hz; load average {load0[0]:.2f} -> {load1[0]:.2f} "
           f"on {os.cpu_count()} cores")
     print(f"{'configuration':20s} {'CPU us/step':>12s} {'CPU overhead':>13s} {'wall us/step':>13s} "
-          f"{'wall overhead':>14s} {'viewer proc %':>14s} {'chromium %':>11s}")
+          f"{'wall overhead':>14s} {'viewer proc %':>14s} {'chromium %':>11s} {'frames/s':>9s}")
     rows = []
     for config in CONFIGS:
         if not results[config]:
@@ -159,10 +162,12 @@ def main(argv=None) -> int:
         vp = med(config, "viewer process") if config != "no viewer" else float("nan")
         ch = med(config, "chromium") if config == "viewer + browser" else float("nan")
         row = (config, 1e6 * med(config, "cpu"), overhead(config, "cpu") if config != "no viewer" else 0.0,
-               1e6 * med(config, "wall"), overhead(config, "wall") if config != "no viewer" else 0.0, vp, ch)
+               1e6 * med(config, "wall"), overhead(config, "wall") if config != "no viewer" else 0.0, vp, ch,
+               med(config, "shown") if config != "no viewer" else float("nan"))
         rows.append(row)
         print(f"{row[0]:20s} {row[1]:12.1f} {row[2]:+12.1f}% {row[3]:13.1f} {row[4]:+13.1f}% "
-              f"{'-' if vp != vp else f'{vp:.1f}':>14s} {'-' if ch != ch else f'{ch:.1f}':>11s}")
+              f"{'-' if vp != vp else f'{vp:.1f}':>14s} {'-' if ch != ch else f'{ch:.1f}':>11s} "
+              f"{'-' if row[7] != row[7] else f'{row[7]:.1f}':>9s}")
     print("overhead: median over repeats of (configuration / no viewer of the same repeat - 1); "
           "target <= +10 %")
     rate = 1.0 / viewer.update_period

@@ -379,7 +379,7 @@ class FrameBuffer:
     so no click is lost) and the owner's pause state.
     """
 
-    SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF = range(10)
+    SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF, SHOWN = range(11)
     HEADER_SIZE = 16
 
     def __init__(self, geometry_ids, capacity: int = 512, context=None):
@@ -574,6 +574,11 @@ class ViewerProcess:
         return self.buffer.events()
 
     @property
+    def frames_shown(self) -> int:
+        """Frames the viewer process has sent to the browser so far (it draws only while one is connected)."""
+        return int(self.buffer.header[FrameBuffer.SHOWN])
+
+    @property
     def alive(self) -> bool:
         return self._process.is_alive()
 
@@ -623,6 +628,7 @@ def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, updat
             if got is not None:
                 seq, frame = got
                 viewer.show(frame)
+                buffer.header[FrameBuffer.SHOWN] += 1        # frames sent to the browser (benchmark)
             elif viewer.client_count:
                 paused = int(buffer.header[FrameBuffer.PAUSED])
                 if paused >= 0 and buffer.header[FrameBuffer.PAUSE_ACK] == buffer.header[FrameBuffer.PAUSE_REQ]:
