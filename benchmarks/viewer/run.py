@@ -105,6 +105,7 @@ def main(argv=None) -> int:
     sim.run(0.05)                                            # imports, first-use allocations
     viewer = ViewerProcess(sim.model, port=args.port)
     results = {c: [] for c in CONFIGS}
+    idle_browser = []
     try:
         for _ in range(args.repeats):
             results["no viewer"].append(run(sim, args.seconds))
@@ -117,6 +118,12 @@ def main(argv=None) -> int:
                 continue
             with HeadlessChromium(viewer.url, timeout=60) as browser:
                 browser.wait_for_button("Reset")                 # the page is up and connected
+                if not idle_browser:                             # once: the page's own cost, no frames sent
+                    time.sleep(1.0)
+                    cpu0, wall0 = process_tree_cpu(browser.pid), time.perf_counter()
+                    time.sleep(min(args.seconds, 3.0))
+                    idle_browser.append(100.0 * (process_tree_cpu(browser.pid) - cpu0)
+                                        / (time.perf_counter() - wall0))
                 t_end = time.perf_counter() + args.browser_warmup    # it gets the scene and renders
                 while time.perf_counter() < t_end:
                     sim.step()
@@ -171,6 +178,9 @@ def main(argv=None) -> int:
     print("overhead: median over repeats of (configuration / no viewer of the same repeat - 1); "
           "target <= +10 %")
     rate = 1.0 / viewer.update_period
+    if idle_browser:
+        print(f"Chromium showing the page with no frame sent and the simulation idle: {idle_browser[0]:.1f} % of "
+              f"a core (the page renders continuously)")
     print(f"one frame in the stepping process ({len(frame_viewer.buffer.geometry_ids)} moving geometries, "
           f"{n_contacts} contacts): {1e6 * frame_cpu:.1f} us CPU; button poll per step: {1e6 * poll_cpu:.2f} us; "
           f"expected overhead at {rate:g} Hz: {100 * (frame_cpu * rate * med('no viewer', 'wall') + poll_cpu) / med('no viewer', 'cpu'):.2f} %")

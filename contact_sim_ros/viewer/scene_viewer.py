@@ -156,7 +156,7 @@ class SceneViewer:
     """
 
     POSE_TOLERANCE = 1e-6     # m (and quaternion components): smaller moves are not sent
-    ARROW_TOLERANCE = 1e-4    # m: arrows whose ends moved less than this are not re-sent
+    ARROW_TOLERANCE = 1e-3    # m: arrows whose ends moved less than this (1 mm on screen) are not re-sent
 
     def __init__(self, geometries: "list[VisualGeometry] | MultibodyModel", host: str = "127.0.0.1",
                  port: int = 8080, force_scale: float = 0.01, update_rate: float = 30.0,
