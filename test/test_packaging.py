@@ -38,6 +38,8 @@ ROSDEP_KEY = {
     "pinocchio": "pinocchio",
     "urdf_parser_py": "urdfdom_py",
     "pytest": "python3-pytest",
+    "numba": "python3-numba",
+    "websockets": "python3-websockets",
 }
 # import name -> PyPI distribution in requirements.txt (ROS packages: ros-jazzy-<name with dashes>)
 PYPI_DIST = {
@@ -51,6 +53,8 @@ PYPI_DIST = {
     "matplotlib": "matplotlib",
     "pytest": "pytest",
     "viser": "viser",
+    "numba": "numba",
+    "websockets": "websockets",
 }
 # imports with no rosdep key: installed with pip (README's colcon section says so)
 PIP_ONLY = {"coal", "pyscipopt", "viser"}
