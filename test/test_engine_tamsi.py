@@ -473,7 +473,8 @@ def test_compiled_step_matches_the_numpy_reference(coupling, smooth):
                      (a.actuation_force, b.actuation_force)):
             assert x.shape == y.shape
             np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(y).max(initial=0.0)))
-        assert a.stats.residual == pytest.approx(b.stats.residual, rel=1e-6, abs=1e-15)
+        # a converged residual (~1e-11) is round-off: compare it to that level
+        assert a.stats.residual == pytest.approx(b.stats.residual, rel=1e-6, abs=1e-13)
         statuses.add(a.stats.status)
         iterations.append(a.stats.iterations)
         limited += any(0.0 < alpha < 1.0 for _, alpha in fast.iteration_history)      # TALS acted
