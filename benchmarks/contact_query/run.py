@@ -121,7 +121,7 @@ def _cpu_us(fn, repeats: int, block: int = 20) -> float:
 def stage_breakdown(model, data, repeats: int) -> None:
     """Where the time of one grasp query goes (CPU us, medians): coal calls, line casts, frames, Jacobians."""
     from contact_sim_ros.geometry.contact_query import contact_frames
-    cq = ContactQuery(model, 0.01)
+    cq = ContactQuery(model, 0.01, kernel="numpy")           # the stages of the readable numpy path
     cs = cq.update(data)
     captured = {}
     witnesses = cq._patch_witnesses
@@ -133,6 +133,7 @@ def stage_breakdown(model, data, repeats: int) -> None:
     cq.update(data)
     cq._patch_witnesses = witnesses
     pm, gm, gd = model.pin_model, cq._gm, cq._gd
+    fast = ContactQuery(model, 0.01)
 
     def coal_loop():
         pin.updateGeometryPlacements(pm, data, gm, gd)
@@ -149,7 +150,8 @@ def stage_breakdown(model, data, repeats: int) -> None:
     ja, jb, point, rot, normal = (x.copy() for x in (cs.joint_a, cs.joint_b, cs.point, cs.rotation, cs.normal))
     out = np.zeros((n, 3, model.nv))
     stages = [
-        ("whole update", lambda: cq.update(data)),
+        ("whole update (numpy kernel)", lambda: cq.update(data)),
+        ("whole update (numba kernel)", lambda: fast.update(data)),
         ("placements + broad + narrow phase + patches (coal)", coal_loop),
         (f"per-point depths: line casts of {len(captured['args'][0])} patch points",
          lambda: witnesses(*captured["args"])),

@@ -220,36 +220,58 @@ def line_interval(kind, g, px, py, pz, ux, uy, uz, half, radius, half_length, pl
 
 
 @njit(cache=True)
-def patch_witnesses(geometry_a, geometry_b, slot_a, slot_b, rotation, translation, mid, normal, depth, kinds, half,
-                    radius, half_length, plane_normal, plane_offset, face_start, face_normal, face_offset, tol,
-                    wit_a, wit_b):
-    """Witness points wit_a, wit_b (M, 3) (world, m) of the patch points ``mid`` (M, 3): the line mid + s n leaves
-    A at s_out(A) and enters B at s_in(B) (``ContactQuery._patch_witnesses``); where a shape has no caster or
-    the line misses it numerically, s = -depth/2 on A, +depth/2 on B. rotation (S, 3, 3), translation (S, 3):
-    world placements of the geometries involved; slot_a, slot_b (M,): each point's rows in them."""
-    for i in range(mid.shape[0]):
-        n0, n1, n2 = normal[i, 0], normal[i, 1], normal[i, 2]
-        for side in range(2):
-            if side == 0:
-                g, R, t = geometry_a[i], rotation[slot_a[i]], translation[slot_a[i]]
-            else:
-                g, R, t = geometry_b[i], rotation[slot_b[i]], translation[slot_b[i]]
-            d0, d1, d2 = mid[i, 0] - t[0], mid[i, 1] - t[1], mid[i, 2] - t[2]
-            px = d0 * R[0, 0] + d1 * R[1, 0] + d2 * R[2, 0]            # R^T (p - t), R^T n
-            py = d0 * R[0, 1] + d1 * R[1, 1] + d2 * R[2, 1]
-            pz = d0 * R[0, 2] + d1 * R[1, 2] + d2 * R[2, 2]
-            ux = n0 * R[0, 0] + n1 * R[1, 0] + n2 * R[2, 0]
-            uy = n0 * R[0, 1] + n1 * R[1, 1] + n2 * R[2, 1]
-            uz = n0 * R[0, 2] + n1 * R[1, 2] + n2 * R[2, 2]
-            s_in, s_out = line_interval(kinds[g], g, px, py, pz, ux, uy, uz, half, radius, half_length,
-                                        plane_normal, plane_offset, face_start, face_normal, face_offset, tol)
-            if side == 0:
-                s = s_out if math.isfinite(s_out) else -0.5 * depth[i]        # the line leaves A
-                out = wit_a
-            else:
-                s = s_in if math.isfinite(s_in) else 0.5 * depth[i]           # the line enters B
-                out = wit_b
-            out[i, 0] = mid[i, 0] + s * n0
-            out[i, 1] = mid[i, 1] + s * n1
-            out[i, 2] = mid[i, 2] + s * n2
-    return wit_a, wit_b
+def patch_contacts(patch_pair, patch_start, mid, patch_normal, patch_depth, patch_wit_a, patch_wit_b,
+                   geometry_a, geometry_b, slot_a, slot_b, placement, kinds, half, radius, half_length,
+                   plane_normal, plane_offset, face_start, face_normal, face_offset, tol, deepest_tolerance,
+                   min_gap, pair_out, wit_a_out, wit_b_out, normal_out):
+    """Raw contact rows of the multi-point patches (``ContactQuery.update``, numpy path: ``_patch_witnesses`` and
+    the lost-deepest-point check) into pair_out (R,), wit_a_out, wit_b_out, normal_out (R, 3); returns R.
+
+    Patch j (pair patch_pair[j], unit normal patch_normal[j], coal's depth patch_depth[j] m and witness points
+    patch_wit_a/b[j]) has the points mid[patch_start[j]:patch_start[j + 1]] (world, m); its geometries A and B
+    are geometry_a/b[j] with world placements placement[slot_a/b[j]] (4x4 homogeneous). First every patch
+    point (witnesses by line casts, as ``patch_witnesses``), then coal's deepest point of each patch whose
+    points are all shallower than coal's depth by more than ``deepest_tolerance`` (m). min_gap (P,) scratch."""
+    r = 0
+    for j in range(patch_pair.shape[0]):
+        n0, n1, n2 = patch_normal[j, 0], patch_normal[j, 1], patch_normal[j, 2]
+        min_gap[j] = _INF
+        for i in range(patch_start[j], patch_start[j + 1]):
+            for side in range(2):
+                if side == 0:
+                    g, H = geometry_a[j], placement[slot_a[j]]
+                else:
+                    g, H = geometry_b[j], placement[slot_b[j]]
+                d0, d1, d2 = mid[i, 0] - H[0, 3], mid[i, 1] - H[1, 3], mid[i, 2] - H[2, 3]
+                px = d0 * H[0, 0] + d1 * H[1, 0] + d2 * H[2, 0]            # R^T (p - t), R^T n
+                py = d0 * H[0, 1] + d1 * H[1, 1] + d2 * H[2, 1]
+                pz = d0 * H[0, 2] + d1 * H[1, 2] + d2 * H[2, 2]
+                ux = n0 * H[0, 0] + n1 * H[1, 0] + n2 * H[2, 0]
+                uy = n0 * H[0, 1] + n1 * H[1, 1] + n2 * H[2, 1]
+                uz = n0 * H[0, 2] + n1 * H[1, 2] + n2 * H[2, 2]
+                s_in, s_out = line_interval(kinds[g], g, px, py, pz, ux, uy, uz, half, radius, half_length,
+                                            plane_normal, plane_offset, face_start, face_normal, face_offset, tol)
+                if side == 0:
+                    s = s_out if math.isfinite(s_out) else -0.5 * patch_depth[j]     # the line leaves A
+                    out = wit_a_out
+                else:
+                    s = s_in if math.isfinite(s_in) else 0.5 * patch_depth[j]        # the line enters B
+                    out = wit_b_out
+                out[r, 0] = mid[i, 0] + s * n0
+                out[r, 1] = mid[i, 1] + s * n1
+                out[r, 2] = mid[i, 2] + s * n2
+            pair_out[r] = patch_pair[j]
+            normal_out[r, 0], normal_out[r, 1], normal_out[r, 2] = n0, n1, n2
+            gap = ((wit_b_out[r, 0] - wit_a_out[r, 0]) * n0 + (wit_b_out[r, 1] - wit_a_out[r, 1]) * n1) \
+                + (wit_b_out[r, 2] - wit_a_out[r, 2]) * n2
+            min_gap[j] = min(min_gap[j], gap)
+            r += 1
+    for j in range(patch_pair.shape[0]):
+        if min_gap[j] > patch_depth[j] + deepest_tolerance:
+            pair_out[r] = patch_pair[j]
+            for k in range(3):
+                wit_a_out[r, k] = patch_wit_a[j, k]
+                wit_b_out[r, k] = patch_wit_b[j, k]
+                normal_out[r, k] = patch_normal[j, k]
+            r += 1
+    return r

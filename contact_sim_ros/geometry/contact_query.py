@@ -288,7 +288,10 @@ class ContactQuery:
             self.stats["contacts"] = 0
             return self._contact_set(0)
 
-        if multi_pair:
+        if multi_pair and self._kernels is not None:
+            pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_count, multi_mid, multi_n,
+                                                                   multi_depth, multi_a, multi_b)
+        elif multi_pair:
             count = np.array(multi_count)
             pairs_m = np.repeat(multi_pair, count)
             normal_m = np.repeat(np.array(multi_n), count, axis=0)
@@ -392,8 +395,6 @@ class ContactQuery:
         line leaves A (s_out), B's where it enters B (s_in). Where a shape has no caster (cone, plane) or the
         line misses it numerically, the patch's own depth is used: s = -depth/2 on A, +depth/2 on B.
         """
-        if self._kernels is not None:
-            return self._patch_witnesses_numba(pair, mid, normal, depth)
         m = len(mid)
         geometry = self.pairs[pair].T.reshape(-1)                      # A of every point, then B
         mid2 = np.concatenate([mid, mid])
@@ -418,23 +419,27 @@ class ContactQuery:
             s_b[bad_b] = 0.5 * depth[bad_b]
         return mid + s_a[:, None] * normal, mid + s_b[:, None] * normal
 
-    def _patch_witnesses_numba(self, pair, mid, normal, depth):
-        """``_patch_witnesses`` with the line casts in one compiled call (``contact_kernels.patch_witnesses``)."""
-        geometry_a, geometry_b = self.pairs[pair].T
-        slot = {}                                  # geometry -> row of its placement (few geometries involved)
-        slots = [slot.setdefault(g, len(slot)) for g in geometry_a.tolist() + geometry_b.tolist()]
+    def _patch_contacts_numba(self, pair, count, mid, normal, depth, wit_a, wit_b):
+        """The multi-point patches' raw contact rows (pair, witnesses on A and B, normal) in one compiled call
+        (``contact_kernels.patch_contacts``): the numpy path's ``_patch_witnesses`` and lost-deepest-point check."""
+        geometry = self.pairs[pair]                                   # (P, 2): A, B of every patch
+        slot = {}                        # geometry -> row of its world placement (few geometries per step)
+        slots = [slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()]
         oMg = self._gd.oMg
-        placements = [oMg[g] for g in slot]
-        rotation = np.array([pl.rotation for pl in placements])
-        translation = np.array([pl.translation for pl in placements])
-        m = len(mid)
-        slot_ab = np.array(slots, dtype=np.int64)
+        placement = np.array([oMg[g].homogeneous for g in slot])
+        slots = np.array(slots, dtype=np.int64)
+        start = np.zeros(len(pair) + 1, dtype=np.int64)
+        np.cumsum(count, out=start[1:])
+        rows = start[-1] + len(pair)
+        pair_out, wa, wb, normal_out = (np.empty(rows, dtype=np.int64), np.empty((rows, 3)), np.empty((rows, 3)),
+                                        np.empty((rows, 3)))
         c = self._caster
-        wit_a, wit_b = np.empty((m, 3)), np.empty((m, 3))
-        return self._kernels.patch_witnesses(
-            geometry_a, geometry_b, slot_ab[:m], slot_ab[m:], rotation, translation, mid, normal, depth, c.type,
-            c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start, c.face_normal,
-            c.face_offset, c.tolerance, wit_a, wit_b)
+        r = self._kernels.patch_contacts(
+            np.array(pair, dtype=np.int64), start, np.array(mid), np.array(normal), np.array(depth),
+            np.array(wit_a), np.array(wit_b), geometry[:, 0], geometry[:, 1], slots[0::2], slots[1::2], placement,
+            c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start, c.face_normal,
+            c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(len(pair)), pair_out, wa, wb, normal_out)
+        return pair_out[:r], wa[:r], wb[:r], normal_out[:r]
 
     # ------------------------------------------------------------------ Jacobians
     def _jacobian_vectorized(self, data, ja, jb, point, rotation, out):
