@@ -97,9 +97,12 @@ class MIQPSolution:
     x: np.ndarray | None
     z: np.ndarray | None
     objective: float = math.nan
-    solver_time_s: float = 0.0   # the back-end's own solve time (SCIP getSolvingTime / Gurobi Runtime)
+    solver_time_s: float = 0.0   # the back-end's own solve time (CPU time of SCIP's optimize() / Gurobi Runtime)
     nodes: int = 0
     message: str = ""
+
+
+_SCIP_SETTINGS = {"presolving": "setPresolve", "heuristics": "setHeuristics", "separating": "setSeparating"}
 
 
 def _solve_scip(p: MIQP) -> MIQPSolution:
@@ -116,7 +119,12 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     m.setParam("limits/gap", 1e-4)
     m.setParam("limits/absgap", 1e-4)
     for key, value in p.params.items():
-        m.setParam(key, value)
+        if key in _SCIP_SETTINGS:        # 'presolving' / 'heuristics' / 'separating': 'off', 'fast', ...
+            getattr(m, _SCIP_SETTINGS[key])(getattr(scip.SCIP_PARAMSETTING, str(value).upper()))
+        elif key == "emphasis":          # 'optimality', 'feasibility', 'easycip', ...
+            m.setEmphasis(getattr(scip.SCIP_PARAMEMPHASIS, str(value).upper()))
+        else:
+            m.setParam(key, value)
     n, nb = p.c.size, p.n_bin
     x = [m.addVar(lb=float(p.lb[i]) if np.isfinite(p.lb[i]) else None,
                   ub=float(p.ub[i]) if np.isfinite(p.ub[i]) else None, vtype="C") for i in range(n)]
@@ -143,9 +151,11 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
         for j in range(nb):
             m.setSolVal(sol, z[j], float(p.z_start[j]))
         m.addSol(sol)
+    cpu = time.process_time()
     m.optimize()
+    cpu = time.process_time() - cpu         # SCIP's own CPU clock ticks in 10 ms steps: measure it here
     status = m.getStatus()
-    out = MIQPSolution("error", None, None, solver_time_s=m.getSolvingTime(), nodes=int(m.getNNodes()))
+    out = MIQPSolution("error", None, None, solver_time_s=cpu, nodes=int(m.getNNodes()))
     if m.getNSols() > 0 and status in ("optimal", "timelimit", "gaplimit"):
         sol = m.getBestSol()
         out.x = np.array([m.getSolVal(sol, v) for v in x])
