@@ -176,3 +176,42 @@ def test_scripted_joint_targets_equal_set_joint_targets(tmp_path):
         assert clamped == ["iiwa_joint_4"]
         for name in ("_q_target", "_v_target", "_effort", "_position_mode", "_velocity_mode"):
             np.testing.assert_array_equal(getattr(scripted, name), getattr(commanded, name), err_msg=name)
+
+
+# ------------------------------------------------------------------ URDF Coulomb joint friction
+
+@pytest.mark.parametrize("engine", ["semi_implicit", "tamsi", "lagged", "lcp_minimal"])
+def test_urdf_joint_friction_holds_below_and_slides_above_the_friction_torque(tmp_path, engine):
+    """A hinge with <dynamics friction="0.5"/> (F_c = 0.5 N*m), no gravity, rotor inertia I: an effort of 0.3
+    N*m does not turn it (creep below the stiction tolerance); 0.8 N*m accelerates it at (0.8 - F_c) / I; once
+    the effort is removed, friction stops it after I v / F_c (rigid Coulomb values, within 2 %)."""
+    m, l, i = 1.0, 0.3, 1e-4
+    inertia = m * l * l + i
+    urdf = tmp_path / "pendulum.urdf"
+    urdf.write_text(PENDULUM.format(l=l, m=m, i=i).replace(
+        '</joint>', '<dynamics damping="0" friction="0.5"/></joint>'))
+    sim = Simulator({"robot": {"urdf": str(urdf)}, "gravity": [0, 0, 0]}, engine=engine, time_step=1e-3)
+    assert sim.model.joint_friction[0] == 0.5
+    sim.set_joint_targets(efforts={"hinge": 0.3})
+    sim.run(0.5)
+    assert abs(sim.joint_positions()[0]) < sim.joint_stiction_tolerance * 0.5      # stuck: creep < v_s * t
+    sim.set_joint_targets(efforts={"hinge": 0.8})
+    sim.run(0.1)
+    v0, t0 = sim.joint_velocities()[0], sim.t
+    sim.run(0.5)
+    acceleration = (sim.joint_velocities()[0] - v0) / (sim.t - t0)
+    assert acceleration == pytest.approx((0.8 - 0.5) / inertia, rel=0.02)
+    v1 = sim.joint_velocities()[0]
+    sim.set_joint_targets(efforts={"hinge": 0.0})
+    t_release = sim.t
+    while sim.joint_velocities()[0] > sim.joint_stiction_tolerance and sim.t < t_release + 2.0:
+        sim.step(strict=True)
+    assert sim.t - t_release == pytest.approx(inertia * v1 / 0.5, rel=0.02)
+    q_stop = sim.joint_positions()[0]
+    sim.run(0.5)
+    assert abs(sim.joint_positions()[0] - q_stop) < sim.joint_stiction_tolerance * 0.5   # and stays
+
+
+def test_joint_stiction_tolerance_must_be_positive():
+    with pytest.raises(ConfigError, match="joint_stiction_tolerance"):
+        Simulator({"objects": []}, joint_stiction_tolerance=0.0)

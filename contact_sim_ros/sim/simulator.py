@@ -37,10 +37,16 @@ class Simulator:
     """Steps one scene with one engine at a fixed time step (s)."""
 
     def __init__(self, scene, engine: str = "semi_implicit", time_step: float = 1e-3, engine_options=None,
-                 max_substep_levels: int = 4):
+                 max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3):
         self.scene: Scene = load_scene(scene)
         if not (isinstance(time_step, (int, float)) and np.isfinite(time_step) and time_step > 0):
             raise ConfigError(f"time_step must be a positive number of seconds, got {time_step!r}")
+        if not (isinstance(joint_stiction_tolerance, (int, float)) and np.isfinite(joint_stiction_tolerance)
+                and joint_stiction_tolerance > 0):
+            raise ConfigError("joint_stiction_tolerance must be a positive speed (rad/s or m/s), got "
+                              f"{joint_stiction_tolerance!r}")
+        # URDF Coulomb joint friction F_c (N*m or N), applied as lagged implicit damping (see _joint_damping)
+        self.joint_stiction_tolerance = float(joint_stiction_tolerance)
         self.time_step = float(time_step)
         self.max_substep_levels = int(max_substep_levels)
         self.model = self.scene.model
@@ -73,6 +79,9 @@ class Simulator:
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         self._lower_tri = np.tril_indices(nv, -1)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
+        self._joint_friction = np.asarray(m.joint_friction, dtype=float)
+        self._has_joint_friction = bool(np.any(self._joint_friction > 0))
+        self._damping = np.array(m.joint_damping, dtype=float)       # viscous + friction damping of the step
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -227,7 +236,7 @@ class Simulator:
         act.position_error = pin.difference(pm, q, self._q_target) * self._position_mode
         act.velocity_target = self._v_target
         act.effort_limit = self._effort_limit
-        inputs = StepInputs(t, dt, q, v, M, tau, gravity, self.model.joint_damping, act, contacts)
+        inputs = StepInputs(t, dt, q, v, M, tau, gravity, self._joint_damping(v), act, contacts)
         result = self.engine.step(inputs)
         self.contacts = contacts
         if not result.stats.status.ok:
@@ -244,6 +253,22 @@ class Simulator:
         self._last_dt = dt
         self.actuation_force = result.actuation_force
         return result, q_next
+
+    def _joint_damping(self, v: np.ndarray) -> np.ndarray:
+        """Damping (N*m*s/rad or N*s/m per dof) that every engine applies implicitly, tau = -d v_next: the URDF's
+        viscous ``damping`` plus its Coulomb ``friction`` F_c as the lagged regularized friction
+        d_f = F_c / max(|v0|, v_s) with v0 the velocity at the start of the step and v_s the
+        ``joint_stiction_tolerance``. Sliding (|v0| > v_s): friction F_c v_next / |v0| = F_c sign(v) to first
+        order in the velocity change of the step; sticking: a stiff damping that lets a torque below F_c creep
+        at most at v_s. It is dissipative at every step (d_f >= 0) and stable for any d_f (implicit)."""
+        if not self._has_joint_friction:
+            return self.model.joint_damping
+        d = self._damping
+        np.abs(v, out=d)
+        np.maximum(d, self.joint_stiction_tolerance, out=d)
+        np.divide(self._joint_friction, d, out=d)
+        d += self.model.joint_damping
+        return d
 
     def _enforce_joint_limits(self, q, v) -> None:
         """Clamp limited joints to [lower, upper] and remove the velocity component into the limit
