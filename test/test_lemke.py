@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.solvers import LCPStatus, LemkeSolver, lemke
+from contact_sim_ros.solvers import LCPResult, LCPStatus, LemkeSolver, lemke
 
 
 def assert_lcp_solution(M, q, result, tol=1e-9):
@@ -172,7 +172,19 @@ def test_compiled_and_numpy_kernels_visit_the_same_bases():
         assert (a.status, a.pivots, a.message) == (b.status, b.pivots, b.message)
         np.testing.assert_array_equal(a.z, b.z)
         np.testing.assert_array_equal(a.w, b.w)
+        # the compiled complementarity error is the numpy formula's maximum, exactly
+        reference_error = max(np.max(-np.minimum(b.z, 0.0)), np.max(-np.minimum(b.w, 0.0)),
+                              np.max(np.abs(b.z * b.w)))
+        assert a.complementarity_error == reference_error
     assert statuses == {LCPStatus.SOLVED, LCPStatus.RAY_TERMINATION}
+
+
+def test_complementarity_error_measures_the_worst_violation_and_propagates_nan():
+    result = LCPResult(np.array([1.0, -0.25, 0.0]), np.array([0.5, 0.0, -0.125]), LCPStatus.SOLVED, 0)
+    assert result.complementarity_error == 0.5          # z_0 w_0 = 0.5 beats -z_1 = 0.25 and -w_2 = 0.125
+    result = LCPResult(np.array([0.0, 3.0]), np.array([-2.0, 0.0]), LCPStatus.SOLVED, 0)
+    assert result.complementarity_error == 2.0
+    assert np.isnan(LCPResult(np.array([0.0, np.nan]), np.zeros(2), LCPStatus.SOLVED, 0).complementarity_error)
 
 
 @pytest.mark.parametrize("kernel", ["numba", "numpy"])

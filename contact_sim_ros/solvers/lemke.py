@@ -200,6 +200,17 @@ if njit is not None:
                 z[var - n] = max(value, 0.0) if code == _SOLVED else value
         return code, pivots
 
+    @njit(cache=True)
+    def _complementarity_error_kernel(z, w):
+        """Compiled ``LCPResult.complementarity_error`` (the same maximum, NaN if any term is NaN)."""
+        err = 0.0
+        for i in range(z.shape[0]):
+            a, b, c = -z[i], -w[i], abs(z[i] * w[i])
+            if np.isnan(a) or np.isnan(b) or np.isnan(c):
+                return np.nan
+            err = max(err, a, b, c)
+        return err
+
 
 class LCPStatus(enum.Enum):
     SOLVED = "solved"
@@ -224,6 +235,8 @@ class LCPResult:
         """max(|min(z, 0)|, |min(w, 0)|, |z_i w_i|): 0 for an exact solution."""
         if self.z.size == 0:
             return 0.0
+        if njit is not None:
+            return float(_complementarity_error_kernel(self.z, self.w))
         return float(max(np.max(-np.minimum(self.z, 0.0)), np.max(-np.minimum(self.w, 0.0)),
                          np.max(np.abs(self.z * self.w))))
 
