@@ -60,8 +60,59 @@ from ..solvers.lemke import LCPStatus, LemkeSolver
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
+try:
+    from numba import njit
+except ImportError:   # pragma: no cover - numba is in requirements.txt; the numpy builder still works
+    njit = None
+
 DELASSUS_METHODS = ("auto", "aba", "cholesky", "minverse")
 AUTO_MINVERSE_MAX_NV = 256      # "auto": computeMinverse up to this many dofs, aba columns above
+LCP_KERNELS = ("numba", "numpy")
+
+if njit is not None:
+    @njit(cache=True)
+    def _contact_lcp_kernel(W, sel, c, gap, mu, basis, nu3, M, q, Bt):
+        """Compiled assembly of the eq. 28 / eq. 34 LCP data for the contacts ``sel`` of the full operational-
+        space matrix W ((3N + nb)^2, contact rows first, bilateral rows from nu3 = 3N) -- what
+        ``ContactLCP.solve`` builds with numpy from the extracted blocks, in one call:
+
+            M[:nk, :nk] = D^T W_uu D,   q[:nk] = D^T (c_u + gap on the normal rows),   Bt = D^T W_ub,
+            sigma columns/rows (E_hat, E_bar with mu) at offset s0 = M.shape[0] - n; everything else 0.
+
+        D = blockdiag(basis) (3n, n k), n = len(sel), k = basis.shape[1]; Bt (nk, nb)."""
+        n = sel.shape[0]
+        k = basis.shape[1]
+        nb = Bt.shape[1]
+        size = M.shape[0]
+        s0 = size - n
+        for i in range(size):
+            q[i] = 0.0
+            for j in range(size):
+                M[i, j] = 0.0
+        t = np.empty((k, 3))
+        for a in range(n):
+            ra = 3 * sel[a]
+            for b in range(n):
+                rb = 3 * sel[b]
+                # t = basis^T W_ab (k, 3), then the block t basis (k, k)
+                for i in range(k):
+                    for s in range(3):
+                        t[i, s] = (basis[0, i] * W[ra, rb + s] + basis[1, i] * W[ra + 1, rb + s]
+                                   + basis[2, i] * W[ra + 2, rb + s])
+                for i in range(k):
+                    for j in range(k):
+                        M[a * k + i, b * k + j] = t[i, 0] * basis[0, j] + t[i, 1] * basis[1, j] + t[i, 2] * basis[2, j]
+            cn = c[ra + 2] + gap[a]
+            for i in range(k):
+                q[a * k + i] = c[ra] * basis[0, i] + c[ra + 1] * basis[1, i] + cn * basis[2, i]
+                for j in range(nb):
+                    Bt[a * k + i, j] = (basis[0, i] * W[ra, nu3 + j] + basis[1, i] * W[ra + 1, nu3 + j]
+                                        + basis[2, i] * W[ra + 2, nu3 + j])
+            # E_hat: sigma in every friction row; E_bar: mu F_n - sum beta_j
+            for j in range(1, k):
+                M[a * k + j, s0 + a] = 1.0
+                M[s0 + a, a * k + j] = -1.0
+            M[s0 + a, a * k] = mu[sel[a]]
 
 
 def friction_basis(n_directions: int) -> np.ndarray:
@@ -89,18 +140,25 @@ class ContactLCP:
     """Builds and solves the (mixed) LCP of eqs. 28 / 34 for given operational-space data.
 
     Reuses a ``LemkeSolver``. All arguments are in the contact frame of each contact (rows t1, t2, n).
+    ``solve`` takes the extracted blocks (numpy assembly, the readable reference); ``solve_rows`` takes the full
+    operational-space matrix and the selected contacts and, with ``kernel="numba"`` (default), assembles the
+    LCP in one compiled call (``_contact_lcp_kernel``; same matrices up to round-off, tested).
     """
 
     def __init__(self, n_directions: int, max_pivots: int | None = None, pivot_tol: float = 1e-12,
-                 bilateral: str = "schur"):
+                 bilateral: str = "schur", kernel: str = "numba"):
         if bilateral not in ("schur", "split"):
             raise ConfigError(f"bilateral mode {bilateral!r} unknown; valid modes: schur, split")
+        if kernel not in LCP_KERNELS:
+            raise ConfigError(f"ContactLCP kernel {kernel!r} unknown; valid kernels: {', '.join(LCP_KERNELS)}")
+        self.kernel = kernel if njit is not None else "numpy"
         self.bilateral_mode = bilateral
         self.n_directions = n_directions
         self.basis = friction_basis(n_directions)
         self.lemke = LemkeSolver(pivot_tol=pivot_tol, max_pivots=max_pivots)
         self._block_bases = {}
         self._lcp_matrices = {}
+        self._zeros = np.zeros(0)
 
     def _block_basis(self, n: int) -> np.ndarray:
         """blockdiag(D(1) .. D(n)) (3n, n (n_f + 1)), cached per n."""
@@ -122,6 +180,49 @@ class ContactLCP:
             self._lcp_matrices[n] = M
         return M
 
+    @staticmethod
+    def _bilateral_only(nb, W_bb, c_b) -> ContactLCPSolution:
+        lam = np.zeros(nb)
+        if nb:
+            try:
+                lam = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(W_bb), c_b)
+            except np.linalg.LinAlgError:
+                lam = -np.linalg.lstsq(W_bb, c_b, rcond=None)[0]
+        return ContactLCPSolution(np.zeros((0, 3)), lam, np.zeros(0), LCPStatus.SOLVED, 0, "", 0.0)
+
+    @staticmethod
+    def _schur_factors(W_bb, Wub_D, c_b):
+        """W_bb^-1 W_bu D and W_bb^-1 c_b (eq. 34: lam = -W_bb^-1 (W_bu D beta + c_b))."""
+        try:
+            factor = scipy.linalg.cho_factor(W_bb)
+            return scipy.linalg.cho_solve(factor, Wub_D.T), scipy.linalg.cho_solve(factor, c_b)
+        except np.linalg.LinAlgError:
+            pinv = np.linalg.pinv(W_bb)
+            return pinv @ Wub_D.T, pinv @ c_b
+
+    def _finish(self, M, q, n, nb, S_Wbu=None, S_cb=None) -> ContactLCPSolution:
+        """Lemke on the eq. 28 LCP (bilateral multipliers eliminated), then impulses and lam."""
+        k = self.n_directions + 1
+        result = self.lemke.solve(M, q)
+        beta = result.z[:n * k].reshape(n, k)
+        impulse = beta @ self.basis.T
+        lam = np.zeros(nb)
+        if nb:
+            lam = -(S_Wbu @ result.z[:n * k] + S_cb)
+        residual = result.complementarity_error if result.status.ok else np.inf
+        return ContactLCPSolution(impulse, lam, result.z[n * k:].copy(), result.status, result.pivots,
+                                  result.message, residual)
+
+    def _finish_split(self, M, q, n, nb) -> ContactLCPSolution:
+        nk = n * (self.n_directions + 1)
+        b0, b1, b2 = nk, nk + nb, nk + 2 * nb
+        result = self.lemke.solve(M, q)
+        impulse = result.z[:nk].reshape(n, self.n_directions + 1) @ self.basis.T
+        lam = result.z[b0:b1] - result.z[b1:b2]
+        residual = result.complementarity_error if result.status.ok else np.inf
+        return ContactLCPSolution(impulse, lam, result.z[b2:].copy(), result.status, result.pivots,
+                                  result.message, residual)
+
     def solve(self, W_uu: np.ndarray, c_u: np.ndarray, mu: np.ndarray,
               W_ub: np.ndarray | None = None, W_bb: np.ndarray | None = None,
               c_b: np.ndarray | None = None) -> ContactLCPSolution:
@@ -138,27 +239,16 @@ class ContactLCP:
         if nb and self.bilateral_mode == "split":
             return self._solve_split(W_uu, c_u, mu, W_ub, W_bb, c_b)
         if n == 0:
-            lam = np.zeros(nb)
-            if nb:
-                try:
-                    lam = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(W_bb), c_b)
-                except np.linalg.LinAlgError:
-                    lam = -np.linalg.lstsq(W_bb, c_b, rcond=None)[0]
-            return ContactLCPSolution(np.zeros((0, 3)), lam, np.zeros(0), LCPStatus.SOLVED, 0, "", 0.0)
+            return self._bilateral_only(nb, W_bb, c_b)
         Dl = self.basis
         D = self._block_basis(n)                                     # blockdiag(D(1) .. D(n)), (3n, n k)
         A = D.T @ W_uu @ D                                           # D^T W D
         qb = (c_u.reshape(n, 3) @ Dl).reshape(n * k)                 # D^T c
+        S_Wbu = S_cb = None
         if nb:
             # eliminate the free multipliers: lam = -W_bb^-1 (W_bu D beta + c_b)   (eq. 34, Schur complement)
             Wub_D = D.T @ W_ub
-            try:
-                factor = scipy.linalg.cho_factor(W_bb)
-                S_Wbu = scipy.linalg.cho_solve(factor, Wub_D.T)
-                S_cb = scipy.linalg.cho_solve(factor, c_b)
-            except np.linalg.LinAlgError:
-                pinv = np.linalg.pinv(W_bb)
-                S_Wbu, S_cb = pinv @ Wub_D.T, pinv @ c_b
+            S_Wbu, S_cb = self._schur_factors(W_bb, Wub_D, c_b)
             A = A - Wub_D @ S_Wbu
             qb = qb - Wub_D @ S_cb
         M = self._lcp_matrix(n).copy()   # E_hat: sigma in every friction row; E_bar: mu F_n - sum beta_j
@@ -167,16 +257,53 @@ class ContactLCP:
         M[n * k + rows, rows * k] = mu
         q = np.zeros(n * k + n)
         q[:n * k] = qb
-        result = self.lemke.solve(M, q)
-        beta = result.z[:n * k].reshape(n, k)
-        impulse = beta @ Dl.T
-        lam = np.zeros(nb)
-        if nb:
-            lam = -(S_Wbu @ result.z[:n * k] + S_cb)
-        residual = result.complementarity_error if result.status.ok else np.inf
-        return ContactLCPSolution(impulse, lam, result.z[n * k:].copy(), result.status, result.pivots,
-                                  result.message, residual)
+        return self._finish(M, q, n, nb, S_Wbu, S_cb)
 
+    def solve_rows(self, W: np.ndarray, sel: np.ndarray, c_full: np.ndarray, mu_full: np.ndarray, nb: int = 0,
+                   c_b: np.ndarray | None = None, normal_term: np.ndarray | None = None) -> ContactLCPSolution:
+        """``solve`` for the contacts ``sel`` (int indices into the N contacts) of the full operational-space
+        matrix W ((3N + nb)^2, the 3N contact-frame rows then the nb bilateral rows), the contact velocities
+        c_full (3N,), friction mu_full (N,), the bilateral velocities c_b (nb,) and a normal-row term
+        (len(sel),) added to the selected contacts' normal velocities."""
+        n = sel.shape[0]
+        nu3 = W.shape[0] - nb
+        if self.kernel == "numpy" or n == 0:
+            rows = (3 * sel[:, None] + np.arange(3)).ravel()
+            c_u = c_full[rows].copy()
+            if normal_term is not None:
+                c_u[2::3] += normal_term
+            if nb:
+                brow = np.arange(nu3, nu3 + nb)
+                return self.solve(W[np.ix_(rows, rows)], c_u, mu_full[sel], W[np.ix_(rows, brow)],
+                                  W[np.ix_(brow, brow)], c_b)
+            return self.solve(W[np.ix_(rows, rows)], c_u, mu_full[sel])
+        k = self.n_directions + 1
+        nk = n * k
+        split = nb and self.bilateral_mode == "split"
+        size = nk + n + (2 * nb if split else 0)
+        M = np.empty((size, size))
+        q = np.empty(size)
+        Bt = np.empty((nk, nb))
+        if normal_term is None:
+            if self._zeros.shape[0] < n:
+                self._zeros = np.zeros(n)
+            normal_term = self._zeros
+        _contact_lcp_kernel(W, sel, c_full, normal_term, mu_full, self.basis, nu3, M, q, Bt)
+        if split:
+            b0, b1, b2 = nk, nk + nb, nk + 2 * nb
+            W_bb = W[nu3:, nu3:]
+            M[:nk, b0:b1], M[:nk, b1:b2] = Bt, -Bt
+            M[b0:b1, :nk], M[b1:b2, :nk] = Bt.T, -Bt.T
+            M[b0:b1, b0:b1], M[b0:b1, b1:b2] = W_bb, -W_bb
+            M[b1:b2, b0:b1], M[b1:b2, b1:b2] = -W_bb, W_bb
+            q[b0:b1], q[b1:b2] = c_b, -c_b
+            return self._finish_split(M, q, n, nb)
+        S_Wbu = S_cb = None
+        if nb:
+            S_Wbu, S_cb = self._schur_factors(W[nu3:, nu3:], Bt, c_b)
+            M[:nk, :nk] -= Bt @ S_Wbu
+            q[:nk] -= Bt @ S_cb
+        return self._finish(M, q, n, nb, S_Wbu, S_cb)
 
     def _solve_split(self, W_uu, c_u, mu, W_ub, W_bb, c_b) -> ContactLCPSolution:
         """The mixed LCP of eq. 34 as ONE standard LCP, the free multipliers split as lam = lam+ - lam-
@@ -207,12 +334,7 @@ class ContactLCP:
         M[b0:b1, b0:b1], M[b0:b1, b1:b2] = W_bb, -W_bb
         M[b1:b2, b0:b1], M[b1:b2, b1:b2] = -W_bb, W_bb
         q[b0:b1], q[b1:b2] = c_b, -c_b
-        result = self.lemke.solve(M, q)
-        impulse = result.z[:nk].reshape(n, k) @ Dl.T
-        lam = result.z[b0:b1] - result.z[b1:b2]
-        residual = result.complementarity_error if result.status.ok else np.inf
-        return ContactLCPSolution(impulse, lam, result.z[b2:].copy(), result.status, result.pivots,
-                                  result.message, residual)
+        return self._finish_split(M, q, n, nb)
 
 
 @dataclass
@@ -226,7 +348,7 @@ class ImpulseStepOutput:
     residual: float
     message: str
     impact_fraction: float      # s in [0, 1] of the first in-step collision (1 if none)
-    lcp_solves: int
+    lcp_solves: int             # LCPs solved in the step (those with at least one unknown)
 
 
 class ImpulseStepper:
@@ -239,6 +361,8 @@ class ImpulseStepper:
     def __init__(self, n_directions=8, touch_distance=1e-4, impact_velocity=1e-2, erp=0.2, slop=1e-4,
                  max_pivots=None, bilateral="schur"):
         self.lcp = ContactLCP(n_directions, max_pivots=max_pivots, bilateral=bilateral)
+        self._no_contacts = np.zeros((0, 3))     # shared empty results of contact-free steps (size 0: immutable)
+        self._no_bilateral = np.zeros(0)
         self.touch_distance = touch_distance
         self.impact_velocity = impact_velocity
         self.erp = erp
@@ -249,32 +373,33 @@ class ImpulseStepper:
         return np.where(phi > 0.0, phi / dt, self.erp * np.minimum(phi + self.slop, 0.0) / dt)
 
     def _solve(self, W, sel, c_full, mu, nb, c_b, normal_term=None):
-        """LCP over the contacts ``sel`` (indices) and all bilateral rows; returns a ContactLCPSolution."""
-        rows = (3 * sel[:, None] + np.arange(3)).ravel()
-        c_u = c_full[rows].copy()
-        if normal_term is not None:
-            c_u[2::3] += normal_term
-        nu3 = W.shape[0] - nb
-        if nb:
-            brow = np.arange(nu3, nu3 + nb)
-            return self.lcp.solve(W[np.ix_(rows, rows)], c_u, mu[sel], W[np.ix_(rows, brow)],
-                                  W[np.ix_(brow, brow)], c_b)
-        return self.lcp.solve(W[np.ix_(rows, rows)], c_u, mu[sel])
+        """LCP over the contacts ``sel`` (indices) and all bilateral rows; returns a ContactLCPSolution.
+        W is the operational-space matrix or a callable returning it (formed only when an LCP is needed)."""
+        if sel.shape[0] == 0 and nb == 0:       # nothing selected: zero impulse, no LCP
+            return ContactLCPSolution(np.zeros((0, 3)), np.zeros(0), np.zeros(0), LCPStatus.SOLVED, 0, "", 0.0)
+        return self.lcp.solve_rows(W() if callable(W) else W, sel, c_full, mu, nb, c_b, normal_term)
 
     def step(self, dt, v, v_free, X, J, bias, phi, mu, restitution, Jb=None, b_bias=None, t=0.0):
         """One step.
 
         v, v_free:  (nv,) start and free end-of-step velocities.
-        X:          (nv, 3N + nb) M_hat^-1 [J; Jb]^T.   J: (3N, nv) contact-frame Jacobian, bias (3N,).
+        X:          (nv, 3N + nb) M_hat^-1 [J; Jb]^T, or a callable returning it: it is then called only when
+                    an impulse has to be computed (not on steps whose contacts are all separated and stay so).
+        J: (3N, nv) contact-frame Jacobian, bias (3N,).
         phi, mu, restitution: (N,).  Jb: (nb, nv) bilateral constraint Jacobian (Jb v = 0 wanted),
         b_bias: (nb,) m/s added to the bilateral rows (drift stabilisation, e.g. erp * C(q) / dt).
         """
         N = phi.shape[0]
         nb = 0 if Jb is None else Jb.shape[0]
         if N == 0 and nb == 0:      # nothing to solve: the free motion
-            return ImpulseStepOutput(v_free, v_free, np.zeros((0, 3)), np.zeros(0), SolverStatus.CONVERGED, 0,
-                                     0.0, "", 1.0, 0)
+            return ImpulseStepOutput(v_free, v_free, self._no_contacts, self._no_bilateral, SolverStatus.CONVERGED,
+                                     0, 0.0, "", 1.0, 0)
+        if callable(X):
+            X_source = X
+            X = None
         if N == 0:                  # bilateral rows only: the same (mixed) LCP solve, without contact logic
+            if X is None:
+                X = X_source()
             c_b = Jb @ v_free + (0.0 if b_bias is None else b_bias)
             sol = self.lcp.solve(np.zeros((0, 0)), np.zeros(0), np.zeros(0), np.zeros((0, nb)), Jb @ X, c_b)
             if not sol.status.ok:
@@ -286,8 +411,26 @@ class ImpulseStepper:
             v1 = v_free + X @ sol.bilateral
             return ImpulseStepOutput(v1, v1, np.zeros((0, 3)), sol.bilateral, SolverStatus.CONVERGED, sol.pivots,
                                      sol.residual, "", 1.0, 1)
-        Jall = J if nb == 0 else np.vstack([J, Jb])
-        W = Jall @ X                                   # eq. 6 (with the bilateral nodes appended, eq. 34)
+        touching = phi <= self.touch_distance
+        if nb == 0 and not touching.any():
+            # every contact separated: no LCP (zero impulse) unless a gap closes within the step; the same
+            # arithmetic as the general path below with an empty contact selection
+            v1 = v + (v_free - v)
+            phi_end = phi + dt * (J @ v1 + bias)[2::3]
+            if not np.any(phi_end < 0.0):
+                return ImpulseStepOutput(v1, v1, np.zeros((N, 3)), self._no_bilateral, SolverStatus.CONVERGED, 0,
+                                         0.0, "", 1.0, 0)
+        W_cache = []
+
+        def W():
+            """eq. 6 (with the bilateral nodes appended, eq. 34), formed at the first LCP of the step"""
+            nonlocal X
+            if not W_cache:
+                if X is None:
+                    X = X_source()
+                W_cache.append((J if nb == 0 else np.vstack([J, Jb])) @ X)
+            return W_cache[0]
+
         total = np.zeros((N, 3))
         total_b = np.zeros(nb)
         pivots = 0
@@ -307,10 +450,13 @@ class ImpulseStepper:
                                      pivots, np.inf, msg, 1.0, solves)
 
         def apply(u, sol, sel):
+            if sel.shape[0] == 0 and nb == 0:    # no impulse: u + X @ 0 = u exactly
+                return u
             imp = np.zeros(3 * N + nb)
             imp[(3 * sel[:, None] + np.arange(3)).ravel()] = sol.impulse.ravel()
             if nb:
                 imp[3 * N:] = sol.bilateral
+            W()
             return u + X @ imp
 
         def impact(u, sel):
@@ -318,7 +464,7 @@ class ImpulseStepper:
             nonlocal pivots, solves, residual, total_b
             cu = contact_velocity(u)
             sol = self._solve(W, sel, cu, mu, nb, bil_velocity(u) if nb else None)
-            solves += 1
+            solves += int(sel.shape[0] > 0 or nb > 0)     # LCPs with unknowns
             pivots += sol.pivots
             if not sol.status.ok:
                 return None, sol
@@ -331,10 +477,11 @@ class ImpulseStepper:
                 # recovered normal impulse theta = e * (normal compression impulse) along n (eq. 38)
                 theta = np.zeros(3 * N + nb)
                 theta[3 * sel + 2] = e * sol.impulse[:, 2]
+                W()
                 u_theta = X @ theta
                 cd = contact_velocity(u_c + u_theta)     # = D^T v_c + D^T W theta  (eq. 39)
                 sold = self._solve(W, sel, cd, mu, nb, bil_velocity(u_c + u_theta) if nb else None)
-                solves += 1
+                solves += int(sel.shape[0] > 0 or nb > 0)
                 pivots += sold.pivots
                 if not sold.status.ok:
                     return None, sold
@@ -346,7 +493,6 @@ class ImpulseStepper:
             return u_c, sol
 
         vn0 = contact_velocity(v)[2::3]
-        touching = phi <= self.touch_distance
         v_start = v
         dv_free = v_free - v
         # impacts of touching contacts at the start of the step
@@ -360,8 +506,8 @@ class ImpulseStepper:
         sel = np.flatnonzero(touching)
         u_free = v_start + dv_free
         sol = self._solve(W, sel, contact_velocity(u_free), mu, nb, bil_velocity(u_free) if nb else None,
-                          self._gap_term(phi[sel], dt))
-        solves += 1
+                          self._gap_term(phi[sel], dt) if sel.shape[0] else None)
+        solves += int(sel.shape[0] > 0 or nb > 0)
         pivots += sol.pivots
         if not sol.status.ok:
             return fail(sol, "step")
@@ -394,7 +540,7 @@ class ImpulseStepper:
         u_free = v_post + rest * dv_free
         sol = self._solve(W, sel, contact_velocity(u_free), mu, nb, bil_velocity(u_free) if nb else None,
                           self._gap_term(phi_hit[sel], rest * dt))
-        solves += 1
+        solves += int(sel.shape[0] > 0 or nb > 0)
         pivots += sol.pivots
         if not sol.status.ok:
             return fail(sol, "post-collision step")
