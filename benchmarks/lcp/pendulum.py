@@ -6,11 +6,17 @@ velocity 1 rad/s towards the wall; gravity 9.8 m/s^2; restitution 0.5 for every 
 between spheres that are not neighbours.
 
 * Minimal coordinates (MC): n revolute joints, contact mathematics of ``contact_sim_ros.engines.lcp_minimal``
-  (eq. 28), Lambda from M^-1 J^T columns by the articulated-body algorithm (``pin.aba``), free velocity by
-  ``pin.aba`` too: the mass matrix is never formed.
+  (eq. 28), Lambda = J M^-1 J^T from ``pin.computeMinverse`` (default ``lambda_route``; or articulated-body
+  columns, ``pin.aba`` per contact direction), free velocity by ``pin.aba``: the mass matrix is never formed.
 * Redundant coordinates (RC): n free-flyer bodies (6n coordinates) and 5 bilateral constraints per hinge
   (3 translations + 2 rotations), the mixed LCP of eq. 34 solved by the same ``ImpulseStepper`` (the
-  bilateral multipliers eliminated by a Schur complement), hinge drift stabilised by a Baumgarte term.
+  bilateral multipliers eliminated by a Schur complement, or the whole mixed problem as one LCP: ``bilateral``),
+  hinge drift stabilised by a Baumgarte term.
+
+Per step, both modes do the same work where they can: the contact Jacobians (``pin.computeJointJacobians`` and
+the contact kernel) only when some contact is within the margin (``any_contact_kernel``), M^-1 [J; Jb]^T handed
+to the stepper as a callable, formed only when an impulse has to be computed (MC: a touching or colliding
+contact; RC: every step, for the hinge rows).
 
 Contact detection is analytic (spheres against the two planes and each other), identical for both modes.
 """
@@ -203,6 +209,22 @@ def contacts_kernel(centres, r, margin, wall_x, pairs, Jworld, support, J_out, p
 
 
 @njit(cache=True)
+def any_contact_kernel(centres, r, margin, wall_x, pairs):
+    """True if ``contacts_kernel`` would find a contact (floor, wall or non-neighbour pair within margin)."""
+    for b in range(centres.shape[0]):
+        if not (centres[b, 2] - r >= margin and wall_x - centres[b, 0] - r >= margin):   # as contacts_kernel
+            return True
+    for idx in range(pairs.shape[0]):
+        a, b = pairs[idx, 0], pairs[idx, 1]
+        dx = centres[b, 0] - centres[a, 0]
+        dy = centres[b, 1] - centres[a, 1]
+        dz = centres[b, 2] - centres[a, 2]
+        if not (np.sqrt(dx * dx + dy * dy + dz * dz) - 2 * r >= margin):
+            return True
+    return False
+
+
+@njit(cache=True)
 def chain_centres_kernel(q, r, pivot_height, out):
     """Sphere centres (n, 3) of the planar chain (all hinges about y): absolute angle theta_k = q_0 + .. + q_k,
     joint k+1 = joint k + R_y(theta_k) (0, 0, -2r), centre k = joint k + R_y(theta_k) (0, 0, -r)."""
@@ -318,6 +340,10 @@ class PendulumSim:
         max_contacts = 2 * n + len(self.pairs)
         self._J_buf = np.empty((3 * max_contacts, self.nv))
         self._phi_buf = np.empty(max_contacts)
+        self._friction = np.full(max_contacts, FRICTION)
+        self._restitution = np.full(max_contacts, RESTITUTION)
+        self._zero_bias = np.zeros(3 * max_contacts)
+        self._no_columns = np.zeros((self.nv, 0))
         if mode == "redundant":
             self.inv_mass_diag = np.tile(np.r_[np.full(3, 1.0 / MASS), np.full(3, 1.0 / (0.4 * MASS * self.r ** 2))], n)
             self.Jb = np.zeros((5 * n, self.nv))
@@ -441,28 +467,38 @@ class PendulumSim:
     # ------------------------------------------------------------------ stepping
     def step(self):
         m, d, dt = self.model, self.data, self.dt
-        pin.computeJointJacobians(m, d, self.q)                  # forward kinematics + world data.J
-        J, phi = self.contacts(self._centres())
+        centres = self._centres()
+        if any_contact_kernel(centres, self.r, self.margin, WALL_X, self.pairs):
+            pin.computeJointJacobians(m, d, self.q)              # forward kinematics + world data.J
+            J, phi = self.contacts(centres)
+        else:                                                    # no contact within the margin: no Jacobian
+            J, phi = self._J_buf[:0], self._phi_buf[:0]
         N = phi.shape[0]
         a_free = pin.aba(m, d, self.q, self.v, self.zero_tau)    # O(N) free acceleration (eq. 2)
         v_free = self.v + dt * a_free
+        mu, e, bias = self._friction[:N], self._restitution[:N], self._zero_bias[:3 * N]
         if self.mode == "minimal":
             if N == 0:
-                X = np.zeros((self.nv, 0))
+                X = self._no_columns
             elif self.lambda_route == "aba":
-                X = np.empty((self.nv, 3 * N))
-                for c in range(3 * N):                             # M^-1 J^T column by column, O(N) each
-                    X[:, c] = pin.aba(self.zero_g, self.zero_g_data, self.q, self.zero_v, J[c])
-            else:                                                  # M^-1 (upper triangle) in C++, O(N^2)
-                Minv = pin.computeMinverse(self.zero_g, self.zero_g_data, self.q)
-                X = scipy.linalg.blas.dsymm(1.0, Minv, J.T, side=0, lower=0)
-            out = self.stepper.step(dt, self.v, v_free, X, J, np.zeros(3 * N), phi, np.full(N, FRICTION),
-                                    np.full(N, RESTITUTION), t=self.t)
+                def X():                                           # M^-1 J^T column by column, O(N) each
+                    out = np.empty((self.nv, 3 * N))
+                    for c in range(3 * N):
+                        out[:, c] = pin.aba(self.zero_g, self.zero_g_data, self.q, self.zero_v, J[c])
+                    return out
+            else:
+                def X():                                           # M^-1 (upper triangle) in C++, O(N^2)
+                    Minv = pin.computeMinverse(self.zero_g, self.zero_g_data, self.q)
+                    return scipy.linalg.blas.dsymm(1.0, Minv, J.T, side=0, lower=0)
+            # X is formed only when the stepper needs an impulse (a touching or colliding contact)
+            out = self.stepper.step(dt, self.v, v_free, X, J, bias, phi, mu, e, t=self.t)
         else:
             Jb, C = self.hinge_constraints()
-            X = self.inv_mass_diag[:, None] * np.vstack([J, Jb]).T  # block-diagonal constant M
-            out = self.stepper.step(dt, self.v, v_free, X, J, np.zeros(3 * N), phi, np.full(N, FRICTION),
-                                    np.full(N, RESTITUTION), Jb=Jb, b_bias=self.erp_b * C / dt, t=self.t)
+
+            def X():                                               # block-diagonal constant M
+                return self.inv_mass_diag[:, None] * np.vstack([J, Jb]).T
+            out = self.stepper.step(dt, self.v, v_free, X, J, bias, phi, mu, e, Jb=Jb, b_bias=self.erp_b * C / dt,
+                                    t=self.t)
         self.lcp_solves += out.lcp_solves
         if not out.status.ok:
             self.failures += 1
