@@ -80,7 +80,14 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--modes", default="mc,rc_mixed,rc_schur")
     parser.add_argument("--no-figure", action="store_true")
+    parser.add_argument("--replot", action="store_true",
+                        help="only redraw the figure from benchmarks/lcp/out/table1.json (no timing)")
     args = parser.parse_args(argv)
+    if args.replot:
+        saved = json.loads((HERE / "out" / "table1.json").read_text())
+        results = {int(n): row for n, row in saved["results"].items()}
+        figure(results, saved["args"]["modes"].split(","), argparse.Namespace(**saved["args"]))
+        return results
     links = [int(x) for x in args.links.split(",")]
     modes = args.modes.split(",")
     unknown = set(modes) - set(MODES)
@@ -130,9 +137,10 @@ def figure(results, modes, args):
     ns = sorted(results)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     ax = axes[0]
+    colors = {"mc": "C0", "rc_mixed": "C1", "rc_schur": "C2"}
     for m, marker in zip(modes, "osd"):
         ax.semilogy(ns, [1e6 * results[n][m]["cpu"] / results[n][m]["steps"] for n in ns], marker + "-",
-                    label=f"{LABELS[m]} (CPU, this work)")
+                    color=colors[m], label=f"{LABELS[m]} (CPU, this work)")
     paper_ns = [n for n in ns if n in PAPER_TABLE_I]
     ax.semilogy(paper_ns, [PAPER_TABLE_I[n][0] / 5e4 * 1e6 for n in paper_ns], "o:", color="gray",
                 label="MC (paper)")
@@ -143,9 +151,9 @@ def figure(results, modes, args):
     ax.set_title(f"Table I per step (dt = {args.dt * 1e3:g} ms; paper 0.1 ms)")
     ax.legend(fontsize=8)
     ax = axes[1]
-    for m, marker in zip(modes[1:], "sd"):
-        ax.plot(ns, [results[n][m]["cpu"] / results[n]["mc"]["cpu"] for n in ns], marker + "-",
-                label=f"{LABELS[m]} / MC (CPU)")
+    for m in modes[1:]:
+        ax.plot(ns, [results[n][m]["cpu"] / results[n]["mc"]["cpu"] for n in ns], {"rc_mixed": "s", "rc_schur": "d"}[m]
+                + "-", color=colors[m], label=f"{LABELS[m]} / MC (CPU)")
     ax.plot(paper_ns, [PAPER_TABLE_I[n][1] / PAPER_TABLE_I[n][0] for n in paper_ns], "k:", marker="x",
             label="paper RC / MC")
     ax.set_xlabel("number of links")
