@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/quasistatic/run.py --part 2d       # section V-A only (seconds)
     PYTHONPATH=. python benchmarks/quasistatic/run.py --part 3d --solvers scip --objects cylinder
     ... --docs-figures    also copies the figures to docs/figures/quasistatic_*.png
+    ... --record          pickles every 3-D MIQP to out/problems_<object>_<solver>.pkl (for scip_profile.py)
 
 Part 2d: the 2-D gripper of section V-A (Fig. 5 with the MIQP, Fig. 6 with the LCP baseline) and its numbers.
 Part 3d: section V-B: the iiwa + WSG picks a cylinder (then a box) from the table, lifts it and moves it through
@@ -17,9 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import pickle
 import shutil
 import sys
 import time
+from dataclasses import replace
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # small dense algebra: threads only thrash on 2 cores
 
@@ -148,8 +151,9 @@ ENGINE_OPTIONS_3D = {"delayed_force_bound": True, "command_weights": {j: 100.0 f
 
 
 def run_3d(obj: str, solver: str, scale: float, time_limit_s: float = 1.0, n_steps: int | None = None,
-           engine_options: dict | None = None):
-    """Simulate the section V-B task (or its first n_steps); returns per-step records (see rec)."""
+           engine_options: dict | None = None, record: list | None = None):
+    """Simulate the section V-B task (or its first n_steps); returns per-step records (see rec). ``record``: a
+    list that receives (step, MIQP, solution) of every back-end call (for scip_profile.py)."""
     from contact_sim_ros.sim.simulator import Simulator
 
     scene = ROOT / "scenes" / f"quasistatic_iiwa_{obj}.yaml"
@@ -162,8 +166,16 @@ def run_3d(obj: str, solver: str, scale: float, time_limit_s: float = 1.0, n_ste
     tcp = m.pin_model.getFrameId("wsg_tcp")
     body = m.free_bodies[0].name
     n_steps = int(round(6.0 * scale / h)) if n_steps is None else n_steps
+    if record is not None:
+        solve = sim.engine._solve
+
+        def recording_solve(problem):
+            sol = solve(problem)
+            record.append((len(rec["t"]), replace(problem, params=dict(problem.params)), sol))
+            return sol
+        sim.engine._solve = recording_solve
     rec = {k: [] for k in ("t", "solver_ms", "engine_ms", "engine_cpu_ms", "binaries", "contacts", "obj", "tcp", "ok",
-                           "raises", "time_limited")}
+                           "raises", "time_limited", "build_ms", "warm_ms", "warm_ok", "nodes")}
     for _ in range(n_steps):
         vlin, wang, finger_v = tcp_schedule(sim.t, scale)
         J = pin.getFrameJacobian(m.pin_model, sim.pin_data, tcp, pin.LOCAL_WORLD_ALIGNED)[:, arm_v]
@@ -183,6 +195,10 @@ def run_3d(obj: str, solver: str, scale: float, time_limit_s: float = 1.0, n_ste
         rec["contacts"].append(info.n_contacts)
         rec["raises"].append(info.big_m_raises)
         rec["time_limited"].append(info.time_limited)
+        rec["build_ms"].append(info.build_time_s * 1e3)
+        rec["warm_ms"].append(info.warm_start_time_s * 1e3)
+        rec["warm_ok"].append(info.warm_start_feasible)
+        rec["nodes"].append(info.nodes)
         rec["obj"].append(sim.body_pose(body).copy())
         rec["tcp"].append(sim.body_pose("wsg_tcp").copy())
     return {k: (np.array(v) if k not in ("obj", "tcp") else v) for k, v in rec.items()}
@@ -213,22 +229,32 @@ def outcome(rec, scale):
             "drift": grasp_drift(rec, scale)}
 
 
-def part_3d(solvers, objects, scale, figures, time_limit_s):
+def part_3d(solvers, objects, scale, figures, time_limit_s, record=False):
     print(f"\n== Section V-B: iiwa + WSG, pick, lift 0.10 m, move (-0.09, 0.09) m + 45 deg about z; h = 5 ms, "
           f"{int(round(6 * scale / 0.005))} steps; options {ENGINE_OPTIONS_3D['delayed_force_bound']=}, arm "
           f"command weight 100 ==")
     results = {}
+    print(f"load average at the start: {os.getloadavg()}")
     for obj in objects:
         for solver in solvers:
             start, cpu = time.perf_counter(), time.process_time()
-            rec = run_3d(obj, solver, scale, time_limit_s)
+            problems = [] if record else None
+            rec = run_3d(obj, solver, scale, time_limit_s, record=problems)
             results[(obj, solver)] = rec
+            if record:
+                OUT.mkdir(parents=True, exist_ok=True)
+                path = OUT / f"problems_{obj}_{solver}.pkl"
+                with open(path, "wb") as f:
+                    pickle.dump(problems, f)
+                print(f"  recorded {len(problems)} MIQPs to {path.relative_to(ROOT)}")
             rec["wall_s"], rec["cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
             print(f"  done: {obj} / {solver}: {len(rec['t'])} steps in {rec['wall_s']:.0f} s wall, "
                   f"{rec['cpu_s']:.0f} s CPU, back-end mean {rec['solver_ms'].mean():.1f} ms", flush=True)
     print("\nTable I (paper: Gurobi Runtime per step; here every installed back-end, the back-end's own time: CPU time "
-          "of SCIP's optimize(), Gurobi Runtime; steps with contacts; times in ms)")
+          "of SCIP's optimize() plus the complete warm start (fixed_mode_start), Gurobi Runtime; steps with contacts; "
+          "times in ms; 'build': CPU time of building the solver's model in Python, not in the solver time)")
     print(f"{'object':9s} {'solver':7s} {'binaries (median/max)':>21s} {'average':>8s} {'worst':>8s} {'std':>8s} "
+          f"{'median':>7s} {'warm start':>10s} {'warm ok':>7s} {'nodes':>6s} {'build':>6s} "
           f"{'engine CPU avg':>14s} {'engine wall avg':>15s} {'failed':>6s} {'M raised':>8s} {'t-limit':>7s} "
           f"{'paper bin: avg/worst/std':>24s}")
     for (obj, solver), rec in results.items():
@@ -236,9 +262,12 @@ def part_3d(solvers, objects, scale, figures, time_limit_s):
         s, e = rec["solver_ms"][has], rec["engine_ms"]
         pb = PAPER_TABLE_I["cylinder" if obj == "cylinder" else "box"]
         print(f"{obj:9s} {solver:7s} {int(np.median(rec['binaries'][has])):10d} / {int(rec['binaries'].max()):<8d} "
-              f"{s.mean():8.2f} {s.max():8.1f} {s.std():8.2f} {np.nanmean(rec['engine_cpu_ms']):14.2f} "
+              f"{s.mean():8.2f} {s.max():8.1f} {s.std():8.2f} {np.median(s):7.2f} {rec['warm_ms'][has].mean():10.2f} "
+              f"{rec['warm_ok'][has].mean():7.2f} {rec['nodes'][has].mean():6.1f} {rec['build_ms'][has].mean():6.2f} "
+              f"{np.nanmean(rec['engine_cpu_ms']):14.2f} "
               f"{np.nanmean(e):15.2f} {int((~rec['ok']).sum()):6d} {int((rec['raises'] > 0).sum()):8d} "
               f"{int(rec['time_limited'].sum()):7d} {pb[0]:>8d}: {pb[1]}/{pb[2]}/{pb[3]}")
+    print(f"load average at the end: {os.getloadavg()}")
     print("\nTask outcome (lift: object height gain at the end of the lift phase and at the end; drift: change of the "
           "object's pose in the TCP frame from the closed grasp to the end)")
     print(f"{'object':9s} {'solver':7s} {'lift obj (mm)':>13s} {'lift TCP (mm)':>13s} {'obj z at end (mm)':>17s} "
@@ -295,6 +324,8 @@ def main(argv=None):
     ap.add_argument("--duration-scale", type=float, default=1.0,
                     help="scale of the 6 s trajectory (the paper's is 12 s: use 2)")
     ap.add_argument("--time-limit", type=float, default=1.0, help="MIQP time limit per step (s)")
+    ap.add_argument("--record", action="store_true",
+                    help="pickle every 3-D MIQP to out/problems_<object>_<solver>.pkl (for scip_profile.py)")
     ap.add_argument("--docs-figures", action="store_true", help="also copy the PNGs to docs/figures/")
     args = ap.parse_args(argv)
     solvers = [s for s in args.solvers.split(",") if s]
@@ -306,7 +337,7 @@ def main(argv=None):
         part_2d(solvers, figures)
     if args.part in ("3d", "all"):
         part_3d(solvers, [o for o in args.objects.split(",") if o], args.duration_scale, figures,
-                args.time_limit)
+                args.time_limit, args.record)
 
 
 if __name__ == "__main__":

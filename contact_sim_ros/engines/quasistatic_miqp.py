@@ -49,6 +49,11 @@ and, if so, raises it tenfold and re-solves (up to ``big_m_retries`` times); the
 (binaries of the contacts matched by geometry pair).
 
 Solvers: SCIP through pyscipopt (default, open source); gurobipy when installed (``solver: gurobi``).
+SCIP: the objective is given in separable epigraph form (t_j >= q_j x_j^2, min sum t_j + c^T x), the
+pyscipopt model is built once per problem shape and then updated in place (``ScipPersistent``), and the
+warm start is complete: the previous contact mode's QP optimum (``fixed_mode_start``: an LP and the exact
+KKT polish, its CPU time counted as solver time) is handed to SCIP as a solution, which SCIP checks and
+keeps as incumbent. The MIQP is still solved to the gap limits (relative 1e-4, absolute 1e-4 scaled).
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ class MIQP:
     ub: np.ndarray
     n_bin: int
     z_start: np.ndarray | None = None
+    x_start: np.ndarray | None = None    # with z_start: a complete feasible start (fixed_mode_start)
     time_limit_s: float = 10.0
     const: float = 0.0
     params: dict = field(default_factory=dict)   # back-end parameters (SCIP setParam / Gurobi Params names)
@@ -100,12 +106,15 @@ class MIQPSolution:
     solver_time_s: float = 0.0   # the back-end's own solve time (CPU time of SCIP's optimize() / Gurobi Runtime)
     nodes: int = 0
     message: str = ""
+    build_time_s: float = 0.0    # CPU time spent building the back-end's model in Python (not in solver_time_s)
+    lp_iterations: int = 0
 
 
 _SCIP_SETTINGS = {"presolving": "setPresolve", "heuristics": "setHeuristics", "separating": "setSeparating"}
 
 
-def _solve_scip(p: MIQP) -> MIQPSolution:
+def _scip_model(p: MIQP, params: dict):
+    """A pyscipopt Model with the engine's settings and the user's ``params``."""
     import pyscipopt as scip
 
     m = scip.Model()
@@ -113,54 +122,56 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     m.setParam("timing/clocktype", 1)        # CPU time: the time limit and getSolvingTime do not count waiting
     m.setParam("limits/time", float(p.time_limit_s))
     m.setParam("randomization/randomseedshift", 0)
-    # optimality gap: relative 1e-4 (Gurobi's default) and absolute 1e-6 in the scaled objective (||dq_a -
+    # optimality gap: relative 1e-4 (Gurobi's default) and absolute 1e-4 in the scaled objective (||dq_a -
     # dq_a_bar||^2 / L^2): SCIP's default gap 0 makes it branch hundreds of nodes to close the outer
     # approximation of the quadratic; the contact mode's QP is then solved exactly by polish_fixed_mode.
     m.setParam("limits/gap", 1e-4)
     m.setParam("limits/absgap", 1e-4)
-    for key, value in p.params.items():
+    # SCIP's primal heuristics stay on by default: with 'heuristics': 'off' (and 'presolving/maxrestarts': 0)
+    # the section V-B runs take half the time, but SCIP then returns another of the tied contact modes in the
+    # pushed-box test (push force 2.5e-5 relative below mu m g): see docs/benchmarks/quasistatic.md.
+    params = dict(params)
+    for key, value in params.items():
         if key in _SCIP_SETTINGS:        # 'presolving' / 'heuristics' / 'separating': 'off', 'fast', ...
             getattr(m, _SCIP_SETTINGS[key])(getattr(scip.SCIP_PARAMSETTING, str(value).upper()))
         elif key == "emphasis":          # 'optimality', 'feasibility', 'easycip', ...
             m.setEmphasis(getattr(scip.SCIP_PARAMEMPHASIS, str(value).upper()))
         else:
             m.setParam(key, value)
-    n, nb = p.c.size, p.n_bin
-    x = [m.addVar(lb=float(p.lb[i]) if np.isfinite(p.lb[i]) else None,
-                  ub=float(p.ub[i]) if np.isfinite(p.ub[i]) else None, vtype="C") for i in range(n)]
-    z = [m.addVar(vtype="B") for _ in range(nb)]
-    t = m.addVar(lb=None, ub=None, vtype="C")
-    for A, B, b, sense in ((p.A_eq, None, p.b_eq, "eq"), (p.A_ub, p.B_ub, p.b_ub, "ub")):
-        for r in range(A.shape[0]):
-            cols = np.flatnonzero(A[r])
-            expr = scip.quicksum(float(A[r, j]) * x[j] for j in cols)
-            if B is not None:
-                bcols = np.flatnonzero(B[r])
-                if bcols.size:
-                    expr = expr + scip.quicksum(float(B[r, j]) * z[j] for j in bcols)
-            if sense == "eq":
-                m.addCons(expr == float(b[r]))
-            else:
-                m.addCons(expr <= float(b[r]))
-    qcols = np.flatnonzero(p.qdiag)
-    m.addCons(scip.quicksum(float(p.qdiag[j]) * x[j] * x[j] for j in qcols)
-              + scip.quicksum(float(p.c[j]) * x[j] for j in np.flatnonzero(p.c)) + float(p.const) <= t)
-    m.setObjective(t, "minimize")
-    if p.z_start is not None and nb:
-        sol = m.createPartialSol()
-        for j in range(nb):
-            m.setSolVal(sol, z[j], float(p.z_start[j]))
-        m.addSol(sol)
-    cpu = time.process_time()
-    m.optimize()
-    cpu = time.process_time() - cpu         # SCIP's own CPU clock ticks in 10 ms steps: measure it here
+    return m
+
+
+def _scip_warm_start(m, p: MIQP, x, z, t, t_values, partial: bool = True) -> None:
+    """Give SCIP the start: a complete solution (p.x_start; SCIP checks it when the problem is transformed and
+    keeps it as incumbent if feasible, otherwise discards it), else the binaries only (a partial solution;
+    SCIP's completesol heuristic fills in the rest)."""
+    if p.z_start is None or not p.n_bin:
+        return
+    if p.x_start is not None:
+        sol = m.createSol()
+        for v, val in zip(x + z, np.concatenate([p.x_start, p.z_start]).tolist()):
+            m.setSolVal(sol, v, val)
+        for v, val in zip(t, t_values):
+            m.setSolVal(sol, v, val)
+        m.addSol(sol)                    # stored as an original solution; SCIP checks it when it transforms
+        return
+    if not partial:
+        return
+    sol = m.createPartialSol()
+    for v, val in zip(z, p.z_start.tolist()):
+        m.setSolVal(sol, v, float(val))
+    m.addSol(sol)
+
+
+def _scip_result(m, x, z, build, cpu) -> MIQPSolution:
     status = m.getStatus()
-    out = MIQPSolution("error", None, None, solver_time_s=cpu, nodes=int(m.getNNodes()))
+    out = MIQPSolution("error", None, None, solver_time_s=cpu, nodes=int(m.getNNodes()), build_time_s=build,
+                       lp_iterations=int(m.getNLPIterations()))
     if m.getNSols() > 0 and status in ("optimal", "timelimit", "gaplimit"):
         sol = m.getBestSol()
         out.x = np.array([m.getSolVal(sol, v) for v in x])
         out.z = np.array([round(m.getSolVal(sol, v)) for v in z], dtype=float)
-        out.objective = m.getSolVal(sol, t)
+        out.objective = float(m.getSolObjVal(sol))
         out.status = "optimal" if status != "timelimit" else "time_limit"
     elif status == "infeasible":
         out.status = "infeasible"
@@ -169,6 +180,159 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     else:
         out.message = f"SCIP status {status!r}"
     return out
+
+
+class ScipPersistent:
+    """SCIP back-end that builds the pyscipopt model once per problem shape and afterwards only changes what
+    differs from the previous step (freeTransform, then chgCoefLinear / chgRhs / chgLhs / bounds / objective
+    coefficients), instead of creating a Model (SCIP's ~200 default plugins) and every row from Python each
+    step. The objective is separable: min sum_j t_j + c^T x + const with t_j >= q_j x_j^2 (q fixed per shape).
+    Same MIQP, same settings as ``_solve_scip``; ``params['reuse_model'] = False`` selects that one."""
+
+    def __init__(self):
+        self._m = None
+        self._key = None
+
+    def __call__(self, p: MIQP) -> MIQPSolution:
+        params = dict(p.params)
+        if not params.pop("reuse_model", True) or params.get("objective_form", "separable") != "separable":
+            return _solve_scip(p)
+        params.pop("objective_form", None)
+        import pyscipopt as scip
+
+        build = time.process_time()
+        n, nb = p.c.size, p.n_bin
+        AB = np.vstack([np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], nb))]), np.hstack([p.A_ub, p.B_ub])])
+        rhs = np.concatenate([p.b_eq, p.b_ub])
+        n_eq = p.A_eq.shape[0]
+        qcols = np.flatnonzero(p.qdiag)
+        key = (n, nb, n_eq, p.A_ub.shape[0], p.qdiag.tobytes(), repr(sorted(params.items())))
+        if key != self._key:
+            self._build(p, params, AB, rhs, qcols)
+            self._key = key
+        else:
+            m = self._m
+            m.freeTransform()
+            rows, cols = np.nonzero(AB != self._AB)
+            cons, var = self._cons, self._vars
+            for r, j, v in zip(rows.tolist(), cols.tolist(), AB[rows, cols].tolist()):
+                m.chgCoefLinear(cons[r], var[j], v)
+            for r in np.flatnonzero(rhs != self._rhs).tolist():
+                if r >= n_eq:
+                    m.chgRhs(cons[r], float(rhs[r]))
+                elif rhs[r] > self._rhs[r]:          # equality row: keep lhs <= rhs while changing both
+                    m.chgRhs(cons[r], float(rhs[r]))
+                    m.chgLhs(cons[r], float(rhs[r]))
+                else:
+                    m.chgLhs(cons[r], float(rhs[r]))
+                    m.chgRhs(cons[r], float(rhs[r]))
+            for j in np.flatnonzero(p.lb != self._lb).tolist():
+                m.chgVarLb(var[j], float(p.lb[j]) if np.isfinite(p.lb[j]) else None)
+            for j in np.flatnonzero(p.ub != self._ub).tolist():
+                m.chgVarUb(var[j], float(p.ub[j]) if np.isfinite(p.ub[j]) else None)
+            changed = np.flatnonzero(p.c != self._c).tolist()
+            if changed:                          # objective coefficients (pyscipopt has no chgVarObj)
+                m.setObjective(scip.scip.Expr({self._terms[j]: float(p.c[j]) for j in changed}), clear=False)
+            m.addObjoffset(float(p.const) - m.getObjoffset())
+            m.setParam("limits/time", float(p.time_limit_s))
+            self._AB, self._rhs, self._lb, self._ub, self._c = AB, rhs, p.lb.copy(), p.ub.copy(), p.c.copy()
+        m = self._m
+        x, z = self._vars[:n], self._vars[n:]
+        xs = p.x_start[qcols] if p.x_start is not None else None
+        # no partial solutions on a reused model: SCIP keeps them across freeTransform and refuses more than
+        # limits/maxorigsol (10); without a complete start this model starts cold
+        _scip_warm_start(m, p, x, z, self._t, (p.qdiag[qcols] * xs * xs).tolist() if xs is not None else [],
+                         partial=False)
+        build = time.process_time() - build
+        cpu = time.process_time()
+        m.optimize()
+        cpu = time.process_time() - cpu
+        return _scip_result(m, x, z, build, cpu)
+
+    def _build(self, p, params, AB, rhs, qcols):
+        import pyscipopt as scip
+
+        m = _scip_model(p, params)
+        n, nb, n_eq = p.c.size, p.n_bin, p.A_eq.shape[0]
+        x = [m.addVar(lb=float(lo) if np.isfinite(lo) else None, ub=float(hi) if np.isfinite(hi) else None,
+                      vtype="C", obj=float(c)) for lo, hi, c in zip(p.lb, p.ub, p.c)]
+        z = [m.addVar(vtype="B") for _ in range(nb)]
+        terms = [scip.scip.Term(v) for v in x + z]
+        cons = []
+        for r, b in enumerate(rhs.tolist()):
+            cols = np.flatnonzero(AB[r])
+            expr = scip.scip.Expr(dict(zip([terms[j] for j in cols.tolist()], AB[r, cols].tolist())))
+            cons.append(m.addCons(scip.scip.ExprCons(expr, lhs=b if r < n_eq else None, rhs=b)))
+        t = []
+        for j, qj in zip(qcols.tolist(), p.qdiag[qcols].tolist()):
+            tj = m.addVar(lb=0.0, ub=None, vtype="C", obj=1.0)
+            m.addCons(qj * x[j] * x[j] <= tj)
+            t.append(tj)
+        m.addObjoffset(float(p.const))
+        m.setMinimize()
+        self._m, self._vars, self._cons, self._t, self._terms = m, x + z, cons, t, terms
+        self._AB, self._rhs, self._lb, self._ub, self._c = AB, rhs, p.lb.copy(), p.ub.copy(), p.c.copy()
+
+
+def _solve_scip(p: MIQP) -> MIQPSolution:
+    """SCIP through pyscipopt. Besides SCIP's own parameter names, ``p.params`` takes the setting groups
+    'presolving' / 'heuristics' / 'separating' ('off', 'fast', 'aggressive', 'default'), 'emphasis' and
+    'objective_form': 'separable' (default: one epigraph variable per squared term, t_j >= q_j (x_j - a_j)^2,
+    min sum t_j; each t_j is a univariate convex constraint whose tangent cuts are exact at the point of tangency)
+    or 'epigraph' (one t >= sum q_j x_j^2 + c^T x: SCIP's outer approximation of the whole sum is much weaker,
+    so it branches more). Linear rows are built directly as term dictionaries (pyscipopt's quicksum of
+    coef * var products costs ~10 us per term in Python)."""
+    import pyscipopt as scip
+
+    build = time.process_time()
+    params = dict(p.params)
+    form = params.pop("objective_form", "separable")
+    params.pop("reuse_model", None)
+    m = _scip_model(p, params)
+    n, nb = p.c.size, p.n_bin
+    lb = [float(v) if np.isfinite(v) else None for v in p.lb]
+    ub = [float(v) if np.isfinite(v) else None for v in p.ub]
+    x = [m.addVar(lb=lb[i], ub=ub[i], vtype="C") for i in range(n)]
+    z = [m.addVar(vtype="B") for _ in range(nb)]
+    terms = [scip.scip.Term(v) for v in x] + [scip.scip.Term(v) for v in z]
+    for A, B, b, eq in ((p.A_eq, None, p.b_eq, True), (p.A_ub, p.B_ub, p.b_ub, False)):
+        if not A.shape[0]:
+            continue
+        AB = A if B is None else np.hstack([A, B])
+        for r, rhs in enumerate(b.tolist()):
+            cols = np.flatnonzero(AB[r])
+            expr = scip.scip.Expr(dict(zip([terms[j] for j in cols.tolist()], AB[r, cols].tolist())))
+            m.addCons(scip.scip.ExprCons(expr, lhs=rhs if eq else None, rhs=rhs))
+    qcols = np.flatnonzero(p.qdiag)
+    lin = np.flatnonzero((p.c != 0.0) & (p.qdiag == 0.0))
+    if form == "separable":
+        # q x^2 + c x = q (x - a)^2 - q a^2 with a = -c / (2 q): t_j >= q_j (x_j - a_j)^2 >= 0
+        a = -p.c[qcols] / (2.0 * p.qdiag[qcols])
+        t = []
+        for j, qj, aj in zip(qcols.tolist(), p.qdiag[qcols].tolist(), a.tolist()):
+            tj = m.addVar(lb=0.0, ub=None, vtype="C", obj=1.0)
+            m.addCons(qj * (x[j] - aj) * (x[j] - aj) <= tj)
+            t.append(tj)
+        if lin.size:
+            m.setObjective(scip.scip.Expr({terms[j]: float(p.c[j]) for j in lin.tolist()}), clear=False)
+        m.addObjoffset(float(p.const - p.qdiag[qcols] @ (a * a)))
+    elif form == "epigraph":
+        t = [m.addVar(lb=None, ub=None, vtype="C", obj=1.0)]
+        m.addCons(scip.quicksum(float(p.qdiag[j]) * x[j] * x[j] for j in qcols)
+                  + scip.quicksum(float(p.c[j]) * x[j] for j in np.flatnonzero(p.c)) + float(p.const) <= t[0])
+    else:
+        raise ConfigError(f"SCIP back-end: objective_form must be 'separable' or 'epigraph', got {form!r}")
+    m.setMinimize()
+    if form == "epigraph":
+        t_values = [float(p.qdiag @ p.x_start ** 2 + p.c @ p.x_start + p.const)] if p.x_start is not None else []
+    else:
+        t_values = (p.qdiag[qcols] * (p.x_start[qcols] - a) ** 2).tolist() if p.x_start is not None else []
+    _scip_warm_start(m, p, x, z, t, t_values)
+    build = time.process_time() - build
+    cpu = time.process_time()
+    m.optimize()
+    cpu = time.process_time() - cpu         # SCIP's own CPU clock ticks in 10 ms steps: measure it here
+    return _scip_result(m, x, z, build, cpu)
 
 
 def _solve_gurobi(p: MIQP) -> MIQPSolution:
@@ -297,6 +461,36 @@ def polish_fixed_mode(p: MIQP, x0: np.ndarray, z: np.ndarray, max_rounds: int = 
             return x0
         active |= violated
     return x0
+
+
+def fixed_mode_start(p: MIQP, z: np.ndarray) -> np.ndarray | None:
+    """A complete start for the MIQP from a contact mode z (the previous step's): an LP (HiGHS via scipy) finds a
+    point of the mode's polyhedron closest in weighted L1 to the objective's minimiser, then polish_fixed_mode
+    moves it to the mode's exact QP optimum. None if the mode is infeasible for this step's data. Any feasible
+    point is a valid incumbent: the MIQP is still solved to optimality from it."""
+    from scipy.optimize import linprog
+
+    n = p.c.size
+    q = np.flatnonzero(p.qdiag)
+    a = -p.c[q] / (2.0 * p.qdiag[q])
+    nq = q.size
+    sel = np.zeros((nq, n))
+    sel[np.arange(nq), q] = 1.0
+    # variables [x (n), u (nq)], u_j >= |x_j - a_j|
+    A_ub = np.block([[p.A_ub, np.zeros((p.A_ub.shape[0], nq))], [sel, -np.eye(nq)], [-sel, -np.eye(nq)]])
+    b_ub = np.concatenate([p.b_ub - p.B_ub @ z, a, -a])
+    A_eq = np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], nq))]) if p.A_eq.shape[0] else None
+    cost = np.concatenate([np.zeros(n), np.sqrt(p.qdiag[q])])
+    bounds = [(lo if np.isfinite(lo) else None, hi if np.isfinite(hi) else None) for lo, hi in zip(p.lb, p.ub)]
+    bounds += [(0.0, None)] * nq
+    try:
+        res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=p.b_eq if A_eq is not None else None,
+                      bounds=bounds, method="highs")
+    except ValueError:
+        return None
+    if res.status != 0:
+        return None
+    return polish_fixed_mode(p, res.x[:n], z)
 
 
 def least_impulse_fixed_motion(p: MIQP, x0: np.ndarray, z: np.ndarray, n_fixed: int,
@@ -470,6 +664,9 @@ class QuasistaticSolveInfo:
     big_m_raises: int = 0
     time_limited: bool = False    # the solve stopped at time_limit_s with a feasible, maybe suboptimal, mode
     nodes: int = 0
+    build_time_s: float = 0.0     # CPU time of building the back-end model in Python (not in solver_time_s)
+    warm_start_time_s: float = 0.0   # CPU time of fixed_mode_start (included in solver_time_s)
+    warm_start_feasible: bool = False  # the previous step's mode was feasible for this step's MIQP
     objective: float = math.nan   # ||dq_a - dq_a_bar||^2 (m^2 or rad^2, mixed)
     phi_bar: np.ndarray = field(default_factory=lambda: np.zeros(0))   # hypothetical penetration (m)
 
@@ -602,6 +799,9 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         unactuated_regularization: float = 1e-4  # eps of eps ||dq_u||^2 when choosing the contact mode
         least_impulse: bool = True              # among equal motions, report the least-impulse forces (LP)
         warm_start: bool = True                 # start from the previous step's contact mode
+        # ... as a complete solution: the mode's QP optimum (fixed_mode_start: LP + polish; its CPU time is
+        # counted in the solver time); SCIP keeps it as incumbent. False: only the binaries (partial solution)
+        complete_warm_start: bool = True
         solver_parameters: dict = field(default_factory=dict)   # passed to the back-end (SCIP / Gurobi names)
         polish: bool = True                     # re-solve the QP of the optimal contact mode exactly (KKT)
         # one contact per robot-object pair (patch centroid, closest distance), at most max_support_points per
@@ -644,7 +844,8 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             self._command_weight[model.joint_v_index[j]] = float(weight)
         self._free_joints = np.array([body.joint_id for body in model.free_bodies], dtype=int)
         self.last_reduction: ContactReduction | None = None
-        self._solve = MIQP_BACKENDS[o.solver]
+        # SCIP: one persistent model per engine, updated in place step to step (ScipPersistent)
+        self._solve = ScipPersistent() if o.solver == "scip" else MIQP_BACKENDS[o.solver]
         self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
         self.reset()
 
@@ -745,8 +946,16 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             problem.z_start = z_start
             problem.time_limit_s = o.time_limit_s
             problem.params = o.solver_parameters
+            if z_start is not None and o.complete_warm_start:
+                cpu = time.process_time()
+                problem.x_start = fixed_mode_start(problem, z_start)
+                ws_time = time.process_time() - cpu
+                total_time += ws_time                      # counted as solver time: it is part of the solve
+                self.last_solve_info.warm_start_time_s += ws_time
+                self.last_solve_info.warm_start_feasible = problem.x_start is not None
             sol = self._solve(problem)
             total_time += sol.solver_time_s
+            self.last_solve_info.build_time_s += sol.build_time_s
             nodes += sol.nodes
             if sol.status == "infeasible" and raises < o.big_m_retries:
                 for key in M:            # too small a big-M can cut off every solution: raise all, re-solve
