@@ -22,6 +22,7 @@ the chaotic clutter and grasp scenes; the gripper stays bit-identical).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -39,15 +40,11 @@ DEFAULT_BASELINE = "0f67bce^"        # the commit before the hot-path work (geom
 
 
 def panda_scene() -> dict:
-    return {"robot": "franka",
-            "environment": [{"name": "ground", "shape": "halfspace"},
-                            {"name": "table", "shape": {"box": [0.6, 0.8, 0.04]}, "pose": {"xyz": [0.5, 0.0, 0.18]}}],
-            "objects": [{"name": "bottle", "shape": {"cylinder": [0.03, 0.18]}, "mass": 0.5,
-                         "pose": {"xyz": [0.5, 0.2, 0.29]}},
-                        {"name": "box", "shape": {"box": [0.05, 0.05, 0.05]}, "mass": 0.2,
-                         "pose": {"xyz": [0.45, -0.2, 0.225]}}],
-            "materials": {"default": {"stiffness": 1e5, "dissipation": 10.0, "friction": 0.6}},
-            "contact_margin": 0.005}
+    """benchmarks/simulator's scene: franka preset over a table with a bottle and a box."""
+    spec = importlib.util.spec_from_file_location("simulator_benchmark", ROOT / "benchmarks" / "simulator" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.scene("franka")
 
 
 # name: (scene, engine, time step s)

@@ -213,6 +213,17 @@ class ContactLCP:
         return ContactLCPSolution(impulse, lam, result.z[n * k:].copy(), result.status, result.pivots,
                                   result.message, residual)
 
+    @staticmethod
+    def _fill_split_blocks(M, q, nk, nb, Bt, W_bb, c_b) -> None:
+        """The bilateral blocks of eq. 34 as one LCP, lam = lam+ - lam- (z = [beta (nk), lam+, lam-, sigma]):
+        rows/columns nk .. nk + 2 nb of M from Bt = D^T W_ub (nk, nb) and W_bb, and q's from c_b."""
+        b0, b1, b2 = nk, nk + nb, nk + 2 * nb
+        M[:nk, b0:b1], M[:nk, b1:b2] = Bt, -Bt
+        M[b0:b1, :nk], M[b1:b2, :nk] = Bt.T, -Bt.T
+        M[b0:b1, b0:b1], M[b0:b1, b1:b2] = W_bb, -W_bb
+        M[b1:b2, b0:b1], M[b1:b2, b1:b2] = -W_bb, W_bb
+        q[b0:b1], q[b1:b2] = c_b, -c_b
+
     def _finish_split(self, M, q, n, nb) -> ContactLCPSolution:
         nk = n * (self.n_directions + 1)
         b0, b1, b2 = nk, nk + nb, nk + 2 * nb
@@ -290,13 +301,7 @@ class ContactLCP:
             normal_term = self._zeros
         _contact_lcp_kernel(W, sel, c_full, normal_term, mu_full, self.basis, nu3, M, q, Bt)
         if split:
-            b0, b1, b2 = nk, nk + nb, nk + 2 * nb
-            W_bb = W[nu3:, nu3:]
-            M[:nk, b0:b1], M[:nk, b1:b2] = Bt, -Bt
-            M[b0:b1, :nk], M[b1:b2, :nk] = Bt.T, -Bt.T
-            M[b0:b1, b0:b1], M[b0:b1, b1:b2] = W_bb, -W_bb
-            M[b1:b2, b0:b1], M[b1:b2, b1:b2] = -W_bb, W_bb
-            q[b0:b1], q[b1:b2] = c_b, -c_b
+            self._fill_split_blocks(M, q, nk, nb, Bt, W[nu3:, nu3:], c_b)
             return self._finish_split(M, q, n, nb)
         S_Wbu = S_cb = None
         if nb:
@@ -324,16 +329,14 @@ class ContactLCP:
             M[:nk, :nk] = D.T @ W_uu @ D
             q[:nk] = (c_u.reshape(n, 3) @ Dl).reshape(nk)
             Bt = D.T @ W_ub
-            M[:nk, b0:b1], M[:nk, b1:b2] = Bt, -Bt
-            M[b0:b1, :nk], M[b1:b2, :nk] = Bt.T, -Bt.T
             rows = np.arange(n)
             for j in range(1, k):
                 M[rows * k + j, b2 + rows] = 1.0
                 M[b2 + rows, rows * k + j] = -1.0
             M[b2 + rows, rows * k] = mu
-        M[b0:b1, b0:b1], M[b0:b1, b1:b2] = W_bb, -W_bb
-        M[b1:b2, b0:b1], M[b1:b2, b1:b2] = -W_bb, W_bb
-        q[b0:b1], q[b1:b2] = c_b, -c_b
+        else:
+            Bt = np.zeros((0, nb))
+        self._fill_split_blocks(M, q, nk, nb, Bt, W_bb, c_b)
         return self._finish_split(M, q, n, nb)
 
 
@@ -394,12 +397,17 @@ class ImpulseStepper:
         if N == 0 and nb == 0:      # nothing to solve: the free motion
             return ImpulseStepOutput(v_free, v_free, self._no_contacts, self._no_bilateral, SolverStatus.CONVERGED,
                                      0, 0.0, "", 1.0, 0)
-        if callable(X):
-            X_source = X
-            X = None
+        X_source = X if callable(X) else None
+
+        def X_full():
+            """M_hat^-1 [J; Jb]^T, formed at its first use in the step"""
+            nonlocal X_source, X
+            if X_source is not None:
+                X, X_source = X_source(), None
+            return X
+
         if N == 0:                  # bilateral rows only: the same (mixed) LCP solve, without contact logic
-            if X is None:
-                X = X_source()
+            X = X_full()
             c_b = Jb @ v_free + (0.0 if b_bias is None else b_bias)
             sol = self.lcp.solve(np.zeros((0, 0)), np.zeros(0), np.zeros(0), np.zeros((0, nb)), Jb @ X, c_b)
             if not sol.status.ok:
@@ -424,11 +432,8 @@ class ImpulseStepper:
 
         def W():
             """eq. 6 (with the bilateral nodes appended, eq. 34), formed at the first LCP of the step"""
-            nonlocal X
             if not W_cache:
-                if X is None:
-                    X = X_source()
-                W_cache.append((J if nb == 0 else np.vstack([J, Jb])) @ X)
+                W_cache.append((J if nb == 0 else np.vstack([J, Jb])) @ X_full())
             return W_cache[0]
 
         total = np.zeros((N, 3))
@@ -443,6 +448,14 @@ class ImpulseStepper:
         def bil_velocity(u):
             return Jb @ u + (0.0 if b_bias is None else b_bias) if nb else None
 
+        def solve(sel, u, gap_term=None):
+            """The LCP at velocity u over the contacts sel and every bilateral row; counts it if it has unknowns."""
+            nonlocal pivots, solves
+            sol = self._solve(W, sel, contact_velocity(u), mu, nb, bil_velocity(u), gap_term)
+            solves += int(sel.shape[0] > 0 or nb > 0)
+            pivots += sol.pivots
+            return sol
+
         def fail(sol, where):
             status = SolverStatus.MAX_ITERATIONS if sol.status is LCPStatus.MAX_PIVOTS else SolverStatus.FAILED
             msg = f"lcp_minimal: {where} LCP failed at t = {t:.6f} s: {sol.message}"
@@ -456,16 +469,12 @@ class ImpulseStepper:
             imp[(3 * sel[:, None] + np.arange(3)).ravel()] = sol.impulse.ravel()
             if nb:
                 imp[3 * N:] = sol.bilateral
-            W()
-            return u + X @ imp
+            return u + X_full() @ imp
 
         def impact(u, sel):
             """Compression (eq. 36-37) then decompression (eqs. 38-40) at velocity u over contacts sel."""
-            nonlocal pivots, solves, residual, total_b
-            cu = contact_velocity(u)
-            sol = self._solve(W, sel, cu, mu, nb, bil_velocity(u) if nb else None)
-            solves += int(sel.shape[0] > 0 or nb > 0)     # LCPs with unknowns
-            pivots += sol.pivots
+            nonlocal residual, total_b
+            sol = solve(sel, u)
             if not sol.status.ok:
                 return None, sol
             residual = max(residual, sol.residual)
@@ -477,12 +486,8 @@ class ImpulseStepper:
                 # recovered normal impulse theta = e * (normal compression impulse) along n (eq. 38)
                 theta = np.zeros(3 * N + nb)
                 theta[3 * sel + 2] = e * sol.impulse[:, 2]
-                W()
-                u_theta = X @ theta
-                cd = contact_velocity(u_c + u_theta)     # = D^T v_c + D^T W theta  (eq. 39)
-                sold = self._solve(W, sel, cd, mu, nb, bil_velocity(u_c + u_theta) if nb else None)
-                solves += int(sel.shape[0] > 0 or nb > 0)
-                pivots += sold.pivots
+                u_theta = X_full() @ theta
+                sold = solve(sel, u_c + u_theta)         # velocity D^T v_c + D^T W theta  (eq. 39)
                 if not sold.status.ok:
                     return None, sold
                 residual = max(residual, sold.residual)
@@ -505,10 +510,7 @@ class ImpulseStepper:
         # the step LCP (eq. 28 / 34) over the touching contacts
         sel = np.flatnonzero(touching)
         u_free = v_start + dv_free
-        sol = self._solve(W, sel, contact_velocity(u_free), mu, nb, bil_velocity(u_free) if nb else None,
-                          self._gap_term(phi[sel], dt) if sel.shape[0] else None)
-        solves += int(sel.shape[0] > 0 or nb > 0)
-        pivots += sol.pivots
+        sol = solve(sel, u_free, self._gap_term(phi[sel], dt) if sel.shape[0] else None)
         if not sol.status.ok:
             return fail(sol, "step")
         residual = max(residual, sol.residual)
@@ -538,10 +540,7 @@ class ImpulseStepper:
             return ImpulseStepOutput(v_post, s * v1, total, total_b, SolverStatus.CONVERGED, pivots, residual,
                                      "", s, solves)
         u_free = v_post + rest * dv_free
-        sol = self._solve(W, sel, contact_velocity(u_free), mu, nb, bil_velocity(u_free) if nb else None,
-                          self._gap_term(phi_hit[sel], rest * dt))
-        solves += int(sel.shape[0] > 0 or nb > 0)
-        pivots += sol.pivots
+        sol = solve(sel, u_free, self._gap_term(phi_hit[sel], rest * dt))
         if not sol.status.ok:
             return fail(sol, "post-collision step")
         residual = max(residual, sol.residual)

@@ -141,6 +141,30 @@ def _scip_model(p: MIQP, params: dict):
     return m
 
 
+def _bound(value: float) -> float | None:
+    """A variable bound for pyscipopt: None for an infinite one."""
+    return float(value) if np.isfinite(value) else None
+
+
+def _stacked_rows(p: MIQP) -> tuple[np.ndarray, np.ndarray, int]:
+    """[A_eq 0; A_ub B_ub] over (x, z), the right-hand sides and the number of equality rows (first)."""
+    AB = np.vstack([np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], p.n_bin))]), np.hstack([p.A_ub, p.B_ub])])
+    return AB, np.concatenate([p.b_eq, p.b_ub]), p.A_eq.shape[0]
+
+
+def _scip_add_rows(m, terms, AB, rhs, n_eq) -> list:
+    """The linear rows AB (x, z) = rhs (first n_eq) / <= rhs as SCIP constraints built directly from term
+    dictionaries (pyscipopt's quicksum of coef * var products costs ~10 us per term in Python)."""
+    import pyscipopt as scip
+
+    cons = []
+    for r, b in enumerate(rhs.tolist()):
+        cols = np.flatnonzero(AB[r])
+        expr = scip.scip.Expr(dict(zip([terms[j] for j in cols.tolist()], AB[r, cols].tolist())))
+        cons.append(m.addCons(scip.scip.ExprCons(expr, lhs=b if r < n_eq else None, rhs=b)))
+    return cons
+
+
 def _scip_warm_start(m, p: MIQP, x, z, t, t_values, partial: bool = True) -> None:
     """Give SCIP the start: a complete solution (p.x_start; SCIP checks it when the problem is transformed and
     keeps it as incumbent if feasible, otherwise discards it), else the binaries only (a partial solution;
@@ -202,9 +226,7 @@ class ScipPersistent:
 
         build = time.process_time()
         n, nb = p.c.size, p.n_bin
-        AB = np.vstack([np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], nb))]), np.hstack([p.A_ub, p.B_ub])])
-        rhs = np.concatenate([p.b_eq, p.b_ub])
-        n_eq = p.A_eq.shape[0]
+        AB, rhs, n_eq = _stacked_rows(p)
         qcols = np.flatnonzero(p.qdiag)
         key = (n, nb, n_eq, p.A_ub.shape[0], p.qdiag.tobytes(), repr(sorted(params.items())))
         if key != self._key:
@@ -227,9 +249,9 @@ class ScipPersistent:
                     m.chgLhs(cons[r], float(rhs[r]))
                     m.chgRhs(cons[r], float(rhs[r]))
             for j in np.flatnonzero(p.lb != self._lb).tolist():
-                m.chgVarLb(var[j], float(p.lb[j]) if np.isfinite(p.lb[j]) else None)
+                m.chgVarLb(var[j], _bound(p.lb[j]))
             for j in np.flatnonzero(p.ub != self._ub).tolist():
-                m.chgVarUb(var[j], float(p.ub[j]) if np.isfinite(p.ub[j]) else None)
+                m.chgVarUb(var[j], _bound(p.ub[j]))
             changed = np.flatnonzero(p.c != self._c).tolist()
             if changed:                          # objective coefficients (pyscipopt has no chgVarObj)
                 m.setObjective(scip.scip.Expr({self._terms[j]: float(p.c[j]) for j in changed}), clear=False)
@@ -253,16 +275,10 @@ class ScipPersistent:
         import pyscipopt as scip
 
         m = _scip_model(p, params)
-        n, nb, n_eq = p.c.size, p.n_bin, p.A_eq.shape[0]
-        x = [m.addVar(lb=float(lo) if np.isfinite(lo) else None, ub=float(hi) if np.isfinite(hi) else None,
-                      vtype="C", obj=float(c)) for lo, hi, c in zip(p.lb, p.ub, p.c)]
-        z = [m.addVar(vtype="B") for _ in range(nb)]
+        x = [m.addVar(lb=_bound(lo), ub=_bound(hi), vtype="C", obj=float(c)) for lo, hi, c in zip(p.lb, p.ub, p.c)]
+        z = [m.addVar(vtype="B") for _ in range(p.n_bin)]
         terms = [scip.scip.Term(v) for v in x + z]
-        cons = []
-        for r, b in enumerate(rhs.tolist()):
-            cols = np.flatnonzero(AB[r])
-            expr = scip.scip.Expr(dict(zip([terms[j] for j in cols.tolist()], AB[r, cols].tolist())))
-            cons.append(m.addCons(scip.scip.ExprCons(expr, lhs=b if r < n_eq else None, rhs=b)))
+        cons = _scip_add_rows(m, terms, AB, rhs, p.A_eq.shape[0])
         t = []
         for j, qj in zip(qcols.tolist(), p.qdiag[qcols].tolist()):
             tj = m.addVar(lb=0.0, ub=None, vtype="C", obj=1.0)
@@ -280,8 +296,7 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     'objective_form': 'separable' (default: one epigraph variable per squared term, t_j >= q_j (x_j - a_j)^2,
     min sum t_j; each t_j is a univariate convex constraint whose tangent cuts are exact at the point of tangency)
     or 'epigraph' (one t >= sum q_j x_j^2 + c^T x: SCIP's outer approximation of the whole sum is much weaker,
-    so it branches more). Linear rows are built directly as term dictionaries (pyscipopt's quicksum of
-    coef * var products costs ~10 us per term in Python)."""
+    so it branches more). Linear rows: ``_scip_add_rows``."""
     import pyscipopt as scip
 
     build = time.process_time()
@@ -289,20 +304,10 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     form = params.pop("objective_form", "separable")
     params.pop("reuse_model", None)
     m = _scip_model(p, params)
-    n, nb = p.c.size, p.n_bin
-    lb = [float(v) if np.isfinite(v) else None for v in p.lb]
-    ub = [float(v) if np.isfinite(v) else None for v in p.ub]
-    x = [m.addVar(lb=lb[i], ub=ub[i], vtype="C") for i in range(n)]
-    z = [m.addVar(vtype="B") for _ in range(nb)]
-    terms = [scip.scip.Term(v) for v in x] + [scip.scip.Term(v) for v in z]
-    for A, B, b, eq in ((p.A_eq, None, p.b_eq, True), (p.A_ub, p.B_ub, p.b_ub, False)):
-        if not A.shape[0]:
-            continue
-        AB = A if B is None else np.hstack([A, B])
-        for r, rhs in enumerate(b.tolist()):
-            cols = np.flatnonzero(AB[r])
-            expr = scip.scip.Expr(dict(zip([terms[j] for j in cols.tolist()], AB[r, cols].tolist())))
-            m.addCons(scip.scip.ExprCons(expr, lhs=rhs if eq else None, rhs=rhs))
+    x = [m.addVar(lb=_bound(lo), ub=_bound(hi), vtype="C") for lo, hi in zip(p.lb, p.ub)]
+    z = [m.addVar(vtype="B") for _ in range(p.n_bin)]
+    terms = [scip.scip.Term(v) for v in x + z]
+    _scip_add_rows(m, terms, *_stacked_rows(p))
     qcols = np.flatnonzero(p.qdiag)
     lin = np.flatnonzero((p.c != 0.0) & (p.qdiag == 0.0))
     if form == "separable":

@@ -230,7 +230,7 @@ def patch_contacts(patch_pair, patch_start, mid, patch_normal, patch_depth, patc
     Patch j (pair patch_pair[j], unit normal patch_normal[j], coal's depth patch_depth[j] m and witness points
     patch_wit_a/b[j]) has the points mid[patch_start[j]:patch_start[j + 1]] (world, m); its geometries A and B
     are geometry_a/b[j] with world placements placement[slot_a/b[j]] (4x4 homogeneous). First every patch
-    point (witnesses by line casts, as ``patch_witnesses``), then coal's deepest point of each patch whose
+    point (witnesses by line casts, as ``ContactQuery._patch_witnesses``), then coal's deepest point of each patch whose
     points are all shallower than coal's depth by more than ``deepest_tolerance`` (m). min_gap (P,) scratch."""
     r = 0
     for j in range(patch_pair.shape[0]):

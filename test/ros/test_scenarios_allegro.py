@@ -1,6 +1,6 @@
-"""Scenario 3 over ROS: Allegro open-loop periodic mug reorientation (TAMSI paper VI-B), shortened to the first
-half cycle (1.5 s, the fingers flex fully). The mug is carried (its net contact force about its 0.98 N weight,
-never dropped) and turns relative to gravity, with TAMSI and Lagged."""
+"""Scenario 3 over ROS: Allegro open-loop periodic mug reorientation (TAMSI paper VI-B), shortened to one finger
+cycle (3 s: the fingers flex fully and return). The mug is carried (over the cycle its mean net contact force is
+about its 0.98 N weight, never dropped) and turns relative to gravity, with TAMSI and Lagged."""
 
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ MUG_MASS = sum(float(link.find("inertial/mass").get("value"))
 
 @pytest.mark.parametrize("engine", ["tamsi", "lagged"])
 def test_open_loop_flexing_reorients_the_mug_without_dropping_it(ros, engine):
-    r = run_scenario("allegro_mug", engine, params={"duration": 1.5})
+    r = run_scenario("allegro_mug", engine, params={"duration": 3.0})
     assert r.success, f"{engine}: {r.reason}\n{r.numbers}\n{r.node_output[-1500:]}"
-    # carried: the mean net contact force on the mug is m |a - g|: its weight (tilted gravity 9.81 m/s^2) plus what
-    # rolls it up the palm; measured 0.92-1.14 N with both engines, with and without URDF joint friction (a
-    # dropped mug gives ~0); within 25 % of the weight
-    assert r.numbers["mean_contact_force_N"] == pytest.approx(MUG_MASS * 9.81, rel=0.25), r.numbers
+    # carried: the net contact force on the mug is m (a - g); over a whole finger cycle the mug's acceleration
+    # averages out and the mean is its weight (tilted gravity 9.81 m/s^2), within 15 %
+    assert r.numbers["mean_contact_force_N"] == pytest.approx(MUG_MASS * 9.81, rel=0.15), r.numbers
     assert r.numbers["max_rotation_deg"] > 10.0, r.numbers
