@@ -50,6 +50,7 @@ PYPI_DIST = {
     "coal": "coal",
     "urdf_parser_py": "urdf-parser-py",
     "pyscipopt": "pyscipopt",
+    "daqp": "daqp",
     "matplotlib": "matplotlib",
     "pytest": "pytest",
     "viser": "viser",
@@ -57,7 +58,7 @@ PYPI_DIST = {
     "websockets": "websockets",
 }
 # imports with no rosdep key: installed with pip (README's colcon section says so)
-PIP_ONLY = {"coal", "pyscipopt", "viser"}
+PIP_ONLY = {"coal", "daqp", "pyscipopt", "viser"}
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
@@ -156,7 +157,7 @@ def test_requirements_pin_every_module_the_code_imports():
         if dist not in pins:
             missing[module] = dist
     assert not missing, f"imported but not pinned in requirements.txt (module: distribution): {missing}"
-    for tool in ("pytest", "pytest-timeout", "matplotlib", "pyscipopt", "viser", "ros-jazzy-rmw-fastrtps-cpp"):
+    for tool in ("pytest", "pytest-timeout", "matplotlib", "daqp", "pyscipopt", "viser", "ros-jazzy-rmw-fastrtps-cpp"):
         assert tool in pins, f"{tool} not pinned in requirements.txt"
 
 
