@@ -175,7 +175,7 @@ def run_3d(obj: str, solver: str, scale: float, time_limit_s: float = 1.0, n_ste
             return sol
         sim.engine._solve = recording_solve
     rec = {k: [] for k in ("t", "solver_ms", "engine_ms", "engine_cpu_ms", "binaries", "contacts", "obj", "tcp", "ok",
-                           "raises", "time_limited", "build_ms", "warm_ms", "warm_ok", "nodes")}
+                           "raises", "time_limited", "build_ms", "warm_ms", "warm_ok", "nodes", "fallback")}
     for _ in range(n_steps):
         vlin, wang, finger_v = tcp_schedule(sim.t, scale)
         J = pin.getFrameJacobian(m.pin_model, sim.pin_data, tcp, pin.LOCAL_WORLD_ALIGNED)[:, arm_v]
@@ -199,6 +199,7 @@ def run_3d(obj: str, solver: str, scale: float, time_limit_s: float = 1.0, n_ste
         rec["warm_ms"].append(info.warm_start_time_s * 1e3)
         rec["warm_ok"].append(info.warm_start_feasible)
         rec["nodes"].append(info.nodes)
+        rec["fallback"].append(bool(info.fallback))
         rec["obj"].append(sim.body_pose(body).copy())
         rec["tcp"].append(sim.body_pose("wsg_tcp").copy())
     return {k: (np.array(v) if k not in ("obj", "tcp") else v) for k, v in rec.items()}
@@ -256,6 +257,7 @@ def part_3d(solvers, objects, scale, figures, time_limit_s, record=False):
     print(f"{'object':9s} {'solver':7s} {'binaries (median/max)':>21s} {'average':>8s} {'worst':>8s} {'std':>8s} "
           f"{'median':>7s} {'warm start':>10s} {'warm ok':>7s} {'nodes':>6s} {'build':>6s} "
           f"{'engine CPU avg':>14s} {'engine wall avg':>15s} {'failed':>6s} {'M raised':>8s} {'t-limit':>7s} "
+          f"{'fallback':>8s} "
           f"{'paper bin: avg/worst/std':>24s}")
     for (obj, solver), rec in results.items():
         has = rec["binaries"] > 0
@@ -266,7 +268,7 @@ def part_3d(solvers, objects, scale, figures, time_limit_s, record=False):
               f"{rec['warm_ok'][has].mean():7.2f} {rec['nodes'][has].mean():6.1f} {rec['build_ms'][has].mean():6.2f} "
               f"{np.nanmean(rec['engine_cpu_ms']):14.2f} "
               f"{np.nanmean(e):15.2f} {int((~rec['ok']).sum()):6d} {int((rec['raises'] > 0).sum()):8d} "
-              f"{int(rec['time_limited'].sum()):7d} {pb[0]:>8d}: {pb[1]}/{pb[2]}/{pb[3]}")
+              f"{int(rec['time_limited'].sum()):7d} {int(rec['fallback'].sum()):8d} {pb[0]:>8d}: {pb[1]}/{pb[2]}/{pb[3]}")
     print(f"load average at the end: {os.getloadavg()}")
     print("\nTask outcome (lift: object height gain at the end of the lift phase and at the end; drift: change of the "
           "object's pose in the TCP frame from the closed grasp to the end)")

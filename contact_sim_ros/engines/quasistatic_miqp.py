@@ -67,460 +67,10 @@ import pinocchio as pin
 
 from ..errors import ConfigError, EngineError, unknown_choice
 from ..geometry.contact_set import ContactSet
+from ..solvers.miqp import (MIQP, MIQP_BACKENDS, MIQPSolution, ScipPersistent, daqp_fixed_mode, fixed_mode_start,
+                            least_impulse_fixed_motion, polish_fixed_mode)
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
-
-# --------------------------------------------------------------------------------------------------------------
-# MIQP back-ends (generic form) -- registered only when their Python package imports.
-# --------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class MIQP:
-    """min  sum_i qdiag_i x_i^2 + c^T x + const   s.t.  A_eq x = b_eq,  A_ub x + B_ub z <= b_ub,  lb <= x <= ub,
-    z binary. Dense arrays (problems are small: tens to a few hundred variables)."""
-
-    qdiag: np.ndarray
-    c: np.ndarray
-    A_eq: np.ndarray
-    b_eq: np.ndarray
-    A_ub: np.ndarray
-    B_ub: np.ndarray
-    b_ub: np.ndarray
-    lb: np.ndarray
-    ub: np.ndarray
-    n_bin: int
-    z_start: np.ndarray | None = None
-    x_start: np.ndarray | None = None    # with z_start: a complete feasible start (fixed_mode_start)
-    time_limit_s: float = 10.0
-    const: float = 0.0
-    params: dict = field(default_factory=dict)   # back-end parameters (SCIP setParam / Gurobi Params names)
-
-
-@dataclass
-class MIQPSolution:
-    status: str                  # "optimal", "infeasible", "time_limit", "error"
-    x: np.ndarray | None
-    z: np.ndarray | None
-    objective: float = math.nan
-    solver_time_s: float = 0.0   # the back-end's own solve time (CPU time of SCIP's optimize() / Gurobi Runtime)
-    nodes: int = 0
-    message: str = ""
-    build_time_s: float = 0.0    # CPU time spent building the back-end's model in Python (not in solver_time_s)
-    lp_iterations: int = 0
-
-
-_SCIP_SETTINGS = {"presolving": "setPresolve", "heuristics": "setHeuristics", "separating": "setSeparating"}
-
-
-def _scip_model(p: MIQP, params: dict):
-    """A pyscipopt Model with the engine's settings and the user's ``params``."""
-    import pyscipopt as scip
-
-    m = scip.Model()
-    m.hideOutput()
-    m.setParam("timing/clocktype", 1)        # CPU time: the time limit and getSolvingTime do not count waiting
-    m.setParam("limits/time", float(p.time_limit_s))
-    m.setParam("randomization/randomseedshift", 0)
-    # optimality gap: relative 1e-4 (Gurobi's default) and absolute 1e-4 in the scaled objective (||dq_a -
-    # dq_a_bar||^2 / L^2): SCIP's default gap 0 makes it branch hundreds of nodes to close the outer
-    # approximation of the quadratic; the contact mode's QP is then solved exactly by polish_fixed_mode.
-    m.setParam("limits/gap", 1e-4)
-    m.setParam("limits/absgap", 1e-4)
-    # SCIP's primal heuristics stay on by default: with 'heuristics': 'off' (and 'presolving/maxrestarts': 0)
-    # the section V-B runs take half the time, but SCIP then returns another of the tied contact modes in the
-    # pushed-box test (push force 2.5e-5 relative below mu m g): see docs/benchmarks/quasistatic.md.
-    params = dict(params)
-    for key, value in params.items():
-        if key in _SCIP_SETTINGS:        # 'presolving' / 'heuristics' / 'separating': 'off', 'fast', ...
-            getattr(m, _SCIP_SETTINGS[key])(getattr(scip.SCIP_PARAMSETTING, str(value).upper()))
-        elif key == "emphasis":          # 'optimality', 'feasibility', 'easycip', ...
-            m.setEmphasis(getattr(scip.SCIP_PARAMEMPHASIS, str(value).upper()))
-        else:
-            m.setParam(key, value)
-    return m
-
-
-def _bound(value: float) -> float | None:
-    """A variable bound for pyscipopt: None for an infinite one."""
-    return float(value) if np.isfinite(value) else None
-
-
-def _stacked_rows(p: MIQP) -> tuple[np.ndarray, np.ndarray, int]:
-    """[A_eq 0; A_ub B_ub] over (x, z), the right-hand sides and the number of equality rows (first)."""
-    AB = np.vstack([np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], p.n_bin))]), np.hstack([p.A_ub, p.B_ub])])
-    return AB, np.concatenate([p.b_eq, p.b_ub]), p.A_eq.shape[0]
-
-
-def _scip_add_rows(m, terms, AB, rhs, n_eq) -> list:
-    """The linear rows AB (x, z) = rhs (first n_eq) / <= rhs as SCIP constraints built directly from term
-    dictionaries (pyscipopt's quicksum of coef * var products costs ~10 us per term in Python)."""
-    import pyscipopt as scip
-
-    cons = []
-    for r, b in enumerate(rhs.tolist()):
-        cols = np.flatnonzero(AB[r])
-        expr = scip.scip.Expr(dict(zip([terms[j] for j in cols.tolist()], AB[r, cols].tolist())))
-        cons.append(m.addCons(scip.scip.ExprCons(expr, lhs=b if r < n_eq else None, rhs=b)))
-    return cons
-
-
-def _scip_warm_start(m, p: MIQP, x, z, t, t_values, partial: bool = True) -> None:
-    """Give SCIP the start: a complete solution (p.x_start; SCIP checks it when the problem is transformed and
-    keeps it as incumbent if feasible, otherwise discards it), else the binaries only (a partial solution;
-    SCIP's completesol heuristic fills in the rest)."""
-    if p.z_start is None or not p.n_bin:
-        return
-    if p.x_start is not None:
-        sol = m.createSol()
-        for v, val in zip(x + z, np.concatenate([p.x_start, p.z_start]).tolist()):
-            m.setSolVal(sol, v, val)
-        for v, val in zip(t, t_values):
-            m.setSolVal(sol, v, val)
-        m.addSol(sol)                    # stored as an original solution; SCIP checks it when it transforms
-        return
-    if not partial:
-        return
-    sol = m.createPartialSol()
-    for v, val in zip(z, p.z_start.tolist()):
-        m.setSolVal(sol, v, float(val))
-    m.addSol(sol)
-
-
-def _scip_result(m, x, z, build, cpu) -> MIQPSolution:
-    status = m.getStatus()
-    out = MIQPSolution("error", None, None, solver_time_s=cpu, nodes=int(m.getNNodes()), build_time_s=build,
-                       lp_iterations=int(m.getNLPIterations()))
-    if m.getNSols() > 0 and status in ("optimal", "timelimit", "gaplimit"):
-        sol = m.getBestSol()
-        out.x = np.array([m.getSolVal(sol, v) for v in x])
-        out.z = np.array([round(m.getSolVal(sol, v)) for v in z], dtype=float)
-        out.objective = float(m.getSolObjVal(sol))
-        out.status = "optimal" if status != "timelimit" else "time_limit"
-    elif status == "infeasible":
-        out.status = "infeasible"
-    elif status == "timelimit":
-        out.status = "time_limit"
-    else:
-        out.message = f"SCIP status {status!r}"
-    return out
-
-
-class ScipPersistent:
-    """SCIP back-end that builds the pyscipopt model once per problem shape and afterwards only changes what
-    differs from the previous step (freeTransform, then chgCoefLinear / chgRhs / chgLhs / bounds / objective
-    coefficients), instead of creating a Model (SCIP's ~200 default plugins) and every row from Python each
-    step. The objective is separable: min sum_j t_j + c^T x + const with t_j >= q_j x_j^2 (q fixed per shape).
-    Same MIQP, same settings as ``_solve_scip``; ``params['reuse_model'] = False`` selects that one."""
-
-    def __init__(self):
-        self._m = None
-        self._key = None
-
-    def __call__(self, p: MIQP) -> MIQPSolution:
-        params = dict(p.params)
-        if not params.pop("reuse_model", True) or params.get("objective_form", "separable") != "separable":
-            return _solve_scip(p)
-        params.pop("objective_form", None)
-        import pyscipopt as scip
-
-        build = time.process_time()
-        n, nb = p.c.size, p.n_bin
-        AB, rhs, n_eq = _stacked_rows(p)
-        qcols = np.flatnonzero(p.qdiag)
-        key = (n, nb, n_eq, p.A_ub.shape[0], p.qdiag.tobytes(), repr(sorted(params.items())))
-        if key != self._key:
-            self._build(p, params, AB, rhs, qcols)
-            self._key = key
-        else:
-            m = self._m
-            m.freeTransform()
-            rows, cols = np.nonzero(AB != self._AB)
-            cons, var = self._cons, self._vars
-            for r, j, v in zip(rows.tolist(), cols.tolist(), AB[rows, cols].tolist()):
-                m.chgCoefLinear(cons[r], var[j], v)
-            for r in np.flatnonzero(rhs != self._rhs).tolist():
-                if r >= n_eq:
-                    m.chgRhs(cons[r], float(rhs[r]))
-                elif rhs[r] > self._rhs[r]:          # equality row: keep lhs <= rhs while changing both
-                    m.chgRhs(cons[r], float(rhs[r]))
-                    m.chgLhs(cons[r], float(rhs[r]))
-                else:
-                    m.chgLhs(cons[r], float(rhs[r]))
-                    m.chgRhs(cons[r], float(rhs[r]))
-            for j in np.flatnonzero(p.lb != self._lb).tolist():
-                m.chgVarLb(var[j], _bound(p.lb[j]))
-            for j in np.flatnonzero(p.ub != self._ub).tolist():
-                m.chgVarUb(var[j], _bound(p.ub[j]))
-            changed = np.flatnonzero(p.c != self._c).tolist()
-            if changed:                          # objective coefficients (pyscipopt has no chgVarObj)
-                m.setObjective(scip.scip.Expr({self._terms[j]: float(p.c[j]) for j in changed}), clear=False)
-            m.addObjoffset(float(p.const) - m.getObjoffset())
-            m.setParam("limits/time", float(p.time_limit_s))
-            self._AB, self._rhs, self._lb, self._ub, self._c = AB, rhs, p.lb.copy(), p.ub.copy(), p.c.copy()
-        m = self._m
-        x, z = self._vars[:n], self._vars[n:]
-        xs = p.x_start[qcols] if p.x_start is not None else None
-        # no partial solutions on a reused model: SCIP keeps them across freeTransform and refuses more than
-        # limits/maxorigsol (10); without a complete start this model starts cold
-        _scip_warm_start(m, p, x, z, self._t, (p.qdiag[qcols] * xs * xs).tolist() if xs is not None else [],
-                         partial=False)
-        build = time.process_time() - build
-        cpu = time.process_time()
-        m.optimize()
-        cpu = time.process_time() - cpu
-        return _scip_result(m, x, z, build, cpu)
-
-    def _build(self, p, params, AB, rhs, qcols):
-        import pyscipopt as scip
-
-        m = _scip_model(p, params)
-        x = [m.addVar(lb=_bound(lo), ub=_bound(hi), vtype="C", obj=float(c)) for lo, hi, c in zip(p.lb, p.ub, p.c)]
-        z = [m.addVar(vtype="B") for _ in range(p.n_bin)]
-        terms = [scip.scip.Term(v) for v in x + z]
-        cons = _scip_add_rows(m, terms, AB, rhs, p.A_eq.shape[0])
-        t = []
-        for j, qj in zip(qcols.tolist(), p.qdiag[qcols].tolist()):
-            tj = m.addVar(lb=0.0, ub=None, vtype="C", obj=1.0)
-            m.addCons(qj * x[j] * x[j] <= tj)
-            t.append(tj)
-        m.addObjoffset(float(p.const))
-        m.setMinimize()
-        self._m, self._vars, self._cons, self._t, self._terms = m, x + z, cons, t, terms
-        self._AB, self._rhs, self._lb, self._ub, self._c = AB, rhs, p.lb.copy(), p.ub.copy(), p.c.copy()
-
-
-def _solve_scip(p: MIQP) -> MIQPSolution:
-    """SCIP through pyscipopt. Besides SCIP's own parameter names, ``p.params`` takes the setting groups
-    'presolving' / 'heuristics' / 'separating' ('off', 'fast', 'aggressive', 'default'), 'emphasis' and
-    'objective_form': 'separable' (default: one epigraph variable per squared term, t_j >= q_j (x_j - a_j)^2,
-    min sum t_j; each t_j is a univariate convex constraint whose tangent cuts are exact at the point of tangency)
-    or 'epigraph' (one t >= sum q_j x_j^2 + c^T x: SCIP's outer approximation of the whole sum is much weaker,
-    so it branches more). Linear rows: ``_scip_add_rows``."""
-    import pyscipopt as scip
-
-    build = time.process_time()
-    params = dict(p.params)
-    form = params.pop("objective_form", "separable")
-    params.pop("reuse_model", None)
-    m = _scip_model(p, params)
-    x = [m.addVar(lb=_bound(lo), ub=_bound(hi), vtype="C") for lo, hi in zip(p.lb, p.ub)]
-    z = [m.addVar(vtype="B") for _ in range(p.n_bin)]
-    terms = [scip.scip.Term(v) for v in x + z]
-    _scip_add_rows(m, terms, *_stacked_rows(p))
-    qcols = np.flatnonzero(p.qdiag)
-    lin = np.flatnonzero((p.c != 0.0) & (p.qdiag == 0.0))
-    if form == "separable":
-        # q x^2 + c x = q (x - a)^2 - q a^2 with a = -c / (2 q): t_j >= q_j (x_j - a_j)^2 >= 0
-        a = -p.c[qcols] / (2.0 * p.qdiag[qcols])
-        t = []
-        for j, qj, aj in zip(qcols.tolist(), p.qdiag[qcols].tolist(), a.tolist()):
-            tj = m.addVar(lb=0.0, ub=None, vtype="C", obj=1.0)
-            m.addCons(qj * (x[j] - aj) * (x[j] - aj) <= tj)
-            t.append(tj)
-        if lin.size:
-            m.setObjective(scip.scip.Expr({terms[j]: float(p.c[j]) for j in lin.tolist()}), clear=False)
-        m.addObjoffset(float(p.const - p.qdiag[qcols] @ (a * a)))
-    elif form == "epigraph":
-        t = [m.addVar(lb=None, ub=None, vtype="C", obj=1.0)]
-        m.addCons(scip.quicksum(float(p.qdiag[j]) * x[j] * x[j] for j in qcols)
-                  + scip.quicksum(float(p.c[j]) * x[j] for j in np.flatnonzero(p.c)) + float(p.const) <= t[0])
-    else:
-        raise ConfigError(f"SCIP back-end: objective_form must be 'separable' or 'epigraph', got {form!r}")
-    m.setMinimize()
-    if form == "epigraph":
-        t_values = [float(p.qdiag @ p.x_start ** 2 + p.c @ p.x_start + p.const)] if p.x_start is not None else []
-    else:
-        t_values = (p.qdiag[qcols] * (p.x_start[qcols] - a) ** 2).tolist() if p.x_start is not None else []
-    _scip_warm_start(m, p, x, z, t, t_values)
-    build = time.process_time() - build
-    cpu = time.process_time()
-    m.optimize()
-    cpu = time.process_time() - cpu         # SCIP's own CPU clock ticks in 10 ms steps: measure it here
-    return _scip_result(m, x, z, build, cpu)
-
-
-def _solve_gurobi(p: MIQP) -> MIQPSolution:
-    import gurobipy as gp
-
-    env = _gurobi_env()
-    m = gp.Model(env=env)
-    m.Params.TimeLimit = float(p.time_limit_s)
-    m.Params.MIPGapAbs = 1e-4
-    for key, value in p.params.items():
-        m.setParam(key, value)
-    n, nb = p.c.size, p.n_bin
-    x = m.addMVar(n, lb=np.where(np.isfinite(p.lb), p.lb, -gp.GRB.INFINITY),
-                  ub=np.where(np.isfinite(p.ub), p.ub, gp.GRB.INFINITY))
-    z = m.addMVar(nb, vtype=gp.GRB.BINARY)
-    if p.A_eq.shape[0]:
-        m.addConstr(p.A_eq @ x == p.b_eq)
-    if p.A_ub.shape[0]:
-        m.addConstr(p.A_ub @ x + p.B_ub @ z <= p.b_ub)
-    import scipy.sparse as sp
-    m.update()
-    m.setMObjective(sp.diags(np.concatenate([p.qdiag, np.zeros(nb)])).tocsr(),
-                    np.concatenate([p.c, np.zeros(nb)]), float(p.const), sense=gp.GRB.MINIMIZE)
-    if p.z_start is not None and nb:
-        z.Start = p.z_start
-    try:
-        m.optimize()
-    except gp.GurobiError as exc:      # e.g. the size-limited license refuses a large model
-        m.dispose()
-        return MIQPSolution("error", None, None, message=f"Gurobi: {exc}")
-    out = MIQPSolution("error", None, None, solver_time_s=float(m.Runtime), nodes=int(m.NodeCount))
-    if m.SolCount > 0 and m.Status in (gp.GRB.OPTIMAL, gp.GRB.TIME_LIMIT, gp.GRB.SUBOPTIMAL):
-        out.x = np.array(x.X)
-        out.z = np.round(np.array(z.X)) if nb else np.zeros(0)
-        out.objective = float(m.ObjVal)
-        out.status = "optimal" if m.Status != gp.GRB.TIME_LIMIT else "time_limit"
-    elif m.Status in (gp.GRB.INFEASIBLE, gp.GRB.INF_OR_UNBD):
-        out.status = "infeasible"
-    elif m.Status == gp.GRB.TIME_LIMIT:
-        out.status = "time_limit"
-    else:
-        out.message = f"Gurobi status {m.Status}"
-    m.dispose()
-    return out
-
-
-_GUROBI_ENV = None
-
-
-def _gurobi_env():
-    global _GUROBI_ENV
-    if _GUROBI_ENV is None:
-        import gurobipy as gp
-        env = gp.Env(empty=True)
-        env.setParam("OutputFlag", 0)
-        env.setParam("Threads", 1)
-        env.start()
-        _GUROBI_ENV = env
-    return _GUROBI_ENV
-
-
-MIQP_BACKENDS: dict = {}
-try:  # the open-source default
-    import pyscipopt  # noqa: F401
-    MIQP_BACKENDS["scip"] = _solve_scip
-except ImportError:  # pragma: no cover - depends on the installation
-    pass
-try:  # optional commercial back-end
-    import gurobipy  # noqa: F401
-    MIQP_BACKENDS["gurobi"] = _solve_gurobi
-except ImportError:  # pragma: no cover
-    pass
-
-
-def polish_fixed_mode(p: MIQP, x0: np.ndarray, z: np.ndarray, max_rounds: int = 6,
-                      tol: float = 1e-7, qdiag: np.ndarray | None = None) -> np.ndarray:
-    """Exact solution of the convex QP left when the binaries are fixed to the solver's optimal mode z.
-
-    MIQP back-ends return x0 within their feasibility tolerance (SCIP's outer approximation of the quadratic
-    objective leaves errors ~1e-5 relative). With z fixed the problem is min f(x) = sum qdiag x^2 + c^T x
-    s.t. A_eq x = b_eq, A_ub x <= b_ub - B_ub z, x >= 0 where lb == 0 (the other variable bounds are big-M
-    artefacts and are left out, so that a free variable lands on its regularised value).
-    Primal active-set polish: the inequalities active at x0 (slack <= tol) become equalities, the
-    equality-constrained QP is solved by its KKT system (null-space method; zero-curvature variables get a
-    proximal term 1e-12 (x - x0)^2 so the reduced Hessian is positive definite), and constraints
-    it violates are added until it is feasible. Returns x0 unchanged if that fails or does not improve f.
-    ``qdiag`` replaces the MIQP's curvature (the engine polishes with a weaker regulariser than it selects the
-    mode with).
-    """
-    qdiag = p.qdiag if qdiag is None else qdiag
-    n = x0.size
-    rhs = p.b_ub - p.B_ub @ z
-    nonneg = p.lb == 0.0
-    G = np.vstack([p.A_ub, -np.eye(n)[nonneg]])
-    hvec = np.concatenate([rhs, np.zeros(int(nonneg.sum()))])
-    scale = 1.0 + np.abs(hvec)
-    active = (hvec - G @ x0) <= tol * scale
-    curvature = 2.0 * qdiag
-    prox = np.where(curvature > 0.0, 0.0, 1e-12)
-    H = np.diag(curvature + 2.0 * prox)
-    grad_const = p.c - 2.0 * prox * x0
-
-    def f(x):
-        return float(qdiag @ (x * x) + p.c @ x)
-
-    for _ in range(max_rounds):
-        C = np.vstack([p.A_eq, G[active]])
-        d = np.concatenate([p.b_eq, hvec[active]])
-        # null-space method (active sets are often redundant): x = x_p + N y, N spans null(C)
-        U, sv, Vt = np.linalg.svd(C, full_matrices=True)
-        rank = int(np.sum(sv > 1e-10 * max(1.0, sv[0] if sv.size else 1.0)))
-        x_p = Vt[:rank].T @ ((U[:, :rank].T @ d) / sv[:rank])
-        if np.abs(C @ x_p - d).max(initial=0.0) > 1e-9 * (1.0 + np.abs(d).max(initial=0.0)):
-            return x0                      # inconsistent active set
-        N = Vt[rank:].T
-        if N.shape[1]:
-            y = np.linalg.solve(N.T @ H @ N, -N.T @ (H @ x_p + grad_const))
-            x = x_p + N @ y
-        else:
-            x = x_p
-        violated = (G @ x - hvec) > tol * scale
-        if not np.any(violated):
-            eq_ok = np.all(np.abs(p.A_eq @ x - p.b_eq) <= 1e-9 * (1.0 + np.abs(p.b_eq)))
-            if eq_ok and np.all(np.isfinite(x)) and f(x) <= f(x0) + 1e-9 * (1.0 + abs(f(x0))):
-                return x
-            return x0
-        active |= violated
-    return x0
-
-
-def fixed_mode_start(p: MIQP, z: np.ndarray) -> np.ndarray | None:
-    """A complete start for the MIQP from a contact mode z (the previous step's): an LP (HiGHS via scipy) finds a
-    point of the mode's polyhedron closest in weighted L1 to the objective's minimiser, then polish_fixed_mode
-    moves it to the mode's exact QP optimum. None if the mode is infeasible for this step's data. Any feasible
-    point is a valid incumbent: the MIQP is still solved to optimality from it."""
-    from scipy.optimize import linprog
-
-    n = p.c.size
-    q = np.flatnonzero(p.qdiag)
-    a = -p.c[q] / (2.0 * p.qdiag[q])
-    nq = q.size
-    sel = np.zeros((nq, n))
-    sel[np.arange(nq), q] = 1.0
-    # variables [x (n), u (nq)], u_j >= |x_j - a_j|
-    A_ub = np.block([[p.A_ub, np.zeros((p.A_ub.shape[0], nq))], [sel, -np.eye(nq)], [-sel, -np.eye(nq)]])
-    b_ub = np.concatenate([p.b_ub - p.B_ub @ z, a, -a])
-    A_eq = np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], nq))]) if p.A_eq.shape[0] else None
-    cost = np.concatenate([np.zeros(n), np.sqrt(p.qdiag[q])])
-    bounds = [(lo if np.isfinite(lo) else None, hi if np.isfinite(hi) else None) for lo, hi in zip(p.lb, p.ub)]
-    bounds += [(0.0, None)] * nq
-    try:
-        res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=p.b_eq if A_eq is not None else None,
-                      bounds=bounds, method="highs")
-    except ValueError:
-        return None
-    if res.status != 0:
-        return None
-    return polish_fixed_mode(p, res.x[:n], z)
-
-
-def least_impulse_fixed_motion(p: MIQP, x0: np.ndarray, z: np.ndarray, n_fixed: int,
-                               cost: np.ndarray) -> np.ndarray:
-    """With the binaries z and the first n_fixed variables (the motion dq) fixed, minimise cost^T x over the
-    rest (impulses, Gamma) subject to the same constraints: an LP (HiGHS via scipy). Returns x0 on failure."""
-    from scipy.optimize import linprog
-
-    fixed = x0[:n_fixed]
-    A_ub = p.A_ub[:, n_fixed:]
-    b_ub = p.b_ub - p.B_ub @ z - p.A_ub[:, :n_fixed] @ fixed
-    A_eq = p.A_eq[:, n_fixed:]
-    b_eq = p.b_eq - p.A_eq[:, :n_fixed] @ fixed
-    slack = 1e-9 * (1.0 + np.abs(b_ub))          # x0 satisfies the rows only to the solver's tolerance
-    bounds = [(0.0, None) if lb == 0.0 else (None, None) for lb in p.lb[n_fixed:]]
-    try:
-        res = linprog(cost[n_fixed:], A_ub=A_ub, b_ub=b_ub + slack, A_eq=A_eq if A_eq.size else None,
-                      b_eq=b_eq if A_eq.size else None, bounds=bounds, method="highs",
-                      options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
-    except ValueError:
-        return x0
-    if res.status != 0 or cost[n_fixed:] @ res.x > cost[n_fixed:] @ x0[n_fixed:]:
-        return x0
-    return np.concatenate([fixed, res.x])
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Contact reduction: the points the quasistatic formulation needs (one per grasp pair, a support polygon per
@@ -672,6 +222,7 @@ class QuasistaticSolveInfo:
     build_time_s: float = 0.0     # CPU time of building the back-end model in Python (not in solver_time_s)
     warm_start_time_s: float = 0.0   # CPU time of fixed_mode_start (included in solver_time_s)
     warm_start_feasible: bool = False  # the previous step's mode was feasible for this step's MIQP
+    fallback: str = ""            # why the fallback back-end solved this step's MIQP ("" if it did not)
     objective: float = math.nan   # ||dq_a - dq_a_bar||^2 (m^2 or rad^2, mixed)
     phi_bar: np.ndarray = field(default_factory=lambda: np.zeros(0))   # hypothetical penetration (m)
 
@@ -796,7 +347,10 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         friction_directions: int = 4            # nd per contact (even): polyhedral cone, eq. 7
         hypothetical_penetration_stiffness: float | None = None   # K (N/m), eq. 22; None: pair stiffness
         delayed_force_bound: bool = False       # use phi_bar of the previous step (section V-B)
-        solver: str = "scip"                    # MIQP back-end: 'scip' (pyscipopt) or 'gurobi' (gurobipy)
+        solver: str = "daqp"                    # MIQP back-end: 'daqp', 'scip' (pyscipopt) or 'gurobi' (gurobipy)
+        # back-end that re-solves an MIQP on which `solver` failed (DAQP: cycling or iteration limit in a
+        # degenerate node), from the failed solve's best mode; None: the step fails instead
+        fallback_solver: str | None = "scip"
         big_m_factor: float = 10.0              # big-M = factor x the problem's own scale
         big_m_retries: int = 3                  # times a big-M value is raised tenfold when found active
         time_limit_s: float = 10.0              # per MIQP solve
@@ -849,8 +403,14 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             self._command_weight[model.joint_v_index[j]] = float(weight)
         self._free_joints = np.array([body.joint_id for body in model.free_bodies], dtype=int)
         self.last_reduction: ContactReduction | None = None
+        if o.fallback_solver is not None and o.fallback_solver not in MIQP_BACKENDS:
+            raise ConfigError(f"engine {self.name!r}: " + unknown_choice("fallback_solver", str(o.fallback_solver),
+                                                                         MIQP_BACKENDS) + " (or null)")
         # SCIP: one persistent model per engine, updated in place step to step (ScipPersistent)
         self._solve = ScipPersistent() if o.solver == "scip" else MIQP_BACKENDS[o.solver]
+        self._fallback = None
+        if o.fallback_solver is not None and o.fallback_solver != o.solver:
+            self._fallback = ScipPersistent() if o.fallback_solver == "scip" else MIQP_BACKENDS[o.fallback_solver]
         self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
         self.reset()
 
@@ -953,12 +513,20 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             problem.params = o.solver_parameters
             if z_start is not None and o.complete_warm_start:
                 cpu = time.process_time()
-                problem.x_start = fixed_mode_start(problem, z_start)
+                problem.z_start, problem.x_start = self._best_start(problem, z_start, keys)
                 ws_time = time.process_time() - cpu
                 total_time += ws_time                      # counted as solver time: it is part of the solve
                 self.last_solve_info.warm_start_time_s += ws_time
                 self.last_solve_info.warm_start_feasible = problem.x_start is not None
             sol = self._solve(problem)
+            if sol.status == "error" and self._fallback is not None:
+                total_time += sol.solver_time_s
+                self.last_solve_info.fallback = (f"t = {inputs.t:.6g} s: {o.solver}: {sol.message}; re-solved with "
+                                                 f"{o.fallback_solver}")
+                if sol.x is not None:          # the failed search's best mode as the fallback's complete start
+                    problem.x_start, problem.z_start = sol.x, sol.z
+                problem.params = {}
+                sol = self._fallback(problem)
             total_time += sol.solver_time_s
             self.last_solve_info.build_time_s += sol.build_time_s
             nodes += sol.nodes
@@ -1023,6 +591,8 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             message = (f"t = {inputs.t:.6g} s: MIQP time limit {o.time_limit_s} s reached ({problem.n_bin} binaries): "
                        "the best contact mode found is used (it satisfies eq. 23; the command may not be followed "
                        "as closely as possible). ")
+        if info.fallback:
+            message += info.fallback + ". "
         if raises:
             message += (f"t = {inputs.t:.6g} s: big-M bound was active; raised {raises} time(s) "
                        f"(dq {M['dq'] * L:.3g}, impulse {M['P'] * S:.3g} N*s) and re-solved")
@@ -1031,7 +601,13 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
 
     # -- warm start ---------------------------------------------------------------------------------------------
     def _warm_start(self, keys, phi) -> np.ndarray:
-        """Binaries of the previous step's contact mode; new contacts: separated if phi > 0 else sticking."""
+        """Binaries of the previous step's contact mode; new contacts: separated if phi > 0 else sticking.
+
+        A separated contact (z_n = 1: P_n = 0) gets the canonical separated binaries z_f = 1 (P_f = 0, rho free)
+        and z_c = 0 (s = mu P_n - E^T P_f = 0 holds, Gamma free), whatever the solver returned for it: where
+        P_n = P_f = 0 and rho = 0 both binaries satisfy eq. 23, but z_f = 0 / z_c = 1 would pin the contact's
+        sliding rho = E Gamma + Jf dq to zero, so the next step's start forbids any tangential motion there (on
+        the section V-B runs such starts were infeasible or 3000x worse than the optimum at the lift-off step)."""
         nd = len(self._dcoef)
         nc = len(keys)
         zn, zf, zc = np.empty(nc), np.empty((nc, nd)), np.empty(nc)
@@ -1039,11 +615,46 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             prev = self._prev_modes.get(k)
             if prev is not None:
                 zn[i], zf[i], zc[i] = prev
-            else:   # separated: phi_next > 0 (z_n = 1, P_n = 0); sticking: Gamma = 0 (z_c = 1), P_f free (z_f = 0)
+            else:   # separated if phi > 0 (z_n = 1, P_n = 0); else sticking: Gamma = 0 (z_c = 1), P_f free (z_f = 0)
                 zn[i] = 1.0 if phi[i] > 0.0 else 0.0
                 zf[i] = 0.0
                 zc[i] = 1.0
+        separated = zn == 1.0
+        zf[separated] = 1.0
+        zc[separated] = 0.0
         return np.concatenate([zn, zf.reshape(-1), zc])
+
+    def _best_start(self, problem: MIQP, z_prev: np.ndarray, keys) -> tuple[np.ndarray, np.ndarray | None]:
+        """The complete start: of the previous mode and, for each geometry pair with closed contacts in it, the
+        previous mode with that pair's contacts separated (canonical binaries, see _warm_start), the feasible mode
+        whose QP (fixed_mode_start) has the least objective. The second kind catches lift-off: when the gripper
+        starts lifting, the previous mode keeps the object on the table, and its QP (the arm cannot follow) was
+        3700x above the optimum, an incumbent that DAQP's depth-first search did not improve in 1 s (48
+        binaries), while "table contacts separated" is the optimum. Returns (z, x) or (z_prev, None)."""
+        nd = len(self._dcoef)
+        nc = len(keys)
+        candidates = [z_prev]
+        closed = z_prev[:nc] == 0.0
+        pairs: dict = {}
+        for i, k in enumerate(keys):
+            if closed[i]:
+                pairs.setdefault(k[:2], []).append(i)
+        for idx in pairs.values():
+            z = z_prev.copy()
+            zf = z[nc:nc + nc * nd].reshape(nc, nd)
+            z[idx] = 1.0
+            zf[idx] = 1.0
+            z[nc + nc * nd + np.array(idx)] = 0.0
+            candidates.append(z)
+        best, best_x, best_f = z_prev, None, np.inf
+        for k, z in enumerate(candidates):
+            # the alternatives only through DAQP (~0.1 ms each; fixed_mode_start's LP path costs ~3 ms)
+            x = fixed_mode_start(problem, z) if k == 0 or "daqp" not in MIQP_BACKENDS else daqp_fixed_mode(problem, z)
+            if x is not None:
+                f = float(problem.qdiag @ (x * x) + problem.c @ x)
+                if best_x is None or f < best_f - 1e-9 * (1.0 + abs(best_f)):
+                    best, best_x, best_f = z, x, f
+        return best, best_x
 
     # -- assembly (scaled units: dq' = dq / L, P' = P / S, Gamma' = Gamma / L) ------------------------------------
     def _assemble(self, inputs, Jn, Jf, bias_f, phi, phi_bar_a, dq_bar, tau, K, mu, L, S, M, bound_const):
