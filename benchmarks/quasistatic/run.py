@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/quasistatic/run.py                 # everything (2-D + 3-D, all back-ends)
     PYTHONPATH=. python benchmarks/quasistatic/run.py --part 2d       # section V-A only (seconds)
-    PYTHONPATH=. python benchmarks/quasistatic/run.py --part 3d --solvers scip --objects cylinder
+    PYTHONPATH=. python benchmarks/quasistatic/run.py --part 3d --solvers daqp,scip --objects cylinder
     ... --docs-figures    also copies the figures to docs/figures/quasistatic_*.png
     ... --record          pickles every 3-D MIQP to out/problems_<object>_<solver>.pkl (for scip_profile.py)
 
@@ -56,7 +56,7 @@ def part_2d(solvers, figures):
     runs = {}
     for solver in solvers:
         runs[f"miqp/{solver}"] = g2d.simulate(make_engine("quasistatic_miqp", model, dict(opts, solver=solver)))
-    runs["miqp/scip delayed"] = g2d.simulate(make_engine("quasistatic_miqp", model,
+    runs[f"miqp/{solvers[0]} delayed"] = g2d.simulate(make_engine("quasistatic_miqp", model,
                                                          dict(opts, solver=solvers[0], delayed_force_bound=True)))
     runs["lcp eq.30"] = g2d.simulate(make_engine("quasistatic_lcp", model, {"friction_directions": 2}),
                                      command=g2d.command_eq30_lifting)
@@ -252,7 +252,8 @@ def part_3d(solvers, objects, scale, figures, time_limit_s, record=False):
             print(f"  done: {obj} / {solver}: {len(rec['t'])} steps in {rec['wall_s']:.0f} s wall, "
                   f"{rec['cpu_s']:.0f} s CPU, back-end mean {rec['solver_ms'].mean():.1f} ms", flush=True)
     print("\nTable I (paper: Gurobi Runtime per step; here every installed back-end, the back-end's own time: CPU time "
-          "of SCIP's optimize() plus the complete warm start (fixed_mode_start), Gurobi Runtime; steps with contacts; "
+          "of the DAQP call / SCIP's optimize() / Gurobi Runtime, plus the complete warm start (the best of the "
+          "previous mode and its per-pair separations, QPs); steps with contacts; "
           "times in ms; 'build': CPU time of building the solver's model in Python, not in the solver time)")
     print(f"{'object':9s} {'solver':7s} {'binaries (median/max)':>21s} {'average':>8s} {'worst':>8s} {'std':>8s} "
           f"{'median':>7s} {'warm start':>10s} {'warm ok':>7s} {'nodes':>6s} {'build':>6s} "
@@ -320,7 +321,7 @@ def _save(fig, name, figures):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=["2d", "3d", "all"], default="all")
-    ap.add_argument("--solvers", default=",".join(sorted(MIQP_BACKENDS, key=lambda s: s != "scip")),
+    ap.add_argument("--solvers", default=",".join(sorted(MIQP_BACKENDS, key=lambda s: (s != "daqp", s))),
                     help="comma-separated MIQP back-ends (installed: %(default)s)")
     ap.add_argument("--objects", default="cylinder,box")
     ap.add_argument("--duration-scale", type=float, default=1.0,

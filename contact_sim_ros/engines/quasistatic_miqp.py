@@ -45,15 +45,18 @@ balance of the actuated dofs, u_a = -(J^T P)_a / h - tau_a.
 Big-M values come from the problem's own scales (commanded motion, signed distances, weight, K times
 commanded squeeze), times ``big_m_factor``; after each solve the engine checks whether a big-M bound is active
 and, if so, raises it tenfold and re-solves (up to ``big_m_retries`` times); the raise is reported in
-``stats.message`` and ``last_solve_info``. Each step is warm-started with the previous step's contact mode
-(binaries of the contacts matched by geometry pair).
+``stats.message`` and ``last_solve_info``.
 
-Solvers: SCIP through pyscipopt (default, open source); gurobipy when installed (``solver: gurobi``).
-SCIP: the objective is given in separable epigraph form (t_j >= q_j x_j^2, min sum t_j + c^T x), the
-pyscipopt model is built once per problem shape and then updated in place (``ScipPersistent``), and the
-warm start is complete: the previous contact mode's QP optimum (``fixed_mode_start``: an LP and the exact
-KKT polish, its CPU time counted as solver time) is handed to SCIP as a solution, which SCIP checks and
-keeps as incumbent. The MIQP is still solved to the gap limits (relative 1e-4, absolute 1e-4 scaled).
+Warm start (``_warm_start``, ``_best_start``): the previous step's contact mode (binaries of the contacts matched
+by geometry pair and position; separated contacts with the canonical separated binaries), and, for each geometry
+pair with closed contacts, that mode with the pair separated; the feasible one whose QP has the least objective
+is handed to the back-end as a complete start (its CPU time is counted as solver time). The MIQP is still solved
+to the gap limits (relative 1e-4, absolute 1e-4 scaled): the start only prunes.
+
+Solvers (``contact_sim_ros/solvers/miqp.py``): DAQP's branch and bound (default, open source: QP relaxations,
+dual active set), SCIP through pyscipopt (open source) and gurobipy when installed. When the chosen back-end
+fails on a step (DAQP: search stopped by its time budget, iteration limit or cycling), ``fallback_solver``
+(SCIP) re-solves it from the failed search's best mode, and the step message says so.
 """
 
 from __future__ import annotations
