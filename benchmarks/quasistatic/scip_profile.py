@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from contact_sim_ros.engines.quasistatic_miqp import ScipPersistent, fixed_mode_start  # noqa: E402
+from contact_sim_ros.solvers.miqp import ScipPersistent, fixed_mode_start  # noqa: E402
 
 # SCIP's own defaults, stated explicitly (a variant's params override them)
 SCIP_DEFAULTS = {"heuristics": "default", "presolving/maxrestarts": -1}
