@@ -516,7 +516,10 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             problem.params = o.solver_parameters
             if z_start is not None and o.complete_warm_start:
                 cpu = time.process_time()
-                problem.z_start, problem.x_start = self._best_start(problem, z_start, keys)
+                # contacts the force bound of eq. 23f presses (P_n > 0 demanded): delayed, the previous step's
+                # phi_bar < 0; otherwise phi_bar_a < 0 (the robot's commanded motion alone would penetrate)
+                pressed = ((bound_const if o.delayed_force_bound else phi_bar_a) < -1e-9) & (K > 0.0)
+                problem.z_start, problem.x_start = self._best_start(problem, z_start, keys, pressed)
                 ws_time = time.process_time() - cpu
                 total_time += ws_time                      # counted as solver time: it is part of the solve
                 self.last_solve_info.warm_start_time_s += ws_time
@@ -627,28 +630,42 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         zc[separated] = 0.0
         return np.concatenate([zn, zf.reshape(-1), zc])
 
-    def _best_start(self, problem: MIQP, z_prev: np.ndarray, keys) -> tuple[np.ndarray, np.ndarray | None]:
-        """The complete start: of the previous mode and, for each geometry pair with closed contacts in it, the
-        previous mode with that pair's contacts separated (canonical binaries, see _warm_start), the feasible mode
-        whose QP (fixed_mode_start) has the least objective. The second kind catches lift-off: when the gripper
-        starts lifting, the previous mode keeps the object on the table, and its QP (the arm cannot follow) was
-        3700x above the optimum, an incumbent that DAQP's depth-first search did not improve in 1 s (48
-        binaries), while "table contacts separated" is the optimum. Returns (z, x) or (z_prev, None)."""
+    def _best_start(self, problem: MIQP, z_prev: np.ndarray, keys, pressed: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The complete start: the feasible candidate mode whose QP (fixed_mode_start) has the least objective.
+        Candidates: the previous mode; if some of its separated contacts are ``pressed`` (the force bound of
+        eq. 23f demands P_n > 0 there: the robot squeezes into them), that mode with them closed and sticking;
+        and, for each geometry pair with closed contacts, the latter with that pair separated (canonical
+        binaries, see _warm_start). The alternatives catch the steps where contacts open or close together: at
+        lift-off the previous mode keeps the object on the table, and its QP (the arm cannot follow) was 3700x
+        above the optimum, an incumbent that DAQP's depth-first search did not improve in 1 s (48 binaries),
+        while "table contacts separated" is the optimum; when the fingers touch as the lift starts (the paper's
+        12 s trajectory), the previous mode (fingers still separated) contradicts the force bound and only
+        "fingers closed, table separated" is a good start. Returns (z, x), or (z_prev, None) if no candidate is
+        feasible."""
         nd = len(self._dcoef)
         nc = len(keys)
+
+        def with_contacts(z, idx, separated: bool):
+            z = z.copy()
+            zf = z[nc:nc + nc * nd].reshape(nc, nd)
+            z[idx] = 1.0 if separated else 0.0                   # z_n
+            zf[idx] = 1.0 if separated else 0.0                  # z_f: P_f = 0 (separated) / rho = 0 (sticking)
+            z[nc + nc * nd + np.asarray(idx)] = 0.0 if separated else 1.0   # z_c: Gamma free / Gamma = 0
+            return z
+
         candidates = [z_prev]
-        closed = z_prev[:nc] == 0.0
+        base = z_prev
+        if pressed is not None:
+            close = np.flatnonzero(pressed & (z_prev[:nc] == 1.0))
+            if close.size:
+                base = with_contacts(z_prev, close, separated=False)
+                candidates.append(base)
         pairs: dict = {}
         for i, k in enumerate(keys):
-            if closed[i]:
+            if base[i] == 0.0:
                 pairs.setdefault(k[:2], []).append(i)
-        for idx in pairs.values():
-            z = z_prev.copy()
-            zf = z[nc:nc + nc * nd].reshape(nc, nd)
-            z[idx] = 1.0
-            zf[idx] = 1.0
-            z[nc + nc * nd + np.array(idx)] = 0.0
-            candidates.append(z)
+        candidates += [with_contacts(base, idx, separated=True) for idx in pairs.values()]
         best, best_x, best_f = z_prev, None, np.inf
         for k, z in enumerate(candidates):
             # the alternatives only through DAQP (~0.1 ms each; fixed_mode_start's LP path costs ~3 ms)
