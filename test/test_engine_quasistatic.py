@@ -136,6 +136,22 @@ def test_miqp_warm_start_does_not_change_result(model):
     np.testing.assert_allclose(warm["q"], cold["q"], atol=1e-9)
 
 
+def _recorded_miqps(model, steps=g2d.STEPS, **options):
+    """The MIQPs an engine with ``options`` hands its back-end during the 2-D run (copies, in order)."""
+    from dataclasses import replace
+
+    eng = miqp(model, **options)
+    problems = []
+    real = eng._solve
+
+    def recording(p):
+        problems.append(replace(p))
+        return real(p)
+    eng._solve = recording
+    g2d.simulate(eng, steps=steps)
+    return problems
+
+
 def test_persistent_scip_model_solves_the_same_miqps(model):
     """The engine's SCIP back-end keeps one pyscipopt model and only changes coefficients, right-hand sides and
     bounds from step to step (ScipPersistent); on the 45 MIQPs of the 2-D run (contact is made at step 21, so
@@ -144,15 +160,7 @@ def test_persistent_scip_model_solves_the_same_miqps(model):
     from dataclasses import replace
 
     from contact_sim_ros.solvers.miqp import ScipPersistent, _solve_scip, fixed_mode_start
-    eng = miqp(model, complete_warm_start=False, solver="scip")
-    problems = []
-    real = eng._solve
-
-    def recording(p):
-        problems.append(replace(p))
-        return real(p)
-    eng._solve = recording
-    g2d.simulate(eng, steps=45)
+    problems = _recorded_miqps(model, steps=45, complete_warm_start=False, solver="scip")
     persistent = ScipPersistent()
     objectives = []
     for p in problems:
@@ -172,15 +180,7 @@ def test_daqp_and_scip_find_the_same_optimal_objective(model):
     from dataclasses import replace
 
     from contact_sim_ros.solvers.miqp import _solve_scip, solve_daqp
-    eng = miqp(model, solver="scip")
-    problems = []
-    real = eng._solve
-
-    def recording(p):
-        problems.append(replace(p))
-        return real(p)
-    eng._solve = recording
-    g2d.simulate(eng)
+    problems = _recorded_miqps(model, solver="scip")
     assert len(problems) == 60
     solved = 0
     for p in problems:

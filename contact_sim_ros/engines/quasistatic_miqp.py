@@ -48,9 +48,10 @@ and, if so, raises it tenfold and re-solves (up to ``big_m_retries`` times); the
 ``stats.message`` and ``last_solve_info``.
 
 Warm start (``_warm_start``, ``_best_start``): the previous step's contact mode (binaries of the contacts matched
-by geometry pair and position; separated contacts with the canonical separated binaries), and, for each geometry
-pair with closed contacts, that mode with the pair separated; the feasible one whose QP has the least objective
-is handed to the back-end as a complete start (its CPU time is counted as solver time). The MIQP is still solved
+by geometry pair and position; separated contacts with the canonical separated binaries), that mode with the
+separated contacts the force bound presses closed, and, for each geometry pair with closed contacts, the latter
+with the pair separated; the feasible one whose QP has the least objective is handed to the back-end as a
+complete start (its CPU time is counted as solver time). The MIQP is still solved
 to the gap limits (relative 1e-4, absolute 1e-4 scaled): the start only prunes.
 
 Solvers (``contact_sim_ros/solvers/miqp.py``): DAQP's branch and bound (default, open source: QP relaxations,
@@ -223,8 +224,8 @@ class QuasistaticSolveInfo:
     time_limited: bool = False    # the solve stopped at time_limit_s with a feasible, maybe suboptimal, mode
     nodes: int = 0
     build_time_s: float = 0.0     # CPU time of building the back-end model in Python (not in solver_time_s)
-    warm_start_time_s: float = 0.0   # CPU time of fixed_mode_start (included in solver_time_s)
-    warm_start_feasible: bool = False  # the previous step's mode was feasible for this step's MIQP
+    warm_start_time_s: float = 0.0   # CPU time of _best_start (included in solver_time_s)
+    warm_start_feasible: bool = False  # a start candidate (see _best_start) was feasible for this step's MIQP
     fallback: str = ""            # why the fallback back-end solved this step's MIQP ("" if it did not)
     objective: float = math.nan   # ||dq_a - dq_a_bar||^2 (m^2 or rad^2, mixed)
     phi_bar: np.ndarray = field(default_factory=lambda: np.zeros(0))   # hypothetical penetration (m)
@@ -337,6 +338,17 @@ class _QuasistaticBase(ContactEngine):
 # --------------------------------------------------------------------------------------------------------------
 
 
+def _with_contact_modes(z: np.ndarray, nc: int, nd: int, idx: np.ndarray, separated: bool) -> np.ndarray:
+    """A copy of the binaries z = [z_n (nc), z_f (nc nd), z_c (nc)] with contacts idx set to the canonical
+    separated mode (z_n = 1: P_n = 0; z_f = 1: P_f = 0, rho free; z_c = 0: s = 0 holds, Gamma free) or to
+    closed and sticking (z_n = 0: phi_next = 0; z_f = 0: rho = 0; z_c = 1: Gamma = 0)."""
+    z = z.copy()
+    z[idx] = 1.0 if separated else 0.0
+    z[nc:nc + nc * nd].reshape(nc, nd)[idx] = 1.0 if separated else 0.0
+    z[nc + nc * nd + idx] = 0.0 if separated else 1.0
+    return z
+
+
 @register_engine
 class QuasistaticMIQPEngine(_QuasistaticBase):
     """Quasistatic MIQP time stepping (Pang & Tedrake 2018, eq. 23). See the module docstring."""
@@ -361,8 +373,8 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         unactuated_regularization: float = 1e-4  # eps of eps ||dq_u||^2 when choosing the contact mode
         least_impulse: bool = True              # among equal motions, report the least-impulse forces (LP)
         warm_start: bool = True                 # start from the previous step's contact mode
-        # ... as a complete solution: the mode's QP optimum (fixed_mode_start: LP + polish; its CPU time is
-        # counted in the solver time); SCIP keeps it as incumbent. False: only the binaries (partial solution)
+        # ... as a complete solution: the QP optimum of the best start candidate (_best_start; its CPU time is
+        # counted in the solver time), the back-end's incumbent. False: only the binaries (partial solution)
         complete_warm_start: bool = True
         solver_parameters: dict = field(default_factory=dict)   # passed to the back-end (SCIP / Gurobi names)
         polish: bool = True                     # re-solve the QP of the optimal contact mode exactly (KKT)
@@ -409,11 +421,13 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         if o.fallback_solver is not None and o.fallback_solver not in MIQP_BACKENDS:
             raise ConfigError(f"engine {self.name!r}: " + unknown_choice("fallback_solver", str(o.fallback_solver),
                                                                          MIQP_BACKENDS) + " (or null)")
-        # SCIP: one persistent model per engine, updated in place step to step (ScipPersistent)
-        self._solve = ScipPersistent() if o.solver == "scip" else MIQP_BACKENDS[o.solver]
+        # SCIP: one persistent model per engine (and role), updated in place step to step (ScipPersistent)
+        def backend(name):
+            return ScipPersistent() if name == "scip" else MIQP_BACKENDS[name]
+        self._solve = backend(o.solver)
         self._fallback = None
         if o.fallback_solver is not None and o.fallback_solver != o.solver:
-            self._fallback = ScipPersistent() if o.fallback_solver == "scip" else MIQP_BACKENDS[o.fallback_solver]
+            self._fallback = backend(o.fallback_solver)
         self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
         self.reset()
 
@@ -621,14 +635,12 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
             prev = self._prev_modes.get(k)
             if prev is not None:
                 zn[i], zf[i], zc[i] = prev
-            else:   # separated if phi > 0 (z_n = 1, P_n = 0); else sticking: Gamma = 0 (z_c = 1), P_f free (z_f = 0)
+            else:   # separated if phi > 0 (z_n = 1, P_n = 0); else sticking (set just below)
                 zn[i] = 1.0 if phi[i] > 0.0 else 0.0
                 zf[i] = 0.0
                 zc[i] = 1.0
-        separated = zn == 1.0
-        zf[separated] = 1.0
-        zc[separated] = 0.0
-        return np.concatenate([zn, zf.reshape(-1), zc])
+        z = np.concatenate([zn, zf.reshape(-1), zc])
+        return _with_contact_modes(z, nc, nd, np.flatnonzero(zn == 1.0), separated=True)
 
     def _best_start(self, problem: MIQP, z_prev: np.ndarray, keys, pressed: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -645,33 +657,24 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         feasible."""
         nd = len(self._dcoef)
         nc = len(keys)
-
-        def with_contacts(z, idx, separated: bool):
-            z = z.copy()
-            zf = z[nc:nc + nc * nd].reshape(nc, nd)
-            z[idx] = 1.0 if separated else 0.0                   # z_n
-            zf[idx] = 1.0 if separated else 0.0                  # z_f: P_f = 0 (separated) / rho = 0 (sticking)
-            z[nc + nc * nd + np.asarray(idx)] = 0.0 if separated else 1.0   # z_c: Gamma free / Gamma = 0
-            return z
-
         candidates = [z_prev]
         base = z_prev
         if pressed is not None:
             close = np.flatnonzero(pressed & (z_prev[:nc] == 1.0))
             if close.size:
-                base = with_contacts(z_prev, close, separated=False)
+                base = _with_contact_modes(z_prev, nc, nd, close, separated=False)
                 candidates.append(base)
         pairs: dict = {}
         for i, k in enumerate(keys):
             if base[i] == 0.0:
                 pairs.setdefault(k[:2], []).append(i)
-        candidates += [with_contacts(base, idx, separated=True) for idx in pairs.values()]
+        candidates += [_with_contact_modes(base, nc, nd, np.array(idx), separated=True) for idx in pairs.values()]
         best, best_x, best_f = z_prev, None, np.inf
         for k, z in enumerate(candidates):
             # the alternatives only through DAQP (~0.1 ms each; fixed_mode_start's LP path costs ~3 ms)
             x = fixed_mode_start(problem, z) if k == 0 or "daqp" not in MIQP_BACKENDS else daqp_fixed_mode(problem, z)
             if x is not None:
-                f = float(problem.qdiag @ (x * x) + problem.c @ x)
+                f = problem.objective(x)
                 if best_x is None or f < best_f - 1e-9 * (1.0 + abs(best_f)):
                     best, best_x, best_f = z, x, f
         return best, best_x

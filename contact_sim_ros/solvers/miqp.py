@@ -53,6 +53,10 @@ class MIQP:
     const: float = 0.0
     params: dict = field(default_factory=dict)   # back-end parameters (SCIP setParam / Gurobi Params names)
 
+    def objective(self, x: np.ndarray) -> float:
+        """sum_i qdiag_i x_i^2 + c^T x + const at x."""
+        return float(self.qdiag @ (x * x) + self.c @ x + self.const)
+
 
 @dataclass
 class MIQPSolution:
@@ -379,16 +383,14 @@ DAQP_REGULARIZATION = 1e-6
 DAQP_SEARCH_TIME_LIMIT = 0.05
 
 
-def _daqp_qp(p: MIQP, regularization: float, binary_regularization: float | None = None
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _daqp_qp(p: MIQP, regularization: float) -> tuple[np.ndarray, np.ndarray]:
     """Hessian and linear term of (x, z) in DAQP's form 0.5 v^T H v + f^T v (see DAQP_REGULARIZATION)."""
     n, nb = p.c.size, p.n_bin
-    rz = regularization if binary_regularization is None else binary_regularization
     h = np.empty(n + nb)
     h[:n] = 2.0 * p.qdiag
     h[:n][p.qdiag == 0.0] = regularization
-    h[n:] = rz
-    f = np.concatenate([p.c, np.full(nb, -0.5 * rz)])
+    h[n:] = regularization
+    f = np.concatenate([p.c, np.full(nb, -0.5 * regularization)])
     return np.diag(h), f
 
 
@@ -456,8 +458,8 @@ def solve_daqp(p: MIQP) -> MIQPSolution:
     Gap limits as the SCIP back-end: absolute 1e-4 and relative 1e-4 in the (scaled) objective. Start: the
     complete start p.x_start (with p.z_start) when given, else the QP of the mode p.z_start (daqp_fixed_mode);
     DAQP takes it as the incumbent, which prunes every node whose relaxation cannot beat it by the gap.
-    ``p.params``: DAQP settings (``iter_limit``, ``primal_tol``, ...), ``regularization`` (DAQP_REGULARIZATION),
-    ``binary_regularization`` (default: the same) and ``search_time_limit`` (DAQP_SEARCH_TIME_LIMIT, s): a search
+    ``p.params``: DAQP settings (``iter_limit``, ``primal_tol``, ...), ``regularization`` (DAQP_REGULARIZATION)
+    and ``search_time_limit`` (DAQP_SEARCH_TIME_LIMIT, s): a search
     stopped by it, by DAQP's iteration limit or by cycling returns status "error" with its best mode (if any) so
     that the engine's fallback back-end can continue from it; at p.time_limit_s it is "time_limit".
     Times are CPU times of the whole call (start included)."""
@@ -466,15 +468,14 @@ def solve_daqp(p: MIQP) -> MIQPSolution:
     cpu = time.process_time()
     params = dict(p.params)
     reg = float(params.pop("regularization", DAQP_REGULARIZATION))
-    reg_z = params.pop("binary_regularization", None)
     n, nb = p.c.size, p.n_bin
-    H, f = _daqp_qp(p, reg, reg_z)
-    A = np.vstack([np.hstack([p.A_eq, np.zeros((p.A_eq.shape[0], nb))]), np.hstack([p.A_ub, p.B_ub])])
-    bu = np.concatenate([np.minimum(p.ub, _DAQP_INF), np.ones(nb), p.b_eq, p.b_ub])
+    H, f = _daqp_qp(p, reg)
+    A, rhs, n_eq = _stacked_rows(p)
+    bu = np.concatenate([np.minimum(p.ub, _DAQP_INF), np.ones(nb), rhs])
     bl = np.concatenate([np.maximum(p.lb, -_DAQP_INF), np.zeros(nb), p.b_eq, np.full(p.b_ub.size, -_DAQP_INF)])
     sense = np.zeros(bu.size, dtype=np.intc)
     sense[n:n + nb] = _DAQP_BINARY
-    sense[n + nb:n + nb + p.b_eq.size] = _DAQP_EQUALITY
+    sense[n + nb:n + nb + n_eq] = _DAQP_EQUALITY
     search_limit = float(params.pop("search_time_limit", DAQP_SEARCH_TIME_LIMIT))
     settings = {"abs_subopt": 1e-4, "rel_subopt": 1e-4, "time_limit": min(float(p.time_limit_s), search_limit),
                 **params}
@@ -490,7 +491,7 @@ def solve_daqp(p: MIQP) -> MIQPSolution:
     if flag in (1, 4, 5):
         v = np.array(v)
         out.x, out.z = v[:n], np.round(v[n:])
-        out.objective = float(p.qdiag @ (out.x * out.x) + p.c @ out.x + p.const)
+        out.objective = p.objective(out.x)
         out.status = "optimal"
         if flag == 5:       # the search stopped early with an incumbent: time limit, iteration limit or cycling
             out.status = "time_limit" if cpu >= 0.99 * p.time_limit_s else "error"
