@@ -175,3 +175,63 @@ def test_preset_armature_adds_reflected_inertia_to_the_mass_matrix(tmp_path):
     assert pin.crba(geared, geared.createData(), q)[0, 0] == pytest.approx(m_plain + 0.3)
     with pytest.raises(ConfigError, match=r"armature of 'j1' must be a number >= 0"):
         load_scene({"robot": {"urdf": str(urdf), "armature": {"j1": -1}}})
+
+
+# ------------------------------------------------------------------------ mass properties (issue 17)
+ONE_LINK = ("<robot name='o'><link name='a'/><link name='b'><inertial><mass value='{m}'/>"
+            "<inertia ixx='{ixx}' iyy='{iyy}' izz='{izz}' ixy='{ixy}' ixz='0' iyz='0'/></inertial></link>{extra}"
+            "<joint name='j1' type='revolute'><parent link='a'/><child link='b'/><axis xyz='0 0 1'/>"
+            "<limit lower='-1' upper='1' effort='1' velocity='1'/></joint></robot>")
+
+
+def _one_link(m="1", ixx="0.1", iyy="0.1", izz="0.1", ixy="0", extra=""):
+    return ONE_LINK.format(m=m, ixx=ixx, iyy=iyy, izz=izz, ixy=ixy, extra=extra)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"m": "0"}, r"moving link 'b' \(joint 'j1'.*mass must be > 0 kg and finite, got 0.0"),
+    ({"m": "nan"}, r"moving link 'b': <mass>: value must be a finite number, got 'nan'"),
+    ({"m": "inf"}, r"moving link 'b': <mass>: value must be a finite number, got 'inf'"),
+    ({"m": "-1"}, r"moving link 'b': mass must be >= 0 kg, got -1.0"),
+    ({"ixx": "nan"}, r"moving link 'b': <inertia>: ixx must be a finite number, got 'nan'"),
+    ({"ixx": "-0.1"}, r"moving link 'b' \(joint 'j1'.*inertia must be positive definite"),
+    ({"ixx": "0.5"}, r"moving link 'b' \(joint 'j1'.*inertia violates the triangle inequality I1 \+ I2 >= I3"),
+    ({"ixy": "0.2"}, r"moving link 'b' \(joint 'j1'.*inertia must be positive definite"),   # eigenvalue -0.1
+    ({"ixx": "0", "iyy": "0", "izz": "0"}, r"moving link 'b' \(joint 'j1'.*must be positive definite"),
+])
+def test_unphysical_mass_or_inertia_of_a_moving_link_names_the_link_and_the_file(tmp_path, values, message):
+    path = tmp_path / "bad_arm.urdf"
+    path.write_text(_one_link(**values))
+    with pytest.raises(ModelError, match=r"bad_arm.urdf: " + message):
+        load_urdf(str(path))
+    with pytest.raises(ModelError, match=r"bad_arm.urdf: " + message):        # through a scene too
+        load_scene({"robot": {"urdf": str(path)}})
+
+
+def test_mass_checks_accept_physical_limits_and_skip_links_that_do_not_move(tmp_path):
+    # a flat plate sits on the triangle bound (Izz = Ixx + Iyy): accepted within the tolerance
+    load_urdf(_one_link(ixx="0.0100000", iyy="0.0400000", izz="0.05000005"))
+    # a massless link welded to a moving link with mass: the composed body is checked, not the massless link
+    load_urdf(_one_link(extra="<link name='tool0'/><joint name='tool_mount' type='fixed'><parent link='b'/>"
+                              "<child link='tool0'/></joint>"))
+    # garbage on a link welded to the world does not move anything: not checked
+    load_urdf(_one_link(extra="<link name='stand'><inertial><mass value='-5'/><inertia ixx='nan' iyy='0' "
+                              "izz='0' ixy='0' ixz='0' iyz='0'/></inertial></link><joint name='stand_mount' "
+                              "type='fixed'><parent link='a'/><child link='stand'/></joint>"))
+    # a free object: its root link moves
+    with pytest.raises(ModelError, match=r"<urdf string>: moving link 'b'.*mass must be > 0"):
+        load_urdf("<robot name='o'><link name='b'/></robot>", floating_base_name="o_freejoint")
+
+
+def test_shipped_robots_objects_and_scenes_pass_the_mass_checks():
+    root = Path(__file__).resolve().parents[1]
+    robots = sorted((root / "urdf").glob("*.urdf")) + sorted((root / "scenes").glob("*.urdf"))
+    objects = sorted((root / "urdf" / "objects").glob("*.urdf"))
+    assert robots and objects
+    for path in robots:
+        load_urdf(str(path))
+    for path in objects:
+        load_urdf(str(path), floating_base_name="object_freejoint")
+    for path in (_erd("panda_description", "urdf", "panda.urdf"),
+                 _erd("allegro_hand_description", "urdf", "allegro_right_hand.urdf")):
+        load_urdf(path)

@@ -27,6 +27,7 @@ from ..errors import ConfigError, ModelError, unknown_choice
 from ..yaml_files import check_keys, read_mapping
 from .materials import ContactMaterial
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel
+from .validation import validate_mass_properties
 
 # --------------------------------------------------------------------------------------------- poses
 
@@ -172,6 +173,7 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
         detail = " ".join(line.strip() for line in err["text"].splitlines() if line.strip()
                           and not line.strip().startswith("at line"))
         raise ModelError(f"{source}: invalid URDF: {detail or failure}") from None
+    validate_mass_properties(model, root, source)
     _meshes_to_convex(collision, source)
     return UrdfModel(model, collision, source, xml_text, link_parents, tuple(mimics), tuple(links))
 
