@@ -27,6 +27,7 @@ from ..errors import ConfigError, ModelError, unknown_choice
 from ..yaml_files import check_keys, read_mapping
 from .materials import ContactMaterial
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel
+from .robot_description import split_description, urdf_from_description
 from .validation import validate_mass_properties
 
 # --------------------------------------------------------------------------------------------- poses
@@ -277,7 +278,7 @@ class RobotPreset:
 
 _PRESET_KEYS = {"name", "urdf", "base_pose", "initial_positions", "joint_groups", "gains", "armature", "ft_sensor",
                 "tool_frame", "fingertip_frames", "contact_bodies", "materials", "disabled_collisions",
-                "package_dirs", "description"}
+                "package_dirs", "description", "xacro_args"}
 
 
 def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
@@ -287,7 +288,7 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
     if isinstance(name_or_path, dict):
         data, source = dict(name_or_path), "<robot mapping>"
         base = Path(base_dir) if base_dir is not None else Path.cwd()
-        data.setdefault("name", Path(str(data.get("urdf", "robot"))).stem)
+        data.setdefault("name", Path(split_description(str(data.get("urdf", "robot")))[0].removesuffix(".xacro")).stem)
     else:
         text = str(name_or_path)
         path = Path(text)
@@ -302,9 +303,14 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
     check_keys(data, _PRESET_KEYS, source)
     if "urdf" not in data:
         raise ConfigError(f"{source}: missing key 'urdf'")
-    urdf = _resolve_urdf_path(str(data["urdf"]), base)
+    urdf_value, xacro_args = split_description(str(data["urdf"]))      # "FILE.xacro name:=value ..."
+    urdf = _resolve_urdf_path(urdf_value, base)
     if urdf is None:
         raise ModelError(f"{source}: URDF {data['urdf']!r} not found (looked in {base} and {urdf_dir()})")
+    if not isinstance(data.get("xacro_args") or {}, dict):
+        raise ConfigError(f"{source}: xacro_args must be a mapping {{name: value}}, got {data['xacro_args']!r}")
+    xacro_args.update({str(k): v for k, v in (data.get("xacro_args") or {}).items()})
+    urdf = urdf_from_description(urdf, xacro_args)      # a xacro is expanded to a cached URDF file
     groups = {}
     for gname, g in (data.get("joint_groups") or {}).items():
         if not isinstance(g, dict) or "joints" not in g:

@@ -20,6 +20,7 @@ from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import model_body_names
+from .default_gains import default_gains
 from .scene import Scene, load_scene
 
 
@@ -62,8 +63,12 @@ class Simulator:
         # actuation state (per velocity index); gains from the robot preset
         self._kp = np.zeros(nv)
         self._kd = np.zeros(nv)
+        # joints without gains get defaults derived from the model (sim/default_gains.py); the node warns
+        self.default_gains: dict = {}           # joint -> (kp, kd) of the joints that got defaults
         if self.scene.robot is not None:
-            for joint, (kp, kd) in self.scene.robot.gains.items():
+            given = self.scene.robot.gains
+            self.default_gains = default_gains(m, self.scene.q0, [j for j in m.joint_names if j not in given])
+            for joint, (kp, kd) in {**given, **self.default_gains}.items():
                 vi = m.joint_v_index[m.joint_index(joint)]
                 self._kp[vi], self._kd[vi] = kp, kd
         self._effort_limit = np.full(nv, np.inf)
