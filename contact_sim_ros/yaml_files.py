@@ -1,7 +1,14 @@
-"""Reading configuration mappings from YAML with errors that name the file, the thing and the valid keys."""
+"""Reading configuration mappings from YAML with errors that name the file, the thing and the valid keys.
+
+Every YAML text the package reads goes through ``load_yaml`` (``YamlLoader``): PyYAML's safe loader follows
+YAML 1.1, where a float needs a dot and a signed exponent, so ``1e-4``, ``-2E5``, ``1.0e5`` and ``.5e3`` are
+read as strings (``stiction_tolerance: 1e-4`` -> "got '1e-4'"). ``YamlLoader`` adds YAML 1.2's exponent
+forms as floats; everything else resolves as in ``yaml.safe_load``.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -9,11 +16,36 @@ import yaml
 from .errors import ConfigError
 
 
+class YamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that also resolves numbers in exponent form as floats: ``1e-4``, ``-2E5``,
+    ``+3e+2``, ``1.0e5``, ``1.e5``, ``.5e3`` (YAML 1.2 core schema; YAML 1.1 reads them as strings)."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` with exponent-form floats (``YamlLoader``); raises ``yaml.YAMLError`` as it does."""
+    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def parse_yaml(text: str, what: str):
+    """``load_yaml(text)``; ConfigError naming ``what`` (e.g. "engine option 'x'") on malformed YAML."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{what}: malformed YAML {text!r}: {detail}") from None
+
+
 def read_mapping(path: str | Path, what: str) -> dict:
     """The mapping in a YAML file (an empty file is {}); ConfigError naming the file on malformed YAML or a
     non-mapping. ``what``: e.g. 'a robot preset', for the message."""
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = load_yaml(Path(path).read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: malformed YAML: {exc}") from None
     if not isinstance(data, dict):

@@ -185,8 +185,8 @@ def main(argv=None) -> int:
         for s in SCENARIOS.values():
             print(f"{s.name:20s} {s.description}  (scene {s.scene})")
         return 0
-    import yaml
     from ..engines.registry import engine_names
+    from ..yaml_files import parse_yaml
     try:
         if args.scenario not in SCENARIOS:
             raise ConfigError(f"unknown scenario {args.scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
@@ -200,10 +200,10 @@ def main(argv=None) -> int:
             if "=" not in kv:
                 raise ConfigError(f"--set {kv!r}: expected KEY=VALUE")
             k, v = kv.split("=", 1)
-            params[k] = yaml.safe_load(v)
+            params[k] = parse_yaml(v, f"--set {k}")
         if args.grip_force is not None:
             params["grip_force"] = args.grip_force
-        eopts = yaml.safe_load(args.engine_options) if args.engine_options else None
+        eopts = parse_yaml(args.engine_options, "--engine-options") if args.engine_options else None
     except ConfigError as exc:
         print(f"scenario runner: error: {exc}", file=sys.stderr)
         return 2
