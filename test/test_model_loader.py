@@ -235,3 +235,23 @@ def test_shipped_robots_objects_and_scenes_pass_the_mass_checks():
     for path in (_erd("panda_description", "urdf", "panda.urdf"),
                  _erd("allegro_hand_description", "urdf", "allegro_right_hand.urdf")):
         load_urdf(path)
+
+
+def test_scene_read_into_a_dict_names_its_file_and_resolves_against_its_folder(tmp_path, monkeypatch):
+    """The node reads the scene file into a mapping (to merge robot overrides) and loads that: errors name the
+    file, not '<scene dict>', and relative URDF paths resolve against the scene's folder."""
+    from contact_sim_ros.yaml_files import read_mapping
+    path = tmp_path / "my_scene.yaml"
+    path.write_text("objects: [{name: b, shape: {sphere: 0.1}}]\n")
+    data = read_mapping(path, "a scene")
+    with pytest.raises(ConfigError, match=r"^.*my_scene.yaml: object 'b' needs a mass") as info:
+        load_scene(data, source=str(path))
+    assert "<scene dict>" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"^<scene dict>: object 'b' needs a mass"):     # no file: said so
+        load_scene(data)
+    (tmp_path / "robots").mkdir()
+    (tmp_path / "robots" / "one.urdf").write_text(_one_link())
+    path.write_text("robot: {urdf: robots/one.urdf}\n")
+    monkeypatch.chdir(tmp_path / "robots")                  # not the scene's folder
+    scene = load_scene(read_mapping(path, "a scene"), source=str(path))
+    assert scene.source == str(path) and scene.model.joint_names == ("j1",)

@@ -118,12 +118,14 @@ _SCENE_KEYS = {"gravity", "robot", "objects", "environment", "materials", "disab
                "inputs", "description", "initial_positions"}
 
 
-def load_scene(scene) -> Scene:
-    """Load a scene from a YAML path, a preset-relative name under scenes/, or a dict."""
+def load_scene(scene, source: str | None = None) -> Scene:
+    """Load a scene from a YAML path, a preset-relative name under scenes/, or a dict. ``source``: for a dict
+    read from (or built on) a scene file, that file's path: errors name it (instead of ``<scene dict>``) and
+    relative URDF paths resolve against its folder first."""
     if isinstance(scene, Scene):
         return scene
     if isinstance(scene, dict):
-        data, source = scene, "<scene dict>"
+        data, source = scene, str(source) if source is not None else "<scene dict>"
     else:
         path = Path(str(scene))
         if not path.is_file():
