@@ -24,7 +24,8 @@ def test_pendulum_small_angle_period_within_one_percent(tmp_path):
     inertia = 0.4 * m * r * r
     urdf = tmp_path / "pendulum.urdf"
     urdf.write_text(PENDULUM.format(l=l, m=m, i=inertia))
-    sim = Simulator({"robot": {"urdf": str(urdf), "initial_positions": {"hinge": 0.05}}}, time_step=1e-3)
+    sim = Simulator({"robot": {"urdf": str(urdf), "initial_positions": {"hinge": 0.05},     # passive: no PD
+                               "gains": {"hinge": {"kp": 0.0, "kd": 0.0}}}}, time_step=1e-3)
     angles, times = [], []
     for _ in range(4000):
         sim.step(strict=True)
