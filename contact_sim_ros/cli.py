@@ -11,20 +11,71 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 
 import numpy as np
-import yaml
 
 from .errors import ConfigError, ContactSimError
+from .sim.simulator import MAX_TIME_STEP
+from .yaml_files import parse_yaml
 
 
 def _parse_option(text: str):
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"engine option {text!r} must be key=value")
     key, value = text.split("=", 1)
-    return key, yaml.safe_load(value)
+    try:
+        return key, parse_yaml(value, f"engine option {key!r}")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _check_seconds(value, name: str, maximum: float | None = None) -> float:
+    """``value`` as a finite number of seconds > 0 (and <= ``maximum``); ConfigError naming ``name``."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not (math.isfinite(x) and x > 0.0 and (maximum is None or x <= maximum)):
+        bound = f" and <= {maximum:g}" if maximum is not None else ""
+        raise ConfigError(f"{name} must be a finite number of seconds > 0{bound}, got {value!r}")
+    return x
+
+
+def _argument(check):
+    """An argparse ``type`` from a checker raising ConfigError (argparse prints 'argument X: message', exit 2)."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def _check_log_path(path: str) -> str:
+    """The --log file must be writable BEFORE the run (a missing folder is an error, not created: a typo
+    should not silently make directories, and the results of a long run must not be lost at its end)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConfigError(f"{path!r} is a directory; give a file name (.npz)")
+    if not os.path.isdir(folder):
+        raise ConfigError(f"directory {folder!r} does not exist (create it first)")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"directory {folder!r} is not writable")
+    return path
+
+
+def _check_real_time_factor(value) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not (math.isfinite(x) and x >= 0.0):
+        raise ConfigError(f"real-time factor must be a finite number >= 0 (0: as fast as possible), got {value!r}")
+    return x
 
 
 def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
@@ -36,6 +87,11 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     real-time factor, failures)."""
     if start_paused and viewer_port is None:
         raise ConfigError("start_paused needs the viewer (its Resume button starts the run)")
+    duration = _check_seconds(duration, "duration")
+    time_step = _check_seconds(time_step, "time_step", MAX_TIME_STEP)
+    real_time_factor = _check_real_time_factor(real_time_factor)
+    if log_path:
+        _check_log_path(log_path)
     out = out or sys.stdout
     from .sim.simulator import Simulator
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
@@ -48,7 +104,7 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         viewer.publish_simulator(sim)
     n_steps = int(round(duration / time_step))
     log = _Log(sim, n_steps) if log_path else None
-    failures, substeps = 0, 0
+    failures, substeps, failure = 0, 0, ""
     start = last_print = time.perf_counter()
     pace_origin = start                     # wall time at which sim time 0 is due (moved by pause and reset)
     frame_clock = (start, sim.t)            # (wall, sim time) at the last viewer frame: the shown real-time factor
@@ -67,7 +123,8 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         report = sim.step()
         if not report.ok:
             failures += 1
-            print(f"  solver failure: {report.message}", file=out)
+            failure = report.message
+            print(f"  step failed: {report.message}", file=out)
             break
         substeps += report.substeps > 1
         if log:
@@ -85,9 +142,13 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     wall = time.perf_counter() - start
     summary = {"steps": sim.step_count, "sim_time": sim.t, "wall_time": wall,
                "real_time_factor": sim.t / wall if wall > 0 else float("inf"),
-               "failures": failures, "substepped_steps": substeps}
+               "failures": failures, "substepped_steps": substeps, "failure": failure}
     print(f"done: {summary['steps']} steps, sim time {sim.t:.3f} s in {wall:.3f} s wall: real-time factor "
           f"{summary['real_time_factor']:.2f}; sub-stepped steps {substeps}; failures {failures}", file=out)
+    if failures:
+        kind = "diverged" if "diverged" in failure else "failed"
+        print(f"FAILED: the run {kind} at t = {sim.t:.3f} s of {duration:g} s (the state before the failed step "
+              f"is kept): {failure}", file=out)
     if viewer is not None:
         viewer.close()
     if log:
@@ -170,13 +231,16 @@ def main(argv=None) -> int:
     run = sub.add_parser("run", help="run a scene headless")
     run.add_argument("scene", help="scene YAML file (or a name under scenes/)")
     run.add_argument("--engine", default="tamsi", help="contact engine (see `contact-sim engines`)")
-    run.add_argument("--time-step", type=float, default=1e-3, help="s")
-    run.add_argument("--duration", type=float, default=2.0, help="s of simulated time")
-    run.add_argument("--log", default=None, help="write a .npz log (t, q, v, contacts)")
+    run.add_argument("--time-step", type=_argument(lambda x: _check_seconds(x, "time step", MAX_TIME_STEP)),
+                     default=1e-3, help=f"s, in (0, {MAX_TIME_STEP:g}]")
+    run.add_argument("--duration", type=_argument(lambda x: _check_seconds(x, "duration")), default=2.0,
+                     help="s of simulated time, > 0")
+    run.add_argument("--log", type=_argument(_check_log_path), default=None,
+                     help="write a .npz log (t, q, v, contacts); its directory must exist (checked before the run)")
     run.add_argument("--viewer", action="store_true", help="serve the live browser view (viser)")
     run.add_argument("--viewer-port", type=int, default=8080)
     run.add_argument("--paused", action="store_true", help="with --viewer: wait for the viewer's Resume button")
-    run.add_argument("--real-time-factor", type=float, default=None,
+    run.add_argument("--real-time-factor", type=_argument(_check_real_time_factor), default=None,
                      help="pace to this multiple of the wall clock (default: 1 with --viewer, else as fast as "
                           "possible)")
     run.add_argument("-o", "--engine-option", type=_parse_option, action="append", default=[],
@@ -203,6 +267,9 @@ def main(argv=None) -> int:
     except ContactSimError as exc:
         print(f"contact-sim: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:                  # e.g. the log could not be written after all (disk full)
+        print(f"contact-sim: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

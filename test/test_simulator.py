@@ -1,5 +1,7 @@
 """Simulator against analytic results (reference engine)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -216,3 +218,76 @@ def test_urdf_joint_friction_holds_below_and_slides_above_the_friction_torque(tm
 def test_joint_stiction_tolerance_must_be_positive():
     with pytest.raises(ConfigError, match="joint_stiction_tolerance"):
         Simulator({"objects": []}, joint_stiction_tolerance=0.0)
+
+
+# ------------------------------------------------------------------------ divergence (issue 17)
+def _mug_scene():
+    return {"objects": [{"name": "mug", "shape": {"cylinder": [0.04, 0.1]}, "mass": 0.3,
+                         "pose": {"xyz": [0, 0, 0.5]}}],
+            "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+@pytest.mark.parametrize("index, value, message", [
+    (0, 6500.0, r"diverged: free body 'mug' speed 6500 m/s > 100 m/s at t = 0.000\d+ s"),
+    (4, 2000.0, r"diverged: free body 'mug' angular speed 2000 rad/s > 1000 rad/s at t = 0.000\d+ s"),
+])
+def test_a_free_body_launched_beyond_the_bound_fails_the_step_naming_it(index, value, message):
+    """Handled like a solver failure: sub-steps are tried, then the step fails, the state is kept, strict mode
+    raises SolverError."""
+    from contact_sim_ros.errors import SolverError
+    sim = Simulator(_mug_scene(), time_step=1e-3, max_substep_levels=2)
+    v = sim.v.copy()
+    v[index] = value
+    sim.set_state(sim.q, v)
+    q0, v0 = sim.q.copy(), sim.v.copy()
+    report = sim.step()
+    assert not report.ok and report.substeps == 4 and report.status == "failed"
+    assert "engine 'semi_implicit' failed at t = 0.000000 s" in report.message
+    assert re.search(message, report.message), report.message
+    np.testing.assert_array_equal(sim.q, q0)
+    np.testing.assert_array_equal(sim.v, v0)
+    assert sim.t == 0.0 and sim.step_count == 0
+    with pytest.raises(SolverError, match="diverged: free body 'mug'"):
+        sim.step(strict=True)
+
+
+def test_an_effort_ramp_that_throws_a_body_away_fails_when_it_passes_the_bound():
+    scene = {**_mug_scene(), "inputs": {"external_forces": [{"body": "mug", "force": ["1e5 * t", 0, 0]}]}}
+    sim = Simulator(scene, time_step=1e-3)
+    reports = [sim.step() for _ in range(40)]
+    failed = [r for r in reports if not r.ok]
+    assert failed, "the mug reached 100 m/s within 40 ms and nothing failed"
+    assert re.search(r"diverged: free body 'mug' speed 10\d\.\d+ m/s > 100 m/s", failed[0].message)
+    assert np.linalg.norm(sim.body_velocity("mug")[:3]) <= 100.0        # the kept state is the last good one
+
+
+def test_divergence_limits_are_configurable_and_checked():
+    sim = Simulator(_mug_scene(), divergence_limits={"max_distance": 2.0})
+    q = sim.q.copy()
+    q[0] = 2.5
+    sim.set_state(q, sim.v)
+    report = sim.step()
+    assert not report.ok and "free body 'mug' distance from the world origin 2.5" in report.message
+    fast = Simulator(_mug_scene(), divergence_limits={"max_speed": 1e4})
+    v = fast.v.copy()
+    v[0] = 6500.0
+    fast.set_state(fast.q, v)
+    assert fast.step().ok
+    off = Simulator(_mug_scene(), divergence_limits=False)
+    off.set_state(off.q, v)
+    assert off.step().ok
+    with pytest.raises(ConfigError, match=r"divergence_limits: unknown key\(s\) \['max_sped'\]"):
+        Simulator(_mug_scene(), divergence_limits={"max_sped": 1.0})
+    with pytest.raises(ConfigError, match=r"divergence_limits.max_speed must be > 0"):
+        Simulator(_mug_scene(), divergence_limits={"max_speed": -1.0})
+
+
+def test_non_finite_kinetic_energy_is_divergence():
+    from contact_sim_ros.sim.divergence import DivergenceCheck, DivergenceLimits
+    sim = Simulator(_mug_scene())
+    check = DivergenceCheck(sim.model, DivergenceLimits(max_speed=np.inf, max_angular_speed=np.inf))
+    v = np.full(6, 1e160)
+    M = np.eye(6)
+    assert check.check(sim.q, np.zeros(6), M, 0.5) == ""
+    with np.errstate(over="ignore"):
+        assert check.check(sim.q, v, M, 0.5) == "diverged: kinetic energy is not finite at t = 0.500000 s"

@@ -4,7 +4,9 @@
 
 A step whose engine reports a non-OK status is retried as 2, 4, 8, ... sub-steps (``max_substep_levels``);
 if that also fails, the state is left unchanged and the failure is reported with the sim time (the step
-report's ``ok`` is False; ``step(strict=True)`` raises ``SolverError``). A NaN state is never stored.
+report's ``ok`` is False; ``step(strict=True)`` raises ``SolverError``). A NaN state is never stored, nor a
+diverged one (free-body speed or distance beyond ``divergence_limits``, non-finite kinetic energy:
+sim/divergence.py); divergence is handled as a solver failure, its message starts with ``diverged:``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ..engines.base import Actuation, StepInputs, StepResult
+from ..engines.base import Actuation, SolverStatus, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import model_body_names
 from .default_gains import default_gains
+from .divergence import DivergenceCheck, DivergenceLimits
 from .scene import Scene, load_scene
+
+# s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
+# parameter); the Simulator itself does not enforce it
+MAX_TIME_STEP = 0.1
 
 
 @dataclass
@@ -38,7 +45,9 @@ class Simulator:
     """Steps one scene with one engine at a fixed time step (s)."""
 
     def __init__(self, scene, engine: str = "semi_implicit", time_step: float = 1e-3, engine_options=None,
-                 max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3):
+                 max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3, divergence_limits=None):
+        """``divergence_limits``: overrides of ``DivergenceLimits`` (max_speed 100 m/s, max_angular_speed
+        1000 rad/s, max_distance 1000 m, for free bodies), False to switch the check off."""
         self.scene: Scene = load_scene(scene)
         if not (isinstance(time_step, (int, float)) and np.isfinite(time_step) and time_step > 0):
             raise ConfigError(f"time_step must be a positive number of seconds, got {time_step!r}")
@@ -58,6 +67,8 @@ class Simulator:
         self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin, broad_phase="auto")
         self._free_motion = FreeBodyMotion(self.model)
         self.engine = make_engine(engine, self.model, engine_options)
+        limits = DivergenceLimits.make(divergence_limits)
+        self._divergence = DivergenceCheck(self.model, limits) if limits is not None else None
         nv, nq = pm.nv, pm.nq
         m = self.model
         # actuation state (per velocity index); gains from the robot preset
@@ -252,6 +263,10 @@ class Simulator:
             q_next, result.v_next = self._free_motion.integrate(q, result.v_next, dt)
         if not (np.all(np.isfinite(q_next)) and np.all(np.isfinite(result.v_next))):
             result.stats.message = "non-finite state"
+            return result, None
+        diverged = self._divergence.check(q_next, result.v_next, M, t + dt) if self._divergence else ""
+        if diverged:
+            result.stats.status, result.stats.message = SolverStatus.FAILED, diverged
             return result, None
         self._enforce_joint_limits(q_next, result.v_next)
         self.last_result = result
