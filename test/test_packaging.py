@@ -57,8 +57,29 @@ PYPI_DIST = {
     "numba": "numba",
     "websockets": "websockets",
 }
-# imports with no rosdep key: installed with pip (README's colcon section says so)
-PIP_ONLY = {"coal", "daqp", "pyscipopt", "viser"}
+# imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
+PIP_ONLY = {"daqp", "pyscipopt", "viser"}
+# Every key package.xml may declare, checked against rosdistro (github.com/ros/rosdistro, commit 8468e88ccd,
+# 2026-08-22): ROS 2 Jazzy packages in jazzy/distribution.yaml (release repository in the comment) and system
+# keys in rosdep/python.yaml. `rosdep install --from-paths src` fails on any other key (e.g. ament_python, a
+# build type, not a key). contact_sim_msgs is not a rosdep key: it is built from msgs/ in the same workspace,
+# which --from-paths src resolves. Add a key here only after finding it in those files.
+ROSDEP_KEYS_JAZZY = {
+    "rclpy",                                                                  # rclpy
+    "builtin_interfaces", "rcl_interfaces", "rosgraph_msgs",                 # rcl_interfaces
+    "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs",
+    "visualization_msgs", "diagnostic_msgs",                                 # common_interfaces
+    "tf2_msgs",                                                               # geometry2
+    "ament_index_python",                                                     # ament_index
+    "launch", "launch_ros",                                                   # launch, launch_ros
+    "pinocchio", "coal",                                                      # pinocchio, coal
+    "urdfdom_py",                                                             # urdf_parser_py
+    "control_msgs", "controller_manager_msgs", "xacro",                      # control_msgs, ros2_control, xacro
+    "ament_copyright", "ament_flake8", "ament_pep257",                       # ament_lint
+    "python3-numpy", "python3-scipy", "python3-yaml", "python3-numba", "python3-websockets",
+    "python3-pytest",                                                         # rosdep/python.yaml
+}
+IN_WORKSPACE = {"contact_sim_msgs"}
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
@@ -120,7 +141,8 @@ def test_package_xml_is_format_3_ament_python_with_matching_version():
     assert root.tag == "package" and root.get("format") == "3"
     assert root.findtext("name") == "contact_sim_ros"
     assert root.findtext("export/build_type") == "ament_python"
-    assert "ament_python" in deps["buildtool_depend"]
+    # ament_python is a build type, not a rosdep key: a buildtool_depend on it makes `rosdep install` fail
+    assert "ament_python" not in deps["buildtool_depend"] | deps["depend"] | deps["build_depend"]
     assert root.findtext("version") == contact_sim_ros.__version__
     assert {"python3-pytest", "ament_flake8", "ament_pep257"} <= deps["test_depend"]
 
@@ -139,8 +161,24 @@ def test_package_xml_declares_every_module_the_code_imports():
     # the contract's list of run-time dependencies
     assert {"rclpy", "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs",
             "visualization_msgs", "rosgraph_msgs", "diagnostic_msgs", "tf2_msgs", "builtin_interfaces",
-            "contact_sim_msgs", "python3-numpy", "python3-scipy", "python3-yaml", "pinocchio",
-            "urdfdom_py"} <= runtime
+            "contact_sim_msgs", "python3-numpy", "python3-scipy", "python3-yaml", "pinocchio", "coal"} <= runtime
+
+
+def test_package_xml_declares_only_keys_rosdep_resolves():
+    _, deps = _package_xml()
+    unknown = {tag: sorted(keys - ROSDEP_KEYS_JAZZY - IN_WORKSPACE) for tag, keys in deps.items()}
+    assert not any(unknown.values()), f"not a ROS 2 Jazzy rosdep key (rosdep install would fail): {unknown}"
+
+
+def test_package_xml_run_dependencies_are_imported_by_the_code():
+    """No stale exec_depend (urdfdom_py was one: only a test imports urdf_parser_py, so it is a test_depend)."""
+    _, deps = _package_xml()
+    imported = {ROSDEP_KEY.get(m, m) for m in _third_party_imports(_code_files())}
+    # message packages and launch machinery are used through rclpy / launch files, not always imported
+    used_indirectly = {"rcl_interfaces", "ament_index_python", "contact_sim_msgs", "tf2_msgs", "launch",
+                       "launch_ros", "builtin_interfaces", "rosgraph_msgs"}
+    stale = sorted((deps["depend"] | deps["exec_depend"]) - imported - used_indirectly)
+    assert not stale, f"exec_depend of package.xml that no module or launch file imports: {stale}"
 
 
 def test_requirements_pin_every_module_the_code_imports():
