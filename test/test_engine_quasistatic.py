@@ -538,3 +538,34 @@ def test_simulator_velocity_and_position_commands_move_the_arm_by_h_per_step():
     assert sim.body_pose("cylinder").translation[2] == pytest.approx(cylinder_z, abs=1e-9)
     impulse = sim.last_result.contact_impulse
     assert impulse[:, 2].sum() / h == pytest.approx(0.3 * 9.81, rel=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["quasistatic_miqp", "quasistatic_lcp"])
+def test_pure_effort_commands_are_rejected_by_the_quasistatic_engines(engine):
+    """The quasistatic engines ignore efforts (velocity-commanded): a pure effort command is a ConfigError naming
+    the engine and the joints, and changes nothing (the previous command still acts); an effort as
+    feed-forward of a position or velocity command is accepted; scripted pure efforts fail at construction."""
+    from contact_sim_ros.engines import engine_class
+    from contact_sim_ros.sim.simulator import Simulator
+
+    assert not engine_class(engine).accepts_effort_commands
+    assert all(engine_class(name).accepts_effort_commands for name in engine_names()
+               if engine_class(name).dynamic)
+    scene = pathlib.Path(__file__).resolve().parents[1] / "scenes" / "quasistatic_iiwa_cylinder.yaml"
+    h = 0.005
+    sim = Simulator(str(scene), engine=engine, time_step=h)
+    q1 = sim.model.joint_q_index[sim.model.joint_index("iiwa_joint_1")]
+    sim.set_joint_targets(velocities={"iiwa_joint_1": 0.2})
+    with pytest.raises(ConfigError, match=rf"engine '{engine}' ignores effort commands.*"
+                                          r"\['iiwa_joint_1', 'iiwa_joint_2'\] rejected"):
+        sim.set_joint_targets(efforts={"iiwa_joint_1": 5.0, "iiwa_joint_2": 1.0})
+    with pytest.raises(ConfigError, match=r"\['iiwa_joint_2'\] rejected"):
+        sim.set_joint_targets(velocities={"iiwa_joint_1": 0.2}, efforts={"iiwa_joint_2": 1.0})
+    start = sim.q[q1]
+    assert sim.step().ok
+    assert sim.q[q1] - start == pytest.approx(h * 0.2, abs=1e-9)          # the velocity command still acts
+    sim.set_joint_targets(positions={"iiwa_joint_1": start}, efforts={"iiwa_joint_1": 5.0})   # feed-forward: ok
+    data = {"robot": "iiwa_wsg", "inputs": {"joint_targets": [{"joint": "iiwa_joint_1", "effort": 1.0}]}}
+    with pytest.raises(ConfigError, match=rf"scripted inputs of the scene: engine '{engine}' ignores effort"):
+        Simulator(data, engine=engine, time_step=h)
+    Simulator(data, engine="semi_implicit", time_step=h)                  # dynamic engines take efforts

@@ -119,6 +119,10 @@ class ContactEngine(abc.ABC):
     # False for quasistatic engines (state = configuration only, velocity-commanded actuated dofs): they are
     # exempt from the dynamic conformance tests (energy, free fall) and get their own.
     dynamic: ClassVar[bool] = True
+    # False for engines that ignore ``Actuation.effort`` (the quasistatic ones: actuated dofs follow position or
+    # velocity commands, there is no dynamics): ``Simulator.set_joint_targets`` rejects a pure effort command
+    # for them (ConfigError naming the engine) instead of accepting a command that never moves anything.
+    accepts_effort_commands: ClassVar[bool] = True
 
     @dataclass
     class Options:

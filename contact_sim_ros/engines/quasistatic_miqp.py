@@ -241,6 +241,7 @@ class _QuasistaticBase(ContactEngine):
     """Shared assembly: contact Jacobians split into normal / polyhedral-friction rows, commands, tau."""
 
     dynamic = False
+    accepts_effort_commands = False      # efforts are not used (module docstring): pure effort commands rejected
 
     def __init__(self, model, options=None):
         super().__init__(model, options)

@@ -67,6 +67,8 @@ class Simulator:
         self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin, broad_phase="auto")
         self._free_motion = FreeBodyMotion(self.model)
         self.engine = make_engine(engine, self.model, engine_options)
+        self._reject_pure_efforts([s.joint for s in self.scene.joint_scripts
+                                   if s.effort and not s.position and not s.velocity], "scripted inputs of the scene")
         limits = DivergenceLimits.make(divergence_limits)
         self._divergence = DivergenceCheck(self.model, limits) if limits is not None else None
         nv, nq = pm.nv, pm.nq
@@ -165,6 +167,9 @@ class Simulator:
             for d, kind in ((positions, "position"), (velocities, "velocity"), (efforts, "effort")):
                 if d and name in d and not np.isfinite(d[name]):
                     raise ConfigError(f"joint {name!r}: {kind} command must be finite, got {d[name]!r}")
+        if efforts and not self.engine.accepts_effort_commands:
+            commanded = set(positions or {}) | set(velocities or {})
+            self._reject_pure_efforts([n for n in efforts if n not in commanded], "set_joint_targets")
         for name in names:
             i = m.joint_index(name)
             vi, qi = m.joint_v_index[i], m.joint_q_index[i]
@@ -183,6 +188,14 @@ class Simulator:
             self._position_mode[vi] = has_p
             self._velocity_mode[vi] = has_v and not has_p
         return clamped
+
+    def _reject_pure_efforts(self, joints, where: str) -> None:
+        """ConfigError if ``joints`` get an effort without a position or velocity and the engine ignores efforts
+        (``ContactEngine.accepts_effort_commands``); nothing is changed then."""
+        if joints and not self.engine.accepts_effort_commands:
+            raise ConfigError(f"{where}: engine {self.engine.name!r} ignores effort commands (its actuated joints "
+                              f"follow position or velocity commands); pure effort command for joint(s) "
+                              f"{sorted(set(joints))} rejected: send a position or a velocity")
 
     # ------------------------------------------------------------------------------------- step
 
