@@ -6,6 +6,11 @@
         the run (--paused: wait for its Resume button before the first step)
     contact-sim node [node flags]      run the ROS 2 node without ``ros2 launch`` (see docs/ros_interface.md)
     contact-sim engines                list the registered engines
+
+Exit status of ``run``: 0 when every step succeeded, 1 when a step failed (solver failure or divergence: the
+run stops there and says ``FAILED: the run diverged|failed at t = ...``), 2 for invalid arguments or input
+files (checked before the run: --duration > 0, 0 < --time-step <= MAX_TIME_STEP, -o values valid YAML, the
+--log directory exists and is writable; it is not created).
 """
 
 from __future__ import annotations
