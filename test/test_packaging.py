@@ -56,9 +56,11 @@ PYPI_DIST = {
     "viser": "viser",
     "numba": "numba",
     "websockets": "websockets",
+    "xacro": "xacro",
+    "rosbags": "rosbags",
 }
 # imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
-PIP_ONLY = {"daqp", "pyscipopt", "viser"}
+PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags"}
 # Every key package.xml may declare, checked against rosdistro (github.com/ros/rosdistro, commit 8468e88ccd,
 # 2026-08-22): ROS 2 Jazzy packages in jazzy/distribution.yaml (release repository in the comment) and system
 # keys in rosdep/python.yaml. `rosdep install --from-paths src` fails on any other key (e.g. ament_python, a
@@ -83,7 +85,7 @@ IN_WORKSPACE = {"contact_sim_msgs"}
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
-BUILT_FROM_MSGS = {"tf2_msgs", "contact_sim_msgs"}
+BUILT_FROM_MSGS = {"tf2_msgs", "contact_sim_msgs", "control_msgs", "controller_manager_msgs"}
 
 
 def _package_xml():
@@ -213,7 +215,9 @@ def test_every_required_import_works_in_this_environment():
 
 
 def test_interface_package_sources_declare_their_messages():
-    for pkg, msgs in {"tf2_msgs": ["TFMessage"], "contact_sim_msgs": ["Contact", "ContactArray"]}.items():
+    for pkg, msgs in {"tf2_msgs": ["TFMessage"], "contact_sim_msgs": ["Contact", "ContactArray"],
+                      "control_msgs": ["JointTrajectoryControllerState", "GripperCommand", "DynamicJointState"],
+                      "controller_manager_msgs": ["ControllerState", "HardwareInterface"]}.items():
         src = ROOT / "msgs" / pkg
         manifest = ET.parse(src / "package.xml").getroot()
         assert manifest.findtext("name") == pkg

@@ -22,7 +22,18 @@ import numpy as np
 from ..errors import ConfigError
 
 #: Rejection kinds, in the order the diagnostics list them.
-REJECTION_KINDS = ("unknown_joint", "wrong_length", "non_finite", "empty", "duplicate_joint", "bad_trajectory")
+REJECTION_KINDS = ("unknown_joint", "wrong_length", "non_finite", "empty", "duplicate_joint", "bad_trajectory",
+                   "unsupported")
+
+
+def reject_unsupported_effort(command: "JointCommand", engine) -> None:
+    """CommandRejected 'unsupported' for a pure effort command when the engine ignores efforts (the quasistatic
+    engines: ``ContactEngine.accepts_effort_commands``)."""
+    if command.effort is not None and command.position is None and command.velocity is None \
+            and not engine.accepts_effort_commands:
+        raise CommandRejected("unsupported", f"{command.source}: engine '{engine.name}' ignores effort commands "
+                                             f"(its joints follow position or velocity commands); send a position "
+                                             f"or a velocity")
 
 
 class CommandRejected(ConfigError):
@@ -43,12 +54,13 @@ class JointLimits:
     upper: np.ndarray
     velocity: np.ndarray
     effort: np.ndarray
+    mimic: frozenset = frozenset()     # joints the URDF marks <mimic>: they follow their leader
 
     @classmethod
     def from_model(cls, model) -> "JointLimits":
         return cls(tuple(model.joint_names), np.asarray(model.position_lower, float),
                    np.asarray(model.position_upper, float), np.asarray(model.velocity_limit, float),
-                   np.asarray(model.effort_limit, float))
+                   np.asarray(model.effort_limit, float), frozenset(mj.name for mj in model.mimic_joints))
 
     def __post_init__(self):
         object.__setattr__(self, "_index", {name: i for i, name in enumerate(self.names)})
@@ -125,10 +137,23 @@ def validate_joint_state_command(limits: JointLimits, names, position=(), veloci
     names = list(names)
     if not names:
         raise CommandRejected("empty", f"{source}: no joint names")
+    fields = [position, velocity, effort]
+    if limits.mimic and any(n in limits.mimic for n in names):
+        # a controller echoing the whole joint state back: mimic joints follow their leader, they are dropped
+        keep = [i for i, n in enumerate(names) if n not in limits.mimic]
+        fields = [[f[i] for i in keep] if f is not None and len(f) == len(names) else f for f in fields]
+        names = [names[i] for i in keep]
+        if not names:
+            raise CommandRejected("empty", f"{source}: only mimic joints (they follow their leader)")
+    # topic_based_ros2_control sends NaN for every interface no active controller writes: a field that is NaN
+    # for every joint, next to a field with values, is "not commanded"; any other NaN is rejected
+    all_nan = [f is not None and len(f) > 0 and all(isinstance(x, float) and x != x for x in f) for f in fields]
+    if any(all_nan) and not all(a or f is None or len(f) == 0 for a, f in zip(all_nan, fields)):
+        fields = [None if a else f for a, f in zip(all_nan, fields)]
     idx = limits.indices(names, source)
-    pos = _field(position, len(names), "position", source, names)
-    vel = _field(velocity, len(names), "velocity", source, names)
-    eff = _field(effort, len(names), "effort", source, names)
+    pos = _field(fields[0], len(names), "position", source, names)
+    vel = _field(fields[1], len(names), "velocity", source, names)
+    eff = _field(fields[2], len(names), "effort", source, names)
     if pos is None and vel is None and eff is None:
         raise CommandRejected("empty", f"{source}: none of position, velocity, effort is set")
     return _clamp(JointCommand(idx, pos, vel, eff, source=source), limits)

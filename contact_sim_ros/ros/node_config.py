@@ -55,6 +55,15 @@ class NodeConfig:
     viewer_port: int = 8080
     viewer_rate: float = 30.0          # Hz of frames sent to the viewer (at most, in wall time)
     warn_throttle_s: float = 2.0
+    # ros2_control emulation (docs/ros_interface.md, "ros2_control and MoveIt")
+    controllers_file: str = ""         # controller_manager parameter YAML as on hardware; '' = the robot's shipped
+    #                                    config/ros2_control/<robot>_controllers.yaml (or a default set for a bare
+    #                                    URDF); 'none' = no emulated controllers (joint_command in, raw joint
+    #                                    states out on joint_states_topic: the topic_based_ros2_control route)
+    inactive_controllers: list = field(default_factory=list)   # loaded but not activated (spawner --inactive)
+    ros2_control_file: str = ""        # URDF/xacro with the <ros2_control> block; '' = the robot URDF's own
+    #                                    block, else the shipped urdf/ros2_control/<robot>.ros2_control.xacro
+    joint_states_topic: str = "joint_states"   # raw joint states when controllers_file is 'none'
 
     RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contact_wrench_rate",
                    "contacts_rate", "markers_rate", "diagnostics_rate", "viewer_rate")
@@ -311,8 +320,21 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
             node_name = a.split(":=", 1)[1]
         elif a.startswith("__ns:="):
             namespace = a.split(":=", 1)[1]
+    if robot is None and (args.scene or args.urdf):
+        # a scene's preset: its config/node/<robot>.yaml applies too; a robot mapping or a URDF: none ("")
+        robot = (_scene_robot_name(args.scene) if args.scene and args.urdf is None else None) or ""
     return CommandLine(ros_part + (extra if len(extra) > 1 else []), robot, list(args.config), node_name,
                        namespace)
+
+
+def _scene_robot_name(scene: str) -> str | None:
+    """The preset name a scene file's ``robot:`` names (None for a mapping, no robot or an unreadable file:
+    the node reports a bad scene when it loads it)."""
+    try:
+        robot = _read_yaml(scene, "scene").get("robot")
+    except ConfigError:
+        return None
+    return robot if isinstance(robot, str) and robot in robot_names() else None
 
 
 def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "") -> dict:

@@ -27,14 +27,13 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
-from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..errors import ConfigError, ContactSimError
-from .command_validation import (CommandRejected, JointLimits, validate_group_command,
-                                 validate_joint_state_command, validate_trajectory)
+from .command_validation import (CommandRejected, JointLimits, reject_unsupported_effort,
+                                 validate_joint_state_command)
 from .frames import tf_edges
 from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path
 from .stepping import PublishHook, SteppingLoop
@@ -49,7 +48,6 @@ except ImportError:
     Contact = ContactArray = None
 
 NODE_NAME = "contact_sim"
-GROUP_INTERFACES = ("position", "velocity", "effort")
 
 
 def stamp(t: float, out: Time | None = None) -> Time:
@@ -121,8 +119,13 @@ class SimNode(Node):
             self._viewer_timer = self.create_timer(0.1, self._viewer_events,
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))
             self.log.info(f"viewer: {self.viewer.url}")
+        self._warned: dict[str, float] = {}
+        from .ros2_control.hardware import JointCommandInterfaces
+        hardware_info = self._hardware_info()
         self.loop = SteppingLoop(sim, cfg.real_time_factor, hooks, start_paused=cfg.start_paused,
-                                 gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag)
+                                 gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag,
+                                 hardware=JointCommandInterfaces(self.model.joint_names, hardware_info))
+        self.controller_manager = self._build_controller_manager()
         self._build_subscriptions()
         self._build_services()
         if cfg.diagnostics_rate > 0:
@@ -142,7 +145,10 @@ class SimNode(Node):
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_description = self.create_publisher(String, "robot_description", latched)
-        self.pub_joint_states = self.create_publisher(JointState, "joint_states", 10)
+        # joint states come from the joint_state_broadcaster; without emulated controllers (controllers_file
+        # none, the topic_based_ros2_control route) the node publishes them raw on joint_states_topic
+        self.pub_joint_states = (self.create_publisher(JointState, cfg.joint_states_topic, 10)
+                                 if self.no_controllers else None)
         self.pub_clock = self.create_publisher(ClockMsg, "/clock", 10) if cfg.publish_clock else None
         if TFMessage is not None:
             self.pub_tf = self.create_publisher(TFMessage, "/tf", 100)
@@ -177,24 +183,8 @@ class SimNode(Node):
             self._tf_msgs.append(ts)
         self._tf_frames = [(int(e.parent_frame), int(e.child_frame)) for e in self._tf_moving]
 
-        # F/T sensor
-        from ..sim.sensors import ContactWrenchAccumulator, ForceTorqueSensor
-        self.ft = None
-        ft = (self.robot.ft_sensor if self.robot is not None else None) or None
-        if ft:
-            try:
-                self.ft = ForceTorqueSensor(m, ft["parent_link"], ft["child_link"], ft.get("frame"))
-            except KeyError as exc:
-                raise ConfigError(f"{self.robot.source}: ft_sensor needs {exc.args[0]!r} "
-                                  f"(keys: frame, parent_link, child_link, topic)") from None
-            # force_torque_sensor_broadcaster convention: /<sensor>/wrench (relative: inside the namespace)
-            topic = str(ft.get("topic") or "ft_sensor")
-            if not topic.endswith("wrench"):
-                topic = topic.rstrip("/") + "/wrench"
-            self.pub_ft = self.create_publisher(WrenchStamped, topic, 10)
-            self._ft_msg = WrenchStamped()
-            self._ft_msg.header.frame_id = self.prefix + self.ft.frame
         # contact wrench per body
+        from ..sim.sensors import ContactWrenchAccumulator
         bodies = list(cfg.contact_bodies)
         if not bodies:
             if self.robot is not None:
@@ -259,7 +249,7 @@ class SimNode(Node):
         hooks = []
         for name, rate, fn, enabled in (
                 ("clock", cfg.clock_rate, self._pub_clock, self.pub_clock is not None),
-                ("joint_states", cfg.joint_states_rate, self._pub_joint_states, True),
+                ("joint_states", cfg.joint_states_rate, self._pub_joint_states, self.pub_joint_states is not None),
                 ("tf", cfg.tf_rate, self._pub_tf, self.pub_tf is not None and bool(self._tf_msgs)),
                 ("wrench", cfg.wrench_rate, self._pub_wrenches, True),
                 ("contact_wrench", cfg.contact_wrench_rate, self._pub_body_wrenches, bool(self._body_pubs)),
@@ -322,7 +312,7 @@ class SimNode(Node):
             _set_transform(ts, oMf[cf] if pf == 0 else oMf[pf].actInv(oMf[cf]))
         self.pub_tf.publish(TFMessage(transforms=self._tf_msgs))
 
-    def _contact_forces(self, sim) -> np.ndarray:
+    def contact_forces(self, sim) -> np.ndarray:
         """World contact forces (N, 3) of the last step, or (0, 3) when the last contact set and the last
         successful result do not belong together (e.g. after a failed step)."""
         contacts, res = sim.contacts, sim.last_result
@@ -332,27 +322,18 @@ class SimNode(Node):
         return sim.contact_forces_world()
 
     def _pub_wrenches(self, sim):
+        """External joint torques: the generalized contact force on the actuated joints (N*m or N), as
+        franka_ros2 publishes them (the wrist F/T sensor is the force_torque_sensor_broadcaster's)."""
         m = self.model
-        contacts = sim.contacts
-        forces = self._contact_forces(sim)
-        st = stamp(sim.t)
-        if self.ft is not None:
-            a = (sim.v - self.loop.v_prev) / sim.time_step
-            reading = self.ft.compute(sim.q, sim.v, a, contacts if forces.shape[0] else None, forces)
-            w = self._ft_msg
-            w.header.stamp = st
-            w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = (float(x) for x in reading[:3])
-            w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = (float(x) for x in reading[3:])
-            self.pub_ft.publish(w)
         res = sim.last_result
-        self._ext.header.stamp = st
+        stamp(sim.t, self._ext.header.stamp)
         tau = res.generalized_contact_force[m.joint_v_index] if res is not None else np.zeros(len(m.joint_names))
         self._ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
         self.pub_ext_torques.publish(self._ext)
 
     def _pub_body_wrenches(self, sim):
         contacts = sim.contacts
-        forces = self._contact_forces(sim)
+        forces = self.contact_forces(sim)
         st = stamp(sim.t)
         wrenches = self.wrench_bodies.compute(contacts, forces, sim.pin_data) if forces.shape[0] else \
             np.zeros((len(self._body_pubs), 6))
@@ -371,7 +352,7 @@ class SimNode(Node):
         msg = ContactArray()
         stamp(sim.t, msg.header.stamp)
         msg.header.frame_id = self.world
-        forces = self._contact_forces(sim)
+        forces = self.contact_forces(sim)
         if contacts is not None and forces.shape[0]:
             names = self.model.geometry_names
             rel = contacts.relative_velocity(sim.v)
@@ -396,7 +377,7 @@ class SimNode(Node):
 
     def _pub_markers(self, sim):
         contacts = sim.contacts
-        forces = self._contact_forces(sim)
+        forces = self.contact_forces(sim)
         st = stamp(sim.t)
         clear = Marker()
         clear.action = Marker.DELETEALL
@@ -420,92 +401,95 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------------- commands
 
-    def controller_topics(self) -> dict:
-        """Command topics of the ros2_control controllers the node emulates: topic -> (joints, interface).
+    def _hardware_info(self):
+        """The robot's <ros2_control> block: parameter ros2_control_file, else the robot URDF's own block, else
+        the shipped urdf/ros2_control/<robot>.ros2_control.xacro (None if there is none)."""
+        from .ros2_control.config import parse_ros2_control, read_ros2_control
+        cfg, robot = self.config, self.robot
+        own = None
+        if cfg.ros2_control_file:
+            own = read_ros2_control(cfg.ros2_control_file)
+        elif robot is not None:
+            with open(robot.urdf) as fh:
+                own = parse_ros2_control(fh.read(), str(robot.urdf))
+        if own is not None:
+            # the user's block: its position initial_values are the robot's start (as mock hardware starts)
+            initial = {j.name: j.initial_values["position"] for j in own.joints
+                       if "position" in j.initial_values and j.name in self.model.joint_names}
+            if initial:
+                self.sim.set_initial_positions(initial)
+            return own
+        if robot is None:
+            return None
+        shipped = share_path("urdf", "ros2_control", f"{robot.name}.ros2_control.xacro")
+        return read_ros2_control(shipped) if robot.name and shipped.is_file() else None
 
-        For every joint group G of the robot preset: ``G_{position,velocity,effort}_controller/commands``
-        (Float64MultiArray, one value per joint of G in order). For every controller C named in the preset
-        (several groups may share one, e.g. the Allegro fingers' hand_controller): ``C/joint_trajectory``
-        over the union of its groups' joints, and ``<C without _controller>_{position,velocity,effort}_
-        controller/commands`` over the same joints when that differs from a group's topic.
-        """
-        m = self.model
-        groups = self.robot.joint_groups if self.robot is not None else {}
-        specs = [(g, tuple(group.joints), group.controller) for g, group in groups.items()]
-        if not specs:
-            specs = [("all", tuple(m.joint_names), "joint_trajectory_controller")]
-        topics = {}
-        by_controller = {}
-        for gname, joints, controller in specs:
-            for interface in GROUP_INTERFACES:
-                topics[f"{gname}_{interface}_controller/commands"] = (joints, interface)
-            by_controller.setdefault(controller, []).extend(j for j in joints if j not in
-                                                            by_controller.get(controller, []))
-        for controller, joints in by_controller.items():
-            topics[f"{controller}/joint_trajectory"] = (tuple(joints), "trajectory")
-            base = controller[: -len("_controller")] if controller.endswith("_controller") else controller
-            for interface in GROUP_INTERFACES:
-                topics.setdefault(f"{base}_{interface}_controller/commands", (tuple(joints), interface))
-        return topics
+    @property
+    def no_controllers(self) -> bool:
+        return self.config.controllers_file.strip().lower() == "none"
+
+    def _build_controller_manager(self):
+        """The emulated controller manager over the controllers file (parameter controllers_file, else the
+        robot's shipped config/ros2_control/<robot>_controllers.yaml, else a default set for a bare URDF)."""
+        from .ros2_control.config import default_controllers, read_controllers_file
+        from .ros2_control.controller_manager import ControllerManager
+        cfg, robot = self.config, self.robot
+        if self.no_controllers:
+            self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
+                          f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
+            return None
+        inactive = list(cfg.inactive_controllers)
+        if cfg.controllers_file:
+            file = read_controllers_file(cfg.controllers_file)
+        else:
+            shipped = share_path("config", "ros2_control", f"{robot.name}_controllers.yaml") if robot else None
+            if shipped is not None and shipped.is_file():
+                file = read_controllers_file(shipped)
+            else:
+                file, default_inactive = default_controllers(self.model.joint_names,
+                                                             robot.joint_groups if robot else None)
+                inactive = list(dict.fromkeys(inactive + default_inactive))
+        cm = ControllerManager(self, self.loop, file, inactive, robot)
+        self.loop.hooks.extend(cm.hooks)
+        self.loop.control = cm
+        active = [n for n, c in cm.controllers.items() if c.active]
+        self.log.info(f"controllers from {file.source} at {file.update_rate:g} Hz: active {active}, inactive "
+                      f"{[n for n in cm.controllers if n not in active]}")
+        return cm
 
     def _build_subscriptions(self):
         self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
-        self.controllers = self.controller_topics()
-        for topic, (joints, interface) in self.controllers.items():
-            if interface == "trajectory":
-                self.create_subscription(JointTrajectoryMsg, topic,
-                                         lambda msg, t=topic, j=joints: self._on_trajectory(msg, t, j), 10)
-            else:
-                self.create_subscription(Float64MultiArray, topic,
-                                         lambda msg, j=joints, i=interface, t=topic: self._on_group(msg, j, i, t),
-                                         10)
 
-    def _reject(self, exc: CommandRejected):
+    def warn_throttled(self, message: str, key: str | None = None) -> None:
+        """Log a warning at most once per ``warn_throttle_s`` for each ``key`` (default: the message's first
+        word), so one kind of problem does not hide another; long messages are cut at 500 characters."""
+        key = key or message.split(":", 1)[0]
+        now = time.monotonic()
+        if now - self._warned.get(key, -1e9) < self._throttle:
+            return
+        self._warned[key] = now
+        self.log.warn(message if len(message) <= 500 else message[:500] + " ...")
+
+    def reject_command(self, exc: CommandRejected) -> None:
         self.loop.count_rejection(exc.kind)
-        self.log.warn(f"command rejected ({exc.kind}): {exc}", throttle_duration_sec=self._throttle)
+        self.warn_throttled(f"command rejected ({exc.kind}): {exc}", key=f"rejected/{exc.kind}")
 
-    def _clamped(self, notes, source):
+    def note_clamped(self, notes, source) -> None:
         if notes:
             self.loop.count_clamped(len(notes))
-            self.log.warn(f"{source}: " + "; ".join(notes[:4]) + (" ..." if len(notes) > 4 else ""),
-                          throttle_duration_sec=self._throttle)
+            self.warn_throttled(f"{source}: " + "; ".join(notes[:4]) + (" ..." if len(notes) > 4 else ""),
+                                key=f"clamped/{source}")
 
     def _on_joint_command(self, msg: JointState):
         try:
             cmd = validate_joint_state_command(self.limits, msg.name, msg.position, msg.velocity, msg.effort,
                                                source="joint_command")
+            reject_unsupported_effort(cmd, self.sim.engine)
         except CommandRejected as exc:
-            self._reject(exc)
+            self.reject_command(exc)
             return
-        self._clamped(cmd.clamped, "joint_command")
+        self.note_clamped(cmd.clamped, "joint_command")
         self.loop.commands.push_command(cmd)
-
-    def _on_group(self, msg: Float64MultiArray, joints, interface, topic):
-        try:
-            cmd = validate_group_command(self.limits, joints, msg.data, interface, source=topic)
-        except CommandRejected as exc:
-            self._reject(exc)
-            return
-        self._clamped(cmd.clamped, topic)
-        self.loop.commands.push_command(cmd)
-
-    def _on_trajectory(self, msg: JointTrajectoryMsg, topic, joints):
-        stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        try:
-            foreign = [j for j in msg.joint_names if j not in joints]
-            if foreign:
-                raise CommandRejected("unknown_joint", f"{topic}: joint(s) {foreign} are not driven by this "
-                                                       f"controller; its joints: {', '.join(joints)}")
-            traj = validate_trajectory(
-                self.limits, msg.joint_names,
-                [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points],
-                [p.positions for p in msg.points], [p.velocities for p in msg.points],
-                start_time=stamp_s if stamp_s > 0 else None, source=topic)
-        except CommandRejected as exc:
-            self._reject(exc)
-            return
-        self._clamped(traj.clamped, topic)
-        self.loop.commands.push_trajectory(traj)
 
     # ------------------------------------------------------------------------- services
 
@@ -603,6 +587,8 @@ class SimNode(Node):
 
     def shutdown(self):
         self.loop.stop()
+        if self.controller_manager is not None:
+            self.controller_manager.shutdown()
         if self.viewer is not None:
             self.viewer.close()
 
@@ -630,7 +616,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cmd = plain_args_to_ros_args(argv)
-        files = _default_param_files(cmd.robot or DEFAULT_ROBOT) + cmd.config_files
+        files = _default_param_files(DEFAULT_ROBOT if cmd.robot is None else cmd.robot) + cmd.config_files
         defaults = read_param_files(files, cmd.node_name, cmd.namespace)
     except ConfigError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
@@ -644,7 +630,7 @@ def main(argv=None) -> int:
     code = 0
     try:
         node = SimNode(param_defaults=defaults)
-        executor = MultiThreadedExecutor(num_threads=2)
+        executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
         executor.add_node(node)
         executor.spin()
     except ContactSimError as exc:

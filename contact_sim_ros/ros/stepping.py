@@ -16,7 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from .command_validation import REJECTION_KINDS, JointCommand, JointTrajectory, TrajectorySampler
+from .command_validation import REJECTION_KINDS, JointCommand
+from .ros2_control.hardware import EFFORT, POSITION, VELOCITY, JointCommandInterfaces
 
 
 class CommandBuffer:
@@ -25,7 +26,6 @@ class CommandBuffer:
     def __init__(self):
         self._lock = threading.Lock()
         self._commands: list[JointCommand] = []
-        self._trajectories: list[JointTrajectory] = []
         self.pending = False
 
     def push_command(self, command: JointCommand) -> None:
@@ -33,17 +33,12 @@ class CommandBuffer:
             self._commands.append(command)
             self.pending = True
 
-    def push_trajectory(self, trajectory: JointTrajectory) -> None:
+    def drain(self) -> list[JointCommand]:
         with self._lock:
-            self._trajectories.append(trajectory)
-            self.pending = True
-
-    def drain(self) -> tuple[list, list]:
-        with self._lock:
-            commands, trajectories = self._commands, self._trajectories
-            self._commands, self._trajectories = [], []
+            commands = self._commands
+            self._commands = []
             self.pending = False
-        return commands, trajectories
+        return commands
 
 
 @dataclass
@@ -103,7 +98,8 @@ class SteppingLoop:
     """Owns a Simulator and steps it in a dedicated thread."""
 
     def __init__(self, sim, real_time_factor: float = 1.0, hooks: list[PublishHook] | None = None,
-                 start_paused: bool = False, max_lag_s: float = 0.5, gravity_compensation: bool = True):
+                 start_paused: bool = False, max_lag_s: float = 0.5, gravity_compensation: bool = True,
+                 hardware: JointCommandInterfaces | None = None):
         self.sim = sim
         self.dt = float(sim.time_step)
         self.real_time_factor = float(real_time_factor)
@@ -116,6 +112,9 @@ class SteppingLoop:
         self.gravity_compensation = bool(gravity_compensation)
         self.gravity_tolerance = 1e-3   # N*m or N
         self._gravity_data = sim.model.pin_model.createData()
+        # the robot's command interfaces (ros2_control hardware); controllers write them from ``control``
+        self.hw = hardware if hardware is not None else JointCommandInterfaces(self.joint_names)
+        self.control = None           # ControllerManager-like: update(sim) -> bool, every, preempt(cmd), reset()
         self._init_targets()
         self._cv = threading.Condition()
         self._running = False
@@ -145,6 +144,11 @@ class SteppingLoop:
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        """The stepping thread runs (started, not stopped, not ended by an error)."""
+        return self._running
 
     @property
     def paused(self) -> bool:
@@ -273,7 +277,7 @@ class SteppingLoop:
                     last_start = None
                     self._resync = False
             start = time.monotonic()
-            if self.commands.pending or self._active or self.gravity_compensation:
+            if self.commands.pending or self.control is not None or self.gravity_compensation:
                 self._apply_commands()
             np.copyto(self.v_prev, sim.v)
             report = sim.step()
@@ -335,77 +339,46 @@ class SteppingLoop:
         self.sim.reset()
         self.commands.drain()
         self._init_targets()
+        if self.control is not None:
+            self.control.reset(self.sim)
         np.copyto(self.v_prev, self.sim.v)
 
     # ------------------------------------------------------------------ joint targets
 
-    POSITION, VELOCITY, EFFORT = 0, 1, 2
-
     def _init_targets(self):
         """Every actuated joint holds its current position (the Simulator's state after reset)."""
-        sim = self.sim
-        n = len(self.joint_names)
-        self._mode = np.zeros(n, dtype=int)
-        self._q_target = np.array(sim.joint_positions(), dtype=float)
-        self._v_target = np.zeros(n)
-        self._e_target = np.zeros(n)
-        self._active = []
-        self._g_applied = np.full(n, np.inf)
+        hw = self.hw
+        hw.hold(np.arange(len(self.joint_names)), self.sim.joint_positions())
+        self._g_applied = np.full(len(self.joint_names), np.inf)
 
     def _apply_commands(self):
-        """Merge new commands into the per-joint targets (latest command per joint wins), sample active
-        trajectories at the end of the step, and hand the targets to the simulator (with gravity
+        """Write new hardware-level commands (joint_command topic, forward controllers) into the command
+        interfaces (latest command per joint wins; a command preempts a controller's trajectory on its joints),
+        run the controllers' update when due, and hand the targets to the simulator (with gravity
         compensation g(q) added to the effort of position- and velocity-controlled joints)."""
-        sim = self.sim
-        changed = False
+        hw = self.hw
         if self.commands.pending:
-            changed = True
-            commands, trajectories = self.commands.drain()
-            for c in commands:
-                idx = c.indices
-                self._cancel_trajectories(set(idx.tolist()))
-                if c.position is not None:
-                    mode = self.POSITION
-                elif c.velocity is not None:
-                    mode = self.VELOCITY
-                else:
-                    mode = self.EFFORT
-                self._mode[idx] = mode
-                if c.position is not None:
-                    self._q_target[idx] = c.position
-                self._v_target[idx] = 0.0 if c.velocity is None else c.velocity
-                self._e_target[idx] = 0.0 if c.effort is None else c.effort
-            for tr in trajectories:
-                self._cancel_trajectories(set(tr.indices.tolist()))
-                start = sim.t if tr.start_time is None or tr.start_time <= 0.0 else tr.start_time
-                q0 = sim.joint_positions()[tr.indices]
-                v0 = sim.joint_velocities()[tr.indices]
-                self._active.append(TrajectorySampler(tr, start, q0, v0))
-                self._mode[tr.indices] = self.POSITION
-                self._e_target[tr.indices] = 0.0
-        if self._active:
-            changed = True
-            t_end = sim.t + self.dt
-            finished = []
-            for k, sampler in enumerate(self._active):
-                pos, vel, done = sampler.sample(t_end)
-                self._q_target[sampler.indices] = pos
-                self._v_target[sampler.indices] = vel
-                if done:
-                    finished.append(k)
-            for k in reversed(finished):
-                del self._active[k]
+            for c in self.commands.drain():
+                hw.write_command(c)
+                if self.control is not None:
+                    self.control.preempt(c)
+        control = self.control
+        if control is not None and self.sim.step_count % control.every == 0:
+            control.update(self.sim)
+        changed = hw.changed
+        hw.changed = False
         self._push_targets(changed)
 
     def _push_targets(self, changed: bool):
-        """Hand the targets to the simulator: always after a command or a trajectory sample; for gravity
+        """Hand the targets to the simulator: always after a command or a controller's write; for gravity
         compensation only when g(q) moved by more than ``gravity_tolerance`` (N*m or N) since it was last
         applied (Simulator.set_joint_targets costs ~0.1 ms)."""
-        mode = self._mode
-        effort = self._e_target
+        hw = self.hw
+        mode = hw.mode
+        effort = hw.effort
         if self.gravity_compensation:
             g = self._gravity_torques()
-            g[mode == self.EFFORT] = 0.0
+            g[mode == EFFORT] = 0.0
             if not changed and np.max(np.abs(g - self._g_applied)) <= self.gravity_tolerance:
                 return
             self._g_applied[:] = g
@@ -413,13 +386,13 @@ class SteppingLoop:
         elif not changed:
             return
         positions, velocities, efforts = {}, {}, {}
-        q_t, v_t = self._q_target, self._v_target
+        q_t, v_t = hw.position, hw.velocity
         for i, name in enumerate(self.joint_names):
             m = mode[i]
-            if m == self.POSITION:
+            if m == POSITION:
                 positions[name] = q_t[i]
                 velocities[name] = v_t[i]
-            elif m == self.VELOCITY:
+            elif m == VELOCITY:
                 velocities[name] = v_t[i]
             efforts[name] = effort[i]
         self.sim.set_joint_targets(positions=positions, velocities=velocities, efforts=efforts)
@@ -430,6 +403,3 @@ class SteppingLoop:
         model = self.sim.model
         g = pin.computeGeneralizedGravity(model.pin_model, self._gravity_data, self.sim.q)
         return g[model.joint_v_index]
-
-    def _cancel_trajectories(self, indices: set):
-        self._active = [s for s in self._active if not (set(s.indices.tolist()) & indices)]

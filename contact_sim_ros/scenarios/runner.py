@@ -41,17 +41,25 @@ class ScenarioSpec:
     period: float = 0.02        # s, control period (a whole number of time steps)
     duration: float | None = None   # s of sim time (None: until the controller is done)
     engine_options: dict = field(default_factory=dict)
+    # controllers loaded inactive (node parameter inactive_controllers); None: the robot's default
+    inactive_controllers: tuple | None = None
 
+
+# the arm scenarios stream the fingers' positions (force loop) through gripper_controller (a trajectory
+# controller) instead of the default gripper_action_controller on the same joints
+_STREAMED_GRIPPER = ("gripper_action_controller", "arm_position_controller", "arm_velocity_controller",
+                     "arm_effort_controller", "gripper_position_controller", "gripper_velocity_controller",
+                     "gripper_effort_controller")
 
 SCENARIOS = {
     "pick_shake_place": ScenarioSpec(
         "pick_shake_place", "iiwa + WSG 50: pick the bottle, shake it, place it (force feedback; TAMSI VI-C)",
         "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.controllers.pick_shake_place:PickShakePlace",
-        "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams"),
+        "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams", inactive_controllers=_STREAMED_GRIPPER),
     "franka_rod": ScenarioSpec(
         "franka_rod", "Franka: grasp the bronze rod, drive a 3 cm circle at a chosen frequency, time to failure "
         "(ICF XII-B)", "scenes/scenario_franka_rod.yaml", "contact_sim_ros.controllers.franka_stress:FrankaStress",
-        "contact_sim_ros.controllers.franka_stress:FrankaStressParams"),
+        "contact_sim_ros.controllers.franka_stress:FrankaStressParams", inactive_controllers=_STREAMED_GRIPPER),
     "allegro_mug": ScenarioSpec(
         "allegro_mug", "Allegro hand: open-loop periodic mug reorientation (TAMSI VI-B)",
         "scenes/scenario_allegro_mug.yaml", "contact_sim_ros.controllers.allegro_reorient:AllegroReorient",
@@ -99,6 +107,9 @@ def _node_command(spec: ScenarioSpec, engine: str, namespace: str, time_step: fl
         cmd += ["--engine-options", yaml.safe_dump(opts, default_flow_style=True).strip()]
     cmd += ["--ros-args", "-p", f"step_count:={steps}", "-p", "contacts_rate:=0.0", "-p", "markers_rate:=0.0",
             "-p", "tf_rate:=10.0", "-p", "publish_clock:=false", *extra]
+    if spec.inactive_controllers is not None:
+        cmd[cmd.index("--ros-args") + 1:cmd.index("--ros-args") + 1] = [
+            "-p", f"inactive_controllers:=[{', '.join(spec.inactive_controllers)}]"]
     return cmd
 
 

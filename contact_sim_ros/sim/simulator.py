@@ -154,6 +154,33 @@ class Simulator:
                     raise ConfigError(f"gain of joint {name!r} must be finite and >= 0, got {value!r}")
                 out[self.model.joint_v_index[self.model.joint_index(name)]] = value
 
+    def set_initial_positions(self, positions: dict) -> None:
+        """Replace the initial position of joints by name (rad or m; e.g. the ``initial_value`` of a
+        ``<ros2_control>`` block) and reset to the new initial state."""
+        m = self.model
+        for name, value in positions.items():
+            value = float(value)
+            i = m.joint_index(name)
+            if not (np.isfinite(value) and m.position_lower[i] <= value <= m.position_upper[i]):
+                raise ConfigError(f"initial position {value!r} of joint {name!r} is outside its limits "
+                                  f"[{m.position_lower[i]:.6g}, {m.position_upper[i]:.6g}]")
+            self.scene.q0[m.joint_q_index[i]] = value
+        self.reset()
+
+    def set_effort_limit(self, joint: str, limit: float | None) -> None:
+        """Limit a joint's actuation (N*m or N) below its URDF effort limit, as a gripper's force setting does;
+        ``None`` restores the URDF limit. Values above the URDF limit are capped to it."""
+        i = self.model.joint_index(joint)
+        urdf_limit = float(self.model.effort_limit[i])
+        if limit is None:
+            value = urdf_limit
+        else:
+            value = float(limit)
+            if not (np.isfinite(value) and value >= 0.0):
+                raise ConfigError(f"effort limit of joint {joint!r} must be finite and >= 0, got {limit!r}")
+            value = min(value, urdf_limit)
+        self._effort_limit[self.model.joint_v_index[i]] = value
+
     def set_joint_targets(self, positions: dict | None = None, velocities: dict | None = None,
                           efforts: dict | None = None) -> list[str]:
         """Command joints by name. A position (with optional velocity/effort feed-forward) puts the joint

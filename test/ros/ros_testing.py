@@ -151,3 +151,32 @@ def world_pose(frame: str, tf_messages, world: str = "world"):
         R, p = Rf @ R, Rf @ p + np.array([tr.x, tr.y, tr.z])
         f = t.header.frame_id
     return R, p
+
+
+def switch_controllers(ros, activate=(), deactivate=(), namespace: str = "", strictness: int = 2):
+    """controller_manager/switch_controller as ``ros2 control switch_controllers`` calls it; returns the
+    response (asserted ok unless strictness is BEST_EFFORT and the caller checks)."""
+    from controller_manager_msgs.srv import SwitchController
+    req = SwitchController.Request(activate_controllers=list(activate), deactivate_controllers=list(deactivate),
+                                   strictness=strictness)
+    res = ros.call(SwitchController, f"{namespace}/controller_manager/switch_controller", req)
+    return res
+
+
+def active_controllers(ros, namespace: str = "") -> set:
+    from controller_manager_msgs.srv import ListControllers
+    res = ros.call(ListControllers, f"{namespace}/controller_manager/list_controllers", ListControllers.Request())
+    return {c.name for c in res.controller if c.state == "active"}
+
+
+def use_controllers(ros, wanted, namespace: str = ""):
+    """Make ``wanted`` active, deactivating whatever active controller claims the same joints (the caller lists
+    what to deactivate implicitly: every active controller of the same family that is not wanted)."""
+    active = active_controllers(ros, namespace)
+    wanted = set(wanted)
+    family = {n.split("_")[0] for n in wanted}
+    drop = [n for n in active - wanted
+            if n.split("_")[0] in family and not n.endswith(("broadcaster", "sensor"))]
+    res = switch_controllers(ros, sorted(wanted - active), drop, namespace)
+    assert res.ok, res.message
+    return res

@@ -19,7 +19,7 @@ from std_srvs.srv import SetBool, Trigger
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import wait_until
+from ros_testing import use_controllers, wait_until
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
 FINGERS = ["wsg_finger_left_joint", "wsg_finger_right_joint"]
@@ -124,6 +124,7 @@ def test_position_command_on_group_controllers(node, ros):
     _, topics = node
     q = current(topics)
     arm = [q[j] + d for j, d in zip(ARM, [-0.2, 0.1, -0.15, -0.1, 0.2, -0.1, -0.3])]
+    use_controllers(ros, ["arm_position_controller", "gripper_position_controller"])
     ros.publish(Float64MultiArray, "/arm_position_controller/commands", Float64MultiArray(data=arm))
     ros.publish(Float64MultiArray, "/gripper_position_controller/commands", Float64MultiArray(data=[0.02, 0.025]))
     wait_joints(topics, {**dict(zip(ARM, arm)), "wsg_finger_left_joint": 0.02, "wsg_finger_right_joint": 0.025})
@@ -134,6 +135,7 @@ def test_velocity_and_effort_interfaces(node, ros):
     joint damping: v = kd v* / (kd + d) with kd = 80, d = 0.5 N*m*s/rad; the fingers under a constant opening
     effort (raw, no gravity compensation) run to their upper limit 0.055 m."""
     _, topics = node
+    use_controllers(ros, ["arm_velocity_controller", "gripper_effort_controller"])
     ros.publish(Float64MultiArray, "/arm_velocity_controller/commands",
                 Float64MultiArray(data=[0.2, 0, 0, 0, 0, 0, 0]))
     ros.publish(Float64MultiArray, "/gripper_effort_controller/commands", Float64MultiArray(data=[15.0, 15.0]))
@@ -144,6 +146,7 @@ def test_velocity_and_effort_interfaces(node, ros):
     wait_joints(topics, {f: 0.055 for f in FINGERS})
     # back to position control where we are
     q = current(topics)
+    use_controllers(ros, ["arm_position_controller", "gripper_position_controller"])
     ros.publish(Float64MultiArray, "/arm_position_controller/commands", Float64MultiArray(data=[q[j] for j in ARM]))
     ros.publish(Float64MultiArray, "/gripper_position_controller/commands", Float64MultiArray(data=[0.04, 0.04]))
     wait_joints(topics, {"wsg_finger_left_joint": 0.04, "wsg_finger_right_joint": 0.04}, tol=1e-3)
@@ -153,6 +156,7 @@ def test_trajectory_is_followed_with_its_timing(node, ros):
     """A 2-point trajectory stamped to start 0.3 s (sim time) ahead: joint 1 follows the linear interpolation
     in sim time (/joint_states stamps) and ends on the last point."""
     _, topics = node
+    use_controllers(ros, ["arm_controller"])
     q = current(topics)
     t_now = sim_time(topics["clock"][-1].clock)
     start = t_now + 0.3

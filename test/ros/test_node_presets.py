@@ -11,7 +11,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from tf2_msgs.msg import TFMessage
 
-from ros_testing import wait_until
+from ros_testing import use_controllers, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NO_CLOCK = Path(__file__).resolve().parent / "scenes" / "no_clock.yaml"
@@ -67,8 +67,17 @@ def test_hand_position_controller_moves_the_joints(nodes, ros, robot):
     targets = {j: limits[j][0] + 0.1 * (limits[j][1] - limits[j][0]) for j in spec["joints"]}
     # a PD joint with Coulomb friction F stops anywhere within F / kp of its target (stiction)
     tol = {j: 1e-3 + friction.get(j, 0.0) / float(preset["gains"][j]["kp"]) for j in spec["joints"]}
-    ros.publish(Float64MultiArray, f"/{robot}/{group}_position_controller/commands",
-                Float64MultiArray(data=list(targets.values())))
+    # the robot's forward position group controller (config/ros2_control/<robot>_controllers.yaml), switched in
+    # for its trajectory controller; joints of the group outside ``spec`` hold their current position
+    controllers = yaml.safe_load((REPO / "config" / "ros2_control" / f"{robot}_controllers.yaml").read_text())
+    name = next(n for n, v in controllers["controller_manager"]["ros__parameters"].items()
+                if isinstance(v, dict) and v.get("type") == "position_controllers/JointGroupPositionController"
+                and set(spec["joints"]) <= set(controllers[n]["ros__parameters"]["joints"]))
+    use_controllers(ros, [name], namespace=f"/{robot}")
+    now = dict(zip(topics["js"][-1].name, topics["js"][-1].position))
+    group_joints = controllers[name]["ros__parameters"]["joints"]
+    ros.publish(Float64MultiArray, f"/{robot}/{name}/commands",
+                Float64MultiArray(data=[targets.get(j, now[j]) for j in group_joints]))
 
     def reached():
         p = dict(zip(topics["js"][-1].name, topics["js"][-1].position))

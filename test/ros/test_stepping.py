@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from contact_sim_ros.ros.command_validation import (JointLimits, validate_group_command,
+from contact_sim_ros.ros.command_validation import (JointLimits, TrajectorySampler, validate_group_command,
                                                     validate_joint_state_command, validate_trajectory)
 from contact_sim_ros.ros.stepping import PublishHook, SteppingLoop
 from contact_sim_ros.sim.simulator import Simulator
@@ -83,12 +83,22 @@ def test_gravity_compensated_hold_and_commands(sim):
 
 
 def test_trajectory_is_sampled_in_sim_time(sim):
+    """The loop's control hook (what the controller manager plugs in) runs before every step and writes the
+    command interfaces: a trajectory sampled there at the end of each step is followed in sim time."""
     sim.reset()
     loop = SteppingLoop(sim, 0.0)
     limits = JointLimits.from_model(sim.model)
     q0 = sim.joint_positions()[0]
     traj = validate_trajectory(limits, ["iiwa_joint_1"], [0.5, 1.0], [[q0 + 0.2], [q0 + 0.3]])
-    loop.commands.push_trajectory(traj)
+    sampler = TrajectorySampler(traj, 0.0, np.array([q0]), np.zeros(1))
+
+    class Control:
+        every = 1
+
+        def update(self, s):
+            pos, vel, _ = sampler.sample(s.t + s.time_step)
+            loop.hw.write_position(traj.indices, pos, vel)
+    loop.control = Control()
     errors = []
     for k in range(750):
         loop._apply_commands()

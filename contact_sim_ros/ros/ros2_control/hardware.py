@@ -1,0 +1,135 @@
+"""The simulated robot as ros2_control hardware: per-joint command interfaces and their claims (no rclpy).
+
+Every actuated joint has the command interfaces ``position``, ``velocity`` and ``effort`` and the state
+interfaces of the same names (rad or m, rad/s or m/s, N*m or N). A command interface holds its last written
+value, as a hardware component's command buffer does. The joint's *mode* is the kind of its last command:
+
+* position: PD to the position target (velocity target as feed-forward for the D term);
+* velocity: damping to the velocity target;
+* effort: the effort alone.
+
+Writers: the controllers (from the stepping thread, in their ``update``) and the hardware-level
+``joint_command`` topic (topic_based_ros2_control's convention). Joints that the ``<ros2_control>`` block marks
+``mimic`` of another joint (``followers``) are driven with their leader by the controllers that command a single
+gripper joint (``multiplier * leader + offset``), as the WSG 50's one motor drives both fingers. Claims record which controller owns which command interface
+(``list_hardware_interfaces``, conflict checks of ``switch_controller``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..command_validation import JointCommand
+
+POSITION, VELOCITY, EFFORT = 0, 1, 2
+COMMAND_INTERFACES = ("position", "velocity", "effort")
+STATE_INTERFACES = ("position", "velocity", "effort")
+
+
+class JointCommandInterfaces:
+    """Command buffers of the actuated joints, in ``MultibodyModel.joint_names`` order."""
+
+    def __init__(self, joint_names, hardware_info=None):
+        self.joint_names = tuple(joint_names)
+        self.index = {name: i for i, name in enumerate(self.joint_names)}
+        n = len(self.joint_names)
+        self.mode = np.zeros(n, dtype=int)
+        self.position = np.zeros(n)
+        self.velocity = np.zeros(n)
+        self.effort = np.zeros(n)
+        self.changed = True
+        self.claims: dict[str, str] = {}                 # "joint/interface" -> controller name
+        followers, leaders, mult, off = [], [], [], []
+        if hardware_info is not None:
+            for j in hardware_info.joints:
+                lead = j.mimic
+                if lead and lead != "urdf" and j.name in self.index and lead in self.index:
+                    followers.append(self.index[j.name])
+                    leaders.append(self.index[lead])
+                    mult.append(j.multiplier)
+                    off.append(j.offset)
+        self.mimic_follower = np.array(followers, dtype=int)
+        self.mimic_leader = np.array(leaders, dtype=int)
+        self._mimic_mult = np.array(mult)
+        self._mimic_off = np.array(off)
+        self.hardware_info = hardware_info
+
+    # ---------------------------------------------------------------------------------------- writing
+
+    def indices(self, names) -> np.ndarray:
+        return np.fromiter((self.index[n] for n in names), dtype=int, count=len(names))
+
+    def hold(self, idx: np.ndarray, q: np.ndarray) -> None:
+        """Position mode at the measured positions ``q`` (of the joints ``idx``), zero velocity."""
+        self.mode[idx] = POSITION
+        self.position[idx] = q
+        self.velocity[idx] = 0.0
+        self.effort[idx] = 0.0
+        self._written()
+
+    def write_position(self, idx, position, velocity=None) -> None:
+        self.mode[idx] = POSITION
+        self.position[idx] = position
+        self.velocity[idx] = 0.0 if velocity is None else velocity
+        self.effort[idx] = 0.0
+        self._written()
+
+    def write_velocity(self, idx, velocity) -> None:
+        self.mode[idx] = VELOCITY
+        self.velocity[idx] = velocity
+        self.effort[idx] = 0.0
+        self._written()
+
+    def write_effort(self, idx, effort) -> None:
+        self.mode[idx] = EFFORT
+        self.effort[idx] = effort
+        self.velocity[idx] = 0.0
+        self._written()
+
+    def write_command(self, c: JointCommand) -> None:
+        """A validated JointCommand (joint_command topic or a forward controller)."""
+        idx = c.indices
+        if c.position is not None:
+            self.mode[idx] = POSITION
+            self.position[idx] = c.position
+        elif c.velocity is not None:
+            self.mode[idx] = VELOCITY
+        else:
+            self.mode[idx] = EFFORT
+        self.velocity[idx] = 0.0 if c.velocity is None else c.velocity
+        self.effort[idx] = 0.0 if c.effort is None else c.effort
+        self._written()
+
+    def _written(self) -> None:
+        self.changed = True
+
+    def followers(self, leader: int) -> list[tuple[int, float, float]]:
+        """(index, multiplier, offset) of the joints the <ros2_control> block marks mimic of ``leader``."""
+        return [(int(f), float(m), float(o)) for f, lead, m, o in
+                zip(self.mimic_follower, self.mimic_leader, self._mimic_mult, self._mimic_off) if lead == leader]
+
+    # ---------------------------------------------------------------------------------------- claims
+
+    def interface_names(self, joints=None, interfaces=COMMAND_INTERFACES) -> list[str]:
+        joints = self.joint_names if joints is None else joints
+        return [f"{j}/{i}" for j in joints for i in interfaces]
+
+    def available_command_interfaces(self) -> list[str]:
+        """What the <ros2_control> block offers (every joint's position/velocity/effort without one)."""
+        info = self.hardware_info
+        out = []
+        for name in self.joint_names:
+            j = info.joint(name) if info is not None else None
+            if j is None or not j.command_interfaces:
+                out += [f"{name}/{i}" for i in COMMAND_INTERFACES]
+            else:
+                out += [f"{name}/{i}" for i in j.command_interfaces]
+        return out
+
+    def available_state_interfaces(self) -> list[str]:
+        info = self.hardware_info
+        out = self.interface_names(interfaces=STATE_INTERFACES)
+        if info is not None:
+            for s in info.sensors:
+                out += [f"{s.name}/{i}" for i in s.state_interfaces]
+        return out

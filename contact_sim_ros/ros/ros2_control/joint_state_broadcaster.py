@@ -1,0 +1,94 @@
+"""joint_state_broadcaster/JointStateBroadcaster: ``joint_states`` (sensor_msgs/JointState) and
+``dynamic_joint_states`` (control_msgs/DynamicJointState) of the robot's joints.
+
+Parameters honoured: ``joints`` and ``interfaces`` (both empty: every joint, position/velocity/effort),
+``extra_joints`` (published with zeros), ``use_local_topics`` (``<name>/joint_states`` instead of
+``joint_states``), ``update_rate`` (Hz; default: the node's ``joint_states_rate``). Joints the URDF marks
+``mimic`` are published after the actuated ones (position and velocity from their leader). Stamps are sim time.
+"""
+
+from __future__ import annotations
+
+import array
+
+import numpy as np
+from sensor_msgs.msg import JointState
+
+from ...errors import ConfigError
+from .base import Controller
+
+try:
+    from control_msgs.msg import DynamicJointState, InterfaceValue
+except ImportError:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs)
+    DynamicJointState = InterfaceValue = None
+
+
+class JointStateBroadcaster(Controller):
+    TYPES = ("joint_state_broadcaster/JointStateBroadcaster",)
+    PARAMETERS = ("joints", "interfaces", "extra_joints", "use_local_topics")
+
+    def __init__(self, name, ctype, params, ctx):
+        super().__init__(name, ctype, params, ctx)
+        from ..sim_node import stamp
+        self._stamp = stamp
+        m = ctx.model
+        joints = [str(j) for j in self.param("joints", [], list)]
+        interfaces = [str(i) for i in self.param("interfaces", [], list)]
+        if bool(joints) != bool(interfaces):
+            raise ConfigError(f"{self.where}: 'joints' and 'interfaces' are given together or not at all")
+        bad = [i for i in interfaces if i not in ("position", "velocity", "effort")]
+        if bad:
+            raise ConfigError(f"{self.where}: unknown interface(s) {bad}; valid: position, velocity, effort")
+        mimic = list(m.mimic_joints)
+        all_names = list(m.joint_names) + [mj.name for mj in mimic]
+        unknown = [j for j in joints if j not in all_names]
+        if unknown:
+            raise ConfigError(f"{self.where}: unknown joint(s) {unknown}; joints: {', '.join(all_names)}")
+        self.interfaces = interfaces or ["position", "velocity", "effort"]
+        self.joint_names = joints or all_names
+        self.extra = [str(j) for j in self.param("extra_joints", [], list)]
+        local = self.param("use_local_topics", False, bool)
+        prefix = f"{name}/" if local else ""
+        # full vector = actuated joints then mimic joints; pick = indices of the published joints in it
+        self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
+        self._mimic_mult = np.array([mj.multiplier for mj in mimic])
+        self._mimic_off = np.array([mj.offset for mj in mimic])
+        self._pick = np.array([all_names.index(j) for j in self.joint_names], dtype=int)
+        self._msg = JointState()
+        self._msg.name = self.joint_names + self.extra
+        self._zeros = np.zeros(len(self.extra))
+        self.pub = ctx.node.create_publisher(JointState, prefix + "joint_states", 10)
+        self.pub_dynamic = None
+        if DynamicJointState is not None:
+            self.pub_dynamic = ctx.node.create_publisher(DynamicJointState, prefix + "dynamic_joint_states", 10)
+            self._dyn = DynamicJointState()
+            self._dyn.joint_names = list(self._msg.name)
+        rate = self.param("update_rate", None, float)
+        self.publish_every = ctx.decimation(rate if rate else ctx.node.config.joint_states_rate)
+
+    def state_interfaces(self):
+        return [f"{j}/{i}" for j in self.joint_names for i in self.interfaces]
+
+    def publish(self, sim):
+        q, v, e = sim.joint_positions(), sim.joint_velocities(), sim.joint_efforts()
+        if len(self._mimic_primary):
+            p = self._mimic_primary
+            q = np.concatenate((q, self._mimic_mult * q[p] + self._mimic_off))
+            v = np.concatenate((v, self._mimic_mult * v[p]))
+            e = np.concatenate((e, np.zeros(len(p))))
+        pick = self._pick
+        msg = self._msg
+        self._stamp(sim.t, msg.header.stamp)
+        values = {}
+        for name, full in (("position", q), ("velocity", v), ("effort", e)):
+            if name in self.interfaces:
+                values[name] = np.concatenate((full[pick], self._zeros)) if self.extra else full[pick]
+                setattr(msg, name, array.array("d", np.ascontiguousarray(values[name]).tobytes()))
+        self.pub.publish(msg)
+        if self.pub_dynamic is not None:
+            dyn = self._dyn
+            dyn.header.stamp = msg.header.stamp
+            names = list(values)
+            stacked = np.stack([values[n] for n in names], axis=1) if names else np.zeros((len(msg.name), 0))
+            dyn.interface_values = [InterfaceValue(interface_names=names, values=row.tolist()) for row in stacked]
+            self.pub_dynamic.publish(dyn)
