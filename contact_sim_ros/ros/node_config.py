@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError, unknown_choice
-from ..yaml_files import read_mapping
+from ..yaml_files import parse_yaml, read_mapping
 
 
 DEFAULT_ROBOT = "iiwa_wsg"
@@ -101,7 +101,8 @@ class NodeConfig:
                         raise ValueError
                     value = float(raw)
                 elif isinstance(default, list):
-                    value = list(raw) if not isinstance(raw, str) else ([] if raw == "" else yaml.safe_load(raw))
+                    value = (list(raw) if not isinstance(raw, str)
+                             else [] if raw == "" else parse_yaml(raw, f"parameter {f.name!r}"))
                     if not isinstance(value, list):
                         raise ValueError
                 else:
@@ -121,8 +122,9 @@ class NodeConfig:
             raise ConfigError("parameter 'robot': " + unknown_choice("robot", self.robot, robot_names()))
         if self.urdf and not Path(self.urdf).is_file():
             raise ConfigError(f"parameter 'urdf': file not found: {self.urdf}")
-        if not (math.isfinite(self.time_step) and 0.0 < self.time_step <= 0.1):
-            raise ConfigError(f"parameter 'time_step': must be in (0, 0.1] s, got {self.time_step!r}")
+        from ..sim.simulator import MAX_TIME_STEP
+        if not (math.isfinite(self.time_step) and 0.0 < self.time_step <= MAX_TIME_STEP):
+            raise ConfigError(f"parameter 'time_step': must be in (0, {MAX_TIME_STEP:g}] s, got {self.time_step!r}")
         if not (math.isfinite(self.real_time_factor) and self.real_time_factor >= 0.0):
             raise ConfigError(f"parameter 'real_time_factor': must be >= 0 (1 = real time, 0 = as fast as "
                               f"possible), got {self.real_time_factor!r}")
@@ -144,10 +146,7 @@ class NodeConfig:
             raise ConfigError("parameter 'world_frame': must not be empty")
 
     def engine_options_dict(self) -> dict:
-        try:
-            opts = yaml.safe_load(self.engine_options) if self.engine_options else {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"parameter 'engine_options': malformed YAML: {exc}") from None
+        opts = parse_yaml(self.engine_options, "parameter 'engine_options'") if self.engine_options else {}
         if opts is None:
             return {}
         if not isinstance(opts, dict):

@@ -81,3 +81,21 @@ def test_decimation_and_default_scene():
     moved = NodeConfig.from_mapping({"robot": "franka", "base_pose": [1.0, 2.0, 0.0, 0.0, 0.0, 0.5]}).scene_spec()
     assert moved["robot"]["base_pose"] == {"xyz": [1.0, 2.0, 0.0], "rpy": [0.0, 0.0, 0.5]}
     assert moved["robot"]["urdf"].endswith("franka.urdf")
+
+
+def test_engine_options_read_exponent_floats_and_name_the_parameter():
+    cfg = NodeConfig.from_mapping({"engine_options": "{stiction_tolerance: 1e-4}"})
+    opts = cfg.engine_options_dict()
+    assert isinstance(opts["stiction_tolerance"], float) and opts["stiction_tolerance"] == 1e-4
+    with pytest.raises(ConfigError, match=r"parameter 'engine_options': malformed YAML"):
+        NodeConfig.from_mapping({"engine_options": "{stiction_tolerance: [1e-4"})
+    with pytest.raises(ConfigError, match=r"parameter 'base_pose': malformed YAML"):
+        NodeConfig.from_mapping({"base_pose": "[0, 0"})
+    assert NodeConfig.from_mapping({"base_pose": "[1e-3, 0, 0, 0, 0, 0]"}).base_pose[0] == 1e-3
+
+
+def test_time_step_cap_is_the_simulators():
+    from contact_sim_ros.sim.simulator import MAX_TIME_STEP
+    assert NodeConfig.from_mapping({"time_step": MAX_TIME_STEP}).time_step == MAX_TIME_STEP
+    with pytest.raises(ConfigError, match=rf"'time_step': must be in \(0, {MAX_TIME_STEP:g}\] s"):
+        NodeConfig.from_mapping({"time_step": MAX_TIME_STEP * 1.01})
