@@ -27,8 +27,14 @@ help:
 venv:
 	scripts/ensure_venv.sh
 
+# make demo keeps a ROS_DOMAIN_ID the user set (environment or make demo ROS_DOMAIN_ID=N: the node and the
+# scenario's controller are then visible to the user's ros2 tools); only when it is unset does the demo get a
+# domain of its own (--isolated), so that it does not hear concurrent test runs. make test is always isolated.
+DEMO_DOMAIN := $(if $(strip $(ROS_DOMAIN_ID)),,--isolated)
+
 demo:
-	$(RUN) --isolated python -m contact_sim_ros.scenarios.runner $(SCENARIO) --engine $(ENGINE)
+	@$(if $(DEMO_DOMAIN),,echo "[make demo] ROS_DOMAIN_ID=$(ROS_DOMAIN_ID) (yours)")
+	$(RUN) $(DEMO_DOMAIN) python -m contact_sim_ros.scenarios.runner $(SCENARIO) --engine $(ENGINE)
 
 demo-headless:
 	$(RUN) contact-sim run $(SCENE) --engine $(ENGINE)

@@ -331,3 +331,41 @@ def test_missing_resource_names_the_path_and_the_searched_dirs():
     assert str(ROOT) in message
     with pytest.raises(ConfigError, match="does not exist"):
         resources.resolve_resource(ROOT / "no_such_file.yaml")
+
+
+# ------------------------------------------------------------------------------------------------ make targets
+
+def _make_dry_run(target: str, **env_overrides) -> list[str]:
+    """The recipe lines ``make -n TARGET`` would run, with ROS_DOMAIN_ID taken out of the environment unless
+    given."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL")}
+    env.update(env_overrides)
+    proc = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [line for line in proc.stdout.splitlines() if "venv_run.sh" in line]
+
+
+def _domain_of(recipe: str, env: dict) -> str:
+    """Run the recipe's venv_run.sh with its flags but ``printenv ROS_DOMAIN_ID`` as the command."""
+    flags = ["--isolated"] if "--isolated" in recipe.split() else []
+    proc = subprocess.run(["scripts/venv_run.sh", *flags, "printenv", "ROS_DOMAIN_ID"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc.stdout.strip()
+
+
+def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
+    base = {k: v for k, v in os.environ.items() if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL")}
+    (demo_set,) = _make_dry_run("demo", ROS_DOMAIN_ID="42")
+    assert "--isolated" not in demo_set.split()
+    assert _domain_of(demo_set, {**base, "ROS_DOMAIN_ID": "42"}) == "42"
+    (demo_unset,) = _make_dry_run("demo")
+    assert "--isolated" in demo_unset.split()
+    assert 1 <= int(_domain_of(demo_unset, base)) <= 100
+    (test_set,) = _make_dry_run("test", ROS_DOMAIN_ID="42")
+    assert "--isolated" in test_set.split()          # concurrent test runs never hear each other
+    # make demo ROS_DOMAIN_ID=N on the command line counts as set too
+    env = {**base}
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "demo", "ROS_DOMAIN_ID=7"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "--isolated" not in proc.stdout and "ROS_DOMAIN_ID=7" in proc.stdout
