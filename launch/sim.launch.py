@@ -28,6 +28,13 @@ ARGUMENTS = {
     "frame_prefix": ("", "prefix of every TF frame but the world frame"),
     "viewer": ("false", "serve the live browser view (viser) on http://127.0.0.1:<viewer_port>"),
     "viewer_port": ("8080", "port of the browser view"),
+    "controllers_file": ("", "controller_manager parameter YAML as on the robot (empty = the robot's shipped "
+                             "config/ros2_control/<robot>_controllers.yaml; none = no emulated controllers)"),
+    "ros2_control_file": ("", "URDF/xacro with the robot's <ros2_control> block (empty = the URDF's own or the "
+                              "shipped one)"),
+    "inactive_controllers": ("", "controllers loaded but not activated, e.g. '[forward_position_controller]' "
+                                 "(empty = config/node/<robot>.yaml's list)"),
+    "record": ("", "rosbag2 (MCAP) directory recording the node's publications"),
 }
 
 
@@ -50,8 +57,12 @@ def _node(context):
         "viewer": value["viewer"].lower() in ("true", "1", "yes"),
         "viewer_port": int(value["viewer_port"]),
     }
-    if value["scene"]:
-        overrides["scene"] = value["scene"]
+    for name in ("scene", "controllers_file", "ros2_control_file", "record"):
+        if value[name]:
+            overrides[name] = value[name]
+    if value["inactive_controllers"]:
+        overrides["inactive_controllers"] = [n.strip() for n in value["inactive_controllers"].strip("[]").split(",")
+                                             if n.strip()]
     params.append(overrides)
     return [Node(package="contact_sim_ros", executable="sim_node", name="contact_sim",
                  namespace=value["namespace"], parameters=params, output="screen", emulate_tty=True)]

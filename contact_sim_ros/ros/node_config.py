@@ -64,6 +64,7 @@ class NodeConfig:
     ros2_control_file: str = ""        # URDF/xacro with the <ros2_control> block; '' = the robot URDF's own
     #                                    block, else the shipped urdf/ros2_control/<robot>.ros2_control.xacro
     joint_states_topic: str = "joint_states"   # raw joint states when controllers_file is 'none'
+    record: str = ""                   # rosbag2 (MCAP) directory recording the node's own publications; '' = off
 
     RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contact_wrench_rate",
                    "contacts_rate", "markers_rate", "diagnostics_rate", "viewer_rate")
@@ -120,8 +121,11 @@ class NodeConfig:
             raise ConfigError("parameter 'engine': " + unknown_choice("engine", self.engine, engines))
         if self.robot and not self.urdf and self.robot not in robot_names() and not self.robot.endswith(".yaml"):
             raise ConfigError("parameter 'robot': " + unknown_choice("robot", self.robot, robot_names()))
-        if self.urdf and not Path(self.urdf).is_file():
-            raise ConfigError(f"parameter 'urdf': file not found: {self.urdf}")
+        if self.urdf:
+            from ..model.robot_description import split_description
+            urdf_path = split_description(self.urdf)[0]     # "robot.urdf.xacro arm_id:=fr3": xacro arguments
+            if not Path(urdf_path).is_file():
+                raise ConfigError(f"parameter 'urdf': file not found: {urdf_path}")
         from ..sim.simulator import MAX_TIME_STEP
         if not (math.isfinite(self.time_step) and 0.0 < self.time_step <= MAX_TIME_STEP):
             raise ConfigError(f"parameter 'time_step': must be in (0, {MAX_TIME_STEP:g}] s, got {self.time_step!r}")
@@ -169,7 +173,9 @@ class NodeConfig:
         else:
             data = {"environment": [{"name": "ground", "shape": "halfspace"}]} if self.ground else {}
         if self.urdf:
-            robot = {"urdf": str(Path(self.urdf).resolve())}
+            from ..model.robot_description import split_description
+            path, xacro_args = split_description(self.urdf)
+            robot = {"urdf": str(Path(path).resolve()), "xacro_args": xacro_args}
         elif self.robot:
             robot = self.robot
         else:
@@ -178,7 +184,8 @@ class NodeConfig:
             if not isinstance(robot, dict):
                 preset = load_robot_preset(robot)
                 mapping = _read_yaml(preset.source, "robot preset")
-                mapping["urdf"] = preset.urdf
+                mapping["urdf"] = preset.urdf          # already expanded from a xacro
+                mapping.pop("xacro_args", None)
                 mapping["package_dirs"] = list(preset.package_dirs)
                 robot = mapping
             robot = dict(robot)

@@ -101,6 +101,10 @@ class SimNode(Node):
                              engine_options=cfg.engine_options_dict())
         sim = self.sim
         self.model = sim.model
+        if sim.default_gains:
+            from ..sim.default_gains import describe_default_gains
+            self.get_logger().warn(describe_default_gains(sim.default_gains,
+                                                          sim.scene.robot.name if sim.scene.robot else "robot"))
         self.limits = JointLimits.from_model(self.model)
         self.robot = sim.scene.robot
         self.prefix = cfg.frame_prefix
@@ -132,6 +136,11 @@ class SimNode(Node):
             self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish_static()
+        self.recorder = None
+        if cfg.record:
+            from .bag_recorder import attach_recorder
+            self.recorder = attach_recorder(self, cfg.record)
+            self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
         self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
                       f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
                       f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
@@ -587,6 +596,8 @@ class SimNode(Node):
 
     def shutdown(self):
         self.loop.stop()
+        if self.recorder is not None:
+            self.recorder.close()
         if self.controller_manager is not None:
             self.controller_manager.shutdown()
         if self.viewer is not None:

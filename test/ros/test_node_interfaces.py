@@ -265,6 +265,6 @@ def test_bad_commands_are_rejected_counted_and_stepping_continues(node, ros):
     delta = {k: int(after[k]) - int(before[k]) for k in before if k.startswith("rejected_") or k == "clamped_commands"}
     assert delta == {"rejected_unknown_joint": 1, "rejected_non_finite": 2, "rejected_wrong_length": 2,
                      "rejected_empty": 1, "rejected_duplicate_joint": 1, "rejected_bad_trajectory": 1,
-                     "rejected_commands": 8, "clamped_commands": 1}
+                     "rejected_unsupported": 0, "rejected_commands": 8, "clamped_commands": 1}
     assert sim_time(topics["clock"][-1].clock) > t0 + 0.3     # still stepping
     wait_joints(topics, {"wsg_finger_left_joint": 0.055})      # clamped target reached

@@ -325,7 +325,8 @@ def test_gripper_command_stalls_on_the_object_at_max_effort(nodes, ros, ns, join
 
 
 def test_users_ur5_with_its_controllers_file_and_ros2_control_block_tracks_a_trajectory(nodes, ros):
-    js = nodes["ur5"][1]
+    proc, js = nodes["ur5"]
+    assert "no PD gains given for 6 joints" in proc.output()           # the start-up warning, gains named
     names = set(ros.call(ListControllers, "/ur5/controller_manager/list_controllers",
                          ListControllers.Request()).controller[k].name for k in range(3))
     assert names == {"joint_state_broadcaster", "scaled_joint_trajectory_controller", "forward_position_controller"}
