@@ -6,6 +6,9 @@
         the run (--paused: wait for its Resume button before the first step)
     contact-sim node [node flags]      run the ROS 2 node without ``ros2 launch`` (see docs/ros_interface.md)
     contact-sim engines                list the registered engines
+    contact-sim compile-kernels [--status] [--engines E ...]
+        compile the engines' numba kernels into the shared on-disk cache (contact_sim_ros/jit.py; make venv does
+        it), so that the first step of a new process loads them instead of compiling for 15-60 s
 
 Exit status of ``run``: 0 when every step succeeded, 1 when a step failed (solver failure or divergence: the
 run stops there and says ``FAILED: the run diverged|failed at t = ...``), 2 for invalid arguments or input
@@ -100,6 +103,10 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     out = out or sys.stdout
     from .sim.simulator import Simulator
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    from .jit import cold_start_note
+    note = cold_start_note(engine)
+    if note:
+        print(note, file=out, flush=True)
     viewer = None
     if viewer_port is not None:
         from .viewer.scene_viewer import ViewerProcess
@@ -251,6 +258,12 @@ def main(argv=None) -> int:
     run.add_argument("-o", "--engine-option", type=_parse_option, action="append", default=[],
                      help="engine option key=value (repeatable)")
     sub.add_parser("engines", help="list the registered engines")
+    kernels = sub.add_parser("compile-kernels", help="compile the engines' kernels into the shared cache "
+                             "(done by make venv; after a colcon build: ros2 run contact_sim_ros contact-sim "
+                             "compile-kernels)")
+    kernels.add_argument("--engines", nargs="*", help="only these engines (default: every engine with kernels)")
+    kernels.add_argument("--status", action="store_true",
+                         help="only say which kernel modules are cached (exit 1 when some are not)")
     sub.add_parser("node", help="run the ROS 2 node (flags: see contact_sim_ros.ros.sim_node)", add_help=False)
     if argv and argv[0] == "node":
         from .ros.sim_node import main as node_main
@@ -262,6 +275,10 @@ def main(argv=None) -> int:
             for name in engine_names():
                 print(f"{name:20s} {engine_class(name).description}")
             return 0
+        if args.command == "compile-kernels":
+            from . import jit
+            return jit.main((["--status"] if args.status else []) + (["--engines", *args.engines]
+                                                                     if args.engines else []))
         if args.paused and not args.viewer:
             parser.error("--paused needs --viewer (its Resume button starts the run)")
         rtf = args.real_time_factor if args.real_time_factor is not None else (1.0 if args.viewer else 0.0)

@@ -16,7 +16,7 @@ All per-contact model constants come packed in one (N, NPARAM) array (columns be
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 # columns of the per-contact parameter array
 P_MU, P_PHI0, P_DTK, P_D, P_HCVHAT, P_GN0, P_EPS, P_RT, P_RN, P_VHAT = range(10)

@@ -61,7 +61,7 @@ from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResu
 from .registry import register_engine
 
 try:
-    from numba import njit
+    from ..jit import njit
 except ImportError:   # pragma: no cover - numba is in requirements.txt; the numpy builder still works
     njit = None
 

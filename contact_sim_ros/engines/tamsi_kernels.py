@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 # status codes returned by ``newton_step`` (the engine maps them to SolverStatus and a message)
 CONVERGED = 0

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from ..jit import njit
 
 
 @njit(cache=True)

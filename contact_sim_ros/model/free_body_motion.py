@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 import pinocchio as pin
-from numba import njit
+from ..jit import njit
 
 from .multibody_model import MultibodyModel
 

@@ -101,6 +101,10 @@ class SimNode(Node):
                              engine_options=cfg.engine_options_dict())
         sim = self.sim
         self.model = sim.model
+        from ..jit import cold_start_note
+        note = cold_start_note(cfg.engine)          # kernels missing from the compiled-code cache
+        if note:
+            self.get_logger().warn(note)
         if sim.default_gains:
             from ..sim.default_gains import describe_default_gains
             self.get_logger().warn(describe_default_gains(sim.default_gains,

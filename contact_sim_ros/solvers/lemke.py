@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import ConfigError
 
 try:
-    from numba import njit
+    from ..jit import njit
 except ImportError:   # pragma: no cover - numba is in requirements.txt; the numpy kernel still works
     njit = None
 

@@ -1,0 +1,107 @@
+"""The compiled kernels' shared on-disk cache (contact_sim_ros/jit.py): a fresh process loads every kernel its
+first steps need from the cache (numba's dispatcher stats: cache hits, no compilation), from any install
+location of the package, and a missing cache is announced before the first step.
+
+Not timed: the assertions are on numba's own record of what it loaded and what it compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# steps two engines (and the contact query, free bodies) and prints what numba loaded / compiled
+_PROBE = r"""
+import json, sys
+from contact_sim_ros import jit
+from contact_sim_ros.resources import share_dir
+from contact_sim_ros.sim.simulator import Simulator
+for engine in sys.argv[1:]:
+    sim = Simulator(str(share_dir() / "scenes/default.yaml"), engine=engine, time_step=1e-3)
+    for _ in range(10):
+        assert sim.step().ok
+    assert sim.contacts is not None and sim.contacts.size > 0
+print(json.dumps({"stats": jit.kernel_stats(), "uncached": jit.uncached_modules(),
+                  "cache_dir": str(jit.cache_dir()), "jit_file": jit.__file__}))
+"""
+
+
+def _python(code_or_args, env=None, cwd=None, timeout=600):
+    args = ["-c", code_or_args] if isinstance(code_or_args, str) else list(code_or_args)
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, cwd=cwd or ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def filled_cache():
+    """make venv's warm-up (quick when the cache is already filled)."""
+    _python(["-m", "contact_sim_ros.jit", "--engines", "tamsi", "lagged"])
+
+
+def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(filled_cache):
+    out = json.loads(_python([*("-c", _PROBE), "tamsi", "lagged"]).stdout.splitlines()[-1])
+    stats = out["stats"]
+    compiled = {name: s for name, s in stats.items() if s["misses"]}
+    assert not compiled, f"compiled in a fresh process although the cache was filled: {compiled}"
+    loaded = {name for name, s in stats.items() if s["hits"]}
+    for kernel in ("geometry.contact_kernels.finish_contacts", "engines.tamsi_kernels.newton_step_packed",
+                   "engines.icf_kernels.newton_solve"):
+        assert f"contact_sim_ros.{kernel}" in loaded, (kernel, sorted(loaded))
+    assert out["uncached"] == []
+
+
+def test_another_install_location_shares_the_cache(tmp_path, filled_cache):
+    """A copy of the package elsewhere (as a colcon or pip install would place it) finds the compiled code
+    the checkout's processes wrote: the cache is keyed by the module's path inside the package and its
+    content, not by where it is installed."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(ROOT / "contact_sim_ros", site / "contact_sim_ros",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(site), "CONTACT_SIM_SHARE_DIR": str(ROOT)}
+    out = json.loads(_python([*("-c", _PROBE), "tamsi"], env=env, cwd=tmp_path).stdout.splitlines()[-1])
+    assert Path(out["jit_file"]).is_relative_to(site)          # really the copy
+    stats = out["stats"]
+    assert not {n: s for n, s in stats.items() if s["misses"]}, stats
+    assert stats["contact_sim_ros.engines.tamsi_kernels.newton_step_packed"]["hits"] >= 1
+
+
+def test_cache_location_and_cold_start_announcement(tmp_path, filled_cache):
+    empty = tmp_path / "numba"
+    code = ("import json; from contact_sim_ros import jit; "
+            "print(json.dumps([str(jit.cache_dir()), jit.cold_start_note('tamsi'), jit.cold_start_note('lagged'),"
+            " jit.uncached_modules()]))")
+    where, tamsi, lagged, uncached = json.loads(_python(code, env={"NUMBA_CACHE_DIR": str(empty)}).stdout)
+    assert where == str(empty)
+    assert tamsi.startswith("compiling kernels, first start only: ~") and "tamsi_kernels" in tamsi
+    assert "icf_kernels" in lagged and "tamsi_kernels" not in lagged
+    assert str(empty) in tamsi
+    assert "contact_sim_ros.engines.tamsi_kernels" in uncached
+    # nothing was compiled by asking: the per-module folders exist, no compiled code in them
+    assert not list(empty.rglob("*.nbc"))
+    # with the cache filled (the venv's), nothing is announced
+    code = "from contact_sim_ros import jit; print(repr(jit.cold_start_note('tamsi')))"
+    assert _python(code).stdout.strip() == "None"
+
+
+def test_cache_dir_fallbacks(monkeypatch, tmp_path):
+    from contact_sim_ros import jit
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "explicit"))
+    assert jit.cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    (tmp_path / "venv").mkdir()
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    assert jit.cache_dir() == tmp_path / "venv" / ".cache" / "numba"
+    monkeypatch.setattr(sys, "prefix", "/usr")                    # not a venv: the user's cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jit.cache_dir() == tmp_path / "xdg" / "contact_sim_ros" / "numba"
