@@ -55,6 +55,8 @@ class NodeConfig:
     viewer_port: int = 8080
     viewer_rate: float = 30.0          # Hz of frames sent to the viewer (at most, in wall time)
     warn_throttle_s: float = 2.0
+    on_failure: str = "pause"          # after 10 consecutive failed steps: 'pause' (~/reset recovers) or 'exit'
+    #                                    (the process exits 1 with the cause; respawn restarts it)
     # ros2_control emulation (docs/ros_interface.md, "ros2_control and MoveIt")
     controllers_file: str = ""         # controller_manager parameter YAML as on hardware; '' = the robot's shipped
     #                                    config/ros2_control/<robot>_controllers.yaml (or a default set for a bare
@@ -148,6 +150,8 @@ class NodeConfig:
             self.engine_options_dict()
         if not self.world_frame:
             raise ConfigError("parameter 'world_frame': must not be empty")
+        if self.on_failure not in ("pause", "exit"):
+            raise ConfigError(f"parameter 'on_failure': must be 'pause' or 'exit', got {self.on_failure!r}")
 
     def engine_options_dict(self) -> dict:
         opts = parse_yaml(self.engine_options, "parameter 'engine_options'") if self.engine_options else {}

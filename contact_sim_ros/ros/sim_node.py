@@ -9,9 +9,13 @@ and costs ~10 us). Topic names and conventions: docs/ros_interface.md.
 from __future__ import annotations
 
 import array
+import os
 import re
+import signal
 import sys
+import threading
 import time
+import traceback
 
 import numpy as np
 import pinocchio as pin
@@ -20,11 +24,12 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, TransformStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -36,7 +41,7 @@ from .command_validation import (CommandRejected, JointLimits, reject_unsupporte
                                  validate_joint_state_command)
 from .frames import tf_edges
 from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path
-from .stepping import PublishHook, SteppingLoop
+from .stepping import PublishHook, SteppingLoop, loop_status
 
 try:
     from tf2_msgs.msg import TFMessage
@@ -134,6 +139,7 @@ class SimNode(Node):
                                  gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag,
                                  hardware=JointCommandInterfaces(self.model.joint_names, hardware_info))
         self.controller_manager = self._build_controller_manager()
+        self._init_failure_policy()
         self._build_subscriptions()
         self._build_services()
         if cfg.diagnostics_rate > 0:
@@ -270,7 +276,7 @@ class SimNode(Node):
                 ("markers", cfg.markers_rate, self._pub_markers, True)):
             every = cfg.decimation(rate)
             if enabled and every > 0:
-                hooks.append(PublishHook(name, every, fn))
+                hooks.append(PublishHook(name, every, fn, while_paused=name == "joint_states"))
         return hooks
 
     # hooks: called from the stepping thread -------------------------------------------------
@@ -507,15 +513,17 @@ class SimNode(Node):
     # ------------------------------------------------------------------------- services
 
     def _build_services(self):
-        # own callback group: a blocking ~/step or ~/reset does not hold up the command subscriptions
-        group = MutuallyExclusiveCallbackGroup()
+        # reentrant (own group): a long ~/step waits on the stepping loop without blocking ~/pause or ~/reset
+        # (they answer at once and preempt it) nor the command subscriptions
+        group = ReentrantCallbackGroup()
         self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=group)
         self.create_service(SetBool, "~/pause", self._srv_pause, callback_group=group)
         self.create_service(Trigger, "~/step", self._srv_step, callback_group=group)
 
     def _srv_reset(self, request, response):
         response.success = self.loop.request_reset()
-        response.message = f"reset to t = {self.sim.t:.6f} s" if response.success else "reset timed out"
+        response.message = (f"reset to t = {self.sim.t:.6f} s" if response.success else
+                            "reset timed out" if self.loop.running else "reset failed: the stepping thread stopped")
         if response.success:
             self._publish_static()
         return response
@@ -532,11 +540,61 @@ class SimNode(Node):
             response.success = False
             response.message = "the simulation is running: pause it first (~/pause with data: true)"
             return response
-        ok = self.loop.request_steps(n, timeout=max(30.0, 1e-2 * n))
-        response.success = ok
-        response.message = (f"stepped {n} step(s) to t = {self.sim.t:.6f} s" if ok
-                            else f"stepping {n} step(s) timed out at t = {self.sim.t:.6f} s")
+        ran, why = self.loop.run_steps(n, timeout=max(30.0, 1e-2 * n))
+        response.success = ran == n
+        response.message = (f"stepped {n} step(s) to t = {self.sim.t:.6f} s" if ran == n
+                            else f"stepped {ran} of {n} step(s) to t = {self.sim.t:.6f} s: {why}")
         return response
+
+    # ------------------------------------------------------------------------- failure paths
+
+    def _init_failure_policy(self):
+        """docs/ros_interface.md, "When things go wrong": failed steps are logged (ERROR, throttled) and after
+        ``loop.max_failed_steps`` in a row the loop pauses itself (on_failure: pause) or the process exits 1
+        (on_failure: exit); a dead stepping thread always exits the process (1) with the cause."""
+        self.exit_code: int | None = None       # set by fatal(): main() ends the process with it
+        if self.controller_manager is not None:   # while paused, the joint_state_broadcaster repeats the state
+            from .ros2_control.joint_state_broadcaster import JointStateBroadcaster
+            jsb = {f"controller {n}" for n, c in self.controller_manager.controllers.items()
+                   if isinstance(c, JointStateBroadcaster)}
+            for hook in self.loop.hooks:
+                hook.while_paused = hook.while_paused or hook.name in jsb
+        self._error_throttle = 0.0
+        self.loop.on_failure = self._on_step_failure
+        self.loop.on_error = lambda exc: self.fatal(
+            f"the stepping thread died at t = {self.sim.t:.6f} s: {exc!r}\n"
+            + "".join(traceback.format_exception(exc)).rstrip())
+
+    def _on_step_failure(self, report, gave_up):
+        """Stepping thread, after every failed step."""
+        now = time.monotonic()
+        if gave_up:
+            what = f"{self.loop.max_failed_steps} consecutive failed steps at t = {report.t:.6f} s"
+            if self.config.on_failure == "exit":
+                self.fatal(f"{what} (on_failure: exit): {report.message}")
+            else:
+                self.log.error(f"{what}, simulation paused (joint states repeat the last good state; ~/reset "
+                               f"recovers): {report.message}")
+        elif now >= self._error_throttle:
+            self._error_throttle = now + self._throttle
+            self.log.error(f"step failed at t = {report.t:.6f} s (state kept): {report.message}")
+
+    def fatal(self, message: str, code: int = 1) -> None:
+        """An unrecoverable error (any thread): print the cause, and end the process with ``code`` within 1 s
+        (main() leaves its spin loop within 0.1 s and shuts down; a watchdog forces the exit at 0.9 s)."""
+        if self.exit_code is not None:
+            return
+        self.exit_code = code
+        self.log.error(f"exiting with code {code}: {message.splitlines()[0]}")
+        print(f"sim_node: fatal: {message}", file=sys.stderr, flush=True)
+
+        def force():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        watchdog = threading.Timer(0.9, force)
+        watchdog.daemon = True
+        watchdog.start()
 
     def _on_set_parameters(self, params):
         for p in params:
@@ -562,22 +620,13 @@ class SimNode(Node):
         status = DiagnosticStatus()
         status.name = f"{self.get_fully_qualified_name()}: simulation"
         status.hardware_id = self.sim.scene.source
-        level, msg = DiagnosticStatus.OK, "running"
-        if s.paused:
-            msg = "paused"
-        elif target > 0 and s.window_steps and s.real_time_factor < 0.95 * target:
-            level, msg = DiagnosticStatus.WARN, f"real-time factor {s.real_time_factor:.2f} below {target:g}"
-        if s.window_failures:
-            level, msg = DiagnosticStatus.ERROR, f"{s.window_failures} solver failure(s): {s.last_failure}"
-        if s.publish_errors and level == DiagnosticStatus.OK:
-            level, msg = DiagnosticStatus.WARN, f"publication errors: {s.last_publish_error}"
-        if self.loop.error is not None:
-            level, msg = DiagnosticStatus.ERROR, f"stepping stopped: {self.loop.error!r}"
-        status.level, status.message = level, msg
+        level, msg = loop_status(s, target, self.loop.error, 1.0 / self.config.diagnostics_rate)
+        status.level, status.message = bytes([level]), msg
 
         def kv(k, v):
             return KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
         values = [kv("sim_time", s.sim_time), kv("steps", s.steps), kv("paused", s.paused),
+                  kv("pause_reason", s.pause_reason), kv("window_steps", s.window_steps),
                   kv("engine", self.config.engine), kv("time_step", self.config.time_step),
                   kv("target_real_time_factor", target), kv("real_time_factor", s.real_time_factor),
                   kv("step_overruns", s.overruns), kv("window_overruns", s.window_overruns),
@@ -599,7 +648,7 @@ class SimNode(Node):
             self.log.error(f"stepping thread stopped: {self.loop.error!r}")
 
     def shutdown(self):
-        self.loop.stop()
+        self.loop.stop(timeout=0.5)     # a first step still compiling kernels is not waited for (main() exits)
         if self.recorder is not None:
             self.recorder.close()
         if self.controller_manager is not None:
@@ -636,29 +685,48 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
         return 2
+    # one handler for SIGINT (also the second one ros2 launch forwards) and SIGTERM: ask the spin loop below to
+    # stop; rclpy's own handlers are not installed (they shut the context down under running callbacks: "failed
+    # to initialize wait set", KeyboardInterrupt tracebacks from the clean-up)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        rclpy.init(args=["sim_node"] + cmd.ros_args)
+        rclpy.init(args=["sim_node"] + cmd.ros_args, signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:   # rcl rejects malformed ROS arguments / parameter files
         print(f"sim_node: error: invalid ROS arguments {cmd.ros_args}: {exc}", file=sys.stderr)
         return 2
-    node = None
+    node = executor = None
     code = 0
     try:
         node = SimNode(param_defaults=defaults)
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
         executor.add_node(node)
-        executor.spin()
+        while not stop.is_set() and node.exit_code is None and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+        code = node.exit_code or 0
     except ContactSimError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
         code = 2
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ExternalShutdownException:
         pass
     finally:
         if node is not None:
             node.shutdown()
+        if executor is not None:
+            executor.shutdown(timeout_sec=0.5)
+        if node is not None:
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_IGN if stop.is_set() else handler)
+    stepping = node is not None and node.loop._thread is not None and node.loop._thread.is_alive()
+    if stepping or any(t.is_alive() and not t.daemon for t in threading.enumerate()
+                       if t is not threading.main_thread()):
+        # a first step still compiling kernels, or a callback still waiting: do not wait for them at exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

@@ -5,6 +5,13 @@ Pacing: with real_time_factor r > 0 the loop keeps absolute deadlines on the mon
 ``deadline_k = deadline_0 + k * dt / r``, and sleeps until the next one; a step that ends after its deadline
 counts as an overrun; if the loop falls more than ``max_lag_s`` behind, the deadlines are re-anchored to
 now (time is lost rather than caught up in one long burst). With r = 0 it steps as fast as possible.
+
+Failure paths (docs/ros_interface.md, "When things go wrong"): a failed step (the Simulator already retried it
+with 2, 4 ... 16 sub-steps) keeps the state and publishes nothing; ``max_failed_steps`` consecutive failed steps
+pause the loop with a reason (``pause_reason``) and call ``on_failure``; ``~/reset`` recovers. While paused, the
+hooks marked ``while_paused`` (joint states) are republished every ``paused_publish_period`` s of wall time with
+the frozen state. An exception escaping the loop ends the thread and calls ``on_error`` (the node exits).
+Position targets are rate-limited to the joints' velocity limits (``_limit_rates``).
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class PublishHook:
     every: int
     fn: Callable
     last: int = -1      # loop step counter at the last publication (-1: the current state is not published)
+    while_paused: bool = False   # republished every paused_publish_period s of wall time while paused
 
 
 @dataclass
@@ -66,6 +74,8 @@ class LoopStats:
     publish_errors: int = 0              # exceptions raised by publish hooks (the loop goes on)
     last_publish_error: str = ""
     paused: bool = False
+    pause_reason: str = ""               # why the loop paused itself ("" = not paused by a failure)
+    consecutive_failures: int = 0
     # window values
     real_time_factor: float = float("nan")
     step_time_mean_ms: float = float("nan")
@@ -76,6 +86,37 @@ class LoopStats:
     window_steps: int = 0
     window_overruns: int = 0
     window_failures: int = 0
+
+
+OK, WARN, ERROR = 0, 1, 2    # diagnostic_msgs/DiagnosticStatus levels
+
+
+def loop_status(s: LoopStats, target_real_time_factor: float, error: BaseException | None = None,
+                window_s: float = 1.0) -> tuple[int, str]:
+    """(level, message) of the simulation's diagnostic status from a closed window of ``stats()``:
+    ERROR if the stepping thread died, if the loop paused itself after failed steps, or if a step failed in
+    the window; WARN "starting: compiling kernels" until the first step completes, "stalled" when no step
+    completed in the window while not paused, a real-time factor below 95 % of the target, publication errors;
+    OK "running" (steps completed) or "paused"."""
+    level, msg = OK, "running"
+    if s.paused:
+        msg = "paused"
+    elif s.steps == 0:
+        level, msg = WARN, ("starting: compiling kernels (the first step of a fresh process compiles the numba "
+                            "kernels; no state is published until it completes)")
+    elif s.window_steps == 0:
+        level, msg = WARN, f"stalled: no step completed in the last {window_s:.3g} s (sim time {s.sim_time:.6f} s)"
+    elif target_real_time_factor > 0 and s.real_time_factor < 0.95 * target_real_time_factor:
+        level, msg = WARN, f"real-time factor {s.real_time_factor:.2f} below {target_real_time_factor:g}"
+    if s.window_failures:
+        level, msg = ERROR, f"{s.window_failures} solver failure(s): {s.last_failure}"
+    if s.paused and s.pause_reason:
+        level, msg = ERROR, f"paused by a failure (~/reset recovers): {s.pause_reason}"
+    if s.publish_errors and level == OK:
+        level, msg = WARN, f"publication errors: {s.last_publish_error}"
+    if error is not None:
+        level, msg = ERROR, f"stepping stopped: {error!r}"
+    return level, msg
 
 
 class _Window:
@@ -130,6 +171,33 @@ class SteppingLoop:
         self._stats_lock = threading.Lock()
         self._win = _Window()
         self.error: BaseException | None = None
+        self.max_failed_steps = 10          # consecutive failed steps (each after all sub-step levels) -> pause
+        self.paused_publish_period = 0.1    # s of wall time between republications of the frozen state
+        self.on_failure: Callable | None = None   # fn(report, gave_up: bool), stepping thread, every failed step
+        self.on_error: Callable | None = None     # fn(exc), stepping thread, when an exception ends the loop
+        self._failures = 0
+        self._failure_paused = False
+        self._single_done = 0          # steps executed for ~/step requests
+        self._in_single = False
+        self._preempt_gen = 0          # incremented when pause/reset/a failure cancels pending ~/step steps
+        self._preempt_reason = ""
+        # rate limit of position targets: |q_sent - q_sent_prev| <= v_max * dt per step
+        self.ramp_acceleration_time = 0.25   # s to reach the profile's speed on a jump
+        self.ramp_speed_fraction = 0.95      # of the velocity limit: room for the PD's overshoot (a few %)
+        v_max = np.asarray(sim.model.velocity_limit, dtype=float)
+        v_max = np.where(np.isfinite(v_max) & (v_max > 0), v_max, np.inf)
+        self._dq_max = v_max * self.dt
+        self._v_max = self.ramp_speed_fraction * v_max
+        a_max = self._v_max / self.ramp_acceleration_time
+        self._two_a, self._a_dt = 2.0 * a_max, a_max * self.dt
+        self._v_sent = np.zeros(len(self.joint_names))
+        self._lo = np.zeros(len(self.joint_names))
+        self._dq = np.zeros(len(self.joint_names))
+        self._v_ramp = np.zeros(len(self.joint_names))
+        self._work = np.zeros(len(self.joint_names))
+        self._pos = np.zeros(len(self.joint_names), dtype=bool)
+        self._clip = np.zeros(len(self.joint_names), dtype=bool)
+        self._ramping = False
 
     # ------------------------------------------------------------------ control (any thread)
 
@@ -154,30 +222,73 @@ class SteppingLoop:
     def paused(self) -> bool:
         return self._paused
 
-    def set_paused(self, paused: bool) -> None:
+    @property
+    def pause_reason(self) -> str:
+        """Why the loop paused itself after failed steps ("" if it did not)."""
+        return self._stats.pause_reason
+
+    def set_paused(self, paused: bool, reason: str = "") -> None:
+        """Pause or resume; either cancels the steps of pending ``~/step`` requests (they answer at once with
+        the number of steps that ran). ``reason``: the loop paused itself (a failure)."""
         with self._cv:
             self._paused = bool(paused)
+            self._failure_paused = bool(paused and reason)
             self._resync = True
             self._idle_published = False
+            self._failures = 0
+            self._cancel_steps(reason or ("~/pause" if paused else "resumed"))
             self._cv.notify_all()
         with self._stats_lock:
             self._stats.paused = self._paused
+            self._stats.pause_reason = reason if paused else ""
+
+    def _cancel_steps(self, why: str) -> None:
+        """(with self._cv held) Drop the pending steps of ~/step requests."""
+        if self._pending_steps:
+            self._pending_steps = 0
+            self._preempt_gen += 1
+            self._preempt_reason = why
+
+    def run_steps(self, n: int, timeout: float = 30.0) -> tuple[int, str]:
+        """While paused, execute n steps as fast as possible; returns (steps that ran, "" or why fewer ran:
+        preempted by ~/pause or ~/reset, the loop paused itself after failures, timeout, not running)."""
+        n = int(n)
+        with self._cv:
+            if not self._running:
+                return 0, "the stepping thread is not running"
+            base = self._single_done + self._pending_steps
+            gen = self._preempt_gen
+            self._pending_steps += n
+            self._idle_published = False
+            self._cv.notify_all()
+
+            def done():
+                return min(max(self._single_done - base, 0), n)
+            self._cv.wait_for(lambda: done() >= n or not self._running or self._preempt_gen != gen, timeout)
+            if done() >= n:
+                return n, ""
+            if self._preempt_gen != gen:
+                self._cv.wait_for(lambda: not self._in_single, 0.05)   # the step in flight counts
+                return done(), f"preempted by {self._preempt_reason}"
+            if not self._running:
+                return done(), "the stepping thread stopped"
+            ran = done()
+            self._pending_steps = max(self._pending_steps - (n - ran), 0)
+            return ran, f"timed out after {timeout:g} s"
 
     def request_steps(self, n: int, timeout: float = 30.0) -> bool:
         """While paused, execute exactly n steps (as fast as possible); blocks until done or timeout (s)."""
-        with self._cv:
-            target = self._steps_done + self._pending_steps + int(n)
-            self._pending_steps += int(n)
-            self._idle_published = False
-            self._cv.notify_all()
-            return self._cv.wait_for(lambda: self._steps_done >= target or not self._running, timeout) \
-                and self._steps_done >= target
+        return self.run_steps(n, timeout)[0] >= int(n)
 
     def request_reset(self, timeout: float = 10.0) -> bool:
-        """Back to the initial state (time 0, initial positions held, trajectories dropped)."""
+        """Back to the initial state (time 0, initial positions held, trajectories dropped); cancels pending
+        ~/step steps, and resumes a loop that paused itself after failures."""
         with self._cv:
+            if not self._running:
+                return False
             target = self._resets_done + 1
             self._reset_requested += 1
+            self._cancel_steps("~/reset")
             self._cv.notify_all()
             return self._cv.wait_for(lambda: self._resets_done >= target or not self._running, timeout) \
                 and self._resets_done >= target
@@ -220,11 +331,13 @@ class SteppingLoop:
     def _run_guarded(self):
         try:
             self._run()
-        except BaseException as exc:   # surfaced by the node (diagnostics + log); the thread ends
+        except BaseException as exc:   # the thread ends; on_error: the node exits with the cause
             self.error = exc
             with self._cv:
                 self._running = False
                 self._cv.notify_all()
+            if self.on_error is not None:
+                self.on_error(exc)
 
     def _call(self, hook):
         """Run one publish hook; an exception is counted (diagnostics) instead of stopping the simulation."""
@@ -247,8 +360,10 @@ class SteppingLoop:
         period = self.dt / self.real_time_factor if self.real_time_factor > 0 else 0.0
         deadline = time.monotonic()
         last_start = None
+        keep_alive = [h for h in self.hooks if h.while_paused]
         while True:
             with self._cv:
+                next_publish = time.monotonic() + self.paused_publish_period
                 while (self._running and self._paused and self._pending_steps == 0
                        and self._reset_requested == 0):
                     if not self._idle_published:
@@ -259,7 +374,17 @@ class SteppingLoop:
                         finally:
                             self._cv.acquire()
                         continue
-                    self._cv.wait(0.2)
+                    now = time.monotonic()
+                    if now >= next_publish:      # the frozen state keeps flowing (same stamp)
+                        next_publish = now + self.paused_publish_period
+                        self._cv.release()
+                        try:
+                            for hook in keep_alive:
+                                self._call(hook)
+                        finally:
+                            self._cv.acquire()
+                        continue
+                    self._cv.wait(next_publish - now)
                     last_start = None
                 if not self._running:
                     return
@@ -269,30 +394,43 @@ class SteppingLoop:
                     self._resets_done += 1
                     self._idle_published = False
                     self._resync = True
+                    self._failures = 0
+                    if self._failure_paused:          # ~/reset recovers a loop that paused itself
+                        self._paused = self._failure_paused = False
+                        with self._stats_lock:
+                            self._stats.paused, self._stats.pause_reason = False, ""
                     self._cv.notify_all()
                     continue
                 single = self._paused and self._pending_steps > 0
+                self._in_single = single
                 if self._resync:
                     deadline = time.monotonic()
                     last_start = None
                     self._resync = False
             start = time.monotonic()
-            if self.commands.pending or self.control is not None or self.gravity_compensation:
+            if self.commands.pending or self.control is not None or self.gravity_compensation or self._ramping:
                 self._apply_commands()
             np.copyto(self.v_prev, sim.v)
             report = sim.step()
             self.last_report = report
             if single:
                 with self._cv:
-                    self._pending_steps -= 1
+                    if self._pending_steps > 0:
+                        self._pending_steps -= 1
                     self._steps_done += 1
+                    self._single_done += 1
+                    self._in_single = False
                     self._cv.notify_all()
             else:
                 self._steps_done += 1
-            n = sim.step_count
-            for hook in self.hooks:
-                if n % hook.every == 0:
-                    self._call(hook)
+            if report.ok:
+                self._failures = 0
+                n = sim.step_count
+                for hook in self.hooks:
+                    if n % hook.every == 0:
+                        self._call(hook)
+            else:                               # state kept: nothing new to publish
+                self._failed(report)
             end = time.monotonic()
             overrun = False
             if period > 0 and not single:
@@ -321,6 +459,7 @@ class SteppingLoop:
                 if overrun:
                     s.overruns += 1
                     w.overruns += 1
+                s.consecutive_failures = self._failures
                 if not report.ok:
                     s.solver_failures += 1
                     w.failures += 1
@@ -332,6 +471,16 @@ class SteppingLoop:
                 delay = deadline - time.monotonic()
                 if delay > 2e-4:   # shorter sleeps cost more in wake-up latency than they wait
                     time.sleep(delay)
+
+    def _failed(self, report) -> None:
+        """A step failed after every sub-step level (state kept); ``max_failed_steps`` in a row pause."""
+        self._failures += 1
+        gave_up = self._failures >= self.max_failed_steps
+        if gave_up:
+            self.set_paused(True, reason=f"{self._failures} consecutive failed steps at t = {report.t:.6f} s: "
+                                         f"{report.message}")
+        if self.on_failure is not None:
+            self.on_failure(report, gave_up)
 
     def _do_reset(self):
         for hook in self.hooks:
@@ -350,6 +499,8 @@ class SteppingLoop:
         hw = self.hw
         hw.hold(np.arange(len(self.joint_names)), self.sim.joint_positions())
         self._g_applied = np.full(len(self.joint_names), np.inf)
+        self._q_sent = np.array(hw.position, dtype=float)   # position targets handed to the simulator
+        self._ramping = False
 
     def _apply_commands(self):
         """Write new hardware-level commands (joint_command topic, forward controllers) into the command
@@ -376,17 +527,20 @@ class SteppingLoop:
         hw = self.hw
         mode = hw.mode
         effort = hw.effort
+        moved = changed or self._ramping
+        if moved:
+            self._limit_rates()
         if self.gravity_compensation:
             g = self._gravity_torques()
             g[mode == EFFORT] = 0.0
-            if not changed and np.max(np.abs(g - self._g_applied)) <= self.gravity_tolerance:
+            if not moved and np.max(np.abs(g - self._g_applied)) <= self.gravity_tolerance:
                 return
             self._g_applied[:] = g
             effort = effort + g
-        elif not changed:
+        elif not moved:
             return
         positions, velocities, efforts = {}, {}, {}
-        q_t, v_t = hw.position, hw.velocity
+        q_t, v_t = self._q_sent, self._v_ramp
         for i, name in enumerate(self.joint_names):
             m = mode[i]
             if m == POSITION:
@@ -396,6 +550,51 @@ class SteppingLoop:
                 velocities[name] = v_t[i]
             efforts[name] = effort[i]
         self.sim.set_joint_targets(positions=positions, velocities=velocities, efforts=efforts)
+
+    def _limit_rates(self) -> None:
+        """The position targets handed to the simulator follow the commanded ones (``hw.position``) within the
+        URDF velocity limits, as a real driver's interpolator does: a target within v_max * dt of the last one
+        sent is taken as it is (trajectories below the limit are not delayed); a farther one (a jump) is reached
+        on a trapezoidal profile at 95 % of v_max, ``ramp_acceleration_time`` s to reach that speed, with the
+        profile's speed as velocity feed-forward (the PD with the presets' gains overshoots a sudden ramp speed
+        by 10-20 %, this profile by < 5 %).
+        A joint that was in velocity or effort mode, or that a controller holds (``hw.snap``), starts from its
+        measured / held position. Allocation-free (preallocated arrays)."""
+        hw = self.hw
+        pos, clip, work, lo, q_sent, v_sent, dq = (self._pos, self._clip, self._work, self._lo, self._q_sent,
+                                                   self._v_sent, self._dq)
+        np.equal(hw.mode, POSITION, out=pos)
+        if hw.snap.any():
+            np.copyto(q_sent, hw.position, where=hw.snap)
+            np.copyto(v_sent, 0.0, where=hw.snap)
+            hw.snap[:] = False
+        if not pos.all():                         # other modes: the next ramp starts where the joint is
+            np.logical_not(pos, out=clip)
+            np.copyto(q_sent, self.sim.joint_positions(), where=clip)
+            np.copyto(v_sent, 0.0, where=clip)
+        np.subtract(hw.position, q_sent, out=dq)
+        np.abs(dq, out=work)
+        np.greater(work, self._dq_max, out=clip)          # jumps: on the profile
+        np.logical_and(clip, pos, out=clip)
+        np.copyto(self._v_ramp, hw.velocity)
+        self._ramping = bool(clip.any())
+        if self._ramping:
+            # speed that still stops at the target: sqrt(2 a |dq|), at most v_max, within a * dt of the last
+            np.multiply(work, self._two_a, out=work)
+            np.sqrt(work, out=work)
+            np.minimum(work, self._v_max, out=work)
+            np.copysign(work, dq, out=work)
+            np.subtract(v_sent, self._a_dt, out=lo)
+            np.maximum(work, lo, out=work)
+            np.add(v_sent, self._a_dt, out=lo)
+            np.minimum(work, lo, out=work)
+            np.multiply(work, self.dt, out=lo)            # the profile's step
+            np.copyto(dq, lo, where=clip)
+            np.copyto(v_sent, work, where=clip)
+            np.copyto(self._v_ramp, work, where=clip)     # feed-forward: the profile's speed
+        np.logical_not(clip, out=clip)                    # the others: as commanded
+        np.divide(dq, self.dt, out=v_sent, where=clip)
+        np.add(q_sent, dq, out=q_sent)
 
     def _gravity_torques(self) -> np.ndarray:
         """Generalized gravity g(q) on the actuated joints (N*m or N) at the current configuration."""

@@ -38,6 +38,7 @@ class JointCommandInterfaces:
         self.velocity = np.zeros(n)
         self.effort = np.zeros(n)
         self.changed = True
+        self.snap = np.zeros(n, dtype=bool)   # held joints: the loop's rate limit starts from the held position
         self.claims: dict[str, str] = {}                 # "joint/interface" -> controller name
         followers, leaders, mult, off = [], [], [], []
         if hardware_info is not None:
@@ -65,6 +66,7 @@ class JointCommandInterfaces:
         self.position[idx] = q
         self.velocity[idx] = 0.0
         self.effort[idx] = 0.0
+        self.snap[idx] = True
         self._written()
 
     def write_position(self, idx, position, velocity=None) -> None:

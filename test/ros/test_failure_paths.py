@@ -1,0 +1,356 @@
+"""Failure paths of the simulation node over real DDS (issue 17; docs/ros_interface.md, "When things go wrong"):
+
+* persistent solver failure (TAMSI limited to 1 Newton iteration, the arm driven into the floor): ERROR in the
+  log (throttled) and on /diagnostics, the node pauses itself with the reason, joint_states keep coming with the
+  last good state, ~/reset recovers; with on_failure: exit the process ends with code 1 within 1 s;
+* a dead stepping thread (a scripted input that becomes NaN): the process ends with code 1 within 1 s, cause
+  printed;
+* diagnostics: WARN "starting: compiling kernels" before the first step (fresh numba cache), WARN "stalled" when
+  no step completes in a window, never OK "running" at real-time factor 0;
+* ~/pause and ~/reset answer while a 20000-step ~/step runs, and preempt it (its answer says how many ran);
+* a far position command moves the joint at most at its URDF velocity limit;
+* one SIGINT, two SIGINTs and SIGTERM end every robot's node with 0 in < 2 s, no traceback (also while the
+  first step still compiles kernels).
+
+The nodes are shared and started in parallel (module fixtures), most run as fast as possible."""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
+from ros_testing import NodeProcess, wait_until
+
+NO_CLOCK = str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")
+FAILING_TAMSI = ("--engine", "tamsi", "--engine-options", "{max_iterations: 1}")
+# the arm folded down onto the floor: TAMSI with one Newton iteration cannot solve the contact
+INTO_FLOOR = {"iiwa_joint_2": 2.0, "iiwa_joint_4": 0.0}
+V_LIMIT_JOINT_1 = 1.4835298642          # rad/s, urdf/iiwa_wsg.urdf
+SERVICE_SLACK_S = 0.5                   # the policy is 0.1 s; slack for a loaded 2-core machine
+ROBOTS = ("iiwa_wsg", "franka", "allegro", "barrett")
+
+SCENE_INTO_FLOOR = f"""robot: iiwa_wsg
+environment:
+  - {{name: ground, shape: halfspace}}
+inputs:
+  joint_targets:
+    - {{joint: iiwa_joint_2, position: {INTO_FLOOR["iiwa_joint_2"]}}}
+    - {{joint: iiwa_joint_4, position: {INTO_FLOOR["iiwa_joint_4"]}}}
+"""
+SCENE_NAN = """robot: iiwa_wsg
+environment:
+  - {name: ground, shape: halfspace}
+inputs:
+  joint_targets:
+    - {joint: iiwa_joint_1, position: "0.1 if t < 0.3 else sqrt(0.3 - t)"}   # NaN from t = 0.3 s
+"""
+
+
+def stamp_s(stamp) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
+def statuses(msgs, ns):
+    return [m.status[0] for m in list(msgs) if m.status and m.status[0].name == f"/{ns}/contact_sim: simulation"]
+
+
+def value(status, key):
+    return next(kv.value for kv in status.values if kv.key == key)
+
+
+def log_time(output: str, text: str) -> float:
+    """Wall time (s) of the first rcutils log line containing ``text``."""
+    m = re.search(r"\[(\d+\.\d+)\] \[[^\]]*\]: [^\n]*" + re.escape(text), output)
+    assert m, f"no log line with {text!r} in:\n{output}"
+    return float(m.group(1))
+
+
+def assert_clean(output: str):
+    for bad in ("Traceback", "KeyboardInterrupt", "RCLError", "failed to initialize wait set"):
+        assert bad not in output, output
+
+
+class ExitWatch:
+    """Records the wall time (time.time()) at which each watched process ended (polled every 5 ms)."""
+
+    def __init__(self):
+        self.procs, self.ended = {}, {}
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def add(self, name, proc: NodeProcess):
+        self.procs[name] = proc
+
+    def _run(self):
+        while not self._stop:
+            for name, p in list(self.procs.items()):
+                if name not in self.ended and p.proc.poll() is not None:
+                    self.ended[name] = time.time()
+            time.sleep(0.005)
+
+    def wait(self, name, timeout):
+        wait_until(lambda: name in self.ended, timeout, what=f"node {name!r} to exit")
+        return self.ended[name]
+
+    def close(self):
+        self._stop = True
+
+
+@pytest.fixture(scope="module")
+def nodes(ros, start_node, tmp_path_factory):
+    """Started at once: 'fail' (pause policy), 'exit' (on_failure: exit, fails by itself), 'die' (NaN input),
+    'main' (healthy, real time)."""
+    tmp = tmp_path_factory.mktemp("scenes")
+    (tmp / "into_floor.yaml").write_text(SCENE_INTO_FLOOR)
+    (tmp / "nan.yaml").write_text(SCENE_NAN)
+    common = ("--config", NO_CLOCK, "--ros-args", "-p", "diagnostics_rate:=5.0")
+    procs = {
+        "fail": start_node("--robot", "iiwa_wsg", *FAILING_TAMSI, "--namespace", "fail", "--real-time-factor", "0",
+                           *common),
+        "exit": start_node("--scene", str(tmp / "into_floor.yaml"), *FAILING_TAMSI, "--namespace", "exit",
+                           "--real-time-factor", "0", *common, "-p", "on_failure:=exit"),
+        "die": start_node("--scene", str(tmp / "nan.yaml"), "--namespace", "die", "--real-time-factor", "1",
+                          *common),
+        "main": start_node("--robot", "iiwa_wsg", "--namespace", "main", "--real-time-factor", "1", *common),
+    }
+    watch = ExitWatch()
+    for name, p in procs.items():
+        watch.add(name, p)
+    topics = {"diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics")}
+    for ns in ("fail", "main"):
+        topics[ns] = ros.subscribe(JointState, f"/{ns}/joint_states")
+    for ns in ("fail", "main"):
+        wait_until(lambda: topics[ns] or procs[ns].proc.poll() is not None, 90, what=f"/{ns}/joint_states")
+        assert procs[ns].proc.poll() is None, procs[ns].output()
+    yield procs, topics, watch
+    watch.close()
+
+
+def test_persistent_solver_failure_pauses_with_a_reason_keeps_joint_states_and_reset_recovers(nodes, ros):
+    procs, topics, _ = nodes
+    proc, js = procs["fail"], topics["fail"]
+    ros.publish(JointState, "/fail/joint_command", JointState(name=list(INTO_FLOOR), position=list(INTO_FLOOR.values())))
+    status = wait_until(lambda: next((s for s in statuses(topics["diagnostics"], "fail")
+                                      if "paused by a failure" in s.message), None), 60,
+                        what="/diagnostics: paused by a failure")
+    assert status.level == DiagnosticStatus.ERROR
+    assert "consecutive failed steps at t = " in status.message and "did not converge" in status.message
+    assert value(status, "paused") == "True" and "failed steps" in value(status, "pause_reason")
+    out = proc.output()
+    assert "[ERROR]" in out and "step failed at t = " in out                     # cause and sim time
+    assert "10 consecutive failed steps at t = " in out and "simulation paused" in out
+    assert out.count("step failed at t = ") <= 2                                 # throttled (2 s)
+    # the last good state keeps coming (same stamp), the simulation does not advance
+    n0 = len(js)
+    time.sleep(0.6)
+    frozen = js[n0:]
+    assert len(frozen) >= 4, len(frozen)                                         # 10 Hz while paused
+    assert len({stamp_s(m.header.stamp) for m in frozen}) == 1
+    t_fail = stamp_s(frozen[-1].header.stamp)
+    assert t_fail > 0.0 and all(np.all(np.isfinite(m.position)) for m in frozen)
+    # ~/reset recovers: back to t = 0 and stepping again
+    res = ros.call(Trigger, "/fail/contact_sim/reset", Trigger.Request(), timeout=10.0)
+    assert res.success, res.message
+    n1 = len(js)
+    wait_until(lambda: any(stamp_s(m.header.stamp) > 0.2 for m in js[n1:]) and
+               stamp_s(js[-1].header.stamp) < t_fail, 30, what="stepping again after ~/reset")
+    k = len(topics["diagnostics"])
+    wait_until(lambda: statuses(topics["diagnostics"][k:], "fail"), 10, what="diagnostics after the reset")
+    assert statuses(topics["diagnostics"][k:], "fail")[-1].level != DiagnosticStatus.ERROR
+
+
+def test_on_failure_exit_ends_the_process_with_code_1_within_1_s(nodes):
+    procs, _, watch = nodes
+    proc = procs["exit"]
+    ended = watch.wait("exit", 90)
+    out = proc.output()
+    assert proc.proc.returncode == 1, out
+    assert "sim_node: fatal: 10 consecutive failed steps at t = " in out and "on_failure: exit" in out, out
+    assert ended - log_time(out, "exiting with code 1") < 1.0
+    assert_clean(out.split("sim_node: fatal:")[0])
+
+
+def test_a_dead_stepping_thread_ends_the_process_with_code_1_within_1_s(nodes):
+    procs, _, watch = nodes
+    proc = procs["die"]
+    ended = watch.wait("die", 90)
+    out = proc.output()
+    assert proc.proc.returncode == 1, out
+    assert "sim_node: fatal: the stepping thread died at t = 0.29" in out, out
+    assert "position command must be finite" in out                              # the cause
+    assert ended - log_time(out, "exiting with code 1") < 1.0
+
+
+def set_step_count(ros, ns, n):
+    req = SetParameters.Request(parameters=[Parameter(
+        name="step_count", value=ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=n))])
+    res = ros.call(SetParameters, f"/{ns}/contact_sim/set_parameters", req)
+    assert res.results[0].successful, res.results[0].reason
+
+
+def timed_call(ros, srv_type, name, request):
+    t0 = time.monotonic()
+    res = ros.call(srv_type, name, request, timeout=10.0)
+    return res, time.monotonic() - t0
+
+
+def test_pause_and_reset_answer_during_a_long_step_and_preempt_it(nodes, ros):
+    procs, topics, _ = nodes
+    ns = "main"
+    res, _ = timed_call(ros, SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=True))
+    assert res.success
+    set_step_count(ros, ns, 20000)
+    step_client = ros.node.create_client(Trigger, f"/{ns}/contact_sim/step")
+    assert step_client.wait_for_service(timeout_sec=10.0)
+    try:
+        for preempt, srv_type, request in (("~/pause", SetBool, SetBool.Request(data=True)),
+                                           ("~/reset", Trigger, Trigger.Request())):
+            future = step_client.call_async(Trigger.Request())
+            time.sleep(0.5)                                       # the long step is running
+            assert not future.done()
+            name = f"/{ns}/contact_sim/{preempt[2:]}"
+            res, elapsed = timed_call(ros, srv_type, name, request)
+            assert res.success, res.message
+            assert elapsed < SERVICE_SLACK_S, (preempt, elapsed)
+            wait_until(future.done, SERVICE_SLACK_S, what=f"~/step to answer after {preempt}")
+            step = future.result()
+            assert not step.success
+            m = re.match(r"stepped (\d+) of 20000 step\(s\) to t = [0-9.]+ s: preempted by (\S+)", step.message)
+            assert m, step.message
+            assert 0 < int(m.group(1)) < 20000 and m.group(2) == preempt
+    finally:
+        ros.node.destroy_client(step_client)
+        set_step_count(ros, ns, 1)
+    res = ros.call(SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=False))
+    assert res.success
+
+
+def test_a_far_position_command_moves_at_most_at_the_velocity_limit(nodes, ros):
+    procs, topics, _ = nodes
+    js = topics["main"]
+    wait_until(lambda: js and stamp_s(js[-1].header.stamp) > 0.1, 20, what="/main/joint_states running")
+    q0 = dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"]
+    target = q0 + 1.5
+    n0 = len(js)
+    ros.publish(JointState, "/main/joint_command", JointState(name=["iiwa_joint_1"], position=[target]))
+
+    def at_target():
+        p = dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"]
+        return abs(p - target) < 2e-3
+    wait_until(at_target, 20, what="joint 1 at the target")
+    i = js[n0].name.index("iiwa_joint_1")
+    v = np.array([m.velocity[i] for m in js[n0:]])
+    t = np.array([stamp_s(m.header.stamp) for m in js[n0:]])
+    assert np.max(np.abs(v)) <= 1.03 * V_LIMIT_JOINT_1, np.max(np.abs(v))
+    assert np.max(np.abs(v)) > 0.9 * V_LIMIT_JOINT_1                   # a profile near the limit, not a crawl
+    moving = t[np.abs(v) > 0.05]
+    assert moving[-1] - moving[0] > 1.5 / V_LIMIT_JOINT_1 - 0.05       # 1.5 rad took >= 1 s
+
+
+def test_diagnostics_are_never_ok_without_steps(nodes):
+    procs, topics, _ = nodes
+    seen = statuses(topics["diagnostics"], "main")
+    assert seen
+    for s in seen:
+        if s.level == DiagnosticStatus.OK and s.message == "running":
+            assert float(value(s, "real_time_factor")) > 0 and int(value(s, "window_steps")) > 0
+
+
+def test_stalled_loop_is_reported(tmp_path):
+    """No DDS: a loop whose step never completes (a publication hook blocks) says WARN "stalled"."""
+    from contact_sim_ros.ros.stepping import WARN, PublishHook, SteppingLoop, loop_status
+    from contact_sim_ros.sim.simulator import Simulator
+    sim = Simulator({"robot": "iiwa_wsg"}, engine="semi_implicit", time_step=1e-3)
+    release = threading.Event()
+    loop = SteppingLoop(sim, 0.0, [PublishHook("block", 5, lambda s: release.wait(10.0))])
+    level, msg = loop_status(loop.stats(), 0.0)                     # no step yet
+    assert level == WARN and msg.startswith("starting: compiling kernels"), msg
+    loop.start()
+    try:
+        wait_until(lambda: loop.stats(close_window=False).steps >= 4, 30, what="steps")
+        time.sleep(0.2)
+        loop.stats()                                  # closes the window in which the last step completed
+        time.sleep(0.2)
+        level, msg = loop_status(loop.stats(), 0.0, window_s=0.2)
+        assert level == WARN and msg.startswith("stalled: no step completed in the last 0.2 s"), msg
+    finally:
+        release.set()
+        loop.stop()
+
+
+def test_diagnostics_say_starting_while_the_first_step_compiles_and_sigint_ends_it(ros, tmp_path):
+    """A fresh numba cache: the first step compiles the kernels (18-27 s on 2 cores); meanwhile /diagnostics
+    says WARN "starting: compiling kernels", and two SIGINTs end the node cleanly within 2 s."""
+    diagnostics = ros.subscribe(DiagnosticArray, "/diagnostics")
+    js = ros.subscribe(JointState, "/cold/joint_states")
+    proc = NodeProcess(["--robot", "iiwa_wsg", "--namespace", "cold", "--config", NO_CLOCK, "--ros-args",
+                        "-p", "diagnostics_rate:=4.0"], env={"NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    try:
+        status = wait_until(lambda: statuses(diagnostics, "cold") or proc.proc.poll() is not None, 60,
+                            what="/cold diagnostics")
+        assert proc.proc.poll() is None, proc.output()
+        first = status[0]
+        assert not js, "the first step completed already (kernels cached?)"
+        assert first.level == DiagnosticStatus.WARN and first.message.startswith("starting: compiling kernels"), \
+            first.message
+        t0 = time.monotonic()
+        proc.proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.proc.send_signal(signal.SIGINT)
+        proc.proc.wait(10)
+        assert time.monotonic() - t0 < 2.0
+        assert proc.proc.returncode == 0, proc.output()
+        assert_clean(proc.output())
+    finally:
+        proc.stop()
+
+
+SIGNALS = {"one SIGINT": (signal.SIGINT,), "two SIGINTs": (signal.SIGINT, signal.SIGINT),
+           "SIGTERM": (signal.SIGTERM,)}
+
+
+@pytest.mark.parametrize("how", list(SIGNALS))
+def test_every_robot_shuts_down_cleanly(ros, how):
+    """Four robots at once (real time, no /clock), each stopped with ``how``: exit 0, no traceback, < 2 s."""
+    key = how.replace(" ", "_")
+    procs, js = {}, {}
+    for robot in ROBOTS:
+        ns = f"down_{key}_{robot}"
+        js[robot] = ros.subscribe(JointState, f"/{ns}/joint_states")
+        procs[robot] = NodeProcess(["--robot", robot, "--namespace", ns, "--config", NO_CLOCK])
+    try:
+        for robot, proc in procs.items():
+            wait_until(lambda: js[robot] or proc.proc.poll() is not None, 90, what=f"{robot} joint states")
+            assert proc.proc.poll() is None, proc.output()
+        time.sleep(0.3)
+        t0 = {}
+        for robot, proc in procs.items():
+            t0[robot] = time.monotonic()
+            proc.proc.send_signal(SIGNALS[how][0])
+        for sig in SIGNALS[how][1:]:
+            time.sleep(0.05)
+            for proc in procs.values():
+                proc.proc.send_signal(sig)
+        took = {}
+        for robot, proc in procs.items():
+            proc.proc.wait(10)
+            took[robot] = time.monotonic() - t0[robot]
+        for robot, proc in procs.items():
+            assert proc.proc.returncode == 0, (robot, proc.output())
+            assert_clean(proc.output())
+        assert max(took.values()) < 2.0, took
+    finally:
+        for proc in procs.values():
+            proc.stop()
