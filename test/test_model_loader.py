@@ -112,7 +112,9 @@ def test_preset_with_missing_urdf_and_unknown_joint(tmp_path):
      r"unknown name 'w' in 'sin\(w\*t\)'"),
     ({"objects": [{"name": "b", "shape": {"sphere": 0.1}, "mass": 1}],
       "inputs": {"external_forces": [{"body": "c", "force": [1, 0, 0]}]}}, r"unknown body 'c'; valid bodies: b"),
-    ({"robots": "x"}, r"unknown key\(s\) \['robots'\]; valid keys"),
+    ({"robot": "x"}, r"unknown robot 'x'; valid robots: "),
+    ({"robotz": "x"}, r"unknown key\(s\) \['robotz'\]; valid keys"),
+    ({"robots": "x"}, r"'robots' is a non-empty list of robot entries"),
 ])
 def test_bad_scene_values_name_the_parameter(scene, message):
     with pytest.raises((ConfigError, ModelError), match=message):

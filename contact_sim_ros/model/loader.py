@@ -6,7 +6,8 @@ Everything that reads a description file lives here; errors name the file and th
   (``<mimic>`` joints become Pinocchio mimic joints; triangle meshes become convex hulls, because coal's
   signed distances for BVH meshes are wrong in penetration).
 * ``load_robot_preset``: ``config/robots/<name>.yaml`` (or a path) -> ``RobotPreset``.
-* ``build_scene_model``: robot + free objects + static environment -> one ``MultibodyModel``.
+* ``build_scene_model``: robot(s) + free objects + static environment -> one ``MultibodyModel`` (several robots,
+  prefixed and mounted on each other: ``model/composition.py``).
 """
 
 from __future__ import annotations
@@ -132,10 +133,13 @@ class UrdfModel:
     link_names: tuple[str, ...]
 
 
-def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: str | None = None) -> UrdfModel:
+def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: str | None = None,
+              prefix: str = "") -> UrdfModel:
     """Load a URDF file path or XML string.
 
     ``floating_base_name``: if given, the root link gets a free-flyer joint of that name (free objects).
+    ``prefix``: prepended to every link and joint name (and so to every frame and geometry name) before the
+    model is built, as a ``prefix``/``tf_prefix`` xacro argument would (``composition.prefix_urdf``).
     Raises ModelError naming the file and the problem (malformed XML, invalid URDF, missing mesh).
     """
     text = str(urdf)
@@ -152,6 +156,10 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
         raise ModelError(f"{source}: malformed URDF XML: {exc}") from None
     if root.tag != "robot":
         raise ModelError(f"{source}: not a URDF: the root element is <{root.tag}>, expected <robot>")
+    if prefix:
+        from .composition import prefix_urdf
+        prefix_urdf(root, prefix)
+        xml_text = ET.tostring(root, encoding="unicode")
 
     dirs = default_package_dirs(package_dirs)
     link_parents, mimics, links = _urdf_structure(root, source)
@@ -274,6 +282,18 @@ class RobotPreset:
     disabled_collisions: tuple[tuple[str, str], ...]
     package_dirs: tuple[str, ...] = ()
     armature: dict = field(default_factory=dict)   # joint -> reflected rotor inertia (kg*m^2 or kg)
+    # Composition (scene key ``robots:``, model/composition.py). With a prefix, every joint/link/frame name above
+    # already carries it (``composition.prefixed_preset``); ``name`` is then the scene's robot name.
+    prefix: str = ""                           # prepended to the robot's joint, link, frame and geometry names
+    preset_name: str = ""                      # the preset's own name (e.g. iiwa_wsg); default: ``name``
+    parent_robot: str | None = None            # mounted on a link of this robot (None: on the world)
+    parent_link: str | None = None             # that link (prefixed model name); base_pose is relative to it
+    namespace: str | None = None               # for the ROS side only: the robot's topic/controller namespace
+    frame_prefix: str | None = None            # for the ROS side only: prefix of its TF frames
+
+    def __post_init__(self):
+        if not self.preset_name:
+            object.__setattr__(self, "preset_name", self.name)
 
 
 _PRESET_KEYS = {"name", "urdf", "base_pose", "initial_positions", "joint_groups", "gains", "armature", "ft_sensor",
@@ -445,32 +465,24 @@ class EnvironmentSpec:
     material: dict = field(default_factory=dict)
 
 
-def build_scene_model(robot: RobotPreset | None, objects: list[ObjectSpec], environment: list[EnvironmentSpec],
+def build_scene_model(robot, objects: list[ObjectSpec], environment: list[EnvironmentSpec],
                       materials: dict | None = None, disabled_collisions=(), gravity=(0.0, 0.0, -9.81),
                       source: str = "<scene>") -> MultibodyModel:
-    """Compose robot + free objects + static environment into one MultibodyModel (see multibody_model.py)."""
-    model, geom = pin.Model(), pin.GeometryModel()
-    link_parents: dict[str, str] = {}
-    mimics: tuple[MimicJoint, ...] = ()
-    material_overrides: dict[str, dict] = {}
-    geometry_link: list[str] = []      # the link / object / environment name owning each geometry
-    disabled = [tuple(p) for p in disabled_collisions]
-    robot_sources = {}
+    """Compose robot(s) + free objects + static environment into one MultibodyModel (see multibody_model.py).
 
-    if robot is not None:
-        urdf = load_urdf(robot.urdf, package_dirs=list(robot.package_dirs))
-        model, geom = pin.appendModel(model, urdf.model, geom, urdf.collision_model, 0, robot.base_pose)
-        link_parents.update(urdf.link_parents)
-        mimics = urdf.mimic_joints
-        material_overrides.update(robot.materials)
-        disabled += [tuple(p) for p in robot.disabled_collisions]
-        robot_sources = {"urdf": urdf.source, "preset": robot.source}
-        _check_preset_against_model(robot, model, mimics)
-        if robot.armature:   # reflected motor inertia on the joint's diagonal of M (crba adds model.armature)
-            armature = model.armature.copy()
-            for joint, value in robot.armature.items():
-                armature[model.joints[model.getJointId(joint)].idx_v] = value
-            model.armature = armature
+    ``robot``: None, one ``RobotPreset`` or a sequence of them (``Scene.robots``: prefixed, possibly mounted on
+    each other's links; model/composition.py). The model's ``robots`` holds one ``RobotInstance`` per robot."""
+    from .composition import compose_robots
+    model, geom = pin.Model(), pin.GeometryModel()
+    disabled = [tuple(p) for p in disabled_collisions]
+    composed = compose_robots(model, geom, robot, source)
+    model, geom = composed.model, composed.geometry
+    link_parents: dict[str, str] = composed.link_parents
+    mimics: tuple[MimicJoint, ...] = composed.mimic_joints
+    material_overrides: dict[str, dict] = composed.material_overrides
+    disabled += composed.disabled_collisions
+    robot_sources = composed.sources
+    geometry_link: list[str] = []      # the link / object / environment name owning each geometry
     geometry_link += [model.frames[go.parentFrame].name for go in geom.geometryObjects]
 
     names = [o.name for o in objects] + [e.name for e in environment]
@@ -491,6 +503,11 @@ def build_scene_model(robot: RobotPreset | None, objects: list[ObjectSpec], envi
         if obj.material:
             material_overrides[obj.name] = obj.material
 
+    # appendModel keeps the geometries ordered by joint: an object appended after several robots moves the later
+    # robots' world-fixed geometries (their base links) forward, so the owners are read off the final order
+    object_of_joint = {model.getJointId(free_joint_name(o.name)): o.name for o in objects}
+    geometry_link = [object_of_joint.get(go.parentJoint, model.frames[go.parentFrame].name)
+                     for go in geom.geometryObjects]
     for env in environment:
         for name, placement, shape in _environment_geometries(env, source):
             geom.addGeometryObject(pin.GeometryObject(name, 0, 0, placement, shape))
@@ -499,9 +516,10 @@ def build_scene_model(robot: RobotPreset | None, objects: list[ObjectSpec], envi
             material_overrides[env.name] = env.material
 
     model.gravity = pin.Motion(np.concatenate([_vector(gravity, 3, f"{source}: gravity"), np.zeros(3)]))
-    return _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials or {},
-                         material_overrides, disabled, source if not robot_sources else
-                         f"{source} (robot {robot_sources['preset']})")
+    finished = _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials or {},
+                             material_overrides, disabled, source if not robot_sources else
+                             f"{source} (robot{'s' if len(robot_sources) > 1 else ''} {', '.join(robot_sources)})")
+    return composed.instances(finished)
 
 
 def _environment_geometries(env: EnvironmentSpec, source: str):

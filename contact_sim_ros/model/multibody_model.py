@@ -3,7 +3,9 @@
 Everything lives in ONE Pinocchio model so that the state is one (q, v) pair and the mass matrix is one
 block-diagonal matrix (one block per kinematic tree, see ``tree_velocity_slices``):
 
-* the robot's joints hang off the universe at the robot's base pose (fixed base);
+* the robot's joints hang off the universe at the robot's base pose (fixed base); with several robots (scene key
+  ``robots:``, model/composition.py) each hangs off the universe or off a link of another robot (a hand on an
+  arm's flange), its names prefixed, and ``robots`` says which joints and links belong to which robot;
 * every free object is a free-flyer joint (nq 7: xyz + quaternion xyzw, nv 6: linear + angular velocity in
   the body's LOCAL frame, Pinocchio's convention) hanging off the universe;
 * static environment geometry (ground, table, walls) is attached to the universe joint (index 0).
@@ -40,6 +42,24 @@ class FreeBody:
     q_slice: slice         # 7 entries: position (m) + quaternion (x, y, z, w)
     v_slice: slice         # 6 entries: linear (m/s) + angular (rad/s) velocity, body LOCAL frame
     mass: float            # kg
+
+
+@dataclass(frozen=True, eq=False)
+class RobotInstance:
+    """One robot of the model (``MultibodyModel.robots``). A scene with ``robot:`` has one, named after its preset,
+    with prefix ''. Every name here is the model's (prefixed) name."""
+
+    name: str                           # unique in the scene ('robot:': the preset name, e.g. iiwa_wsg)
+    prefix: str                         # prepended to each of its joint, link, frame and geometry names
+    preset: str                         # the robot preset / URDF it was made from (e.g. iiwa_wsg)
+    joint_names: tuple[str, ...]        # its actuated joints, in model order
+    joint_indices: np.ndarray           # (n,) int, read-only: their indices into MultibodyModel.joint_names
+    mimic_joint_names: tuple[str, ...]  # its URDF <mimic> joints (not degrees of freedom)
+    link_names: tuple[str, ...]         # every URDF link of it (Pinocchio BODY frames)
+    base_frame: str                     # its root link
+    parent_robot: str | None            # the robot it is mounted on (None: the world)
+    parent_frame: str                   # the link it is mounted on ('universe': the world)
+    base_placement: pin.SE3             # pose of base_frame in parent_frame
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +103,8 @@ class MultibodyModel:
 
     gravity: np.ndarray                  # (3,) m/s^2, world frame
 
+    robots: tuple[RobotInstance, ...] = ()   # the robots, in the scene's order (empty without a robot)
+
     @property
     def nq(self) -> int:
         return self.pin_model.nq
@@ -98,6 +120,21 @@ class MultibodyModel:
         except ValueError:
             from ..errors import ModelError, unknown_choice
             raise ModelError(f"{self.source}: " + unknown_choice("joint", name, self.joint_names)) from None
+
+    def robot(self, name: str) -> RobotInstance:
+        """The robot named ``name`` (ModelError listing the robots if unknown)."""
+        for r in self.robots:
+            if r.name == name:
+                return r
+        from ..errors import ModelError, unknown_choice
+        raise ModelError(f"{self.source}: " + unknown_choice("robot", name, [r.name for r in self.robots]))
+
+    def robot_of_joint(self, name: str) -> RobotInstance | None:
+        """The robot owning joint ``name`` (actuated or mimic), None for free-body joints / unknown names."""
+        for r in self.robots:
+            if name in r.joint_names or name in r.mimic_joint_names:
+                return r
+        return None
 
     def free_body(self, name: str) -> FreeBody:
         for body in self.free_bodies:

@@ -15,8 +15,8 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ContactSimError
-from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
-                            load_robot_preset, parse_pose)
+from ..model.composition import scene_robots
+from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model, parse_pose
 from ..model.multibody_model import MultibodyModel, model_body_names
 from ..yaml_files import check_keys, read_mapping
 
@@ -112,10 +112,25 @@ class Scene:
     surface_velocities: dict = field(default_factory=dict)   # geometry index -> f(t) -> (3,) m/s world
     objects: list = field(default_factory=list)
     environment: list = field(default_factory=list)
+    # every robot (``robot:`` first, then ``robots:``; model/composition.py), its names prefixed; ``robot`` is the
+    # first of them (or None), for callers that know one robot
+    robots: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.robots and self.robot is not None:
+            self.robots = [self.robot]
+
+    def scene_robot(self, name: str) -> RobotPreset:
+        """The robot named ``name`` (ConfigError listing the robots if unknown)."""
+        for r in self.robots:
+            if r.name == name:
+                return r
+        from ..errors import unknown_choice
+        raise ConfigError(f"{self.source}: " + unknown_choice("robot", name, [r.name for r in self.robots]))
 
 
-_SCENE_KEYS = {"gravity", "robot", "objects", "environment", "materials", "disabled_collisions", "contact_margin",
-               "inputs", "description", "initial_positions"}
+_SCENE_KEYS = {"gravity", "robot", "robots", "objects", "environment", "materials", "disabled_collisions",
+               "contact_margin", "inputs", "description", "initial_positions"}
 
 
 def load_scene(scene, source: str | None = None) -> Scene:
@@ -149,7 +164,8 @@ def load_scene(scene, source: str | None = None) -> Scene:
 
 def _build(data: dict, source: str) -> Scene:
     scene_dir = Path(source).parent if Path(source).is_file() else None
-    robot = load_robot_preset(data["robot"], base_dir=scene_dir) if data.get("robot") is not None else None
+    robots = scene_robots(data, scene_dir, source)       # 'robot:' and 'robots:' (prefixed names)
+    robot = robots[0] if robots else None
     objects, velocities = [], {}
     for i, o in enumerate(data.get("objects") or []):
         where = f"objects[{i}]"
@@ -183,13 +199,15 @@ def _build(data: dict, source: str) -> Scene:
         if "surface_velocity" in e:
             surface[str(e["name"])] = vector_function(e["surface_velocity"], 3, f"{where}.surface_velocity")
 
-    model = build_scene_model(robot, objects, environment, materials=data.get("materials") or {},
+    model = build_scene_model(robots, objects, environment, materials=data.get("materials") or {},
                               disabled_collisions=data.get("disabled_collisions") or (),
                               gravity=data.get("gravity", (0.0, 0.0, -9.81)), source=source)
     pm = model.pin_model
     q0 = pin.neutral(pm)
     v0 = np.zeros(pm.nv)
-    initial = dict(robot.initial_positions) if robot else {}
+    initial = {}
+    for r in robots:
+        initial.update(r.initial_positions)
     initial.update({str(k): float(v) for k, v in (data.get("initial_positions") or {}).items()})
     for name, value in initial.items():
         i = model.joint_index(name)
@@ -229,7 +247,8 @@ def _build(data: dict, source: str) -> Scene:
         for g, link in enumerate(model.geometry_names):
             if link == name or link.startswith(name + "/"):
                 surface_by_geom[g] = f
-    return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment)
+    return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
+                 robots)
 
 
 def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:

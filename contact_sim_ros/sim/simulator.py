@@ -78,8 +78,8 @@ class Simulator:
         self._kd = np.zeros(nv)
         # joints without gains get defaults derived from the model (sim/default_gains.py); the node warns
         self.default_gains: dict = {}           # joint -> (kp, kd) of the joints that got defaults
-        if self.scene.robot is not None:
-            given = self.scene.robot.gains
+        if self.scene.robots:      # every robot's gains (prefixed names)
+            given = {j: g for r in self.scene.robots for j, g in r.gains.items()}
             self.default_gains = default_gains(m, self.scene.q0, [j for j in m.joint_names if j not in given])
             for joint, (kp, kd) in {**given, **self.default_gains}.items():
                 vi = m.joint_v_index[m.joint_index(joint)]

@@ -92,7 +92,9 @@ WSG_PAD = (0.02, 0.003, 0.04)             # thin rubber pad on the inner face, n
 WSG_PAD_CENTER_Z = 0.065                  # m above the housing top
 
 
-def iiwa_wsg():
+def iiwa(tool="the tool"):
+    """The bare arm (flange, tool0 and F/T sensor frames, no gripper): mount a hand of your choice on
+    ``iiwa_link_7`` / ``iiwa_tool0`` (e.g. the Allegro hand, scenes/iiwa_allegro_mug.yaml)."""
     links, joints = [], []
     for i, ((mass, com, inertia), parts) in enumerate(zip(IIWA_INERTIA, IIWA_PARTS)):
         links.append(given_link(f"iiwa_link_{i}", mass, com, inertia, parts))
@@ -108,8 +110,13 @@ def iiwa_wsg():
     joints.append(Joint("iiwa_tool0_joint", "fixed", "iiwa_flange", "iiwa_tool0",
                         comment="ROS-Industrial tool0 = flange frame"))
     joints.append(Joint("iiwa_ft_sensor_joint", "fixed", "iiwa_link_7", "iiwa_ft_sensor", flange,
-                        comment="wrist F/T sensor frame: the wrench transmitted from wsg_base to iiwa_link_7"))
-    wsg_links, wsg_joints = wsg50("wsg", "iiwa_link_7", flange)
+                        comment=f"wrist F/T sensor frame: the wrench transmitted from {tool} to iiwa_link_7"))
+    return "iiwa", links, joints
+
+
+def iiwa_wsg():
+    _, links, joints = iiwa("wsg_base")
+    wsg_links, wsg_joints = wsg50("wsg", "iiwa_link_7", (0, 0, IIWA_FLANGE_OFFSET))
     return "iiwa_wsg", links + wsg_links, joints + wsg_joints
 
 
@@ -550,6 +557,7 @@ def lift_rig(hand, mount_rpy):
 
 
 HEADERS = {
+    "iiwa": "KUKA LBR iiwa 14 R820, bare arm (no tool). Sources: docs/robots.md.",
     "iiwa_wsg": "KUKA LBR iiwa 14 R820 + Schunk WSG 50-110. Sources: docs/robots.md.",
     "franka": "Franka Emika Panda + Franka Hand. Sources: docs/robots.md.",
     "allegro": "Wonik/SimLab Allegro hand v4, right. Sources: docs/robots.md.",
@@ -558,7 +566,7 @@ HEADERS = {
 
 
 def main():
-    robots = {"iiwa_wsg": iiwa_wsg(), "franka": franka(), "allegro": allegro(), "barrett": barrett()}
+    robots = {"iiwa": iiwa(), "iiwa_wsg": iiwa_wsg(), "franka": franka(), "allegro": allegro(), "barrett": barrett()}
     robots["allegro_lift_rig"] = lift_rig(robots["allegro"], (0, -HALF_PI, 0))     # palm up
     robots["barrett_lift_rig"] = lift_rig(robots["barrett"], (PI, 0, 0))           # fingers down
     HEADERS["allegro_lift_rig"] = HEADERS["allegro"] + " Test rig: palm up on a vertical linear stage."
