@@ -3,7 +3,8 @@
 
 Parameters honoured: ``joints`` and ``interfaces`` (both empty: every joint, position/velocity/effort),
 ``extra_joints`` (published with zeros), ``use_local_topics`` (``<name>/joint_states`` instead of
-``joint_states``), ``update_rate`` (Hz; default: the node's ``joint_states_rate``). Joints the URDF marks
+``joint_states``), ``update_rate`` (Hz; default: the node's ``joint_states_rate``); ``dynamic_joint_states`` at most 100 Hz (the
+real broadcaster publishes it at the update rate; its messages cost ~50 us each to build here). Joints the URDF marks
 ``mimic`` are published after the actuated ones (position and velocity from their leader). Stamps are sim time.
 """
 
@@ -21,6 +22,8 @@ try:
     from control_msgs.msg import DynamicJointState, InterfaceValue
 except ImportError:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs)
     DynamicJointState = InterfaceValue = None
+
+DYNAMIC_RATE_HZ = 100.0
 
 
 class JointStateBroadcaster(Controller):
@@ -63,8 +66,11 @@ class JointStateBroadcaster(Controller):
             self.pub_dynamic = ctx.node.create_publisher(DynamicJointState, prefix + "dynamic_joint_states", 10)
             self._dyn = DynamicJointState()
             self._dyn.joint_names = list(self._msg.name)
-        rate = self.param("update_rate", None, float)
-        self.publish_every = ctx.decimation(rate if rate else ctx.node.config.joint_states_rate)
+        rate = self.param("update_rate", None, float) or ctx.node.config.joint_states_rate
+        self.publish_every = ctx.decimation(rate)
+        # dynamic_joint_states at most DYNAMIC_RATE_HZ (building its per-joint messages costs ~50 us in Python)
+        self._dynamic_every = max(1, int(np.ceil(rate / DYNAMIC_RATE_HZ))) if rate > 0 else 1
+        self._published = 0
 
     def state_interfaces(self):
         return [f"{j}/{i}" for j in self.joint_names for i in self.interfaces]
@@ -85,7 +91,8 @@ class JointStateBroadcaster(Controller):
                 values[name] = np.concatenate((full[pick], self._zeros)) if self.extra else full[pick]
                 setattr(msg, name, array.array("d", np.ascontiguousarray(values[name]).tobytes()))
         self.pub.publish(msg)
-        if self.pub_dynamic is not None:
+        self._published += 1
+        if self.pub_dynamic is not None and self._published % self._dynamic_every == 0:
             dyn = self._dyn
             dyn.header.stamp = msg.header.stamp
             names = list(values)
