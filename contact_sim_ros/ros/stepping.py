@@ -564,6 +564,8 @@ class SteppingLoop:
         pos, clip, work, lo, q_sent, v_sent, dq = (self._pos, self._clip, self._work, self._lo, self._q_sent,
                                                    self._v_sent, self._dq)
         np.equal(hw.mode, POSITION, out=pos)
+        if not self._ramping:                     # a new jump's profile starts at rest
+            v_sent[:] = 0.0
         if hw.snap.any():
             np.copyto(q_sent, hw.position, where=hw.snap)
             np.copyto(v_sent, 0.0, where=hw.snap)
