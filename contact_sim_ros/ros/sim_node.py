@@ -450,24 +450,15 @@ class SimNode(Node):
     def _build_controller_manager(self):
         """The emulated controller manager over the controllers file (parameter controllers_file, else the
         robot's shipped config/ros2_control/<robot>_controllers.yaml, else a default set for a bare URDF)."""
-        from .ros2_control.config import default_controllers, read_controllers_file
+        from .ros2_control.config import resolve_controllers
         from .ros2_control.controller_manager import ControllerManager
         cfg, robot = self.config, self.robot
         if self.no_controllers:
             self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
                           f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
             return None
-        inactive = list(cfg.inactive_controllers)
-        if cfg.controllers_file:
-            file = read_controllers_file(cfg.controllers_file)
-        else:
-            shipped = share_path("config", "ros2_control", f"{robot.name}_controllers.yaml") if robot else None
-            if shipped is not None and shipped.is_file():
-                file = read_controllers_file(shipped)
-            else:
-                file, default_inactive = default_controllers(self.model.joint_names,
-                                                             robot.joint_groups if robot else None)
-                inactive = list(dict.fromkeys(inactive + default_inactive))
+        file, inactive = resolve_controllers(cfg.controllers_file, robot, self.model.joint_names,
+                                             cfg.inactive_controllers)
         cm = ControllerManager(self, self.loop, file, inactive, robot)
         self.loop.hooks.extend(cm.hooks)
         self.loop.control = cm

@@ -116,10 +116,16 @@ def _node_command(spec: ScenarioSpec, engine: str, namespace: str, time_step: fl
 def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_step: float | None = None,
                  period: float | None = None, duration: float | None = None, params: dict | None = None,
                  engine_options: dict | None = None, namespace: str | None = None, progress=None,
-                 timeout: float = 120.0, node_args: list[str] | None = None) -> RunResult:
-    """Start the node, run the scenario's controller in lock-step until done, stop the node."""
+                 timeout: float = 120.0, node_args: list[str] | None = None,
+                 transport: str = "ros") -> RunResult:
+    """Run the scenario's controller in lock-step until done: ``transport`` 'ros' starts the simulation node
+    and talks to it over ROS 2 (DDS); 'inprocess' runs the same controllers against a Simulator in this
+    process through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink` (same message
+    semantics and rates, no DDS)."""
     if name not in SCENARIOS:
         raise ConfigError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
+    if transport not in ("ros", "inprocess"):
+        raise ConfigError(f"unknown transport {transport!r}; valid transports: inprocess, ros")
     spec = SCENARIOS[name]
     dt = spec.time_step if time_step is None else float(time_step)
     T = spec.period if period is None else float(period)
@@ -128,6 +134,8 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     p = Params(**(params or {}))
     controller = _load(spec.factory)(p)
     from ..controllers.pick_shake_place import run_controller
+    if transport == "inprocess":
+        return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress)
     from ..controllers.robot_link import RobotLink
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
@@ -166,10 +174,35 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
         log.close()
     out = Path(log.name).read_text()
     os.unlink(log.name)
+    return _result(spec, engine, controller, verdict, out, poses)
+
+
+def _result(spec, engine, controller, verdict, node_output: str, poses: dict) -> RunResult:
     c = controller
     logd = {"t": np.array(c.log_t, dtype=np.int64), "q": np.array(c.log_q), "v": np.array(c.log_v),
             "grip": np.array(c.log_grip), "load": np.array(c.log_load), "phase": np.array(c.log_phase)}
-    return RunResult(name, engine, verdict.success, verdict.reason, dict(verdict.numbers), logd, out, dict(poses))
+    return RunResult(spec.name, engine, verdict.success, verdict.reason, dict(verdict.numbers), logd, node_output,
+                     dict(poses))
+
+
+def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress) -> RunResult:
+    from ..controllers.inprocess_link import InProcessLink
+    from ..controllers.pick_shake_place import run_controller
+    link = InProcessLink(REPO / spec.scene, engine, dt, T, ft_topic=getattr(controller, "ft_topic", None),
+                         trajectory_controllers=controller.trajectory_controllers,
+                         wrench_topics=getattr(controller, "wrench_topics", ()),
+                         inactive_controllers=spec.inactive_controllers,
+                         engine_options={**spec.engine_options, **(engine_options or {})})
+    try:
+        verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
+                                 progress=progress)
+    finally:
+        link.close()
+    poses = {b.name: tuple(float(x) for x in link.sim.body_pose(b.name).translation)
+             for b in link.model.free_bodies}
+    if link.failures:
+        verdict.numbers["solver_failures"] = len(link.failures)
+    return _result(spec, engine, controller, verdict, "\n".join(link.failures), poses)
 
 
 def _fmt(x):

@@ -119,3 +119,27 @@ def test_readme_main_command_runs_scenario_1_to_a_verdict(ros):
     assert proc.returncode == 0, out[-3000:]
     assert "pick_shake_place" in out and "SUCCESS" in out.upper(), out[-3000:]
     assert "held_mass_kg" in out and "Traceback" not in out, out[-3000:]
+
+
+def test_in_process_run_reaches_the_ros_run_verdict_and_numbers(full_run):
+    """The same controller through the in-process transport (InProcessLink: the node's ros2_control classes and
+    stepping loop, no DDS) reaches the ROS run's verdict with the same numbers: the lock-step ROS run is
+    deterministic, so the logged joint trajectories agree to the last bit (tolerance: 1e-9 rad)."""
+    ros_run = full_run
+    r = run_scenario("pick_shake_place", ros_run.engine, params=FAST, transport="inprocess")
+    assert r.success == ros_run.success and r.reason == ros_run.reason, explain(r)
+    for key, value in ros_run.numbers.items():
+        if key in ("wall_time_s", "real_time_factor"):
+            continue
+        assert r.numbers[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+    assert r.log["q"].shape == ros_run.log["q"].shape
+    assert np.max(np.abs(r.log["q"] - ros_run.log["q"])) < 1e-9
+    assert r.numbers["real_time_factor"] > ros_run.numbers["real_time_factor"]   # no DDS round trips
+
+
+def test_in_process_hand_scenario_with_contact_wrench_topics():
+    """A hand scenario (per-link contact wrenches, a lift stage robot mapping with default controllers) in
+    process: the BarrettHand lifts the bottle with the stage carrying its weight."""
+    r = run_scenario("barrett_cylinder", "tamsi", transport="inprocess")
+    assert r.success, f"{r.reason}\n{r.numbers}"
+    assert r.object_poses and max(p[2] for p in r.object_poses.values()) > 0.0901 + 0.08   # lifted ~10 cm

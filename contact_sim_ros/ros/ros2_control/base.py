@@ -33,6 +33,7 @@ class ControllerContext:
     update_rate: float           # Hz of the controller manager
     time_step: float             # s of one simulation step
     robot: object = None         # RobotPreset or None (F/T sensor geometry)
+    ros: bool = True             # False: in-process transport (no DDS: no actions, no services)
 
     def decimation(self, rate: float) -> int:
         return max(1, int(round(1.0 / (rate * self.time_step)))) if rate > 0 else 0

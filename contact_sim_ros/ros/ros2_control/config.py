@@ -269,3 +269,18 @@ def default_controllers(joint_names, joint_groups=None,
             specs.append(ControllerSpec(name, ctype, {"joints": joints}))
             inactive.append(name)
     return ControllersFile(source, 1000.0, tuple(specs)), inactive
+
+
+def resolve_controllers(controllers_file: str, robot, joint_names, inactive=()) -> tuple[ControllersFile, list[str]]:
+    """The controllers a robot runs: ``controllers_file`` if given, else the robot's shipped
+    ``config/ros2_control/<robot>_controllers.yaml``, else :func:`default_controllers` of its joint groups.
+    Returns (file, names to load inactive): ``inactive`` plus, for a default set, its forward controllers."""
+    from ...resources import share_dir
+    inactive = list(inactive)
+    if controllers_file:
+        return read_controllers_file(controllers_file), inactive
+    shipped = Path(share_dir()) / "config" / "ros2_control" / f"{robot.name}_controllers.yaml" if robot else None
+    if shipped is not None and shipped.is_file():
+        return read_controllers_file(shipped), inactive
+    file, default_inactive = default_controllers(joint_names, robot.joint_groups if robot else None)
+    return file, list(dict.fromkeys(inactive + default_inactive))

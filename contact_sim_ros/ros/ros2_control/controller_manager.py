@@ -36,7 +36,7 @@ SERVICE_NS = "controller_manager"
 class ControllerManager:
     """Owns the emulated controllers of one robot; see the module docstring."""
 
-    def __init__(self, node, loop, controllers_file, inactive=(), robot=None):
+    def __init__(self, node, loop, controllers_file, inactive=(), robot=None, ros: bool = True):
         self.node, self.loop = node, loop
         self.source = controllers_file.source
         self.update_rate = controllers_file.update_rate
@@ -44,7 +44,7 @@ class ControllerManager:
         self.every = max(1, int(round(1.0 / (self.update_rate * dt))))
         self.lock = threading.Lock()
         ctx = ControllerContext(node=node, loop=loop, model=loop.sim.model, hardware=loop.hw, limits=node.limits,
-                                update_rate=self.update_rate, time_step=dt, robot=robot)
+                                update_rate=self.update_rate, time_step=dt, robot=robot, ros=ros)
         self.controllers = {}
         for spec in controllers_file.controllers:
             cls = controller_class(spec.type, spec.name, self.source)
@@ -71,7 +71,7 @@ class ControllerManager:
             extra = c.unhonoured_parameters()
             if extra:
                 node.get_logger().info(f"controller '{c.name}': parameter(s) {extra} are not emulated (ignored)")
-        if ControllerState is not None:
+        if ControllerState is not None and ros:
             self._build_services()
 
     # ------------------------------------------------------------------------------ stepping thread

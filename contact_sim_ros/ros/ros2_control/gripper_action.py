@@ -83,7 +83,7 @@ class GripperActionController(Controller):
         self._pending: list[_GripperGoal] = []
         self.current: _GripperGoal | None = None
         self.action = None
-        if GripperCommand is not None:
+        if GripperCommand is not None and ctx.ros:
             self.action = ActionServer(ctx.node, GripperCommand, f"{name}/gripper_cmd",
                                        execute_callback=self._execute, goal_callback=self._goal_callback,
                                        cancel_callback=lambda _goal: CancelResponse.ACCEPT,

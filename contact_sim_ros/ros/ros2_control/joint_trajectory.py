@@ -143,14 +143,14 @@ class JointTrajectoryController(Controller):
         self._ref = None                 # (desired q, desired v) for the current sim time
         self._updates = 0
         node = ctx.node
-        self.sub = node.create_subscription(JointTrajectoryMsg, f"{name}/joint_trajectory", self._on_topic, 10)
+        self.sub = node.create_subscription(JointTrajectoryMsg, f"{name}/joint_trajectory", self.on_trajectory, 10)
         self.state_pub = None
         if JointTrajectoryControllerState is not None:
             self.state_pub = node.create_publisher(JointTrajectoryControllerState, f"{name}/controller_state", 10)
             self._state = JointTrajectoryControllerState()
             self._state.joint_names = list(self.joints)
         self.action = None
-        if FollowJointTrajectory is not None:
+        if FollowJointTrajectory is not None and ctx.ros:
             self.action = ActionServer(node, FollowJointTrajectory, f"{name}/follow_joint_trajectory",
                                        execute_callback=self._execute, goal_callback=self._goal_callback,
                                        cancel_callback=lambda _goal: CancelResponse.ACCEPT,
@@ -220,7 +220,8 @@ class JointTrajectoryController(Controller):
         self.ctx.node.note_clamped(traj.clamped, source)
         return traj, self.ctx.hardware.indices(names)
 
-    def _on_topic(self, msg: JointTrajectoryMsg):
+    def on_trajectory(self, msg: JointTrajectoryMsg):
+        """A trajectory on ``<name>/joint_trajectory`` (the subscription; the in-process transport calls it too)."""
         node = self.ctx.node
         source = f"{self.name}/joint_trajectory"
         try:
@@ -304,8 +305,8 @@ class JointTrajectoryController(Controller):
             self.ctx.hardware.hold(self.idx, q)
             self._ref = (q, np.zeros_like(q))
         ex.finish(status, code, message)
-        if message and ex.goal_handle is None and status != "succeeded":
-            self.ctx.node.get_logger().warn(f"{self.name}: {message}")
+        if ex.goal_handle is None and code in (PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED):
+            self.ctx.node.warn_throttled(f"{self.name}: {message}", key=f"{self.name}/tolerance")
 
     def update(self, sim):
         hw = self.ctx.hardware

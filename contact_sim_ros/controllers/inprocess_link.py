@@ -1,0 +1,239 @@
+"""The controllers' connection to a simulation in the same process: the interface of
+:class:`~contact_sim_ros.controllers.robot_link.RobotLink` (``start``, ``state``, ``publish``, ``advance``,
+``close``) over direct calls into a :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
+
+Same message semantics and rates as the node in lock-step mode: the robot's emulated ros2_control controllers
+(the very classes of ``ros/ros2_control``, from the same controllers file, run by the same
+:class:`ControllerManager` with the in-process transport: no actions, no services) receive the trajectories
+(``publish(controller, msg)`` is the ``<controller>/joint_trajectory`` subscription) and the joint_state /
+force-torque broadcasters publish into this link's mailboxes; the same :class:`SteppingLoop` code applies the
+command interfaces, gravity compensation and the controllers' update before every step. External joint
+torques and contact wrenches are computed as the node's publications compute them. One control period =
+``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick (as the node does
+when paused after ``~/step``). A trial then costs only physics.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+
+import numpy as np
+from geometry_msgs.msg import WrenchStamped
+from sensor_msgs.msg import JointState
+
+from ..errors import ConfigError
+from .robot_link import ControllerError, stamp_ns
+
+
+class _Mailbox:
+    """A publisher of the in-process transport: keeps the latest message of its topic."""
+
+    def __init__(self, box: dict, topic: str):
+        self.box, self.topic = box, topic.lstrip("/")
+
+    def publish(self, msg) -> None:
+        self.box[self.topic] = msg
+
+
+class _Logger:
+    """rclpy logger calls onto Python logging (logger 'contact_sim_ros.inprocess')."""
+
+    def __init__(self):
+        self._log = logging.getLogger("contact_sim_ros.inprocess")
+
+    def info(self, msg, **_):
+        self._log.info(msg)
+
+    def warn(self, msg, **_):
+        self._log.warning(msg)
+
+    warning = warn
+
+    def error(self, msg, **_):
+        self._log.error(msg)
+
+
+class InProcessHost:
+    """What the emulated controllers use of the simulation node, for the in-process transport: publishers are
+    mailboxes, subscriptions are callbacks the link calls, warnings go to Python logging."""
+
+    def __init__(self, sim, loop, config, limits):
+        from ..ros.ros2_control.hardware import JointCommandInterfaces  # noqa: F401  (same package as the node's)
+        self.sim, self.loop, self.config, self.limits = sim, loop, config, limits
+        self.box: dict = {}
+        self.subscriptions: dict = {}
+        self.rejected: list[str] = []
+        self._logger = _Logger()
+        self._no_forces = np.zeros((0, 3))
+
+    def create_publisher(self, msg_type, topic, qos=None):
+        return _Mailbox(self.box, topic)
+
+    def create_subscription(self, msg_type, topic, callback, qos=None, **_):
+        self.subscriptions[topic.lstrip("/")] = callback
+        return callback
+
+    def get_logger(self):
+        return self._logger
+
+    def warn_throttled(self, message: str, key: str | None = None) -> None:
+        self._logger.warn(message)
+
+    def reject_command(self, exc) -> None:
+        self.rejected.append(str(exc))
+        self.loop.count_rejection(exc.kind)
+        self._logger.warn(f"command rejected ({exc.kind}): {exc}")
+
+    def note_clamped(self, notes, source) -> None:
+        if notes:
+            self.loop.count_clamped(len(notes))
+
+    def contact_forces(self, sim) -> np.ndarray:
+        contacts, res = sim.contacts, sim.last_result
+        if contacts is None or res is None or contacts.size == 0 \
+                or res.contact_impulse.shape[0] != contacts.size:
+            return self._no_forces
+        return sim.contact_forces_world()
+
+
+class InProcessLink:
+    """RobotLink's interface over a Simulator in this process (see the module docstring).
+
+    ``scene``: a scene file (as the node's ``--scene``); ``engine``, ``time_step`` (s), ``period`` (s, a whole
+    number of steps); ``inactive_controllers``: as the node parameter (None: the robot's default);
+    ``engine_options``: mapping.
+    """
+
+    mode = "lockstep"
+
+    def __init__(self, scene: str, engine: str, time_step: float, period: float, *, ft_topic: str | None = None,
+                 trajectory_controllers=(), wrench_topics=(), inactive_controllers=None,
+                 engine_options: dict | None = None, timeout: float = 60.0, overrides: dict | None = None):
+        import yaml
+        from ..ros.command_validation import JointLimits
+        from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
+        from ..ros.sim_node import _default_param_files
+        from ..ros.ros2_control.config import resolve_controllers
+        from ..ros.ros2_control.controller_manager import ControllerManager
+        from ..ros.ros2_control.hardware import JointCommandInterfaces
+        from ..ros.stepping import SteppingLoop
+        from ..sim.simulator import Simulator
+        steps = int(round(period / time_step))
+        if steps < 1 or abs(steps * time_step - period) > 1e-9:
+            raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
+        self.steps, self.period_ns = steps, int(round(period * 1e9))
+        # the node's parameter files: config/node.yaml and the scene robot's config/node/<robot>.yaml
+        values = read_param_files(_default_param_files(_scene_robot_name(str(scene)) or ""), "contact_sim")
+        values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
+                       "real_time_factor": 0.0, **(overrides or {})})
+        if engine_options:
+            values["engine_options"] = yaml.safe_dump(dict(engine_options), default_flow_style=True).strip()
+        if inactive_controllers is not None:
+            values["inactive_controllers"] = list(inactive_controllers)
+        cfg = NodeConfig.from_mapping(values)
+        self.config = cfg
+        self.sim = sim = Simulator(cfg.scene_spec(), engine=cfg.engine, time_step=cfg.time_step,
+                                   engine_options=cfg.engine_options_dict())
+        self.model = m = sim.model
+        self.robot = sim.scene.robot
+        limits = JointLimits.from_model(m)
+        self.loop = SteppingLoop(sim, 0.0, [], gravity_compensation=cfg.gravity_compensation,
+                                 hardware=JointCommandInterfaces(m.joint_names))
+        self.host = InProcessHost(sim, self.loop, cfg, limits)
+        file, inactive = resolve_controllers(cfg.controllers_file, self.robot, m.joint_names,
+                                             cfg.inactive_controllers)
+        self.cm = ControllerManager(self.host, self.loop, file, inactive, self.robot, ros=False)
+        self.loop.hooks.extend(self.cm.hooks)
+        self.loop.control = self.cm
+        self.ft_topic = ft_topic
+        missing = [c for c in trajectory_controllers if f"{c}/joint_trajectory" not in self.host.subscriptions]
+        if missing:
+            raise ConfigError(f"in-process link: no active-capable trajectory controller {missing} in {file.source}")
+        self.trajectory_controllers = tuple(trajectory_controllers)
+        # external joint torques and contact wrenches: as the node publishes them
+        from ..sim.sensors import ContactWrenchAccumulator
+        from ..ros.sim_node import topic_token
+        self.wrench_topics = tuple(wrench_topics)
+        bodies = {}
+        known = {topic_token(b): b for b in list(self.robot.contact_bodies if self.robot else ())
+                 + list(self.robot.fingertip_frames if self.robot else ()) + [b.name for b in m.free_bodies]}
+        for topic in self.wrench_topics:
+            token = topic.split("/", 1)[1] if topic.startswith("contact_wrench/") else topic
+            if token not in known:
+                raise ConfigError(f"in-process link: {topic!r} names no contact body; bodies: {sorted(known)}")
+            bodies[topic] = known[token]
+        self._wrench_topics = list(bodies)
+        self._wrench_acc = ContactWrenchAccumulator(m, list(bodies.values())) if bodies else None
+        self._ext = JointState()
+        self._ext.name = list(m.joint_names)
+        self.t_ns = 0
+        self.failures: list[str] = []
+
+    # ------------------------------------------------------------------ measurements at the tick
+    def _publish_tick(self) -> dict:
+        from ..ros.sim_node import stamp
+        sim, m = self.sim, self.model
+        for hook in self.loop.hooks:             # every broadcaster publishes the state at this tick (as the
+            hook.last = -1                       # node's loop does when it is paused after ~/step)
+        self.loop._publish_all()
+        box = dict(self.host.box)
+        res = sim.last_result
+        ext = self._ext
+        stamp(sim.t, ext.header.stamp)
+        tau = res.generalized_contact_force[m.joint_v_index] if res is not None else np.zeros(len(m.joint_names))
+        ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
+        out = {"js": box["joint_states"], "ext": ext}
+        if self.ft_topic:
+            out["ft"] = box[self.ft_topic.lstrip("/")]
+        if self._wrench_acc is not None:
+            forces = self.host.contact_forces(sim)
+            wrenches = (self._wrench_acc.compute(sim.contacts, forces, sim.pin_data) if forces.shape[0]
+                        else np.zeros((len(self._wrench_topics), 6)))
+            oMf = sim.pin_data.oMf
+            for k, (topic, w6) in enumerate(zip(self._wrench_topics, wrenches)):
+                R = oMf[int(self._wrench_acc.frame_ids[k])].rotation
+                f, tau6 = R.T @ w6[:3], R.T @ w6[3:]
+                msg = WrenchStamped()
+                stamp(sim.t, msg.header.stamp)
+                msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = (float(x) for x in f)
+                msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = (float(x) for x in tau6)
+                out[topic] = msg
+        return out
+
+    # ------------------------------------------------------------------ RobotLink's interface
+    def start(self) -> tuple[int, str]:
+        """One control period of steps (as the ROS link's first ~/step), then the state at that tick."""
+        self._run_steps()
+        self._state = self._publish_tick()
+        self.t_ns = stamp_ns(self._state["js"].header.stamp)
+        with open(self.robot.urdf) as fh:
+            return self.t_ns, fh.read()
+
+    def state(self, need=("ft", "ext")) -> dict:
+        st = self._state
+        missing = [k for k in ("js",) + tuple(need) if k not in st]
+        if missing:
+            raise ControllerError(f"in-process link: no {missing} (ft_topic / wrench_topics not configured)")
+        return {k: st[k] for k in ("js",) + tuple(need)}
+
+    def publish(self, controller: str, msg) -> None:
+        self.host.subscriptions[f"{controller}/joint_trajectory"](msg)
+
+    def _run_steps(self) -> None:
+        loop, sim = self.loop, self.sim
+        for _ in range(self.steps):
+            loop._apply_commands()
+            np.copyto(loop.v_prev, sim.v)
+            report = sim.step()
+            if not report.ok:
+                self.failures.append(f"t = {report.t:.4f} s: {report.message}")
+
+    def advance(self) -> int:
+        self._run_steps()
+        self._state = self._publish_tick()
+        self.t_ns += self.period_ns
+        return self.t_ns
+
+    def close(self) -> None:
+        self.cm.shutdown()
