@@ -2,8 +2,9 @@
 
     contact-sim run SCENE [--engine E] [--time-step DT] [--duration T] [--log FILE.npz] [-o key=value ...]
         run a scene headless; print progress and the real-time factor; optionally write a numpy log
-        [--viewer [--viewer-port P] [--paused]]: serve the live browser view; its Pause/Reset buttons act on
-        the run (--paused: wait for its Resume button before the first step)
+        [--viewer [--viewer-port P] [--paused] [--exit-after-run]]: serve the live browser view; its Pause/Reset
+        buttons act on the run (--paused: wait for its Resume button before the first step); after the run the
+        page stays up, showing the final state, until Ctrl-C (--exit-after-run, alias --no-wait: exit at once)
     contact-sim node [node flags]      run the ROS 2 node without ``ros2 launch`` (see docs/ros_interface.md)
     contact-sim engines                list the registered engines
     contact-sim compile-kernels [--status] [--engines E ...]
@@ -88,11 +89,13 @@ def _check_real_time_factor(value) -> float:
 
 def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
               engine_options: dict | None = None, out=None, progress: bool = True, viewer_port: int | None = None,
-              real_time_factor: float = 0.0, start_paused: bool = False) -> dict:
+              real_time_factor: float = 0.0, start_paused: bool = False, wait_after_run: bool = False) -> dict:
     """Run a scene headless (or with the browser viewer on ``viewer_port``). ``real_time_factor`` > 0 paces
     the run to that multiple of the wall clock (0: as fast as possible). ``start_paused`` (with the viewer):
-    wait for the viewer's Resume button before the first step. Returns a summary dict (steps, wall time,
-    real-time factor, failures)."""
+    wait for the viewer's Resume button before the first step. ``wait_after_run`` (with the viewer): after the
+    run (and its log) keep serving the page, showing the final state, until Ctrl-C or SIGTERM (the command's
+    default; ``--exit-after-run`` turns it off). Returns a summary dict (steps, wall time, real-time factor,
+    failures)."""
     if start_paused and viewer_port is None:
         raise ConfigError("start_paused needs the viewer (its Resume button starts the run)")
     duration = _check_seconds(duration, "duration")
@@ -161,12 +164,51 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         kind = "diverged" if "diverged" in failure else "failed"
         print(f"FAILED: the run {kind} at t = {sim.t:.3f} s of {duration:g} s (the state before the failed step "
               f"is kept): {failure}", file=out)
-    if viewer is not None:
-        viewer.close()
     if log:
         log.save(log_path)
         print(f"log written to {log_path} (numpy .npz: t, q, v, contact_* arrays)", file=out)
+    if viewer is not None:
+        try:
+            if wait_after_run:
+                _serve_until_interrupted(viewer, sim, out, summary["real_time_factor"])
+        finally:
+            viewer.close()
     return summary
+
+
+def _serve_until_interrupted(viewer, sim, out, real_time_factor: float) -> None:
+    """After the run: keep the viewer's page up, showing the final state and the run's real-time factor, until
+    Ctrl-C (or SIGTERM). The page's button shows Resume (nothing advances any more); Reset shows the initial
+    state."""
+    import signal
+    viewer.publish_simulator(sim, real_time_factor)
+    viewer.set_paused(True)
+    print(f"run finished; the viewer stays up at {viewer.url} until Ctrl-C (--exit-after-run: do not wait)",
+          file=out, flush=True)
+
+    def on_term(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:                      # not the main thread: Ctrl-C / close() only
+        pass
+    try:
+        while viewer.alive:
+            for event in viewer.events():
+                if event[0] == "reset":
+                    sim.reset()
+                    print("  reset to the initial state, t = 0 (viewer; the run has ended)", file=out, flush=True)
+                viewer.publish_simulator(sim, real_time_factor)
+                viewer.set_paused(True)     # a Resume click changes nothing: the run has ended
+            time.sleep(0.05)
+        print("the viewer process has exited", file=out, flush=True)
+    except KeyboardInterrupt:
+        print("viewer closed", file=out, flush=True)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _viewer_controls(viewer, sim, out, pace_origin: float, real_time_factor: float, paused: bool = False) -> float:
@@ -252,6 +294,8 @@ def main(argv=None) -> int:
     run.add_argument("--viewer", action="store_true", help="serve the live browser view (viser)")
     run.add_argument("--viewer-port", type=int, default=8080)
     run.add_argument("--paused", action="store_true", help="with --viewer: wait for the viewer's Resume button")
+    run.add_argument("--exit-after-run", "--no-wait", dest="exit_after_run", action="store_true",
+                     help="with --viewer: exit when the run ends (default: keep serving the page until Ctrl-C)")
     run.add_argument("--real-time-factor", type=_argument(_check_real_time_factor), default=None,
                      help="pace to this multiple of the wall clock (default: 1 with --viewer, else as fast as "
                           "possible)")
@@ -265,9 +309,14 @@ def main(argv=None) -> int:
     kernels.add_argument("--status", action="store_true",
                          help="only say which kernel modules are cached (exit 1 when some are not)")
     sub.add_parser("node", help="run the ROS 2 node (flags: see contact_sim_ros.ros.sim_node)", add_help=False)
+    sub.add_parser("campaign", help="randomized grasp-validation campaign on Ray (contact-sim campaign -h)",
+                   add_help=False)
     if argv and argv[0] == "node":
         from .ros.sim_node import main as node_main
         return node_main(argv[1:]) or 0
+    if argv and argv[0] == "campaign":
+        from .scenarios.campaign import main as campaign_main
+        return campaign_main(argv[1:])
     args = parser.parse_args(argv)
     try:
         if args.command == "engines":
@@ -284,7 +333,8 @@ def main(argv=None) -> int:
         rtf = args.real_time_factor if args.real_time_factor is not None else (1.0 if args.viewer else 0.0)
         summary = run_scene(args.scene, args.engine, args.time_step, args.duration, args.log,
                             dict(args.engine_option), viewer_port=args.viewer_port if args.viewer else None,
-                            real_time_factor=rtf, start_paused=args.paused)
+                            real_time_factor=rtf, start_paused=args.paused,
+                            wait_after_run=args.viewer and not args.exit_after_run)
         return 0 if summary["failures"] == 0 else 1
     except ContactSimError as exc:
         print(f"contact-sim: error: {exc}", file=sys.stderr)

@@ -199,7 +199,7 @@ def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "contact_sim_ros.cli", "run", str(scene), "--engine",
                              "semi_implicit", "--duration", "1.2", "--real-time-factor", "0.2", "--viewer",
-                             "--viewer-port", str(port), "--paused", "--log", str(log)],
+                             "--viewer-port", str(port), "--paused", "--log", str(log), "--exit-after-run"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
@@ -259,3 +259,63 @@ def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
 
 
 _SIM_TIME_JS = text_field_js("sim time (s)")
+
+
+def _blue_fraction(image: np.ndarray, rect) -> float:
+    """Fraction of a screenshot rectangle (x, y, w, h in pixels) in the panel buttons' blue."""
+    x, y, w, h = (int(round(v)) for v in rect)
+    crop = image[y + 2:y + h - 2, x + 2:x + w - 2]
+    r, g, b = crop[..., 0], crop[..., 1], crop[..., 2]
+    return float(np.mean((b > 0.75) & (r < 0.4) & (b - r > 0.4)))
+
+
+def test_viewer_stays_up_after_the_run_with_its_panel_until_ctrl_c(tmp_path):
+    """``contact-sim run --viewer`` without --exit-after-run: when the run ends the page stays served, showing the
+    final state, until Ctrl-C (exit 0). Chromium shows the side panel's sim time, real-time factor and buttons:
+    read in the DOM and seen in a screenshot (the buttons' pixels are the panel's blue, the text fields have
+    dark text), taken once the panel's content has arrived and its layout has settled."""
+    import signal
+    scene = tmp_path / "ball.yaml"
+    scene.write_text(yaml.safe_dump(_ball_on_ground()))
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "contact_sim_ros.cli", "run", str(scene), "--engine",
+                             "semi_implicit", "--duration", "0.25", "--real-time-factor", "1", "--viewer",
+                             "--viewer-port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any(ln.startswith("run finished; the viewer stays up") for ln in list(lines)):
+            assert proc.poll() is None, f"the runner exited after the run:\n{''.join(lines)}"
+            assert time.monotonic() < deadline, f"the run did not finish:\n{''.join(lines)}"
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        time.sleep(1.0)
+        assert proc.poll() is None, "exited although no --exit-after-run was given"
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert page.status == 200
+        with HeadlessChromium(url, timeout=60) as browser:
+            layout = browser.panel_layout(labels=("sim time (s)", "real-time factor", "contacts"),
+                                          buttons=("Resume", "Reset"), timeout=60)
+            assert layout["sim time (s)"]["value"] == "0.250"          # the final state
+            assert float(layout["real-time factor"]["value"]) > 0       # the run's factor (not "-")
+            assert layout["contacts"]["value"].startswith("1 ")         # the ball on the ground
+            shot = tmp_path / "panel.png"
+            browser.screenshot(shot)
+        image = matplotlib.image.imread(str(shot))[..., :3]
+        for button in ("Resume", "Reset"):
+            assert _blue_fraction(image, layout[button]["rect"]) > 0.5, f"button {button} not drawn"
+        for field in ("sim time (s)", "real-time factor"):
+            x, y, w, h = (int(round(v)) for v in layout[field]["rect"])
+            text = image[y + 2:y + h - 2, x + 2:x + w - 2].max(axis=2) < 0.5
+            assert text.mean() > 0.01, f"no text drawn in the field {field!r}"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0, "".join(lines)
+        reader.join(5)
+        assert any(ln.startswith("viewer closed") for ln in lines), "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -121,6 +121,36 @@ class HeadlessChromium:
         return self.wait_for(f"{text_field_js(label)} !== null && {text_field_js(label)}",
                              f"a text field {label!r} on the page")
 
+    def panel_layout(self, labels=(), buttons=(), timeout: float | None = None, settle: float = 0.3) -> dict:
+        """Wait until the viser panel shows the text fields ``labels`` and the buttons ``buttons`` and its layout
+        has stopped moving (the panel grows with an animation as its content arrives), then return
+        ``{name: {"value" (text fields), "rect": [x, y, width, height] in screenshot pixels}}``. The panel's
+        content arrives over the websocket after the page has loaded: a screenshot taken without this wait can
+        show the scene next to an empty panel."""
+        expr = ("(() => { const out = {}; const ratio = window.devicePixelRatio || 1;"
+                " const box = e => { const r = e.getBoundingClientRect();"
+                " return [r.x * ratio, r.y * ratio, r.width * ratio, r.height * ratio]; };"
+                f" for (const name of {json.dumps(list(labels))}) {{"
+                "   for (const l of document.querySelectorAll('label')) if (l.textContent.trim() === name) {"
+                "     let e = l; while (e && !e.querySelector('input')) e = e.parentElement;"
+                "     if (e) { const i = e.querySelector('input'); out[name] = {value: i.value, rect: box(i)}; } } }"
+                f" for (const name of {json.dumps(list(buttons))}) {{"
+                "   const b = [...document.querySelectorAll('button')].find(b => b.textContent.trim() === name);"
+                "   if (b) out[name] = {rect: box(b)}; }"
+                " return JSON.stringify(out); })()")
+        wanted = set(labels) | set(buttons)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        last = None
+        while True:
+            layout = json.loads(self.evaluate(expr))
+            complete = set(layout) == wanted and all(v["rect"][2] > 0 and v["rect"][3] > 0 for v in layout.values())
+            if complete and layout == last:
+                return layout
+            if time.monotonic() > deadline:
+                raise BrowserError(f"the panel did not show {sorted(wanted)} (shown: {sorted(layout)}) in time")
+            last = layout if complete else None
+            time.sleep(settle)
+
     def screenshot(self, path) -> None:
         import base64
         data = self.command("Page.captureScreenshot", format="png")["data"]

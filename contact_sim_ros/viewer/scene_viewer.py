@@ -175,6 +175,19 @@ class SceneViewer:
         self.server.scene.set_up_direction("+z")
         self.server.initial_camera.position = camera_position
         self.server.initial_camera.look_at = camera_target
+        # The side panel first: viser replays its state to each new page in creation order and the page draws
+        # what has arrived. Created after the scene's geometries, the panel's content came last, so a page
+        # captured as soon as the scene showed had an empty panel (issue 17: Chromium's --screenshot does not wait
+        # for websocket messages; with the panel created first, 2 of 3 such screenshots show it instead of 0 of
+        # 3). A screenshot should still wait for the panel: HeadlessChromium.panel_layout.
+        gui = self.server.gui
+        self.time_text = gui.add_text("sim time (s)", initial_value="0.000", disabled=True)
+        self.rtf_text = gui.add_text("real-time factor", initial_value="-", disabled=True)
+        self.contacts_text = gui.add_text("contacts", initial_value="0", disabled=True)
+        self.paused = False
+        self.pause_button = gui.add_button("Pause")
+        self.reset_button = gui.add_button("Reset")
+        self._on_pause = on_pause
         self._handles = {}
         self._moving = []        # indices into ``geometries`` whose pose is updated
         for g, vg in enumerate(geometries):
@@ -192,14 +205,6 @@ class SceneViewer:
         self._points = None
         self._segments = np.zeros((0, 2, 3))          # arrows as last sent
         self.messages_sent = 0                        # scene/GUI updates sent (tests, benchmark)
-        gui = self.server.gui
-        self.time_text = gui.add_text("sim time (s)", initial_value="0.000", disabled=True)
-        self.rtf_text = gui.add_text("real-time factor", initial_value="-", disabled=True)
-        self.contacts_text = gui.add_text("contacts", initial_value="0", disabled=True)
-        self.paused = False
-        self.pause_button = gui.add_button("Pause")
-        self.reset_button = gui.add_button("Reset")
-        self._on_pause = on_pause
 
         @self.pause_button.on_click
         def _(_event) -> None:
