@@ -9,11 +9,15 @@
 #      (/opt/python/cp311-cp311/...), to this venv's Python and numpy include dirs;
 #   4. cmake/make/make install each package of msgs/ (tf2_msgs, control_msgs, controller_manager_msgs,
 #      contact_sim_msgs) into the venv prefix;
-#   5. pip install -e . (editable: tests and tools run on the source tree).
+#   5. pip install -e . (editable: tests and tools run on the source tree);
+#   6. compile the engines' numba kernels into the venv's shared cache <venv>/.cache/numba
+#      (python -m contact_sim_ros.jit = contact-sim compile-kernels; contact_sim_ros/jit.py), so that the first
+#      step of every process loads them instead of compiling for 15-60 s.
 #
 # Stamps: .venv/.stamp-env holds the hash of requirements.txt + msgs/ + these scripts; on a change the venv is
 # rebuilt from scratch. .venv/.stamp-project holds the hash of setup.py/setup.cfg/package.xml; on a change
-# only step 5 runs again.
+# only step 5 runs again. .venv/.stamp-kernels holds the hash of the kernel modules' sources (the files that
+# import contact_sim_ros.jit.njit, and jit.py); on a change only step 6 runs again.
 #
 # Environment: CONTACT_SIM_VENV (venv path, default <repo>/.venv), PYTHON (interpreter, default python3.11).
 set -euo pipefail
@@ -40,6 +44,13 @@ env_hash() {
 project_hash() {
     hash_files setup.py setup.cfg package.xml resource
 }
+kernel_hash() {
+    # numba keys its cache entries by the kernel modules' content; NUMBA_CACHE_DIR moves the cache
+    { echo "${NUMBA_CACHE_DIR:-}"
+      hash_files contact_sim_ros/jit.py \
+          $(cd "$ROOT" && grep -rl --include='*.py' 'from \.\.jit import njit' contact_sim_ros | LC_ALL=C sort || true)
+    } | sha256sum | cut -d' ' -f1
+}
 
 # ---- serialise concurrent runs (make demo and make test started together) --------------------------------
 if command -v flock > /dev/null 2>&1; then
@@ -55,8 +66,30 @@ want_env="$(env_hash)"
 want_project="$(project_hash)"
 have_env="$(cat "$VENV/.stamp-env" 2>/dev/null || true)"
 have_project="$(cat "$VENV/.stamp-project" 2>/dev/null || true)"
+want_kernels="$(kernel_hash)"
+have_kernels="$(cat "$VENV/.stamp-kernels" 2>/dev/null || true)"
+
+compile_kernels() {
+    # step 6: run each engine with kernels on a small scene so that numba's cache holds their machine code
+    # (quick when it already does). A failure is not fatal: processes then compile on their first step.
+    local t0 status=0
+    t0=$(date +%s)
+    log "compiling the engines' kernels into the shared cache (first time 30-60 s; python -m contact_sim_ros.jit)"
+    ( # shellcheck source=scripts/venv_env.sh
+      source "$ROOT/scripts/venv_env.sh" && contact_sim_venv_env "$VENV" && unset PYTHONPATH \
+          && "$VENV/bin/python" -m contact_sim_ros.jit ) > "$VENV/.kernels.log" 2>&1 || status=$?
+    if [[ $status -eq 0 ]]; then
+        log "kernels cached ($(( $(date +%s) - t0 )) s): $(grep -m1 'compiling the kernels into' "$VENV/.kernels.log" \
+            | sed 's/compiling the kernels into //')"
+    else
+        tail -n 15 "$VENV/.kernels.log" >&2
+        log "WARNING: compiling the kernels failed (log: $VENV/.kernels.log); processes compile on their first step"
+    fi
+    echo "$want_kernels" > "$VENV/.stamp-kernels"
+}
 
 if [[ -x "$VENV/bin/python" && "$have_env" == "$want_env" && "$have_project" == "$want_project" ]]; then
+    [[ "$have_kernels" == "$want_kernels" ]] || compile_kernels
     exit 0   # up to date
 fi
 
@@ -77,6 +110,7 @@ if [[ -x "$VENV/bin/python" && "$have_env" == "$want_env" ]]; then
     log "project metadata changed: reinstalling the project into $VENV"
     contact_sim_venv_env "$VENV"
     install_project
+    [[ "$have_kernels" == "$want_kernels" ]] || compile_kernels
     log "venv ready: $VENV"
     exit 0
 fi
@@ -185,6 +219,9 @@ import xacro, rosbags                                       # noqa: F401
 from rosgraph_msgs.msg import Clock                         # noqa: F401
 from sensor_msgs.msg import JointState                      # noqa: F401
 PYEOF
+
+# ---- 6. compiled kernels -------------------------------------------------------------------------------------
+compile_kernels
 
 echo "$want_env" > "$VENV/.stamp-env"
 log "venv ready: $VENV ($(( $(date +%s) - t_start )) s)"
