@@ -72,7 +72,7 @@ import pinocchio as pin
 from ..errors import ConfigError, EngineError, unknown_choice
 from ..geometry.contact_set import ContactSet
 from ..solvers.miqp import (MIQP, MIQP_BACKENDS, MIQPSolution, ScipPersistent, daqp_fixed_mode, fixed_mode_start,
-                            least_impulse_fixed_motion, polish_fixed_mode)
+                            import_lp_solver, least_impulse_fixed_motion, polish_fixed_mode)
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
@@ -391,6 +391,7 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
 
     def __init__(self, model, options=None):
         super().__init__(model, options)
+        import_lp_solver()                  # scipy.optimize now (0.3-0.8 s), not in the first step
         o = self.options
         if o.solver not in MIQP_BACKENDS:
             if not MIQP_BACKENDS:

@@ -23,9 +23,17 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.optimize import linprog      # HiGHS LPs (imported here: the first import costs ~0.3 s, not a step's)
 
 from ..errors import ConfigError
+
+
+def import_lp_solver():
+    """scipy's ``linprog`` (HiGHS LPs). scipy.optimize costs 0.3-0.8 s to import: it is imported on first use,
+    not with the package (every node start paid it through the engine registry, issue 17), and
+    QuasistaticMIQPEngine's constructor calls this so that no step pays it."""
+    from scipy.optimize import linprog
+    return linprog
+
 
 # --------------------------------------------------------------------------------------------------------------
 # MIQP back-ends (generic form) -- registered only when their Python package imports.
@@ -606,6 +614,7 @@ def fixed_mode_start(p: MIQP, z: np.ndarray) -> np.ndarray | None:
     bounds = [(lo if np.isfinite(lo) else None, hi if np.isfinite(hi) else None) for lo, hi in zip(p.lb, p.ub)]
     bounds += [(0.0, None)] * nq
     try:
+        linprog = import_lp_solver()
         res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=p.b_eq if A_eq is not None else None,
                       bounds=bounds, method="highs")
     except ValueError:
@@ -627,6 +636,7 @@ def least_impulse_fixed_motion(p: MIQP, x0: np.ndarray, z: np.ndarray, n_fixed: 
     slack = 1e-9 * (1.0 + np.abs(b_ub))          # x0 satisfies the rows only to the solver's tolerance
     bounds = [(0.0, None) if lb == 0.0 else (None, None) for lb in p.lb[n_fixed:]]
     try:
+        linprog = import_lp_solver()
         res = linprog(cost[n_fixed:], A_ub=A_ub, b_ub=b_ub + slack, A_eq=A_eq if A_eq.size else None,
                       b_eq=b_eq if A_eq.size else None, bounds=bounds, method="highs",
                       options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
