@@ -2,7 +2,7 @@
 
     python benchmarks/node/run.py [--engines tamsi lagged] [--duration 20] [--warmup 3]
                                   [--scene test/ros/scenes/iiwa_wsg_bottle_hold.yaml]
-                                  [--memory-minutes 10]
+                                  [--memory-minutes 10] [--startup [--startup-repeats 3]]
 
 For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess, twice: paced to the wall clock
 (real_time_factor 1) and as fast as possible (real_time_factor 0). This process subscribes to /joint_states,
@@ -16,6 +16,12 @@ For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess,
   real-time factor that implies with one free core, and step overruns per second;
 * resident memory of the node at the start and end of the window (MB).
 
+``--startup`` measures instead the time from starting the ``sim_node`` process to the first /joint_states
+this process receives, per engine: once with an empty compiled-kernel cache (``NUMBA_CACHE_DIR`` a new
+temporary folder: the kernels compile on the first step, as on a machine where ``make venv`` never filled the
+cache) and ``--startup-repeats`` times with the shared cache filled (``python -m contact_sim_ros.jit`` first;
+target <= 3 s), and whether the node's log announced the compilation ("compiling kernels, first start only").
+
 ``--memory-minutes M`` adds a paced run of M minutes sampling the node's resident size every 5 s (target:
 growth < 5 MB after the first minute of warm-up). Plots go to benchmarks/node/out/*.png (matplotlib Agg).
 ROS_DOMAIN_ID is set to a value unique to this run unless already set.
@@ -25,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -99,12 +107,13 @@ class Probe:
         self.node.destroy_node()
 
 
-def start_node(engine, rtf, scene, dt):
+def start_node(engine, rtf, scene, dt, env=None, tag=""):
     args = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--engine", engine, "--time-step", str(dt),
             "--real-time-factor", str(rtf)]
     args += ["--scene", scene] if scene else ["--robot", "iiwa_wsg"]
-    log = open(OUT / f"node_{engine}_rtf{rtf}.log", "w")
-    return subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log
+    log = open(OUT / f"node_{engine}_rtf{rtf}{tag}.log", "w")
+    return subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})}), log
 
 
 def stop_node(proc, log):
@@ -161,6 +170,52 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup):
     }
 
 
+def startup(probe, engine, scene, dt, cache=None):
+    """Seconds from starting the node process to the first /joint_states received; ``cache``: NUMBA_CACHE_DIR
+    for the node (None: the shared cache). Returns (seconds, CPU seconds of the node by then, announced estimate
+    in s or None)."""
+    probe.reset()
+    env = {"NUMBA_CACHE_DIR": cache} if cache else None
+    t0 = time.monotonic()
+    proc, log = start_node(engine, 1.0, scene, dt, env=env, tag="_cold" if cache else "_warm")
+    try:
+        if not wait_for(lambda: probe.js_wall or proc.poll() is not None, 300) or not probe.js_wall:
+            raise RuntimeError(f"node did not publish joint states: see {log.name}")
+        first = probe.js_wall[0] - t0
+        cpu = proc_cpu_s(proc.pid)     # CPU the node used until then (+ <= 50 ms of polling): load-independent
+    finally:
+        stop_node(proc, log)
+    match = re.search(r"compiling kernels, first start only: ~(\d+) s", Path(log.name).read_text())
+    return first, cpu, (float(match.group(1)) if match else None)
+
+
+def startup_table(probe, engines, scene, dt, repeats):
+    rows = []
+    for engine in engines:
+        subprocess.run([sys.executable, "-m", "contact_sim_ros.jit", "--engines", engine], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)    # the shared cache filled
+        with tempfile.TemporaryDirectory(prefix="numba_cold_") as empty:
+            load = os.getloadavg()[0]
+            seconds, cpu, note = startup(probe, engine, scene, dt, cache=empty)
+            rows.append((engine, "empty (cold)", [seconds], [cpu], note, load))
+        load = os.getloadavg()[0]
+        warm = [startup(probe, engine, scene, dt) for _ in range(repeats)]
+        rows.append((engine, "filled (warm)", [w[0] for w in warm], [w[1] for w in warm], warm[0][2], load))
+    print(f"\nsim_node start -> first /joint_states (iiwa_wsg{' + ' + scene if scene else ''}, time step "
+          f"{dt * 1e3:g} ms, real time), {os.cpu_count()} CPUs")
+    head = f"{'engine':8} {'kernel cache':14} {'median s':>9} {'min s':>6} {'max s':>6} {'CPU s':>6} {'runs':>4} " \
+           f"{'announced':>10} {'load':>5}"
+    print(head)
+    print("-" * len(head))
+    for engine, cache, times, cpus, note, load in rows:
+        print(f"{engine:8} {cache:14} {np.median(times):9.2f} {min(times):6.2f} {max(times):6.2f} "
+              f"{np.median(cpus):6.2f} {len(times):4d} {'~%g s' % note if note is not None else 'no':>10} {load:5.1f}")
+    print("target: <= 3 s with the cache filled (make venv); CPU s: the node's CPU time until its first "
+          "/joint_states (median; independent of the machine's other load); 'announced': the node's log line "
+          "'compiling kernels, first start only: ~N s' (N its estimate); load: 1-min load average before the runs")
+    return rows
+
+
 def memory_run(probe, engine, scene, dt, minutes):
     probe.reset()
     proc, log = start_node(engine, 1.0, scene, dt)
@@ -186,11 +241,21 @@ def main(argv=None):
     parser.add_argument("--time-step", type=float, default=1e-3)
     parser.add_argument("--scene", default="", help="scene YAML (default: iiwa_wsg on the ground)")
     parser.add_argument("--memory-minutes", type=float, default=0.0)
+    parser.add_argument("--startup", action="store_true",
+                        help="only measure start -> first /joint_states, kernel cache empty and filled")
+    parser.add_argument("--startup-repeats", type=int, default=3, help="warm starts per engine (median)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     rclpy.init()
     probe = Probe()
     rows = []
+    if args.startup:
+        try:
+            startup_table(probe, args.engines, args.scene, args.time_step, args.startup_repeats)
+        finally:
+            probe.close()
+            rclpy.shutdown()
+        return
     try:
         for engine in args.engines:
             for rtf in (1.0, 0.0):
