@@ -37,14 +37,15 @@ from numba.core import caching as _caching
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the folder holding the package
 
-# Seconds to compile each kernel module on the project's 2-core machine (cold cache, load average ~1.5-2.5:
-# first steps of semi_implicit (contact query + free bodies) 5-7 s, then TAMSI +6-7 s, Lagged +7-8 s, lcp_minimal
-# +5 s, in one process; 2-4 times longer when the cores are shared); used for the announced estimate only.
+# CPU seconds to compile each kernel module on the project's 2-core machine (benchmarks/node/run.py --startup,
+# 2026-11-25, load ~1.8: a node's first start compiles 8.3 s more than with the cache for TAMSI (contact query +
+# free bodies + tamsi_kernels), 7.0 s for Lagged; lcp_minimal + lemke ~5 s in the warm-up); wall time grows with
+# the machine's load. Used for the announced estimate only.
 COMPILE_SECONDS = {
-    "contact_sim_ros.geometry.contact_kernels": 5.0,
-    "contact_sim_ros.model.free_body_motion": 1.0,
-    "contact_sim_ros.engines.tamsi_kernels": 7.0,
-    "contact_sim_ros.engines.icf_kernels": 8.0,
+    "contact_sim_ros.geometry.contact_kernels": 3.5,
+    "contact_sim_ros.model.free_body_motion": 0.5,
+    "contact_sim_ros.engines.tamsi_kernels": 4.5,
+    "contact_sim_ros.engines.icf_kernels": 3.0,
     "contact_sim_ros.engines.lcp_minimal": 2.0,
     "contact_sim_ros.solvers.lemke": 3.0,
 }
