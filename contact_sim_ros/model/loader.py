@@ -552,7 +552,10 @@ def free_joint_name(object_name: str) -> str:
 
 def _object_model(obj: ObjectSpec, source: str):
     if obj.urdf is not None:
-        path = _resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
+        if obj.urdf.lstrip().startswith("<"):       # a URDF document (SpawnEntity's resource_string)
+            path = obj.urdf
+        else:
+            path = _resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
         if path is None:
             raise ModelError(f"{source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
                              f"(looked relative to the scene and in {urdf_dir()})")

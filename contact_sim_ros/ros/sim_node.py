@@ -142,6 +142,8 @@ class SimNode(Node):
         self._init_failure_policy()
         self._build_subscriptions()
         self._build_services()
+        from .simulation_interfaces import attach_simulation_interfaces
+        self.simulation_interfaces = attach_simulation_interfaces(self)
         if cfg.diagnostics_rate > 0:
             self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -192,50 +194,61 @@ class SimNode(Node):
         self._ext.name = list(m.joint_names)
         self._clock_msg = ClockMsg()
 
+        self._no_forces = np.zeros((0, 3))
+        vars(self).update(self.model_tables(m))
+
+    def model_tables(self, m, publishers: dict | None = None) -> dict:
+        """The node's attributes that depend on the physics model: TF edges and messages, contact-wrench bodies
+        and their publishers (``publishers``: body -> publisher to reuse), the body of each geometry. Built at
+        start-up and for a rebuilt model (simulation_interfaces.py: spawn / delete; bodies that no longer exist
+        are dropped then)."""
+        cfg, out = self.config, {}
         # TF
-        self.edges = tf_edges(m, self.prefix, self.world)
-        self._tf_moving = [e for e in self.edges if not e.static]
-        self._tf_msgs = []
-        for e in self._tf_moving:
+        out["edges"] = edges = tf_edges(m, self.prefix, self.world)
+        out["_tf_moving"] = moving = [e for e in edges if not e.static]
+        out["_tf_msgs"] = []
+        for e in moving:
             ts = TransformStamped()
             ts.header.frame_id, ts.child_frame_id = e.parent, e.child
-            self._tf_msgs.append(ts)
-        self._tf_frames = [(int(e.parent_frame), int(e.child_frame)) for e in self._tf_moving]
+            out["_tf_msgs"].append(ts)
+        out["_tf_frames"] = [(int(e.parent_frame), int(e.child_frame)) for e in moving]
 
         # contact wrench per body
-        from ..sim.sensors import ContactWrenchAccumulator
+        from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
+        pm = m.pin_model
         bodies = list(cfg.contact_bodies)
         if not bodies:
             if self.robot is not None:
                 # fingertip frames only where they carry collision geometry (else the link holding it is named)
-                from ..sim.sensors import _body_frame_of_geometry
-                pm = m.pin_model
                 with_geometry = {pm.frames[_body_frame_of_geometry(m, g)].name
                                  for g in range(len(m.collision_model.geometryObjects))}
                 bodies += list(self.robot.contact_bodies) + [f for f in self.robot.fingertip_frames
                                                              if f in with_geometry]
             bodies += [b.name for b in m.free_bodies]
-        pm = m.pin_model
-        bodies = [b for b in dict.fromkeys(bodies)]
-        self.wrench_bodies = ContactWrenchAccumulator(m, bodies)
-        self._body_pubs = []
+        bodies = list(dict.fromkeys(bodies))
+        if publishers is not None:
+            from ..model.multibody_model import model_body_names
+            known = set(model_body_names(m))
+            bodies = [b for b in bodies if b in known]
+        out["wrench_bodies"] = accumulator = ContactWrenchAccumulator(m, bodies)
+        out["_wrench_pubs"] = pubs = {}
+        out["_body_pubs"] = []
         for k, body in enumerate(bodies):
             msg = WrenchStamped()
             msg.header.frame_id = self.prefix + body
-            self._body_pubs.append((self.create_publisher(WrenchStamped, f"contact_wrench/{topic_token(body)}", 10),
-                                    msg,
-                                    int(self.wrench_bodies.frame_ids[k])))
+            pub = (publishers or {}).get(body)
+            pubs[body] = pub or self.create_publisher(WrenchStamped, f"contact_wrench/{topic_token(body)}", 10)
+            out["_body_pubs"].append((pubs[body], msg, int(accumulator.frame_ids[k])))
         # body names per geometry (for the contact detail message)
-        from ..sim.sensors import _body_frame_of_geometry
         free_by_joint = {b.joint_id: b.name for b in m.free_bodies}
-        self._geom_body = []
+        out["_geom_body"] = []
         for g, go in enumerate(m.collision_model.geometryObjects):
             if go.parentJoint in free_by_joint:
-                self._geom_body.append(free_by_joint[go.parentJoint])
+                out["_geom_body"].append(free_by_joint[go.parentJoint])
             else:
                 f = _body_frame_of_geometry(m, g)
-                self._geom_body.append(self.world if f == 0 else pm.frames[f].name)
-        self._no_forces = np.zeros((0, 3))
+                out["_geom_body"].append(self.world if f == 0 else pm.frames[f].name)
+        return out
 
     def _publish_static(self):
         """robot_description and /tf_static. The static transforms are computed once, before the stepping

@@ -167,6 +167,7 @@ class SteppingLoop:
         self._resync = True
         self._idle_published = False
         self._thread: threading.Thread | None = None
+        self._calls: list = []         # [fn, result, exception, done] run between two steps (request_call)
         self._stats = LoopStats(paused=self._paused)
         self._stats_lock = threading.Lock()
         self._win = _Window()
@@ -293,6 +294,68 @@ class SteppingLoop:
             return self._cv.wait_for(lambda: self._resets_done >= target or not self._running, timeout) \
                 and self._resets_done >= target
 
+    @property
+    def steps_done(self) -> int:
+        """Steps executed since start (monotonic, survives reset)."""
+        return self._steps_done
+
+    def request_call(self, fn, timeout: float = 30.0, publish: bool = False):
+        """Run ``fn()`` on the stepping thread between two steps (also while paused; directly if the thread does
+        not run) and return its result; its exception is raised here. TimeoutError if it did not run in time.
+        ``publish``: fn changed the state; every hook publishes it (also while paused)."""
+        if publish:
+            inner = fn
+
+            def fn():
+                out = inner()
+                for hook in self.hooks:
+                    hook.last = -1
+                self._idle_published = False
+                return out
+        if self._thread is None or not self._thread.is_alive():
+            return fn()
+        call = [fn, None, None, False]
+        with self._cv:
+            self._calls.append(call)
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: call[3] or not self._running, timeout)
+            if not call[3]:
+                if call in self._calls:
+                    self._calls.remove(call)
+                raise TimeoutError(f"the stepping thread did not take the request within {timeout:g} s")
+        if call[2] is not None:
+            raise call[2]
+        return call[1]
+
+    def replace_simulator(self, sim, then=None, timeout: float = 30.0) -> None:
+        """Swap in ``sim``, a Simulator of the same robot with another model (a free object spawned or deleted),
+        between two steps: it takes over the current state (``Simulator.carry_over``: robot, remaining objects,
+        time, targets), the per-model scratch is rebuilt, ``then(sim)`` runs on the stepping thread (the node's
+        model-dependent tables) and every hook publishes the new state. The command buffer, the command
+        interfaces and the controllers stay: commands in flight are kept."""
+        if tuple(sim.model.joint_names) != self.joint_names:
+            raise ValueError("replace_simulator: the robot's actuated joints differ")
+
+        def swap():
+            sim.carry_over(self.sim)
+            self.sim = sim
+            self._gravity_data = sim.model.pin_model.createData()
+            self.v_prev = np.array(sim.v, dtype=float)
+            if then is not None:
+                then(sim)
+        self.request_call(swap, timeout, publish=True)
+
+    def _run_calls(self):
+        """(stepping thread, with self._cv held) The requests of request_call, in order."""
+        while self._calls:
+            call = self._calls.pop(0)
+            try:
+                call[1] = call[0]()
+            except Exception as exc:   # noqa: BLE001 - raised in the caller's thread
+                call[2] = exc
+            call[3] = True
+        self._cv.notify_all()
+
     def count_rejection(self, kind: str) -> None:
         with self._stats_lock:
             self._stats.rejected[kind] = self._stats.rejected.get(kind, 0) + 1
@@ -365,7 +428,7 @@ class SteppingLoop:
             with self._cv:
                 next_publish = time.monotonic() + self.paused_publish_period
                 while (self._running and self._paused and self._pending_steps == 0
-                       and self._reset_requested == 0):
+                       and self._reset_requested == 0 and not self._calls):
                     if not self._idle_published:
                         self._idle_published = True
                         self._cv.release()
@@ -400,6 +463,10 @@ class SteppingLoop:
                         with self._stats_lock:
                             self._stats.paused, self._stats.pause_reason = False, ""
                     self._cv.notify_all()
+                    continue
+                if self._calls:
+                    self._run_calls()
+                    sim = self.sim
                     continue
                 single = self._paused and self._pending_steps > 0
                 self._in_single = single

@@ -43,6 +43,8 @@ MAX_POSITION_ERROR_PRISMATIC = 0.01         # m (prismatic joints)
 def default_gains(model, q0: np.ndarray, joints=None, bandwidth: float = DEFAULT_BANDWIDTH) -> dict:
     """``{joint: (kp, kd)}`` for ``joints`` (default: every actuated joint of ``model``, a ``MultibodyModel``)
     at configuration ``q0``. Units N*m/rad and N*m*s/rad (N/m and N*s/m for prismatic joints)."""
+    if joints is not None and not len(joints):
+        return {}
     pm = model.pin_model
     data = pm.createData()
     M = pin.crba(pm, data, np.asarray(q0, dtype=float), pin.Convention.WORLD)

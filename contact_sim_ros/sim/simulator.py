@@ -57,6 +57,9 @@ class Simulator:
                               f"{joint_stiction_tolerance!r}")
         # URDF Coulomb joint friction F_c (N*m or N), applied as lagged implicit damping (see _joint_damping)
         self.joint_stiction_tolerance = float(joint_stiction_tolerance)
+        self._settings = dict(engine=engine, time_step=time_step, engine_options=engine_options,
+                              max_substep_levels=max_substep_levels,
+                              joint_stiction_tolerance=joint_stiction_tolerance, divergence_limits=divergence_limits)
         self.time_step = float(time_step)
         self.max_substep_levels = int(max_substep_levels)
         self.model = self.scene.model
@@ -141,6 +144,41 @@ class Simulator:
             raise ConfigError(f"set_state: expected finite q ({self._pm.nq},) and v ({self._pm.nv},)")
         self._q = q.copy()
         self._v = v.copy()
+        self._update_kinematics()
+
+    def rebuilt(self, scene) -> "Simulator":
+        """A Simulator of another ``scene`` with this one's engine and settings, taking over this one's state
+        (``carry_over``): the model is immutable, so spawning or deleting a free object builds a new Simulator
+        of the scene with the object added or removed. Built off the stepping thread; the state is taken over
+        again by ``carry_over`` when it is swapped in (SteppingLoop.replace_simulator)."""
+        new = Simulator(scene, **self._settings)
+        new.carry_over(self)
+        return new
+
+    def carry_over(self, old: "Simulator") -> None:
+        """Take over ``old``'s state for every joint of this model that ``old`` has too (same name and size: the
+        robot's joints, which keep their indices since objects come after the robot, and the free joints of
+        objects in both): q, v, the initial state (reset), actuation targets and modes, gains, effort limits and
+        the last actuation; and the sim time and step count. Objects new here keep their initial state."""
+        pm, po = self._pm, old._pm
+        for jid in range(1, pm.njoints):
+            name = pm.names[jid]
+            if not po.existJointName(name):
+                continue
+            jn, jo = pm.joints[jid], po.joints[po.getJointId(name)]
+            if (jn.nq, jn.nv) != (jo.nq, jo.nv):
+                continue
+            qn, qo = slice(jn.idx_q, jn.idx_q + jn.nq), slice(jo.idx_q, jo.idx_q + jo.nq)
+            vn, vo = slice(jn.idx_v, jn.idx_v + jn.nv), slice(jo.idx_v, jo.idx_v + jo.nv)
+            for attr in ("_q", "_q_target"):
+                getattr(self, attr)[qn] = getattr(old, attr)[qo]
+            self.scene.q0[qn] = old.scene.q0[qo]
+            self.scene.v0[vn] = old.scene.v0[vo]
+            for attr in ("_v", "_kp", "_kd", "_effort_limit", "_v_target", "_effort", "_position_mode",
+                         "_velocity_mode", "actuation_force"):
+                getattr(self, attr)[vn] = getattr(old, attr)[vo]
+        self._t, self.step_count = old._t, old.step_count
+        self.default_gains = dict(old.default_gains)
         self._update_kinematics()
 
     # --------------------------------------------------------------------------------- commands

@@ -148,6 +148,11 @@ class Controller:
     def reset(self, sim) -> None:
         """The simulation was reset: drop what is in progress and hold the new state."""
 
+    def on_model_changed(self, model) -> None:
+        """The physics model was rebuilt (an object spawned or deleted; stepping thread, between two steps): the
+        robot's joints keep their names and indices, other indices (velocity vector, frames of objects,
+        geometries) may have changed. Rebuild what was derived from the model (``ctx.model`` is the new one)."""
+
     def shutdown(self) -> None:
         """The node stops: finish what waits on this controller (pending action goals)."""
 

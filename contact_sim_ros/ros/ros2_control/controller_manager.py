@@ -45,6 +45,7 @@ class ControllerManager:
         self.lock = threading.Lock()
         ctx = ControllerContext(node=node, loop=loop, model=loop.sim.model, hardware=loop.hw, limits=node.limits,
                                 update_rate=self.update_rate, time_step=dt, robot=robot, ros=ros)
+        self.ctx = ctx
         self.controllers = {}
         for spec in controllers_file.controllers:
             cls = controller_class(spec.type, spec.name, self.source)
@@ -99,6 +100,13 @@ class ControllerManager:
                 c.reset(sim)
                 if c.active:
                     c.on_activate(sim)
+
+    def on_model_changed(self, model) -> None:
+        """The physics model was rebuilt (stepping thread): every controller, active or not, is told."""
+        with self.lock:
+            self.ctx.model = model
+            for c in self.controllers.values():
+                c.on_model_changed(model)
 
     def shutdown(self) -> None:
         for c in self.controllers.values():

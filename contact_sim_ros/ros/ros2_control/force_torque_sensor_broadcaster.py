@@ -53,6 +53,7 @@ class ForceTorqueSensorBroadcaster(Controller):
             raise ConfigError(f"{self.where}: unknown sensor '{sensor}': no <sensor> with parent_link/child_link "
                               f"parameters in the <ros2_control> block and not the robot preset's ft_sensor "
                               f"({ft.get('frame') if ft else 'none'}); sensors: {known}")
+        self._links = (parent, child, measured)
         try:
             self.ft = ForceTorqueSensor(ctx.model, parent, child, measured)
         except (KeyError, ValueError) as exc:
@@ -65,6 +66,10 @@ class ForceTorqueSensorBroadcaster(Controller):
 
     def state_interfaces(self):
         return [f"{self.sensor}/{a}" for a in AXES]
+
+    def on_model_changed(self, model):
+        from ...sim.sensors import ForceTorqueSensor
+        self.ft = ForceTorqueSensor(model, *self._links)     # the robot's links are unchanged: cannot fail
 
     def publish(self, sim):
         node = self.ctx.node
