@@ -16,6 +16,7 @@ when paused after ``~/step``). A trial then costs only physics.
 from __future__ import annotations
 
 import array
+import copy
 import logging
 
 import numpy as np
@@ -102,14 +103,16 @@ class InProcessLink:
 
     ``scene``: a scene file (as the node's ``--scene``); ``engine``, ``time_step`` (s), ``period`` (s, a whole
     number of steps); ``inactive_controllers``: as the node parameter (None: the robot's default);
-    ``engine_options``: mapping.
+    ``engine_options``: mapping; ``ft_noise_std`` (N): Gaussian noise on the wrist force the controller reads
+    (``noise_seed`` seeds it: a trial stays reproducible).
     """
 
     mode = "lockstep"
 
     def __init__(self, scene: str, engine: str, time_step: float, period: float, *, ft_topic: str | None = None,
                  trajectory_controllers=(), wrench_topics=(), inactive_controllers=None,
-                 engine_options: dict | None = None, timeout: float = 60.0, overrides: dict | None = None):
+                 engine_options: dict | None = None, timeout: float = 60.0, overrides: dict | None = None,
+                 ft_noise_std: float = 0.0, noise_seed=0):
         import yaml
         from ..ros.command_validation import JointLimits
         from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
@@ -169,6 +172,9 @@ class InProcessLink:
         self._ext.name = list(m.joint_names)
         self.t_ns = 0
         self.failures: list[str] = []
+        # sensor noise the controller sees (a campaign's uncertainty): N, Gaussian on each wrist force axis
+        self.ft_noise_std = float(ft_noise_std)
+        self._rng = np.random.default_rng(noise_seed)
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
@@ -185,7 +191,14 @@ class InProcessLink:
         ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
         out = {"js": box["joint_states"], "ext": ext}
         if self.ft_topic:
-            out["ft"] = box[self.ft_topic.lstrip("/")]
+            ft = box[self.ft_topic.lstrip("/")]
+            if self.ft_noise_std > 0:
+                ft = copy.deepcopy(ft)
+                n = self._rng.normal(0.0, self.ft_noise_std, 3)
+                ft.wrench.force.x += float(n[0])
+                ft.wrench.force.y += float(n[1])
+                ft.wrench.force.z += float(n[2])
+            out["ft"] = ft
         if self._wrench_acc is not None:
             forces = self.host.contact_forces(sim)
             wrenches = (self._wrench_acc.compute(sim.contacts, forces, sim.pin_data) if forces.shape[0]
