@@ -1,0 +1,62 @@
+"""One peer-benchmark case on OUR simulator, in a fresh process of the project's venv; prints one JSON line.
+
+    scripts/venv_run.sh python benchmarks/peers/ours_case.py --case box --engine tamsi [--duration S]
+
+The first step (kernels loaded from numba's cache, first-use allocations) is not timed; the remaining steps are
+timed in CPU time (time.process_time) and wall time, recording the compared positions every ``sample`` s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import CASES  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    ap.add_argument("--engine", required=True)
+    ap.add_argument("--duration", type=float, default=None)
+    a = ap.parse_args()
+    c = CASES[a.case]
+    from contact_sim_ros.sim.simulator import Simulator
+    sim = Simulator(str(c.scene), engine=a.engine, time_step=c.dt)
+    n = int(round((a.duration or c.duration) / c.dt))
+    every = int(round(c.sample / c.dt))
+    if c.compare == "bodies":
+        names = [b.name for b in sim.model.free_bodies]
+
+        def positions():
+            return [list(sim.body_pose(b).translation) for b in names]
+    else:
+        names = list(sim.model.joint_names)
+
+        def positions():
+            return [[float(x)] for x in sim.joint_positions()]
+    samples = [[0.0, positions()]]
+    sim.step(strict=True)                      # untimed: kernel cache load, first-use allocations
+    failed = None
+    done = n
+    c0, w0 = time.process_time(), time.perf_counter()
+    for i in range(1, n):
+        report = sim.step()
+        if not report.ok:          # e.g. TAMSI's Newton iteration on the clutter: report, keep the timing
+            failed, done = report.message[:200], i
+            break
+        if (i + 1) % every == 0:
+            samples.append([sim.t, positions()])
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    contacts = sim.contacts.size if sim.contacts is not None else 0
+    print(json.dumps({"side": "ours", "case": a.case, "engine": a.engine, "steps": max(done - 1, 1), "cpu_s": cpu,
+                      "wall_s": wall, "names": names, "samples": samples, "final_contacts": int(contacts),
+                      "failed": failed, "failed_at": done * c.dt if failed else None}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Ours vs Drake 1.51.1 on the same scenes (issue 18, item 1): one command, a table on stdout.
+
+    python benchmarks/peers/run.py                      # all cases, 3 rounds (make bench BENCH=peers)
+    python benchmarks/peers/run.py --cases box,iiwa --rounds 5 --json out.json
+    python benchmarks/peers/run.py --profile            # also the per-step profile (step_profile.py)
+
+Every case runs in a fresh process: ours in the project's venv (scripts/venv_run.sh python ours_case.py),
+Drake in benchmarks/peers/.venv-drake (created here from the pinned requirements-peers.txt on first use;
+git-ignored; never the project's venv). Runs are interleaved (round r: ours, Drake, next engine ...; the order
+flips every round) and the table gives the median over the rounds of the CPU time per step
+(time.process_time; the first step untimed) next to the wall time, the ratio ours / Drake, and the largest
+deviation between the two trajectories (free-body positions in m, or joint positions for the iiwa, sampled
+every 10 ms). The load average and the CPU are printed and stored in the JSON (default
+benchmarks/peers/out/peers.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from cases import CASES  # noqa: E402
+
+VENV = HERE / ".venv-drake"
+REQUIREMENTS = HERE / "requirements-peers.txt"
+DRAKE_PY = VENV / "bin" / "python"
+
+
+def ensure_drake_venv() -> None:
+    """Create / refresh .venv-drake from requirements-peers.txt (a hash stamp skips a no-op)."""
+    stamp = VENV / ".requirements.sha256"
+    want = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    if DRAKE_PY.exists() and stamp.exists() and stamp.read_text().strip() == want:
+        return
+    print(f"[peers] installing Drake into {VENV} from {REQUIREMENTS.name} (first use only) ...", flush=True)
+    python = os.environ.get("PEERS_PYTHON", "python3.11")
+    subprocess.run([python, "-m", "venv", str(VENV)], check=True)
+    subprocess.run([str(DRAKE_PY), "-m", "pip", "install", "--quiet", "-r", str(REQUIREMENTS)], check=True)
+    stamp.write_text(want + "\n")
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return f"{info.get('Model name', '?').strip()}, {info.get('CPU(s)', '?').strip()} CPUs"
+    except OSError:
+        return platform.processor() or "?"
+
+
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def run_one(side: str, case: str, engine: str, duration: float | None) -> dict:
+    script = HERE / ("ours_case.py" if side == "ours" else "drake_case.py")
+    args = [str(script), "--case", case, "--engine", engine]
+    if duration:
+        args += ["--duration", str(duration)]
+    cmd = ([str(ROOT / "scripts" / "venv_run.sh"), "python"] if side == "ours" else [str(DRAKE_PY)]) + args
+    load0 = loadavg()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{side} {case} {engine} failed:\n{p.stderr[-3000:]}")
+    line = [x for x in p.stdout.splitlines() if x.startswith("{")][-1]
+    d = json.loads(line)
+    d["load"] = [load0, loadavg()]
+    return d
+
+
+def deviation(a: dict, b: dict) -> float:
+    """Largest distance between the two trajectories at common sample times (m or rad)."""
+    ib = {n: i for i, n in enumerate(b["names"])}
+    sb = {round(t, 9): p for t, p in b["samples"]}
+    worst = 0.0
+    for t, pa in a["samples"]:
+        pb = sb.get(round(t, 9))
+        if pb is None:
+            continue
+        for i, n in enumerate(a["names"]):
+            if n in ib:
+                d = sum((x - y) ** 2 for x, y in zip(pa[i], pb[ib[n]])) ** 0.5
+                worst = max(worst, d)
+    return worst
+
+
+def fmt_dev(x: float, unit: str) -> str:
+    if x < 1e-3:
+        return f"{x * 1e6:.3g} u{unit}"
+    if x < 1:
+        return f"{x * 1e3:.3g} m{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {list(CASES)}")
+    ap.add_argument("--engines", default=None, help="comma-separated subset of the engines (default: per case)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=None, help="override every case's sim duration (s)")
+    ap.add_argument("--json", default=str(HERE / "out" / "peers.json"))
+    ap.add_argument("--profile", action="store_true", help="then run step_profile.py (per-step stages, floor)")
+    a = ap.parse_args()
+    ensure_drake_venv()
+    cases = [CASES[c] for c in a.cases.split(",")]
+    wanted = set(a.engines.split(",")) if a.engines else None
+    jobs = [(c, e) for c in cases for e in c.engines if wanted is None or e in wanted]
+    start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    print(f"[peers] {start}; CPU: {cpu_model()}; load average {Path('/proc/loadavg').read_text().split()[:3]}; "
+          f"{len(jobs)} cases x {a.rounds} rounds x 2 sides", flush=True)
+    results = {(c.name, e): {"ours": [], "drake": []} for c, e in jobs}
+    for r in range(a.rounds):
+        for c, e in jobs:
+            sides = ("ours", "drake") if r % 2 == 0 else ("drake", "ours")
+            for side in sides:
+                d = run_one(side, c.name, e, a.duration)
+                results[(c.name, e)][side].append(d)
+                print(f"  round {r + 1} {c.name:8s} {e:8s} {side:5s} cpu {d['cpu_s'] / d['steps'] * 1e6:8.1f} us/step"
+                      f"  wall {d['wall_s'] / d['steps'] * 1e6:8.1f} us/step  load {d['load'][0]:.1f}", flush=True)
+    end = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    loads = [x for v in results.values() for s in v.values() for d in s for x in d["load"]]
+    rows = []
+    for c, e in jobs:
+        v = results[(c.name, e)]
+        med = {s: {k: statistics.median(d[k] / d["steps"] * 1e6 for d in v[s]) for k in ("cpu_s", "wall_s")}
+               for s in ("ours", "drake")}
+        dev = deviation(v["ours"][0], v["drake"][0])
+        rows.append({"case": c.name, "title": c.title, "dt_ms": c.dt * 1e3, "engine": e,
+                     "duration_s": a.duration or c.duration, "steps": v["ours"][0]["steps"],
+                     "ours_cpu_us": med["ours"]["cpu_s"], "drake_cpu_us": med["drake"]["cpu_s"],
+                     "ours_wall_us": med["ours"]["wall_s"], "drake_wall_us": med["drake"]["wall_s"],
+                     "ratio_cpu": med["ours"]["cpu_s"] / med["drake"]["cpu_s"],
+                     "ratio_wall": med["ours"]["wall_s"] / med["drake"]["wall_s"],
+                     "deviation": dev, "deviation_unit": "m" if c.compare == "bodies" else "rad|m",
+                     "drake_failed_at": v["drake"][0].get("failed_at"),
+                     "ours_failed_at": v["ours"][0].get("failed_at")})
+    print()
+    print(f"Ours vs Drake 1.51.1, median of {a.rounds} interleaved rounds, fresh process per run; {start} - {end}")
+    print(f"CPU: {cpu_model()}; load average during the runs {min(loads):.1f} - {max(loads):.1f} "
+          f"(median {statistics.median(loads):.1f}); us/step = CPU time (wall time)")
+    print()
+    print("| scene (dt) | engine | sim s | ours us/step | Drake us/step | ours / Drake | largest deviation | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for x in rows:
+        unit = "m" if x["deviation_unit"] == "m" else "rad"
+        print(f"| {x['title']} ({x['dt_ms']:g} ms) | {x['engine']} | {x['duration_s']:g} | "
+              f"{x['ours_cpu_us']:.0f} ({x['ours_wall_us']:.0f}) | {x['drake_cpu_us']:.0f} ({x['drake_wall_us']:.0f}) | "
+              f"{x['ratio_cpu']:.2f} ({x['ratio_wall']:.2f}) | {fmt_dev(x['deviation'], unit)} | "
+              + "; ".join(f"{who} failed at t = {x[key]:.3f} s (us/step up to there)"
+                          for who, key in (("ours", "ours_failed_at"), ("Drake", "drake_failed_at")) if x[key])
+              + " |")
+    out = Path(a.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"start": start, "end": end, "cpu": cpu_model(), "load_min": min(loads),
+                               "load_max": max(loads), "rounds": a.rounds, "rows": rows,
+                               "runs": {f"{k[0]}/{k[1]}": {s: [{kk: d[kk] for kk in ("cpu_s", "wall_s", "steps",
+                                                                                       "load")} for d in v[s]]
+                                                           for s in v} for k, v in results.items()}}, indent=1))
+    print(f"\n[peers] JSON: {out}")
+    if a.profile:
+        subprocess.run([str(ROOT / "scripts" / "venv_run.sh"), "python", str(HERE / "step_profile.py")], cwd=ROOT,
+                       check=True)
+
+
+if __name__ == "__main__":
+    main()
