@@ -42,8 +42,7 @@ from ..errors import ContactSimError, ModelError
 
 try:
     from simulation_interfaces.action import SimulateSteps
-    from simulation_interfaces.msg import (EntityCategory, EntityState, Result, SimulationState,
-                                           SimulatorFeatures)
+    from simulation_interfaces.msg import EntityCategory, EntityState, SimulationState, SimulatorFeatures
     from simulation_interfaces.srv import (DeleteEntity, GetEntities, GetEntitiesStates, GetEntityState,
                                            GetSimulationState, GetSimulatorFeatures, ResetSimulation,
                                            SetEntityState, SetSimulationState, SpawnEntity, StepSimulation)
@@ -438,8 +437,9 @@ class SimulationInterfaces:
         if ents[name][1] != "object":
             if np.any(twist != 0):
                 return _result(response, FAILED, f"{name!r} is static ({ents[name][1]}): it cannot have a twist")
+            movable = ", ".join(n for n, e in ents.items() if e[1] == "object")
             return _result(response, UNSUPPORTED, f"{name!r} is the {ents[name][1]}: only free objects can be "
-                                                  f"moved ({', '.join(n for n, e in ents.items() if e[1] == 'object')})")
+                                                  f"moved ({movable})")
         M, why = self._pose_to_se3(st.pose)
         if M is None or not np.all(np.isfinite(twist)):
             return _result(response, SetEntityState.Response.INVALID_POSE, why or "twist has non-finite values")

@@ -8,7 +8,6 @@ as before. Plus Simulator.carry_over without ROS."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -28,8 +27,8 @@ from ros_testing import REPO, wait_until, world_pose
 
 si = pytest.importorskip("simulation_interfaces")
 from simulation_interfaces.action import SimulateSteps  # noqa: E402
-from simulation_interfaces.msg import (EntityCategory, EntityFilters, EntityState, Result, SimulationState,  # noqa: E402
-                                       SimulatorFeatures, TagsFilter)
+from simulation_interfaces.msg import (EntityCategory, EntityFilters, EntityState, Result,  # noqa: E402
+                                       SimulationState, SimulatorFeatures, TagsFilter)
 from simulation_interfaces.srv import (DeleteEntity, GetEntities, GetEntitiesStates, GetEntityState,  # noqa: E402
                                        GetSimulationState, GetSimulatorFeatures, ResetSimulation, SetEntityState,
                                        SetSimulationState, SpawnEntity, StepSimulation)
@@ -288,7 +287,8 @@ def test_spawn_delete_and_set_state_result_codes(node, ros, tmp_path):
     assert spawn(ros, "x", uri="", resource_string="").result.result == SR.NO_RESOURCE
     for uri in ("primitive://cone?size=1&mass=1", "primitive://box?size=0.1,0.1&mass=1",
                 "primitive://box?size=0.1,0.1,0.1", "primitive://box?size=0.1,0.1,0.1&mass=-1",
-                "primitive://box?size=0.1,0.1,0.1&mass=1&colour=red", "primitive://box?size=0.1,0.1,0.1&mass=1&friction=-2"):
+                "primitive://box?size=0.1,0.1,0.1&mass=1&colour=red",
+                "primitive://box?size=0.1,0.1,0.1&mass=1&friction=-2"):
         res = spawn(ros, "x", uri=uri)
         assert res.result.result == SR.RESOURCE_PARSE_ERROR, (uri, res.result.error_message)
     assert spawn(ros, "x", uri="/no/such/file.urdf").result.result == NOT_FOUND
