@@ -40,6 +40,7 @@ ROSDEP_KEY = {
     "pytest": "python3-pytest",
     "numba": "python3-numba",
     "websockets": "python3-websockets",
+    "matplotlib": "python3-matplotlib",
 }
 # import name -> PyPI distribution in requirements.txt (ROS packages: ros-jazzy-<name with dashes>)
 PYPI_DIST = {
@@ -80,15 +81,17 @@ ROSDEP_KEYS_JAZZY = {
     "pinocchio", "coal",                                                      # pinocchio, coal
     "urdfdom_py",                                                             # urdf_parser_py
     "control_msgs", "controller_manager_msgs", "xacro",                      # control_msgs, ros2_control, xacro
+    "simulation_interfaces",                                                  # simulation_interfaces
     "ament_copyright", "ament_flake8", "ament_pep257",                       # ament_lint
     "python3-numpy", "python3-scipy", "python3-yaml", "python3-numba", "python3-websockets",
-    "python3-pytest",                                                         # rosdep/python.yaml
+    "python3-pytest", "python3-matplotlib",                                                         # rosdep/python.yaml
 }
 IN_WORKSPACE = {"contact_sim_msgs"}
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
-BUILT_FROM_MSGS = {"tf2_msgs", "contact_sim_msgs", "control_msgs", "controller_manager_msgs"}
+BUILT_FROM_MSGS = {"tf2_msgs", "contact_sim_msgs", "control_msgs", "controller_manager_msgs",
+                   "simulation_interfaces"}
 
 
 def _package_xml():
