@@ -197,6 +197,8 @@ class SteppingLoop:
         self._v_ramp = np.zeros(len(self.joint_names))
         self._work = np.zeros(len(self.joint_names))
         self._pos = np.zeros(len(self.joint_names), dtype=bool)
+        self._was_pos = np.ones(len(self.joint_names), dtype=bool)   # position mode at the last rate limiting
+        self._not_pos = np.zeros(len(self.joint_names), dtype=bool)
         self._clip = np.zeros(len(self.joint_names), dtype=bool)
         self._ramping = False
 
@@ -637,10 +639,14 @@ class SteppingLoop:
             np.copyto(q_sent, hw.position, where=hw.snap)
             np.copyto(v_sent, 0.0, where=hw.snap)
             hw.snap[:] = False
-        if not pos.all():                         # other modes: the next ramp starts where the joint is
-            np.logical_not(pos, out=clip)
+        # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
+        np.logical_not(pos, out=self._not_pos)
+        np.logical_not(self._was_pos, out=clip)
+        np.logical_or(clip, self._not_pos, out=clip)
+        if clip.any():
             np.copyto(q_sent, self.sim.joint_positions(), where=clip)
             np.copyto(v_sent, 0.0, where=clip)
+        np.copyto(self._was_pos, pos)
         np.subtract(hw.position, q_sent, out=dq)
         np.abs(dq, out=work)
         np.greater(work, self._dq_max, out=clip)          # jumps: on the profile
@@ -664,6 +670,7 @@ class SteppingLoop:
         np.logical_not(clip, out=clip)                    # the others: as commanded
         np.divide(dq, self.dt, out=v_sent, where=clip)
         np.add(q_sent, dq, out=q_sent)
+        np.copyto(v_sent, 0.0, where=self._not_pos)       # no profile state for joints not in position mode
 
     def _gravity_torques(self) -> np.ndarray:
         """Generalized gravity g(q) on the actuated joints (N*m or N) at the current configuration."""

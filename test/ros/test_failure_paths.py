@@ -323,7 +323,8 @@ SIGNALS = {"one SIGINT": (signal.SIGINT,), "two SIGINTs": (signal.SIGINT, signal
 
 @pytest.mark.parametrize("how", list(SIGNALS))
 def test_every_robot_shuts_down_cleanly(ros, how):
-    """Four robots at once (real time, no /clock), each stopped with ``how``: exit 0, no traceback, < 2 s."""
+    """Four robots running at once (real time, no /clock), each stopped with ``how`` in turn: exit 0, no
+    traceback, < 2 s."""
     key = how.replace(" ", "_")
     procs, js = {}, {}
     for robot in ROBOTS:
@@ -335,18 +336,15 @@ def test_every_robot_shuts_down_cleanly(ros, how):
             wait_until(lambda: js[robot] or proc.proc.poll() is not None, 90, what=f"{robot} joint states")
             assert proc.proc.poll() is None, proc.output()
         time.sleep(0.3)
-        t0 = {}
-        for robot, proc in procs.items():
-            t0[robot] = time.monotonic()
-            proc.proc.send_signal(SIGNALS[how][0])
-        for sig in SIGNALS[how][1:]:
-            time.sleep(0.05)
-            for proc in procs.values():
-                proc.proc.send_signal(sig)
         took = {}
-        for robot, proc in procs.items():
+        for robot, proc in procs.items():        # one at a time: each node's own shutdown is timed (four
+            t0 = time.monotonic()                # exiting together on 2 cores would time the CPU contention)
+            proc.proc.send_signal(SIGNALS[how][0])
+            for sig in SIGNALS[how][1:]:
+                time.sleep(0.05)
+                proc.proc.send_signal(sig)
             proc.proc.wait(10)
-            took[robot] = time.monotonic() - t0[robot]
+            took[robot] = time.monotonic() - t0
         for robot, proc in procs.items():
             assert proc.proc.returncode == 0, (robot, proc.output())
             assert_clean(proc.output())
