@@ -66,7 +66,6 @@ class InProcessHost:
         self.subscriptions: dict = {}
         self.rejected: list[str] = []
         self._logger = _Logger()
-        self._no_forces = np.zeros((0, 3))
 
     def create_publisher(self, msg_type, topic, qos=None):
         return _Mailbox(self.box, topic)
@@ -91,10 +90,7 @@ class InProcessHost:
             self.loop.count_clamped(len(notes))
 
     def contact_forces(self, sim) -> np.ndarray:
-        contacts, res = sim.contacts, sim.last_result
-        if contacts is None or res is None or contacts.size == 0 \
-                or res.contact_impulse.shape[0] != contacts.size:
-            return self._no_forces
+        """World contact forces (N, 3) of the last step, as the node's (Simulator.contact_forces_world)."""
         return sim.contact_forces_world()
 
 

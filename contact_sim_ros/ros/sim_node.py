@@ -194,7 +194,6 @@ class SimNode(Node):
         self._ext.name = list(m.joint_names)
         self._clock_msg = ClockMsg()
 
-        self._no_forces = np.zeros((0, 3))
         vars(self).update(self.model_tables(m))
 
     def model_tables(self, m, publishers: dict | None = None) -> dict:
@@ -345,12 +344,7 @@ class SimNode(Node):
         self.pub_tf.publish(TFMessage(transforms=self._tf_msgs))
 
     def contact_forces(self, sim) -> np.ndarray:
-        """World contact forces (N, 3) of the last step, or (0, 3) when the last contact set and the last
-        successful result do not belong together (e.g. after a failed step)."""
-        contacts, res = sim.contacts, sim.last_result
-        if contacts is None or res is None or contacts.size == 0 \
-                or res.contact_impulse.shape[0] != contacts.size:
-            return self._no_forces
+        """World contact forces (N, 3) of the last step (Simulator.contact_forces_world)."""
         return sim.contact_forces_world()
 
     def _pub_wrenches(self, sim):

@@ -481,7 +481,9 @@ class Simulator:
         return float(pin.computePotentialEnergy(self._pm, self.pin_data, self._q))
 
     def contact_forces_world(self) -> np.ndarray:
-        """(N, 3) world-frame forces on geometry B of the last step's contacts (N)."""
-        if self.contacts is None or self.last_result is None or self.contacts.size == 0:
+        """(N, 3) world-frame forces on geometry B of the last step's contacts (N); (0, 3) when there are none or
+        when the last contact set and the last successful result do not belong together (after a failed step)."""
+        if self.contacts is None or self.last_result is None or self.contacts.size == 0 \
+                or self.last_result.contact_impulse.shape[0] != self.contacts.size:
             return np.zeros((0, 3))
         return self.contacts.world_forces(self.last_result.contact_impulse, self._last_dt)
