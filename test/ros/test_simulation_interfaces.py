@@ -261,7 +261,10 @@ def test_spawn_delete_and_set_state_result_codes(node, ros, tmp_path):
     proc, topics = node
     # a primitive falls onto the ground and rests there
     assert spawn(ros, "cube", p=(1.0, 0.5, 0.3)).result.result == OK
-    wait_until(lambda: abs(entity_state(ros, "cube")[0][2] - 0.025) < 2e-3, 30, what="the cube on the ground")
+    def resting():
+        pos, _, state = entity_state(ros, "cube")
+        return abs(pos[2] - 0.025) < 2e-3 and abs(state.twist.linear.z) < 0.05   # landed, not mid-bounce
+    wait_until(resting, 30, what="the cube at rest on the ground")
     p, q, st = entity_state(ros, "cube")
     assert np.allclose(p[:2], [1.0, 0.5], atol=1e-3) and abs(st.twist.linear.z) < 0.05
     # SetEntityState: pose and twist (world frame); the cube slides
