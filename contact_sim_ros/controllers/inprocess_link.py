@@ -60,7 +60,6 @@ class InProcessHost:
     mailboxes, subscriptions are callbacks the link calls, warnings go to Python logging."""
 
     def __init__(self, sim, loop, config, limits):
-        from ..ros.ros2_control.hardware import JointCommandInterfaces  # noqa: F401  (same package as the node's)
         self.sim, self.loop, self.config, self.limits = sim, loop, config, limits
         self.box: dict = {}
         self.subscriptions: dict = {}
@@ -176,9 +175,7 @@ class InProcessLink:
     def _publish_tick(self) -> dict:
         from ..ros.sim_node import stamp
         sim, m = self.sim, self.model
-        for hook in self.loop.hooks:             # every broadcaster publishes the state at this tick (as the
-            hook.last = -1                       # node's loop does when it is paused after ~/step)
-        self.loop._publish_all()
+        self.loop.publish_now()                  # every broadcaster publishes the state at this tick
         box = dict(self.host.box)
         res = sim.last_result
         ext = self._ext
@@ -230,11 +227,8 @@ class InProcessLink:
         self.host.subscriptions[f"{controller}/joint_trajectory"](msg)
 
     def _run_steps(self) -> None:
-        loop, sim = self.loop, self.sim
         for _ in range(self.steps):
-            loop._apply_commands()
-            np.copyto(loop.v_prev, sim.v)
-            report = sim.step()
+            report = self.loop.step_now()
             if not report.ok:
                 self.failures.append(f"t = {report.t:.4f} s: {report.message}")
 

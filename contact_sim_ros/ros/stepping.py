@@ -414,6 +414,21 @@ class SteppingLoop:
                 self._stats.last_publish_error = f"{hook.name}: {exc!r}"
         hook.last = self._steps_done
 
+    # ------------------------------------------------------------------ synchronous use (no thread)
+
+    def step_now(self):
+        """One step on the caller's thread (the loop's thread must not run): commands and controllers applied,
+        the velocity before the step kept for the sensors, as the stepping thread does. Returns the StepReport."""
+        self._apply_commands()
+        np.copyto(self.v_prev, self.sim.v)
+        return self.sim.step()
+
+    def publish_now(self):
+        """Every publish hook publishes the current state (as the paused loop does after ~/step)."""
+        for hook in self.hooks:
+            hook.last = -1
+        self._publish_all()
+
     def _publish_all(self):
         """Publish the current state on every hook that has not published it yet (on pause, after reset)."""
         for hook in self.hooks:

@@ -358,7 +358,6 @@ class JointTrajectoryController(Controller):
             stopped = ex.stopped_velocity <= 0 or bool(np.all(np.abs(v) <= ex.stopped_velocity))
             if within and stopped:
                 self._finish_current(sim, "succeeded", SUCCESSFUL, "", hold=False)
-                self.current = None
             elif ex.goal_time > 0 and t > ex.sampler.end_time + ex.goal_time:
                 bad = (ex.goal_tol > 0) & (err > ex.goal_tol)
                 k = int(np.flatnonzero(bad)[0]) if bad.any() else int(np.argmax(np.abs(v)))
