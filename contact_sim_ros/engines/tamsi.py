@@ -161,6 +161,7 @@ class TamsiEngine(ContactEngine):
                 raise ConfigError(f"engine 'tamsi': kernel 'numba' needs numba ({exc}); install the requirements "
                                   f"or use the option kernel: numpy") from None
             self._kernels = tamsi_kernels
+            self.results_checked = True          # the kernel's CONVERGED guarantees finite results
             K = tamsi_kernels
             # the compiled step's options (read once: like the history buffer they are fixed at construction)
             self._params = np.zeros(7)

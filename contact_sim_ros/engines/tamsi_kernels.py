@@ -308,7 +308,8 @@ def newton_step(M, v0, tau0, damping, h,
     ``generalized_force`` = J^T f and ``actuation`` = tau.
 
     Returns (status, iterations, err, count, info): status one of CONVERGED, MAX_ITERATIONS, SINGULAR,
-    NON_FINITE; iterations = LU factorizations; err the last update size (m/s); info the zero pivot (SINGULAR).
+    NON_FINITE (a non-finite update, or a non-finite v_next, actuation or impulse at the end: CONVERGED guarantees
+    finite results); iterations = LU factorizations; err the last update size (m/s); info the zero pivot (SINGULAR).
     """
     nv = v0.shape[0]
     n = signed_distance.shape[0]
@@ -413,12 +414,19 @@ def newton_step(M, v0, tau0, damping, h,
                     count += 1
                     status = CONVERGED
                     break
+    finite = True
     for a in range(nv):
         v_next[a] = v[a]
         actuation[a] = tau[a]
+        if not (math.isfinite(v[a]) and math.isfinite(tau[a])):
+            finite = False
     for i in range(n):
         for row in range(3):
             impulse[i, row] = h * f[i, row]
+            if not math.isfinite(impulse[i, row]):
+                finite = False
+    if status == CONVERGED and not finite:        # CONVERGED promises finite results (the engine checks no more)
+        status = NON_FINITE
     generalized_contact_force(J, f, n, generalized_force)
     return status, iterations, err, count, info
 
