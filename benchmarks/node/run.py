@@ -3,6 +3,7 @@
     python benchmarks/node/run.py [--engines tamsi lagged] [--duration 20] [--warmup 3]
                                   [--scene test/ros/scenes/iiwa_wsg_bottle_hold.yaml]
                                   [--memory-minutes 10] [--startup [--startup-repeats 3]]
+                                  [--record [--record-repeats 3]]
 
 For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess, twice: paced to the wall clock
 (real_time_factor 1) and as fast as possible (real_time_factor 0). This process subscribes to /joint_states,
@@ -21,6 +22,13 @@ this process receives, per engine: once with an empty compiled-kernel cache (``N
 temporary folder: the kernels compile on the first step, as on a machine where ``make venv`` never filled the
 cache) and ``--startup-repeats`` times with the shared cache filled (``python -m contact_sim_ros.jit`` first;
 target <= 3 s), and whether the node's log announced the compilation ("compiling kernels, first start only").
+
+``--record`` measures instead what recording (``record:=PATH``, contact_sim_ros/ros/bag_recorder.py) costs:
+the time per message of ``publish(msg)``, of ``serialize_message(msg)``, of ``publish(bytes)`` and of a tapped
+publisher's ``publish(msg)`` (serialize + publish the bytes + enqueue; the publishing thread's CPU time) for the
+messages the node publishes (iiwa_wsg sizes, no subscriber), and the node's CPU time per step without and with
+recording (first engine, real time, ``--record-repeats`` pairs, the two interleaved so the machine's load hits
+both alike; the bag is deleted after each run).
 
 ``--memory-minutes M`` adds a paced run of M minutes sampling the node's resident size every 5 s (target:
 growth < 5 MB after the first minute of warm-up). Plots go to benchmarks/node/out/*.png (matplotlib Agg).
@@ -107,10 +115,11 @@ class Probe:
         self.node.destroy_node()
 
 
-def start_node(engine, rtf, scene, dt, env=None, tag=""):
+def start_node(engine, rtf, scene, dt, env=None, tag="", ros_args=()):
     args = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--engine", engine, "--time-step", str(dt),
             "--real-time-factor", str(rtf)]
     args += ["--scene", scene] if scene else ["--robot", "iiwa_wsg"]
+    args += ["--ros-args", *ros_args] if ros_args else []
     log = open(OUT / f"node_{engine}_rtf{rtf}{tag}.log", "w")
     return subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, **(env or {})}), log
@@ -131,9 +140,9 @@ def wait_for(pred, timeout):
     return False
 
 
-def measure(probe, engine, rtf, scene, dt, duration, warmup):
+def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""):
     probe.reset()   # messages of the previous node must not count as this one's start
-    proc, log = start_node(engine, rtf, scene, dt)
+    proc, log = start_node(engine, rtf, scene, dt, tag=tag, ros_args=ros_args)
     try:
         if not wait_for(lambda: len(probe.js_wall) > 10 or proc.poll() is not None, 120) or proc.poll() is not None:
             raise RuntimeError(f"node did not start: see {log.name}")
@@ -216,6 +225,105 @@ def startup_table(probe, engines, scene, dt, repeats):
     return rows
 
 
+def _node_messages():
+    """The messages sim_node publishes, with iiwa_wsg's sizes: (name, publisher topic, message)."""
+    from builtin_interfaces.msg import Time
+    from control_msgs.msg import DynamicJointState, InterfaceValue
+    from geometry_msgs.msg import TransformStamped, WrenchStamped
+    from rosgraph_msgs.msg import Clock
+
+    from contact_sim_msgs.msg import Contact, ContactArray
+    names = [f"iiwa_joint_{i}" for i in range(1, 8)] + ["wsg_finger_left_joint", "wsg_finger_right_joint"]
+    js = JointState(name=names, position=[0.1] * 9, velocity=[0.2] * 9, effort=[0.3] * 9)
+    js.header.stamp = Time(sec=12, nanosec=345_000_000)
+    tf = TFMessage(transforms=[TransformStamped() for _ in range(11)])
+    for k, t in enumerate(tf.transforms):
+        t.header.frame_id, t.child_frame_id = f"iiwa_link_{k}", f"iiwa_link_{k + 1}"
+        t.transform.rotation.w = 1.0
+    wrench = WrenchStamped()
+    wrench.header.frame_id = "ft_sensor"
+    dyn = DynamicJointState(joint_names=names, interface_values=[
+        InterfaceValue(interface_names=["position", "velocity", "effort"], values=[0.1, 0.2, 0.3]) for _ in names])
+    contacts = ContactArray(contacts=[Contact(body_a="wsg_finger_left", body_b="bottle", geometry_a="g_a",
+                                              geometry_b="g_b", normal_force=5.0) for _ in range(4)])
+    return [("JointState (9 joints)", JointState, js), ("TFMessage (11 transforms)", TFMessage, tf),
+            ("WrenchStamped", WrenchStamped, wrench), ("Clock", Clock, Clock()),
+            ("DynamicJointState (9 joints)", DynamicJointState, dyn), ("ContactArray (4 contacts)", ContactArray,
+                                                                       contacts)]
+
+
+def record_costs(n=5000):
+    """us of the calling thread's CPU per message: publish(msg), serialize_message(msg), publish(bytes), a tapped
+    publisher's publish(msg); and the writer thread's share (process CPU of the tapped run minus the caller's)."""
+    from rclpy.serialization import serialize_message
+
+    from contact_sim_ros.ros.bag_recorder import BagRecorder
+    node = Node("contact_sim_record_benchmark")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="record_bench_") as tmp:
+        recorder = BagRecorder(Path(tmp) / "bag")
+        for k, (label, cls, msg) in enumerate(_node_messages()):
+            plain = node.create_publisher(cls, f"bench_plain_{k}", 10)
+            tapped = node.create_publisher(cls, f"bench_tapped_{k}", 10)
+            recorder.tap(tapped)
+            data = serialize_message(msg)
+
+            def per_msg(fn, arg):
+                fn(arg)
+                while recorder.queued:                 # the writer idle: its CPU counts for this run only
+                    time.sleep(0.01)
+                t0, c0 = time.thread_time(), time.process_time()
+                for _ in range(n):
+                    fn(arg)
+                t1 = time.thread_time()
+                while recorder.queued:
+                    time.sleep(0.01)
+                c1 = time.process_time()
+                return 1e6 * (t1 - t0) / n, 1e6 * (c1 - c0) / n
+            pub_us = per_msg(plain.publish, msg)[0]
+            ser_us = per_msg(serialize_message, msg)[0]
+            raw_us = per_msg(plain.publish, data)[0]
+            tap_us, tap_proc_us = per_msg(tapped.publish, msg)
+            rows.append((label, len(data), pub_us, ser_us, raw_us, tap_us, tap_proc_us - tap_us))
+        recorder.close()
+    node.destroy_node()
+    return rows
+
+
+def record_table(probe, engine, scene, dt, duration, warmup, repeats):
+    load0 = os.getloadavg()[0]
+    costs = record_costs()
+    print(f"\nper message, us of CPU of the publishing thread (no subscriber; load average {load0:.1f})")
+    head = f"{'message':30} {'CDR B':>6} {'publish':>8} {'serialize':>9} {'pub bytes':>9} {'tapped':>7} {'writer':>7}"
+    print(head)
+    print("-" * len(head))
+    for label, size, pub_us, ser_us, raw_us, tap_us, writer_us in costs:
+        print(f"{label:30} {size:6d} {pub_us:8.1f} {ser_us:9.1f} {raw_us:9.1f} {tap_us:7.1f} {writer_us:7.1f}")
+    print("tapped = serialize + publish(bytes) + enqueue (what a recorded publish costs the stepping thread); writer "
+          "= the writer thread's CPU per message (stamp, MCAP write), on the other core when there is one")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="record_bench_") as tmp:
+        for k in range(repeats):
+            for record in (False, True):
+                ros_args = ["-p", f"record:={Path(tmp) / f'bag{k}'}"] if record else []
+                load = os.getloadavg()[0]
+                r = measure(probe, engine, 1.0, scene, dt, duration, warmup, ros_args=ros_args,
+                            tag="_record" if record else "")
+                rows.append((k, record, r["cpu_ms_per_step"], r["rtf"], r["js_hz"], load))
+    print(f"\nsim_node CPU per step without and with record:=PATH ({engine}, iiwa_wsg, real time, {duration:g} s "
+          f"windows, interleaved)")
+    head = f"{'pair':>4} {'record':>6} {'CPU ms/step':>11} {'RTF':>6} {'js Hz':>7} {'load':>5}"
+    print(head)
+    print("-" * len(head))
+    for k, record, cpu, rtf, hz, load in rows:
+        print(f"{k:4d} {'yes' if record else 'no':>6} {cpu:11.3f} {rtf:6.3f} {hz:7.1f} {load:5.1f}")
+    off = [r[2] for r in rows if not r[1]]
+    on = [r[2] for r in rows if r[1]]
+    print(f"median CPU ms/step: without {np.median(off):.3f}, with {np.median(on):.3f} "
+          f"({100.0 * (np.median(on) / np.median(off) - 1.0):+.1f} %)")
+    return costs, rows
+
+
 def memory_run(probe, engine, scene, dt, minutes):
     probe.reset()
     proc, log = start_node(engine, 1.0, scene, dt)
@@ -244,6 +352,9 @@ def main(argv=None):
     parser.add_argument("--startup", action="store_true",
                         help="only measure start -> first /joint_states, kernel cache empty and filled")
     parser.add_argument("--startup-repeats", type=int, default=3, help="warm starts per engine (median)")
+    parser.add_argument("--record", action="store_true",
+                        help="only measure what record:=PATH costs: per message and the node's CPU per step")
+    parser.add_argument("--record-repeats", type=int, default=3, help="interleaved pairs without/with record")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     rclpy.init()
@@ -252,6 +363,14 @@ def main(argv=None):
     if args.startup:
         try:
             startup_table(probe, args.engines, args.scene, args.time_step, args.startup_repeats)
+        finally:
+            probe.close()
+            rclpy.shutdown()
+        return
+    if args.record:
+        try:
+            record_table(probe, args.engines[0], args.scene, args.time_step, args.duration, args.warmup,
+                         args.record_repeats)
         finally:
             probe.close()
             rclpy.shutdown()

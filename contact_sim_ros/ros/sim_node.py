@@ -121,6 +121,10 @@ class SimNode(Node):
         self._throttle = cfg.warn_throttle_s
         self.step_count = cfg.step_count
 
+        self.recorder = None
+        if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
+            from .bag_recorder import attach_recorder
+            self.recorder = attach_recorder(self, cfg.record)
         self._build_publishers()
         hooks = self._build_hooks()
         self.viewer = None
@@ -148,10 +152,7 @@ class SimNode(Node):
             self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._publish_static()
-        self.recorder = None
-        if cfg.record:
-            from .bag_recorder import attach_recorder
-            self.recorder = attach_recorder(self, cfg.record)
+        if self.recorder is not None:
             self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
         self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
                       f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
@@ -637,6 +638,13 @@ class SimNode(Node):
                   kv("publish_errors", s.publish_errors), kv("last_publish_error", s.last_publish_error),
                   kv("rejected_commands", sum(s.rejected.values()))]
         values += [kv(f"rejected_{k}", n) for k, n in s.rejected.items()]
+        if self.recorder is not None:
+            rec = self.recorder
+            values += [kv("recorded_messages", rec.written), kv("record_queued", rec.queued),
+                       kv("record_dropped", rec.dropped), kv("record_write_errors", rec.errors)]
+            if (rec.dropped or rec.errors) and level == 0:
+                status.level, status.message = bytes([1]), f"recording: {rec.dropped} messages dropped, " \
+                                                           f"{rec.errors} writes failed"
         status.values = values
         arr = DiagnosticArray(status=[status])
         arr.header.stamp = self.get_clock().now().to_msg()
