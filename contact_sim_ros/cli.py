@@ -6,6 +6,10 @@
         buttons act on the run (--paused: wait for its Resume button before the first step); after the run the
         page stays up, showing the final state, until Ctrl-C (--exit-after-run, alias --no-wait: exit at once)
     contact-sim node [node flags]      run the ROS 2 node without ``ros2 launch`` (see docs/ros_interface.md)
+    contact-sim campaign CAMPAIGN.yaml | report RESULTS | compare RESULTS REAL.csv
+        grasp-validation campaigns on Ray, their report, the comparison with real trials (docs/scenarios.md)
+    contact-sim replay BAG (--scenario NAME | --scene FILE)
+        play a robot's rosbag2 (commands, joint states, wrist F/T) into the simulation: residuals and plots
     contact-sim engines                list the registered engines
     contact-sim compile-kernels [--status] [--engines E ...]
         compile the engines' numba kernels into the shared on-disk cache (contact_sim_ros/jit.py; make venv does
@@ -309,14 +313,19 @@ def main(argv=None) -> int:
     kernels.add_argument("--status", action="store_true",
                          help="only say which kernel modules are cached (exit 1 when some are not)")
     sub.add_parser("node", help="run the ROS 2 node (flags: see contact_sim_ros.ros.sim_node)", add_help=False)
-    sub.add_parser("campaign", help="randomized grasp-validation campaign on Ray (contact-sim campaign -h)",
-                   add_help=False)
+    sub.add_parser("campaign", help="randomized grasp-validation campaign on Ray; report, compare with real trials "
+                   "(contact-sim campaign -h)", add_help=False)
+    sub.add_parser("replay", help="replay a robot's rosbag2 in the simulation: joint and wrench residuals "
+                   "(contact-sim replay -h)", add_help=False)
     if argv and argv[0] == "node":
         from .ros.sim_node import main as node_main
         return node_main(argv[1:]) or 0
     if argv and argv[0] == "campaign":
         from .scenarios.campaign import main as campaign_main
         return campaign_main(argv[1:])
+    if argv and argv[0] == "replay":
+        from .scenarios.replay import main as replay_main
+        return replay_main(argv[1:])
     args = parser.parse_args(argv)
     try:
         if args.command == "engines":

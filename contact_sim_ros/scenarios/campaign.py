@@ -264,13 +264,15 @@ def failure_mode(success: bool, phase: str, failures: list) -> str:
     return _MODE_OF_PHASE.get(phase, "other")
 
 
-def run_trial(spec: CampaignSpec, k: int, engine: str) -> dict:
-    """Trial k on ``engine``, in process; one result row (parameters, verdict, failure mode, numbers)."""
+def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = None) -> dict:
+    """Trial k on ``engine``, in process; one result row (parameters, verdict, failure mode, numbers).
+    ``values``: parameter values to use instead of trial k's (same names; e.g. a held-apart "real" cell with
+    other friction or mass: the test data of ``campaign compare``)."""
     from .runner import REPO, SCENARIOS, _load
     from ..controllers.inprocess_link import InProcessLink
     from ..controllers.pick_shake_place import run_controller
     sc = SCENARIOS[spec.scenario]
-    values = spec.trial_parameters(k)
+    values = spec.trial_parameters(k) if values is None else dict(values)
     controller_params = {**spec.controller, **{n.split(".", 1)[1]: v for n, v in values.items()
                                                if n.startswith("controller.")}}
     wall0 = time.monotonic()
@@ -520,10 +522,14 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
 
 def main(argv=None) -> int:
     """``contact-sim campaign CAMPAIGN.yaml [--out DIR] [--trials N] [--workers N] [--address A] [--trial K]``
-    and ``contact-sim campaign report RESULTS_DIR``."""
+    and ``contact-sim campaign report RESULTS_DIR``, ``contact-sim campaign compare RESULTS_DIR REAL.csv``
+    (scenarios/compare.py)."""
     import argparse
     import sys
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:
+        from .compare import main as compare_main
+        return compare_main(argv[1:])
     if argv[:1] == ["report"]:
         ap = argparse.ArgumentParser(prog="contact-sim campaign report")
         ap.add_argument("results", help="a campaign's output directory")
