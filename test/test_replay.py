@@ -20,20 +20,21 @@ SC = SCENARIOS["pick_shake_place"]
 BOTTLE_WEIGHT = 0.509 * 9.81         # N (objects/bottle.urdf)
 
 
-def copy_bag(src, dst, storage, rename=None):
-    """Rewrite a bag (raw CDR messages, same timestamps) in another storage, optionally renaming topics."""
+def copy_bag(src, dst, storage, rename=None, drop=()):
+    """Rewrite a bag (raw CDR messages, same timestamps, the bag's own message definitions) in another storage,
+    optionally renaming topics or leaving some out."""
     from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
-    store = get_typestore(Stores.ROS2_JAZZY)
     rename = rename or {}
     with Reader(src) as reader:
         writer = Writer(dst, version=9, storage_plugin={"mcap": StoragePlugin.MCAP,
                                                         "sqlite3": StoragePlugin.SQLITE3}[storage])
         writer.open()
-        conns = {c.id: writer.add_connection(rename.get(c.topic, c.topic), c.msgtype, typestore=store)
-                 for c in reader.connections}
+        conns = {c.id: writer.add_connection(rename.get(c.topic, c.topic), c.msgtype, msgdef=c.msgdef.data,
+                                             rihs01=c.digest)
+                 for c in reader.connections if c.topic not in drop}
         for c, t, raw in reader.messages():
-            writer.write(conns[c.id], t, raw)
+            if c.id in conns:
+                writer.write(conns[c.id], t, raw)
         writer.close()
     return dst
 
@@ -57,16 +58,20 @@ def test_bag_contents_and_both_storages(bags):
     a, b = read_bag(bags / "nominal_mcap"), read_bag(bags / "nominal_sqlite3")
     assert (a.storage, b.storage) == ("mcap", "sqlite3")
     assert set(a.topics) == {"/joint_states", "/ft_sensor/wrench", "/arm_controller/joint_trajectory",
-                             "/gripper_controller/joint_trajectory"}
+                             "/gripper_controller/joint_trajectory", "/arm_controller/controller_state",
+                             "/gripper_controller/controller_state"}
     assert a.js_t[0] == 0 and np.all(np.diff(a.js_t) == 20_000_000)          # 50 Hz control ticks
     assert np.array_equal(a.js_q, b.js_q) and len(a.commands) == len(b.commands) > 10
+    assert a.topics["/arm_controller/controller_state"][1] >= 120      # 50 Hz (state_publish_rate)
     assert "ft_sensor/wrench" in a.wrenches and a.wrenches["ft_sensor/wrench"][1] == "iiwa_ft_sensor"
 
 
 def test_identical_model_replays_to_zero_residuals(bags):
     for name in ("nominal_mcap", "nominal_sqlite3"):
         r = run(bags / name)
-        assert r.delivered == len(r.bag.commands) and not r.failures and not r.rejected
+        # the trajectory commands are replayed; the controllers' own controller_state is then not used
+        assert r.superseded == ["/arm_controller/controller_state", "/gripper_controller/controller_state"]
+        assert r.delivered == len(r.bag.commands) - 2 and not r.failures and not r.rejected
         assert len(r.joints) == 9 and len(r.t_w) == len(r.t_js) > 100
         assert max(mx for _, mx in r.joint_stats().values()) < 1e-9, name
         assert r.wrench_stats()["force"][1] < 1e-6, name
@@ -104,3 +109,14 @@ def test_namespace_and_topic_map_and_command_line(bags, tmp_path, capsys):
         assert (out / "plots" / png).stat().st_size > 5000
     assert cli_main(["replay", str(bag), "--scenario", "pick_shake_place", "--map", "/nope=x"]) == 2
     assert "the bag has no topic ['/nope']" in capsys.readouterr().err
+
+
+def test_without_commands_the_controllers_references_are_replayed(bags, tmp_path):
+    """A robot commanded through FollowJointTrajectory (not recordable) still has its trajectory controllers'
+    controller_state: their reference positions, one period ahead, reproduce the run."""
+    bag = copy_bag(bags / "nominal_mcap", tmp_path / "states_only", "mcap",
+                   drop=("/arm_controller/joint_trajectory", "/gripper_controller/joint_trajectory"))
+    r = run(bag)
+    assert r.delivered == 2 and not r.rejected and not r.superseded
+    assert max(mx for _, mx in r.joint_stats().values()) < 1e-6
+    assert r.wrench_stats()["force"][1] < 1e-3

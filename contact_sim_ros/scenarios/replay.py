@@ -9,8 +9,12 @@ name (after the name mapping below):
   ``<forward controller>/commands`` (std_msgs/Float64MultiArray). Each message is handed to that controller at
   its bag (receive) time, i.e. before the first simulation step at or after it, exactly as the controller's
   subscription would have received it; a trajectory's non-zero ``header.stamp`` is moved by the same time
-  origin. (FollowJointTrajectory goals are not topics and ros2 bag does not record them in Jazzy: record the
-  trajectory topic the client publishes, or the goals' trajectories on a topic.)
+  origin.
+* ``<controller>/controller_state`` (control_msgs/JointTrajectoryControllerState) of a trajectory controller
+  the bag has no commands of (a robot driven through FollowJointTrajectory: ros2 bag in Jazzy does not record
+  action goals): its ``reference`` positions become one trajectory through them at their stamps plus one
+  controller update period (the controller's command is for the end of its update), linear in between, sent to
+  that controller: what the robot's trajectory controller executed, whoever sent the goals.
 * ``joint_states`` (sensor_msgs/JointState): the measured joint positions. The first message sets the time
   origin (its ``header.stamp`` is sim time 0) and the simulation's initial joint positions (at rest); every
   message is compared with the simulated positions at its stamp (the nearest step).
@@ -71,6 +75,7 @@ def _wrench6(msg) -> tuple:
 # ------------------------------------------------------------------------------------------- reading a bag
 
 COMMAND_TYPES = ("trajectory_msgs/msg/JointTrajectory", "std_msgs/msg/Float64MultiArray")
+CONTROLLER_STATE = "control_msgs/msg/JointTrajectoryControllerState"
 
 
 @dataclass
@@ -100,6 +105,31 @@ def sim_name(topic: str, namespace: str = "", mapping: dict | None = None) -> st
     return name.lstrip("/")
 
 
+def _reference_trajectory(states: list, trajectory_name: str, topic: str, t0: int) -> tuple:
+    """A trajectory controller's ``controller_state`` messages (control_msgs/JointTrajectoryControllerState) ->
+    ONE JointTrajectory through their ``reference`` positions at their stamps (linear in between: exact where
+    the samples fall on the knots of a linearly interpolated command, else within a dt^2/8 of the reference's
+    acceleration), starting at the first stamp: what the robot's controller executed, whatever sent it the goals
+    (FollowJointTrajectory, topics). Returns a command entry (bag time, sim name, topic, message)."""
+    from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    first = _stamp_ns(states[0].header.stamp)
+    msg = JointTrajectory()
+    _set_stamp(msg.header.stamp, first)
+    msg.joint_names = list(states[0].joint_names)
+    points, last = [], None
+    for s in states:
+        t = _stamp_ns(s.header.stamp) - first
+        if last is not None and t <= last:          # a repeated or out-of-order sample
+            continue
+        last = t
+        pt = JointTrajectoryPoint(positions=list(s.reference.positions))   # linear between the samples
+        pt.time_from_start = Duration(sec=t // 1_000_000_000, nanosec=t % 1_000_000_000)
+        points.append(pt)
+    msg.points = points
+    return first if first > t0 else t0, trajectory_name, topic, msg
+
+
 def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None) -> BagData:
     """Read joint_states, every WrenchStamped topic and the command topics (JointTrajectory,
     Float64MultiArray) of a rosbag2 directory; other topics are listed in ``ignored``."""
@@ -120,14 +150,14 @@ def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None)
             name = sim_name(c.topic, namespace, mapping)
             if name == JOINT_STATES and c.msgtype == "sensor_msgs/msg/JointState" and js_conn is None:
                 js_conn = c
-            elif c.msgtype not in COMMAND_TYPES + ("geometry_msgs/msg/WrenchStamped",):
+            elif c.msgtype not in COMMAND_TYPES + (CONTROLLER_STATE, "geometry_msgs/msg/WrenchStamped"):
                 ignored.append(c.topic)
                 continue
             use.append(c)
         if js_conn is None:
             raise ConfigError(f"{path}: no sensor_msgs/JointState topic named {JOINT_STATES!r} (after --namespace "
                               f"/ --map); topics: {', '.join(f'{t} ({m})' for t, (m, _) in sorted(topics.items()))}")
-        commands, js, ws = [], [], {}
+        commands, js, ws, states = [], [], {}, {}
         classes = {}
         for c, t_bag, raw in reader.messages(connections=use):
             cls = classes.get(c.msgtype) or classes.setdefault(c.msgtype, _msg_class(c.msgtype))
@@ -136,6 +166,8 @@ def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None)
                 js.append(msg)
             elif c.msgtype == "geometry_msgs/msg/WrenchStamped":
                 ws.setdefault(c.topic, []).append(msg)
+            elif c.msgtype == CONTROLLER_STATE:        # at its stamp: the controller's update time
+                states.setdefault(c.topic, []).append(msg)
             else:
                 commands.append((int(t_bag), sim_name(c.topic, namespace, mapping), c.topic, msg))
     if not js:
@@ -149,6 +181,12 @@ def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None)
         for n, p in zip(m.name, m.position):
             if n in index:
                 q[k, index[n]] = p
+    for topic, msgs in states.items():        # a trajectory controller's references -> one trajectory
+        name = sim_name(topic, namespace, mapping)
+        if name.endswith("/controller_state"):
+            commands.append(_reference_trajectory(msgs, name.rsplit("/", 1)[0] + "/joint_trajectory", topic, t0))
+        else:
+            ignored.append(topic)
     commands.sort(key=lambda c: c[0])
     commands = [(t - t0, name, topic, msg) for t, name, topic, msg in commands]
     for *_, msg in commands:               # trajectory start times: same origin as the states
@@ -184,6 +222,7 @@ class ReplayResult:
     delivered: int = 0
     rejected: list = field(default_factory=list)
     unused_commands: list = field(default_factory=list)    # command topics no simulated controller subscribes
+    superseded: list = field(default_factory=list)         # controller_state topics of controllers commanded in the bag
 
     @property
     def q_residual(self) -> np.ndarray:
@@ -261,8 +300,18 @@ def _run(link, data: BagData, engine, tare, duration) -> ReplayResult:
     w_topic, w_frame, w_t, w_meas = data.wrenches[w_name] if w_name else (None, "", np.zeros(0, np.int64),
                                                                            np.zeros((0, 6)))
     subs = host.subscriptions
-    cmd = [c for c in data.commands if c[1] in subs]
-    unused = sorted({c[2] for c in data.commands if c[1] not in subs})
+    direct = {c[1] for c in data.commands if not c[2].endswith("controller_state")}
+    # a controller's references (controller_state) only where the bag has no commands of that controller
+    use = [c for c in data.commands if c[1] in subs and (c[1] not in direct or not c[2].endswith("controller_state"))]
+    # controller_state's reference is the controller's command for the end of its update period (the emulated
+    # and the real JointTrajectoryController sample at t + period): the references' trajectory starts a period later
+    lead_ns = int(round(sim.time_step * getattr(link.cm, "every", 1) * 1e9))
+    for c in use:
+        if c[2].endswith("controller_state"):
+            _set_stamp(c[3].header.stamp, _stamp_ns(c[3].header.stamp) + lead_ns)
+    cmd, used = use, {id(c) for c in use}
+    unused = sorted({c[2] for c in data.commands if id(c) not in used and c[1] not in subs})
+    superseded = sorted({c[2] for c in data.commands if id(c) not in used and c[1] in subs})
     step_ns = int(round(sim.time_step * 1e9))
     end_ns = int(data.js_t[-1]) if duration is None else min(int(data.js_t[-1]), int(round(duration * 1e9)))
     n_steps = int(math.ceil(end_ns / step_ns))
@@ -301,7 +350,7 @@ def _run(link, data: BagData, engine, tare, duration) -> ReplayResult:
         w_sim = w_sim - w_sim[first].mean(axis=0)
     return ReplayResult(data, engine, joints, data.js_t[js_sel] * 1e-9, q_bag, q_sim, w_topic, w_frame,
                         w_t[w_sel] * 1e-9, w_bag, w_sim, list(link.failures), time.monotonic() - wall0, i_cmd,
-                        list(host.rejected), unused)
+                        list(host.rejected), unused, superseded)
 
 
 # ------------------------------------------------------------------------------------------- report
@@ -314,13 +363,16 @@ def write_report(result: ReplayResult, out: str | Path, plots: bool = True) -> s
     dur = r.t_js[-1] if len(r.t_js) else 0.0
     lines = [f"# Replay of {d.path} ({d.storage}) on {r.engine}", "",
              f"{dur:.3f} s of bag time from the first joint_states stamp; {r.delivered} command messages delivered "
-             f"({', '.join(sorted({c[2] for c in d.commands} - set(r.unused_commands))) or 'none'}); {len(r.t_js)} "
+             f"({', '.join(sorted({c[2] for c in d.commands} - set(r.unused_commands) - set(r.superseded))) or 'none'}"
+             f"); {len(r.t_js)} "
              f"joint states, {len(r.t_w)} wrench samples ({r.wrench_topic or 'no wrench topic'}"
              + (f", frame {r.wrench_frame}" if r.wrench_frame else "") + f"); replay wall time {r.wall_s:.1f} s.",
              ]
     if r.unused_commands:
         lines.append(f"Command topics no simulated controller subscribes to (not replayed; --map them): "
                      f"{', '.join(r.unused_commands)}.")
+    if r.superseded:
+        lines.append(f"Not used (the bag has these controllers' commands): {', '.join(r.superseded)}.")
     if d.ignored:
         lines.append(f"Bag topics not used: {', '.join(sorted(d.ignored))}.")
     if r.failures:
@@ -374,29 +426,36 @@ def write_report(result: ReplayResult, out: str | Path, plots: bool = True) -> s
 # ------------------------------------------------------------------------------------------- recording
 
 class _RecordingLink:
-    """Wraps an InProcessLink: writes what a robot's bag would hold (the controller's trajectory commands at
-    their send time, joint_states and the F/T wrench at each control tick) to a rosbag2 writer."""
+    """Wraps an InProcessLink: writes what a robot's bag would hold (the scenario controller's trajectory commands
+    at their send time; joint_states and the F/T wrench at each control tick; the trajectory controllers'
+    controller_state as they publish it) to a rosbag2 writer."""
 
     def __init__(self, link, writer, store):
         from rclpy.serialization import serialize_message
         self._link, self._writer, self._store, self._ser = link, writer, store, serialize_message
-        self._conns = {}
+        self._conns, self._last = {}, {}
 
     def __getattr__(self, name):
         return getattr(self._link, name)
 
     def _write(self, topic: str, msg, t_ns: int) -> None:
+        from ..ros.bag_recorder import _ensure_type, msgtype_name
         conn = self._conns.get(topic)
         if conn is None:
-            msgtype = f"{type(msg).__module__.split('.')[0]}/msg/{type(msg).__name__}"
+            msgtype = msgtype_name(type(msg))
+            _ensure_type(self._store, msgtype)        # control_msgs: from its .msg files (not in Jazzy's store)
             conn = self._conns[topic] = self._writer.add_connection(topic, msgtype, typestore=self._store)
         self._writer.write(conn, int(t_ns), self._ser(msg))
 
     def _write_state(self) -> None:
         box = self._link.host.box
         for topic, msg in box.items():
-            if topic == JOINT_STATES or type(msg).__name__ == "WrenchStamped":
-                self._write("/" + topic, msg, _stamp_ns(msg.header.stamp))
+            kind = type(msg).__name__
+            if topic == JOINT_STATES or kind in ("WrenchStamped", "JointTrajectoryControllerState"):
+                t = _stamp_ns(msg.header.stamp)
+                if t != self._last.get(topic):          # the controllers' own rate: each message once
+                    self._last[topic] = t
+                    self._write("/" + topic, msg, t)
 
     def start(self):
         self._link.loop.publish_now()             # the initial state (t = 0) opens the bag
@@ -423,8 +482,8 @@ def record_scenario_bag(path: str | Path, scenario: str = "pick_shake_place", en
     parameters of the scene (e.g. ``{"object.bottle.mass_scale": 0.8}``: a held-apart "real" cell). Returns the
     controller's verdict."""
     from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
     from .campaign import trial_scene
+    from ..ros.bag_recorder import make_typestore
     from .runner import REPO, SCENARIOS, _load
     from ..controllers.inprocess_link import InProcessLink
     from ..controllers.pick_shake_place import run_controller
@@ -442,7 +501,7 @@ def record_scenario_bag(path: str | Path, scenario: str = "pick_shake_place", en
         writer = Writer(Path(path), version=9, storage_plugin=plugins[storage])
         writer.open()
         try:
-            return run_controller(controller, _RecordingLink(link, writer, get_typestore(Stores.ROS2_JAZZY)))
+            return run_controller(controller, _RecordingLink(link, writer, make_typestore()))
         finally:
             writer.close()
             link.close()
