@@ -131,7 +131,7 @@ class InProcessLink:
             values["inactive_controllers"] = list(inactive_controllers)
         cfg = NodeConfig.from_mapping(values)
         self.config = cfg
-        self.sim = sim = Simulator(cfg.scene_spec(), engine=cfg.engine, time_step=cfg.time_step,
+        self.sim = sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
                                    engine_options=cfg.engine_options_dict())
         self.model = m = sim.model
         self.robot = sim.scene.robot

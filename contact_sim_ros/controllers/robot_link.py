@@ -99,12 +99,13 @@ class RobotLink:
     """rclpy node of a controller: latest measurements, publishers of trajectories, tick-synchronised stepping.
 
     ``namespace``: the driver's namespace ('' or '/ns'); ``node_name``: the simulation node's name (for the
-    lock-step services); ``period``: control period (s).
+    lock-step services) in ``sim_namespace`` (default: ``namespace``; several robots in one world: the node's
+    namespace, the robots in its sub-namespaces); ``period``: control period (s).
     """
 
     def __init__(self, namespace: str, period: float, mode: str = "lockstep", sim_node_name: str = "contact_sim",
                  ft_topic: str | None = None, trajectory_controllers=(), name: str = "scenario_controller",
-                 timeout: float = 60.0, wrench_topics=()):
+                 timeout: float = 60.0, wrench_topics=(), sim_namespace: str | None = None):
         if mode not in ("lockstep", "clock"):
             raise ConfigError(f"controller timing mode {mode!r}: valid modes are lockstep, clock")
         ns = namespace.rstrip("/")
@@ -138,7 +139,8 @@ class RobotLink:
         self.node.create_subscription(String, f"{ns}/robot_description", self._on_description, latched)
         self.traj_pubs = {c: self.node.create_publisher(JointTrajectory, f"{ns}/{c}/joint_trajectory", qos)
                           for c in trajectory_controllers}
-        base = f"{ns}/{sim_node_name}"
+        sim_ns = ns if sim_namespace is None else "/" + sim_namespace.strip("/") if sim_namespace.strip("/") else ""
+        base = f"{sim_ns}/{sim_node_name}"
         self.pause_client = self.node.create_client(SetBool, f"{base}/pause")
         self.step_client = self.node.create_client(Trigger, f"{base}/step")
         self.executor = SingleThreadedExecutor(context=self.context)
@@ -229,6 +231,13 @@ class RobotLink:
                 self.t_ns = stamp_ns(self.latest_js.header.stamp)
         return self.t_ns, self.robot_description
 
+    def follow(self, t_ns: int) -> None:
+        """Lock-step, a robot whose simulation another link steps: wait for our state stamped ``t_ns`` (and the
+        robot_description), then take it as the current tick."""
+        self._wait(lambda: t_ns in self.joint_states and self.robot_description is not None,
+                   f"{self.ns}/joint_states at t = {t_ns * 1e-9:.4f} s")
+        self.t_ns = t_ns
+
     def state(self, need=("ft", "ext")) -> dict:
         """Measurements stamped with the current tick time: {'js': JointState, 'ft': WrenchStamped,
         'ext': JointState}; waits for them."""
@@ -289,3 +298,63 @@ def gripper_measurements(ik, q_full: np.ndarray, st: dict, fingers, ft_frame: st
     grip = float(np.mean(efforts_of(st["ext"], fingers)))
     width = float(np.mean(positions_of(js, fingers)))
     return load, grip, width
+
+
+class MultiRobotLink:
+    """Several robots of ONE simulated world (scene key ``robots:``), each in its namespace ``<ns>/<robot>``, as
+    one link: ``start()`` -> (t0, {robot: URDF}), ``state(need)`` -> {robot: state dict}, ``advance()``.
+    The first robot's link steps the simulation node (lock-step, its ``~/step`` in ``<ns>``); the others wait for
+    their state at the same tick. ``links[robot]`` publishes that robot's trajectories."""
+
+    def __init__(self, namespace: str, robots, period: float, timeout: float = 60.0, **per_robot):
+        """``per_robot``: RobotLink keyword arguments (ft_topic, trajectory_controllers, wrench_topics) for every
+        robot."""
+        ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
+        self.robots = list(robots)
+        self.period_ns = int(round(period * 1e9))
+        self.links = {}
+        try:
+            for r in self.robots:
+                self.links[r] = RobotLink(f"{ns}/{r}", period, "lockstep", timeout=timeout, sim_namespace=ns,
+                                          name=f"scenario_controller_{r}", **per_robot)
+        except Exception:
+            self.close()
+            raise
+        self.leader = self.links[self.robots[0]]
+        self.t_ns = 0
+
+    @property
+    def node(self):
+        return self.leader.node
+
+    def start(self):
+        for link in self.links.values():       # every robot's state is heard before the first step
+            deadline = time.monotonic() + link.timeout
+            topics = [f"{link.ns}/joint_states", f"{link.ns}/external_joint_torques"] + \
+                ([f"{link.ns}/{link.ft_topic}"] if link.ft_topic else [])
+            while any(link.node.count_publishers(t) == 0 for t in topics):
+                if time.monotonic() > deadline:
+                    raise ControllerError(f"no publisher of {topics} (is the node running with this robot?)")
+                time.sleep(0.02)
+        t0, urdf = self.leader.start()
+        urdfs = {self.robots[0]: urdf}
+        for r in self.robots[1:]:
+            link = self.links[r]
+            link.follow(t0)      # while paused the joint_state_broadcaster repeats the state stamped t0
+            urdfs[r] = link.robot_description
+        self.t_ns = t0
+        return t0, urdfs
+
+    def state(self, need=("ft", "ext")) -> dict:
+        return {r: link.state(need=need) for r, link in self.links.items()}
+
+    def advance(self) -> int:
+        t = self.leader.advance()
+        for r in self.robots[1:]:
+            self.links[r].follow(t)
+        self.t_ns = t
+        return t
+
+    def close(self):
+        for link in self.links.values():
+            link.close()

@@ -27,7 +27,8 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError, unknown_choice
 from .multibody_model import MultibodyModel, RobotInstance
 
-ROBOT_ENTRY_KEYS = ("name", "robot", "base_pose", "parent", "prefix", "namespace", "frame_prefix")
+ROBOT_ENTRY_KEYS = ("name", "robot", "base_pose", "parent", "prefix", "namespace", "frame_prefix", "controllers_file",
+                    "inactive_controllers")
 
 
 # ---------------------------------------------------------------------------------------- names
@@ -55,6 +56,10 @@ def prefix_urdf(root: ET.Element, prefix: str) -> None:
     for block in root.iter("ros2_control"):
         for el in block.findall("joint") + block.findall("sensor"):
             add(el, "name")
+            for param in el.findall("param"):     # mimic leader, a sensor's links and frame
+                if param.get("name") in ("mimic", "parent_link", "child_link", "frame_id") and param.text:
+                    if param.get("name") != "mimic" or param.text.strip() != "urdf":
+                        param.text = prefix + param.text.strip()
     for tr in root.findall("transmission"):
         for el in tr.findall("joint"):
             add(el, "name")
@@ -133,9 +138,24 @@ def scene_robots(data: dict, base_dir, source: str) -> list:
             prefix = e.get("prefix", "") or ""
             if not isinstance(prefix, str) or any(c.isspace() for c in prefix):
                 raise ConfigError(f"{source}: {where}: prefix must be a string without spaces, got {prefix!r}")
-            for key in ("namespace", "frame_prefix"):
+            for key in ("namespace", "frame_prefix", "controllers_file"):
                 if e.get(key) is not None and not isinstance(e[key], str):
                     raise ConfigError(f"{source}: {where}: {key} must be a string, got {e[key]!r}")
+            controllers_file = e.get("controllers_file")
+            if controllers_file:
+                path = Path(controllers_file)
+                if not path.is_absolute() and base_dir is not None:
+                    path = Path(base_dir) / path
+                if not path.is_file():
+                    raise ConfigError(f"{source}: {where}: controllers_file {controllers_file!r} not found "
+                                      f"(looked for {path})")
+                controllers_file = str(path)
+            inactive = e.get("inactive_controllers")
+            if inactive is not None:
+                if not isinstance(inactive, list) or not all(isinstance(n, str) for n in inactive):
+                    raise ConfigError(f"{source}: {where}: inactive_controllers is a list of controller names, "
+                                      f"got {inactive!r}")
+                inactive = tuple(inactive)
             parent = e.get("parent")
             parent_robot = parent_link = None
             if parent is not None:
@@ -151,7 +171,8 @@ def scene_robots(data: dict, base_dir, source: str) -> list:
                 base_pose = pin.SE3.Identity() if parent is not None else preset.base_pose
             robots.append(prefixed_preset(preset, prefix, name=name, base_pose=base_pose, preset_name=preset.name,
                                           parent_robot=parent_robot, parent_link=parent_link,
-                                          namespace=e.get("namespace"), frame_prefix=e.get("frame_prefix")))
+                                          namespace=e.get("namespace"), frame_prefix=e.get("frame_prefix"),
+                                          controllers_file=controllers_file or None, inactive_controllers=inactive))
     mount_order(robots, source)      # names unique, parents known, no cycle
     return robots
 

@@ -290,6 +290,8 @@ class RobotPreset:
     parent_link: str | None = None             # that link (prefixed model name); base_pose is relative to it
     namespace: str | None = None               # for the ROS side only: the robot's topic/controller namespace
     frame_prefix: str | None = None            # for the ROS side only: prefix of its TF frames
+    controllers_file: str | None = None        # for the ROS side only: its controller_manager YAML (absolute)
+    inactive_controllers: tuple | None = None  # for the ROS side only: its controllers loaded inactive
 
     def __post_init__(self):
         if not self.preset_name:

@@ -25,9 +25,16 @@ def link_parent(pin_model, frame_id: int) -> int:
     return f
 
 
-def tf_edges(model, frame_prefix: str = "", world_frame: str = "world") -> list[TfEdge]:
+def tf_edges(model, frame_prefix: str = "", world_frame: str = "world",
+             link_prefixes: dict | None = None) -> list[TfEdge]:
     """One edge per link (BODY frame) and free object: parent link -> link. Links attached to the universe by
-    a fixed joint (the robot base, static environment links) are static; so are links merged by fixed joints."""
+    a fixed joint (the robot base, static environment links) are static; so are links merged by fixed joints.
+    ``link_prefixes``: link name -> its frame prefix (the robots of a multi-robot scene); other frames get
+    ``frame_prefix``."""
+    link_prefixes = link_prefixes or {}
+
+    def frame_id(name):
+        return link_prefixes.get(name, frame_prefix) + name
     pm = model.pin_model
     free_frames = {}
     for body in model.free_bodies:
@@ -41,7 +48,7 @@ def tf_edges(model, frame_prefix: str = "", world_frame: str = "world") -> list[
         seen.add(frame.name)
         parent = link_parent(pm, fid)
         static = pm.frames[parent].parentJoint == frame.parentJoint
-        pname = world_frame if parent == 0 else frame_prefix + pm.frames[parent].name
-        cname = frame_prefix + free_frames.get(fid, frame.name)
+        pname = world_frame if parent == 0 else frame_id(pm.frames[parent].name)
+        cname = frame_id(free_frames.get(fid, frame.name))
         edges.append(TfEdge(pname, cname, parent, fid, static))
     return edges

@@ -168,6 +168,13 @@ class NodeConfig:
             return 0
         return max(1, int(round(1.0 / (rate * self.time_step))))
 
+    def load_scene(self, spec=None):
+        """The Scene of ``spec`` (default: ``scene_spec()``), named after the ``scene`` file when there is one:
+        errors name it and relative paths in it (URDFs, controllers files) resolve against its folder."""
+        from ..sim.scene import load_scene
+        return load_scene(self.scene_spec() if spec is None else spec,
+                          source=str(Path(self.scene).resolve()) if self.scene else None)
+
     def scene_spec(self):
         """The scene for ``load_scene``: a path, or a dict built from robot/urdf/scene/base_pose."""
         from ..model.loader import load_robot_preset

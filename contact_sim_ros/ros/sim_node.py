@@ -102,7 +102,7 @@ class SimNode(Node):
         self.log = self.get_logger()
 
         from ..sim.simulator import Simulator
-        self.sim = Simulator(cfg.scene_spec(), engine=cfg.engine, time_step=cfg.time_step,
+        self.sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
                              engine_options=cfg.engine_options_dict())
         sim = self.sim
         self.model = sim.model
@@ -125,6 +125,7 @@ class SimNode(Node):
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder
             self.recorder = attach_recorder(self, cfg.record)
+        self._build_robot_ports()
         self._build_publishers()
         hooks = self._build_hooks()
         self.viewer = None
@@ -137,8 +138,9 @@ class SimNode(Node):
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))
             self.log.info(f"viewer: {self.viewer.url}")
         self._warned: dict[str, float] = {}
+        from .robot_port import merge_hardware_infos
         from .ros2_control.hardware import JointCommandInterfaces
-        hardware_info = self._hardware_info()
+        hardware_info = merge_hardware_infos([p.hardware_info() for p in self.ports])
         self.loop = SteppingLoop(sim, cfg.real_time_factor, hooks, start_paused=cfg.start_paused,
                                  gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag,
                                  hardware=JointCommandInterfaces(self.model.joint_names, hardware_info))
@@ -166,7 +168,6 @@ class SimNode(Node):
         cfg, m = self.config, self.model
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-        self.pub_description = self.create_publisher(String, "robot_description", latched)
         # joint states come from the joint_state_broadcaster; without emulated controllers (controllers_file
         # none, the topic_based_ros2_control route) the node publishes them raw on joint_states_topic
         self.pub_joint_states = (self.create_publisher(JointState, cfg.joint_states_topic, 10)
@@ -180,7 +181,6 @@ class SimNode(Node):
             self.log.warn("tf2_msgs is not installed: /tf and /tf_static are not published "
                           "(run scripts/ensure_venv.sh)")
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.pub_ext_torques = self.create_publisher(JointState, "external_joint_torques", 10)
         self.pub_markers = self.create_publisher(MarkerArray, "contact_markers", 10)
         self.pub_contacts = self.create_publisher(ContactArray, "contacts", 10) if ContactArray else None
 
@@ -191,8 +191,6 @@ class SimNode(Node):
         self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
         self._mimic_mult = np.array([mj.multiplier for mj in mimic])
         self._mimic_off = np.array([mj.offset for mj in mimic])
-        self._ext = JointState()
-        self._ext.name = list(m.joint_names)
         self._clock_msg = ClockMsg()
 
         vars(self).update(self.model_tables(m))
@@ -204,7 +202,7 @@ class SimNode(Node):
         are dropped then)."""
         cfg, out = self.config, {}
         # TF
-        out["edges"] = edges = tf_edges(m, self.prefix, self.world)
+        out["edges"] = edges = tf_edges(m, self.prefix, self.world, self.link_prefixes)
         out["_tf_moving"] = moving = [e for e in edges if not e.static]
         out["_tf_msgs"] = []
         for e in moving:
@@ -218,12 +216,12 @@ class SimNode(Node):
         pm = m.pin_model
         bodies = list(cfg.contact_bodies)
         if not bodies:
-            if self.robot is not None:
-                # fingertip frames only where they carry collision geometry (else the link holding it is named)
-                with_geometry = {pm.frames[_body_frame_of_geometry(m, g)].name
-                                 for g in range(len(m.collision_model.geometryObjects))}
-                bodies += list(self.robot.contact_bodies) + [f for f in self.robot.fingertip_frames
-                                                             if f in with_geometry]
+            # every robot's contact bodies, and its fingertip frames where they carry collision geometry (else
+            # the link holding it is named)
+            with_geometry = {pm.frames[_body_frame_of_geometry(m, g)].name
+                             for g in range(len(m.collision_model.geometryObjects))}
+            for robot in self.sim.scene.robots:
+                bodies += list(robot.contact_bodies) + [f for f in robot.fingertip_frames if f in with_geometry]
             bodies += [b.name for b in m.free_bodies]
         bodies = list(dict.fromkeys(bodies))
         if publishers is not None:
@@ -235,7 +233,7 @@ class SimNode(Node):
         out["_body_pubs"] = []
         for k, body in enumerate(bodies):
             msg = WrenchStamped()
-            msg.header.frame_id = self.prefix + body
+            msg.header.frame_id = self.link_prefixes.get(body, self.prefix) + body
             pub = (publishers or {}).get(body)
             pubs[body] = pub or self.create_publisher(WrenchStamped, f"contact_wrench/{topic_token(body)}", 10)
             out["_body_pubs"].append((pubs[body], msg, int(accumulator.frame_ids[k])))
@@ -253,12 +251,8 @@ class SimNode(Node):
     def _publish_static(self):
         """robot_description and /tf_static. The static transforms are computed once, before the stepping
         thread starts (they do not depend on the state), and the same message is republished on reset."""
-        if self.robot is not None:
-            try:
-                with open(self.robot.urdf) as fh:
-                    self.pub_description.publish(String(data=fh.read()))
-            except OSError as exc:
-                self.log.warn(f"robot_description not published: {exc}")
+        for port in self.ports:
+            port.publish_description()
         if self.pub_tf_static is None:
             return
         if getattr(self, "_tf_static_msg", None) is None:
@@ -349,14 +343,10 @@ class SimNode(Node):
         return sim.contact_forces_world()
 
     def _pub_wrenches(self, sim):
-        """External joint torques: the generalized contact force on the actuated joints (N*m or N), as
-        franka_ros2 publishes them (the wrist F/T sensor is the force_torque_sensor_broadcaster's)."""
-        m = self.model
-        res = sim.last_result
-        stamp(sim.t, self._ext.header.stamp)
-        tau = res.generalized_contact_force[m.joint_v_index] if res is not None else np.zeros(len(m.joint_names))
-        self._ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
-        self.pub_ext_torques.publish(self._ext)
+        """External joint torques of each robot (RobotPort.publish_external_torques; the wrist F/T sensor is the
+        force_torque_sensor_broadcaster's)."""
+        for port in self.ports:
+            port.publish_external_torques(sim, stamp)
 
     def _pub_body_wrenches(self, sim):
         contacts = sim.contacts
@@ -428,52 +418,57 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------------- commands
 
-    def _hardware_info(self):
-        """The robot's <ros2_control> block: parameter ros2_control_file, else the robot URDF's own block, else
-        the shipped urdf/ros2_control/<robot>.ros2_control.xacro (None if there is none)."""
-        from .ros2_control.config import parse_ros2_control, read_ros2_control
-        cfg, robot = self.config, self.robot
-        own = None
-        if cfg.ros2_control_file:
-            own = read_ros2_control(cfg.ros2_control_file)
-        elif robot is not None:
-            with open(robot.urdf) as fh:
-                own = parse_ros2_control(fh.read(), str(robot.urdf))
-        if own is not None:
-            # the user's block: its position initial_values are the robot's start (as mock hardware starts)
-            initial = {j.name: j.initial_values["position"] for j in own.joints
-                       if "position" in j.initial_values and j.name in self.model.joint_names}
-            if initial:
-                self.sim.set_initial_positions(initial)
-            return own
-        if robot is None:
-            return None
-        shipped = share_path("urdf", "ros2_control", f"{robot.name}.ros2_control.xacro")
-        return read_ros2_control(shipped) if robot.name and shipped.is_file() else None
+    def _build_robot_ports(self):
+        """One RobotPort per robot of the scene (robot_port.py): in the node itself for a scene with one robot
+        and no namespace, else each in its own namespace (a robot of several without one: its name)."""
+        from .robot_port import RobotNode, RobotPort, full_namespace
+        cfg, m = self.config, self.model
+        presets = list(self.sim.scene.robots)
+        instances = {r.name: r for r in m.robots}
+        several = len(presets) > 1 or any(r.namespace for r in presets)
+        self.link_prefixes: dict[str, str] = {}
+        self.ports, self.robot_nodes = [], []
+        if not presets:
+            self.ports.append(RobotPort(self, None, None, self, cfg.frame_prefix))
+            return
+        for r in presets:
+            inst = instances.get(r.name)
+            prefix = cfg.frame_prefix + (r.frame_prefix or "")
+            if r.frame_prefix and inst is not None:
+                self.link_prefixes.update({ln: prefix for ln in inst.link_names})
+            node = self
+            if several:
+                node = RobotNode(self, full_namespace(self.get_namespace(), r.namespace or r.name))
+                self.robot_nodes.append(node)
+            self.ports.append(RobotPort(self, r, inst, node, prefix))
 
     @property
     def no_controllers(self) -> bool:
         return self.config.controllers_file.strip().lower() == "none"
 
     def _build_controller_manager(self):
-        """The emulated controller manager over the controllers file (parameter controllers_file, else the
-        robot's shipped config/ros2_control/<robot>_controllers.yaml, else a default set for a bare URDF)."""
-        from .ros2_control.config import resolve_controllers
-        from .ros2_control.controller_manager import ControllerManager
-        cfg, robot = self.config, self.robot
+        """Each robot's emulated controller manager (RobotPort.build_controller_manager: its controllers file,
+        else the node parameter controllers_file, else the preset's shipped config/ros2_control/<robot>_
+        controllers.yaml, else a default set for a bare URDF). Several robots: the loop runs a
+        ControllerManagers over them."""
+        from .robot_port import ControllerManagers
+        cfg = self.config
         if self.no_controllers:
             self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
                           f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
             return None
-        file, inactive = resolve_controllers(cfg.controllers_file, robot, self.model.joint_names,
-                                             cfg.inactive_controllers)
-        cm = ControllerManager(self, self.loop, file, inactive, robot)
-        self.loop.hooks.extend(cm.hooks)
-        self.loop.control = cm
-        active = [n for n, c in cm.controllers.items() if c.active]
-        self.log.info(f"controllers from {file.source} at {file.update_rate:g} Hz: active {active}, inactive "
-                      f"{[n for n in cm.controllers if n not in active]}")
-        return cm
+        managers = []
+        for port in self.ports:
+            cm = port.build_controller_manager(self.loop, cfg.inactive_controllers)
+            managers.append(cm)
+            active = [n for n, c in cm.controllers.items() if c.active]
+            where = f" of robot {port.name!r} in {port.node.get_namespace()}" if port.own_node else ""
+            self.log.info(f"controllers{where} from {cm.source} at {cm.update_rate:g} Hz: active {active}, "
+                          f"inactive {[n for n in cm.controllers if n not in active]}")
+        control = managers[0] if len(managers) == 1 else ControllerManagers(managers)
+        self.loop.hooks.extend(control.hooks)
+        self.loop.control = control
+        return control
 
     def _build_subscriptions(self):
         self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
@@ -554,7 +549,7 @@ class SimNode(Node):
         self.exit_code: int | None = None       # set by fatal(): main() ends the process with it
         if self.controller_manager is not None:   # while paused, the joint_state_broadcaster repeats the state
             from .ros2_control.joint_state_broadcaster import JointStateBroadcaster
-            jsb = {f"controller {n}" for n, c in self.controller_manager.controllers.items()
+            jsb = {f"controller {n}" for port in self.ports for n, c in port.controller_manager.controllers.items()
                    if isinstance(c, JointStateBroadcaster)}
             for hook in self.loop.hooks:
                 hook.while_paused = hook.while_paused or hook.name in jsb
@@ -707,6 +702,8 @@ def main(argv=None) -> int:
         node = SimNode(param_defaults=defaults)
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
         executor.add_node(node)
+        for robot_node in node.robot_nodes:      # several robots: each robot's namespace
+            executor.add_node(robot_node)
         while not stop.is_set() and node.exit_code is None and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
         code = node.exit_code or 0
@@ -721,6 +718,8 @@ def main(argv=None) -> int:
         if executor is not None:
             executor.shutdown(timeout_sec=0.5)
         if node is not None:
+            for robot_node in node.robot_nodes:
+                robot_node.destroy_node()
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

@@ -632,7 +632,7 @@ class SimulationInterfaces:
         """Build a Simulator of ``spec`` and swap it in (caller holds _model_lock)."""
         node, loop = self.node, self.loop
         try:
-            sim = node.sim.rebuilt(spec)
+            sim = node.sim.rebuilt(node.config.load_scene(spec))
         except ContactSimError as exc:
             return FAILED, f"the scene cannot be rebuilt: {exc}"
         old_pubs = dict(node._wrench_pubs)

@@ -72,6 +72,11 @@ SCENARIOS = {
         "barrett_box", "BarrettHand on a lift stage: close on a 6x6x16 cm box, lift 10 cm, grasp forces",
         "scenes/scenario_barrett_box.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
         "contact_sim_ros.controllers.hand_grasp:HandGraspParams"),
+    "two_arm_handover": ScenarioSpec(
+        "two_arm_handover", "two iiwa + WSG 50 in one world: the left arm picks the box and hands it to the right "
+        "arm (a controller per robot namespace)", "scenes/two_iiwa_handover.yaml",
+        "contact_sim_ros.controllers.handover:HandOver", "contact_sim_ros.controllers.handover:HandOverParams",
+        time_step=0.001, inactive_controllers=_STREAMED_GRIPPER),
 }
 
 
@@ -134,18 +139,23 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     p = Params(**(params or {}))
     controller = _load(spec.factory)(p)
     from ..controllers.pick_shake_place import run_controller
+    robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
     if transport == "inprocess":
+        if robots:
+            raise ConfigError(f"scenario {name!r} drives several robots: it runs over ROS only (transport 'ros')")
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress)
-    from ..controllers.robot_link import RobotLink
+    from ..controllers.robot_link import MultiRobotLink, RobotLink
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
                             stdout=log, stderr=subprocess.STDOUT)
     link = None
     poses = {}
     try:
-        link = RobotLink(ns, T, "lockstep", ft_topic=getattr(controller, "ft_topic", None),
+        link_args = dict(ft_topic=getattr(controller, "ft_topic", None),
                          trajectory_controllers=controller.trajectory_controllers, timeout=timeout,
                          wrench_topics=getattr(controller, "wrench_topics", ()))
+        link = (MultiRobotLink(ns, robots, T, **link_args) if robots else
+                RobotLink(ns, T, "lockstep", **link_args))
         try:
             from tf2_msgs.msg import TFMessage
         except ImportError:      # built from msgs/ by scripts/ensure_venv.sh; ground truth is optional

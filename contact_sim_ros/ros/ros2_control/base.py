@@ -34,6 +34,8 @@ class ControllerContext:
     time_step: float             # s of one simulation step
     robot: object = None         # RobotPreset or None (F/T sensor geometry)
     ros: bool = True             # False: in-process transport (no DDS: no actions, no services)
+    joints: tuple | None = None  # the robot's actuated joints (several robots in one world), None: every joint
+    frame_prefix: str | None = None   # TF frame prefix of the robot's links (None: the node's frame_prefix)
 
     def decimation(self, rate: float) -> int:
         return max(1, int(round(1.0 / (rate * self.time_step)))) if rate > 0 else 0
@@ -105,7 +107,7 @@ class Controller:
         joints = [str(j) for j in self.param(key, [], list, required=True)]
         if not joints:
             raise ConfigError(f"{self.where}: parameter '{key}' is empty")
-        known = self.ctx.hardware.index
+        known = self.ctx.joints if self.ctx.joints is not None else self.ctx.hardware.index
         unknown = [j for j in joints if j not in known]
         if unknown:
             raise ConfigError(f"{self.where}: unknown joint(s) {unknown} in '{key}'; actuated joints of the "

@@ -36,7 +36,10 @@ SERVICE_NS = "controller_manager"
 class ControllerManager:
     """Owns the emulated controllers of one robot; see the module docstring."""
 
-    def __init__(self, node, loop, controllers_file, inactive=(), robot=None, ros: bool = True):
+    def __init__(self, node, loop, controllers_file, inactive=(), robot=None, ros: bool = True, joints=None,
+                 frame_prefix: str | None = None):
+        """``joints``: the robot's actuated joints when the world holds several robots (None: every joint);
+        ``frame_prefix``: the TF prefix of its frames (None: the node's)."""
         self.node, self.loop = node, loop
         self.source = controllers_file.source
         self.update_rate = controllers_file.update_rate
@@ -44,7 +47,8 @@ class ControllerManager:
         self.every = max(1, int(round(1.0 / (self.update_rate * dt))))
         self.lock = threading.Lock()
         ctx = ControllerContext(node=node, loop=loop, model=loop.sim.model, hardware=loop.hw, limits=node.limits,
-                                update_rate=self.update_rate, time_step=dt, robot=robot, ros=ros)
+                                update_rate=self.update_rate, time_step=dt, robot=robot, ros=ros,
+                                joints=tuple(joints) if joints is not None else None, frame_prefix=frame_prefix)
         self.ctx = ctx
         self.controllers = {}
         for spec in controllers_file.controllers:

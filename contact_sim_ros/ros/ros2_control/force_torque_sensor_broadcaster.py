@@ -59,7 +59,8 @@ class ForceTorqueSensorBroadcaster(Controller):
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"{self.where}: sensor '{sensor}': {exc}") from None
         self._msg = WrenchStamped()
-        self._msg.header.frame_id = ctx.node.config.frame_prefix + frame
+        self._msg.header.frame_id = (ctx.node.config.frame_prefix if ctx.frame_prefix is None
+                                     else ctx.frame_prefix) + frame
         self.pub = ctx.node.create_publisher(WrenchStamped, f"{name}/wrench", 10)
         rate = self.param("update_rate", None, float)
         self.publish_every = ctx.decimation(rate if rate else ctx.node.config.wrench_rate)

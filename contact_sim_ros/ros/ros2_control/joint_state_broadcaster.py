@@ -48,6 +48,10 @@ class JointStateBroadcaster(Controller):
         if unknown:
             raise ConfigError(f"{self.where}: unknown joint(s) {unknown}; joints: {', '.join(all_names)}")
         self.interfaces = interfaces or ["position", "velocity", "effort"]
+        if not joints and ctx.joints is not None:     # one robot of several: its joints, then its mimic joints
+            own = set(ctx.joints)
+            leads = {mj.name: mj.primary for mj in mimic}
+            joints = [j for j in all_names if j in own or leads.get(j) in own]
         self.joint_names = joints or all_names
         self.extra = [str(j) for j in self.param("extra_joints", [], list)]
         local = self.param("use_local_topics", False, bool)

@@ -1,0 +1,118 @@
+"""Several robots in ONE simulated world over ROS 2 (issue 16, item 3): real sim_node processes, real DDS.
+
+(a) iiwa + Allegro hand on its flange (scenes/iiwa_allegro_mug.yaml): each robot in its namespace with its own
+    controller_manager, joint_states (its joints only), robot_description; the TF chain world -> iiwa links ->
+    palm_link follows the arm (a 0.3 rad turn of joint 1 turns the palm 0.3 rad about the base's vertical axis);
+    the mug in the palm touches only hand links (/contacts), its contact wrench is the sum of those contact forces
+    and they carry its weight on average.
+(b) two iiwa + WSG 50 (scenes/two_iiwa_handover.yaml): the hand-over scenario, one controller per robot
+    namespace (prefixed joints left_*/right_*), passes with TAMSI and with Lagged: the right wrist carries the
+    box's weight after the left gripper let go, the left one nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import WrenchStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from ros_testing import REPO, active_controllers, wait_until, world_pose
+
+from contact_sim_msgs.msg import ContactArray          # built into the venv by scripts/ensure_venv.sh
+from tf2_msgs.msg import TFMessage
+
+G = 9.81
+ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
+
+
+def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_node):
+    from contact_sim_ros.sim.scene import load_scene
+    scene_file = REPO / "scenes" / "iiwa_allegro_mug.yaml"
+    mug_mass = load_scene(str(scene_file)).model.free_body("mug").mass
+    node = start_node("--scene", str(scene_file), "--engine", "tamsi")
+    js_arm = ros.subscribe(JointState, "/iiwa/joint_states", keep=5)
+    js_hand = ros.subscribe(JointState, "/allegro/joint_states", keep=5)
+    desc_hand = ros.subscribe(String, "/allegro/robot_description", latched=True)
+    desc_arm = ros.subscribe(String, "/iiwa/robot_description", latched=True)
+    tf = ros.subscribe(TFMessage, "/tf", keep=200)
+    tf_static = ros.subscribe(TFMessage, "/tf_static", latched=True)
+    contacts = ros.subscribe(ContactArray, "/contacts", keep=200)
+    mug_wrench = ros.subscribe(WrenchStamped, "/contact_wrench/mug", keep=200)
+    wait_until(lambda: js_arm and js_hand and desc_hand and tf, 90, what=f"the node's topics\n{node.output()}")
+
+    # each robot in its namespace: its joints, its description, its controller manager
+    assert list(js_arm[-1].name) == ARM
+    assert len(js_hand[-1].name) == 16 and all(n.startswith("joint_") for n in js_hand[-1].name)
+    assert "palm_link" in desc_hand[-1].data and "iiwa_link_7" not in desc_hand[-1].data
+    wait_until(lambda: desc_arm, 10, what="/iiwa/robot_description")
+    assert "iiwa_link_7" in desc_arm[-1].data and "palm_link" not in desc_arm[-1].data
+    assert {"joint_state_broadcaster", "arm_controller"} <= active_controllers(ros, "/iiwa")
+    assert {"joint_state_broadcaster", "hand_controller"} <= active_controllers(ros, "/allegro")
+
+    # the mug lies on its side in the tilted palm and rocks against the fingers: every contact it has is with a
+    # hand link; its published contact wrench is the sum of those contact forces (same stamp), and over 1 s they
+    # carry its weight on average
+    hand_links = set(load_scene(str(scene_file)).model.robot("allegro").link_names)
+    time.sleep(1.0)
+    contacts[:] = []
+    mug_wrench[:] = []
+    wait_until(lambda: len(contacts) >= 50, 60, what="1 s of sim time of /contacts (50 Hz)")
+    by_stamp = {(m.header.stamp.sec, m.header.stamp.nanosec): m for m in list(mug_wrench)}
+    sums, matched = [], 0
+    for msg in list(contacts):
+        on_mug = [(c, 1.0 if c.body_b == "mug" else -1.0) for c in msg.contacts if "mug" in (c.body_a, c.body_b)]
+        others = {c.body_a if c.body_b == "mug" else c.body_b for c, _ in on_mug}
+        assert others <= hand_links, f"the mug touches {others - hand_links}, not only the hand"
+        f = sum((sign * np.array([c.force.x, c.force.y, c.force.z]) for c, sign in on_mug), np.zeros(3))
+        sums.append(f)
+        w = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        if w is not None:
+            matched += 1
+            fw = np.array([w.wrench.force.x, w.wrench.force.y, w.wrench.force.z])    # in the mug's frame
+            assert np.linalg.norm(fw) == pytest.approx(np.linalg.norm(f), rel=0.02, abs=1e-3)
+    assert matched >= 10, (len(sums), matched)
+    assert np.mean(sums, axis=0)[2] == pytest.approx(mug_mass * G, rel=0.15), np.mean(sums, axis=0)
+
+    # the TF chain: world -> iiwa_link_0 -> ... -> iiwa_link_7 -> palm_link; turning joint 1 turns the palm
+    _, p0 = world_pose("palm_link", [tf_static, tf])
+    q0 = np.array(js_arm[-1].position)
+    traj = JointTrajectory(joint_names=ARM)
+    target = q0.copy()
+    target[0] += 0.3
+    traj.points = [JointTrajectoryPoint(positions=target.tolist(), time_from_start=Duration(sec=1))]
+    ros.publish(JointTrajectory, "/iiwa/arm_controller/joint_trajectory", traj)
+    wait_until(lambda: abs(js_arm[-1].position[0] - target[0]) < 2e-3 and abs(js_arm[-1].velocity[0]) < 1e-2,
+               30, what=f"iiwa joint 1 at {target[0]:.3f} rad")
+    time.sleep(0.3)     # a /tf message after the arm stopped
+    _, p1 = world_pose("palm_link", [tf_static, tf])
+    turned = math.atan2(p1[1], p1[0]) - math.atan2(p0[1], p0[0])
+    assert turned == pytest.approx(js_arm[-1].position[0] - q0[0], abs=5e-3)
+    assert np.hypot(p1[0], p1[1]) == pytest.approx(np.hypot(p0[0], p0[1]), abs=2e-3)
+    assert p1[2] == pytest.approx(p0[2], abs=2e-3)
+    # the hand held its joints meanwhile, and the mug is still on the palm
+    _, pm = world_pose("mug", [tf_static, tf])
+    assert np.linalg.norm(pm - p1) < 0.15
+    assert node.proc.poll() is None
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_two_arm_handover_passes_over_ros(engine):
+    from contact_sim_ros.scenarios.runner import run_scenario
+    result = run_scenario("two_arm_handover", engine, timeout=120.0)
+    n = result.numbers
+    assert result.success, f"{result.reason}\n{n}\n{result.node_output[-2000:]}"
+    weight = n["box_weight_N"]
+    assert n["left_load_lifted_N"] == pytest.approx(weight, rel=0.1)      # the left wrist carried the box
+    assert n["right_load_after_N"] == pytest.approx(weight, rel=0.1)      # ... then the right one alone
+    assert abs(n["left_load_after_N"]) < 0.1 * weight
+    assert n["right_grip_after_N"] > 10.0
+    # ground truth from /tf: the box is in the air above the stand (top at 0.2 m) where the right gripper holds it
+    box = result.object_poses["box"]
+    assert box[2] > 0.25
