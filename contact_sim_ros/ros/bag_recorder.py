@@ -38,6 +38,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from rclpy.qos import QoSProfile
@@ -205,7 +206,7 @@ class BagRecorder:
         self._closed = False
         self._latest_ns = 0
         self._channels: dict[tuple, _Channel] = {}
-        self._tapped = []                         # publishers whose publish() was replaced
+        self._tapped = weakref.WeakSet()          # publishers whose publish() was replaced (a destroyed one goes)
         self.on_close = []                        # functions called by close() before the bag is closed
         self._lock = threading.Lock()             # typestore, channels, tapped, dropped
         self.typestore = make_typestore()
@@ -245,7 +246,7 @@ class BagRecorder:
                 offset = stamp_offset(self.typestore, msgtype) if sim_stamped else None
                 chan = self._channels[key] = _Channel(topic, msgtype, _qos_for_bag(qos), offset)
                 self.counts.setdefault(topic, 0)
-            self._tapped.append(publisher)
+            self._tapped.add(publisher)
         publish, pending, put, limit = publisher.publish, self._queue, self._queue.append, self.max_queued
 
         def recorded_publish(msg) -> None:
@@ -296,7 +297,7 @@ class BagRecorder:
             if self._closed:
                 return
             self._closed = True
-            tapped, self._tapped = self._tapped, []
+            tapped, self._tapped = list(self._tapped), weakref.WeakSet()
         for pub in tapped:
             pub.__dict__.pop("publish", None)          # back to Publisher.publish
         for fn in self.on_close:

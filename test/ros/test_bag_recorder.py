@@ -158,6 +158,10 @@ def test_recorder_writes_a_readable_mcap_bag_with_sim_time_stamps(publisher, tmp
     publisher.publish_latched()
     outside = _OutsideSubscriber()                           # the bytes still reach a subscriber over DDS
     try:
+        js_pub = publisher.pubs["/test_ns/joint_states"]
+        deadline = time.monotonic() + 30.0                   # discovery under load can take seconds
+        while js_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
         publisher.run()
         wait = time.monotonic() + 10.0
         while time.monotonic() < wait and len(outside.joint_states) < 10:
