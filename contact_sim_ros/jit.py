@@ -44,12 +44,15 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   
 COMPILE_SECONDS = {
     "contact_sim_ros.geometry.contact_kernels": 3.5,
     "contact_sim_ros.model.free_body_motion": 0.5,
+    "contact_sim_ros.sim.divergence": 0.5,
+    "contact_sim_ros.sim.step_kernels": 1.5,
     "contact_sim_ros.engines.tamsi_kernels": 4.5,
     "contact_sim_ros.engines.icf_kernels": 3.0,
     "contact_sim_ros.engines.lcp_minimal": 2.0,
     "contact_sim_ros.solvers.lemke": 3.0,
 }
-_COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.model.free_body_motion")
+_COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.model.free_body_motion",
+           "contact_sim_ros.sim.divergence", "contact_sim_ros.sim.step_kernels")
 # kernel modules each engine's step calls (besides the contact query's and the free-body motion's, which every
 # engine's step calls)
 ENGINE_KERNELS = {

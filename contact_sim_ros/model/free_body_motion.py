@@ -15,7 +15,8 @@ translation moves along dt R0 v_lin (a straight line), the rotation is R0 exp(dt
 re-expressed in the new body frame, v_lin <- exp(dt w)^T v_lin (``integrate``). For force-free motion this is
 exact (constant world velocity).
 
-Cost: ``integrate`` does the free-body part in one compiled call (``_frozen_frame_update``, numba, ~1 us for
+Cost: the simulator runs both operations inside its compiled step passes (sim/step_kernels.py, with the
+functions below); ``integrate`` does the free-body part in one compiled call (``_frozen_frame_update``, numba, ~1 us for
 1-40 bodies instead of ~15 us of Pinocchio calls per body); ``integrate_reference`` is the same step with
 Pinocchio's ``Quaternion.matrix`` and ``exp3`` (the readable reference, equal to round-off; compared in
 test/test_simulator.py).
@@ -67,6 +68,19 @@ def _frozen_frame_update(q0, v, dt, q_index, v_index, q, v_next):
         v_next[iv + 2] = c * vz + a * (vx * py - vy * px) + b * pv * pz
 
 
+@njit(cache=True)
+def frame_rotation_velocity(v0, v_index, e):
+    """e = [w0 x v_lin0; 0] per free body (zeros elsewhere), in place on e (nv,): the velocity that M e, the
+    frame-rotation force, is computed from (``FreeBodyMotion.frame_rotation_force``, sim/step_kernels.py)."""
+    e[:] = 0.0
+    for body in range(v_index.shape[0]):
+        iv = v_index[body]
+        vx, vy, vz, wx, wy, wz = v0[iv], v0[iv + 1], v0[iv + 2], v0[iv + 3], v0[iv + 4], v0[iv + 5]
+        e[iv] = wy * vz - wz * vy
+        e[iv + 1] = wz * vx - wx * vz
+        e[iv + 2] = wx * vy - wy * vx
+
+
 class FreeBodyMotion:
     """Index arrays of the free-flyer joints (free objects, floating bases) and the two operations of the
     frozen-frame scheme."""
@@ -76,21 +90,14 @@ class FreeBodyMotion:
         free = [pm.joints[j] for j in range(1, pm.njoints) if pm.joints[j].shortname() == "JointModelFreeFlyer"]
         self.q_index = np.array([j.idx_q for j in free], dtype=int)
         self.v_index = np.array([j.idx_v for j in free], dtype=int)
-        self._lin = self.v_index[:, None] + np.arange(3)
-        self._ang = self.v_index[:, None] + np.arange(3, 6)
-        # (w x v)_i = w_{i+1} v_{i+2} - w_{i+2} v_{i+1}: the index arrays of the four factors (np.cross's formula
-        # without its moveaxis/broadcast overhead on a few 3-vectors)
-        self._ang_next, self._ang_next2 = self._ang[:, [1, 2, 0]], self._ang[:, [2, 0, 1]]
-        self._lin_next, self._lin_next2 = self._lin[:, [1, 2, 0]], self._lin[:, [2, 0, 1]]
         self._e = np.zeros(model.nv)
 
     def frame_rotation_force(self, mass_matrix: np.ndarray, v0: np.ndarray) -> np.ndarray:
         """M [w0 x v_lin0; 0] (N or N*m), to ADD to the explicit generalized forces: it cancels the
         frame-rotation term of Pinocchio's local-frame equations when the step is solved in the frozen frame."""
         e = self._e
-        e[:] = 0.0
         if self.v_index.size:
-            e[self._lin] = v0[self._ang_next] * v0[self._lin_next2] - v0[self._ang_next2] * v0[self._lin_next]
+            frame_rotation_velocity(v0, self.v_index, e)
         return mass_matrix @ e
 
     def integrate(self, q0: np.ndarray, v: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:

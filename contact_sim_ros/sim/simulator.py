@@ -23,6 +23,7 @@ from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import model_body_names
 from .default_gains import default_gains
+from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits
 from .scene import Scene, load_scene
 
@@ -94,15 +95,30 @@ class Simulator:
         self._effort = np.zeros(nv)
         self._position_mode = np.zeros(nv, dtype=bool)
         self._velocity_mode = np.zeros(nv, dtype=bool)
-        self._actuation = Actuation.zeros(nv)
+        # the step's actuation (engines/base.py): effort, velocity target and effort limit are the command arrays
+        # themselves (changed in place only); kp, kd and the position error are written by
+        # step_kernels.prepare_step from the gains and the joints' modes every step
+        self._actuation = Actuation(self._effort, np.zeros(nv), np.zeros(nv), np.zeros(nv), self._v_target,
+                                    self._effort_limit)
         self._tau_ext = np.zeros(nv)
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
-        self._lower_tri = np.tril_indices(nv, -1)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
         self._joint_friction = np.asarray(m.joint_friction, dtype=float)
         self._has_joint_friction = bool(np.any(self._joint_friction > 0))
         self._damping = np.array(m.joint_damping, dtype=float)       # viscous + friction damping of the step
+        # constants and scratch of the compiled passes around the engine (sim/step_kernels.py)
+        self._model_damping = np.array(m.joint_damping, dtype=float)
+        self._friction_tolerance = self.joint_stiction_tolerance if self._has_joint_friction else 0.0
+        self._rotation_velocity = np.zeros(nv)
+        self._tau = np.zeros(nv)
+        limited = np.flatnonzero(self._limited)
+        self._limit_q = np.asarray(m.joint_q_index, dtype=np.int64)[limited]
+        self._limit_v = np.asarray(m.joint_v_index, dtype=np.int64)[limited]
+        self._limit_lower = np.asarray(m.position_lower, dtype=float)[limited]
+        self._limit_upper = np.asarray(m.position_upper, dtype=float)[limited]
+        self._divergence_arrays = (self._divergence.kernel_arrays if self._divergence is not None else
+                                   (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0)))
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -317,36 +333,41 @@ class Simulator:
         # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
         # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
         # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
-        M = pin.crba(pm, data, q, pin.Convention.WORLD)
-        M[self._lower_tri] = M.T[self._lower_tri]
+        M = pin.crba(pm, data, q, pin.Convention.WORLD)           # upper triangle; prepare_step mirrors it
         nle = pin.nonLinearEffects(pm, data, q, v)
         gravity = pin.computeGeneralizedGravity(pm, data, q)
-        # free bodies are stepped in their body frame frozen at q (model/free_body_motion.py)
-        tau = self._external_forces(t) - nle + self._free_motion.frame_rotation_force(M, v)
+        # one compiled pass (sim/step_kernels.py): M symmetric; tau = external - nle + the frame-rotation force of
+        # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
+        # kp / kd / position error by the joints' modes; the joint damping with the lagged Coulomb friction
         act = self._actuation
-        act.effort = self._effort
-        act.kp = np.where(self._position_mode, self._kp, 0.0)
-        act.kd = np.where(self._position_mode | self._velocity_mode, self._kd, 0.0)
-        act.position_error = pin.difference(pm, q, self._q_target) * self._position_mode
-        act.velocity_target = self._v_target
-        act.effort_limit = self._effort_limit
-        inputs = StepInputs(t, dt, q, v, M, tau, gravity, self._joint_damping(v), act, contacts)
+        step_kernels.prepare_step(M, v, nle, self._external_forces(t), self._free_motion.v_index,
+                                  self._rotation_velocity, self._kp, self._kd, self._position_mode,
+                                  self._velocity_mode, pin.difference(pm, q, self._q_target), self._model_damping,
+                                  self._joint_friction, self._friction_tolerance, self._tau, act.kp, act.kd,
+                                  act.position_error, self._damping)
+        inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
         result = self.engine.step(inputs)
         self.contacts = contacts
         if not result.stats.status.ok:
             return result, None
-        if result.q_next is not None:          # quasistatic engines update q themselves
-            q_next = result.q_next
-        else:
-            q_next, result.v_next = self._free_motion.integrate(q, result.v_next, dt)
-        if not (np.all(np.isfinite(q_next)) and np.all(np.isfinite(result.v_next))):
+        # one compiled pass: free-body frozen-frame integration, finiteness, divergence bounds, joint limits
+        frozen_frame = result.q_next is None   # quasistatic engines update q themselves
+        q_next = pin.integrate(pm, q, dt * result.v_next) if frozen_frame else result.q_next
+        v_next = np.empty(pm.nv)
+        fm, (div_q, div_q_scale, div_v, div_v_scale) = self._free_motion, self._divergence_arrays
+        code = step_kernels.finish_step(q, q_next, result.v_next, v_next, dt, frozen_frame, fm.q_index, fm.v_index,
+                                        M, self._divergence is not None, div_q, div_q_scale, div_v, div_v_scale,
+                                        self._limit_q, self._limit_v, self._limit_lower, self._limit_upper)
+        result.v_next = v_next
+        if code == step_kernels.NON_FINITE:
             result.stats.message = "non-finite state"
             return result, None
-        diverged = self._divergence.check(q_next, result.v_next, M, t + dt) if self._divergence else ""
-        if diverged:
-            result.stats.status, result.stats.message = SolverStatus.FAILED, diverged
-            return result, None
-        self._enforce_joint_limits(q_next, result.v_next)
+        if code == step_kernels.DIVERGED:
+            diverged = self._divergence.check(q_next, v_next, M, t + dt)
+            if diverged:
+                result.stats.status, result.stats.message = SolverStatus.FAILED, diverged
+                return result, None
+            self._enforce_joint_limits(q_next, v_next)      # within the bounds after all (rare)
         self.last_result = result
         self._last_dt = dt
         self.actuation_force = result.actuation_force
@@ -358,11 +379,11 @@ class Simulator:
         d_f = F_c / max(|v0|, v_s) with v0 the velocity at the start of the step and v_s the
         ``joint_stiction_tolerance``. Sliding (|v0| > v_s): friction F_c v_next / |v0| = F_c sign(v) to first
         order in the velocity change of the step; sticking: a stiff damping that lets a torque below F_c creep
-        at most at v_s. It is dissipative at every step (d_f >= 0) and stable for any d_f (implicit)."""
+        at most at v_s. It is dissipative at every step (d_f >= 0) and stable for any d_f (implicit).
+        The step computes the same in its compiled pass (sim/step_kernels.prepare_step); this is the reference."""
         if not self._has_joint_friction:
             return self.model.joint_damping
-        d = self._damping
-        np.abs(v, out=d)
+        d = np.abs(v)
         np.maximum(d, self.joint_stiction_tolerance, out=d)
         np.divide(self._joint_friction, d, out=d)
         d += self.model.joint_damping
