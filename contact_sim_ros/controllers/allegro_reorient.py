@@ -98,3 +98,49 @@ class AllegroReorient:
                                              f"{a.max():.0f} deg", self.numbers)
             return True
         return False
+
+
+@dataclass
+class ArmHandReorientParams(AllegroReorientParams):
+    max_arm_drift: float = 0.02         # rad: the arm (holding its position) may not move more at any joint
+
+
+class ArmHandReorient:
+    """The same open-loop reorientation by an Allegro hand mounted on a KUKA iiwa (scenes/iiwa_allegro_mug.yaml,
+    ONE world, robots ``iiwa`` and ``allegro`` in their own namespaces): the hand's controller as above on
+    ``/<ns>/allegro/hand_controller``, while the arm's trajectory controller holds the arm where it started (it
+    carries the hand and takes the finger and mug forces). Adds the check that no arm joint drifted by more than
+    ``max_arm_drift``."""
+
+    name = "iiwa_allegro_mug"
+    robots = ("iiwa", "allegro")
+    trajectory_controllers = ("hand_controller",)
+    ft_topic = None
+    wrench_topics = AllegroReorient.wrench_topics
+    needs = AllegroReorient.needs
+
+    def __init__(self, params: ArmHandReorientParams | None = None):
+        self.p = params or ArmHandReorientParams()
+        self.hand = AllegroReorient(self.p)
+        for name in ("log_t", "log_q", "log_v", "log_grip", "log_load", "log_phase"):
+            setattr(self, name, getattr(self.hand, name))
+
+    def setup(self, link, t0, urdfs):
+        self.hand.setup(link.links["allegro"], t0, urdfs["allegro"])
+        self.q_arm0 = np.array(link.links["iiwa"].state(need=())["js"].position)
+        self.arm_drift = 0.0
+
+    def __getattr__(self, name):       # phase, verdict, numbers, grip_now, load_now: the hand controller's
+        if name == "hand":
+            raise AttributeError(name)
+        return getattr(self.hand, name)
+
+    def tick(self, t_k, st):
+        self.arm_drift = max(self.arm_drift, float(np.max(np.abs(np.array(st["iiwa"]["js"].position) - self.q_arm0))))
+        done = self.hand.tick(t_k, st["allegro"])
+        if done:
+            self.hand.numbers["max_arm_drift_rad"] = self.arm_drift
+            if self.hand.verdict.success and self.arm_drift > self.p.max_arm_drift:
+                self.hand.verdict = Verdict(False, f"arm: a joint drifted {self.arm_drift:.4f} rad while holding the "
+                                                   f"hand", self.hand.numbers)
+        return done

@@ -131,15 +131,15 @@ class RobotLink:
                                       lambda m: self._store(self.ext_torques, m), qos)
         if ft_topic:
             self.node.create_subscription(WrenchStamped, f"{ns}/{ft_topic}", lambda m: self._store(self.ft, m), qos)
+        sim_ns = ns if sim_namespace is None else "/" + sim_namespace.strip("/") if sim_namespace.strip("/") else ""
         self.wrenches: dict[str, dict[int, WrenchStamped]] = {}
-        for topic in wrench_topics:       # e.g. contact_wrench/<body> (a real hand: fingertip sensors)
-            table = self.wrenches.setdefault(topic, {})
-            self.node.create_subscription(WrenchStamped, f"{ns}/{topic}",
+        for topic in wrench_topics:       # contact_wrench/<body> of the simulation node (a real hand: fingertip
+            table = self.wrenches.setdefault(topic, {})      # sensors, a sensorised object, motion capture)
+            self.node.create_subscription(WrenchStamped, f"{sim_ns}/{topic}",
                                           lambda m, tb=table: self._store(tb, m), qos)
         self.node.create_subscription(String, f"{ns}/robot_description", self._on_description, latched)
         self.traj_pubs = {c: self.node.create_publisher(JointTrajectory, f"{ns}/{c}/joint_trajectory", qos)
                           for c in trajectory_controllers}
-        sim_ns = ns if sim_namespace is None else "/" + sim_namespace.strip("/") if sim_namespace.strip("/") else ""
         base = f"{sim_ns}/{sim_node_name}"
         self.pause_client = self.node.create_client(SetBool, f"{base}/pause")
         self.step_client = self.node.create_client(Trigger, f"{base}/step")

@@ -77,6 +77,11 @@ SCENARIOS = {
         "arm (a controller per robot namespace)", "scenes/two_iiwa_handover.yaml",
         "contact_sim_ros.controllers.handover:HandOver", "contact_sim_ros.controllers.handover:HandOverParams",
         time_step=0.001, inactive_controllers=_STREAMED_GRIPPER),
+    "iiwa_allegro_mug": ScenarioSpec(
+        "iiwa_allegro_mug", "Allegro hand on a KUKA iiwa in one world: open-loop mug reorientation in hand while "
+        "the arm holds (a controller per robot namespace)", "scenes/iiwa_allegro_mug.yaml",
+        "contact_sim_ros.controllers.allegro_reorient:ArmHandReorient",
+        "contact_sim_ros.controllers.allegro_reorient:ArmHandReorientParams", time_step=0.001),
 }
 
 

@@ -7,7 +7,8 @@
     and they carry its weight on average.
 (b) two iiwa + WSG 50 (scenes/two_iiwa_handover.yaml): the hand-over scenario, one controller per robot
     namespace (prefixed joints left_*/right_*), passes with TAMSI and with Lagged: the right wrist carries the
-    box's weight after the left gripper let go, the left one nothing.
+    box's weight after the left gripper let go, the left one nothing;
+(c) the iiwa + Allegro scenario: in-hand mug reorientation by the hand's controller while the arm's holds.
 """
 
 from __future__ import annotations
@@ -116,3 +117,16 @@ def test_two_arm_handover_passes_over_ros(engine):
     # ground truth from /tf: the box is in the air above the stand (top at 0.2 m) where the right gripper holds it
     box = result.object_poses["box"]
     assert box[2] > 0.25
+
+
+def test_iiwa_allegro_mug_reorientation_passes_over_ros():
+    """The Allegro on the iiwa's flange reorients the mug in hand (its hand_controller in /<ns>/allegro) while the
+    iiwa's arm_controller (in /<ns>/iiwa) holds the arm: the mug is never dropped, turns by > 10 deg, and the
+    contact force on it carries its weight on average (0.98 N)."""
+    from contact_sim_ros.scenarios.runner import run_scenario
+    result = run_scenario("iiwa_allegro_mug", "tamsi", timeout=120.0)
+    n = result.numbers
+    assert result.success, f"{result.reason}\n{n}\n{result.node_output[-2000:]}"
+    assert n["max_rotation_deg"] > 10.0
+    assert n["mean_contact_force_N"] == pytest.approx(0.1 * G, rel=0.15)
+    assert n["max_arm_drift_rad"] < 0.02
