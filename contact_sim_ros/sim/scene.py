@@ -32,14 +32,14 @@ _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Call, ast.Name, as
                   ast.Compare, ast.IfExp, ast.BoolOp, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
-def time_function(value, where: str) -> Callable[[float], float]:
-    """A number or an expression of ``t`` -> f(t) -> float. Invalid names are a ConfigError listing the
-    valid ones."""
+def _expression(value, where: str) -> ast.expr:
+    """A number or an expression of ``t`` -> its validated expression tree (a number becomes a constant).
+    Invalid names are a ConfigError listing the valid ones."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         const = float(value)
         if not np.isfinite(const):
             raise ConfigError(f"{where}: value must be finite, got {value!r}")
-        return lambda t, c=const: c
+        return ast.Constant(const)
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected a number or an expression of t, got {value!r}")
     try:
@@ -52,29 +52,62 @@ def time_function(value, where: str) -> Callable[[float], float]:
             raise ConfigError(f"{where}: {type(node).__name__} not allowed in expression {value!r}")
         if isinstance(node, ast.Name) and node.id not in valid:
             raise ConfigError(f"{where}: unknown name {node.id!r} in {value!r}; valid names: {sorted(valid)}")
-    code = compile(tree, where, "eval")
-    env = {"__builtins__": {}, **_ALLOWED_FUNCS, **_ALLOWED_CONSTS}
+    return tree.body
 
-    def f(t: float, code=code, env=env) -> float:
-        return float(eval(code, env, {"t": t}))  # noqa: S307 - AST validated above
+
+def _compile(body: ast.expr, where: str) -> Callable:
+    """``lambda t: <body>`` compiled ONCE (the validated tree; only the allowed functions and constants in its
+    namespace): a scripted input then costs one Python call per step, not an ``eval`` of the expression."""
+    lam = ast.Expression(ast.Lambda(_T_ARGUMENTS, body))
+    return eval(compile(ast.fix_missing_locations(lam), where, "eval"), _namespace())  # noqa: S307 - validated
+
+
+def _namespace() -> dict:
+    return {"__builtins__": {}, **_ALLOWED_FUNCS, **_ALLOWED_CONSTS}
+
+
+_T_ARGUMENTS = ast.arguments(posonlyargs=[], args=[ast.arg("t")], kwonlyargs=[], kw_defaults=[], defaults=[])
+
+
+def time_function(value, where: str) -> Callable[[float], float]:
+    """A number or an expression of ``t`` -> f(t) -> float. Invalid names are a ConfigError listing the
+    valid ones."""
+    body = _expression(value, where)
+    if isinstance(body, ast.Constant):
+        return lambda t, c=body.value: c
+    fn = _compile(body, where)
+
+    def f(t: float) -> float:
+        return float(fn(t))
     try:
         f(0.0)
     except Exception as exc:  # e.g. wrong number of arguments
         raise ConfigError(f"{where}: expression {value!r} fails at t = 0: {exc}") from None
+    f.expression = body
     return f
 
 
 def vector_function(value, n: int, where: str) -> Callable[[float], np.ndarray]:
+    """A list of ``n`` numbers or expressions of ``t`` -> f(t) -> (n,) array (the same array every call: copy
+    it to keep it). All components are evaluated by one compiled function."""
     if not isinstance(value, (list, tuple)) or len(value) != n:
         raise ConfigError(f"{where}: expected a list of {n} numbers or expressions of t, got {value!r}")
-    fns = [time_function(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    out = np.zeros(n)
+    return stacked_function([time_function(v, f"{where}[{i}]") for i, v in enumerate(value)], where)
 
-    def f(t: float) -> np.ndarray:
-        for i, fn in enumerate(fns):
-            out[i] = fn(t)
-        return out
-    return f
+
+def stacked_function(fns: list, where: str) -> Callable[[float], np.ndarray]:
+    """The ``time_function``s ``fns`` -> f(t) -> (n,) array of their values, all computed by one compiled
+    function (the same array every call: copy it to keep it)."""
+    out = np.array([fn(0.0) for fn in fns], dtype=float)
+    # def f(t): out[i] = float(<expression i>) for the non-constant components; return out -- compiled once
+    assign = [ast.Assign([ast.Subscript(ast.Name("out", ast.Load()), ast.Constant(i), ast.Store())],
+                         ast.Call(ast.Name("float", ast.Load()), [fn.expression], []))
+              for i, fn in enumerate(fns) if hasattr(fn, "expression")]
+    func = ast.FunctionDef("f", _T_ARGUMENTS, assign + [ast.Return(ast.Name("out", ast.Load()))], [], None,
+                           type_params=[])
+    namespace = {**_namespace(), "out": out, "float": float}
+    exec(compile(ast.fix_missing_locations(ast.Module([func], [])), where, "exec"), namespace)  # noqa: S102
+    return namespace["f"]
 
 
 # -------------------------------------------------------------------------------------- the scene
@@ -89,6 +122,7 @@ class ExternalForce:
     frame_id: int
     force: Callable[[float], np.ndarray]     # N
     torque: Callable[[float], np.ndarray]    # N*m
+    wrench: Callable[[float], np.ndarray] | None = None   # (6,) [force N; torque N*m] in one call
 
 
 @dataclass
@@ -232,9 +266,15 @@ def _build(data: dict, source: str) -> Scene:
         where = f"inputs.external_forces[{i}]"
         body = str(f.get("body"))
         joint_id, frame_id = _body_joint(model, body, where)
-        forces.append(ExternalForce(body, joint_id, frame_id,
-                                    vector_function(f.get("force", [0, 0, 0]), 3, f"{where}.force"),
-                                    vector_function(f.get("torque", [0, 0, 0]), 3, f"{where}.torque")))
+        components = []
+        for key in ("force", "torque"):
+            value = f.get(key, [0, 0, 0])
+            if not isinstance(value, (list, tuple)) or len(value) != 3:
+                raise ConfigError(f"{where}.{key}: expected a list of 3 numbers or expressions of t, got {value!r}")
+            components.append([time_function(v, f"{where}.{key}[{i}]") for i, v in enumerate(value)])
+        forces.append(ExternalForce(body, joint_id, frame_id, stacked_function(components[0], f"{where}.force"),
+                                    stacked_function(components[1], f"{where}.torque"),
+                                    stacked_function(components[0] + components[1], f"{where}.wrench")))
     scripts = []
     for i, j in enumerate(inputs.get("joint_targets") or []):
         where = f"inputs.joint_targets[{i}]"

@@ -101,6 +101,7 @@ class Simulator:
         self._actuation = Actuation(self._effort, np.zeros(nv), np.zeros(nv), np.zeros(nv), self._v_target,
                                     self._effort_limit)
         self._tau_ext = np.zeros(nv)
+        self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
@@ -436,13 +437,42 @@ class Simulator:
             self._velocity_mode[vi] = vel is not None and p is None
 
     def _external_forces(self, t: float) -> np.ndarray:
+        """Generalized force (N or N*m) of the scene's scripted wrenches at t: J^T [f; m] with J the world-aligned
+        Jacobian of the body's frame. On a free body whose frame is its joint frame that is (R^T f, R^T m) on its
+        six velocities (body-frame free-flyer velocities), applied without the Jacobian."""
         tau = self._tau_ext
+        if not self.scene.external_forces:
+            return tau
         tau[:] = 0.0
-        for f in self.scene.external_forces:
-            J = pin.getFrameJacobian(self._pm, self.pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
-            tau += J.T @ np.concatenate([f.force(t), f.torque(t)]) if J.ndim == 2 else \
-                J * np.concatenate([f.force(t), f.torque(t)])
+        if self._wrench_targets is None:
+            targets = [self._wrench_target(f) for f in self.scene.external_forces]
+            free = [v0 for v0 in targets if v0 is not None]
+            # (2, 3) views of tau on each free body's (linear, angular) velocities; None where several wrenches act
+            # on one body (they add up) or the frame is not a free body's joint frame
+            self._wrench_targets = [None if v0 is None else
+                                    (tau[v0:v0 + 6].reshape(2, 3) if free.count(v0) == 1 else v0) for v0 in targets]
+        for f, target in zip(self.scene.external_forces, self._wrench_targets):
+            if target is not None and f.wrench is not None:
+                R = self.pin_data.oMi[f.joint_id].rotation
+                if isinstance(target, int):
+                    tau[target:target + 6] += (f.wrench(t).reshape(2, 3) @ R).reshape(6)
+                else:
+                    np.dot(f.wrench(t).reshape(2, 3), R, out=target)      # rows R^T f, R^T m
+            else:
+                J = pin.getFrameJacobian(self._pm, self.pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
+                tau += J.T @ np.concatenate([f.force(t), f.torque(t)]) if J.ndim == 2 else \
+                    J * np.concatenate([f.force(t), f.torque(t)])
         return tau
+
+    def _wrench_target(self, f) -> int | None:
+        """The first velocity index of the free-flyer joint whose joint frame is ``f``'s frame, else None."""
+        pm = self._pm
+        frame = pm.frames[f.frame_id]
+        joint = pm.joints[f.joint_id]
+        if joint.shortname() == "JointModelFreeFlyer" and frame.parentJoint == f.joint_id \
+                and frame.placement.isIdentity():
+            return int(joint.idx_v)
+        return None
 
     def _update_kinematics(self) -> None:
         """Kinematics of the current state: joint placements and velocities, frame placements, joint
