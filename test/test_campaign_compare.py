@@ -107,6 +107,7 @@ def test_held_apart_cell_shows_the_disagreement_where_friction_decides(campaigns
     for png in ("reliability_tamsi.png", "agreement_object_bottle_friction.png", "agreement_controller_grip_force.png"):
         assert (out / "plots" / png).stat().st_size > 5000, png
     assert "| controller.grip_force = 6 | tamsi |" in text and "| failure | " in text
+    assert text.index("controller.grip_force = 6 |") < text.index("controller.grip_force = 8 |")
 
 
 def test_rows_without_trial_ids_are_matched_by_nearest_parameters(campaigns, capsys):

@@ -427,6 +427,12 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
 
 # ------------------------------------------------------------------------------------------- the report
 
+def value_order(v):
+    """Sort key of parameter values: numbers numerically (8 before 12), then the others by their text."""
+    numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+    return (0, float(v), "") if numeric else (1, 0.0, str(v))
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion (95 % by default); (0, 1) for n = 0."""
     if n == 0:
@@ -485,7 +491,7 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
             labels = [f"[{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(bins)]
             which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
         else:
-            keys = sorted(set(values), key=str)
+            keys = sorted(set(values), key=value_order)
             labels = [str(k) for k in keys]
             which = np.array([keys.index(v) for v in values])
         rates = {}

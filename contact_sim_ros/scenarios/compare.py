@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from .campaign import FAILURE_MODES, read_results, wilson_interval
+from .campaign import FAILURE_MODES, read_results, value_order, wilson_interval
 
 _TRUE = {"1", "true", "yes", "y", "success", "succeeded", "ok"}
 _FALSE = {"0", "false", "no", "n", "failure", "failed", "fail"}
@@ -161,11 +161,14 @@ def _features(values_list, names, scales, categorical):
     return X
 
 
-def _distances(A, B, cat_mask) -> np.ndarray:
-    """(len(A), len(B)) normalized parameter distances (vectorized)."""
-    diff = A[:, None, :] - B[None, :, :]
-    sq = np.where(cat_mask[None, None, :], np.where(diff != 0, MISMATCH ** 2, 0.0), diff * diff)
-    return np.sqrt(sq.sum(axis=2))
+def _distances(A, B, cat_mask, chunk: int = 256) -> np.ndarray:
+    """(len(A), len(B)) normalized parameter distances (vectorized over B, A in chunks to bound memory)."""
+    out = np.empty((len(A), len(B)))
+    for i in range(0, len(A), chunk):
+        diff = A[i:i + chunk, None, :] - B[None, :, :]
+        sq = np.where(cat_mask[None, None, :], np.where(diff != 0, MISMATCH ** 2, 0.0), diff * diff)
+        out[i:i + chunk] = np.sqrt(sq.sum(axis=2))
+    return out
 
 
 def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = None, k: int | None = None,
@@ -281,8 +284,9 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
     else:
         for name in discrete:
             vals = [t.values[name] for t in real]
-            for i, v in enumerate(vals):
-                groups.setdefault(f"{name} = {v:g}" if isinstance(v, float) else f"{name} = {v}", []).append(i)
+            for v in sorted(set(vals), key=value_order):
+                groups[f"{name} = {v:g}" if isinstance(v, float) else f"{name} = {v}"] = \
+                    [i for i, x in enumerate(vals) if x == v]
     if groups:
         lines += ["", "## Per condition", "", "| condition | engine | trials | real success | simulated success | "
                   "agreement | Wilson 95 % |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -332,7 +336,7 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
             labels = [f"[{qs[i]:.4g}, {qs[i + 1]:.4g}]" for i in range(bins)]
             which = np.clip(np.searchsorted(qs, x, side="right") - 1, 0, bins - 1)
         else:
-            keys = sorted(set(vals), key=str)
+            keys = sorted(set(vals), key=value_order)
             labels = [f"{v:g}" if isinstance(v, float) else str(v) for v in keys]
             which = np.array([keys.index(v) for v in vals])
         lines += [f"### {name}", "", "| bin | " + " | ".join(f"{e}: agree / trials (sim S/F, real S/F)"
