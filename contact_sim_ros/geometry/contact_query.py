@@ -7,12 +7,14 @@ Pipeline of ``ContactQuery.update``:
    by (break_distance + security_margin) / 2, so pairs within the margin overlap, and it only reports pairs of
    ``model.collision_pairs`` (the pair filter is respected). Pairs with a halfspace or plane bypass it (the
    tree does not inflate infinite AABBs and missed such pairs in tests) and are narrow-phased every step;
-3. narrow phase per candidate pair: ``pin.computeCollision`` (coal: analytic primitive tests or GJK/EPA) with
-   ``security_margin = margin``, so pairs up to ``margin`` apart are reported with their signed gap;
+3. narrow phase (coal: analytic primitive tests or GJK/EPA) with ``security_margin = margin``, so pairs up to
+   ``margin`` apart are reported with their signed gap: in ONE ``pin.computeCollisions`` call over all pairs
+   (no broad phase) or over the unbounded pairs (a second GeometryData in which only they are active), and
+   ``pin.computeCollision`` per candidate of the AABB tree; only the colliding pairs' results are read;
 4. contact manifold: ``pin.computeContactPatch`` (coal) on the pairs found: a box flat on a plane gives its
    4 corners, a lying cylinder or capsule 2 points, a standing cylinder ``curved_shape_samples`` points on its
    rim (coal samples the rim only when the cylinder is the second shape, so such pairs are stored swapped and
-   flipped back). A one-point patch uses coal's witness points. Coal gives ONE depth per patch; every patch
+   flipped back). A one-point patch uses coal's witness points (pairs with a sphere: always, no patch computed). Coal gives ONE depth per patch; every patch
    point gets its own signed distance from the line through it along the normal (``line_intersection``):
    phi_i = s_in(B) - s_out(A), exact for boxes, convex hulls, spheres, cylinders, capsules, ellipsoids and
    halfspaces (the patch depth is used for cones and planes). Patches with more than ``max_patch_points``
@@ -147,21 +149,13 @@ class ContactQuery:
         if len(gm.collisionPairs) != len(pairs):
             raise ModelError(f"{model.source}: collision_pairs has duplicate pairs")
         self._gm = gm
-        self._gd = pin.GeometryData(gm)
-        for k in range(self.num_pairs):
-            req = self._gd.collisionRequests[k]
-            req.enable_contact = True
-            req.num_max_contacts = 1
-            req.security_margin = margin
-            req.distance_upper_bound = margin + 1e-6
-            preq = self._gd.contactPatchRequests[k]
-            preq.max_num_patch = 1
-            preq.setPatchTolerance(patch_tolerance)
-            preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
-            self._gd.contactPatchResults[k].set(preq)
+        self._gd = self._geometry_data(gm, margin, patch_tolerance, curved_shape_samples)
         # coal's per-pair result objects, held once: indexing gd.collisionResults costs ~1 us per access
         self._collision_results = [self._gd.collisionResults[k] for k in range(self.num_pairs)]
         self._patch_results = [self._gd.contactPatchResults[k] for k in range(self.num_pairs)]
+        # pairs with a sphere: coal's contact patch of a sphere is its one witness point, so no patch is computed
+        sphere = np.array([isinstance(g.geometry, coal.Sphere) for g in gm.geometryObjects])
+        self._point_pairs = (sphere[pairs[:, 0]] | sphere[pairs[:, 1]]).tolist() if len(pairs) else []
         # Convex hulls made by buildConvexHull have no local AABB yet (volume -inf) and would be taken for
         # unbounded shapes below (bypassing the broad phase). Computing it only fills coal's cache.
         for g in gm.geometryObjects:
@@ -174,13 +168,28 @@ class ContactQuery:
                               or not np.isfinite(g.geometry.aabb_local.volume()) for g in gm.geometryObjects])
         always = unbounded[pairs[:, 0]] | unbounded[pairs[:, 1]] if self.num_pairs else np.zeros(0, bool)
         self._always_pairs = [int(k) for k in np.flatnonzero(always)]
+        # The narrow phase of several pairs runs in ONE call, pin.computeCollisions over a GeometryData's active
+        # pairs: without the broad phase, all pairs in self._gd; with it, the unbounded pairs in a second
+        # GeometryData (self._gd_always, only those pairs active), while self._gd serves the AABB tree.
+        self._gd_always = None
         if self.broad_phase and self.num_pairs > len(self._always_pairs):
             for k in self._always_pairs:
                 self._gd.deactivateCollisionPair(k)
             self._broad = pin.BroadPhaseManager_DynamicAABBTreeCollisionManager(pm, gm, self._gd)
             self._collect = pin.CollisionCallBackCollect(gm, self._gd, max(self.num_pairs, 1))
+            if self._always_pairs:
+                self._gd_always = self._geometry_data(gm, margin, patch_tolerance, curved_shape_samples)
+                self._gd_always.deactivateAllCollisionPairs()
+                for k in self._always_pairs:
+                    self._gd_always.activateCollisionPair(k)
+                for k in self._always_pairs:
+                    self._collision_results[k] = self._gd_always.collisionResults[k]
+                    self._patch_results[k] = self._gd_always.contactPatchResults[k]
         else:
             self._broad = self._collect = None
+        self._pair_data = [self._gd] * self.num_pairs          # the GeometryData holding pair k's results
+        for k in (self._always_pairs if self._gd_always is not None else ()):
+            self._pair_data[k] = self._gd_always
 
         # Line casts for per-point depths in patches; per-pair combined materials.
         self._caster = LineCaster([g.geometry for g in gm.geometryObjects])
@@ -208,10 +217,28 @@ class ContactQuery:
         self._allocate(max(int(initial_capacity), 1))
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
+    @staticmethod
+    def _geometry_data(gm, margin: float, patch_tolerance: float, curved_shape_samples: int) -> pin.GeometryData:
+        """A GeometryData of ``gm`` with the query's collision and patch requests on every pair."""
+        gd = pin.GeometryData(gm)
+        for k in range(len(gm.collisionPairs)):
+            req = gd.collisionRequests[k]
+            req.enable_contact = True
+            req.num_max_contacts = 1
+            req.security_margin = margin
+            req.distance_upper_bound = margin + 1e-6
+            preq = gd.contactPatchRequests[k]
+            preq.max_num_patch = 1
+            preq.setPatchTolerance(patch_tolerance)
+            preq.setNumSamplesCurvedShapes(int(curved_shape_samples))
+            gd.contactPatchResults[k].set(preq)
+        return gd
+
     # ------------------------------------------------------------------ buffers
     def _allocate(self, capacity: int) -> None:
         nv = self._nv
         self._capacity = capacity
+        self._views = {}                                      # n -> ContactSet of the first n rows (_contact_set)
         self._ids = np.zeros((4, capacity), dtype=int)        # rows: geometry A, B, joint A, B
         self._point = np.zeros((capacity, 3))
         self._normal = np.zeros((capacity, 3))
@@ -223,35 +250,46 @@ class ContactQuery:
 
     # ------------------------------------------------------------------ query
     def update(self, pin_data: pin.Data, geometry_data: pin.GeometryData | None = None,
-               surface_velocity: np.ndarray | None = None) -> ContactSet:
+               surface_velocity: np.ndarray | None = None, joint_jacobians: bool = False) -> ContactSet:
         """Contacts at the kinematics in ``pin_data`` (see the class docstring for the preconditions).
+
+        joint_jacobians: True when ``pin_data.J`` already holds the joint Jacobians of this configuration
+            (``pin.computeJointJacobians`` after the kinematics, as the simulator does): not computed again.
 
         surface_velocity: optional (G, 3) m/s, world frame, the prescribed surface velocity of each STATIC
             geometry (parent joint 0), e.g. a conveyor belt; rows of moving geometries are ignored. It enters
             ``velocity_bias`` as the relative velocity of B w.r.t. A: R^T (v_surf[B] - v_surf[A]).
         """
         pm, gm, gd = self._pin_model, self._gm, self._gd
+        collision_results, patch_results = self._collision_results, self._patch_results
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
-        if self._broad is not None:
+        # the pairs within the margin after the narrow phase, in pair order (unbounded pairs first with the broad
+        # phase); the narrow phase of many pairs in one call, then only the colliding pairs' results are read
+        if self._broad is None:
+            n_candidates = self.num_pairs
+            colliding = ([k for k in range(self.num_pairs) if collision_results[k].isCollision()]
+                         if self.num_pairs and pin.computeCollisions(gm, gd, False) else [])
+        else:
+            colliding = []
+            if self._gd_always is not None:
+                pin.updateGeometryPlacements(pm, pin_data, gm, self._gd_always)
+                if pin.computeCollisions(gm, self._gd_always, False):
+                    colliding = [k for k in self._always_pairs if collision_results[k].isCollision()]
             self._broad.update(False)
             pin.computeCollisions(self._broad, self._collect)
-            candidates = self._always_pairs + list(self._collect.pair_indexes)
-        else:
-            candidates = range(self.num_pairs)
+            candidates = list(self._collect.pair_indexes)
+            n_candidates = len(self._always_pairs) + len(candidates)
+            colliding += [k for k in candidates if pin.computeCollision(gm, gd, k)]
 
         # one-point contacts: coal's witness points; multi-point patches: points on the patch plane, whose
         # witnesses come from line casts after the loop (vectorised over all patches)
         single_pair, single_a, single_b, single_n = [], [], [], []
         multi_pair, multi_count, multi_mid, multi_n, multi_depth, multi_a, multi_b = [], [], [], [], [], [], []
         max_points = self.max_patch_points
-        n_candidates = n_colliding = 0
+        n_colliding = 0
         margin = self.margin
-        flipped = self._flipped
-        collision_results, patch_results = self._collision_results, self._patch_results
-        for k in candidates:
-            n_candidates += 1
-            if not pin.computeCollision(gm, gd, k):
-                continue
+        flipped, point_pairs, pair_data = self._flipped, self._point_pairs, self._pair_data
+        for k in colliding:
             contact = collision_results[k].getContact(0)
             depth = contact.penetration_depth
             if depth > margin:
@@ -259,10 +297,13 @@ class ContactQuery:
             n_colliding += 1
             flip = flipped[k]
             normal = -contact.normal if flip else contact.normal
-            pin.computeContactPatch(gm, gd, k)
-            patches = patch_results[k]
-            patch = patches.getContactPatch(0) if patches.numContactPatches() else None
-            m = patch.size() if patch is not None else 0
+            if point_pairs[k]:
+                m = 1
+            else:
+                pin.computeContactPatch(gm, pair_data[k], k)
+                patches = patch_results[k]
+                patch = patches.getContactPatch(0) if patches.numContactPatches() else None
+                m = patch.size() if patch is not None else 0
             w1, w2 = contact.getNearestPoint1(), contact.getNearestPoint2()
             w_a, w_b = (w2, w1) if flip else (w1, w2)        # coal's deepest (or nearest) points
             if m > 1:
@@ -320,7 +361,7 @@ class ContactQuery:
         if len(pair_of) > self._capacity:
             self._allocate(max(len(pair_of), 2 * self._capacity))
         if self._kernels is not None:
-            n = self._finish_numba(pin_data, pair_of, wit_a, wit_b, normal)
+            n = self._finish_numba(pin_data, pair_of, wit_a, wit_b, normal, joint_jacobians)
         else:
             n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
         self.stats["contacts"] = n
@@ -340,9 +381,10 @@ class ContactQuery:
             np.matmul(v_rel[:, None, :], self._rotation[:n], out=bias.reshape(n, 1, 3))      # R^T v per contact
         return self._contact_set(n)
 
-    def _finish_numba(self, pin_data, pair_of, wit_a, wit_b, normal) -> int:
+    def _finish_numba(self, pin_data, pair_of, wit_a, wit_b, normal, joint_jacobians: bool = False) -> int:
         """``_finish_numpy`` in one compiled call (``contact_kernels.finish_contacts``); returns n."""
-        pin.computeJointJacobians(self._pin_model, pin_data)       # pin_data.J: world frame, all joints
+        if not joint_jacobians:
+            pin.computeJointJacobians(self._pin_model, pin_data)   # pin_data.J: world frame, all joints
         return self._kernels.finish_contacts(
             pair_of, wit_a, wit_b, normal, self.margin, self._pair_ids, self._pair_material, pin_data.J,
             self._support, self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation,
@@ -382,6 +424,14 @@ class ContactQuery:
         return n
 
     def _contact_set(self, n: int) -> ContactSet:
+        """The ContactSet of the buffers' first n rows: one view object per n, made once per buffer allocation
+        (its arrays are views: they hold the latest query's values)."""
+        view = self._views.get(n)
+        if view is None:
+            view = self._views[n] = self._make_contact_set(n)
+        return view
+
+    def _make_contact_set(self, n: int) -> ContactSet:
         ids, mat = self._ids[:, :n], self._material[:, :n]
         return ContactSet(ids[0], ids[1], ids[2], ids[3], self._point[:n], self._normal[:n], self._phi[:n],
                           self._rotation[:n], self._jacobian[:3 * n], self._bias[:3 * n], mat[0], mat[1], mat[2],

@@ -329,8 +329,10 @@ class Simulator:
         self._apply_scripts(t + dt)
         for g, f in self.scene.surface_velocities.items():
             self._surface_velocity[g] = f(t)
+        # pin_data.J holds the joint Jacobians of q (_update_kinematics): the query does not compute them again
         contacts = self.contact_query.update(data, self.geometry_data,
-                                             self._surface_velocity if self.scene.surface_velocities else None)
+                                             self._surface_velocity if self.scene.surface_velocities else None,
+                                             joint_jacobians=True)
         # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
         # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
         # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
@@ -478,8 +480,8 @@ class Simulator:
         """Kinematics of the current state: joint placements and velocities, frame placements, joint
         Jacobians and geometry placements (the contact query, the sensors and the node read them)."""
         pm, data = self._pm, self.pin_data
-        pin.computeJointJacobians(pm, data, self._q)
         pin.forwardKinematics(pm, data, self._q, self._v)
+        pin.computeJointJacobians(pm, data)           # from the joint placements of the forward kinematics
         pin.updateFramePlacements(pm, data)
         pin.updateGeometryPlacements(pm, data, self.model.collision_model, self.geometry_data)
 
