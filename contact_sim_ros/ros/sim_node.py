@@ -276,9 +276,10 @@ class SimNode(Node):
         for name, rate, fn, enabled in (
                 ("clock", cfg.clock_rate, self._pub_clock, self.pub_clock is not None),
                 ("joint_states", cfg.joint_states_rate, self._pub_joint_states, self.pub_joint_states is not None),
-                ("tf", cfg.tf_rate, self._pub_tf, self.pub_tf is not None and bool(self._tf_msgs)),
+                # tf and contact wrenches also without moving frames / bodies at start: objects may be spawned
+                ("tf", cfg.tf_rate, self._pub_tf, self.pub_tf is not None),
                 ("wrench", cfg.wrench_rate, self._pub_wrenches, True),
-                ("contact_wrench", cfg.contact_wrench_rate, self._pub_body_wrenches, bool(self._body_pubs)),
+                ("contact_wrench", cfg.contact_wrench_rate, self._pub_body_wrenches, True),
                 ("contacts", cfg.contacts_rate, self._pub_contacts, self.pub_contacts is not None),
                 ("markers", cfg.markers_rate, self._pub_markers, True)):
             every = cfg.decimation(rate)
@@ -331,6 +332,9 @@ class SimNode(Node):
         self.pub_joint_states.publish(msg)
 
     def _pub_tf(self, sim):
+        """The moving TF edges of the current model (nothing while there are none)."""
+        if not self._tf_msgs:
+            return
         oMf = sim.pin_data.oMf
         st = stamp(sim.t)
         for ts, (pf, cf) in zip(self._tf_msgs, self._tf_frames):
@@ -349,6 +353,8 @@ class SimNode(Node):
             port.publish_external_torques(sim, stamp)
 
     def _pub_body_wrenches(self, sim):
+        if not self._body_pubs:
+            return
         contacts = sim.contacts
         forces = self.contact_forces(sim)
         st = stamp(sim.t)

@@ -16,9 +16,10 @@ Every read and write of the simulation runs on the stepping thread between two s
 (``SteppingLoop.request_call``). Spawning and deleting change the physics model, which is immutable: a new
 Simulator is built (off the stepping thread) from the scene with the object added or removed, then swapped in
 between two steps (``SteppingLoop.replace_simulator``) taking over the state of everything that still exists;
-the node's model-dependent tables (TF, contact-wrench bodies, geometry names) and the controllers
-(``Controller.on_model_changed``) follow in the same call. The robot comes first in the model, so its joints keep
-their indices; commands in flight (buffer, command interfaces, trajectories) are kept.
+the node's model-dependent tables (TF, contact-wrench bodies, geometry names), the controllers
+(``Controller.on_model_changed``) and the browser view (``ViewerProcess.send_scene`` / ``use_scene``) follow in
+the same call. The robot comes first in the model, so its joints keep their indices; commands in flight (buffer,
+command interfaces, trajectories) are kept.
 """
 
 from __future__ import annotations
@@ -639,13 +640,22 @@ class SimulationInterfaces:
         tables = node.model_tables(sim.model, publishers=old_pubs)
         old_static = [(e.parent, e.child) for e in node.edges if e.static]
         new_static = [(e.parent, e.child) for e in tables["edges"] if e.static]
+        scene = None                  # the browser view's description of the new model, sent to its process
+        if node.viewer is not None:
+            try:
+                scene = node.viewer.send_scene(sim.model)
+            except ValueError as exc:
+                node.get_logger().warn(f"the browser view keeps the previous scene and stops updating: {exc}")
 
         def then(new):
             node.sim, node.model = new, new.model
             vars(node).update(tables)
             if node.controller_manager is not None:
                 node.controller_manager.on_model_changed(new.model)
-            loop.hooks[:] = [h for h in loop.hooks if h.name != "viewer"]   # the view keeps the start-up model
+            if scene is not None:     # the view's frames from now on: the new model's moving geometries
+                node.viewer.use_scene(scene)
+            elif node.viewer is not None:
+                loop.hooks[:] = [h for h in loop.hooks if h.name != "viewer"]
             if new_static != old_static:
                 node._tf_static_msg = None
                 node._publish_static()
@@ -660,9 +670,6 @@ class SimulationInterfaces:
             if body not in tables["_wrench_pubs"]:
                 node.destroy_publisher(pub)
         self.spec = spec
-        if node.viewer is not None:
-            node.get_logger().warn("the browser view shows the scene as it was at start-up (spawned or deleted "
-                                   "objects are not drawn); its updates stop", once=True)
         del sim, old_pubs, tables
         gc.collect()                  # garbage with cycles (rclpy entities, messages) now, not at the next full gc
         _trim_heap()

@@ -617,7 +617,7 @@ class SteppingLoop:
         if self.gravity_compensation:
             g = self._gravity_torques()
             g[mode == EFFORT] = 0.0
-            if not moved and np.max(np.abs(g - self._g_applied)) <= self.gravity_tolerance:
+            if not moved and np.max(np.abs(g - self._g_applied), initial=0.0) <= self.gravity_tolerance:
                 return
             self._g_applied[:] = g
             effort = effort + g

@@ -179,6 +179,15 @@ class HeadlessChromium:
         self.close()
 
 
+def object_pixel_fraction(png) -> float:
+    """Fraction of a viewer screenshot's scene pixels (a 1000 x 700 window, without the side panel's blue buttons,
+    the notice and the axes gizmo) in the objects' blue (scene_viewer.OBJECT_COLOR under the scene's lighting)."""
+    import matplotlib.image
+    image = matplotlib.image.imread(str(png))[200:480, 100:640, :3]
+    r, g, b = image[..., 0], image[..., 1], image[..., 2]
+    return float((((b - r) > 0.25) & (b > g)).mean())
+
+
 def _find_button(label: str) -> str:
     return ("[...document.querySelectorAll('button')].find(b => b.textContent.trim() === "
             f"{json.dumps(label)})")

@@ -115,6 +115,7 @@ class ViewerFrame:
     contact_forces: np.ndarray | None
     paused: bool | None = None
     contact_count: int | None = None      # contacts in the scene (>= len(contact_points) if some were dropped)
+    scene: int = 0                        # the scene description the poses belong to (ViewerProcess.send_scene)
 
 
 def moving_geometry_ids(geometries: "list[VisualGeometry]") -> list[int]:
@@ -188,17 +189,8 @@ class SceneViewer:
         self.pause_button = gui.add_button("Pause")
         self.reset_button = gui.add_button("Reset")
         self._on_pause = on_pause
-        self._handles = {}
-        self._moving = []        # indices into ``geometries`` whose pose is updated
-        for g, vg in enumerate(geometries):
-            handle = self._add_geometry(f"/scene/g{g}_{vg.name.replace('/', '_')}", vg)
-            if handle is not None:
-                self._handles[g] = handle
-                if vg.moving:
-                    self._moving.append(g)
-        self.moving_ids = [geometries[g].index for g in self._moving]    # their collision-model indices
-        assert self.moving_ids == moving_geometry_ids(geometries)
-        self._poses = np.array([geometries[g].pose for g in self._moving]).reshape(-1, 7)   # as last sent
+        self._scene_nodes = []   # every scene node of the geometries (removed by set_geometries)
+        self._build_geometries(geometries)
         self.contact_count = 0
         self.total_force = np.zeros(3)
         self._arrows = None
@@ -220,23 +212,54 @@ class SceneViewer:
 
     # ------------------------------------------------------------------------------------ build
 
+    def set_geometries(self, geometries: "list[VisualGeometry] | MultibodyModel") -> None:
+        """Draw another scene (the model changed: objects spawned or deleted): the old geometries are removed
+        from the page, the new ones added at their description's poses; frames must then carry the new moving
+        geometries' poses."""
+        if isinstance(geometries, MultibodyModel):
+            geometries = describe_scene(geometries)
+        with self.server.atomic():
+            for node in self._scene_nodes:
+                node.remove()
+            self._build_geometries(geometries)
+        self.messages_sent += len(self._scene_nodes)
+
+    def _build_geometries(self, geometries: "list[VisualGeometry]") -> None:
+        self.geometries = geometries
+        self._scene_nodes = []
+        self._handles = {}
+        self._moving = []        # indices into ``geometries`` whose pose is updated
+        for g, vg in enumerate(geometries):
+            handle = self._add_geometry(f"/scene/g{g}_{vg.name.replace('/', '_')}", vg)
+            if handle is not None:
+                self._handles[g] = handle
+                if vg.moving:
+                    self._moving.append(g)
+        self.moving_ids = [geometries[g].index for g in self._moving]    # their collision-model indices
+        assert self.moving_ids == moving_geometry_ids(geometries)
+        self._poses = np.array([geometries[g].pose for g in self._moving]).reshape(-1, 7)   # as last sent
+
     def _add_geometry(self, name: str, vg: "VisualGeometry"):
         scene, p, color = self.server.scene, vg.params, vg.color
         pose = {"position": vg.pose[:3], "wxyz": vg.pose[3:]}
+        handle = None
         if vg.kind == "box":
-            return scene.add_box(name, color=color, dimensions=tuple(p["size"]), **pose)
-        if vg.kind == "sphere":
-            return scene.add_icosphere(name, radius=p["radius"], color=color, subdivisions=3, **pose)
-        if vg.kind == "cylinder":
-            return scene.add_cylinder(name, radius=p["radius"], height=p["length"], color=color, **pose)
-        if vg.kind == "halfspace":
-            scene.add_grid(name + "_grid", width=3.0, height=3.0, cell_size=0.1, section_size=0.5,
-                           position=vg.pose[:3] + 1e-4 * p["normal"], wxyz=vg.pose[3:])
-            return scene.add_box(name, color=color, dimensions=(3.0, 3.0, 0.01),
-                                 position=vg.pose[:3] - 0.005 * p["normal"], wxyz=vg.pose[3:])
-        if vg.kind == "mesh":
-            return scene.add_mesh_simple(name, p["vertices"], p["faces"], color=color, flat_shading=True, **pose)
-        return None
+            handle = scene.add_box(name, color=color, dimensions=tuple(p["size"]), **pose)
+        elif vg.kind == "sphere":
+            handle = scene.add_icosphere(name, radius=p["radius"], color=color, subdivisions=3, **pose)
+        elif vg.kind == "cylinder":
+            handle = scene.add_cylinder(name, radius=p["radius"], height=p["length"], color=color, **pose)
+        elif vg.kind == "halfspace":
+            self._scene_nodes.append(scene.add_grid(name + "_grid", width=3.0, height=3.0, cell_size=0.1,
+                                                    section_size=0.5, position=vg.pose[:3] + 1e-4 * p["normal"],
+                                                    wxyz=vg.pose[3:]))
+            handle = scene.add_box(name, color=color, dimensions=(3.0, 3.0, 0.01),
+                                   position=vg.pose[:3] - 0.005 * p["normal"], wxyz=vg.pose[3:])
+        elif vg.kind == "mesh":
+            handle = scene.add_mesh_simple(name, p["vertices"], p["faces"], color=color, flat_shading=True, **pose)
+        if handle is not None:
+            self._scene_nodes.append(handle)
+        return handle
 
     # ----------------------------------------------------------------------------------- update
 
@@ -377,43 +400,67 @@ class FrameBuffer:
     """The newest viewer frame in shared memory: one writer (the stepping process), one reader (the viewer).
 
     Two ``multiprocessing`` RawArrays (no pickling per frame, no pipe, no feeder thread): an int64 header and a
-    float64 block holding sim time, real-time factor, the poses (M, 7) of the M moving geometries and up to ``capacity`` contact points (m) and
-    forces (N). The writer makes the sequence counter odd, writes, and makes it even again (a seqlock); the
-    reader copies and keeps the copy only if the counter was even and unchanged around it, so a frame is never
-    drawn half-written and the writer never waits. The same header carries the buttons' requests back (counters,
+    float64 block holding sim time, real-time factor, the poses (M, 7) of the M moving geometries (room for
+    ``pose_capacity``: the model may change, ``set_geometry_ids``) and up to ``capacity`` contact points (m) and
+    forces (N). Each frame carries the number of the scene description its poses belong to (``SCENE``). The
+    writer makes the sequence counter odd, writes, and makes it even again (a seqlock); the reader copies and keeps
+    the copy only if the counter was even and unchanged around it, so a frame is never drawn half-written and the
+    writer never waits. The same header carries the buttons' requests back (counters,
     so no click is lost) and the owner's pause state.
     """
 
-    SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF, SHOWN = range(11)
+    (SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF, SHOWN,
+     N_MOVING, SCENE) = range(13)
     HEADER_SIZE = 16
+    EXTRA_POSES = 1024        # room for this many more moving geometries than at start (spawned objects)
 
-    def __init__(self, geometry_ids, capacity: int = 512, context=None):
+    def __init__(self, geometry_ids, capacity: int = 512, context=None, pose_capacity: int | None = None):
         if capacity < 1:
             raise ValueError(f"FrameBuffer needs a contact capacity >= 1, got {capacity}")
         ctx = context or multiprocessing.get_context("spawn")
         self.geometry_ids, self.capacity = [int(g) for g in geometry_ids], int(capacity)
-        self._n_pose_values = 7 * len(self.geometry_ids)
-        self._raw = (ctx.RawArray("q", self.HEADER_SIZE), ctx.RawArray("d", 2 + self._n_pose_values + 6 * self.capacity))
+        self.pose_capacity = len(self.geometry_ids) + self.EXTRA_POSES if pose_capacity is None else int(pose_capacity)
+        if self.pose_capacity < len(self.geometry_ids):
+            raise ValueError(f"FrameBuffer: pose_capacity {self.pose_capacity} < {len(self.geometry_ids)} geometries")
+        self._raw = (ctx.RawArray("q", self.HEADER_SIZE),
+                     ctx.RawArray("d", 2 + 7 * self.pose_capacity + 6 * self.capacity))
         self._views()
         self.header[self.PAUSED] = -1          # unknown until the owner says
+        self.header[self.N_MOVING] = len(self.geometry_ids)
+        self.poses = self._pose_block[:len(self.geometry_ids)]
         self._events_seen = (0, 0)
 
     def _views(self) -> None:
         self.header = np.frombuffer(self._raw[0], dtype=np.int64)
         data = np.frombuffer(self._raw[1], dtype=np.float64)
-        nq, cap = self._n_pose_values, self.capacity
+        nq, cap = 7 * self.pose_capacity, self.capacity
         self.scalars = data[:2]                                   # t (s), real-time factor
-        self.poses = data[2:2 + nq].reshape(-1, 7)
+        self._pose_block = data[2:2 + nq].reshape(-1, 7)
         self.points = data[2 + nq:2 + nq + 3 * cap].reshape(cap, 3)
         self.forces = data[2 + nq + 3 * cap:].reshape(cap, 3)
 
     def __getstate__(self):             # crosses to the viewer process once, when it is spawned
-        return {"geometry_ids": self.geometry_ids, "_n_pose_values": self._n_pose_values, "capacity": self.capacity, "_raw": self._raw,
-                "_events_seen": (0, 0)}
+        return {"geometry_ids": self.geometry_ids, "pose_capacity": self.pose_capacity, "capacity": self.capacity,
+                "_raw": self._raw, "_events_seen": (0, 0)}
+
+    def set_geometry_ids(self, geometry_ids, scene: int) -> None:
+        """(writer) Frames from now on carry the poses of these geometries, for scene description ``scene``.
+        ValueError if they do not fit (``pose_capacity``)."""
+        ids = [int(g) for g in geometry_ids]
+        if len(ids) > self.pose_capacity:
+            raise ValueError(f"the viewer has room for {self.pose_capacity} moving geometries, the model has "
+                             f"{len(ids)}")
+        h = self.header
+        h[self.SEQ] += 1                                          # odd: no frame while the layout changes
+        self.geometry_ids = ids
+        self.poses = self._pose_block[:len(ids)]
+        h[self.N_MOVING], h[self.SCENE] = len(ids), int(scene)
+        h[self.SEQ] += 1
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._views()
+        self.poses = self._pose_block[:len(self.geometry_ids)]
 
     # ------------------------------------------------------------------------- writer (owner)
 
@@ -493,15 +540,16 @@ class FrameBuffer:
                 time.sleep(1e-5)                                  # being written: look again
                 continue
             m, n = int(h[self.N_DRAWN]), int(h[self.N_TOTAL])
+            n_moving, scene = int(h[self.N_MOVING]), int(h[self.SCENE])
             t, rtf, has_rtf = float(self.scalars[0]), float(self.scalars[1]), bool(h[self.HAS_RTF])
-            poses = self.poses.copy()
+            poses = self._pose_block[:n_moving].copy()
             points, forces = self.points[:m].copy(), self.forces[:m].copy()
             if int(h[self.SEQ]) == seq:
                 paused = int(h[self.PAUSED])
                 if int(h[self.PAUSE_ACK]) != int(h[self.PAUSE_REQ]):
                     paused = -1       # a click not yet taken by the owner: keep the button as clicked
                 return seq, ViewerFrame(poses, t, rtf if has_rtf else None, points if m else None,
-                                        forces if m else None, None if paused < 0 else bool(paused), n)
+                                        forces if m else None, None if paused < 0 else bool(paused), n, scene)
         return None
 
     def request_pause(self, paused: bool) -> None:
@@ -521,6 +569,12 @@ class ViewerProcess:
     ``update_rate`` times per second of wall time while a browser is connected, and sends the browser only what
     changed. ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",);
     ``set_paused`` tells the page the simulation's pause state (e.g. when paused through a service).
+
+    A changed model (objects spawned or deleted): ``send_scene(model)`` sends the child the new scene description
+    (a pipe; a thread of the child receives it at once) and returns its number; ``use_scene(number)``, called by
+    the thread that publishes frames when it starts publishing the new model's state, switches the frames'
+    layout. The child redraws the page's geometries when the first frame of the new scene arrives, so a frame is
+    always drawn on the geometries it belongs to.
     """
 
     def __init__(self, model: MultibodyModel, port: int = 8080, host: str = "127.0.0.1", update_rate: float = 30.0,
@@ -533,13 +587,17 @@ class ViewerProcess:
         self.buffer = FrameBuffer(moving_geometry_ids(geometries), contact_capacity, ctx)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
+        self._scenes = {0: self.buffer.geometry_ids}     # scene number -> moving geometry ids (sent, not used)
+        self._scene_lock = threading.Lock()
         ready_recv, ready_send = ctx.Pipe(duplex=False)
+        scene_recv, self._scene_send = ctx.Pipe(duplex=False)
         self._process = ctx.Process(
             target=_viewer_main, daemon=True, name="contact_sim_viewer",
             args=(geometries, self.buffer, host, port,
-                  force_scale, float(update_rate), int(nice), os.getpid(), ready_send))
+                  force_scale, float(update_rate), int(nice), os.getpid(), ready_send, scene_recv))
         self._process.start()
         ready_send.close()
+        scene_recv.close()
         if not ready_recv.poll(start_timeout):
             self.close()
             raise RuntimeError(f"the viewer process did not start within {start_timeout} s")
@@ -575,6 +633,29 @@ class ViewerProcess:
     def set_paused(self, paused: bool) -> None:
         self.buffer.set_paused(paused)
 
+    def send_scene(self, model: MultibodyModel) -> int:
+        """Send the child the description of ``model`` (a changed scene); returns its number for ``use_scene``.
+        ValueError if its moving geometries do not fit the frame buffer (``FrameBuffer.EXTRA_POSES`` more than at
+        start)."""
+        geometries = describe_scene(model)
+        ids = moving_geometry_ids(geometries)
+        if len(ids) > self.buffer.pose_capacity:
+            raise ValueError(f"the viewer has room for {self.buffer.pose_capacity} moving geometries, the model has "
+                             f"{len(ids)}")
+        with self._scene_lock:
+            number = max(self._scenes) + 1
+            self._scenes = {k: v for k, v in self._scenes.items() if k >= number - 4}   # a few not yet used
+            self._scenes[number] = ids
+            self._scene_send.send((number, geometries))
+        return number
+
+    def use_scene(self, number: int) -> None:
+        """The frames published from now on are of scene ``number`` (``send_scene``); call from the thread that
+        publishes them, before the first one."""
+        with self._scene_lock:
+            ids = self._scenes[number]
+        self.buffer.set_geometry_ids(ids, number)
+
     def events(self) -> list:
         return self.buffer.events()
 
@@ -589,16 +670,28 @@ class ViewerProcess:
 
     def close(self) -> None:
         self.buffer.header[FrameBuffer.CLOSING] = 1
+        self._scene_send.close()
         self._process.join(timeout=5.0)
         if self._process.is_alive():
             self._process.terminate()
             self._process.join(timeout=2.0)
 
 
+def _receive_scenes(scene_recv, scenes: dict) -> None:
+    """Viewer process thread: scene descriptions from the owner (``ViewerProcess.send_scene``) into ``scenes``
+    (number -> geometries), as soon as they are sent (the owner never waits on a full pipe)."""
+    while True:
+        try:
+            number, geometries = scene_recv.recv()
+        except (EOFError, OSError):       # the owner closed the viewer or died
+            return
+        scenes[number] = geometries
+
+
 def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, update_rate,
-                 nice, parent_pid, ready) -> None:
+                 nice, parent_pid, ready, scene_recv) -> None:
     """The viewer process: serve the page, then draw the newest frame at most ``update_rate`` times a second
-    until the owner closes it or dies."""
+    until the owner closes it or dies; a frame of a new scene first replaces the page's geometries."""
     try:
         os.nice(nice)
     except OSError:
@@ -623,6 +716,9 @@ def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, updat
         return
     ready.send(("ready", viewer.url))
     ready.close()
+    scenes, scene = {}, 0
+    threading.Thread(target=_receive_scenes, args=(scene_recv, scenes), daemon=True,
+                     name="contact_sim_viewer_scenes").start()
     period, seq = 1.0 / update_rate, -1
     try:
         while not buffer.header[FrameBuffer.CLOSING] and os.getppid() == parent_pid:
@@ -630,6 +726,14 @@ def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, updat
             # nobody watching: draw nothing (the frame stays in shared memory; the first browser to connect
             # gets the newest one at the next period)
             got = buffer.read(seq) if viewer.client_count else None
+            if got is not None and got[1].scene != scene:
+                if got[1].scene in scenes:                       # the first frame of a new scene: redraw it
+                    scene = got[1].scene
+                    viewer.set_geometries(scenes[scene])
+                    for old in [k for k in scenes if k <= scene]:
+                        del scenes[old]
+                else:                                            # not received yet: draw it next time
+                    got = None
             if got is not None:
                 seq, frame = got
                 viewer.show(frame)

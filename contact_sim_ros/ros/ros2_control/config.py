@@ -245,14 +245,15 @@ def default_controllers(joint_names, joint_groups=None,
     name C a JointTrajectoryController ``C`` over the union of its groups' joints (partial goals allowed), and
     per group G the forward group controllers ``G_{position,velocity,effort}_controller`` (inactive). Without:
     a ``joint_trajectory_controller`` over every actuated joint and ``forward_{position,velocity,effort}_
-    controller`` (inactive), the names of the UR and many other ROS 2 drivers. Always a joint_state_broadcaster.
+    controller`` (inactive), the names of the UR and many other ROS 2 drivers. Always a joint_state_broadcaster
+    (alone for a scene without joints).
     Returns (file, inactive controller names)."""
     jtc = "joint_trajectory_controller/JointTrajectoryController"
     forward = (("position", "position_controllers/JointGroupPositionController"),
                ("velocity", "velocity_controllers/JointGroupVelocityController"),
                ("effort", "effort_controllers/JointGroupEffortController"))
     groups = [(g, list(grp.joints), grp.controller) for g, grp in (joint_groups or {}).items()]
-    if not groups:
+    if not groups and len(joint_names):      # no joints at all (objects only): the joint_state_broadcaster only
         groups = [("forward", list(joint_names), "joint_trajectory_controller")]
     specs = [ControllerSpec("joint_state_broadcaster", "joint_state_broadcaster/JointStateBroadcaster", {})]
     by_controller: dict[str, list[str]] = {}
