@@ -8,15 +8,16 @@ pure-Python ``rosbags`` library (``rosbags.rosbag2.Writer``, rosbag2 format vers
 writes it, ``StoragePlugin.MCAP``), so ``ros2 bag info/play``, Foxglove and the ``mcap`` reader read the result.
 Every message the node publishes is recorded (no subscription, no DDS queue in between: a subscription in the
 same node, spun by its busy executor, kept only ~3 messages/s per topic). With ``topics`` None the publishers the
-node creates later are tapped too (``node.create_publisher`` is wrapped): the ros2_control controllers' and
-those of objects spawned while running.
+node creates later are tapped too (``BagRecorder.follow``: ``node.create_publisher`` is wrapped): the ros2_control
+controllers', those of objects spawned while running; sim_node also follows its robots' nodes (several robots).
 
 * Bag timestamps are SIMULATION time (ns): the message's own ``header.stamp`` (or ``rosgraph_msgs/Clock.clock``;
   for a message that starts with a sequence of stamped messages, like ``tf2_msgs/TFMessage`` and
   ``visualization_msgs/MarkerArray``, the stamp of the first element). A message without a stamp
   (``std_msgs/String`` robot_description, an empty TFMessage) or stamped with the node's ROS clock
-  (``/diagnostics``: wall time unless ``use_sim_time``) gets the latest sim time recorded so far (0 at start). This is what ``ros2 bag record --use-sim-time`` records; ``ros2 bag play --clock`` then republishes
-  /clock. After a ``~/reset`` the stamps start again from 0.
+  (``/diagnostics``: wall time unless ``use_sim_time``) gets the latest sim time recorded so far (0 at start).
+  This is what ``ros2 bag record --use-sim-time`` records; ``ros2 bag play --clock`` then republishes /clock.
+  After a ``~/reset`` the stamps start again from 0.
 * Only what is published after the tap is recorded: attach the recorder before the node publishes (sim_node
   attaches it before it creates its publishers, so latched /tf_static and robot_description are in the bag).
 * Message definitions: the standard types from rosbags' Jazzy type store; types it lacks (``contact_sim_msgs``
@@ -261,6 +262,27 @@ class BagRecorder:
                     self.dropped += 1
         publisher.publish = recorded_publish
 
+    def follow(self, node) -> None:
+        """Record every topic ``node`` publishes (except /rosout and /parameter_events): its publishers now and
+        those it creates later (``node.create_publisher`` is wrapped on the instance until ``close()``). The
+        simulation node follows itself and its robots' nodes. ConfigError for a present publisher's type without
+        definition; a later one is published, not recorded (warned)."""
+        for pub in node.publishers:
+            if pub.topic_name not in EXCLUDED_TOPICS:
+                self.tap(pub, pub.topic_name not in NODE_CLOCK_TOPICS)
+        create = node.create_publisher                              # the class's bound method
+
+        def create_recorded_publisher(msg_type, topic, *args, **kwargs):
+            pub = create(msg_type, topic, *args, **kwargs)
+            if pub.topic_name not in EXCLUDED_TOPICS:
+                try:
+                    self.tap(pub, pub.topic_name not in NODE_CLOCK_TOPICS)
+                except ConfigError as exc:        # a type without definition: published, not recorded
+                    node.get_logger().warn(f"recording: {pub.topic_name} not recorded: {exc}")
+            return pub
+        node.create_publisher = create_recorded_publisher
+        self.on_close.append(lambda: node.__dict__.pop("create_publisher", None))
+
     def _write_loop(self) -> None:
         """Writer thread: bag connections, stamps, writes, in the order the messages were published."""
         get, writer = self._queue.popleft, self._writer
@@ -338,28 +360,19 @@ def published_topics(node, topics=None) -> list:
 
 def attach_recorder(node, path, topics=None, max_queued: int = MAX_QUEUED) -> BagRecorder:
     """Start recording to the new rosbag2 MCAP directory ``path`` what ``node`` publishes on ``topics`` (names;
-    None = every topic, except /rosout and /parameter_events, including those of publishers created later).
-    Attach before the node publishes what must be in the bag; call ``close()`` on shutdown."""
+    None = every topic, except /rosout and /parameter_events, including those of publishers created later:
+    ``BagRecorder.follow``). Attach before the node publishes what must be in the bag; call ``close()`` on
+    shutdown."""
     selected = {t for t, _, _ in published_topics(node, topics)}   # ConfigError for a topic not published
     recorder = BagRecorder(path, node.get_logger(), max_queued)
     try:
-        for pub in node.publishers:
-            if pub.topic_name in selected:
-                recorder.tap(pub, pub.topic_name not in NODE_CLOCK_TOPICS)
+        if topics is None:
+            recorder.follow(node)
+        else:
+            for pub in node.publishers:
+                if pub.topic_name in selected:
+                    recorder.tap(pub, pub.topic_name not in NODE_CLOCK_TOPICS)
     except ConfigError:
         recorder.close()
         raise
-    if topics is None:
-        create = node.create_publisher                              # the class's bound method
-
-        def create_recorded_publisher(msg_type, topic, *args, **kwargs):
-            pub = create(msg_type, topic, *args, **kwargs)
-            if pub.topic_name not in EXCLUDED_TOPICS:
-                try:
-                    recorder.tap(pub, pub.topic_name not in NODE_CLOCK_TOPICS)
-                except ConfigError as exc:        # a type without definition: published, not recorded
-                    node.get_logger().warn(f"recording: {pub.topic_name} not recorded: {exc}")
-            return pub
-        node.create_publisher = create_recorded_publisher
-        recorder.on_close.append(lambda: node.__dict__.pop("create_publisher", None))
     return recorder

@@ -446,6 +446,8 @@ class SimNode(Node):
             if several:
                 node = RobotNode(self, full_namespace(self.get_namespace(), r.namespace or r.name))
                 self.robot_nodes.append(node)
+                if self.recorder is not None:      # its robot_description, controllers' topics ... in the bag
+                    self.recorder.follow(node)
             self.ports.append(RobotPort(self, r, inst, node, prefix))
 
     @property

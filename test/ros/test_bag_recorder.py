@@ -272,3 +272,23 @@ def test_full_queue_drops_and_counts(publisher, tmp_path):
     rec.close()
     assert (rec.dropped, rec.written, rec.counts) == (50, 0, {"/clock": 0})
     assert (tmp_path / "full" / "metadata.yaml").is_file()
+
+
+def test_follow_records_the_publishers_a_node_creates_later(publisher, tmp_path):
+    """The simulation node follows itself and its robots' nodes (several robots): a publisher created after the
+    recorder started, on the node or on another node it follows, is recorded; close() unwraps both nodes."""
+    rec = attach_recorder(publisher.node, tmp_path / "follow")
+    robot = Node("bag_test_robot", namespace="test_ns/left", context=publisher.context)
+    try:
+        rec.follow(robot)
+        js = robot.create_publisher(JointState, "joint_states", 10)          # created after the start
+        msg = _joint_state(3)
+        msg.header.stamp = _stamp(3)
+        js.publish(msg)
+        later = publisher.node.create_publisher(WrenchStamped, "late/wrench", 10)
+        later.publish(_wrench(4))
+        rec.close()
+        assert rec.counts["/test_ns/left/joint_states"] == 1 and rec.counts["/test_ns/late/wrench"] == 1
+        assert "create_publisher" not in vars(robot) and "create_publisher" not in vars(publisher.node)
+    finally:
+        robot.destroy_node()

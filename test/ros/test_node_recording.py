@@ -79,3 +79,29 @@ def test_node_records_every_publication_to_mcap(ros, start_node, tmp_path):
     assert values["record_dropped"] == "0" and values["record_write_errors"] == "0"
     assert int(values["recorded_messages"]) > 0
     assert pytest.approx(1e-9 * stamps["/clock"][-1], abs=0.02) == 1e-9 * stamps["/rec/joint_states"][-1]
+
+
+def test_node_with_several_robots_records_each_robots_topics(ros, start_node, tmp_path):
+    """Two robots in one world (scenes/two_iiwa_handover.yaml): each robot's node (its namespace) is recorded too:
+    its joint states at their rate over the recorded sim time, its robot_description, its controllers' topics."""
+    from rosbags.highlevel import AnyReader
+    from sensor_msgs.msg import JointState
+    from ros_testing import REPO
+    bag = tmp_path / "two"
+    seen = ros.subscribe(JointState, "/left/joint_states", keep=5)
+    proc = start_node("--scene", str(REPO / "scenes" / "two_iiwa_handover.yaml"), "--real-time-factor", "0",
+                      "--ros-args", "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
+    wait_until(lambda: (seen and seen[-1].header.stamp.sec >= 1) or proc.proc.poll() is not None, 180,
+               what="1 s of simulated time")
+    assert proc.stop() == 0, proc.output()
+    with AnyReader([bag]) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        stamps = {}
+        for conn, t, _ in reader.messages():
+            stamps.setdefault(conn.topic, []).append(t)
+    for ns in ("left", "right"):
+        assert counts.get(f"/{ns}/robot_description") == 1, counts
+        assert counts.get(f"/{ns}/arm_controller/controller_state", 0) > 0, counts
+        t = stamps[f"/{ns}/joint_states"]
+        span = 1e-9 * (t[-1] - t[0])
+        assert span > 0.9 and abs(len(t) - (JS_HZ * span + 1)) <= 1, (ns, len(t), span)
