@@ -78,8 +78,11 @@ class Simulator:
         nv, nq = pm.nv, pm.nq
         m = self.model
         # actuation state (per velocity index); gains from the robot preset
-        self._kp = np.zeros(nv)
-        self._kd = np.zeros(nv)
+        # gains, model damping and friction, scripted external force and the step's actuation rows: views of one
+        # block, the compiled pass before the engine reads and writes (sim/step_kernels.py)
+        self._rows = np.zeros((step_kernels.N_ROWS, nv))
+        self._kp = self._rows[step_kernels.KP]
+        self._kd = self._rows[step_kernels.KD]
         # joints without gains get defaults derived from the model (sim/default_gains.py); the node warns
         self.default_gains: dict = {}           # joint -> (kp, kd) of the joints that got defaults
         if self.scene.robots:      # every robot's gains (prefixed names)
@@ -93,33 +96,34 @@ class Simulator:
         self._q_target = np.zeros(nq)
         self._v_target = np.zeros(nv)
         self._effort = np.zeros(nv)
-        self._position_mode = np.zeros(nv, dtype=bool)
-        self._velocity_mode = np.zeros(nv, dtype=bool)
+        self._modes = np.zeros((2, nv), dtype=bool)
+        self._position_mode = self._modes[step_kernels.POSITION_MODE]
+        self._velocity_mode = self._modes[step_kernels.VELOCITY_MODE]
         # the step's actuation (engines/base.py): effort, velocity target and effort limit are the command arrays
         # themselves (changed in place only); kp, kd and the position error are written by
         # step_kernels.prepare_step from the gains and the joints' modes every step
-        self._actuation = Actuation(self._effort, np.zeros(nv), np.zeros(nv), np.zeros(nv), self._v_target,
-                                    self._effort_limit)
-        self._tau_ext = np.zeros(nv)
+        rows = self._rows
+        self._actuation = Actuation(self._effort, rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
+                                    rows[step_kernels.ERROR_OUT], self._v_target, self._effort_limit)
+        self._tau_ext = self._rows[step_kernels.EXTERNAL]
         self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
         self._joint_friction = np.asarray(m.joint_friction, dtype=float)
         self._has_joint_friction = bool(np.any(self._joint_friction > 0))
-        self._damping = np.array(m.joint_damping, dtype=float)       # viscous + friction damping of the step
-        # constants and scratch of the compiled passes around the engine (sim/step_kernels.py)
-        self._model_damping = np.array(m.joint_damping, dtype=float)
+        # constants of the compiled passes around the engine (sim/step_kernels.py)
+        self._rows[step_kernels.VISCOUS_DAMPING] = m.joint_damping
+        self._rows[step_kernels.JOINT_FRICTION] = self._joint_friction
+        self._damping = self._rows[step_kernels.DAMPING_OUT]          # viscous + friction damping of the step
+        self._tau = self._rows[step_kernels.TAU]
         self._friction_tolerance = self.joint_stiction_tolerance if self._has_joint_friction else 0.0
-        self._rotation_velocity = np.zeros(nv)
-        self._tau = np.zeros(nv)
         limited = np.flatnonzero(self._limited)
-        self._limit_q = np.asarray(m.joint_q_index, dtype=np.int64)[limited]
-        self._limit_v = np.asarray(m.joint_v_index, dtype=np.int64)[limited]
-        self._limit_lower = np.asarray(m.position_lower, dtype=float)[limited]
-        self._limit_upper = np.asarray(m.position_upper, dtype=float)[limited]
-        self._divergence_arrays = (self._divergence.kernel_arrays if self._divergence is not None else
-                                   (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0)))
+        self._finish_arrays = step_kernels.finish_arrays(
+            self._free_motion.q_index, self._free_motion.v_index,
+            self._divergence.kernel_arrays if self._divergence is not None else None,
+            np.asarray(m.joint_q_index)[limited], np.asarray(m.joint_v_index)[limited],
+            np.asarray(m.position_lower)[limited], np.asarray(m.position_upper)[limited])
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -343,11 +347,9 @@ class Simulator:
         # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
         # kp / kd / position error by the joints' modes; the joint damping with the lagged Coulomb friction
         act = self._actuation
-        step_kernels.prepare_step(M, v, nle, self._external_forces(t), self._free_motion.v_index,
-                                  self._rotation_velocity, self._kp, self._kd, self._position_mode,
-                                  self._velocity_mode, pin.difference(pm, q, self._q_target), self._model_damping,
-                                  self._joint_friction, self._friction_tolerance, self._tau, act.kp, act.kd,
-                                  act.position_error, self._damping)
+        self._external_forces(t)                                  # into self._tau_ext, a row of self._rows
+        step_kernels.prepare_step(M, v, nle, pin.difference(pm, q, self._q_target), self._rows, self._modes,
+                                  self._free_motion.v_index, self._friction_tolerance)
         inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
         result = self.engine.step(inputs)
         self.contacts = contacts
@@ -357,10 +359,7 @@ class Simulator:
         frozen_frame = result.q_next is None   # quasistatic engines update q themselves
         q_next = pin.integrate(pm, q, dt * result.v_next) if frozen_frame else result.q_next
         v_next = np.empty(pm.nv)
-        fm, (div_q, div_q_scale, div_v, div_v_scale) = self._free_motion, self._divergence_arrays
-        code = step_kernels.finish_step(q, q_next, result.v_next, v_next, dt, frozen_frame, fm.q_index, fm.v_index,
-                                        M, self._divergence is not None, div_q, div_q_scale, div_v, div_v_scale,
-                                        self._limit_q, self._limit_v, self._limit_lower, self._limit_upper)
+        code = step_kernels.finish_step(q, q_next, result.v_next, v_next, dt, frozen_frame, M, *self._finish_arrays)
         result.v_next = v_next
         if code == step_kernels.NON_FINITE:
             result.stats.message = "non-finite state"

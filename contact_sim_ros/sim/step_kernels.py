@@ -34,6 +34,13 @@ from ..jit import njit
 from ..model.free_body_motion import _frozen_frame_update, frame_rotation_velocity
 from .divergence import bounds_exceeded
 
+# rows of prepare_step's ``rows`` (N_ROWS, nv) block: the simulator's gains, the model's damping and friction, the
+# scripted external force, and the step's outputs, as views (a compiled call costs ~0.1-0.2 us per argument)
+KP, KD, VISCOUS_DAMPING, JOINT_FRICTION, EXTERNAL, SCRATCH, TAU, KP_OUT, KD_OUT, ERROR_OUT, DAMPING_OUT = range(11)
+N_ROWS = 11
+# rows of the (2, nv) bool ``modes`` block
+POSITION_MODE, VELOCITY_MODE = range(2)
+
 # finish_step's result
 OK = 0
 NON_FINITE = 1
@@ -41,11 +48,15 @@ DIVERGED = 2        # a divergence bound may be exceeded: DivergenceCheck.check 
 
 
 @njit(cache=True)
-def prepare_step(M, v, nle, external, free_v, e, kp, kd, position_mode, velocity_mode, position_error,
-                 joint_damping, joint_friction, stiction_tolerance, tau, kp_out, kd_out, error_out, damping_out):
-    """In place: M symmetric, tau, the actuation rows kp_out, kd_out, error_out and damping_out (see the module
-    docstring). ``position_error`` is pin.difference(q, q_target) (nv,); ``e`` (nv,) scratch;
-    ``stiction_tolerance`` <= 0: no Coulomb joint friction (damping_out = joint_damping)."""
+def prepare_step(M, v, nle, position_error, rows, modes, free_v, stiction_tolerance):
+    """In place: M symmetric and the rows TAU, KP_OUT, KD_OUT, ERROR_OUT, DAMPING_OUT of ``rows`` (see the module
+    docstring) from its rows KP, KD, VISCOUS_DAMPING, JOINT_FRICTION, EXTERNAL and the ``modes``.
+    ``position_error`` is pin.difference(q, q_target) (nv,); ``free_v`` the free-flyer joints' first velocity
+    indices; ``stiction_tolerance`` <= 0: no Coulomb joint friction (DAMPING_OUT = VISCOUS_DAMPING)."""
+    kp, kd, joint_damping, joint_friction = rows[KP], rows[KD], rows[VISCOUS_DAMPING], rows[JOINT_FRICTION]
+    external, e, tau = rows[EXTERNAL], rows[SCRATCH], rows[TAU]
+    kp_out, kd_out, error_out, damping_out = rows[KP_OUT], rows[KD_OUT], rows[ERROR_OUT], rows[DAMPING_OUT]
+    position_mode, velocity_mode = modes[POSITION_MODE], modes[VELOCITY_MODE]
     nv = v.shape[0]
     for a in range(1, nv):
         for b in range(a):
@@ -68,12 +79,32 @@ def prepare_step(M, v, nle, external, free_v, e, kp, kd, position_mode, velocity
             damping_out[a] = joint_damping[a]
 
 
+def finish_arrays(free_q, free_v, divergence, limit_q, limit_v, lower, upper):
+    """(index, values): finish_step's constant arrays packed in two (``divergence``: a DivergenceCheck's
+    ``kernel_arrays`` (q_index, q_scale, v_index, v_scale) or None: no divergence check)."""
+    div_q, div_q_scale, div_v, div_v_scale = divergence if divergence is not None else (
+        np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
+    header = [len(free_q), len(div_q), len(div_v), len(limit_q), int(divergence is not None)]
+    index = np.concatenate([np.array(header), free_q, free_v, div_q, div_v, limit_q, limit_v]).astype(np.int64)
+    values = np.concatenate([div_q_scale, div_v_scale, lower, upper]).astype(float)
+    return index, values
+
+
 @njit(cache=True)
-def finish_step(q0, q, v, v_out, dt, frozen_frame, free_q, free_v, M, check_divergence, div_q, div_q_scale,
-                div_v, div_v_scale, limit_q, limit_v, lower, upper):
+def finish_step(q0, q, v, v_out, dt, frozen_frame, M, index, values):
     """The post-step pass of the module docstring, in place on q (the integrated configuration) and v_out (filled
-    from the engine's v). ``frozen_frame``: apply the free-body update (False when the engine set q itself).
-    Returns OK (limits applied), NON_FINITE or DIVERGED (nothing clamped)."""
+    from the engine's v). ``frozen_frame``: apply the free-body update (False when the engine set q itself);
+    ``index``, ``values``: the constant arrays of ``finish_arrays``. Returns OK (limits applied), NON_FINITE or
+    DIVERGED (nothing clamped)."""
+    nf, ndq, ndv, nl, check_divergence = index[0], index[1], index[2], index[3], index[4] != 0
+    at = 5
+    free_q, free_v = index[at:at + nf], index[at + nf:at + 2 * nf]
+    at += 2 * nf
+    div_q, div_v = index[at:at + ndq], index[at + ndq:at + ndq + ndv]
+    at += ndq + ndv
+    limit_q, limit_v = index[at:at + nl], index[at + nl:at + 2 * nl]
+    div_q_scale, div_v_scale = values[:ndq], values[ndq:ndq + ndv]
+    lower, upper = values[ndq + ndv:ndq + ndv + nl], values[ndq + ndv + nl:ndq + ndv + 2 * nl]
     nv = v.shape[0]
     for a in range(nv):
         v_out[a] = v[a]
