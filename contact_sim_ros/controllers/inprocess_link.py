@@ -15,7 +15,6 @@ when paused after ``~/step``). A trial then costs only physics.
 
 from __future__ import annotations
 
-import array
 import copy
 import logging
 
@@ -173,15 +172,12 @@ class InProcessLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
-        from ..ros.sim_node import stamp
+        from ..ros.state_messages import body_wrenches, fill_external_torques, fill_wrench
         sim, m = self.sim, self.model
         self.loop.publish_now()                  # every broadcaster publishes the state at this tick
         box = dict(self.host.box)
-        res = sim.last_result
         ext = self._ext
-        stamp(sim.t, ext.header.stamp)
-        tau = res.generalized_contact_force[m.joint_v_index] if res is not None else np.zeros(len(m.joint_names))
-        ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
+        fill_external_torques(ext, sim, np.asarray(m.joint_v_index))
         out = {"js": box["joint_states"], "ext": ext}
         if self.ft_topic:
             ft = box[self.ft_topic.lstrip("/")]
@@ -193,17 +189,10 @@ class InProcessLink:
                 ft.wrench.force.z += float(n[2])
             out["ft"] = ft
         if self._wrench_acc is not None:
-            forces = self.host.contact_forces(sim)
-            wrenches = (self._wrench_acc.compute(sim.contacts, forces, sim.pin_data) if forces.shape[0]
-                        else np.zeros((len(self._wrench_topics), 6)))
-            oMf = sim.pin_data.oMf
-            for k, (topic, w6) in enumerate(zip(self._wrench_topics, wrenches)):
-                R = oMf[int(self._wrench_acc.frame_ids[k])].rotation
-                f, tau6 = R.T @ w6[:3], R.T @ w6[3:]
+            wrenches = body_wrenches(self._wrench_acc, sim, self.host.contact_forces(sim))
+            for topic, wrench in zip(self._wrench_topics, wrenches):
                 msg = WrenchStamped()
-                stamp(sim.t, msg.header.stamp)
-                msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = (float(x) for x in f)
-                msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = (float(x) for x in tau6)
+                fill_wrench(msg, wrench, sim.t)
                 out[topic] = msg
         return out
 

@@ -19,7 +19,6 @@ robot's joints (``joints``, ``joint``, ``extra_joints``, ``constraints.<joint>``
 
 from __future__ import annotations
 
-import array
 import dataclasses
 
 import numpy as np
@@ -30,6 +29,7 @@ from std_msgs.msg import String
 
 from ..errors import ConfigError
 from .command_validation import CommandRejected, reject_unsupported_effort, validate_joint_state_command
+from .state_messages import fill_external_torques
 
 
 # ------------------------------------------------------------------------------------------ names
@@ -235,13 +235,10 @@ class RobotPort:
 
     # ---------------------------------------------------------------------------- publications
 
-    def publish_external_torques(self, sim, stamp) -> None:
+    def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as
         franka_ros2 publishes them."""
-        res = sim.last_result
-        stamp(sim.t, self._ext.header.stamp)
-        tau = res.generalized_contact_force[self._v_index] if res is not None else np.zeros(len(self.joint_names))
-        self._ext.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
+        fill_external_torques(self._ext, sim, self._v_index)
         self.pub_ext_torques.publish(self._ext)
 
     def _on_joint_command(self, msg: JointState):

@@ -20,7 +20,6 @@ import traceback
 import numpy as np
 import pinocchio as pin
 import rclpy
-from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, TransformStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
@@ -32,7 +31,6 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.signals import SignalHandlerOptions
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -41,6 +39,7 @@ from .command_validation import (CommandRejected, JointLimits, reject_unsupporte
                                  validate_joint_state_command)
 from .frames import tf_edges
 from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path
+from .state_messages import body_wrenches, fill_wrench, stamp  # noqa: F401  (stamp: used by the controllers)
 from .stepping import PublishHook, SteppingLoop, loop_status
 
 try:
@@ -53,14 +52,6 @@ except ImportError:
     Contact = ContactArray = None
 
 NODE_NAME = "contact_sim"
-
-
-def stamp(t: float, out: Time | None = None) -> Time:
-    """builtin_interfaces/Time of a sim time t (s), rounded to the nanosecond."""
-    ns = int(round(t * 1e9))
-    out = out or Time()
-    out.sec, out.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
-    return out
 
 
 def topic_token(name: str) -> str:
@@ -350,24 +341,14 @@ class SimNode(Node):
         """External joint torques of each robot (RobotPort.publish_external_torques; the wrist F/T sensor is the
         force_torque_sensor_broadcaster's)."""
         for port in self.ports:
-            port.publish_external_torques(sim, stamp)
+            port.publish_external_torques(sim)
 
     def _pub_body_wrenches(self, sim):
         if not self._body_pubs:
             return
-        contacts = sim.contacts
-        forces = self.contact_forces(sim)
-        st = stamp(sim.t)
-        wrenches = self.wrench_bodies.compute(contacts, forces, sim.pin_data) if forces.shape[0] else \
-            np.zeros((len(self._body_pubs), 6))
-        oMf = sim.pin_data.oMf
-        for (pub, msg, fid), w6 in zip(self._body_pubs, wrenches):
-            R = oMf[fid].rotation
-            f, tau = R.T @ w6[:3], R.T @ w6[3:]
-            msg.header.stamp = st
-            msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = float(f[0]), float(f[1]), float(f[2])
-            msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = (float(tau[0]), float(tau[1]),
-                                                                             float(tau[2]))
+        wrenches = body_wrenches(self.wrench_bodies, sim, self.contact_forces(sim))
+        for (pub, msg, _), wrench in zip(self._body_pubs, wrenches):
+            fill_wrench(msg, wrench, sim.t)
             pub.publish(msg)
 
     def _pub_contacts(self, sim):
