@@ -674,3 +674,131 @@ def test_small_step_applies_gravity_to_a_fast_body(name, kernel):
     res = make_engine(name, make_model(["free"]), {"newton_kernel": kernel}).step(inputs)
     assert res.stats.status is SolverStatus.CONVERGED and res.stats.iterations >= 1
     np.testing.assert_allclose(res.v_next[:3], [10.0, 0.0, -G * dt], rtol=0, atol=1e-12)
+
+
+# ---- the whole step in one compiled call (icf_kernels.icf_step) against stored steps of the previous formulation --
+REFERENCE = Path(__file__).resolve().parent / "data" / "icf_step_reference.npz"
+REFERENCE_CONFIGS = {"lagged": ("lagged", {}), "lagged_reg": ("lagged", {"regularized_stiction": True}),
+                     "similar": ("similar", {}), "sap": ("sap", {})}
+
+
+def _reference_inputs(ref, p):
+    """StepInputs of one stored step (test/data/make_icf_step_reference.py); fields no engine reads are zeros."""
+    n = ref[p + "c_signed_distance"].shape[0]
+    contacts = ContactSet(
+        geometry_a=np.zeros(n, int), geometry_b=np.ones(n, int), joint_a=np.zeros(n, int), joint_b=np.ones(n, int),
+        point=np.zeros((n, 3)), normal=np.zeros((n, 3)), signed_distance=ref[p + "c_signed_distance"],
+        rotation=np.zeros((n, 3, 3)), jacobian=ref[p + "c_jacobian"], velocity_bias=ref[p + "c_velocity_bias"],
+        stiffness=ref[p + "c_stiffness"], dissipation=ref[p + "c_dissipation"], friction=ref[p + "c_friction"],
+        restitution=np.zeros(n))
+    act = Actuation(*[ref[p + "act_" + f] for f in ("effort", "kp", "kd", "position_error", "velocity_target",
+                                                    "effort_limit")])
+    v = ref[p + "v"]
+    return StepInputs(t=float(ref[p + "t"]), dt=float(ref[p + "dt"]), q=np.zeros(v.size + 1), v=v,
+                      mass_matrix=ref[p + "mass_matrix"], generalized_force=ref[p + "generalized_force"],
+                      gravity_force=ref[p + "gravity_force"], joint_damping=ref[p + "joint_damping"],
+                      actuation=act, contacts=contacts)
+
+
+def test_compiled_step_matches_stored_reference():
+    """The whole step in one compiled call (A, p0, Jacobian compression, Delassus estimate, contact parameters,
+    Newton) reproduces the previous formulation (numpy setup around the compiled Newton loop, commit 841d610)
+    on stored inputs of real scenes - the box stick-slip, the sphere's impact and rolling, the iiwa held by PD
+    with no contact, the default scene (robot, table, objects), the conveyor (velocity bias), a clutter pile and
+    the 10-box pile with permuted trees - for Lagged (plain and eq. 26), Similar and SAP: velocities, impulses,
+    generalized forces, actuation, the lagged normal impulse and the stiction tolerance within 1e-10 relative
+    (the summation order of M v0 differs: 1e-16 on the small scenes, up to ~2e-11 through 19 Newton iterations of
+    the stiff pile), the same status and iteration count."""
+    from contact_sim_ros.sim.simulator import Simulator
+    ref = np.load(REFERENCE)
+    root = Path(__file__).resolve().parents[1]
+    checked = 0
+    cases = [str(entry).split("|") for entry in ref["scenes"]] + [["pile", "", "1"]]
+    for key, scene, count in cases:
+        if key == "pile":
+            model = random_pile(10, 40, 1, reverse_slices=True)[0]
+        else:
+            model = Simulator(str(root / scene), engine="lagged").model
+        for s in range(int(count)):
+            p = f"{key}/{s}/"
+            inputs = _reference_inputs(ref, p)
+            for ckey, (name, options) in REFERENCE_CONFIGS.items():
+                engine = make_engine(name, model, options)
+                res = engine.step(inputs)
+                q = p + ckey + "/"
+                if q + "v_next" not in ref:
+                    # 841d610 raised KeyError for eq. 26 without contacts; now it is a plain step
+                    assert inputs.contacts.size == 0 and res.stats.status is SolverStatus.CONVERGED
+                    continue
+                assert res.stats.status.value == str(ref[q + "status"]), q
+                assert res.stats.iterations == int(ref[q + "iterations"]), q
+                got = {"v_next": res.v_next, "contact_impulse": res.contact_impulse,
+                       "generalized_contact_force": res.generalized_contact_force,
+                       "actuation_force": res.actuation_force, "stiction_tolerance": engine.last_stiction_tolerance,
+                       "friction_normal_impulse": res.friction_normal_impulse}
+                for field, value in got.items():
+                    if q + field not in ref:
+                        assert value is None, (q, field)
+                        continue
+                    want = ref[q + field]
+                    assert value.shape == want.shape, (q, field)
+                    scale = np.abs(want).max() if want.size else 0.0
+                    np.testing.assert_allclose(value, want, rtol=0, atol=1e-10 * scale, err_msg=q + field)
+                checked += 1
+    assert checked == sum(name.endswith("/v_next") for name in ref.files) == 85
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_step_without_contacts_is_one_linear_solve_with_the_implicit_pd(name):
+    """Without contacts the step is the linear system (M + dt diag(d) + dt diag(dt kp + kd)) v =
+    M v0 + dt (k2 + effort + kp e + kd v_target) of the implicit PD (unsaturated): one tree of 6 dofs with a full
+    mass matrix, PD on 3 of them, one Newton iteration; also with eq. 26 (no contact, nothing to regularize)."""
+    model = make_model(["free"])
+    rng = np.random.default_rng(7)
+    B = rng.normal(size=(6, 6))
+    M = B @ B.T + 6 * np.eye(6)
+    dt = 1e-3
+    act = Actuation.zeros(6)
+    act.kp[:3] = [100.0, 50.0, 10.0]
+    act.kd[:3] = [5.0, 1.0, 2.0]
+    act.position_error[:3] = [0.01, -0.02, 0.05]
+    act.velocity_target[:3] = [0.1, 0.0, -0.2]
+    act.effort[2:4] = [0.5, 1.0]
+    damping = np.array([0.1, 0.2, 0.0, 0.05, 0.0, 0.3])
+    v0 = rng.normal(size=6)
+    k2 = rng.normal(size=6)
+    inputs = StepInputs(t=0.0, dt=dt, q=np.zeros(7), v=v0, mass_matrix=M, generalized_force=k2,
+                        gravity_force=np.zeros(6), joint_damping=damping, actuation=act, contacts=ContactSet.empty(6))
+    lhs = M + dt * np.diag(damping) + dt * np.diag(dt * act.kp + act.kd)
+    rhs = M @ v0 + dt * (k2 + act.effort + act.kp * act.position_error + act.kd * act.velocity_target)
+    expected = np.linalg.solve(lhs, rhs)
+    for options in ({}, {"regularized_stiction": True}):
+        res = make_engine(name, model, options).step(inputs)
+        assert res.stats.status is SolverStatus.CONVERGED and res.stats.iterations == 1
+        np.testing.assert_allclose(res.v_next, expected, rtol=1e-12)
+        tau = act.effort + act.kp * (act.position_error - dt * res.v_next) + act.kd * (act.velocity_target
+                                                                                      - res.v_next)
+        np.testing.assert_allclose(res.actuation_force, tau, rtol=1e-12)
+        assert res.contact_impulse.shape == (0, 3) and not np.any(res.generalized_contact_force)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_compiled_scratch_grows_with_the_number_of_contacts(name):
+    """One engine stepped on 4, then 40, then 4 contacts (its scratch grown on the way) gives each step exactly
+    what a fresh engine gives, and its results are new arrays (a later step does not overwrite them)."""
+    few = box_contacts(-1e-4, 0.025, 1e6, 1.0, 0.5, nv=60)
+    model, many = random_pile(10, 40, 2)
+    few_inputs = StepInputs(t=0.0, dt=many.dt, q=many.q, v=many.v, mass_matrix=many.mass_matrix,
+                            generalized_force=many.generalized_force, gravity_force=many.gravity_force,
+                            joint_damping=many.joint_damping, actuation=many.actuation, contacts=few)
+    engine = make_engine(name, model)
+    results = [engine.step(inputs) for inputs in (few_inputs, many, few_inputs)]
+    first = results[0].v_next.copy()
+    for inputs, res in zip((few_inputs, many, few_inputs), results):
+        fresh = make_engine(name, model).step(inputs)
+        assert res.stats.status is SolverStatus.CONVERGED
+        np.testing.assert_array_equal(res.v_next, fresh.v_next)
+        np.testing.assert_array_equal(res.contact_impulse, fresh.contact_impulse)
+        np.testing.assert_array_equal(res.generalized_contact_force, fresh.generalized_contact_force)
+    np.testing.assert_array_equal(results[0].v_next, first)
+    assert engine.last_stiction_tolerance.shape == (4,)

@@ -55,9 +55,31 @@ def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(f
     assert not compiled, f"compiled in a fresh process although the cache was filled: {compiled}"
     loaded = {name for name, s in stats.items() if s["hits"]}
     for kernel in ("geometry.contact_kernels.finish_contacts", "engines.tamsi_kernels.newton_step_packed",
-                   "engines.icf_kernels.newton_solve"):
+                   "engines.icf_kernels.icf_step"):
         assert f"contact_sim_ros.{kernel}" in loaded, (kernel, sorted(loaded))
     assert out["uncached"] == []
+
+
+def test_icf_engines_load_their_step_from_the_cache_on_scenes_unlike_the_warm_up(filled_cache):
+    """The warm-up steps the ICF engines on the default scene (a robot with joint friction, contacts); a node on a
+    scene without joint friction (read-only joint damping) or without any contact, with Lagged or SAP, still
+    loads its one compiled step (icf_kernels.icf_step) from the cache and compiles none of the ICF kernels."""
+    code = r"""
+import json
+from contact_sim_ros import jit
+from contact_sim_ros.resources import share_dir
+from contact_sim_ros.sim.simulator import Simulator
+for scene, engine in (("scenes/icf_falling_sphere.yaml", "lagged"), ("scenes/icf_falling_sphere.yaml", "sap"),
+                      ("benchmarks/peers/scenes/iiwa_wsg_pd.yaml", "lagged")):
+    sim = Simulator(str(share_dir() / scene), engine=engine, time_step=1e-3)
+    for _ in range(5):
+        assert sim.step().ok
+print(json.dumps(jit.kernel_stats()))
+"""
+    stats = json.loads(_python(code).stdout.splitlines()[-1])
+    icf = {name: s for name, s in stats.items() if ".icf_kernels." in name}
+    assert icf["contact_sim_ros.engines.icf_kernels.icf_step"]["hits"] == 1, icf
+    assert not {name: s for name, s in icf.items() if s["misses"]}, icf
 
 
 def test_another_install_location_shares_the_cache(tmp_path, filled_cache):

@@ -71,8 +71,7 @@ for k in ("cq._finish_numba", "cq._finish_numpy", "cq.computeJointJacobians", "c
     CATEGORY[k] = "assembly (frames, Jacobians, ContactSet)"
 CATEGORY["engine.step"] = "engine (Python around kernels)"
 CATEGORY["engine._do_step"] = "engine (Python around kernels)"
-CATEGORY["engine._prepare_contacts"] = "engine (Python around kernels)"
-for k in ("kern.newton_step_packed", "kern.compress_jacobian", "kern.delassus_rms", "engine._newton_compiled"):
+for k in ("kern.newton_step_packed", "kern.icf_step"):
     CATEGORY[k] = "engine (compiled kernels)"
 for k in ("sim.step", "sim._advance", "sim._update_kinematics", "sim._apply_scripts", "sim._external_forces",
           "sim._joint_damping", "sim._enforce_joint_limits", "divergence.check"):
@@ -195,12 +194,12 @@ def instrument(sim, prof):
     for name in ("update", "_finish_numba", "_finish_numpy", "_patch_contacts_numba", "_contact_set"):
         setattr(q, name, prof.wrap(f"cq.{name}", getattr(q, name)))
     e = sim.engine
-    for name in ("step", "_do_step", "_prepare_contacts", "_newton_compiled"):
+    for name in ("step", "_do_step"):
         if hasattr(e, name):
             setattr(e, name, prof.wrap(f"engine.{name}", getattr(e, name)))
     if getattr(e, "_kernels", None) is not None:
         e._kernels = KernelProxy(prof, e._kernels, ["newton_step_packed"])
-    lagged_mod.icf_kernels = KernelProxy(prof, lagged_mod.icf_kernels, ["compress_jacobian", "delassus_rms"])
+    lagged_mod.icf_kernels = KernelProxy(prof, lagged_mod.icf_kernels, ["icf_step"])
     fm = sim._free_motion
     for name in ("integrate", "frame_rotation_force"):
         setattr(fm, name, prof.wrap(f"free_motion.{name}", getattr(fm, name)))

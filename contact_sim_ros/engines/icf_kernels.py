@@ -1,16 +1,22 @@
-"""Compiled (numba) Newton solver of the convex ICF engines (Lagged, Similar, SAP): the fast path of
+"""Compiled (numba) step of the convex ICF engines (Lagged, Similar, SAP): the default path of
 ``contact_sim_ros/engines/lagged.py``.
 
-One call of ``newton_solve`` runs the whole Newton method of section X for one time step: contact impulses and
-3x3 Hessians per contact, the gradient, the Hessian H = A + dt diag(-dtau/dv) + J^T G J assembled and factored
-by a block-sparse Cholesky (one dense block per kinematic tree, coupled only through contacts between trees,
-trees eliminated in minimum-degree order so that the fill stays small), and the exact line search (rtsafe:
-Newton-Raphson on dl/dalpha with bisection) evaluated directly on the per-contact line data
-vc + alpha dvc. The readable numpy reference of the same algorithm is ``ConvexICFEngine`` with
-``newton_kernel="numpy"``; ``test/test_engine_lagged.py`` checks that both give the same step.
+One call of ``icf_step`` runs the whole engine step: A = M + dt diag(damping) and p0 = M v0 + dt k2, the implicit
+PD actuation terms, the contact Jacobian compressed to the dof columns each contact touches, SAP's Delassus RMS
+estimate, the per-contact model parameters (Lagged, Similar or SAP), and Newton's method of section X: contact
+impulses and 3x3 Hessians per contact, the gradient, the Hessian H = A + dt diag(-dtau/dv) + J^T G J assembled and
+factored by a block-sparse Cholesky (one dense block per kinematic tree, coupled only through contacts between
+trees, trees eliminated in minimum-degree order so that the fill stays small), and the exact line search
+(rtsafe: Newton-Raphson on dl/dalpha with bisection) evaluated directly on the per-contact line data
+vc + alpha dvc. Without contacts the trees stay uncoupled (no elimination structure is built): the step is one
+Cholesky solve of A + dt diag(kp dt + kd) per tree, and a second residual evaluation confirms it. All scratch is
+carved out of two flat buffers the engine allocates once (``work_sizes``) and grows only when a step has more
+contacts than ever before; the results go to arrays the caller passes in. The readable numpy reference of the
+same algorithm is ``ConvexICFEngine`` with ``newton_kernel="numpy"``; ``test/test_engine_lagged.py`` checks that
+both give the same step, and that this kernel reproduces stored steps of the previous formulation.
 
 Units as in lagged.py: velocities m/s (rad/s), impulses N*s, the Hunt & Crossley stiffness k in N/m, d in s/m.
-All per-contact model constants come packed in one (N, NPARAM) array (columns below).
+All per-contact model constants are packed in one (N, NPARAM) array (columns below).
 """
 
 from __future__ import annotations
@@ -23,8 +29,14 @@ P_MU, P_PHI0, P_DTK, P_D, P_HCVHAT, P_GN0, P_EPS, P_RT, P_RN, P_VHAT = range(10)
 NPARAM = 10
 MODEL_CODES = {"lagged": 0, "similar": 1, "sap": 2}
 
-# status codes returned by newton_solve
-CONVERGED, MAX_ITERATIONS, NONFINITE_RESIDUAL, NOT_POSITIVE_DEFINITE, NOT_DESCENT, LINE_SEARCH_NONFINITE = range(6)
+# entries of the options array of icf_step
+(O_MODEL, O_RELATIVE_TOLERANCE, O_ABSOLUTE_TOLERANCE, O_MAX_ITERATIONS, O_LINE_SEARCH_MAX_ITERATIONS,
+ O_STICTION_TOLERANCE, O_SIGMA, O_RELAXATION_TIME, O_NEAR_RIGID_FACTOR, O_REGULARIZED_STICTION) = range(10)
+NOPTIONS = 10
+
+# status codes returned by icf_step
+(CONVERGED, MAX_ITERATIONS, NONFINITE_RESIDUAL, NOT_POSITIVE_DEFINITE, NOT_DESCENT, LINE_SEARCH_NONFINITE,
+ NONPOSITIVE_MASS, DELASSUS_FAILED, NONFINITE_RESULT) = range(9)
 
 
 @njit(cache=True)
@@ -106,88 +118,86 @@ def _contact(model, x0, x1, x2, prm, dt, gamma, G):
     G[2, 2] = -dn
 
 
-@njit(cache=True)
-def compress_jacobian(J3):
-    """Per contact the dof columns where its (3, nv) Jacobian block is non-zero.
 
-    Returns (Jc (N, 3, K), cols (N, K)) with K the largest count; padding: cols = -1, Jc = 0."""
-    nc, _, nv = J3.shape
-    nonzero = np.zeros((nc, nv), dtype=np.bool_)
-    counts = np.zeros(nc, dtype=np.int64)
+@njit(cache=True)
+def _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf):
+    """Per contact the dof columns where its rows of J (3N, nv) are non-zero, in the kernel's dof order.
+
+    Returns views (Jc (N, 3, K), cols (N, K)) of the buffers with K the largest count (>= 1 when N > 0);
+    cols are the permuted dof indices inv_perm[d] in increasing original d; padding: cols = -1, Jc = 0."""
+    nv = J.shape[1]
+    nc = J.shape[0] // 3
     K = 1 if nc else 0
     for c in range(nc):
-        for i in range(3):                                   # row by row: contiguous reads
-            row = J3[c, i]
-            for d in range(nv):
-                if row[d] != 0.0:
-                    nonzero[c, d] = True
         k = 0
         for d in range(nv):
-            if nonzero[c, d]:
+            if J[3 * c, d] != 0.0 or J[3 * c + 1, d] != 0.0 or J[3 * c + 2, d] != 0.0:
                 k += 1
         counts[c] = k
         K = max(K, k)
-    cols = np.full((nc, K), -1, dtype=np.int64)
-    Jc = np.zeros((nc, 3, K))
+    Jc = Jc_buf[:nc * 3 * K].reshape((nc, 3, K))
+    cols = cols_buf[:nc * K].reshape((nc, K))
     for c in range(nc):
         k = 0
         for d in range(nv):
-            if nonzero[c, d]:
-                cols[c, k] = d
-                Jc[c, 0, k] = J3[c, 0, d]
-                Jc[c, 1, k] = J3[c, 1, d]
-                Jc[c, 2, k] = J3[c, 2, d]
+            j0, j1, j2 = J[3 * c, d], J[3 * c + 1, d], J[3 * c + 2, d]
+            if j0 != 0.0 or j1 != 0.0 or j2 != 0.0:
+                cols[c, k] = inv_perm[d]
+                Jc[c, 0, k] = j0
+                Jc[c, 1, k] = j1
+                Jc[c, 2, k] = j2
                 k += 1
+        for a in range(counts[c], K):
+            cols[c, a] = -1
+            Jc[c, 0, a] = 0.0
+            Jc[c, 1, a] = 0.0
+            Jc[c, 2, a] = 0.0
     return Jc, cols
 
 
 @njit(cache=True)
-def delassus_rms(A, tree_ptr, Jc, cols):
-    """SAP's RMS estimate w_i = ||W_ii||_F / 3 of each contact's Delassus block W_ii = J_i A^-1 J_i^T (1/kg),
-    A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]). Returns NaNs if a
-    tree block of A is not positive definite."""
-    nv = A.shape[0]
+def _delassus_rms(A, tree_ptr, Jc, cols, Ainv, L, x, W, w):
+    """SAP's RMS estimate w_i = ||W_ii||_F / 3 of each contact's Delassus block W_ii = J_i A^-1 J_i^T (1/kg) into
+    w (N,), A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]).
+
+    Scratch: Ainv (nv, nv) receives the tree blocks of A^-1 (its entries between trees must be zero and stay so),
+    L (nv, nv) the tree blocks' Cholesky factors, x (nv,), W (3, 3). Returns False if a tree block of A is not
+    positive definite."""
     nt = tree_ptr.shape[0] - 1
     nc, _, K = Jc.shape
-    w = np.empty(nc)
-    Ainv = np.zeros((nv, nv))
     for t in range(nt):
         t0, t1 = tree_ptr[t], tree_ptr[t + 1]
-        n = t1 - t0
-        L = A[t0:t1, t0:t1].copy()
-        ok = True
-        for a in range(n):                                   # Cholesky, then the inverse by columns
+        for a in range(t0, t1):                              # Cholesky of the tree block, then its inverse
+            for b in range(t0, t1):
+                L[a, b] = A[a, b]
+        for a in range(t0, t1):
             s = L[a, a]
-            for c in range(a):
+            for c in range(t0, a):
                 s -= L[a, c] * L[a, c]
             if not s > 0.0:
-                ok = False
-                break
+                return False
             L[a, a] = np.sqrt(s)
-            for b in range(a + 1, n):
+            for b in range(a + 1, t1):
                 s = L[b, a]
-                for c in range(a):
+                for c in range(t0, a):
                     s -= L[b, c] * L[a, c]
                 L[b, a] = s / L[a, a]
-        if not ok:
-            w[:] = np.nan
-            return w
-        for col in range(n):
-            x = np.zeros(n)
+        for col in range(t0, t1):                            # the inverse column by column
+            for a in range(t0, t1):
+                x[a] = 0.0
             x[col] = 1.0
-            for a in range(n):
+            for a in range(t0, t1):
                 s = x[a]
-                for c in range(a):
+                for c in range(t0, a):
                     s -= L[a, c] * x[c]
                 x[a] = s / L[a, a]
-            for a in range(n - 1, -1, -1):
+            for a in range(t1 - 1, t0 - 1, -1):
                 s = x[a]
-                for c in range(a + 1, n):
+                for c in range(a + 1, t1):
                     s -= L[c, a] * x[c]
                 x[a] = s / L[a, a]
-            for a in range(n):
-                Ainv[t0 + a, t0 + col] = x[a]
-    W = np.empty((3, 3))
+            for a in range(t0, t1):
+                Ainv[a, col] = x[a]
     for c in range(nc):
         for i in range(3):
             for j in range(3):
@@ -212,9 +222,9 @@ def delassus_rms(A, tree_ptr, Jc, cols):
             for j in range(3):
                 s += W[i, j] * W[i, j]
         w[c] = np.sqrt(s) / 3.0
-    return w
-
-
+        if not np.isfinite(w[c]):
+            return False
+    return True
 @njit(cache=True)
 def contact_eval(model, vc, prm, dt):
     """gamma (N,3) and G (N,3,3) for contact velocities vc (N,3) (for tests against the numpy reference)."""
@@ -226,14 +236,37 @@ def contact_eval(model, vc, prm, dt):
     return gamma, G
 
 
+
 @njit(cache=True)
 def _elimination_structure(nt, tree_of_dof, cols, num_dofs_of_tree):
     """Minimum-degree elimination order of the trees and the filled tree adjacency of the Cholesky factor.
 
     Returns (order (nt,), later_ptr (nt+1,), later (nnz,)): for the tree eliminated at position p, the trees
     eliminated after it that its factor column couples to are later[later_ptr[p]:later_ptr[p+1]], sorted by
-    elimination position. Trees are coupled when a contact's Jacobian has columns in both."""
-    adj = np.zeros((nt, nt), dtype=np.bool_)
+    elimination position. Trees are coupled when a contact's Jacobian has columns in both. (Allocating form of
+    ``_elimination_structure_into``.)"""
+    work = np.empty(3 * nt * nt + 6 * nt + 1, dtype=np.int64)
+    return _elimination_structure_into(nt, tree_of_dof, cols, num_dofs_of_tree, work)
+
+
+@njit(cache=True)
+def _elimination_structure_into(nt, tree_of_dof, cols, num_dofs_of_tree, work):
+    """``_elimination_structure`` in the int64 scratch ``work`` (3 nt^2 + 6 nt + 1 entries); returns views of it."""
+    adj = work[:nt * nt].reshape((nt, nt))
+    filled = work[nt * nt:2 * nt * nt].reshape((nt, nt))
+    later = work[2 * nt * nt:3 * nt * nt]
+    o = 3 * nt * nt
+    eliminated = work[o:o + nt]
+    order = work[o + nt:o + 2 * nt]
+    degree = work[o + 2 * nt:o + 3 * nt]
+    nbrs = work[o + 3 * nt:o + 4 * nt]
+    pos = work[o + 4 * nt:o + 5 * nt]
+    later_ptr = work[o + 5 * nt:o + 6 * nt + 1]
+    for i in range(nt):                        # explicit loops: numba's slice assignment compiles for seconds
+        eliminated[i] = 0
+        degree[i] = 0
+        for j in range(nt):
+            adj[i, j] = 0
     nc, K = cols.shape
     for c in range(nc):
         for a in range(K):
@@ -247,25 +280,23 @@ def _elimination_structure(nt, tree_of_dof, cols, num_dofs_of_tree):
                     continue
                 tb = tree_of_dof[db]
                 if ta != tb:
-                    adj[ta, tb] = True
-                    adj[tb, ta] = True
-    eliminated = np.zeros(nt, dtype=np.bool_)
-    order = np.empty(nt, dtype=np.int64)
-    degree = np.zeros(nt, dtype=np.int64)
+                    adj[ta, tb] = 1
+                    adj[tb, ta] = 1
     for i in range(nt):
         for j in range(nt):
             if adj[i, j]:
                 degree[i] += num_dofs_of_tree[j]
-    filled = adj.copy()
+    for i in range(nt):
+        for j in range(nt):
+            filled[i, j] = adj[i, j]
     for p in range(nt):
         best, best_deg = -1, 1 << 62
         for i in range(nt):
             if not eliminated[i] and degree[i] < best_deg:
                 best, best_deg = i, degree[i]
         order[p] = best
-        eliminated[best] = True
+        eliminated[best] = 1
         # make the remaining neighbours of `best` a clique (fill), update their degrees
-        nbrs = np.empty(nt, dtype=np.int64)
         m = 0
         for j in range(nt):
             if filled[best, j] and not eliminated[j]:
@@ -277,12 +308,11 @@ def _elimination_structure(nt, tree_of_dof, cols, num_dofs_of_tree):
             for b in range(m):
                 ib = nbrs[b]
                 if ia != ib and not filled[ia, ib]:
-                    filled[ia, ib] = True
+                    filled[ia, ib] = 1
                     degree[ia] += num_dofs_of_tree[ib]
-    pos = np.empty(nt, dtype=np.int64)
     for p in range(nt):
         pos[order[p]] = p
-    later_ptr = np.zeros(nt + 1, dtype=np.int64)
+    later_ptr[0] = 0
     for p in range(nt):
         j = order[p]
         cnt = 0
@@ -290,7 +320,6 @@ def _elimination_structure(nt, tree_of_dof, cols, num_dofs_of_tree):
             if filled[j, i] and pos[i] > p:
                 cnt += 1
         later_ptr[p + 1] = later_ptr[p] + cnt
-    later = np.empty(later_ptr[nt], dtype=np.int64)
     for p in range(nt):
         j = order[p]
         k = later_ptr[p]
@@ -299,9 +328,7 @@ def _elimination_structure(nt, tree_of_dof, cols, num_dofs_of_tree):
             if filled[j, i]:
                 later[k] = i
                 k += 1
-    return order, later_ptr, later
-
-
+    return order, later_ptr, later[:later_ptr[nt]]
 @njit(cache=True)
 def _block_cholesky(H, order, later_ptr, later, tree_ptr):
     """In-place block-sparse Cholesky of the symmetric H (dense storage, nv x nv; tree t owns the contiguous
@@ -463,58 +490,222 @@ def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a
     return f, fp
 
 
-@njit(cache=True)
-def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L_act, Jc, cols, bias,
-                 prm, relative_tolerance, absolute_tolerance, max_iterations, line_search_max_iterations, H):
-    """Newton's method of section X for one step (see the module docstring).
 
-    A (nv,nv): M + dt diag(damping), block-diagonal per tree; p0 (nv,) = M v0 + dt k2; D = diag(A)^-1/2;
-    tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1] (the caller permutes otherwise); actuation tau(v) = clip(a_act - c_act v, -L, L);
-    contacts: Jc (N,3,K) compressed Jacobian with dof columns cols (N,K) (-1 = padding), bias (N,3), prm
-    (N, NPARAM). H (nv,nv) is scratch. Returns (v, gamma (N,3), J^T gamma (nv,), tau (nv,), iterations, status, residual
-    ratio, iteration at which a failure happened, number of line-search evaluations of dl/dalpha)."""
-    nv = v0.shape[0]
-    nc = Jc.shape[0]
+@njit(cache=True)
+def work_sizes(nv, nt, capacity):
+    """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
+    ``capacity`` contacts."""
+    nf = 3 * nv * nv + 19 * nv + 21 + capacity * (3 * nv + NPARAM + 25)
+    ni = capacity * (nv + 1) + nv + nt + 3 * nt * nt + 6 * nt + 1
+    return nf, ni
+
+
+@njit(cache=True)
+def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
+                  signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm,
+                  A, H, Ainv, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
+                  friction_normal_impulse):
+    """The set-up of ``icf_step`` (arguments as there, scratch carved by it): A, p0, D, the actuation terms and
+    v0 in the kernel's dof order (rows_in: p0, D, c_act, a_act, L_act, v0, x), the compressed Jacobian, the
+    Delassus estimate w, the per-contact parameters prm and the elimination structure of the trees. Returns
+    (status: CONVERGED = ready, NONPOSITIVE_MASS or DELASSUS_FAILED; Jc, cols, order, later_ptr, later)."""
+    model = int(options[O_MODEL])
+    nv = M.shape[0]
+    nc = signed_distance.shape[0]
     nt = tree_ptr.shape[0] - 1
-    num_dofs = np.empty(nt, dtype=np.int64)
-    for t in range(nt):
-        num_dofs[t] = tree_ptr[t + 1] - tree_ptr[t]
-    order, later_ptr, later = _elimination_structure(nt, tree_of_dof, cols, num_dofs)
+    p0, D, c_act, a_act, L_act, v0p, x = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5], \
+        rows_in[6]
+    # ---- A = M + dt D (implicit joint damping), p0 = M v0 + dt k2, in the kernel's dof order
+    for i in range(nv):
+        pi = perm[i]
+        for j in range(nv):
+            A[i, j] = M[pi, perm[j]]
+        A[i, i] += dt * damping[pi]
+        if A[i, i] <= 0.0:
+            return NONPOSITIVE_MASS, Jc_buf[:0].reshape((0, 3, 0)), cols_buf[:0].reshape((0, 0)), \
+                struct_work[:0], struct_work[:0], struct_work[:0]
+        D[i] = 1.0 / np.sqrt(A[i, i])
+        s = 0.0
+        for j in range(nv):
+            s += M[pi, j] * v0[j]
+        p0[i] = s + dt * k2[pi]
+        v0p[i] = v0[pi]
+        # implicit PD actuation tau(v) = clip(a - c v, -L, L) (Actuation.force)
+        c_act[i] = dt * kp[pi] + kd[pi]
+        a_act[i] = effort[pi] + kp[pi] * position_error[pi] + kd[pi] * velocity_target[pi]
+        L_act[i] = effort_limit[pi]
+
+    # ---- contacts: compressed Jacobian, Delassus estimate, model parameters
+    Jc, cols = _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf)
+    K = Jc.shape[2]
+    for c in range(nc):
+        for i in range(3):
+            bias3[c, i] = bias[3 * c + i]
+    regularized = options[O_REGULARIZED_STICTION] != 0.0
+    if nc and (model == 2 or regularized):
+        if not _delassus_rms(A, tree_ptr, Jc, cols, Ainv, H, x, W, w):
+            return DELASSUS_FAILED, Jc, cols, struct_work[:0], struct_work[:0], struct_work[:0]
+    sigma = options[O_SIGMA]
+    tau_d = options[O_RELAXATION_TIME]
+    for c in range(nc):
+        phi0, k, d, mu = signed_distance[c], stiffness[c], dissipation[c], friction[c]
+        p = prm[c]
+        p[P_MU], p[P_PHI0], p[P_D] = mu, phi0, d
+        p[P_DTK] = dt * k
+        p[P_HCVHAT] = min(-phi0 / dt, 1.0 / d if d > 0.0 else np.inf)    # break velocity (eq. 23)
+        p[P_GN0], p[P_EPS], p[P_RT], p[P_RN], p[P_VHAT] = 0.0, 0.0, 0.0, 0.0, 0.0
+        if model != 2:
+            eps = options[O_STICTION_TOLERANCE]
+            if model == 0 or regularized:
+                s = 0.0
+                for a in range(K):
+                    da = cols[c, a]
+                    if da >= 0:
+                        s += Jc[c, 2, a] * v0p[da]
+                vn0 = s + bias3[c, 2]
+                # lagged normal impulse gamma_n0 = dt f_n(phi0, v_n0) (eqs. 18, 22)
+                gn0 = dt * k * max(-phi0, 0.0) * max(1.0 - d * vn0, 0.0)
+                p[P_GN0] = gn0
+                if regularized:
+                    eps = max(eps, sigma * w[c] * mu * gn0)                   # eq. 26
+            p[P_EPS] = eps
+            stiction[c] = eps
+        else:
+            Rt = sigma * w[c]
+            Rn = 1.0 / (dt * k * (dt + tau_d))
+            if options[O_NEAR_RIGID_FACTOR] > 0.0:
+                Rn = max(Rn, options[O_NEAR_RIGID_FACTOR] * w[c])
+            p[P_RT], p[P_RN] = Rt, Rn
+            p[P_VHAT] = -phi0 / (dt + tau_d)
+            stiction[c] = Rt
+    if model == 0 and friction_normal_impulse.shape[0] == nc:
+        for c in range(nc):
+            friction_normal_impulse[c] = prm[c, P_GN0]
+
+    # ---- elimination structure of the trees (no contacts: trees uncoupled, factored one by one)
+    if nc:
+        for t in range(nt):
+            num_dofs[t] = tree_ptr[t + 1] - tree_ptr[t]
+        order, later_ptr, later = _elimination_structure_into(nt, tree_of_dof, cols, num_dofs, struct_work)
+    else:
+        order = struct_work[:nt]
+        later_ptr = struct_work[nt:2 * nt + 1]
+        later = struct_work[:0]
+        for t in range(nt):
+            order[t] = t
+            later_ptr[t] = 0
+        later_ptr[nt] = 0
+    return CONVERGED, Jc, cols, order, later_ptr, later
+
+
+@njit(cache=True)
+def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit,
+             J, bias, signed_distance, stiffness, dissipation, friction,
+             options, structure, fwork, iwork, stiction, v_next, impulse, generalized_force, actuation,
+             friction_normal_impulse):
+    """One step of the Lagged, Similar or SAP engine (``options[O_MODEL]`` = MODEL_CODES[...]), see the module
+    docstring.
+
+    Inputs as ``StepInputs`` (original dof order): dt (s), M (nv,nv), v0 (nv,), k2 (nv,) explicit generalized
+    forces, damping (nv,) implicit joint damping; the six (nv,) ``Actuation`` arrays; the contacts' J (3N,nv),
+    bias (3N,), signed_distance (N,) m, stiffness (N,) N/m, dissipation (N,) s/m, friction (N,).
+    options (NOPTIONS,): O_* entries. structure (int64): tree_ptr (nt+1,) | tree_of_dof (nv,) | perm (nv,) |
+    inv_perm (nv,): tree t owns the kernel's dofs tree_ptr[t]:tree_ptr[t+1], kernel dof i is dof perm[i].
+    fwork, iwork: scratch of ``work_sizes(nv, nt, capacity >= N)`` entries (fwork's A^-1 part must stay zero
+    between trees: allocate it zeroed).
+    Outputs: stiction (>= N,) the effective stiction tolerance per contact (Lagged, Similar: eps_s; SAP:
+    sigma w mu gamma_n, eq. 25); v_next (nv,), impulse (N,3) N*s, generalized_force (nv,) J^T gamma / dt,
+    actuation (nv,) tau; friction_normal_impulse (N,) the lagged gamma_n0 (written when its length is N).
+    On a failure status (NONFINITE_RESIDUAL, NOT_POSITIVE_DEFINITE, LINE_SEARCH_NONFINITE, NONPOSITIVE_MASS,
+    DELASSUS_FAILED, NONFINITE_RESULT) the outputs are not written. CONVERGED guarantees finite v_next and impulse.
+    Returns (status, iterations, residual ratio, iteration of a failure (-1), line-search evaluations)."""
+    model = int(options[O_MODEL])
+    nv = M.shape[0]
+    nc = signed_distance.shape[0]
+    nt = structure.shape[0] - 3 * nv - 1
+    tree_ptr = structure[:nt + 1]
+    tree_of_dof = structure[nt + 1:nt + 1 + nv]
+    perm = structure[nt + 1 + nv:nt + 1 + 2 * nv]
+    inv_perm = structure[nt + 1 + 2 * nv:nt + 1 + 3 * nv]
+    # ---- scratch (layout of work_sizes)
+    o = 0
+    A = fwork[o:o + nv * nv].reshape((nv, nv))
+    o += nv * nv
+    H = fwork[o:o + nv * nv].reshape((nv, nv))
+    o += nv * nv
+    Ainv = fwork[o:o + nv * nv].reshape((nv, nv))
+    o += nv * nv
+    rows_in = fwork[o:o + 7 * nv].reshape((7, nv))
+    o += 7 * nv
+    rows = fwork[o:o + 6 * nv].reshape((6, nv))
+    o += 6 * nv
+    out = fwork[o:o + 3 * nv].reshape((3, nv))
+    o += 3 * nv
+    GJ_buf = fwork[o:o + 3 * nv]
+    o += 3 * nv
+    g1 = fwork[o:o + 3]
+    G1 = fwork[o + 3:o + 12].reshape((3, 3))
+    W = fwork[o + 12:o + 21].reshape((3, 3))
+    o += 21
+    capacity = (fwork.shape[0] - o) // (3 * nv + NPARAM + 25)
+    Jc_buf = fwork[o:o + capacity * 3 * nv]
+    o += capacity * 3 * nv
+    prm = fwork[o:o + nc * NPARAM].reshape((nc, NPARAM))
+    o += capacity * NPARAM
+    bias3 = fwork[o:o + 3 * nc].reshape((nc, 3))
+    vc = fwork[o + 3 * capacity:o + 3 * capacity + 3 * nc].reshape((nc, 3))
+    dvc = fwork[o + 6 * capacity:o + 6 * capacity + 3 * nc].reshape((nc, 3))
+    ld = fwork[o + 9 * capacity:o + 9 * capacity + 3 * nc].reshape((nc, 3))
+    gamma = fwork[o + 12 * capacity:o + 12 * capacity + 3 * nc].reshape((nc, 3))
+    o += 15 * capacity
+    G = fwork[o:o + 9 * nc].reshape((nc, 3, 3))
+    o += 9 * capacity
+    w = fwork[o:o + nc]
+    cols_buf = iwork[:capacity * nv]
+    oi = capacity * nv
+    counts = iwork[oi:oi + capacity]
+    oi += capacity
+    act_dofs = iwork[oi:oi + nv]
+    oi += nv
+    num_dofs = iwork[oi:oi + nt]
+    oi += nt
+    struct_work = iwork[oi:oi + 3 * nt * nt + 6 * nt + 1]
+    p0, D, c_act, a_act, L_act, v0p = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5]
+    v, jc, tau = out[0], out[1], out[2]
+
+    status, Jc, cols, order, later_ptr, later = _prepare_step(
+        dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
+        signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm, A, H,
+        Ainv, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
+        friction_normal_impulse)
+    if status != CONVERGED:
+        return status, 0, 0.0, 0, 0
+    K = Jc.shape[2]
+    GJ = GJ_buf[:3 * K].reshape((3, K))
+    relative_tolerance = options[O_RELATIVE_TOLERANCE]
+    absolute_tolerance = options[O_ABSOLUTE_TOLERANCE]
+    max_iterations = int(options[O_MAX_ITERATIONS])
+    line_search_max_iterations = int(options[O_LINE_SEARCH_MAX_ITERATIONS])
+
+    # ---- Newton's method (section X) in the kernel's dof order: v, gamma, J^T gamma, tau at the last iterate
     n_act = 0
     for d in range(nv):
         if c_act[d] > 0.0:
+            act_dofs[n_act] = d
             n_act += 1
-    act_dofs = np.empty(n_act, dtype=np.int64)
-    k = 0
-    for d in range(nv):
-        if c_act[d] > 0.0:
-            act_dofs[k] = d
-            k += 1
-    tau = np.empty(nv)
-    dtau = np.zeros(nv)
+    act_dofs = act_dofs[:n_act]
+    dtau, tau_fixed, Av, r, dv = rows[0], rows[1], rows[2], rows[3], rows[4]
     for d in range(nv):
         tau[d] = min(max(a_act[d], -L_act[d]), L_act[d])      # no PD gains on this dof: tau is constant
-    tau_fixed = tau.copy()
-    v = v0.copy()
-    vc = np.empty((nc, 3))
-    dvc = np.empty((nc, 3))
-    ld = np.empty((nc, 3))
-    gamma = np.empty((nc, 3))
-    G = np.empty((nc, 3, 3))
-    g1 = np.empty(3)
-    G1 = np.empty((3, 3))
-    K = Jc.shape[2]
-    GJ = np.empty((3, K))
-    Av = np.empty(nv)
-    jc = np.empty(nv)
-    r = np.empty(nv)
-    dv = np.empty(nv)
-    zero_bias = np.zeros((0, 3))
+        tau_fixed[d] = tau[d]
+        dtau[d] = 0.0
+        v[d] = v0p[d]
+    zero_bias = rows[5, :0].reshape((0, 3))
     scale_p0 = 0.0
     for d in range(nv):
         scale_p0 += (D[d] * p0[d]) ** 2
     scale_p0 = np.sqrt(scale_p0)
-    _contact_velocity(Jc, cols, bias, v, vc)
+    _contact_velocity(Jc, cols, bias3, v, vc)
     residual_ratio = np.inf
     iterations = 0
     n_eval = 0
@@ -554,7 +745,7 @@ def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L
             n_jc += (D[d] * jc[d]) ** 2
             rnorm += (D[d] * r[d]) ** 2
         if not finite:
-            return v, gamma, jc, tau, iterations, NONFINITE_RESIDUAL, residual_ratio, iteration, n_eval
+            return NONFINITE_RESIDUAL, iterations, residual_ratio, iteration, n_eval
         scale = max(np.sqrt(n_av), np.sqrt(n_jc), scale_p0)
         rnorm = np.sqrt(rnorm)
         residual_ratio = rnorm / scale if scale > 0 else rnorm
@@ -598,7 +789,7 @@ def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L
                     H[da, db] += h
                     H[db, da] += h
         if not _block_cholesky(H, order, later_ptr, later, tree_ptr):
-            return v, gamma, jc, tau, iterations, NOT_POSITIVE_DEFINITE, residual_ratio, iteration, n_eval
+            return NOT_POSITIVE_DEFINITE, iterations, residual_ratio, iteration, n_eval
         for d in range(nv):
             dv[d] = -r[d]
         _block_solve(H, order, later_ptr, later, tree_ptr, dv)
@@ -619,7 +810,7 @@ def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L
             if not c_act[d] > 0.0:
                 base -= dt * tau_fixed[d] * dv[d]
         if not np.isfinite(f0):
-            return v, gamma, jc, tau, iterations, NONFINITE_RESIDUAL, residual_ratio, iteration, n_eval
+            return NONFINITE_RESIDUAL, iterations, residual_ratio, iteration, n_eval
         if not f0 < 0.0:
             # not a descent direction: only possible at round-off level of the optimum
             if rnorm <= 1e3 * (absolute_tolerance + relative_tolerance * scale):
@@ -632,7 +823,7 @@ def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L
         f1, fp1 = _line_derivatives(model, 1.0, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a_act, c_act, L_act,
                                     v, dv, g1, G1)
         if not (np.isfinite(f1) and np.isfinite(fp1)):
-            return v, gamma, jc, tau, iterations, LINE_SEARCH_NONFINITE, residual_ratio, iteration, n_eval
+            return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval
         alpha = 1.0
         if f1 > 0.0:
             # rtsafe (Numerical Recipes 9.4) on the bracket [0, 1]: Newton from alpha = 1, bisection fallback
@@ -647,7 +838,7 @@ def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L
                 f, fp = _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a_act, c_act,
                                           L_act, v, dv, g1, G1)
                 if not (np.isfinite(f) and np.isfinite(fp)):
-                    return v, gamma, jc, tau, iterations, LINE_SEARCH_NONFINITE, residual_ratio, iteration, n_eval
+                    return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval
                 if abs(f) <= f_tol:
                     break
                 if f < 0.0:
@@ -668,4 +859,22 @@ def newton_solve(model, dt, A, p0, v0, D, tree_ptr, tree_of_dof, c_act, a_act, L
         for c in range(nc):
             for i in range(3):
                 vc[c, i] += alpha * dvc[c, i]
-    return v, gamma, jc, tau, iterations, status, residual_ratio, -1, n_eval
+    # ---- results in the model's dof order
+    finite = True
+    for i in range(nv):
+        pi = perm[i]
+        v_next[pi] = v[i]
+        generalized_force[pi] = jc[i] / dt
+        actuation[pi] = tau[i]
+        if not np.isfinite(v[i]):
+            finite = False
+    for c in range(nc):
+        for i in range(3):
+            impulse[c, i] = gamma[c, i]
+            if not np.isfinite(gamma[c, i]):
+                finite = False
+        if model == 2:
+            stiction[c] = prm[c, P_RT] * prm[c, P_MU] * gamma[c, 2]    # SAP's slip speed sigma w mu gamma_n
+    if status == CONVERGED and not finite:
+        return NONFINITE_RESULT, iterations, residual_ratio, -1, n_eval
+    return status, iterations, residual_ratio, -1, n_eval

@@ -40,8 +40,10 @@ kd on unsaturated actuators) + J^T G J, G = d^2 l_c / dv_c^2 (3x3 per contact), 
 (Newton-Raphson on dl/dalpha with bracketing and bisection, as in Numerical Recipes' rtsafe). H is
 block-diagonal over the groups of kinematic trees coupled by contacts this step (``tree_velocity_slices`` +
 union of the trees each contact touches): groups of equal size are factored together with a batched Cholesky
-(numpy), larger groups with LAPACK's dense Cholesky (scipy cho_factor); the default compiled path
-(``newton_kernel="numba"``, icf_kernels.py) runs the same Newton loop with a block-sparse Cholesky over the trees.
+(numpy), larger groups with LAPACK's dense Cholesky (scipy cho_factor). The default compiled path
+(``newton_kernel="numba"``) runs the whole step - A, p0, the Jacobian compression, the Delassus estimate, the
+contact parameters and the same Newton loop with a block-sparse Cholesky over the trees - in one call of
+``icf_kernels.icf_step`` with scratch allocated once per engine (grown with the number of contacts).
 Stopping criterion (as SAP [4]), checked from the second iterate on (at least one Newton step is taken: at small
 dt the whole momentum change dt k2 can be below eps_r of a large momentum, e.g. the sliding rod at 1e-5 s):
 ||D r|| <= eps_a + eps_r max(||D A v||, ||D J^T gamma||, ||D (M v0 + dt k2)||), D = diag(A)^-1/2,
@@ -163,28 +165,68 @@ class ConvexICFEngine(ContactEngine):
         tree_of_dof[missing] = len(model.tree_velocity_slices) + np.arange(missing.size)
         self._tree_of_dof = tree_of_dof
         self._num_trees = int(tree_of_dof.max()) + 1 if nv else 0
-        # per-step scratch, allocated once and reused
-        self._H = np.zeros((nv, nv))
-        self._A = np.zeros((nv, nv))
-        self._diag_scale = np.ones(nv)
-        # diagnostics of the last step (for benchmarks): effective eps_s per contact, condition estimate
-        self.last_stiction_tolerance = np.zeros(0)
+        self._nv = nv
+        self._A = np.zeros((nv, nv))          # scratch of the numpy reference path
+        # diagnostics of the last step (for benchmarks): effective eps_s per contact (``last_stiction_tolerance``,
+        # the first _last_nc entries of _stiction), the numpy path's Hessian, the compiled line search's work
+        self._stiction = np.zeros(0)
+        self._last_nc = 0
         self.last_hessian = None
-        # fast path: dofs of each tree (CSR), dense Hessian scratch of the compiled Newton loop
-        # (the compiled kernel wants each tree's dofs contiguous: a permutation when they are not)
+        self.last_line_search_evaluations = 0
+        opt = self.options
+        self._compiled = opt.newton_kernel == "numba"
+        self.results_checked = self._compiled   # icf_step reports CONVERGED only with finite v_next and impulses
+        self._lagged = self.contact_model == "lagged"
+        K = icf_kernels
+        # the compiled step's options (read once, at construction) and tree structure: the kernel wants each
+        # tree's dofs contiguous, through a permutation when they are not (kernel dof i = model dof perm[i])
+        self._kernel_options = np.zeros(K.NOPTIONS)
+        self._kernel_options[[K.O_MODEL, K.O_RELATIVE_TOLERANCE, K.O_ABSOLUTE_TOLERANCE, K.O_MAX_ITERATIONS,
+                              K.O_LINE_SEARCH_MAX_ITERATIONS, K.O_STICTION_TOLERANCE, K.O_SIGMA,
+                              K.O_RELAXATION_TIME, K.O_NEAR_RIGID_FACTOR, K.O_REGULARIZED_STICTION]] = (
+            K.MODEL_CODES[self.contact_model], opt.relative_tolerance, opt.absolute_tolerance, opt.max_iterations,
+            opt.line_search_max_iterations, opt.stiction_tolerance, opt.sigma, opt.relaxation_time,
+            opt.near_rigid_beta ** 2 / (4.0 * np.pi ** 2) if opt.near_rigid_beta > 0 else 0.0,
+            opt.regularized_stiction)
         perm = np.argsort(tree_of_dof, kind="stable")
-        self._perm = None if np.array_equal(perm, np.arange(nv)) else perm
-        self._inv_perm = np.argsort(perm) if self._perm is not None else None
-        self._tree_ptr = np.concatenate([[0], np.cumsum(np.bincount(tree_of_dof, minlength=self._num_trees))]
-                                        ).astype(np.int64)
-        self._tree_of_dof64 = tree_of_dof[perm].astype(np.int64)
-        self._prm = np.zeros((0, icf_kernels.NPARAM))
+        tree_ptr = np.concatenate([[0], np.cumsum(np.bincount(tree_of_dof, minlength=self._num_trees))])
+        self._structure = np.concatenate([tree_ptr, tree_of_dof[perm], perm, np.argsort(perm)]).astype(np.int64)
+        self._no_friction_normal_impulse = np.zeros(0)
+        self._damping = np.zeros(nv)
+        self._capacity = -1
+        self._ensure_capacity(8)
+
+    def _ensure_capacity(self, n: int) -> None:
+        """Scratch of the compiled step for up to n contacts, grown geometrically when a step has more contacts
+        than ever before (the A^-1 part of the float scratch must start zeroed: np.zeros)."""
+        if n <= self._capacity:
+            return
+        cap = max(n, 2 * self._capacity)
+        stiction = np.zeros(cap)
+        stiction[:self._last_nc] = self._stiction[:self._last_nc]
+        self._stiction = stiction
+        if self._compiled:
+            nf, ni = icf_kernels.work_sizes(self._nv, self._num_trees, cap)
+            self._fwork = np.zeros(nf)
+            self._iwork = np.zeros(ni, dtype=np.int64)
+        self._capacity = cap
+
+    @property
+    def last_stiction_tolerance(self) -> np.ndarray:
+        """(N,) m/s: the effective stiction tolerance of each contact of the last step (Lagged, Similar: eps_s,
+        eq. 26 when regularized; SAP: its slip-transition speed sigma w mu gamma_n, eq. 25)."""
+        return self._stiction[:self._last_nc].copy()
+
+    def _store_stiction_tolerance(self, eps: np.ndarray) -> None:
+        self._ensure_capacity(eps.shape[0])
+        self._stiction[:eps.shape[0]] = eps
+        self._last_nc = eps.shape[0]
 
     # ------------------------------------------------------------------------------------------------------
     # contact potentials: vectorised over the N contacts
-    def _prepare_contacts(self, inputs: StepInputs, Jc, cols, Ainv_blocks, w=None):
-        """Per-step, per-contact constants of the model (all (N,) arrays). ``w``: the Delassus RMS estimate if
-        already computed (compiled path), else from ``Ainv_blocks``."""
+    def _prepare_contacts(self, inputs: StepInputs, Jc, cols, Ainv_blocks):
+        """Per-step, per-contact constants of the model (all (N,) arrays) of the numpy reference path (the
+        compiled path computes the same in ``icf_kernels.icf_step``)."""
         c = inputs.contacts
         dt = inputs.dt
         opt = self.options
@@ -193,9 +235,7 @@ class ConvexICFEngine(ContactEngine):
         p = {"k": k, "d": d, "mu": mu, "phi0": phi0}
         self._complete_params(p, dt)
         need_w = self.contact_model == "sap" or opt.regularized_stiction
-        if need_w and n and w is not None:
-            p["w"] = w
-        elif need_w and n:
+        if need_w and n:
             # W_ii = J_i A^-1 J_i^T (A block-diagonal per tree), w = ||W_ii||_F / 3 (SAP's RMS estimate)
             W = np.einsum("nik,nkl,njl->nij", Jc, Ainv_blocks, Jc)
             p["w"] = np.sqrt(np.einsum("nij,nij->n", W, W)) / 3.0
@@ -207,10 +247,10 @@ class ConvexICFEngine(ContactEngine):
                 # lagged normal impulse gamma_n0 = dt f_n(phi0, v_n0) (eqs. 18, 22)
                 gn0 = dt * k * np.maximum(-phi0, 0.0) * np.maximum(1.0 - d * vn0, 0.0)
                 p["gn0"] = gn0
-                if opt.regularized_stiction:
+                if opt.regularized_stiction and n:
                     eps = np.maximum(eps, opt.sigma * p["w"] * mu * gn0)     # eq. 26
             p["eps"] = eps
-            self.last_stiction_tolerance = eps
+            self._store_stiction_tolerance(eps)
         else:  # sap
             tau = opt.relaxation_time
             w = p["w"] if n else np.zeros(0)
@@ -221,7 +261,7 @@ class ConvexICFEngine(ContactEngine):
             p["Rt"], p["Rn"] = Rt, Rn
             p["vhat"] = -phi0 / (dt + tau)
             # slip-transition speed of SAP (eq. 25) reported as its effective stiction tolerance
-            self.last_stiction_tolerance = Rt
+            self._store_stiction_tolerance(Rt)
         return p
 
     @staticmethod
@@ -380,6 +420,45 @@ class ConvexICFEngine(ContactEngine):
 
     # ------------------------------------------------------------------------------------------------------
     def _do_step(self, inputs: StepInputs) -> StepResult:
+        if not self._compiled:
+            return self._do_step_numpy(inputs)
+        contacts = inputs.contacts
+        nc = contacts.signed_distance.shape[0]
+        if nc > self._capacity:
+            self._ensure_capacity(nc)
+        act = inputs.actuation
+        nv = self._nv
+        v_next, generalized_force, actuation = np.empty(nv), np.empty(nv), np.empty(nv)
+        impulse = np.empty((nc, 3))
+        gn0 = np.empty(nc) if self._lagged else self._no_friction_normal_impulse
+        damping = inputs.joint_damping
+        if not damping.flags.writeable:
+            # the model's own (read-only) array when no joint has friction: a read-only argument would make numba
+            # compile (and cache) a second variant of the kernel, so the node's warm start would compile again
+            damping = self._damping
+            np.copyto(damping, inputs.joint_damping)
+        code, iterations, residual, failed_at, n_eval = icf_kernels.icf_step(
+            inputs.dt, inputs.mass_matrix, inputs.v, inputs.generalized_force, damping,
+            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
+            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
+            contacts.dissipation, contacts.friction, self._kernel_options, self._structure, self._fwork,
+            self._iwork, self._stiction, v_next, impulse, generalized_force, actuation, gn0)
+        self._last_nc = nc
+        self.last_line_search_evaluations = n_eval
+        if code == icf_kernels.CONVERGED:
+            stats = SolverStats(iterations=iterations, residual=residual)
+        else:
+            stats = self._compiled_failure(inputs, code, iterations, residual, failed_at)
+            if stats is None:
+                return self._failure(inputs, self._FAILURES[code].format(failed_at))
+            if not np.isfinite(v_next).all():
+                v_next = np.array(inputs.v, float, copy=True)
+        return StepResult(v_next=v_next, contact_impulse=impulse, generalized_contact_force=generalized_force,
+                          actuation_force=actuation, stats=stats,
+                          friction_normal_impulse=gn0 if self._lagged else None)
+
+    def _do_step_numpy(self, inputs: StepInputs) -> StepResult:
+        """The step in vectorised numpy (``newton_kernel="numpy"``): the readable reference of ``icf_step``."""
         opt = self.options
         dt = inputs.dt
         nv = self.model.nv
@@ -400,21 +479,6 @@ class ConvexICFEngine(ContactEngine):
 
         # compress the contact Jacobian: per contact the (padded) columns where it is non-zero
         J3 = contacts.jacobian.reshape(nc, 3, nv)
-        if opt.newton_kernel == "numba":
-            Jc, cols_k = icf_kernels.compress_jacobian(np.ascontiguousarray(J3))
-            cols = np.maximum(cols_k, 0)                 # padding: column 0 with exact zeros in Jc
-            w = None
-            if nc and (self.contact_model == "sap" or opt.regularized_stiction):
-                if self._perm is None:
-                    w = icf_kernels.delassus_rms(A, self._tree_ptr, Jc, cols_k)
-                else:
-                    cols_p = np.where(cols_k >= 0, self._inv_perm[cols], -1)
-                    w = icf_kernels.delassus_rms(A[self._perm][:, self._perm], self._tree_ptr, Jc, cols_p)
-                if w is None or not np.all(np.isfinite(w)):
-                    return self._failure(inputs, "mass matrix block not positive definite (Delassus estimate)")
-            params = self._prepare_contacts(inputs, Jc, cols, None, w=w)
-            bias = contacts.velocity_bias.reshape(nc, 3)
-            return self._newton_compiled(inputs, A, p0, D, Jc, cols_k, bias, params)
         if nc:
             nz = np.any(J3 != 0.0, axis=1)                          # (N, nv)
             K = max(int(nz.sum(axis=1).max()), 1)
@@ -581,7 +645,7 @@ class ConvexICFEngine(ContactEngine):
         self.last_hessian = (H_flat, blocks) if iterations else None
         if self.contact_model == "sap" and nc:
             # SAP's stick-slip transition speed v_s = sigma w mu gamma_n (eq. 25)
-            self.last_stiction_tolerance = params["Rt"] * params["mu"] * gamma[:, 2]
+            self._store_stiction_tolerance(params["Rt"] * params["mu"] * gamma[:, 2])
         return StepResult(v_next=v, contact_impulse=gamma.copy(),
                           generalized_contact_force=generalized_impulse(gamma) / dt,
                           actuation_force=tau, stats=stats,
@@ -593,66 +657,26 @@ class ConvexICFEngine(ContactEngine):
         icf_kernels.NONFINITE_RESIDUAL: "non-finite residual at Newton iteration {}",
         icf_kernels.NOT_POSITIVE_DEFINITE: "Hessian not positive definite at Newton iteration {}",
         icf_kernels.LINE_SEARCH_NONFINITE: "line search produced non-finite values at Newton iteration {}",
+        icf_kernels.NONPOSITIVE_MASS: "mass matrix has a non-positive diagonal entry",
+        icf_kernels.DELASSUS_FAILED: "mass matrix block not positive definite (Delassus estimate)",
+        icf_kernels.NONFINITE_RESULT: "non-finite velocity or impulse",
     }
 
-    def _newton_compiled(self, inputs, A, p0, D, Jc, cols, bias, params):
-        """The Newton loop of ``_do_step`` in one compiled call (icf_kernels.newton_solve)."""
-        opt = self.options
-        dt = inputs.dt
-        nc = Jc.shape[0]
-        act = inputs.actuation
-        prm = self._prm if self._prm.shape[0] == nc else np.zeros((nc, icf_kernels.NPARAM))
-        self._prm = prm
-        K = icf_kernels
-        prm[:, K.P_MU] = params["mu"]
-        prm[:, K.P_PHI0] = params["phi0"]
-        prm[:, K.P_DTK] = params["dtk"]
-        prm[:, K.P_D] = params["d"]
-        prm[:, K.P_HCVHAT] = params["hc_vhat"]
-        for key, col in (("gn0", K.P_GN0), ("eps", K.P_EPS), ("Rt", K.P_RT), ("Rn", K.P_RN), ("vhat", K.P_VHAT)):
-            prm[:, col] = params[key] if key in params else 0.0
-        c_act = np.asarray(dt * act.kp + act.kd, float)
-        a_act = np.asarray(act.effort + act.kp * act.position_error + act.kd * act.velocity_target, float)
-        L_act = np.asarray(act.effort_limit, float)
-        v0 = np.asarray(inputs.v, float)
-        cols = cols.astype(np.int64)
-        perm = self._perm
-        if perm is not None:                       # trees' dofs made contiguous for the kernel
-            A = A[perm][:, perm]
-            p0, v0, D, c_act, a_act, L_act = (x[perm] for x in (p0, v0, D, c_act, a_act, L_act))
-            cols = np.where(cols >= 0, self._inv_perm[np.maximum(cols, 0)], -1)
-        v, gamma, jc, tau, iterations, code, residual, failed_at, n_eval = icf_kernels.newton_solve(
-            K.MODEL_CODES[self.contact_model], float(dt), A, p0, v0, D, self._tree_ptr, self._tree_of_dof64,
-            np.ascontiguousarray(c_act), np.ascontiguousarray(a_act), np.ascontiguousarray(L_act),
-            np.ascontiguousarray(Jc), cols, np.ascontiguousarray(bias), prm,
-            float(opt.relative_tolerance), float(opt.absolute_tolerance), int(opt.max_iterations),
-            int(opt.line_search_max_iterations), self._H)
-        if perm is not None:
-            v_out, tau_out, jc_out = np.empty_like(v), np.empty_like(tau), np.empty_like(jc)
-            v_out[perm], tau_out[perm], jc_out[perm] = v, tau, jc
-            v, tau, jc = v_out, tau_out, jc_out
+    def _compiled_failure(self, inputs, code, iterations, residual, failed_at):
+        """Stats of a compiled step that did not converge (same wording as the numpy path), or None for the
+        failures after which the step returns the start-of-step velocity (``_FAILURES``)."""
         if code in self._FAILURES:
-            return self._failure(inputs, self._FAILURES[code].format(failed_at))
-        stats = SolverStats(iterations=int(iterations), residual=float(residual))
-        if code == K.CONVERGED:
-            stats.status = SolverStatus.CONVERGED
-        elif code == K.MAX_ITERATIONS:
+            return None
+        opt = self.options
+        stats = SolverStats(iterations=iterations, residual=residual)
+        if code == icf_kernels.MAX_ITERATIONS:
             stats.status = SolverStatus.MAX_ITERATIONS
             stats.message = (f"Newton did not converge in {opt.max_iterations} iterations (relative residual "
                              f"{residual:.3e} > {opt.relative_tolerance:g}) at t = {inputs.t:.6g} s")
         else:
             stats.status = SolverStatus.FAILED
             stats.message = f"Newton direction is not a descent direction at t = {inputs.t:.6g} s"
-        if not stats.status.ok and not np.all(np.isfinite(v)):
-            v = np.array(inputs.v, float, copy=True)
-        self.last_hessian = None
-        self.last_line_search_evaluations = int(n_eval)
-        if self.contact_model == "sap" and nc:
-            self.last_stiction_tolerance = params["Rt"] * params["mu"] * gamma[:, 2]
-        return StepResult(v_next=v, contact_impulse=gamma, generalized_contact_force=jc / dt,
-                          actuation_force=tau, stats=stats,
-                          friction_normal_impulse=params["gn0"].copy() if "gn0" in params
-                          and self.contact_model == "lagged" else None)
+        return stats
 
     @staticmethod
     def _line_search(fun, f0, candidates, max_iterations):
