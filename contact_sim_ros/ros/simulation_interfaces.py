@@ -7,10 +7,11 @@ simulations in two namespaces coexist): ``get_simulator_features``, ``get_simula
 ``delete_entity``. What each supports, the result codes and the primitive resource format:
 docs/ros_interface.md ("simulation_interfaces").
 
-Entities: the robot (category ROBOT, by its preset name), the free objects (OBJECT, by name) and the static
-environment entries (STATIC_OBJECT, by name). States are ground truth in the world frame at the entity's
-origin: pose, twist (linear velocity of the origin and angular velocity, world axes) and acceleration (from the
-last step's velocity change; zero for the robot's fixed base and the environment).
+Entities: every robot (category ROBOT, by its name: the preset's for the scene key 'robot'), the free objects
+(OBJECT, by name) and the static environment entries (STATIC_OBJECT, by name). States are ground truth in the
+world frame at the entity's origin (a robot's: its base link): pose, twist (linear velocity of the origin and
+angular velocity, world axes) and acceleration (from the last step's velocity change; zero for robots and the
+environment; a robot mounted on another one moves with it).
 
 Every read and write of the simulation runs on the stepping thread between two steps
 (``SteppingLoop.request_call``). Spawning and deleting change the physics model, which is immutable: a new
@@ -186,8 +187,8 @@ class SimulationInterfaces:
         sim = sim or self.node.sim
         scene = sim.scene
         out = {}
-        if scene.robot is not None:
-            out[scene.robot.name] = (EntityCategory.CATEGORY_ROBOT, "robot")
+        for robot in scene.robots:         # every robot of the world (scene keys 'robot' and 'robots')
+            out[robot.name] = (EntityCategory.CATEGORY_ROBOT, "robot")
         for o in scene.objects:
             out[o.name] = (EntityCategory.CATEGORY_OBJECT, "object")
         for e in scene.environment:
@@ -225,8 +226,8 @@ class SimulationInterfaces:
             lin, ang = R @ v[:3], R @ v[3:]
             a = (v - self.loop.v_prev[body.v_slice]) / sim.time_step
             acc_lin, acc_ang = R @ (a[:3] + np.cross(v[3:], v[:3])), R @ a[3:]
-        elif kind == "robot":
-            M = sim.scene.robot.base_pose
+        elif kind == "robot":          # its base link; a robot mounted on another one moves with it
+            M, lin, ang = self._robot_base_state(sim, name)
         else:
             M = next(e.pose for e in sim.scene.environment if e.name == name)
         p, q = M.translation, pin.Quaternion(M.rotation).coeffs()
@@ -237,6 +238,20 @@ class SimulationInterfaces:
                          (st.acceleration.angular, acc_ang)):
             vec.x, vec.y, vec.z = (float(x) for x in val)
         return st
+
+    def _robot_base_state(self, sim, name: str):
+        """(world pose, linear velocity of its origin, angular velocity; world axes) of a robot's base link, from
+        the current state (a private Pinocchio data: the simulator's is not touched)."""
+        m = sim.model
+        pm = m.pin_model
+        if getattr(self, "_base_data_of", None) is not pm:
+            self._base_data_of, self._base_data = pm, pm.createData()
+        data = self._base_data
+        fid = pm.getFrameId(m.robot(name).base_frame, pin.FrameType.BODY)
+        pin.forwardKinematics(pm, data, sim.q, sim.v)
+        M = pin.updateFramePlacement(pm, data, fid)
+        twist = pin.getFrameVelocity(pm, data, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        return M.copy(), np.array(twist.linear), np.array(twist.angular)
 
     def _frame_pose(self, sim, frame_id: str) -> pin.SE3 | None:
         """World pose of a reference frame: the world, an entity, or a robot link (with or without the node's

@@ -81,6 +81,16 @@ def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_
     assert matched >= 10, (len(sums), matched)
     assert np.mean(sums, axis=0)[2] == pytest.approx(mug_mass * G, rel=0.15), np.mean(sums, axis=0)
 
+    # simulation_interfaces: both robots are entities; the hand's state is its base link's (palm_link) pose
+    from simulation_interfaces.msg import EntityCategory
+    from simulation_interfaces.srv import GetEntities, GetEntityState
+    req = GetEntities.Request()
+    req.filters.categories = [EntityCategory(category=EntityCategory.CATEGORY_ROBOT)]
+    assert sorted(ros.call(GetEntities, "/get_entities", req).entities) == ["allegro", "iiwa"]
+    hand = ros.call(GetEntityState, "/get_entity_state", GetEntityState.Request(entity="allegro")).state.pose.position
+    _, palm = world_pose("palm_link", [tf_static, tf])
+    assert np.linalg.norm(np.array([hand.x, hand.y, hand.z]) - palm) < 1e-3
+
     # the TF chain: world -> iiwa_link_0 -> ... -> iiwa_link_7 -> palm_link; turning joint 1 turns the palm
     _, p0 = world_pose("palm_link", [tf_static, tf])
     q0 = np.array(js_arm[-1].position)
