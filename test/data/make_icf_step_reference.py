@@ -1,9 +1,11 @@
 """Writes test/data/icf_step_reference.npz: engine steps of the convex ICF engines (Lagged, Similar, SAP) on
 recorded step inputs, for test_engine_lagged.py::test_compiled_step_matches_stored_reference.
 
-Produced with commit 841d610 (before the whole ICF step became one compiled call, issue 18 rank 1):
+Produced with commit 841d610 (before the whole ICF step became one compiled call, issue 18 rank 1), with this
+script copied into an export of that commit and that export first on PYTHONPATH:
 
-    git worktree add /tmp/ref 841d610 && cd /tmp/ref && python test/data/make_icf_step_reference.py OUT.npz
+    mkdir /tmp/ref && git archive 841d610 | tar -x -C /tmp/ref && cp test/data/make_icf_step_reference.py
+    /tmp/ref/test/data/ && cd /tmp/ref && PYTHONPATH=/tmp/ref python test/data/make_icf_step_reference.py OUT.npz
 
 For each scene a Simulator with the Lagged engine runs and the engine's StepInputs are recorded at a few steps
 (contacts opening, closing, sticking and slipping; the iiwa with no contact at all). Each recorded input is then
