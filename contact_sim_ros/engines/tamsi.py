@@ -163,20 +163,20 @@ class TamsiEngine(ContactEngine):
             self._kernels = tamsi_kernels
             self.results_checked = True          # the kernel's CONVERGED guarantees finite results
             K = tamsi_kernels
-            # the compiled step's options (read once: like the history buffer they are fixed at construction)
-            self._params = np.zeros(7)
+            # the compiled step's nv-sized scratch (K.fixed_views): its options (read once: like the history
+            # buffer they are fixed at construction); rows v, actuation tau and d tau/dv, residual, update, next
+            # update; the Newton matrix; B_i J_i; the history; LU pivots; the actuators' saturation before/after
+            # an update
+            sizes = K.fixed_scratch_sizes(nv, self._history.shape[0])
+            self._fixed, self._ifixed = np.zeros(sizes[0]), np.zeros(sizes[1], dtype=np.int64)
+            (self._params, self._work_nv, self._A, self._BJ, self._history, self._piv,
+             self._unsat) = K.fixed_views(self._fixed, self._ifixed, nv)
             self._params[[K.P_STICTION, K.P_TOLERANCE, K.P_THETA_MAX, K.P_MAX_ITERATIONS, K.P_USE_TALS, K.P_SMOOTH,
                           K.P_TWO_WAY]] = (
                 self.options.stiction_tolerance, self.options.relative_tolerance * self.options.stiction_tolerance,
                 self.options.theta_max, self.options.max_iterations, self.options.use_tals,
                 self.options.smooth_friction, self.options.coupling == "two_way")
-            # its scratch: rows v, actuation tau and d tau/dv, residual, update, next update; the actuators'
-            # saturation before/after an update; LU pivots; B_i J_i
-            self._work_nv = np.zeros((6, nv))
             self._v = self._work_nv[0]
-            self._unsat = np.zeros((2, nv), dtype=np.bool_)
-            self._piv = np.zeros(nv, dtype=np.int64)
-            self._BJ = np.zeros((3, nv))
         self._capacity = 0
         self._ensure_capacity(8)
 
@@ -196,14 +196,11 @@ class TamsiEngine(ContactEngine):
         self._f = np.zeros((cap, 3))        # contact force on B (t1, t2, n), N
         # compiled kernel's scratch: contact velocities, their updates (m/s) and forces (N) (work_c[0..2], (cap, 3)
         # each), (pi, dpi, |v_t|, g, c) per contact, frozen normal forces (one-way coupling), contact regimes
-        self._work_c = np.zeros((3, cap, 3))
-        self._cwork = np.zeros((cap, 5))
-        self._pi_frozen_buf = np.zeros(cap)
-        self._modes_buf = np.zeros((2, cap), dtype=np.int64)
+        # (views of two buffers, kernels.contact_views)
+        self._contact_work, self._icontact_work = np.zeros(15 * cap), np.zeros(2 * cap, dtype=np.int64)
         self._capacity = cap
         if self.options.kernel == "numba":
-            self._kernel_scratch = (self._params, self._work_nv, self._unsat, self._A, self._piv, self._BJ,
-                                    self._work_c, self._cwork, self._pi_frozen_buf, self._modes_buf, self._history)
+            self._kernel_scratch = (self._fixed, self._ifixed, self._contact_work, self._icontact_work)
 
     # ------------------------------------------------------------------ contact model
     def _friction_gains(self, vt_norm: np.ndarray, mu: np.ndarray):

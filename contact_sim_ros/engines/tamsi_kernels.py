@@ -433,17 +433,52 @@ def newton_step(M, v0, tau0, damping, h,
 
 # entries of ``newton_step_packed``'s ``params`` (the engine options, fixed when the engine is constructed)
 P_STICTION, P_TOLERANCE, P_THETA_MAX, P_MAX_ITERATIONS, P_USE_TALS, P_SMOOTH, P_TWO_WAY = range(7)
+N_PARAMS = 7
+
+
+def fixed_scratch_sizes(nv: int, history_rows: int) -> tuple[int, int]:
+    """Sizes of the float and int buffers of ``fixed_views``."""
+    return N_PARAMS + 6 * nv + nv * nv + 3 * nv + 2 * history_rows, 3 * nv
+
+
+@njit(cache=True)
+def fixed_views(fixed, ifixed, nv):
+    """The nv-sized scratch of ``newton_step`` as views of two buffers (a compiled call costs ~0.1 us per
+    argument): params (7,) the options (P_* entries), work_nv (6, nv) rows v, tau, dtau, r, dv, dv_next, the Newton
+    matrix A (nv, nv), B_i J_i (3, nv) and the history (rows, 2) in ``fixed``; the LU pivots (nv,) and the
+    actuators' saturation before / after an update (2, nv) in ``ifixed`` (int64)."""
+    at = N_PARAMS
+    params = fixed[:at]
+    work_nv = fixed[at:at + 6 * nv].reshape((6, nv))
+    at += 6 * nv
+    A = fixed[at:at + nv * nv].reshape((nv, nv))
+    at += nv * nv
+    BJ = fixed[at:at + 3 * nv].reshape((3, nv))
+    at += 3 * nv
+    history = fixed[at:].reshape(((fixed.shape[0] - at) // 2, 2))
+    return params, work_nv, A, BJ, history, ifixed[:nv], ifixed[nv:].reshape((2, nv))
+
+
+@njit(cache=True)
+def contact_views(contact, icontact):
+    """The contact-sized scratch (capacity = icontact.size / 2) as views of two buffers: work_c (3, capacity, 3)
+    contact velocities, their updates and the contact forces, cwork (capacity, 5), the frozen normal forces
+    (capacity,) in ``contact``; the contact regimes before / after an update (2, capacity) in ``icontact``."""
+    cap = icontact.shape[0] // 2
+    return (contact[:9 * cap].reshape((3, cap, 3)), contact[9 * cap:14 * cap].reshape((cap, 5)),
+            contact[14 * cap:15 * cap], icontact.reshape((2, cap)))
 
 
 @njit(cache=True)
 def newton_step_packed(M, v0, tau0, damping, h,
                        effort, kp, kd, position_error, velocity_target, effort_limit,
                        J, bias, signed_distance, k, d, mu,
-                       params, work_nv, unsat, A, piv, BJ, work_c, cwork, pi_frozen, modes, history,
+                       fixed, ifixed, contact, icontact,
                        v_next, impulse, generalized_force, actuation):
-    """``newton_step`` with its scratch packed in a few arrays (a call from Python costs ~0.1 us per argument):
-    params (7,) the options (P_* entries); work_nv (6, nv) rows v, tau, dtau, r, dv, dv_next; unsat (2, nv) bool;
-    work_c (3, capacity, 3) contact velocities, their updates and the contact forces; modes (2, capacity) int."""
+    """``newton_step`` with its scratch packed in four buffers (``fixed_views``, ``contact_views``)."""
+    nv = v0.shape[0]
+    params, work_nv, A, BJ, history, piv, unsat = fixed_views(fixed, ifixed, nv)
+    work_c, cwork, pi_frozen, modes = contact_views(contact, icontact)
     return newton_step(M, v0, tau0, damping, h,
                        effort, kp, kd, position_error, velocity_target, effort_limit,
                        J, bias, signed_distance, k, d, mu,
