@@ -616,6 +616,7 @@ class SimNode(Node):
                   kv("solver_failures", s.solver_failures), kv("substepped_steps", s.substepped_steps),
                   kv("last_solver_failure", s.last_failure),
                   kv("step_time_mean_ms", s.step_time_mean_ms), kv("step_time_max_ms", s.step_time_max_ms),
+                  kv("step_cpu_mean_ms", s.step_cpu_mean_ms),
                   kv("step_period_jitter_ms", s.period_jitter_ms),
                   kv("step_period_max_deviation_ms", s.period_max_dev_ms),
                   kv("cpu_percent", s.cpu_percent), kv("clamped_commands", s.clamped),

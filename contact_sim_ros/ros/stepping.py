@@ -83,6 +83,8 @@ class LoopStats:
     period_jitter_ms: float = float("nan")   # std of (period - dt / r) between step starts
     period_max_dev_ms: float = float("nan")  # max |period - dt / r|
     cpu_percent: float = float("nan")        # process CPU time / wall time over the window
+    step_cpu_mean_ms: float = float("nan")   # the stepping thread's CPU time per step (its publications included):
+    #                                          what sets the real-time factor on a free core, whatever the load
     window_steps: int = 0
     window_overruns: int = 0
     window_failures: int = 0
@@ -167,6 +169,8 @@ class SteppingLoop:
         self._resync = True
         self._idle_published = False
         self._thread: threading.Thread | None = None
+        self._cpu_clock = None         # the stepping thread's CPU-time clock (start)
+        self._thread_cpu0 = float("nan")
         self._calls: list = []         # [fn, result, exception, done] run between two steps (request_call)
         self._stats = LoopStats(paused=self._paused)
         self._stats_lock = threading.Lock()
@@ -208,6 +212,18 @@ class SteppingLoop:
         self._running = True
         self._thread = threading.Thread(target=self._run_guarded, name="contact_sim_stepping", daemon=True)
         self._thread.start()
+        try:                        # its CPU clock, read by stats() from the diagnostics thread (no per-step cost)
+            self._cpu_clock = time.pthread_getcpuclockid(self._thread.ident)
+        except (AttributeError, OSError):
+            self._cpu_clock = None
+        self._thread_cpu0 = self._stepping_cpu()
+
+    def _stepping_cpu(self) -> float:
+        """CPU seconds the stepping thread has used (nan if unknown or ended)."""
+        try:
+            return time.clock_gettime(self._cpu_clock) if self._cpu_clock is not None else float("nan")
+        except OSError:
+            return float("nan")
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._cv:
@@ -374,9 +390,11 @@ class SteppingLoop:
             if close_window:
                 now = time.monotonic()
                 wall = now - w.wall0
+                thread_cpu = self._stepping_cpu()
                 if w.n > 0 and wall > 0:
                     s.real_time_factor = w.sim_dt / wall
                     s.step_time_mean_ms = 1e3 * w.step_sum / w.n
+                    s.step_cpu_mean_ms = 1e3 * (thread_cpu - self._thread_cpu0) / w.n
                     s.step_time_max_ms = 1e3 * w.step_max
                     s.cpu_percent = 100.0 * (time.process_time() - w.cpu0) / wall
                 else:
@@ -388,6 +406,7 @@ class SteppingLoop:
                     s.period_max_dev_ms = 1e3 * w.dev_max
                 s.window_steps, s.window_overruns, s.window_failures = w.n, w.overruns, w.failures
                 w.reset(now, 0.0)
+                self._thread_cpu0 = thread_cpu
             copy = LoopStats(**{**s.__dict__, "rejected": dict(s.rejected)})
         return copy
 

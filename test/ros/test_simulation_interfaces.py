@@ -2,8 +2,9 @@
 real time, namespace /si): every service and the SimulateSteps action with good and bad requests (result codes,
 the node keeps stepping); 20 boxes spawned one by one into the running scene, one moved between the open fingers
 with SetEntityState, grasped through the robot's controllers (GripperCommand stalls on it, it moves with the
-hand when the arm follows a trajectory), all deleted: process RSS flat after the first cycle, real-time factor
-as before. Plus Simulator.carry_over without ROS."""
+hand when the arm follows a trajectory), all deleted: process RSS flat after the first cycle, the stepping
+thread's CPU time per step (the real-time factor on a free core) as before. After every test the node is left playing
+with no spawned object, also when the test failed. Plus Simulator.carry_over without ROS."""
 
 from __future__ import annotations
 
@@ -40,6 +41,24 @@ OK, NOT_FOUND, UNSUPPORTED, FAILED = Result.RESULT_OK, Result.RESULT_NOT_FOUND, 
     Result.RESULT_OPERATION_FAILED
 S = SimulationState
 SR = SpawnEntity.Response
+
+
+@pytest.fixture(autouse=True)
+def playing_after_each_test(request):
+    """After every test that used the node, passed or failed: objects it spawned deleted, the simulation playing
+    (a test that fails while paused or with a box left over must not make the next ones fail)."""
+    yield
+    if "node" not in request.fixturenames:
+        return
+    proc, _ = request.getfixturevalue("node")
+    ros = request.getfixturevalue("ros")
+    if proc.proc.poll() is not None:
+        return
+    objects = EntityFilters(categories=[EntityCategory(category=EntityCategory.CATEGORY_OBJECT)])
+    for name in call(ros, GetEntities, "get_entities", filters=objects).entities:
+        call(ros, DeleteEntity, "delete_entity", entity=name)
+    if state(ros) != S.STATE_PLAYING:
+        assert set_state(ros, S.STATE_PLAYING).result == OK
 
 
 @pytest.fixture(scope="module")
@@ -129,18 +148,26 @@ def rss_mb(pid) -> float:
     raise AssertionError("no VmRSS")
 
 
-def rtf(topics, windows=4) -> float:
-    """Mean real-time factor over the next ``windows`` diagnostics messages (1 s windows)."""
+def speed(topics, windows=8) -> tuple[float, float]:
+    """(real-time factor, CPU ms of the stepping thread per step): medians over the next ``windows`` diagnostics
+    messages (1 s windows). The CPU time per step is what sets the real-time factor on a free core;
+    the real-time factor itself follows the machine's load (2 shared cores at load 15-20: 0.88 before the spawn
+    cycles and 0.34 after them in one run, the next run passed; the process's CPU per simulated second also
+    moves with it: fixed per-wall-time costs of the DDS and executor threads). Contention still moves the CPU per
+    step (0.58 ms at real-time factor 0.27, 0.32-0.43 ms at 0.86-1.0 in 7 runs at load 7-22, 0.53 ms in one 8 s
+    measurement at real-time factor 0.56 where a rerun of the same swaps gave 0.35 before and 0.30 after): hence
+    15 % and up to 3 measurements after the swaps."""
     k = len(topics["diag"])
     wait_until(lambda: len(topics["diag"]) >= k + windows, 30, what="diagnostics")
-    vals = []
+    rtf, cost = [], []
     for msg in topics["diag"][k:k + windows]:
         for s in msg.status:
             if s.name.startswith(f"{NS}/contact_sim"):
                 d = {kv.key: kv.value for kv in s.values}
-                vals.append(float(d["real_time_factor"]))
-    assert vals, "no diagnostics of the node"
-    return float(np.mean(vals))
+                rtf.append(float(d["real_time_factor"]))
+                cost.append(float(d["step_cpu_mean_ms"]))
+    assert rtf and cost, "no diagnostics of the node"
+    return float(np.median(rtf)), float(np.median(cost))
 
 
 # ------------------------------------------------------------------------------------------- simulation
@@ -165,6 +192,11 @@ def test_simulation_state_step_and_simulate_steps(node, ros):
     # stepping while playing fails
     assert call(ros, StepSimulation, "step_simulation", steps=5).result.result == FAILED
     client = action_client(ros, SimulateSteps, "simulate_steps")
+    # every feedback the server publishes, from the action's feedback topic: rclpy's ActionClient forgets a goal's
+    # feedback callback when the result arrives, so feedback it had not taken by then (a burst that queued while
+    # its executor thread was held up, e.g. under load) never reaches the callback
+    published = ros.subscribe(SimulateSteps.Impl.FeedbackMessage, f"{NS}/simulate_steps/_action/feedback")
+    handles = []
 
     def goal(steps, feedback=None, cancel_after=None):
         fut = client.send_goal_async(SimulateSteps.Goal(steps=steps),
@@ -173,6 +205,7 @@ def test_simulation_state_step_and_simulate_steps(node, ros):
         wait_until(fut.done, 30, what="goal response")
         handle = fut.result()
         assert handle.accepted
+        handles.append(handle)
         if cancel_after is not None:
             wait_until(lambda: len(feedback) >= cancel_after, 60, what="feedback before cancel")
             handle.cancel_goal_async()
@@ -193,10 +226,16 @@ def test_simulation_state_step_and_simulate_steps(node, ros):
     status, result = goal(200, feedback)
     assert status == STATUS_SUCCEEDED and result.result == OK, result.error_message
     wait_until(lambda: abs(now(topics) - (t0 + 0.210)) < 1e-9, 10, what="clock + 210 ms")
-    # one feedback per batch of 20 steps (they may come after the result; under load DDS may drop some of a burst)
-    wait_until(lambda: feedback and feedback[-1].completed_steps == 200, 10, what="the last feedback")
+    # one feedback per batch of 20 steps, all published before the result (the topic: every one of them, in
+    # order; the client's callback: those it took before the result arrived, in order)
+    goal_id = bytes(handles[-1].goal_id.uuid)
+
+    def of_goal():
+        return [m.feedback for m in list(published) if bytes(m.goal_id.uuid) == goal_id]
+    wait_until(lambda: len(of_goal()) >= 10, 10, what="the 10 feedback messages on the topic")
+    assert [(f.completed_steps, f.remaining_steps) for f in of_goal()] == [(k, 200 - k) for k in range(20, 201, 20)]
     done = [f.completed_steps for f in feedback]
-    assert len(done) >= 5 and done == sorted(set(done)) and set(done) <= set(range(20, 201, 20)), done
+    assert done == sorted(set(done)) and set(done) <= set(range(20, 201, 20)), done
     assert all(f.completed_steps + f.remaining_steps == 200 for f in feedback)
     # a long goal canceled after a few batches
     feedback = []
@@ -272,8 +311,11 @@ def test_spawn_delete_and_set_state_result_codes(node, ros, tmp_path):
                state=type(st)(pose=pose_msg((1.0, 0.8, 0.0251)), twist=type(st.twist)(
                    linear=type(st.twist.linear)(x=0.5))))
     assert res.result.result == OK, res.result.error_message
+    # sliding in +x (the read can be served before the next step when the stepping thread is descheduled right
+    # after the write, as under heavy load: then x is still 1.0)
+    wait_until(lambda: entity_state(ros, "cube")[0][0] > 1.0, 10, what="the cube sliding in +x")
     p, _, st = entity_state(ros, "cube")
-    assert p[1] == pytest.approx(0.8, abs=0.01) and p[0] > 1.0
+    assert p[1] == pytest.approx(0.8, abs=0.01)
     bad_q = type(st)(pose=pose_msg((1, 0, 0.1), (0, 0, 0, 0)))
     assert call(ros, SetEntityState, "set_entity_state", entity="cube",
                 state=bad_q).result.result == SetEntityState.Response.INVALID_POSE
@@ -374,7 +416,7 @@ BOX = 0.03
 def test_twenty_boxes_spawned_one_grasped_all_deleted_memory_flat_rtf_kept(node, ros):
     proc, topics = node
     pid = proc.proc.pid
-    rtf_before = rtf(topics)
+    rtf_before, cost_before = speed(topics)
     rss = []
     grid = [(-0.45 - 0.12 * (k % 5), -0.25 + 0.15 * (k // 5), BOX / 2) for k in range(20)]
     uri = f"primitive://box?size={BOX},{BOX},{BOX}&mass=0.1&friction=1.0"
@@ -414,15 +456,19 @@ def test_twenty_boxes_spawned_one_grasped_all_deleted_memory_flat_rtf_kept(node,
     # the DDS clean-up of the deleted objects' topics competes for the one malloc arena for a few seconds
     t = now(topics)
     wait_until(lambda: now(topics) > t + 5.0, 60, what="5 s after the last delete")
-    rtf_after = rtf(topics)
+    for _ in range(3):            # a slower node stays slower; a burst of the machine's load passes
+        rtf_after, cost_after = speed(topics)
+        if cost_after < 1.15 * cost_before:
+            break
     n = len(wrench)
     wait_until(lambda: wrench and wrench[-1].header.stamp.sec + 1e-9 * wrench[-1].header.stamp.nanosec > now(topics)
                - 0.1, 10, what="ft_sensor/wrench after the swaps")   # the F/T broadcaster survived 120 swaps
     del n
     print(f"RSS after each cycle (MB): {[round(r, 1) for r in rss]}; real-time factor {rtf_before:.3f} before, "
-          f"{rtf_after:.3f} after")
+          f"{rtf_after:.3f} after; CPU ms per step {cost_before:.3f} before, {cost_after:.3f} after; load "
+          f"average {os.getloadavg()[0]:.1f}")
     assert max(rss[1:]) - rss[0] < 5.0, rss
-    assert rtf_after > 0.9 * rtf_before, (rtf_before, rtf_after)
+    assert cost_after < 1.15 * cost_before, (cost_before, cost_after)   # the real-time factor on a free core
     assert proc.proc.poll() is None
     keeps_stepping(topics)
 

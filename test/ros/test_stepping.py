@@ -60,6 +60,30 @@ def test_paced_loop_is_never_ahead_of_the_wall_clock(sim):
     assert 0 < sim.t <= 2.0 * wall + 2e-3
 
 
+def test_stepping_thread_cpu_per_step_is_measured_apart_from_sleeping(sim):
+    """step_cpu_mean_ms: the stepping thread's CPU time per step over the window (its own CPU clock, read by
+    stats()), a busy hook's CPU included, the paced loop's sleep not."""
+    sim.reset()
+
+    def busy(_sim):                                   # 1 ms of CPU per step on the stepping thread
+        end = time.thread_time() + 1e-3
+        while time.thread_time() < end:
+            pass
+    loop = SteppingLoop(sim, 0.5, [PublishHook("busy", 1, busy)])   # paced: 4 ms of wall time per 2 ms step
+    loop.start()
+    try:
+        deadline = time.monotonic() + 120.0           # the first step of a fresh process may compile kernels
+        while loop.stats(close_window=False).steps < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loop.stats()                                  # a new window
+        time.sleep(0.5)
+        s = loop.stats()
+    finally:
+        loop.stop()
+    assert s.window_steps > 10
+    assert 1.0 <= s.step_cpu_mean_ms < 4.0, s.step_cpu_mean_ms       # the hook's 1 ms + the step, not the sleep
+
+
 def test_gravity_compensated_hold_and_commands(sim):
     sim.reset()
     loop = SteppingLoop(sim, 0.0)
