@@ -40,15 +40,17 @@ def held_apart_trial(spec, k, engine):
     return run_trial(spec, k, engine, values)
 
 
-def write_csv(path, spec, rows, with_trial=True):
+def write_csv(path, spec, rows, with_trial=True, conditions=None):
     names = sorted(spec.parameters)
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow((["trial"] if with_trial else []) + names + ["success", "failure_mode", "notes"])
-        for r in sorted(rows, key=lambda r: r["trial"]):
+        w.writerow((["trial"] if with_trial else []) + names + ["success", "failure_mode", "notes"]
+                   + (["condition"] if conditions else []))
+        for i, r in enumerate(sorted(rows, key=lambda r: r["trial"])):
             nominal = spec.trial_parameters(r["trial"])          # as measured: the nominal values
             w.writerow(([r["trial"]] if with_trial else []) + [nominal[n] for n in names]
-                       + [int(r["success"]), r["failure_mode"], "held-apart sim"])
+                       + [int(r["success"]), r["failure_mode"], "held-apart sim"]
+                       + ([conditions[i % len(conditions)]] if conditions else []))
     return path
 
 
@@ -107,6 +109,7 @@ def test_held_apart_cell_shows_the_disagreement_where_friction_decides(campaigns
     for png in ("reliability_tamsi.png", "agreement_object_bottle_friction.png", "agreement_controller_grip_force.png"):
         assert (out / "plots" / png).stat().st_size > 5000, png
     assert "| controller.grip_force = 6 | tamsi |" in text and "| failure | " in text
+    assert "Failure modes where both failed" in text           # real and simulated failure modes side by side
     assert text.index("controller.grip_force = 6 |") < text.index("controller.grip_force = 8 |")
 
 
@@ -131,3 +134,11 @@ def test_bad_csv_is_reported_with_file_and_line(campaigns, capsys):
     bad.write_text("trial,object.bottle.friction,controller.grip_force,success\n0,0.5,6,maybe\n")
     with pytest.raises(ConfigError, match="data line 1: success 'maybe'"):
         compare(tmp / "sim", bad)
+
+
+def test_condition_column_groups_the_trials(campaigns):
+    tmp, spec, sim, _ = campaigns
+    path = write_csv(tmp / "cond.csv", spec, sim, conditions=["cell A", "cell B"])
+    text, _ = compare(tmp / "sim", path, tmp / "cmp_cond", plots=False)
+    assert "| condition = cell A | tamsi | 8 | " in text and "| condition = cell B | tamsi | 8 | " in text
+    assert "controller.grip_force = 6 |" not in text            # the labels replace the choice-parameter groups

@@ -375,7 +375,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     n_trials = spec.trials if trials is None else int(trials)
     done = finished_trials(out)
     todo = [(k, e) for k in range(n_trials) for e in spec.engines if (k, e) not in done]
-    summary = {"done_before": len(done), "run": 0, "failed_tasks": 0, "wall_s": 0.0}
+    summary = {"done_before": len(done), "run": 0, "failed_tasks": 0, "lost": 0, "wall_s": 0.0}
     if not todo:
         return summary
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -405,6 +405,11 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                 try:
                     row = ray.get(ref)
                 except Exception as exc:   # noqa: BLE001 - the worker died more than max_retries times
+                    if _lost_with_its_node(exc):
+                        summary["lost"] += 1           # not a trial result: no row, a rerun runs it
+                        if bar is not None:
+                            bar.update(1)
+                        continue
                     summary["failed_tasks"] += 1
                     row = {"trial": k, "engine": e, "seed": spec.seed, "success": False, "failure_mode": "other",
                            "phase": "", "reason": f"task failed: {type(exc).__name__}: {str(exc)[:300]}",
@@ -423,6 +428,16 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
             ray.shutdown()
     summary["wall_s"] = time.monotonic() - wall0
     return summary
+
+
+def _lost_with_its_node(exc) -> bool:
+    """The task did not run to an outcome because the Ray node under it died (its raylet killed, e.g. by
+    ``ray stop`` of another user on the machine, or the machine lost): such trials are not recorded, so the same
+    command reruns them. A worker process that crashed (WorkerCrashedError) more than max_retries times is a
+    result of the trial (recorded as failure mode 'other')."""
+    import ray.exceptions as rx
+    return isinstance(exc, (rx.LocalRayletDiedError, rx.NodeDiedError, rx.RaySystemError, rx.ObjectLostError,
+                            rx.OwnerDiedError))
 
 
 # ------------------------------------------------------------------------------------------- the report
@@ -508,8 +523,8 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
             for e in engines:
                 p = [s / n if n else np.nan for s, n in rates[e]]
                 ci = [wilson_interval(s, n) for s, n in rates[e]]
-                ax.errorbar(range(len(labels)), p, yerr=[[pi - lo for pi, (lo, _) in zip(p, ci)],
-                                                       [hi - pi for pi, (_, hi) in zip(p, ci)]],
+                ax.errorbar(range(len(labels)), p, yerr=np.clip([[pi - lo for pi, (lo, _) in zip(p, ci)],
+                                                               [hi - pi for pi, (_, hi) in zip(p, ci)]], 0.0, None),
                             marker="o", capsize=3, label=e)
             ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
             ax.set_ylim(-0.05, 1.05)
@@ -570,7 +585,10 @@ def main(argv=None) -> int:
         summary = run_campaign(spec, out, address=args.address, workers=args.workers, trials=args.trials,
                                progress=not args.no_progress)
         print(f"{summary['run']} trial run(s) in {summary['wall_s']:.1f} s ({summary['done_before']} already done, "
-              f"{summary['failed_tasks']} lost tasks); results in {results_dir(out)}")
+              f"{summary['failed_tasks']} failed tasks); results in {results_dir(out)}")
+        if summary["lost"]:
+            print(f"{summary['lost']} trial run(s) lost with their Ray node (not recorded): run the same command "
+                  f"again to run them", file=sys.stderr)
         print(report(out))
     except ConfigError as exc:
         print(f"contact-sim campaign: error: {exc}", file=sys.stderr)

@@ -358,7 +358,8 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
                            int(np.sum(which == b))) for b in range(len(labels))]
                 p = np.array([a / m if m else np.nan for a, m in counts])
                 ci = np.array([wilson_interval(a, m) for a, m in counts])
-                ax.errorbar(range(len(labels)), p, yerr=[p - ci[:, 0], ci[:, 1] - p], marker="o", capsize=3,
+                yerr = np.clip([p - ci[:, 0], ci[:, 1] - p], 0.0, None)      # >= 0 despite round-off
+                ax.errorbar(range(len(labels)), p, yerr=yerr, marker="o", capsize=3,
                             label=e)
             ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
             ax.set_ylim(-0.05, 1.05)
@@ -397,7 +398,7 @@ def _reliability_plot(plt, c: EngineComparison, path: Path) -> None:
         hi.append(w[1] - s / m)
         sims.append(c.sim_success[sel].mean())
         ns.append(m)
-    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="real frequency")
+    ax.errorbar(xs, ys, yerr=np.clip([lo, hi], 0.0, None), marker="o", capsize=3, label="real frequency")
     ax.plot(xs, sims, "s--", color="0.5", label="simulated verdicts (matched)")
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("success frequency")

@@ -161,6 +161,8 @@ def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None)
         classes = {}
         for c, t_bag, raw in reader.messages(connections=use):
             cls = classes.get(c.msgtype) or classes.setdefault(c.msgtype, _msg_class(c.msgtype))
+            if cls is None:
+                raise ConfigError(f"{path}: topic {c.topic}: message type {c.msgtype} is not installed")
             msg = deserialize_message(bytes(raw), cls)
             if c.id == js_conn.id:
                 js.append(msg)
