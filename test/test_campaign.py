@@ -156,5 +156,34 @@ def test_two_node_cluster_on_this_machine_runs_a_small_campaign(tmp_path):
             ray.shutdown()
         assert s["run"] == 2 and sorted(r["trial"] for r in read_results(tmp_path / "out").to_pylist()) == [0, 1]
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        stop_processes_under(temp)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def stop_processes_under(temp: Path, timeout: float = 15.0) -> None:
+    """End the processes of the cluster this test started, and only those: every process whose command line names
+    its private temp dir (gcs_server, raylets, workers, monitors of both nodes). ``ray stop --force`` would stop
+    every Ray process of the machine: another campaign or test running next to this one."""
+    import signal
+    import time
+
+    def ours() -> list[int]:
+        pids = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != os.getpid():
+                try:
+                    if f"{temp}/".encode() in (d / "cmdline").read_bytes():
+                        pids.append(int(d.name))
+                except OSError:
+                    pass
+        return pids
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in ours():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        end = time.monotonic() + timeout
+        while ours() and time.monotonic() < end:
+            time.sleep(0.2)
+    assert not ours(), "processes of the test's Ray cluster survived SIGKILL"
