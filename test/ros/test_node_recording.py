@@ -20,7 +20,9 @@ def test_node_records_every_publication_to_mcap(ros, start_node, tmp_path):
     from rosbags.highlevel import AnyReader
     from sensor_msgs.msg import JointState
     bag = tmp_path / "run"
+    from diagnostic_msgs.msg import DiagnosticArray
     seen = ros.subscribe(JointState, "/rec/joint_states", keep=100_000)
+    diag_seen = ros.subscribe(DiagnosticArray, "/diagnostics", keep=20)
     proc = start_node("--robot", "iiwa_wsg", "--real-time-factor", "0", "--namespace", "rec", "--ros-args",
                       "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}", "-p", f"clock_rate:={CLOCK_HZ}",
                       "-p", f"tf_rate:={TF_HZ}")
@@ -28,6 +30,9 @@ def test_node_records_every_publication_to_mcap(ros, start_node, tmp_path):
                what="the recorder to start")
     assert proc.proc.poll() is None, proc.output()
     wait_until(lambda: seen and seen[-1].header.stamp.sec >= 2, 120, what="2 s of simulated time")
+    # and one /diagnostics (1 Hz of wall time: 2 s of sim time can take less than a second)
+    wait_until(lambda: any(s.name.startswith("/rec/contact_sim") for m in list(diag_seen) for s in m.status), 30,
+               what="the node's /diagnostics")
     assert proc.stop() == 0, proc.output()
     assert "recording: " in proc.output() and "messages dropped" not in proc.output(), proc.output()
     meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
