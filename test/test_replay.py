@@ -91,6 +91,11 @@ def test_lighter_bottle_shows_in_the_wrench_residual(bags, tmp_path):
     assert missing == pytest.approx(0.2 * BOTTLE_WEIGHT, rel=0.35)
     # the arm follows the same commands: joint residuals stay small (PD tracking of a different load)
     assert max(mx for _, mx in r.joint_stats().values()) < 0.01
+    # --tare 0.3 (before the grasp, where both cells read the same): each signal loses its bias, the residual stays
+    tared = run(bags / "light_sqlite3", tare=0.3)
+    first = tared.t_w <= 0.3
+    assert np.abs(tared.w_bag[first].mean(axis=0)).max() < 1e-9 and np.abs(tared.w_sim[first].mean(axis=0)).max() < 1e-9
+    assert np.allclose(tared.w_residual, r.w_residual, atol=1e-9)
 
 
 def test_namespace_and_topic_map_and_command_line(bags, tmp_path, capsys):

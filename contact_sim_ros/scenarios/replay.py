@@ -518,7 +518,7 @@ def main(argv=None) -> int:
     import sys
     from .runner import REPO, SCENARIOS
     ap = argparse.ArgumentParser(prog="contact-sim replay", description=__doc__.split("\n\n")[0],
-                                 epilog="Topics, types and name mapping: docs/scenarios.md, 'Replaying a bag'.")
+                                 epilog="Topics, types and name mapping: docs/scenarios.md, 'Replaying a robot's bag'.")
     ap.add_argument("bag", help="rosbag2 directory (MCAP or sqlite3)")
     ap.add_argument("--scenario", default=None, help=f"take the scene, time step and controllers of a scenario "
                                                      f"({', '.join(SCENARIOS)})")
