@@ -134,6 +134,9 @@ def test_bad_csv_is_reported_with_file_and_line(campaigns, capsys):
     bad.write_text("trial,object.bottle.friction,controller.grip_force,success\n0,0.5,6,maybe\n")
     with pytest.raises(ConfigError, match="data line 1: success 'maybe'"):
         compare(tmp / "sim", bad)
+    bad.write_text("success,notes\n1,no parameters and no trial id\n")
+    with pytest.raises(ConfigError, match="nothing to match them by"):
+        compare(tmp / "sim", bad)
 
 
 def test_condition_column_groups_the_trials(campaigns):

@@ -204,6 +204,9 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
         s_succ = np.array([bool(r["success"]) for r in sim], dtype=bool)
         D = _distances(Xr, Xs, cat_mask) if names else np.zeros((len(real), len(sim)))
         by_id = np.array([t.trial is not None and t.trial in index_of for t in real], dtype=bool)
+        if not names and not by_id.all():
+            raise ConfigError(f"{real_csv}: rows without a campaign trial id and no parameter columns (campaign "
+                              f"parameters: {', '.join(param_names)}): nothing to match them by")
         match = np.where(by_id, [index_of.get(t.trial, 0) for t in real], np.argmin(D, axis=1))
         kk = int(k) if k else max(5, int(round(math.sqrt(len(sim)))))
         kk = min(kk, len(sim))
