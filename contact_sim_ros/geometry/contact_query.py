@@ -277,7 +277,8 @@ class ContactQuery:
                     colliding = [k for k in self._always_pairs if collision_results[k].isCollision()]
             self._broad.update(False)
             pin.computeCollisions(self._broad, self._collect)
-            candidates = list(self._collect.pair_indexes)
+            collected = self._collect.pair_indexes     # StdVec_Index: list() of it costs ~7 us, indexing ~0.3 us
+            candidates = [collected[i] for i in range(len(collected))]
             n_candidates = len(self._always_pairs) + len(candidates)
             colliding += [k for k in candidates if pin.computeCollision(gm, gd, k)]
 
