@@ -300,11 +300,15 @@ def test_spawn_delete_and_set_state_result_codes(node, ros, tmp_path):
     proc, topics = node
     # a primitive falls onto the ground and rests there
     assert spawn(ros, "cube", p=(1.0, 0.5, 0.3)).result.result == OK
+    landed = []                   # consecutive reads on the ground, not moving vertically
+
     def resting():
         pos, _, state = entity_state(ros, "cube")
-        return abs(pos[2] - 0.025) < 2e-3 and abs(state.twist.linear.z) < 0.05   # landed, not mid-bounce
+        ok = abs(pos[2] - 0.025) < 2e-3 and abs(state.twist.linear.z) < 0.05
+        landed[:] = landed + [(pos, state)] if ok else []
+        return len(landed) >= 5   # one such read can fall between two small bounces (vz 0.055 m/s just after)
     wait_until(resting, 30, what="the cube at rest on the ground")
-    p, q, st = entity_state(ros, "cube")
+    p, st = landed[-1]
     assert np.allclose(p[:2], [1.0, 0.5], atol=1e-3) and abs(st.twist.linear.z) < 0.05
     # SetEntityState: pose and twist (world frame); the cube slides
     res = call(ros, SetEntityState, "set_entity_state", entity="cube",
