@@ -1,21 +1,27 @@
 """Benchmark: grasp-validation campaign throughput (contact_sim_ros/scenarios/campaign.py).
 
     python benchmarks/campaign/run.py [--trials 8] [--campaign scenes/campaigns/pick_shake_place.yaml]
-                                      [--engine tamsi] [--time-step 0.001] [--full-task]
+                                      [--engine tamsi] [--time-step 0.001] [--full-task] [--workers 1,2]
+                                      [--breakdown 3] [--rss-every N]
 
-Runs the same ``--trials`` trials of the campaign on local Ray with 1 and then 2 workers (fresh output
-directories) and prints a table: trials per minute, mean wall time per trial, the physics share (the trial's
-simulated steps x the engine's mean step time measured in the same run, from the per-trial CPU time), the
-per-trial overhead beyond physics, scaling efficiency (trials/min with 2 workers / (2 x with 1)), and the
-driver's resident memory before/after. ``--full-task``: the full 12 s pick_shake_place at the campaign's time
-step instead of the campaign file's shortened task; the 1000-trial estimate is printed for the 2-worker rate.
+Runs the same ``--trials`` trials of the campaign on local Ray with each worker count of ``--workers`` (fresh
+output directories) and prints a table: trials per minute, mean wall and CPU time per trial (the worker's
+process time: CPU time per trial growing with the workers means they slow each other down - memory bandwidth,
+caches -, wall time growing at the same CPU time means too few cores for the processes), scaling efficiency
+(trials/min with 2 workers / (2 x with 1)) and the 1000-trial estimate at the last rate. ``--full-task``: the
+full 12 s pick_shake_place at the campaign's time step instead of the campaign file's shortened task.
+``--breakdown K``: first runs K warm trials in this process and splits a trial's wall time into construction
+(scene, model, Simulator, controllers: everything outside the control loop), physics (Simulator.step) and the
+rest of the loop (ros2_control emulation, broadcasters, the scenario controller); the first (cold) trial's extra
+time is the per-worker start-up (imports, compiled-kernel cache load).
+``--rss-every N``: a memory table, every N recorded trials: the driver's resident memory and each worker's (as
+reported with its last row).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -24,7 +30,49 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from contact_sim_ros.scenarios.campaign import load_campaign, read_results, run_campaign  # noqa: E402
+from contact_sim_ros.scenarios.campaign import (load_campaign, read_results, resident_mb,  # noqa: E402
+                                                run_campaign, run_trial)
+
+
+def breakdown(spec, engine: str, trials: int) -> None:
+    """Wall time of ``trials`` warm trials split into construction, physics and the rest of the control loop."""
+    import contact_sim_ros.controllers.pick_shake_place as psp
+    from contact_sim_ros.sim.simulator import Simulator
+    acc = {"physics": 0.0, "loop": 0.0}
+    step, loop = Simulator.step, psp.run_controller
+
+    def timed_step(self, *a, **kw):
+        t = time.perf_counter()
+        try:
+            return step(self, *a, **kw)
+        finally:
+            acc["physics"] += time.perf_counter() - t
+
+    def timed_loop(*a, **kw):
+        t = time.perf_counter()
+        try:
+            return loop(*a, **kw)
+        finally:
+            acc["loop"] += time.perf_counter() - t
+
+    t = time.perf_counter()
+    run_trial(spec, 0, engine)
+    cold = time.perf_counter() - t
+    Simulator.step, psp.run_controller = timed_step, timed_loop
+    try:
+        acc.update(physics=0.0, loop=0.0)
+        t = time.perf_counter()
+        rows = [run_trial(spec, k, engine) for k in range(1, trials + 1)]
+        total = (time.perf_counter() - t) / trials
+    finally:
+        Simulator.step, psp.run_controller = step, loop
+    phys, loop_t = acc["physics"] / trials, acc["loop"] / trials
+    steps = sum(r["sim_time_s"] for r in rows) / trials / spec.time_step
+    print(f"one trial, {engine}, in this process (mean of {trials} warm trials, {steps:.0f} steps each):")
+    print(f"  total {total:.3f} s | construction {total - loop_t:.3f} s | physics (Simulator.step) {phys:.3f} s "
+          f"({1e6 * phys / steps:.0f} us/step, {phys / total:.0%}) | rest of the loop {loop_t - phys:.3f} s "
+          f"({1e6 * (loop_t - phys) / steps:.0f} us/step, {(loop_t - phys) / total:.0%}) | first (cold) trial "
+          f"{cold:.3f} s (+{cold - total:.3f} s per worker start-up)")
 
 
 def main(argv=None) -> int:
@@ -34,34 +82,55 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="tamsi")
     ap.add_argument("--time-step", type=float, default=None)
     ap.add_argument("--full-task", action="store_true")
+    ap.add_argument("--workers", default="1,2", help="comma-separated worker counts (default 1,2)")
+    ap.add_argument("--breakdown", type=int, default=0, metavar="K")
+    ap.add_argument("--rss-every", type=int, default=0, metavar="N")
     args = ap.parse_args(argv)
     spec = load_campaign(args.campaign)
     controller = {} if args.full_task else dict(spec.controller)
     spec = type(spec)(**{**spec.__dict__, "engines": (args.engine,), "controller": controller,
                          "time_step": args.time_step or spec.time_step})
-    rows = []
-    for workers in (1, 2):
+    if spec.time_step is None:
+        from contact_sim_ros.scenarios.runner import SCENARIOS
+        spec = type(spec)(**{**spec.__dict__, "time_step": SCENARIOS[spec.scenario].time_step})
+    load0 = os.getloadavg()
+    if args.breakdown:
+        breakdown(spec, args.engine, args.breakdown)
+    rows, memory = [], []
+    for workers in (int(w) for w in args.workers.split(",")):
+        worker_rss: dict = {}
+
+        def sample(row, n, workers=workers, worker_rss=worker_rss):
+            worker_rss[row.get("worker_pid")] = row.get("worker_rss_mb")
+            if args.rss_every and (n == 1 or n % args.rss_every == 0):
+                memory.append((workers, n, resident_mb(), dict(worker_rss)))
+
         with tempfile.TemporaryDirectory(prefix="campaign_bench_") as out:
-            rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            s = run_campaign(spec, out, workers=workers, trials=args.trials, progress=False)
+            s = run_campaign(spec, out, workers=workers, trials=args.trials, progress=False, on_row=sample)
             table = read_results(out).to_pylist()
-            rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        wall_trial = sum(r["wall_time_s"] for r in table) / len(table)
-        sim = sum(r["sim_time_s"] for r in table) / len(table)
+        n = len(table)
+        mean = {k: sum(r[k] for r in table) / n for k in ("wall_time_s", "cpu_time_s", "sim_time_s")}
         ok = sum(bool(r["success"]) for r in table)
-        rows.append((workers, len(table), s["wall_s"], 60.0 * len(table) / s["wall_s"], wall_trial, sim, ok, rss0, rss1))
+        rows.append((workers, n, s["wall_s"], 60.0 * n / s["wall_s"], mean, ok))
     load = os.getloadavg()
-    print(f"campaign benchmark: {spec.scenario}, engine {args.engine}, time step {spec.time_step or 'scenario'} s, "
-          f"{'full task' if args.full_task else 'campaign task'}, {os.cpu_count()} CPUs, load average "
-          f"{load[0]:.1f} {load[1]:.1f}")
-    print(f"{'workers':>7} {'trials':>6} {'wall s':>7} {'trials/min':>10} {'s/trial':>8} {'sim s':>6} "
-          f"{'RTF/trial':>9} {'success':>7} {'driver RSS MB':>14}")
-    for w, n, wall, rate, wt, sim, ok, r0, r1 in rows:
-        print(f"{w:>7} {n:>6} {wall:>7.1f} {rate:>10.2f} {wt:>8.2f} {sim:>6.2f} {sim / wt:>9.2f} {ok:>7} "
-              f"{r0:>6.0f}->{r1:<6.0f}")
-    eff = rows[1][3] / (2 * rows[0][3])
-    print(f"scaling efficiency 1 -> 2 workers: {eff:.2f} (target >= 0.90); "
-          f"1000 trials at the 2-worker rate: {1000 / rows[1][3]:.1f} min (target < 30)")
+    print(f"campaign benchmark: {spec.scenario}, engine {args.engine}, time step {spec.time_step} s, "
+          f"{'full task' if args.full_task else 'campaign task'}, {os.cpu_count()} CPUs, load average (1 min) "
+          f"{load0[0]:.1f} before, {load[0]:.1f} after")
+    print(f"{'workers':>7} {'trials':>6} {'wall s':>7} {'trials/min':>10} {'wall s/trial':>12} {'CPU s/trial':>11} "
+          f"{'CPU/wall':>8} {'sim s':>6} {'RTF/trial':>9} {'success':>7}")
+    for w, n, wall, rate, m, ok in rows:
+        print(f"{w:>7} {n:>6} {wall:>7.1f} {rate:>10.2f} {m['wall_time_s']:>12.2f} {m['cpu_time_s']:>11.2f} "
+              f"{m['cpu_time_s'] / m['wall_time_s']:>8.2f} {m['sim_time_s']:>6.2f} "
+              f"{m['sim_time_s'] / m['wall_time_s']:>9.2f} {ok:>7}")
+    if len(rows) >= 2 and rows[0][0] == 1:
+        eff = rows[1][3] / (rows[1][0] * rows[0][3])
+        print(f"scaling efficiency 1 -> {rows[1][0]} workers: {eff:.2f} (target >= 0.90)")
+    print(f"1000 trials at the {rows[-1][0]}-worker rate: {1000 / rows[-1][3]:.1f} min (target < 30)")
+    if memory:
+        print("resident memory (MB) every", args.rss_every, "trials: driver | each worker (by pid, at its last row)")
+        for w, n, drv, wk in memory:
+            print(f"  {w} worker(s), {n:>5} trials: driver {drv:7.1f} | "
+                  + " ".join(f"{pid}:{mb:.1f}" for pid, mb in sorted(wk.items())))
     return 0
 
 

@@ -30,6 +30,7 @@ interrupted campaign resumes from the rows already written.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -256,6 +257,15 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
     return out
 
 
+def resident_mb() -> float:
+    """This process's resident set size now (MB, from /proc/self/statm; NaN where there is no /proc)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def failure_mode(success: bool, phase: str, failures: list) -> str:
     if success:
         return ""
@@ -275,7 +285,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     values = spec.trial_parameters(k) if values is None else dict(values)
     controller_params = {**spec.controller, **{n.split(".", 1)[1]: v for n, v in values.items()
                                                if n.startswith("controller.")}}
-    wall0 = time.monotonic()
+    wall0, cpu0 = time.monotonic(), time.process_time()
     row = {"trial": int(k), "engine": engine, "seed": int(spec.seed), **{f"p.{n}": v for n, v in values.items()}}
     with tempfile.TemporaryDirectory(prefix="contact_sim_trial_") as tmp:
         scene = trial_scene(REPO / sc.scene, values, Path(tmp))
@@ -300,7 +310,8 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     row.update(success=bool(success), failure_mode=failure_mode(success, phase, link.failures) or
                ("other" if error else ""), phase=str(phase), reason=str(reason)[:500],
                solver_failures=len(link.failures), wall_time_s=time.monotonic() - wall0,
-               sim_time_s=float(link.sim.t))
+               sim_time_s=float(link.sim.t), cpu_time_s=time.process_time() - cpu0,
+               worker_pid=os.getpid(), worker_rss_mb=resident_mb())
     for key, value in numbers.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             row[f"n.{key}"] = float(value)
@@ -364,10 +375,10 @@ class _PartWriter:
 
 def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = None, workers: int | None = None,
                  trials: int | None = None, progress: bool = True, max_retries: int = 2,
-                 trial_fn=None) -> dict:
+                 trial_fn=None, on_row=None) -> dict:
     """Run every (trial, engine) not yet in ``out`` as Ray tasks (local Ray by default; ``address`` or
-    RAY_ADDRESS: an existing cluster), streaming rows to Parquet as trials finish. Returns a summary."""
-    import os
+    RAY_ADDRESS: an existing cluster), streaming rows to Parquet as trials finish. Returns a summary.
+    ``on_row(row, n)``: called in the driver after each of the n rows recorded so far (e.g. to sample memory)."""
     import ray
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -414,9 +425,12 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                     row = {"trial": k, "engine": e, "seed": spec.seed, "success": False, "failure_mode": "other",
                            "phase": "", "reason": f"task failed: {type(exc).__name__}: {str(exc)[:300]}",
                            "solver_failures": 0, "wall_time_s": float("nan"), "sim_time_s": float("nan"),
+                           "cpu_time_s": float("nan"), "worker_pid": -1, "worker_rss_mb": float("nan"),
                            **{f"p.{n}": v for n, v in spec.trial_parameters(k).items()}}
                 writer.add(row)
                 summary["run"] += 1
+                if on_row is not None:
+                    on_row(row, summary["run"])
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(success=row["success"])
