@@ -646,14 +646,23 @@ def test_block_sparse_cholesky_solves_like_dense():
         H += np.outer(u, u)
     order, later_ptr, later = K._elimination_structure(nt, tree_of_dof, cols, sizes.astype(np.int64))
     assert sorted(order) == list(range(nt))
+    # the compact block storage of the kernel: lower triangles of the tree blocks, then the filled blocks
+    dptr, optr, pos = np.zeros(nt + 1, np.int64), np.zeros(max(later.size, 1), np.int64), np.zeros(nt, np.int64)
+    length = K._block_offsets(ptr, order, later_ptr, later, dptr, optr, pos)
+    assert length < nv * nv
+    Hb = np.zeros(length)
+    for a in range(nv):
+        for b in range(a + 1):
+            if tree_of_dof[a] == tree_of_dof[b] or H[a, b] != 0.0:
+                Hb[K._entry(a, b, tree_of_dof, ptr, dptr, pos, later_ptr, later, optr)] = H[a, b]
     x = rng.normal(size=nv)
-    Hf = H.copy()
-    assert K._block_cholesky(Hf, order, later_ptr, later, ptr)
-    K._block_solve(Hf, order, later_ptr, later, ptr, x_sol := x.copy())
+    Hf = Hb.copy()
+    assert K._block_cholesky(Hf, order, later_ptr, later, ptr, dptr, optr, pos, np.zeros(nv))
+    K._block_solve(Hf, order, later_ptr, later, ptr, dptr, optr, x_sol := x.copy())
     np.testing.assert_allclose(x_sol, np.linalg.solve(H, x), rtol=1e-9, atol=1e-12)
-    bad = H.copy()
-    bad[ptr[2], ptr[2]] = -1.0
-    assert not K._block_cholesky(bad, order, later_ptr, later, ptr)
+    bad = Hb.copy()
+    bad[K._entry(ptr[2], ptr[2], tree_of_dof, ptr, dptr, pos, later_ptr, later, optr)] = -1.0
+    assert not K._block_cholesky(bad, order, later_ptr, later, ptr, dptr, optr, pos, np.zeros(nv))
 
 
 def test_newton_kernel_option_is_validated():

@@ -156,48 +156,49 @@ def _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf):
 
 
 @njit(cache=True)
-def _delassus_rms(A, tree_ptr, Jc, cols, Ainv, L, x, W, w):
+def _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Lb, x, W, w):
     """SAP's RMS estimate w_i = ||W_ii||_F / 3 of each contact's Delassus block W_ii = J_i A^-1 J_i^T (1/kg) into
-    w (N,), A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]).
+    w (N,), A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]), its tree blocks
+    in the compact storage Ab (``_block_offsets``: block t at dptr[t], row-major).
 
-    Scratch: Ainv (nv, nv) receives the tree blocks of A^-1 (its entries between trees must be zero and stay so),
-    L (nv, nv) the tree blocks' Cholesky factors, x (nv,), W (3, 3). Returns False if a tree block of A is not
-    positive definite."""
+    Scratch: Ainvb (dptr[nt],) receives the tree blocks of A^-1, Lb (dptr[nt],) the tree blocks' Cholesky
+    factors, x (nv,), W (3, 3). Returns False if a tree block of A is not positive definite."""
     nt = tree_ptr.shape[0] - 1
     nc, _, K = Jc.shape
     for t in range(nt):
-        t0, t1 = tree_ptr[t], tree_ptr[t + 1]
-        for a in range(t0, t1):                              # Cholesky of the tree block, then its inverse
-            for b in range(t0, t1):
-                L[a, b] = A[a, b]
-        for a in range(t0, t1):
-            s = L[a, a]
-            for c in range(t0, a):
-                s -= L[a, c] * L[a, c]
+        t0 = tree_ptr[t]
+        n = tree_ptr[t + 1] - t0
+        o = dptr[t]
+        for e in range(n * n):                               # Cholesky of the tree block, then its inverse
+            Lb[o + e] = Ab[o + e]
+        for a in range(n):
+            s = Lb[o + a * n + a]
+            for c in range(a):
+                s -= Lb[o + a * n + c] * Lb[o + a * n + c]
             if not s > 0.0:
                 return False
-            L[a, a] = np.sqrt(s)
-            for b in range(a + 1, t1):
-                s = L[b, a]
-                for c in range(t0, a):
-                    s -= L[b, c] * L[a, c]
-                L[b, a] = s / L[a, a]
-        for col in range(t0, t1):                            # the inverse column by column
-            for a in range(t0, t1):
+            Lb[o + a * n + a] = np.sqrt(s)
+            for b in range(a + 1, n):
+                s = Lb[o + b * n + a]
+                for c in range(a):
+                    s -= Lb[o + b * n + c] * Lb[o + a * n + c]
+                Lb[o + b * n + a] = s / Lb[o + a * n + a]
+        for col in range(n):                                 # the inverse column by column
+            for a in range(n):
                 x[a] = 0.0
             x[col] = 1.0
-            for a in range(t0, t1):
+            for a in range(n):
                 s = x[a]
-                for c in range(t0, a):
-                    s -= L[a, c] * x[c]
-                x[a] = s / L[a, a]
-            for a in range(t1 - 1, t0 - 1, -1):
+                for c in range(a):
+                    s -= Lb[o + a * n + c] * x[c]
+                x[a] = s / Lb[o + a * n + a]
+            for a in range(n - 1, -1, -1):
                 s = x[a]
-                for c in range(a + 1, t1):
-                    s -= L[c, a] * x[c]
-                x[a] = s / L[a, a]
-            for a in range(t0, t1):
-                Ainv[a, col] = x[a]
+                for c in range(a + 1, n):
+                    s -= Lb[o + c * n + a] * x[c]
+                x[a] = s / Lb[o + a * n + a]
+            for a in range(n):
+                Ainvb[o + a * n + col] = x[a]
     for c in range(nc):
         for i in range(3):
             for j in range(3):
@@ -206,17 +207,24 @@ def _delassus_rms(A, tree_ptr, Jc, cols, Ainv, L, x, W, w):
             da = cols[c, a]
             if da < 0:
                 continue
+            t = tree_of_dof[da]
+            t0 = tree_ptr[t]
+            n = tree_ptr[t + 1] - t0
+            row = dptr[t] + (da - t0) * n - t0
+            y0 = y1 = y2 = 0.0                               # y = (A^-1 J_c^T)[da, :] (3 flops per entry)
             for b in range(K):
                 db = cols[c, b]
-                if db < 0:
+                if db < 0 or tree_of_dof[db] != t:          # A^-1 is zero between trees
                     continue
-                m = Ainv[da, db]
-                if m == 0.0:
-                    continue
-                for i in range(3):
-                    ji = Jc[c, i, a] * m
-                    for j in range(3):
-                        W[i, j] += ji * Jc[c, j, b]
+                m = Ainvb[row + db]
+                y0 += m * Jc[c, 0, b]
+                y1 += m * Jc[c, 1, b]
+                y2 += m * Jc[c, 2, b]
+            for i in range(3):                               # W += J_c[:, a] y^T
+                ji = Jc[c, i, a]
+                W[i, 0] += ji * y0
+                W[i, 1] += ji * y1
+                W[i, 2] += ji * y2
         s = 0.0
         for i in range(3):
             for j in range(3):
@@ -225,6 +233,8 @@ def _delassus_rms(A, tree_ptr, Jc, cols, Ainv, L, x, W, w):
         if not np.isfinite(w[c]):
             return False
     return True
+
+
 @njit(cache=True)
 def contact_eval(model, vc, prm, dt):
     """gamma (N,3) and G (N,3,3) for contact velocities vc (N,3) (for tests against the numpy reference)."""
@@ -330,86 +340,160 @@ def _elimination_structure_into(nt, tree_of_dof, cols, num_dofs_of_tree, work):
                 k += 1
     return order, later_ptr, later[:later_ptr[nt]]
 @njit(cache=True)
-def _block_cholesky(H, order, later_ptr, later, tree_ptr):
-    """In-place block-sparse Cholesky of the symmetric H (dense storage, nv x nv; tree t owns the contiguous
-    dofs tree_ptr[t]:tree_ptr[t+1]).
+def _block_offsets(tree_ptr, order, later_ptr, later, dptr, optr, pos):
+    """Layout of the compact block storage of a symmetric matrix with the filled tree structure of
+    ``_elimination_structure``: tree t's diagonal block (n_t x n_t, row-major; the factor uses its lower triangle)
+    at dptr[t] (dptr[nt] = the diagonal blocks' total), the block (n_i x n_j, row-major) of rows of tree i and
+    columns of tree j = order[p] for the later entry q (i = later[q], later_ptr[p] <= q < later_ptr[p+1]) at
+    optr[q]; pos[t] the elimination position of tree t. Returns the storage length."""
+    nt = order.shape[0]
+    o = 0
+    for t in range(nt):
+        dptr[t] = o
+        n = tree_ptr[t + 1] - tree_ptr[t]
+        o += n * n
+    dptr[nt] = o
+    for p in range(nt):
+        j = order[p]
+        pos[j] = p
+        nj = tree_ptr[j + 1] - tree_ptr[j]
+        for q in range(later_ptr[p], later_ptr[p + 1]):
+            optr[q] = o
+            o += (tree_ptr[later[q] + 1] - tree_ptr[later[q]]) * nj
+    return o
 
-    Factor blocks: L_jj in the lower triangle of H[J, J], L_ij in H[I, J] for trees i eliminated after j. Only
-    the blocks of the filled structure are read or written. Returns False if H is not positive definite."""
+
+@njit(cache=True)
+def _off_block(i, k, pos, later_ptr, later, optr):
+    """Start of the block of rows of tree i, columns of tree k (pos[i] > pos[k], filled) in the compact storage."""
+    p = pos[k]
+    for q in range(later_ptr[p], later_ptr[p + 1]):
+        if later[q] == i:
+            return optr[q]
+    return -1
+
+
+@njit(cache=True)
+def _entry(da, db, tree_of_dof, tree_ptr, dptr, pos, later_ptr, later, optr):
+    """Index in the compact block storage of the lower-triangle entry of H[da, db] (kernel dofs)."""
+    ta, tb = tree_of_dof[da], tree_of_dof[db]
+    if ta == tb:
+        t0 = tree_ptr[ta]
+        la, lb = da - t0, db - t0
+        if la < lb:
+            la, lb = lb, la
+        return dptr[ta] + la * (tree_ptr[ta + 1] - t0) + lb
+    if pos[ta] < pos[tb]:
+        ta, tb, da, db = tb, ta, db, da
+    return (_off_block(ta, tb, pos, later_ptr, later, optr) + (da - tree_ptr[ta]) * (tree_ptr[tb + 1] - tree_ptr[tb])
+            + db - tree_ptr[tb])
+
+
+@njit(cache=True)
+def _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
+    """In-place block-sparse Cholesky of the symmetric H in the compact block storage of ``_block_offsets``
+    (lower triangles of the diagonal blocks, the filled blocks below them).
+
+    Factor blocks: L_jj in the lower triangle of tree j's diagonal block, L_ij in the block (i, j) for trees i
+    eliminated after j. acc: scratch of the largest tree's size. Returns False if H is not positive definite."""
     nt = order.shape[0]
     for p in range(nt):
         j = order[p]
-        j0, j1 = tree_ptr[j], tree_ptr[j + 1]
+        nj = tree_ptr[j + 1] - tree_ptr[j]
+        dj = dptr[j]
         # dense Cholesky of the diagonal block (lower), column by column
-        for a in range(j0, j1):
-            s = H[a, a]
-            for c in range(j0, a):
-                s -= H[a, c] * H[a, c]
+        for a in range(nj):
+            s = Hb[dj + a * nj + a]
+            for c in range(a):
+                s -= Hb[dj + a * nj + c] * Hb[dj + a * nj + c]
             if not s > 0.0:
                 return False
             piv = np.sqrt(s)
-            H[a, a] = piv
-            for b in range(a + 1, j1):
-                s = H[b, a]
-                for c in range(j0, a):
-                    s -= H[b, c] * H[a, c]
-                H[b, a] = s / piv
-        # off-diagonal blocks: L_ij = H_ij L_jj^-T (each row by forward substitution)
+            Hb[dj + a * nj + a] = piv
+            for b in range(a + 1, nj):
+                s = Hb[dj + b * nj + a]
+                for c in range(a):
+                    s -= Hb[dj + b * nj + c] * Hb[dj + a * nj + c]
+                Hb[dj + b * nj + a] = s / piv
+        # off-diagonal blocks: L_ij = H_ij L_jj^-T (each row by forward substitution; the rows are independent:
+        # column a of all rows before column a + 1, so that the divisions of different rows overlap)
         for q in range(later_ptr[p], later_ptr[p + 1]):
             i = later[q]
-            for r in range(tree_ptr[i], tree_ptr[i + 1]):
-                for a in range(j0, j1):
-                    s = H[r, a]
-                    for c in range(j0, a):
-                        s -= H[r, c] * H[a, c]
-                    H[r, a] = s / H[a, a]
-        # Schur complement update of the later blocks: H_ik -= L_ij L_kj^T (pos(i) >= pos(k))
+            ni = tree_ptr[i + 1] - tree_ptr[i]
+            o = optr[q]
+            for a in range(nj):
+                piv = Hb[dj + a * nj + a]
+                for r in range(ni):
+                    s = Hb[o + r * nj + a]
+                    for c in range(a):
+                        s -= Hb[o + r * nj + c] * Hb[dj + a * nj + c]
+                    Hb[o + r * nj + a] = s / piv
+        # Schur complement update of the later blocks: H_ik -= L_ij L_kj^T (pos(i) >= pos(k); lower triangle of
+        # the diagonal blocks)
         for q1 in range(later_ptr[p], later_ptr[p + 1]):
             k = later[q1]
+            nk = tree_ptr[k + 1] - tree_ptr[k]
+            ok = optr[q1]
             for q2 in range(q1, later_ptr[p + 1]):
                 i = later[q2]
-                for r in range(tree_ptr[i], tree_ptr[i + 1]):
-                    for r2 in range(tree_ptr[k], tree_ptr[k + 1]):
-                        s = 0.0
-                        for a in range(j0, j1):
-                            s += H[r, a] * H[r2, a]
-                        H[r, r2] -= s
+                ni = tree_ptr[i + 1] - tree_ptr[i]
+                oi = optr[q2]
+                tgt = dptr[k] if i == k else _off_block(i, k, pos, later_ptr, later, optr)
+                for r in range(ni):
+                    top = r + 1 if i == k else nk
+                    # the sums over a for all r2 at once (independent accumulators; each in the order a = 0, 1, ...)
+                    for r2 in range(top):
+                        acc[r2] = 0.0
+                    for a in range(nj):
+                        h = Hb[oi + r * nj + a]
+                        for r2 in range(top):
+                            acc[r2] += h * Hb[ok + r2 * nj + a]
+                    for r2 in range(top):
+                        Hb[tgt + r * nk + r2] -= acc[r2]
     return True
 
 
 @njit(cache=True)
-def _block_solve(H, order, later_ptr, later, tree_ptr, x):
+def _block_solve(Hb, order, later_ptr, later, tree_ptr, dptr, optr, x):
     """Solve L L^T x = b in place (x holds b) with the factor of ``_block_cholesky``."""
     nt = order.shape[0]
     for p in range(nt):                                      # forward: L y = b
         j = order[p]
-        j0, j1 = tree_ptr[j], tree_ptr[j + 1]
-        for a in range(j0, j1):
-            s = x[a]
-            for c in range(j0, a):
-                s -= H[a, c] * x[c]
-            x[a] = s / H[a, a]
+        j0 = tree_ptr[j]
+        nj = tree_ptr[j + 1] - j0
+        dj = dptr[j]
+        for a in range(nj):
+            s = x[j0 + a]
+            for c in range(a):
+                s -= Hb[dj + a * nj + c] * x[j0 + c]
+            x[j0 + a] = s / Hb[dj + a * nj + a]
         for q in range(later_ptr[p], later_ptr[p + 1]):
             i = later[q]
-            for r in range(tree_ptr[i], tree_ptr[i + 1]):
+            o = optr[q]
+            i0 = tree_ptr[i]
+            for r in range(tree_ptr[i + 1] - i0):
                 s = 0.0
-                for a in range(j0, j1):
-                    s += H[r, a] * x[a]
-                x[r] -= s
+                for a in range(nj):
+                    s += Hb[o + r * nj + a] * x[j0 + a]
+                x[i0 + r] -= s
     for p in range(nt - 1, -1, -1):                          # backward: L^T x = y
         j = order[p]
-        j0, j1 = tree_ptr[j], tree_ptr[j + 1]
+        j0 = tree_ptr[j]
+        nj = tree_ptr[j + 1] - j0
+        dj = dptr[j]
         for q in range(later_ptr[p], later_ptr[p + 1]):
             i = later[q]
-            for r in range(tree_ptr[i], tree_ptr[i + 1]):
-                xr = x[r]
-                for a in range(j0, j1):
-                    x[a] -= H[r, a] * xr
-        for a in range(j1 - 1, j0 - 1, -1):
-            s = x[a]
-            for c in range(a + 1, j1):
-                s -= H[c, a] * x[c]
-            x[a] = s / H[a, a]
+            o = optr[q]
+            i0 = tree_ptr[i]
+            for r in range(tree_ptr[i + 1] - i0):
+                xr = x[i0 + r]
+                for a in range(nj):
+                    x[j0 + a] -= Hb[o + r * nj + a] * xr
+        for a in range(nj - 1, -1, -1):
+            s = x[j0 + a]
+            for c in range(a + 1, nj):
+                s -= Hb[dj + c * nj + a] * x[j0 + c]
+            x[j0 + a] = s / Hb[dj + a * nj + a]
 
 
 @njit(cache=True)
@@ -492,48 +576,71 @@ def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a
 
 
 @njit(cache=True)
-def work_sizes(nv, nt, capacity):
+def work_sizes(nv, nt, capacity, kmax):
     """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
-    ``capacity`` contacts."""
+    ``capacity`` contacts, each touching at most kmax dofs (``max_contact_dofs``; a step with more allocates)."""
     nf = 3 * nv * nv + 19 * nv + 21 + capacity * (3 * nv + NPARAM + 25)
-    ni = capacity * (nv + 1) + nv + nt + 3 * nt * nt + 6 * nt + 1
+    ni = capacity * (nv + 1) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt \
+        + capacity * (kmax * (kmax + 1) // 2)
     return nf, ni
+
+
+def max_contact_dofs(tree_sizes) -> int:
+    """The most dofs one contact can touch: those of the two largest trees (a contact couples two bodies)."""
+    sizes = sorted((int(n) for n in tree_sizes), reverse=True)
+    return sum(sizes[:2])
 
 
 @njit(cache=True)
 def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
                   signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm,
-                  A, H, Ainv, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
-                  friction_normal_impulse):
-    """The set-up of ``icf_step`` (arguments as there, scratch carved by it): A, p0, D, the actuation terms and
-    v0 in the kernel's dof order (rows_in: p0, D, c_act, a_act, L_act, v0, x), the compressed Jacobian, the
-    Delassus estimate w, the per-contact parameters prm and the elimination structure of the trees. Returns
-    (status: CONVERGED = ready, NONPOSITIVE_MASS or DELASSUS_FAILED; Jc, cols, order, later_ptr, later)."""
+                  Ab, Hb, Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
+                  friction_normal_impulse, dptr, optr, pos, dest_buf):
+    """The set-up of ``icf_step`` (arguments as there, scratch carved by it): A's tree blocks (compact storage
+    Ab, ``_block_offsets``), p0, D, the actuation terms and v0 in the kernel's dof order (rows_in: p0, D, c_act,
+    a_act, L_act, v0, x), the compressed Jacobian, the Delassus estimate w, the per-contact parameters prm, the
+    elimination structure of the trees, the compact storage layout of the Hessian (dptr, optr, pos) and, per
+    contact, the storage index of each of its J^T G J entries (dest (N, K (K + 1) / 2): pairs (a, b >= a) of
+    its compressed columns in row order, -1 for padding). Returns (status: CONVERGED = ready, NONPOSITIVE_MASS or
+    DELASSUS_FAILED; Jc, cols, order, later_ptr, later, dest)."""
     model = int(options[O_MODEL])
     nv = M.shape[0]
     nc = signed_distance.shape[0]
     nt = tree_ptr.shape[0] - 1
     p0, D, c_act, a_act, L_act, v0p, x = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5], \
         rows_in[6]
-    # ---- A = M + dt D (implicit joint damping), p0 = M v0 + dt k2, in the kernel's dof order
-    for i in range(nv):
-        pi = perm[i]
-        for j in range(nv):
-            A[i, j] = M[pi, perm[j]]
-        A[i, i] += dt * damping[pi]
-        if A[i, i] <= 0.0:
-            return NONPOSITIVE_MASS, Jc_buf[:0].reshape((0, 3, 0)), cols_buf[:0].reshape((0, 0)), \
-                struct_work[:0], struct_work[:0], struct_work[:0]
-        D[i] = 1.0 / np.sqrt(A[i, i])
-        s = 0.0
-        for j in range(nv):
-            s += M[pi, j] * v0[j]
-        p0[i] = s + dt * k2[pi]
-        v0p[i] = v0[pi]
-        # implicit PD actuation tau(v) = clip(a - c v, -L, L) (Actuation.force)
-        c_act[i] = dt * kp[pi] + kd[pi]
-        a_act[i] = effort[pi] + kp[pi] * position_error[pi] + kd[pi] * velocity_target[pi]
-        L_act[i] = effort_limit[pi]
+    # ---- A = M + dt D (implicit joint damping), p0 = M v0 + dt k2, in the kernel's dof order. M is block-diagonal
+    # over the trees: only the tree blocks are read, A is stored as its tree blocks (row-major, block t at dptr[t]);
+    # p0 sums a tree's entries in the original dof order (perm is increasing within a tree), so it equals the full
+    # row sum M v0 exactly (the skipped terms are exact zeros)
+    o = 0
+    for t in range(nt):
+        dptr[t] = o
+        o += (tree_ptr[t + 1] - tree_ptr[t]) ** 2
+    dptr[nt] = o
+    for t in range(nt):
+        t0, t1 = tree_ptr[t], tree_ptr[t + 1]
+        n = t1 - t0
+        for i in range(t0, t1):
+            pi = perm[i]
+            row = dptr[t] + (i - t0) * n - t0
+            s = 0.0
+            for j in range(t0, t1):
+                pj = perm[j]
+                m = M[pi, pj]
+                Ab[row + j] = m
+                s += m * v0[pj]
+            Ab[row + i] += dt * damping[pi]
+            if Ab[row + i] <= 0.0:
+                return NONPOSITIVE_MASS, Jc_buf[:0].reshape((0, 3, 0)), cols_buf[:0].reshape((0, 0)), \
+                    struct_work[:0], struct_work[:0], struct_work[:0], dest_buf[:0].reshape((0, 0))
+            D[i] = 1.0 / np.sqrt(Ab[row + i])
+            p0[i] = s + dt * k2[pi]
+            v0p[i] = v0[pi]
+            # implicit PD actuation tau(v) = clip(a - c v, -L, L) (Actuation.force)
+            c_act[i] = dt * kp[pi] + kd[pi]
+            a_act[i] = effort[pi] + kp[pi] * position_error[pi] + kd[pi] * velocity_target[pi]
+            L_act[i] = effort_limit[pi]
 
     # ---- contacts: compressed Jacobian, Delassus estimate, model parameters
     Jc, cols = _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf)
@@ -543,8 +650,9 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             bias3[c, i] = bias[3 * c + i]
     regularized = options[O_REGULARIZED_STICTION] != 0.0
     if nc and (model == 2 or regularized):
-        if not _delassus_rms(A, tree_ptr, Jc, cols, Ainv, H, x, W, w):
-            return DELASSUS_FAILED, Jc, cols, struct_work[:0], struct_work[:0], struct_work[:0]
+        if not _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Hb, x, W, w):
+            return DELASSUS_FAILED, Jc, cols, struct_work[:0], struct_work[:0], struct_work[:0], \
+                dest_buf[:0].reshape((0, 0))
     sigma = options[O_SIGMA]
     tau_d = options[O_RELAXATION_TIME]
     for c in range(nc):
@@ -595,7 +703,24 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             order[t] = t
             later_ptr[t] = 0
         later_ptr[nt] = 0
-    return CONVERGED, Jc, cols, order, later_ptr, later
+    _block_offsets(tree_ptr, order, later_ptr, later, dptr, optr, pos)
+    npair = K * (K + 1) // 2
+    if nc * npair <= dest_buf.shape[0]:
+        dest = dest_buf[:nc * npair].reshape((nc, npair))
+    else:                                                    # a contact touching more than two trees' dofs
+        dest = np.empty((nc, npair), dtype=np.int64)
+    for c in range(nc):
+        e = 0
+        for a in range(K):
+            da = cols[c, a]
+            for b in range(a, K):
+                db = cols[c, b]
+                if da < 0 or db < 0:
+                    dest[c, e] = -1
+                else:
+                    dest[c, e] = _entry(da, db, tree_of_dof, tree_ptr, dptr, pos, later_ptr, later, optr)
+                e += 1
+    return CONVERGED, Jc, cols, order, later_ptr, later, dest
 
 
 @njit(cache=True)
@@ -629,11 +754,11 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     inv_perm = structure[nt + 1 + 2 * nv:nt + 1 + 3 * nv]
     # ---- scratch (layout of work_sizes)
     o = 0
-    A = fwork[o:o + nv * nv].reshape((nv, nv))
+    Ab = fwork[o:o + nv * nv]                  # compact block storage (_block_offsets): A's tree blocks
     o += nv * nv
-    H = fwork[o:o + nv * nv].reshape((nv, nv))
+    Hb = fwork[o:o + nv * nv]                  # the Hessian's filled blocks (lower triangle), then its factor
     o += nv * nv
-    Ainv = fwork[o:o + nv * nv].reshape((nv, nv))
+    Ainvb = fwork[o:o + nv * nv]               # A^-1's tree blocks (Delassus estimate)
     o += nv * nv
     rows_in = fwork[o:o + 7 * nv].reshape((7, nv))
     o += 7 * nv
@@ -670,18 +795,32 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     num_dofs = iwork[oi:oi + nt]
     oi += nt
     struct_work = iwork[oi:oi + 3 * nt * nt + 6 * nt + 1]
+    oi += 3 * nt * nt + 6 * nt + 1
+    dptr = iwork[oi:oi + nt + 1]
+    oi += nt + 1
+    pos = iwork[oi:oi + nt]
+    oi += nt
+    optr = iwork[oi:oi + nt * nt]
+    oi += nt * nt
+    dest_buf = iwork[oi:]
     p0, D, c_act, a_act, L_act, v0p = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5]
     v, jc, tau = out[0], out[1], out[2]
 
-    status, Jc, cols, order, later_ptr, later = _prepare_step(
+    status, Jc, cols, order, later_ptr, later, dest = _prepare_step(
         dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
-        signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm, A, H,
-        Ainv, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
-        friction_normal_impulse)
+        signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm, Ab, Hb,
+        Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
+        friction_normal_impulse, dptr, optr, pos, dest_buf)
     if status != CONVERGED:
         return status, 0, 0.0, 0, 0
     K = Jc.shape[2]
     GJ = GJ_buf[:3 * K].reshape((3, K))
+
+    n_blocks = dptr[nt]                        # length of the Hessian's compact storage
+    for p in range(nt):
+        j = order[p]
+        for q in range(later_ptr[p], later_ptr[p + 1]):
+            n_blocks += (tree_ptr[later[q] + 1] - tree_ptr[later[q]]) * (tree_ptr[j + 1] - tree_ptr[j])
     relative_tolerance = options[O_RELATIVE_TOLERANCE]
     absolute_tolerance = options[O_ABSOLUTE_TOLERANCE]
     max_iterations = int(options[O_MAX_ITERATIONS])
@@ -701,6 +840,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         dtau[d] = 0.0
         v[d] = v0p[d]
     zero_bias = rows[5, :0].reshape((0, 3))
+    acc = rows[5]                              # Cholesky scratch (nv)
     scale_p0 = 0.0
     for d in range(nv):
         scale_p0 += (D[d] * p0[d]) ** 2
@@ -728,11 +868,14 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
                 if d >= 0:
                     jc[d] += Jc[c, 0, a] * gamma[c, 0] + Jc[c, 1, a] * gamma[c, 1] + Jc[c, 2, a] * gamma[c, 2]
         for t in range(nt):
-            for a in range(tree_ptr[t], tree_ptr[t + 1]):
+            t0 = tree_ptr[t]
+            n = tree_ptr[t + 1] - t0
+            for a in range(n):
+                row = dptr[t] + a * n - t0
                 s = 0.0
-                for b in range(tree_ptr[t], tree_ptr[t + 1]):
-                    s += A[a, b] * v[b]
-                Av[a] = s
+                for b in range(t0, t0 + n):
+                    s += Ab[row + b] * v[b]
+                Av[t0 + a] = s
         n_av = 0.0
         n_jc = 0.0
         rnorm = 0.0
@@ -757,53 +900,47 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
             break
         iterations += 1
         # Hessian H = A + dt diag(-dtau) + J^T G J on the filled block structure (zeroed first)
-        for p in range(nt):
-            j = order[p]
-            for a in range(tree_ptr[j], tree_ptr[j + 1]):
-                for b in range(tree_ptr[j], tree_ptr[j + 1]):
-                    H[a, b] = A[a, b]
-            for q in range(later_ptr[p], later_ptr[p + 1]):
-                i = later[q]
-                for a in range(tree_ptr[i], tree_ptr[i + 1]):
-                    for b in range(tree_ptr[j], tree_ptr[j + 1]):
-                        H[a, b] = 0.0
-                        H[b, a] = 0.0
+        # (compact block storage: A's tree blocks, zero filled blocks; only lower triangles are used)
+        nd = dptr[nt]
+        for e in range(nd):
+            Hb[e] = Ab[e]
+        for e in range(nd, n_blocks):
+            Hb[e] = 0.0
         for q in range(n_act):
             d = act_dofs[q]
-            H[d, d] -= dt * dtau[d]
+            t = tree_of_dof[d]
+            Hb[dptr[t] + (d - tree_ptr[t]) * (tree_ptr[t + 1] - tree_ptr[t] + 1)] -= dt * dtau[d]
         for c in range(nc):
             for i in range(3):
                 for a in range(K):
                     GJ[i, a] = G[c, i, 0] * Jc[c, 0, a] + G[c, i, 1] * Jc[c, 1, a] + G[c, i, 2] * Jc[c, 2, a]
-            for a in range(K):                              # J^T G J is symmetric: upper half, mirrored
-                da = cols[c, a]
-                if da < 0:
-                    continue
+            e = 0
+            for a in range(K):                              # J^T G J is symmetric: one triangle, at dest[c]
                 j0, j1, j2 = Jc[c, 0, a], Jc[c, 1, a], Jc[c, 2, a]
-                H[da, da] += j0 * GJ[0, a] + j1 * GJ[1, a] + j2 * GJ[2, a]
-                for b in range(a + 1, K):
-                    db = cols[c, b]
-                    if db < 0:
-                        continue
-                    h = j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
-                    H[da, db] += h
-                    H[db, da] += h
-        if not _block_cholesky(H, order, later_ptr, later, tree_ptr):
+                for b in range(a, K):
+                    ix = dest[c, e]
+                    e += 1
+                    if ix >= 0:
+                        Hb[ix] += j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
+        if not _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
             return NOT_POSITIVE_DEFINITE, iterations, residual_ratio, iteration, n_eval
         for d in range(nv):
             dv[d] = -r[d]
-        _block_solve(H, order, later_ptr, later, tree_ptr, dv)
+        _block_solve(Hb, order, later_ptr, later, tree_ptr, dptr, optr, dv)
         # exact line search on f(alpha) = dl/dalpha (non-decreasing: the cost is convex)
         _contact_velocity(Jc, cols, zero_bias, dv, dvc)
         f0 = 0.0
         dAd = 0.0
         base = 0.0
         for t in range(nt):
-            for a in range(tree_ptr[t], tree_ptr[t + 1]):
+            t0 = tree_ptr[t]
+            n = tree_ptr[t + 1] - t0
+            for a in range(n):
+                row = dptr[t] + a * n - t0
                 s = 0.0
-                for b in range(tree_ptr[t], tree_ptr[t + 1]):
-                    s += A[a, b] * dv[b]
-                dAd += dv[a] * s
+                for b in range(t0, t0 + n):
+                    s += Ab[row + b] * dv[b]
+                dAd += dv[t0 + a] * s
         for d in range(nv):
             f0 += r[d] * dv[d]
             base += (Av[d] - p0[d]) * dv[d]

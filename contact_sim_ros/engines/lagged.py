@@ -191,6 +191,7 @@ class ConvexICFEngine(ContactEngine):
         perm = np.argsort(tree_of_dof, kind="stable")
         tree_ptr = np.concatenate([[0], np.cumsum(np.bincount(tree_of_dof, minlength=self._num_trees))])
         self._structure = np.concatenate([tree_ptr, tree_of_dof[perm], perm, np.argsort(perm)]).astype(np.int64)
+        self._max_contact_dofs = K.max_contact_dofs(np.diff(tree_ptr))
         self._no_friction_normal_impulse = np.zeros(0)
         self._damping = np.zeros(nv)
         self._capacity = -1
@@ -206,7 +207,7 @@ class ConvexICFEngine(ContactEngine):
         stiction[:self._last_nc] = self._stiction[:self._last_nc]
         self._stiction = stiction
         if self._compiled:
-            nf, ni = icf_kernels.work_sizes(self._nv, self._num_trees, cap)
+            nf, ni = icf_kernels.work_sizes(self._nv, self._num_trees, cap, self._max_contact_dofs)
             self._fwork = np.zeros(nf)
             self._iwork = np.zeros(ni, dtype=np.int64)
         self._capacity = cap
