@@ -8,7 +8,7 @@ import pytest
 from contact_sim_ros.errors import ConfigError, ModelError
 from contact_sim_ros.geometry.contact_query import ContactQuery, contact_frames
 from contact_sim_ros.model.materials import ContactMaterial, combine_materials
-from model_builders import configuration, free_body_scene, make_model, pose
+from model_builders import configuration, default_pairs, free_body_scene, make_model, pose
 
 MARGIN = 0.01
 Z = np.array([0.0, 0.0, 1.0])
@@ -730,3 +730,72 @@ def test_kernel_line_casts_match_the_numpy_line_caster(shape):
                                        caster.tolerance)
         np.testing.assert_allclose([k_in, k_out], [s_in[i], s_out[i]], rtol=0, atol=1e-12)
     assert np.isfinite(s_in).sum() > 10                   # enough hits (and, but for the halfspace, misses)
+
+
+# ----------------------------------------------------------------------------- sphere-halfspace pairs without coal
+def _spheres_and_halfspaces(mixed: bool):
+    """A box on 4 corner spheres (rotated, offset geometry placements), a ball, a moving plate carrying a
+    halfspace (rotated, offset in its joint frame), the ground and a tilted static halfspace. Pairs: every
+    sphere-halfspace pair, in both orders (static halfspace = A, sphere = A against the plate); with ``mixed``
+    also the sphere-sphere pairs (coal's)."""
+    pm, gm = pin.Model(), pin.GeometryModel()
+    tilted = pose((0.02, -0.01, 0.004), (0.2, -0.15, 0.0))
+    gm.addGeometryObject(pin.GeometryObject("ground", 0, pin.SE3.Identity(), coal.Halfspace(Z.copy(), 0.0)))
+    gm.addGeometryObject(pin.GeometryObject("tilted", 0, tilted, coal.Halfspace(np.array([0.0, 0.6, 0.8]), -0.003)))
+    joints = {}
+    for name in ("box", "ball", "plate"):
+        joints[name] = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), name)
+        pm.appendBodyToJoint(joints[name], pin.Inertia.FromSphere(1.0, 0.05), pin.SE3.Identity())
+    for i, (x, y) in enumerate([(-1, -1), (1, -1), (-1, 1), (1, 1)]):
+        gm.addGeometryObject(pin.GeometryObject(f"corner{i}", joints["box"],
+                                                pose((0.04 * x, 0.03 * y, -0.01), (0.3 * i, 0.1, -0.2)),
+                                                coal.Sphere(0.006 + 0.001 * i)))
+    gm.addGeometryObject(pin.GeometryObject("ball", joints["ball"], pin.SE3.Identity(), coal.Sphere(0.02)))
+    gm.addGeometryObject(pin.GeometryObject("plate", joints["plate"], pose((0.01, 0.0, -0.002), (0.1, 0.05, 0.3)),
+                                            coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.001)))
+    half = {0, 1, 7}
+    pairs = [(a, b) for a, b in default_pairs(gm) if (a in half) != (b in half) or (mixed and not {a, b} & half)]
+    return make_model(pm, gm, pairs=pairs)
+
+
+@pytest.mark.parametrize("mixed,broad_phase", [(False, False), (True, False), (True, True)],
+                         ids=["only-sphere-halfspace", "with-sphere-sphere", "with-sphere-sphere-broad-phase"])
+def test_analytic_sphere_halfspace_pairs_match_coal(mixed, broad_phase):
+    """The compiled sphere-halfspace pairs (no coal) give coal's contact set within 1e-12 m: signed distances,
+    points, normals, frames, Jacobians; random poses with penetrating contacts, contacts separated within the
+    margin and pairs beyond it (dropped by both); static and moving halfspaces, the halfspace as A or B."""
+    model = _spheres_and_halfspaces(mixed)
+    data = model.pin_model.createData()
+    analytic = ContactQuery(model, MARGIN, broad_phase=broad_phase)
+    reference = ContactQuery(model, MARGIN, broad_phase=broad_phase, analytic_pairs=False)
+    assert analytic._all_analytic == (not mixed) and not reference._all_analytic and len(reference._an_int) == 0
+    rng = np.random.default_rng(18)
+    phi = []
+    for _ in range(40):
+        box = pose(rng.uniform([-0.05, -0.05, 0.0], [0.05, 0.05, 0.03]), rng.uniform(-0.3, 0.3, 3))
+        ball_xyz = rng.uniform([-0.03, -0.03, 0.012], [0.03, 0.03, 0.04])
+        plate = pose(ball_xyz - [0.0, 0.0, 0.02 + rng.uniform(-0.006, 0.016)], rng.uniform(-0.2, 0.2, 3))
+        q = configuration(model, {"box": box, "ball": pose(ball_xyz), "plate": plate})
+        pin.forwardKinematics(model.pin_model, data, q)
+        a = _contact_set_fields(analytic.update(data))
+        b = _contact_set_fields(reference.update(data))
+        _assert_same_contacts(a, b)
+        assert analytic.stats == reference.stats
+        phi.extend(a["signed_distance"])
+    phi = np.array(phi)
+    assert (phi < -1e-4).sum() > 20 and ((phi > 1e-4) & (phi <= MARGIN)).sum() > 20
+
+
+def test_analytic_sphere_halfspace_pairs_keep_the_sphere_trajectory():
+    """1 s of the rolling-sphere scene (TAMSI, dt 2 ms): with the compiled sphere-halfspace pair and with coal's,
+    the trajectories agree to round-off."""
+    from contact_sim_ros.sim.simulator import Simulator
+    sims = [Simulator("scenes/icf_falling_sphere.yaml", engine="tamsi", time_step=0.002) for _ in range(2)]
+    assert sims[0].contact_query._all_analytic
+    sims[1].contact_query = ContactQuery(sims[1].model, sims[1].scene.contact_margin, broad_phase="auto",
+                                         analytic_pairs=False)
+    for _ in range(500):
+        for sim in sims:
+            sim.step(strict=True)
+        np.testing.assert_allclose(sims[0].q, sims[1].q, rtol=0, atol=1e-12)
+    assert sims[0].q[0] > 1.0                            # rolled (2 m/s launch, 5/7 of it when rolling)

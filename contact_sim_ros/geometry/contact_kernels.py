@@ -275,3 +275,75 @@ def patch_contacts(patch_pair, patch_start, mid, patch_normal, patch_depth, patc
                 normal_out[r, k] = patch_normal[j, k]
             r += 1
     return r
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sphere-halfspace pairs analytically, without coal (issue 18): the same equations as coal 3's sphere-halfspace
+# test, so that the contacts equal coal's to round-off (test_contact_query.py::
+# test_analytic_sphere_halfspace_pairs_match_coal).
+
+# Constant per-pair inputs, packed (a compiled call's dispatch costs ~0.1 us per argument): pair_int (m, 4) int
+# columns (sphere's joint slot, halfspace's joint slot, 1 if the sphere is geometry A, pair index); pair_float
+# (m, 20) columns 0-2 the sphere's centre in its joint frame (m), 3 its radius (m), 4-12 the halfspace geometry's
+# rotation in its joint frame (row-major), 13-15 its translation (m), 16-18 its local normal, 19 its local offset (m).
+SH_SPHERE_SLOT, SH_HALF_SLOT, SH_SPHERE_FIRST, SH_PAIR = range(4)
+SH_FLOATS = 20
+
+
+@njit(cache=True)
+def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw):
+    """Raw contacts of the sphere-halfspace pairs within ``margin``; returns their number r (rows of the outputs).
+
+    Per pair i (``pair_int``, ``pair_float`` above; ``joint_placement`` (J, 4, 4) the world placements of the
+    joints by slot, slot 0 the world): the sphere's centre c = R_j s + t_j, radius rho; the halfspace {x: n.x <= d}
+    of the geometry placed at (R_h R_l, R_h t_l + t_h) in the world, n = R_h R_l n_local, d = d_local + n.t (coal's
+    ``transform(Halfspace, tf)``). Signed distance phi = n.c - d - rho (m); pairs with phi > margin give no row.
+    As coal 3: witness point on the sphere p_s = c - rho n, on the halfspace p_h = p_s - phi n; the normal from A
+    to B (-n when the sphere is A, +n otherwise). Row r of the outputs: pair_out[r] the pair index, raw[0, r]
+    the witness point on A, raw[1, r] on B, raw[2, r] the normal.
+    """
+    r = 0
+    for i in range(pair_int.shape[0]):
+        f = pair_float[i]
+        js = joint_placement[pair_int[i, 0]]
+        s0, s1, s2 = f[0], f[1], f[2]
+        c0 = js[0, 0] * s0 + js[0, 1] * s1 + js[0, 2] * s2 + js[0, 3]
+        c1 = js[1, 0] * s0 + js[1, 1] * s1 + js[1, 2] * s2 + js[1, 3]
+        c2 = js[2, 0] * s0 + js[2, 1] * s1 + js[2, 2] * s2 + js[2, 3]
+        jh = joint_placement[pair_int[i, 1]]
+        t0 = jh[0, 0] * f[13] + jh[0, 1] * f[14] + jh[0, 2] * f[15] + jh[0, 3]
+        t1 = jh[1, 0] * f[13] + jh[1, 1] * f[14] + jh[1, 2] * f[15] + jh[1, 3]
+        t2 = jh[2, 0] * f[13] + jh[2, 1] * f[14] + jh[2, 2] * f[15] + jh[2, 3]
+        m0 = f[4] * f[16] + f[5] * f[17] + f[6] * f[18]                       # R_l n_local
+        m1 = f[7] * f[16] + f[8] * f[17] + f[9] * f[18]
+        m2 = f[10] * f[16] + f[11] * f[17] + f[12] * f[18]
+        n0 = jh[0, 0] * m0 + jh[0, 1] * m1 + jh[0, 2] * m2
+        n1 = jh[1, 0] * m0 + jh[1, 1] * m1 + jh[1, 2] * m2
+        n2 = jh[2, 0] * m0 + jh[2, 1] * m1 + jh[2, 2] * m2
+        d = f[19] + (n0 * t0 + n1 * t1 + n2 * t2)
+        radius = f[3]
+        gap = (n0 * c0 + n1 * c1 + n2 * c2) - d - radius
+        if not gap <= margin:
+            continue
+        ps0, ps1, ps2 = c0 - radius * n0, c1 - radius * n1, c2 - radius * n2
+        ph0, ph1, ph2 = ps0 - gap * n0, ps1 - gap * n1, ps2 - gap * n2
+        pair_out[r] = pair_int[i, 3]
+        a, b, sign = (0, 1, -1.0) if pair_int[i, 2] else (1, 0, 1.0)
+        raw[a, r, 0], raw[a, r, 1], raw[a, r, 2] = ps0, ps1, ps2
+        raw[b, r, 0], raw[b, r, 1], raw[b, r, 2] = ph0, ph1, ph2
+        raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = sign * n0, sign * n1, sign * n2
+        r += 1
+    return r
+
+
+@njit(cache=True)
+def sphere_halfspace_contacts(joint_placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
+                              pair_material, joint_jacobian, support, column_dof, ids, point, normal, phi, rotation,
+                              jacobian, material, rel):
+    """``sphere_halfspace_raw`` then ``finish_contacts`` in one call (scenes whose pairs are all sphere-halfspace
+    pairs: no coal call in the step). Returns (r raw contacts within the margin, n contacts written)."""
+    r = sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw)
+    n = finish_contacts(pair_out[:r], raw[0, :r], raw[1, :r], raw[2, :r], margin, pair_ids, pair_material,
+                        joint_jacobian, support, column_dof, ids, point, normal, phi, rotation, jacobian, material,
+                        rel)
+    return r, n

@@ -22,6 +22,12 @@ Pipeline of ``ContactQuery.update``:
    patch polygon lost it (curved hulls, where all polygon vertices can be separated while the bodies overlap);
 5. contact frames, Jacobians, surface-velocity bias and materials, vectorised over the contact points.
 
+Sphere-halfspace pairs (with the compiled kernel) skip steps 1-4: ``contact_kernels.sphere_halfspace_raw`` computes
+them from the joint placements with coal's equations (signed distance n.c - d - r, normal the halfspace's, witness
+points as coal's; equal to coal's to round-off, ``test_analytic_sphere_halfspace_pairs_match_coal``). When every
+pair is one (a ball or a box on corner spheres on the ground), the whole query is one compiled call with no coal
+call at all (``contact_kernels.sphere_halfspace_contacts``).
+
 Contacts whose distance comes back non-finite from coal (degenerate EPA) are dropped rather than passed on.
 Cost (``benchmarks/contact_query/run.py``, Panda grasping a cylinder on a table, 14 contact points, on a loaded
 2-core machine): ~25 us CPU without contacts (142 candidate pairs), ~0.6 ms with the grasp, of which coal
@@ -86,6 +92,8 @@ class ContactQuery:
             one compiled call, ``contact_kernels.finish_contacts``, from ``pin_data.J``) or "numpy" (the readable
             reference below; both give the same contact set to round-off).
         initial_capacity: contact points preallocated; the buffers double when a step finds more.
+        analytic_pairs: with the numba kernel, compute the sphere-halfspace pairs in a compiled kernel instead of
+            coal (same contacts to round-off; False: coal for every pair, the reference).
 
     The returned ContactSet's arrays are views into buffers owned by this object: they stay valid until the
     next ``update`` (the simulator keeps the last set only until the next step). Copy them to keep them.
@@ -93,7 +101,8 @@ class ContactQuery:
 
     def __init__(self, model: MultibodyModel, margin: float = 0.01, *, broad_phase: bool | str = True,
                  patch_tolerance: float | None = None, curved_shape_samples: int = 8, max_patch_points: int = 8,
-                 jacobian: str = "vectorized", kernel: str = "numba", initial_capacity: int = 64):
+                 jacobian: str = "vectorized", kernel: str = "numba", initial_capacity: int = 64,
+                 analytic_pairs: bool = True):
         margin = _check_length("contact margin", margin, allow_zero=True)
         patch_tolerance = margin if patch_tolerance is None else _check_length("patch_tolerance", patch_tolerance)
         patch_tolerance = max(patch_tolerance, 1e-6)
@@ -168,6 +177,15 @@ class ContactQuery:
                               or not np.isfinite(g.geometry.aabb_local.volume()) for g in gm.geometryObjects])
         always = unbounded[pairs[:, 0]] | unbounded[pairs[:, 1]] if self.num_pairs else np.zeros(0, bool)
         self._always_pairs = [int(k) for k in np.flatnonzero(always)]
+        # Sphere-halfspace pairs (compiled kernel only): computed analytically in one compiled call
+        # (contact_kernels.sphere_halfspace_raw, coal's equations), never passed to coal. With only such pairs
+        # (a ball or a box on corner spheres on the ground) the whole query is one compiled call.
+        halfspace = np.array([isinstance(g.geometry, coal.Halfspace) for g in gm.geometryObjects])
+        analytic = ((sphere[pairs[:, 0]] & halfspace[pairs[:, 1]]) | (halfspace[pairs[:, 0]] & sphere[pairs[:, 1]])
+                    if self.num_pairs and kernel == "numba" and analytic_pairs else np.zeros(self.num_pairs, bool))
+        self._all_analytic = bool(self.num_pairs) and bool(analytic.all())
+        self._coal_pairs = [int(k) for k in np.flatnonzero(~analytic)]
+        self._coal_always_pairs = [k for k in self._always_pairs if not analytic[k]]
         # The narrow phase of several pairs runs in ONE call, pin.computeCollisions over a GeometryData's active
         # pairs: without the broad phase, all pairs in self._gd; with it, the unbounded pairs in a second
         # GeometryData (self._gd_always, only those pairs active), while self._gd serves the AABB tree.
@@ -180,13 +198,15 @@ class ContactQuery:
             if self._always_pairs:
                 self._gd_always = self._geometry_data(gm, margin, patch_tolerance, curved_shape_samples)
                 self._gd_always.deactivateAllCollisionPairs()
-                for k in self._always_pairs:
+                for k in self._coal_always_pairs:
                     self._gd_always.activateCollisionPair(k)
                 for k in self._always_pairs:
                     self._collision_results[k] = self._gd_always.collisionResults[k]
                     self._patch_results[k] = self._gd_always.contactPatchResults[k]
         else:
             self._broad = self._collect = None
+            for k in np.flatnonzero(analytic):
+                self._gd.deactivateCollisionPair(int(k))
         self._pair_data = [self._gd] * self.num_pairs          # the GeometryData holding pair k's results
         for k in (self._always_pairs if self._gd_always is not None else ()):
             self._pair_data[k] = self._gd_always
@@ -209,13 +229,58 @@ class ContactQuery:
         # numba kernel: columns of pin_data.J (one per extended velocity: mimic joints have their own) that move
         # each joint's body, and the generalized velocity of each column
         self._kernels = None
+        self._an_int = np.zeros((0, 4), dtype=np.int64)
         if kernel == "numba":
             from . import contact_kernels
             self._kernels = contact_kernels
             self._support, self._column_dof = joint_column_support(pm)
             self._rel_scratch = np.zeros((3, nv))
+        if analytic.any():
+            self._setup_analytic(gm, pairs, analytic)
         self._allocate(max(int(initial_capacity), 1))
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
+
+    def _setup_analytic(self, gm, pairs, analytic) -> None:
+        """Constant inputs of ``contact_kernels.sphere_halfspace_raw`` for the sphere-halfspace pairs: geometry
+        placements in their joints' frames, radii, halfspace normals / offsets, and one world-placement slot per
+        joint (slot 0: the world, identity; the moving joints' slots are refreshed from ``pin_data.oMi``)."""
+        index = np.flatnonzero(analytic)
+        objects = gm.geometryObjects
+        sphere_first = np.array([isinstance(objects[int(pairs[k, 0])].geometry, coal.Sphere) for k in index])
+        g_sphere = np.where(sphere_first, pairs[index, 0], pairs[index, 1])
+        g_half = np.where(sphere_first, pairs[index, 1], pairs[index, 0])
+        joints = sorted({int(objects[int(g)].parentJoint) for g in np.concatenate([g_sphere, g_half])} - {0})
+        slot = {0: 0, **{j: s + 1 for s, j in enumerate(joints)}}
+        self._an_joints = [(slot[j], j) for j in joints]                 # (slot, joint) refreshed every step
+        self._an_joint_placement = np.zeros((len(joints) + 1, 4, 4))
+        self._an_joint_placement[:] = np.eye(4)
+        k = self._kernels
+        m = len(index)
+        self._an_int = np.zeros((m, 4), dtype=np.int64)             # columns: contact_kernels.SH_* constants
+        self._an_int[:, k.SH_SPHERE_SLOT] = [slot[int(objects[int(g)].parentJoint)] for g in g_sphere]
+        self._an_int[:, k.SH_HALF_SLOT] = [slot[int(objects[int(g)].parentJoint)] for g in g_half]
+        self._an_int[:, k.SH_SPHERE_FIRST] = sphere_first
+        self._an_int[:, k.SH_PAIR] = index
+        self._an_float = np.zeros((m, k.SH_FLOATS))
+        for row, gs, gh in zip(self._an_float, g_sphere, g_half):
+            sphere, half = objects[int(gs)], objects[int(gh)]
+            row[0:3] = sphere.placement.translation
+            row[3] = sphere.geometry.radius
+            row[4:13] = half.placement.rotation.reshape(-1)
+            row[13:16] = half.placement.translation
+            row[16:19] = half.geometry.n
+            row[19] = half.geometry.d
+        self._an_pair_out = np.zeros(m, dtype=np.int64)
+        self._an_raw = np.zeros((3, m, 3))                  # witness on A, witness on B, normal A -> B
+
+    def _joint_placements(self, pin_data) -> np.ndarray:
+        """World placements (4, 4) of the sphere-halfspace pairs' joints by slot, the moving ones refreshed from
+        ``pin_data.oMi``."""
+        placement = self._an_joint_placement
+        oMi = pin_data.oMi
+        for s, j in self._an_joints:
+            placement[s] = oMi[j].homogeneous
+        return placement
 
     @staticmethod
     def _geometry_data(gm, margin: float, patch_tolerance: float, curved_shape_samples: int) -> pin.GeometryData:
@@ -261,20 +326,42 @@ class ContactQuery:
             ``velocity_bias`` as the relative velocity of B w.r.t. A: R^T (v_surf[B] - v_surf[A]).
         """
         pm, gm, gd = self._pin_model, self._gm, self._gd
+        if self._all_analytic:                     # sphere-halfspace pairs only: one compiled call, no coal
+            if not joint_jacobians:
+                pin.computeJointJacobians(pm, pin_data)
+            r, n = self._kernels.sphere_halfspace_contacts(
+                self._joint_placements(pin_data), self._an_int, self._an_float, self.margin, self._an_pair_out,
+                self._an_raw, self._pair_ids, self._pair_material, pin_data.J, self._support,
+                self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation, self._jacobian,
+                self._material, self._rel_scratch)
+            self.stats["candidate_pairs"] = self.num_pairs
+            self.stats["colliding_pairs"] = r
+            return self._output(n, surface_velocity)
         collision_results, patch_results = self._collision_results, self._patch_results
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
+        # sphere-halfspace pairs within the margin (compiled, coal's equations): their raw rows, by pair
+        analytic_rows = None
+        if len(self._an_int):
+            found = self._an_pair_out[:self._kernels.sphere_halfspace_raw(
+                self._joint_placements(pin_data), self._an_int, self._an_float, self.margin, self._an_pair_out,
+                self._an_raw)]
+            analytic_rows = {k: i for i, k in enumerate(found.tolist())}
         # the pairs within the margin after the narrow phase, in pair order (unbounded pairs first with the broad
         # phase); the narrow phase of many pairs in one call, then only the colliding pairs' results are read
         if self._broad is None:
             n_candidates = self.num_pairs
-            colliding = ([k for k in range(self.num_pairs) if collision_results[k].isCollision()]
-                         if self.num_pairs and pin.computeCollisions(gm, gd, False) else [])
+            colliding = ([k for k in self._coal_pairs if collision_results[k].isCollision()]
+                         if self._coal_pairs and pin.computeCollisions(gm, gd, False) else [])
+            if analytic_rows:
+                colliding = sorted(colliding + list(analytic_rows))
         else:
             colliding = []
-            if self._gd_always is not None:
+            if self._gd_always is not None and self._coal_always_pairs:
                 pin.updateGeometryPlacements(pm, pin_data, gm, self._gd_always)
                 if pin.computeCollisions(gm, self._gd_always, False):
-                    colliding = [k for k in self._always_pairs if collision_results[k].isCollision()]
+                    colliding = [k for k in self._coal_always_pairs if collision_results[k].isCollision()]
+            if analytic_rows:
+                colliding = sorted(colliding + list(analytic_rows))
             self._broad.update(False)
             pin.computeCollisions(self._broad, self._collect)
             collected = self._collect.pair_indexes     # StdVec_Index: list() of it costs ~7 us, indexing ~0.3 us
@@ -291,6 +378,14 @@ class ContactQuery:
         margin = self.margin
         flipped, point_pairs, pair_data = self._flipped, self._point_pairs, self._pair_data
         for k in colliding:
+            if analytic_rows and k in analytic_rows:
+                i = analytic_rows[k]
+                n_colliding += 1
+                single_pair.append(k)
+                single_a.append(self._an_raw[0, i])
+                single_b.append(self._an_raw[1, i])
+                single_n.append(self._an_raw[2, i])
+                continue
             contact = collision_results[k].getContact(0)
             depth = contact.penetration_depth
             if depth > margin:
@@ -365,6 +460,10 @@ class ContactQuery:
             n = self._finish_numba(pin_data, pair_of, wit_a, wit_b, normal, joint_jacobians)
         else:
             n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
+        return self._output(n, surface_velocity)
+
+    def _output(self, n: int, surface_velocity) -> ContactSet:
+        """The ContactSet of the n contacts in the buffers, with the surface-velocity bias."""
         self.stats["contacts"] = n
         if n == 0:
             return self._contact_set(0)
