@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import pinocchio as pin
 
 from .command_validation import REJECTION_KINDS, JointCommand
 from .ros2_control.hardware import EFFORT, POSITION, VELOCITY, JointCommandInterfaces
@@ -602,6 +603,9 @@ class SteppingLoop:
         hw = self.hw
         hw.hold(np.arange(len(self.joint_names)), self.sim.joint_positions())
         self._g_applied = np.full(len(self.joint_names), np.inf)
+        self._g = np.zeros(len(self.joint_names))             # g(q) on the actuated joints (N*m or N)
+        self._g_dev = np.zeros(len(self.joint_names))         # |g - g_applied|
+        self._is_effort = np.zeros(len(self.joint_names), dtype=bool)
         self._q_sent = np.array(hw.position, dtype=float)   # position targets handed to the simulator
         self._ramping = False
 
@@ -634,9 +638,13 @@ class SteppingLoop:
         if moved:
             self._limit_rates()
         if self.gravity_compensation:
-            g = self._gravity_torques()
-            g[mode == EFFORT] = 0.0
-            if not moved and np.max(np.abs(g - self._g_applied), initial=0.0) <= self.gravity_tolerance:
+            g, dev = self._g, self._g_dev      # preallocated: this test runs every step
+            np.take(self._gravity_torques(), self.sim.model.joint_v_index, out=g)
+            np.equal(mode, EFFORT, out=self._is_effort)
+            np.copyto(g, 0.0, where=self._is_effort)
+            np.subtract(g, self._g_applied, out=dev)
+            np.abs(dev, out=dev)
+            if not moved and np.maximum.reduce(dev, initial=0.0) <= self.gravity_tolerance:
                 return
             self._g_applied[:] = g
             effort = effort + g
@@ -707,8 +715,5 @@ class SteppingLoop:
         np.copyto(v_sent, 0.0, where=self._not_pos)       # no profile state for joints not in position mode
 
     def _gravity_torques(self) -> np.ndarray:
-        """Generalized gravity g(q) on the actuated joints (N*m or N) at the current configuration."""
-        import pinocchio as pin
-        model = self.sim.model
-        g = pin.computeGeneralizedGravity(model.pin_model, self._gravity_data, self.sim.q)
-        return g[model.joint_v_index]
+        """Generalized gravity g(q) (N*m or N, all nv velocity coordinates) at the current configuration."""
+        return pin.computeGeneralizedGravity(self.sim.model.pin_model, self._gravity_data, self.sim.q)

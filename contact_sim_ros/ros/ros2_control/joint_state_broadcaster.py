@@ -63,13 +63,20 @@ class JointStateBroadcaster(Controller):
         self._pick = np.array([all_names.index(j) for j in self.joint_names], dtype=int)
         self._msg = JointState()
         self._msg.name = self.joint_names + self.extra
-        self._zeros = np.zeros(len(self.extra))
+        # preallocated (no per-publication arrays): rows position, velocity, effort of every joint (actuated then
+        # mimic), and of the published ones (extra joints: zeros)
+        self._n_actuated = len(m.joint_names)
+        self._full = np.zeros((3, len(all_names)))
+        self._out = np.zeros((3, len(self._msg.name)))
+        self._rows = [(k, name) for k, name in enumerate(("position", "velocity", "effort")) if name in self.interfaces]
         self.pub = ctx.node.create_publisher(JointState, prefix + "joint_states", 10)
         self.pub_dynamic = None
         if DynamicJointState is not None:
             self.pub_dynamic = ctx.node.create_publisher(DynamicJointState, prefix + "dynamic_joint_states", 10)
             self._dyn = DynamicJointState()
             self._dyn.joint_names = list(self._msg.name)
+            names = [name for _, name in self._rows]
+            self._dyn.interface_values = [InterfaceValue(interface_names=names) for _ in self._msg.name]
         rate = self.param("update_rate", None, float) or ctx.node.config.joint_states_rate
         self.publish_every = ctx.decimation(rate)
         # dynamic_joint_states at most DYNAMIC_RATE_HZ (building its per-joint messages costs ~50 us in Python)
@@ -80,26 +87,27 @@ class JointStateBroadcaster(Controller):
         return [f"{j}/{i}" for j in self.joint_names for i in self.interfaces]
 
     def publish(self, sim):
-        q, v, e = sim.joint_positions(), sim.joint_velocities(), sim.joint_efforts()
-        if len(self._mimic_primary):
-            p = self._mimic_primary
-            q = np.concatenate((q, self._mimic_mult * q[p] + self._mimic_off))
-            v = np.concatenate((v, self._mimic_mult * v[p]))
-            e = np.concatenate((e, np.zeros(len(p))))
-        pick = self._pick
+        n, full, out = self._n_actuated, self._full, self._out
+        full[0, :n] = sim.joint_positions()
+        full[1, :n] = sim.joint_velocities()
+        full[2, :n] = sim.joint_efforts()
+        p = self._mimic_primary
+        if len(p):                   # mimic joints: position and velocity from the leader, effort 0
+            np.multiply(full[0, p], self._mimic_mult, out=full[0, n:])
+            full[0, n:] += self._mimic_off
+            np.multiply(full[1, p], self._mimic_mult, out=full[1, n:])
+        np.take(full, self._pick, axis=1, out=out[:, :len(self._pick)])
         msg = self._msg
         self._stamp(sim.t, msg.header.stamp)
-        values = {}
-        for name, full in (("position", q), ("velocity", v), ("effort", e)):
-            if name in self.interfaces:
-                values[name] = np.concatenate((full[pick], self._zeros)) if self.extra else full[pick]
-                setattr(msg, name, array.array("d", np.ascontiguousarray(values[name]).tobytes()))
+        for k, name in self._rows:
+            setattr(msg, name, array.array("d", out[k].tobytes()))
         self.pub.publish(msg)
         self._published += 1
         if self.pub_dynamic is not None and self._published % self._dynamic_every == 0:
             dyn = self._dyn
             dyn.header.stamp = msg.header.stamp
-            names = list(values)
-            stacked = np.stack([values[n] for n in names], axis=1) if names else np.zeros((len(msg.name), 0))
-            dyn.interface_values = [InterfaceValue(interface_names=names, values=row.tolist()) for row in stacked]
+            rows = [k for k, _ in self._rows]
+            per_joint = np.ascontiguousarray(out[rows].T)      # (joints, interfaces)
+            for value, row in zip(dyn.interface_values, per_joint):
+                value.values = array.array("d", row.tobytes())
             self.pub_dynamic.publish(dyn)

@@ -34,6 +34,7 @@ emulated: a clear start-up error.
 
 from __future__ import annotations
 
+import array
 import threading
 import time
 
@@ -46,6 +47,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from ...errors import ConfigError
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
+from ..state_messages import stamp
 from .base import Controller
 
 try:
@@ -376,16 +378,15 @@ class JointTrajectoryController(Controller):
     def _publish_state(self, sim, ex):
         if self.state_pub is None:
             return
-        from ..sim_node import stamp
-        msg = self._state
+        msg = self._state               # one message, its points refilled (array.array: no per-element checks)
         stamp(sim.t, msg.header.stamp)
         q, v = sim.joint_positions()[self.idx], sim.joint_velocities()[self.idx]
         hw = self.ctx.hardware
         ref_q, ref_v = hw.position[self.idx], hw.velocity[self.idx]
-        msg.reference = JointTrajectoryPoint(positions=ref_q.tolist(), velocities=ref_v.tolist())
-        msg.feedback = JointTrajectoryPoint(positions=q.tolist(), velocities=v.tolist())
-        msg.error = JointTrajectoryPoint(positions=(ref_q - q).tolist(), velocities=(ref_v - v).tolist())
-        msg.output = JointTrajectoryPoint(positions=ref_q.tolist(), velocities=ref_v.tolist())
+        for point, pos, vel in ((msg.reference, ref_q, ref_v), (msg.feedback, q, v),
+                                (msg.error, ref_q - q, ref_v - v), (msg.output, ref_q, ref_v)):
+            point.positions = array.array("d", pos.tobytes())
+            point.velocities = array.array("d", vel.tobytes())
         msg.speed_scaling_factor = 1.0
         self.state_pub.publish(msg)
 
