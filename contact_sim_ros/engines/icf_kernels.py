@@ -124,35 +124,36 @@ def _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf):
     """Per contact the dof columns where its rows of J (3N, nv) are non-zero, in the kernel's dof order.
 
     Returns views (Jc (N, 3, K), cols (N, K)) of the buffers with K the largest count (>= 1 when N > 0);
-    cols are the permuted dof indices inv_perm[d] in increasing original d; padding: cols = -1, Jc = 0."""
+    cols are the permuted dof indices inv_perm[d] in increasing original d; padding: cols = -1, Jc = 0.
+    J is read once (the non-zero columns of contact c are noted at cols_buf[c nv:], then compacted in place)."""
     nv = J.shape[1]
     nc = J.shape[0] // 3
     K = 1 if nc else 0
     for c in range(nc):
         k = 0
+        o = c * nv
         for d in range(nv):
             if J[3 * c, d] != 0.0 or J[3 * c + 1, d] != 0.0 or J[3 * c + 2, d] != 0.0:
+                cols_buf[o + k] = d
                 k += 1
         counts[c] = k
         K = max(K, k)
     Jc = Jc_buf[:nc * 3 * K].reshape((nc, 3, K))
-    cols = cols_buf[:nc * K].reshape((nc, K))
     for c in range(nc):
-        k = 0
-        for d in range(nv):
-            j0, j1, j2 = J[3 * c, d], J[3 * c + 1, d], J[3 * c + 2, d]
-            if j0 != 0.0 or j1 != 0.0 or j2 != 0.0:
-                cols[c, k] = inv_perm[d]
-                Jc[c, 0, k] = j0
-                Jc[c, 1, k] = j1
-                Jc[c, 2, k] = j2
-                k += 1
+        # row c of cols (at c K) is written at or behind where its columns were noted (c nv): read before written
+        o = c * nv
+        for a in range(counts[c]):
+            d = cols_buf[o + a]
+            cols_buf[c * K + a] = inv_perm[d]
+            Jc[c, 0, a] = J[3 * c, d]
+            Jc[c, 1, a] = J[3 * c + 1, d]
+            Jc[c, 2, a] = J[3 * c + 2, d]
         for a in range(counts[c], K):
-            cols[c, a] = -1
+            cols_buf[c * K + a] = -1
             Jc[c, 0, a] = 0.0
             Jc[c, 1, a] = 0.0
             Jc[c, 2, a] = 0.0
-    return Jc, cols
+    return Jc, cols_buf[:nc * K].reshape((nc, K))
 
 
 @njit(cache=True)
