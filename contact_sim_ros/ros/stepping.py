@@ -639,7 +639,7 @@ class SteppingLoop:
             self._limit_rates()
         if self.gravity_compensation:
             g, dev = self._g, self._g_dev      # preallocated: this test runs every step
-            np.take(self._gravity_torques(), self.sim.model.joint_v_index, out=g)
+            self._gravity_torques().take(self.sim.model.joint_v_index, out=g)
             np.equal(mode, EFFORT, out=self._is_effort)
             np.copyto(g, 0.0, where=self._is_effort)
             np.subtract(g, self._g_applied, out=dev)

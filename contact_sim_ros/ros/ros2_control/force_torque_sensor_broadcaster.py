@@ -79,8 +79,9 @@ class ForceTorqueSensorBroadcaster(Controller):
         reading = self.ft.compute(sim.q, sim.v, a, sim.contacts if forces.shape[0] else None, forces)
         w = self._msg
         self._stamp(sim.t, w.header.stamp)
-        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = (float(x) for x in reading[:3])
-        w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = (float(x) for x in reading[3:])
+        fx, fy, fz, tx, ty, tz = reading.tolist()
+        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = fx, fy, fz
+        w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = tx, ty, tz
         self.pub.publish(w)
 
 
