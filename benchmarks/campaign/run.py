@@ -8,7 +8,9 @@ Runs the same ``--trials`` trials of the campaign on local Ray with each worker 
 output directories) and prints a table: trials per minute, mean wall and CPU time per trial (the worker's
 process time: CPU time per trial growing with the workers means they slow each other down - memory bandwidth,
 caches -, wall time growing at the same CPU time means too few cores for the processes), scaling efficiency
-(trials/min with 2 workers / (2 x with 1)) and the 1000-trial estimate at the last rate. ``--full-task``: the
+(trials/min with 2 workers / (2 x with 1)), the CPU seconds the campaign cost in its worker processes, in the
+driver (this process: ray.wait, Parquet, the callbacks) and in Ray's own processes (raylet, GCS, ...; their
+CPU time up to the last row), and the 1000-trial estimate at the last rate. ``--full-task``: the
 full 12 s pick_shake_place at the campaign's time step instead of the campaign file's shortened task.
 ``--breakdown K``: first runs K warm trials in this process and splits a trial's wall time into construction
 (scene, model, Simulator, controllers: everything outside the control loop), physics (Simulator.step) and the
@@ -32,6 +34,30 @@ sys.path.insert(0, str(REPO))
 
 from contact_sim_ros.scenarios.campaign import (load_campaign, read_results, resident_mb,  # noqa: E402
                                                 run_campaign, run_trial)
+
+
+def tree_cpu_s() -> dict:
+    """CPU time (user + system, s) of this process and each of its live descendants (Ray's raylet, GCS, workers
+    of a local ``ray.init()``): pid -> (name, s), read from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        procs[int(d.name)] = (name, int(rest[1]), (int(rest[11]) + int(rest[12])) / tick)
+    me, out, frontier = os.getpid(), {}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        if pid in procs:
+            out[pid] = (procs[pid][0], procs[pid][2])
+        frontier += [c for c, (_, ppid, _) in procs.items() if ppid == pid and c not in out]
+    out[me] = ("driver", time.process_time())
+    return out
 
 
 def breakdown(spec, engine: str, trials: int) -> None:
@@ -99,9 +125,13 @@ def main(argv=None) -> int:
     rows, memory = [], []
     for workers in (int(w) for w in args.workers.split(",")):
         worker_rss: dict = {}
+        cpu0 = time.process_time()
+        cpu = {}
 
-        def sample(row, n, workers=workers, worker_rss=worker_rss):
+        def sample(row, n, workers=workers, worker_rss=worker_rss, cpu=cpu):
             worker_rss[row.get("worker_pid")] = row.get("worker_rss_mb")
+            if n == 1 or n == args.trials or n % 4 == 0:
+                cpu.update(tree_cpu_s())      # Ray's processes end with the campaign: sample before
             if args.rss_every and (n == 1 or n % args.rss_every == 0):
                 memory.append((workers, n, resident_mb(), dict(worker_rss)))
 
@@ -111,17 +141,23 @@ def main(argv=None) -> int:
         n = len(table)
         mean = {k: sum(r[k] for r in table) / n for k in ("wall_time_s", "cpu_time_s", "sim_time_s")}
         ok = sum(bool(r["success"]) for r in table)
-        rows.append((workers, n, s["wall_s"], 60.0 * n / s["wall_s"], mean, ok))
+        pids = {r["worker_pid"] for r in table}
+        cpu["driver"] = ("driver", time.process_time() - cpu0)
+        by_kind = {"workers": sum(c for p, (_, c) in cpu.items() if p in pids),
+                   "driver": cpu.pop("driver")[1],
+                   "Ray": sum(c for p, (nm, c) in cpu.items() if p not in pids and p != os.getpid())}
+        rows.append((workers, n, s["wall_s"], 60.0 * n / s["wall_s"], mean, ok, by_kind))
     load = os.getloadavg()
     print(f"campaign benchmark: {spec.scenario}, engine {args.engine}, time step {spec.time_step} s, "
           f"{'full task' if args.full_task else 'campaign task'}, {os.cpu_count()} CPUs, load average (1 min) "
           f"{load0[0]:.1f} before, {load[0]:.1f} after")
     print(f"{'workers':>7} {'trials':>6} {'wall s':>7} {'trials/min':>10} {'wall s/trial':>12} {'CPU s/trial':>11} "
-          f"{'CPU/wall':>8} {'sim s':>6} {'RTF/trial':>9} {'success':>7}")
-    for w, n, wall, rate, m, ok in rows:
+          f"{'CPU/wall':>8} {'sim s':>6} {'RTF/trial':>9} {'success':>7} {'CPU s: workers, driver, Ray':>28}")
+    for w, n, wall, rate, m, ok, c in rows:
         print(f"{w:>7} {n:>6} {wall:>7.1f} {rate:>10.2f} {m['wall_time_s']:>12.2f} {m['cpu_time_s']:>11.2f} "
               f"{m['cpu_time_s'] / m['wall_time_s']:>8.2f} {m['sim_time_s']:>6.2f} "
-              f"{m['sim_time_s'] / m['wall_time_s']:>9.2f} {ok:>7}")
+              f"{m['sim_time_s'] / m['wall_time_s']:>9.2f} {ok:>7} "
+              f"{c['workers']:>10.1f} {c['driver']:>7.1f} {c['Ray']:>7.1f}")
     if len(rows) >= 2 and rows[0][0] == 1:
         eff = rows[1][3] / (rows[1][0] * rows[0][3])
         print(f"scaling efficiency 1 -> {rows[1][0]} workers: {eff:.2f} (target >= 0.90)")

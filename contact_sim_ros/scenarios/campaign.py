@@ -397,7 +397,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
         if address:
             ray.init(address=address, **kwargs)
         else:
-            ray.init(num_cpus=workers or os.cpu_count(), **kwargs)
+            _init_local_ray(ray, num_cpus=workers or os.cpu_count(), **kwargs)
         started = True
     # a worker process that dies (killed, out of memory) loses only its trial: Ray retries the task
     task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(trial_fn or run_trial)
@@ -442,6 +442,20 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
             ray.shutdown()
     summary["wall_s"] = time.monotonic() - wall0
     return summary
+
+
+def _init_local_ray(ray, attempts: int = 3, **kwargs) -> None:
+    """``ray.init`` of a local node, retried: Ray waits a fixed 30 s for its raylet to register, which a
+    heavily loaded machine (load average 20-40 on 2 cores, measured) exceeds ("The current node timed out during
+    startup")."""
+    for attempt in range(attempts):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as exc:   # noqa: BLE001 - Ray raises a bare Exception for this
+            if "timed out during startup" not in str(exc) or attempt == attempts - 1:
+                raise
+            ray.shutdown()
 
 
 def _lost_with_its_node(exc) -> bool:
