@@ -39,7 +39,7 @@ from .command_validation import (CommandRejected, JointLimits, reject_unsupporte
                                  validate_joint_state_command)
 from .frames import tf_edges
 from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path
-from .state_messages import body_wrenches, fill_wrench, stamp  # noqa: F401  (stamp: used by the controllers)
+from .state_messages import body_wrenches, clock_cdr, fill_wrench, stamp  # noqa: F401  (stamp: controllers)
 from .stepping import PublishHook, SteppingLoop, loop_status
 
 try:
@@ -181,7 +181,6 @@ class SimNode(Node):
         self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
         self._mimic_mult = np.array([mj.multiplier for mj in mimic])
         self._mimic_off = np.array([mj.offset for mj in mimic])
-        self._clock_msg = ClockMsg()
 
         vars(self).update(self.model_tables(m))
 
@@ -305,8 +304,7 @@ class SimNode(Node):
         self.viewer.set_paused(self.loop.paused)
 
     def _pub_clock(self, sim):
-        stamp(sim.t, self._clock_msg.clock)
-        self.pub_clock.publish(self._clock_msg)
+        self.pub_clock.publish(clock_cdr(sim.t))     # serialized bytes: no per-step message conversion
 
     def _pub_joint_states(self, sim):
         msg = self._js

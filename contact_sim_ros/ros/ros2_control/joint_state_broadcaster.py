@@ -16,6 +16,7 @@ import numpy as np
 from sensor_msgs.msg import JointState
 
 from ...errors import ConfigError
+from ..state_messages import JointStateCdr
 from .base import Controller
 
 try:
@@ -69,6 +70,8 @@ class JointStateBroadcaster(Controller):
         self._full = np.zeros((3, len(all_names)))
         self._out = np.zeros((3, len(self._msg.name)))
         self._rows = [(k, name) for k, name in enumerate(("position", "velocity", "effort")) if name in self.interfaces]
+        # every interface: published as serialized bytes (state_messages.JointStateCdr), without rclpy's conversion
+        self._cdr = JointStateCdr("", list(self._msg.name)) if len(self._rows) == 3 and self._msg.name else None
         self.pub = ctx.node.create_publisher(JointState, prefix + "joint_states", 10)
         self.pub_dynamic = None
         if DynamicJointState is not None:
@@ -97,15 +100,18 @@ class JointStateBroadcaster(Controller):
             full[0, n:] += self._mimic_off
             np.multiply(full[1, p], self._mimic_mult, out=full[1, n:])
         np.take(full, self._pick, axis=1, out=out[:, :len(self._pick)])
-        msg = self._msg
-        self._stamp(sim.t, msg.header.stamp)
-        for k, name in self._rows:
-            setattr(msg, name, array.array("d", out[k].tobytes()))
-        self.pub.publish(msg)
+        if self._cdr is not None:
+            self.pub.publish(self._cdr.encode(sim.t, out))
+        else:
+            msg = self._msg
+            self._stamp(sim.t, msg.header.stamp)
+            for k, name in self._rows:
+                setattr(msg, name, array.array("d", out[k].tobytes()))
+            self.pub.publish(msg)
         self._published += 1
         if self.pub_dynamic is not None and self._published % self._dynamic_every == 0:
             dyn = self._dyn
-            dyn.header.stamp = msg.header.stamp
+            self._stamp(sim.t, dyn.header.stamp)
             rows = [k for k, _ in self._rows]
             per_joint = np.ascontiguousarray(out[rows].T)      # (joints, interfaces)
             for value, row in zip(dyn.interface_values, per_joint):

@@ -1,0 +1,33 @@
+"""The serialized messages the node publishes as bytes (state_messages.JointStateCdr, clock_cdr) read back by
+rclpy's deserializer (the middleware's CDR) as the messages they stand for."""
+
+import numpy as np
+import pytest
+from rclpy.serialization import deserialize_message
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from contact_sim_ros.ros.state_messages import JointStateCdr, clock_cdr, stamp
+
+
+@pytest.mark.parametrize("frame_id, names", [
+    ("", ["iiwa_joint_%d" % i for i in range(1, 8)] + ["wsg_50_base_joint_gripper_left", "right"]),
+    ("world", ["a", "bcd", "efgh"]),      # names of every length mod 4: each string padded to 4 bytes
+    ("ab", ["q"]),                         # one joint: the doubles need 4 bytes of padding
+])
+def test_joint_state_bytes_deserialize_to_the_message(frame_id, names):
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(3, len(names)))
+    t = 12.345678901
+    msg = deserialize_message(JointStateCdr(frame_id, names).encode(t, values), JointState)
+    ref = stamp(t)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (ref.sec, ref.nanosec) == (12, 345678901)
+    assert msg.header.frame_id == frame_id and list(msg.name) == names
+    assert np.array_equal(msg.position, values[0])
+    assert np.array_equal(msg.velocity, values[1])
+    assert np.array_equal(msg.effort, values[2])
+
+
+def test_clock_bytes_deserialize_to_the_message():
+    msg = deserialize_message(clock_cdr(7.000000001), Clock)
+    assert (msg.clock.sec, msg.clock.nanosec) == (7, 1)
