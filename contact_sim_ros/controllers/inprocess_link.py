@@ -27,12 +27,16 @@ from .robot_link import ControllerError, stamp_ns
 
 
 class _Mailbox:
-    """A publisher of the in-process transport: keeps the latest message of its topic."""
+    """A publisher of the in-process transport: keeps the latest message of its topic (a publication as
+    serialized CDR bytes, as the node's joint_state broadcaster makes, is kept as its message of ``msg_type``)."""
 
-    def __init__(self, box: dict, topic: str):
-        self.box, self.topic = box, topic.lstrip("/")
+    def __init__(self, box: dict, topic: str, msg_type=None):
+        self.box, self.topic, self.msg_type = box, topic.lstrip("/"), msg_type
 
     def publish(self, msg) -> None:
+        if isinstance(msg, (bytes, bytearray, memoryview)):
+            from rclpy.serialization import deserialize_message
+            msg = deserialize_message(bytes(msg), self.msg_type)
         self.box[self.topic] = msg
 
 
@@ -66,7 +70,7 @@ class InProcessHost:
         self._logger = _Logger()
 
     def create_publisher(self, msg_type, topic, qos=None):
-        return _Mailbox(self.box, topic)
+        return _Mailbox(self.box, topic, msg_type)
 
     def create_subscription(self, msg_type, topic, callback, qos=None, **_):
         self.subscriptions[topic.lstrip("/")] = callback
