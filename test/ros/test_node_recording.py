@@ -70,8 +70,12 @@ def test_node_records_every_publication_to_mcap(ros, start_node, tmp_path):
     # content: the joint states another process received are the recorded ones, stamp for stamp
     first = next(iter(js.values()))
     assert list(first.name[:7]) == [f"iiwa_joint_{i}" for i in range(1, 8)]
-    matched = [m for m in list(seen) if _ns(m.header.stamp) in js]
-    assert len(matched) >= 100, f"{len(matched)} of {len(seen)} received joint states are in the bag"
+    got = list(seen)
+    matched = [m for m in got if _ns(m.header.stamp) in js]
+    # every state another process received is in the bag (how many it received depends on the machine's load: its
+    # KEEP_LAST queue drops when its executor falls behind; 72 at load 15)
+    assert len(matched) == len(got) and len(matched) >= 20, \
+        f"{len(matched)} of {len(got)} received joint states are in the bag"
     for m in matched:
         rec = js[_ns(m.header.stamp)]
         assert list(rec.name) == list(m.name)
