@@ -156,7 +156,7 @@ def speed(topics, windows=8) -> tuple[float, float]:
     moves with it: fixed per-wall-time costs of the DDS and executor threads). Contention still moves the CPU per
     step (0.58 ms at real-time factor 0.27, 0.32-0.43 ms at 0.86-1.0 in 7 runs at load 7-22, 0.53 ms in one 8 s
     measurement at real-time factor 0.56 where a rerun of the same swaps gave 0.35 before and 0.30 after): hence
-    15 % and up to 3 measurements after the swaps."""
+    the issue's 10 % with up to 3 measurements after the swaps."""
     k = len(topics["diag"])
     wait_until(lambda: len(topics["diag"]) >= k + windows, 30, what="diagnostics")
     rtf, cost = [], []
@@ -462,7 +462,7 @@ def test_twenty_boxes_spawned_one_grasped_all_deleted_memory_flat_rtf_kept(node,
     wait_until(lambda: now(topics) > t + 5.0, 60, what="5 s after the last delete")
     for _ in range(3):            # a slower node stays slower; a burst of the machine's load passes
         rtf_after, cost_after = speed(topics)
-        if cost_after < 1.15 * cost_before:
+        if cost_after < 1.10 * cost_before:
             break
     n = len(wrench)
     wait_until(lambda: wrench and wrench[-1].header.stamp.sec + 1e-9 * wrench[-1].header.stamp.nanosec > now(topics)
@@ -472,7 +472,7 @@ def test_twenty_boxes_spawned_one_grasped_all_deleted_memory_flat_rtf_kept(node,
           f"{rtf_after:.3f} after; CPU ms per step {cost_before:.3f} before, {cost_after:.3f} after; load "
           f"average {os.getloadavg()[0]:.1f}")
     assert max(rss[1:]) - rss[0] < 5.0, rss
-    assert cost_after < 1.15 * cost_before, (cost_before, cost_after)   # the real-time factor on a free core
+    assert cost_after < 1.10 * cost_before, (cost_before, cost_after)   # issue 16: within 10 %
     assert proc.proc.poll() is None
     keeps_stepping(topics)
 
