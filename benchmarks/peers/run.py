@@ -3,6 +3,10 @@
     python benchmarks/peers/run.py                      # all cases, 3 rounds (make bench BENCH=peers)
     python benchmarks/peers/run.py --cases box,iiwa --rounds 5 --json out.json
     python benchmarks/peers/run.py --profile            # also the per-step profile (step_profile.py)
+    python benchmarks/peers/run.py --targets none       # without the TAMSI speed-target scenes
+
+The full run also times, in the same rounds, the TAMSI speed-target scenes of the papers (targets_case.py: the
+gripper shaking the mug >= 40x real time, the Allegro hand >= 2.14x; the papers' C++ figures).
 
 Every case runs in a fresh process: ours in the project's venv (scripts/venv_run.sh python ours_case.py),
 Drake in benchmarks/peers/.venv-drake (created here from the pinned requirements-peers.txt on first use;
@@ -79,6 +83,18 @@ def run_one(side: str, case: str, engine: str, duration: float | None) -> dict:
     return d
 
 
+def run_target(scene: str) -> dict:
+    """One timing run of a TAMSI speed-target scene (targets_case.py) in a fresh process of the project's venv."""
+    cmd = [str(ROOT / "scripts" / "venv_run.sh"), "python", str(HERE / "targets_case.py"), "--scene", scene]
+    load0 = loadavg()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"target {scene} failed:\n{p.stderr[-3000:]}")
+    d = json.loads([x for x in p.stdout.splitlines() if x.startswith("{")][-1])
+    d["load"] = [load0, loadavg()]
+    return d
+
+
 def deviation(a: dict, b: dict) -> float:
     """Largest distance between the two trajectories at common sample times (m or rad)."""
     ib = {n: i for i, n in enumerate(b["names"])}
@@ -111,11 +127,18 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=None, help="override every case's sim duration (s)")
     ap.add_argument("--json", default=str(HERE / "out" / "peers.json"))
     ap.add_argument("--profile", action="store_true", help="then run step_profile.py (per-step stages, floor)")
+    ap.add_argument("--targets", default=None,
+                    help="TAMSI speed-target scenes timed in the same rounds (gripper,allegro; 'none'); default: "
+                         "both when every case runs, none for a --cases subset")
     a = ap.parse_args()
     ensure_drake_venv()
     cases = [CASES[c] for c in a.cases.split(",")]
     wanted = set(a.engines.split(",")) if a.engines else None
     jobs = [(c, e) for c in cases for e in c.engines if wanted is None or e in wanted]
+    if a.targets is None:
+        a.targets = "gripper,allegro" if a.cases == ",".join(CASES) and wanted is None else "none"
+    targets = [] if a.targets == "none" else a.targets.split(",")
+    target_runs = {t: [] for t in targets}
     start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     print(f"[peers] {start}; CPU: {cpu_model()}; load average {Path('/proc/loadavg').read_text().split()[:3]}; "
           f"{len(jobs)} cases x {a.rounds} rounds x 2 sides", flush=True)
@@ -128,8 +151,15 @@ def main() -> None:
                 results[(c.name, e)][side].append(d)
                 print(f"  round {r + 1} {c.name:8s} {e:8s} {side:5s} cpu {d['cpu_s'] / d['steps'] * 1e6:8.1f} us/step"
                       f"  wall {d['wall_s'] / d['steps'] * 1e6:8.1f} us/step  load {d['load'][0]:.1f}", flush=True)
+        for t in targets:
+            d = run_target(t)
+            target_runs[t].append(d)
+            print(f"  round {r + 1} {t:8s} tamsi    ours  cpu {d['cpu_s'] / d['steps'] * 1e6:8.1f} us/step"
+                  f"  wall {d['wall_s'] / d['steps'] * 1e6:8.1f} us/step  load {d['load'][0]:.1f}  "
+                  f"{d['sim_s'] / d['cpu_s']:.2f}x real time (CPU)", flush=True)
     end = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    loads = [x for v in results.values() for s in v.values() for d in s for x in d["load"]]
+    loads = ([x for v in results.values() for s in v.values() for d in s for x in d["load"]]
+             + [x for v in target_runs.values() for d in v for x in d["load"]])
     rows = []
     for c, e in jobs:
         v = results[(c.name, e)]
@@ -160,10 +190,30 @@ def main() -> None:
               + "; ".join(f"{who} failed at t = {x[key]:.3f} s (us/step up to there)"
                           for who, key in (("ours", "ours_failed_at"), ("Drake", "drake_failed_at")) if x[key])
               + " |")
+    target_rows = []
+    if targets:
+        from targets_case import TARGETS
+        print()
+        print("TAMSI speed targets in the same rounds (sim.step loop, fresh process per run, median):")
+        print()
+        print("| scene (dt) | sim s | CPU us/step (wall) | real-time factor CPU (wall) | target | |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for t in targets:
+            v = target_runs[t]
+            cpu = statistics.median(d["cpu_s"] for d in v)
+            wall = statistics.median(d["wall_s"] for d in v)
+            goal, source = TARGETS[t]
+            row = {"scene": t, "dt_ms": v[0]["dt"] * 1e3, "sim_s": v[0]["sim_s"], "cpu_us": cpu / v[0]["steps"] * 1e6,
+                   "wall_us": wall / v[0]["steps"] * 1e6, "rtf_cpu": v[0]["sim_s"] / cpu,
+                   "rtf_wall": v[0]["sim_s"] / wall, "target_rtf": goal, "target_source": source}
+            target_rows.append(row)
+            print(f"| {t} ({row['dt_ms']:g} ms) | {row['sim_s']:g} | {row['cpu_us']:.0f} ({row['wall_us']:.0f}) | "
+                  f"{row['rtf_cpu']:.2f}x ({row['rtf_wall']:.2f}x) | >= {goal:g}x ({source}) | "
+                  f"{'met' if row['rtf_cpu'] >= goal else 'NOT met'} (CPU) |")
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"start": start, "end": end, "cpu": cpu_model(), "load_min": min(loads),
-                               "load_max": max(loads), "rounds": a.rounds, "rows": rows,
+                               "load_max": max(loads), "rounds": a.rounds, "rows": rows, "targets": target_rows,
                                "runs": {f"{k[0]}/{k[1]}": {s: [{kk: d[kk] for kk in ("cpu_s", "wall_s", "steps",
                                                                                        "load")} for d in v[s]]
                                                            for s in v} for k, v in results.items()}}, indent=1))
