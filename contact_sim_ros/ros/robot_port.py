@@ -201,8 +201,9 @@ class RobotPort:
 
     # ---------------------------------------------------------------------------- controllers
 
-    def build_controller_manager(self, loop, inactive_default=()):
-        """The robot's emulated controller manager (module docstring: which controllers file)."""
+    def build_controller_manager(self, loop, inactive_default=(), ros: bool = True):
+        """The robot's emulated controller manager (module docstring: which controllers file); ``ros`` False: the
+        in-process transport (controllers/inprocess_robots.py: no actions, no services)."""
         from .ros2_control.config import read_controllers_file, resolve_controllers
         from .ros2_control.controller_manager import ControllerManager
         cfg, robot = self.sim_node.config, self.robot
@@ -224,7 +225,7 @@ class RobotPort:
             file = prefixed_controllers(file, robot.prefix, self.joint_names + list(self.instance.mimic_joint_names),
                                         frames + sensors)
         try:
-            cm = ControllerManager(self.node, loop, file, inactive, robot, joints=self.joint_names,
+            cm = ControllerManager(self.node, loop, file, inactive, robot, ros=ros, joints=self.joint_names,
                                    frame_prefix=self.frame_prefix)
         except ConfigError as exc:
             if not self.own_node:

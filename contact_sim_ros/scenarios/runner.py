@@ -146,9 +146,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     from ..controllers.pick_shake_place import run_controller
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
     if transport == "inprocess":
-        if robots:
-            raise ConfigError(f"scenario {name!r} drives several robots: it runs over ROS only (transport 'ros')")
-        return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress)
+        return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots)
     from ..controllers.robot_link import MultiRobotLink, RobotLink
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
@@ -200,14 +198,21 @@ def _result(spec, engine, controller, verdict, node_output: str, poses: dict) ->
                      dict(poses))
 
 
-def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress) -> RunResult:
-    from ..controllers.inprocess_link import InProcessLink
+def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots=None) -> RunResult:
+    """The scenario against a Simulator in this process: InProcessLink, or InProcessMultiRobotLink for a
+    scenario that drives several robots of one world."""
     from ..controllers.pick_shake_place import run_controller
-    link = InProcessLink(REPO / spec.scene, engine, dt, T, ft_topic=getattr(controller, "ft_topic", None),
-                         trajectory_controllers=controller.trajectory_controllers,
-                         wrench_topics=getattr(controller, "wrench_topics", ()),
-                         inactive_controllers=spec.inactive_controllers,
-                         engine_options={**spec.engine_options, **(engine_options or {})})
+    link_args = dict(ft_topic=getattr(controller, "ft_topic", None),
+                     trajectory_controllers=controller.trajectory_controllers,
+                     wrench_topics=getattr(controller, "wrench_topics", ()),
+                     inactive_controllers=spec.inactive_controllers,
+                     engine_options={**spec.engine_options, **(engine_options or {})})
+    if robots:
+        from ..controllers.inprocess_robots import InProcessMultiRobotLink
+        link = InProcessMultiRobotLink(REPO / spec.scene, robots, engine, dt, T, **link_args)
+    else:
+        from ..controllers.inprocess_link import InProcessLink
+        link = InProcessLink(REPO / spec.scene, engine, dt, T, **link_args)
     try:
         verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
                                  progress=progress)
@@ -226,7 +231,8 @@ def _fmt(x):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m contact_sim_ros.scenarios.runner",
-                                 description="Run a grasp scenario against the simulation node over ROS 2.")
+                                 description="Run a grasp scenario against the simulation node over ROS 2 "
+                                             "(or, --transport inprocess, against a Simulator in this process).")
     ap.add_argument("scenario", nargs="?", default="pick_shake_place", help="scenario name (--list)")
     ap.add_argument("--engine", default="tamsi", help="engine name, comma-separated names, or 'all'")
     ap.add_argument("--time-step", type=float, default=None, help="s (scenario default)")
@@ -239,6 +245,8 @@ def main(argv=None) -> int:
     ap.add_argument("--log", default=None, help="save the joint-state log of each run to LOG_<engine>.npz")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--transport", choices=("ros", "inprocess"), default="ros",
+                    help="ros: the simulation node over DDS (default); inprocess: the same controllers, no DDS")
     args = ap.parse_args(argv)
     if args.list:
         for s in SCENARIOS.values():
@@ -276,7 +284,7 @@ def main(argv=None) -> int:
         try:
             r = run_scenario(args.scenario, engine, time_step=args.time_step, period=args.period,
                              duration=args.duration, params=params, engine_options=eopts,
-                             progress=None if args.quiet else progress)
+                             progress=None if args.quiet else progress, transport=args.transport)
         except ConfigError as exc:
             print(f"scenario runner: error: {exc}", file=sys.stderr)
             return 2

@@ -1,0 +1,218 @@
+"""Several robots of ONE simulated world in this process: the interface of
+:class:`~contact_sim_ros.controllers.robot_link.MultiRobotLink` (``start`` -> (t0, {robot: URDF}), ``state`` ->
+{robot: state dict}, ``advance``, ``links[robot]``, ``close``) over direct calls into one
+:class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
+
+The world is built as the simulation node builds it for a scene with ``robots:``: one
+:class:`~contact_sim_ros.ros.robot_port.RobotPort` per robot (its controllers file, joints and prefixed joint names,
+its <ros2_control> block, its emulated :class:`ControllerManager` over its joints) and one
+:class:`~contact_sim_ros.ros.stepping.SteppingLoop` running every robot's controller manager
+(:class:`~contact_sim_ros.ros.robot_port.ControllerManagers`). Each robot's publishers are the mailboxes of its
+own :class:`~contact_sim_ros.controllers.inprocess_link.InProcessHost` (what ``<ns>/<robot>/...`` topics carry over
+ROS); contact wrenches are computed as the node publishes them in the simulation's namespace. One control period
+= ``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick.
+"""
+
+from __future__ import annotations
+
+from geometry_msgs.msg import WrenchStamped
+from sensor_msgs.msg import JointState
+
+from ..errors import ConfigError
+from .inprocess_link import InProcessHost, _Logger
+from .robot_link import ControllerError, stamp_ns
+
+
+class _World:
+    """What a RobotPort reads of "the simulation node" (config, model, simulator, loop, limits, warnings)."""
+
+    def __init__(self, sim, config, limits):
+        self.sim, self.model, self.config, self.limits = sim, sim.model, config, limits
+        self.loop = None
+        self.rejected: list[str] = []
+        self.log = _Logger()
+
+    def reject_command(self, exc) -> None:
+        self.rejected.append(str(exc))
+        self.loop.count_rejection(exc.kind)
+        self.log.warn(f"command rejected ({exc.kind}): {exc}")
+
+    def note_clamped(self, notes, source) -> None:
+        if notes:
+            self.loop.count_clamped(len(notes))
+
+
+class InProcessRobot:
+    """One robot's end of the in-process world: ``publish(controller, msg)`` is its
+    ``<robot ns>/<controller>/joint_trajectory`` subscription, ``state(need)`` its state at the last tick
+    (``js`` its joint_states, ``ext`` its external_joint_torques, ``ft`` its wrist wrench, and each wrench topic)."""
+
+    mode = "lockstep"
+
+    def __init__(self, world, name: str, host: InProcessHost, port):
+        self.world, self.name, self.host, self.port = world, name, host, port
+        self._state: dict = {}
+
+    @property
+    def period_ns(self) -> int:
+        return self.world.period_ns
+
+    @property
+    def t_ns(self) -> int:
+        return self.world.t_ns
+
+    @property
+    def robot_description(self) -> str:
+        return self.port.description_xml()
+
+    def publish(self, controller: str, msg) -> None:
+        try:
+            callback = self.host.subscriptions[f"{controller}/joint_trajectory"]
+        except KeyError:
+            raise ControllerError(f"robot {self.name!r} has no trajectory controller {controller!r}; its "
+                                  f"subscriptions: {sorted(self.host.subscriptions)}") from None
+        callback(msg)
+
+    def state(self, need=("ft", "ext")) -> dict:
+        st = self._state
+        missing = [k for k in ("js",) + tuple(need) if k not in st]
+        if missing:
+            raise ControllerError(f"in-process robot {self.name!r}: no {missing} (ft_topic / wrench_topics not "
+                                  "configured)")
+        return {k: st[k] for k in ("js",) + tuple(need)}
+
+
+class InProcessMultiRobotLink:
+    """MultiRobotLink's interface over one Simulator in this process (see the module docstring).
+
+    ``scene``: a scene file with ``robots:``; ``robots``: the robot names, in the order the scenario lists them
+    (each must be a robot of the scene); ``engine``, ``time_step`` (s), ``period`` (s, a whole number of steps);
+    ``ft_topic``: the wrist F/T topic in each robot's namespace (None: none); ``wrench_topics``: contact wrench
+    topics of the simulation's namespace (``contact_wrench/<body>``) every robot's state carries.
+    """
+
+    mode = "lockstep"
+
+    def __init__(self, scene: str, robots, engine: str, time_step: float, period: float, *,
+                 ft_topic: str | None = None, trajectory_controllers=(), wrench_topics=(),
+                 inactive_controllers=None, engine_options: dict | None = None, overrides: dict | None = None):
+        import yaml
+        from ..ros.command_validation import JointLimits
+        from ..ros.node_config import NodeConfig, read_param_files
+        from ..ros.robot_port import ControllerManagers, RobotPort, merge_hardware_infos
+        from ..ros.ros2_control.hardware import JointCommandInterfaces
+        from ..ros.sim_node import _default_param_files, topic_token
+        from ..ros.stepping import SteppingLoop
+        from ..sim.sensors import ContactWrenchAccumulator
+        from ..sim.simulator import Simulator
+        steps = int(round(period / time_step))
+        if steps < 1 or abs(steps * time_step - period) > 1e-9:
+            raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
+        self.steps, self.period_ns = steps, int(round(period * 1e9))
+        values = read_param_files(_default_param_files(""), "contact_sim")
+        values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
+                       "real_time_factor": 0.0, **(overrides or {})})
+        if engine_options:
+            values["engine_options"] = yaml.safe_dump(dict(engine_options), default_flow_style=True).strip()
+        if inactive_controllers is not None:     # the node parameter: every robot's default
+            values["inactive_controllers"] = list(inactive_controllers)
+        cfg = NodeConfig.from_mapping(values)
+        self.config = cfg
+        self.sim = sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
+                                   engine_options=cfg.engine_options_dict())
+        self.model = m = sim.model
+        presets = {r.name: r for r in sim.scene.robots}
+        unknown = [r for r in robots if r not in presets]
+        if unknown:
+            raise ConfigError(f"{scene}: no robot(s) {unknown} in the scene; its robots: {sorted(presets)}")
+        self.robots = list(robots)
+        instances = {r.name: r for r in m.robots}
+        world = self.world = _World(sim, cfg, JointLimits.from_model(m))
+        ports, hosts = [], {}
+        for r in presets.values():      # every robot of the world, as the node builds them
+            host = hosts[r.name] = InProcessHost(sim, None, cfg, world.limits)
+            ports.append(RobotPort(world, r, instances.get(r.name), host, cfg.frame_prefix + (r.frame_prefix or "")))
+        hardware = JointCommandInterfaces(m.joint_names, merge_hardware_infos([p.hardware_info() for p in ports]))
+        self.loop = world.loop = SteppingLoop(sim, 0.0, [], gravity_compensation=cfg.gravity_compensation,
+                                              hardware=hardware)
+        managers = []
+        for port in ports:
+            hosts[port.name].loop = self.loop
+            managers.append(port.build_controller_manager(self.loop, cfg.inactive_controllers, ros=False))
+        self.cm = managers[0] if len(managers) == 1 else ControllerManagers(managers)
+        self.loop.hooks.extend(self.cm.hooks)
+        self.loop.control = self.cm
+        self.links = {p.name: InProcessRobot(self, p.name, hosts[p.name], p) for p in ports if p.name in self.robots}
+        missing = [c for c in trajectory_controllers
+                   if not any(f"{c}/joint_trajectory" in link.host.subscriptions for link in self.links.values())]
+        if missing:
+            raise ConfigError(f"in-process link: no robot of {self.robots} has the trajectory controller(s) {missing}")
+        self.ft_topic = ft_topic.lstrip("/") if ft_topic else None
+        known = {topic_token(b.name): b.name for b in m.free_bodies}
+        for p in presets.values():
+            known.update({topic_token(b): b for b in list(p.contact_bodies) + list(p.fingertip_frames)})
+        bodies = {}
+        for topic in wrench_topics:
+            token = topic.split("/", 1)[1] if topic.startswith("contact_wrench/") else topic
+            if token not in known:
+                raise ConfigError(f"in-process link: {topic!r} names no contact body; bodies: {sorted(known)}")
+            bodies[topic] = known[token]
+        self._wrench_topics = list(bodies)
+        self._wrench_acc = ContactWrenchAccumulator(m, list(bodies.values())) if bodies else None
+        self._ext = {r: JointState(name=list(link.port.joint_names)) for r, link in self.links.items()}
+        self.t_ns = 0
+        self.failures: list[str] = []
+
+    @property
+    def leader(self):
+        return self.links[self.robots[0]]
+
+    # ------------------------------------------------------------------ measurements at the tick
+    def _publish_tick(self) -> None:
+        from ..ros.state_messages import body_wrenches, fill_external_torques, fill_wrench
+        sim = self.sim
+        self.loop.publish_now()               # every robot's broadcasters publish the state at this tick
+        wrenches = {}
+        if self._wrench_acc is not None:
+            for topic, w in zip(self._wrench_topics, body_wrenches(self._wrench_acc, sim, sim.contact_forces_world())):
+                msg = WrenchStamped()
+                fill_wrench(msg, w, sim.t)
+                wrenches[topic] = msg
+        for r, link in self.links.items():
+            box = link.host.box
+            ext = self._ext[r]
+            fill_external_torques(ext, sim, link.port._v_index)
+            st = {"js": box["joint_states"], "ext": ext, **wrenches}
+            if self.ft_topic and self.ft_topic in box:
+                st["ft"] = box[self.ft_topic]
+            link._state = st
+
+    def _run_steps(self) -> None:
+        for _ in range(self.steps):
+            report = self.loop.step_now()
+            if not report.ok:
+                self.failures.append(f"t = {report.t:.4f} s: {report.message}")
+
+    # ------------------------------------------------------------------ MultiRobotLink's interface
+    def start(self):
+        """One control period of steps (as the ROS link's first ~/step), then every robot's state at that tick."""
+        self._run_steps()
+        self._publish_tick()
+        self.t_ns = stamp_ns(self.leader._state["js"].header.stamp)
+        return self.t_ns, {r: link.robot_description for r, link in self.links.items()}
+
+    def state(self, need=("ft", "ext")) -> dict:
+        return {r: link.state(need=need) for r, link in self.links.items()}
+
+    def advance(self) -> int:
+        self._run_steps()
+        self._publish_tick()
+        self.t_ns += self.period_ns
+        return self.t_ns
+
+    def close(self) -> None:
+        self.cm.shutdown()
+
+    @property
+    def rejected(self) -> list[str]:
+        return self.world.rejected + [x for link in self.links.values() for x in link.host.rejected]
