@@ -181,6 +181,42 @@ def test_scripted_joint_targets_equal_set_joint_targets(tmp_path):
             np.testing.assert_array_equal(getattr(scripted, name), getattr(commanded, name), err_msg=name)
 
 
+@pytest.mark.parametrize("engine", ["tamsi", "quasistatic_miqp"])
+def test_joint_command_arrays_equal_set_joint_targets(engine):
+    """set_joint_command_arrays (the stepping loop's per-step hand-over, arrays in joint order) sets exactly what
+    set_joint_targets sets with name dicts for every joint: clamped positions, velocity feed-forward, velocity
+    mode, efforts; the same errors for a non-finite used value and for a pure effort the engine ignores (and then
+    changes nothing)."""
+    scene = {"robot": "iiwa_wsg"}
+    by_name, by_array = Simulator(scene, time_step=1e-3, engine=engine), Simulator(scene, time_step=1e-3,
+                                                                                    engine=engine)
+    names = by_name.model.joint_names
+    n = len(names)
+    rng = np.random.default_rng(7)
+    fields = ("_q_target", "_v_target", "_effort", "_position_mode", "_velocity_mode")
+    for trial in range(20):
+        mode = rng.integers(0, 2 if engine == "quasistatic_miqp" else 3, n)     # 0 position, 1 velocity, 2 effort
+        q = rng.uniform(-4.0, 4.0, n)          # beyond some joints' limits: clamped
+        v, e = rng.normal(size=n), rng.normal(size=n)
+        pos, vel = mode == 0, mode == 1
+        by_name.set_joint_targets(positions={j: q[i] for i, j in enumerate(names) if pos[i]},
+                                  velocities={j: v[i] for i, j in enumerate(names) if pos[i] or vel[i]},
+                                  efforts={j: e[i] for i, j in enumerate(names)})
+        by_array.set_joint_command_arrays(pos, vel, q, v, e)
+        for f in fields:
+            np.testing.assert_array_equal(getattr(by_array, f), getattr(by_name, f), err_msg=f"{f}, trial {trial}")
+    before = {f: getattr(by_array, f).copy() for f in fields}
+    q[0] = np.nan
+    with pytest.raises(ConfigError, match=f"joint '{names[0]}': position command must be finite"):
+        by_array.set_joint_command_arrays(np.ones(n, bool), np.zeros(n, bool), q, v, e)
+    q[0] = 0.0
+    if engine == "quasistatic_miqp":     # velocity-commanded: an effort alone is refused, naming the joints
+        with pytest.raises(ConfigError, match=f"pure effort command for joint.*{names[1]}"):
+            by_array.set_joint_command_arrays(np.zeros(n, bool), np.arange(n) != 1, q, v, e)
+    for f in fields:
+        np.testing.assert_array_equal(getattr(by_array, f), before[f], err_msg=f)
+
+
 # ------------------------------------------------------------------ URDF Coulomb joint friction
 
 @pytest.mark.parametrize("engine", ["semi_implicit", "tamsi", "lagged", "lcp_minimal"])

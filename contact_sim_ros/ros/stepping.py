@@ -202,6 +202,8 @@ class SteppingLoop:
         self._v_ramp = np.zeros(len(self.joint_names))
         self._work = np.zeros(len(self.joint_names))
         self._pos = np.zeros(len(self.joint_names), dtype=bool)
+        self._cmd_position = np.zeros(len(self.joint_names), dtype=bool)    # joints handed over in position mode
+        self._cmd_velocity = np.zeros(len(self.joint_names), dtype=bool)    # ... in velocity mode
         self._was_pos = np.ones(len(self.joint_names), dtype=bool)   # position mode at the last rate limiting
         self._not_pos = np.zeros(len(self.joint_names), dtype=bool)
         self._clip = np.zeros(len(self.joint_names), dtype=bool)
@@ -630,7 +632,7 @@ class SteppingLoop:
     def _push_targets(self, changed: bool):
         """Hand the targets to the simulator: always after a command or a controller's write; for gravity
         compensation only when g(q) moved by more than ``gravity_tolerance`` (N*m or N) since it was last
-        applied (Simulator.set_joint_targets costs ~0.1 ms)."""
+        applied (Simulator.set_joint_command_arrays)."""
         hw = self.hw
         mode = hw.mode
         effort = hw.effort
@@ -650,17 +652,11 @@ class SteppingLoop:
             effort = effort + g
         elif not moved:
             return
-        positions, velocities, efforts = {}, {}, {}
-        q_t, v_t = self._q_sent, self._v_ramp
-        for i, name in enumerate(self.joint_names):
-            m = mode[i]
-            if m == POSITION:
-                positions[name] = q_t[i]
-                velocities[name] = v_t[i]
-            elif m == VELOCITY:
-                velocities[name] = v_t[i]
-            efforts[name] = effort[i]
-        self.sim.set_joint_targets(positions=positions, velocities=velocities, efforts=efforts)
+        # position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint
+        # its effort (feed-forward or alone) - set_joint_targets' semantics, as arrays in joint order
+        np.equal(mode, POSITION, out=self._cmd_position)
+        np.equal(mode, VELOCITY, out=self._cmd_velocity)
+        self.sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp, effort)
 
     def _limit_rates(self) -> None:
         """The position targets handed to the simulator follow the commanded ones (``hw.position``) within the

@@ -11,12 +11,13 @@ sim/divergence.py); divergence is handled as a solver failure, its message start
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
 
-from ..engines.base import Actuation, SolverStatus, StepInputs, StepResult
+from ..engines.base import Actuation, SolverStats, SolverStatus, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
@@ -25,6 +26,7 @@ from ..model.multibody_model import model_body_names
 from .default_gains import default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits
+from .free_body_step import FreeBodyTamsiStep
 from .scene import Scene, load_scene
 
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
@@ -94,6 +96,7 @@ class Simulator:
         self._effort_limit = np.full(nv, np.inf)
         self._effort_limit[m.joint_v_index] = m.effort_limit
         self._q_target = np.zeros(nq)
+        self._command_index_model = None      # set_joint_command_arrays' index arrays are for this model
         self._v_target = np.zeros(nv)
         self._effort = np.zeros(nv)
         self._modes = np.zeros((2, nv), dtype=bool)
@@ -124,6 +127,8 @@ class Simulator:
             self._divergence.kernel_arrays if self._divergence is not None else None,
             np.asarray(m.joint_q_index)[limited], np.asarray(m.joint_v_index)[limited],
             np.asarray(m.position_lower)[limited], np.asarray(m.position_upper)[limited])
+        # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
+        self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -275,6 +280,43 @@ class Simulator:
             self._velocity_mode[vi] = has_v and not has_p
         return clamped
 
+    def set_joint_command_arrays(self, position_mode: np.ndarray, velocity_mode: np.ndarray, positions: np.ndarray,
+                                 velocities: np.ndarray, efforts: np.ndarray) -> None:
+        """``set_joint_targets`` for EVERY actuated joint at once, as arrays in ``model.joint_names`` order (what a
+        stepping loop hands over each step, without building name dicts): joint i gets a position target
+        ``positions[i]`` (rad or m, clamped to its limits) with velocity feed-forward ``velocities[i]`` (rad/s or
+        m/s) where ``position_mode[i]``; a velocity command ``velocities[i]`` where ``velocity_mode[i]`` (and not
+        position mode); otherwise an effort alone; ``efforts[i]`` (N*m or N) is every joint's effort or
+        feed-forward. Same checks and result as ``set_joint_targets(positions={...}, velocities={...},
+        efforts={every joint})``: a non-finite used value or a pure effort the engine ignores raises ConfigError
+        and changes nothing."""
+        m = self.model
+        if self._command_index_model is not m:       # index arrays per model (spawned objects rebuild it)
+            self._command_index_model = m
+            self._command_qi = np.asarray(m.joint_q_index, dtype=np.intp)
+            self._command_vi = np.asarray(m.joint_v_index, dtype=np.intp)
+            self._command_lo = np.asarray(m.position_lower, dtype=float)
+            self._command_hi = np.asarray(m.position_upper, dtype=float)
+        has_v = position_mode | velocity_mode
+        if not (np.isfinite(positions[position_mode]).all() and np.isfinite(velocities[has_v]).all()
+                and np.isfinite(efforts).all()):
+            for d, kind, used in ((positions, "position", position_mode), (velocities, "velocity", has_v),
+                                  (efforts, "effort", np.ones_like(has_v))):
+                bad = np.flatnonzero(used & ~np.isfinite(d))
+                if bad.size:
+                    raise ConfigError(f"joint {m.joint_names[bad[0]]!r}: {kind} command must be finite, got "
+                                      f"{d[bad[0]]!r}")
+        if not self.engine.accepts_effort_commands and not has_v.all():
+            self._reject_pure_efforts([m.joint_names[i] for i in np.flatnonzero(~has_v)], "set_joint_targets")
+        qi, vi = self._command_qi, self._command_vi
+        self._q_target[qi[position_mode]] = np.minimum(np.maximum(positions[position_mode],
+                                                                  self._command_lo[position_mode]),
+                                                       self._command_hi[position_mode])
+        self._v_target[vi] = np.where(has_v, velocities, 0.0)
+        self._effort[vi] = efforts
+        self._position_mode[vi] = position_mode
+        self._velocity_mode[vi] = velocity_mode & ~position_mode
+
     def _reject_pure_efforts(self, joints, where: str) -> None:
         """ConfigError if ``joints`` get an effort without a position or velocity and the engine ignores efforts
         (``ContactEngine.accepts_effort_commands``); nothing is changed then."""
@@ -287,6 +329,10 @@ class Simulator:
 
     def step(self, strict: bool = False) -> StepReport:
         """Advance by ``time_step`` (sub-stepping on solver failure)."""
+        if self._fused is not None:
+            report = self._fused_step()
+            if report is not None:
+                return report
         q0, v0, t0 = self._q, self._v, self._t
         iterations = 0
         message = ""
@@ -323,6 +369,30 @@ class Simulator:
         if strict:
             raise SolverError(report.message)
         return report
+
+    def _fused_step(self) -> StepReport | None:
+        """The step of a scene of free bodies on sphere-halfspace pairs with TAMSI in one compiled call
+        (sim/free_body_step.py): the same step as ``_advance`` to round-off. None when it did not succeed (not
+        converged, non-finite, diverged): ``step`` then runs the staged step, which fails the same way and
+        retries with sub-steps."""
+        t, dt = self._t, self.time_step
+        if self.scene.external_forces:
+            self._external_forces(t)                              # into self._tau_ext, a row of self._rows
+        start = time.perf_counter()
+        status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt)
+        elapsed = time.perf_counter() - start
+        if code != step_kernels.OK:
+            if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
+                return None
+        self.contacts = self.contact_query._contact_set(n)
+        self.last_result = StepResult(v, impulse, gen, act, SolverStats(SolverStatus.CONVERGED, iterations,
+                                                                        err if iterations else 0.0, elapsed))
+        self._last_dt = dt
+        self.actuation_force = act
+        self._q, self._v, self._t = q, v, t + dt
+        self.step_count += 1
+        self._update_kinematics()
+        return StepReport(self._t, True, "converged", 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
