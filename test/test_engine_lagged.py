@@ -717,7 +717,9 @@ def test_compiled_step_matches_stored_reference():
     the 10-box pile with permuted trees - for Lagged (plain and eq. 26), Similar and SAP: velocities, impulses,
     generalized forces, actuation, the lagged normal impulse and the stiction tolerance within 1e-10 relative
     (the summation order of M v0 differs: 1e-16 on the small scenes, up to ~2e-11 through 19 Newton iterations of
-    the stiff pile), the same status and iteration count."""
+    the stiff pile), the same status and iteration count. With ``defer_open_contacts`` off (the previous
+    formulation solved every contact in every iteration; the deferred path is checked against this one in
+    ``test_deferred_open_contacts_give_the_same_solution``)."""
     from contact_sim_ros.sim.simulator import Simulator
     ref = np.load(REFERENCE)
     root = Path(__file__).resolve().parents[1]
@@ -732,7 +734,7 @@ def test_compiled_step_matches_stored_reference():
             p = f"{key}/{s}/"
             inputs = _reference_inputs(ref, p)
             for ckey, (name, options) in REFERENCE_CONFIGS.items():
-                engine = make_engine(name, model, options)
+                engine = make_engine(name, model, dict(options, defer_open_contacts=False))
                 res = engine.step(inputs)
                 q = p + ckey + "/"
                 if q + "v_next" not in ref:
@@ -755,6 +757,78 @@ def test_compiled_step_matches_stored_reference():
                     np.testing.assert_allclose(value, want, rtol=0, atol=1e-10 * scale, err_msg=q + field)
                 checked += 1
     assert checked == sum(name.endswith("/v_next") for name in ref.files) == 85
+
+
+def test_deferred_open_contacts_give_the_same_solution():
+    """``defer_open_contacts`` (the default) leaves contacts with a positive gap that exert nothing at v0 nor at
+    the contact-free velocity out of Newton's problem until an iterate makes them act: on the stored steps of real
+    scenes (box, sphere impact, iiwa, default scene, conveyor, clutter pile) and the 10-box pile, for every model,
+    it converges to the solution of the whole problem - velocities and impulses within 1e-8 of the solve with
+    every contact (both at eps_r = 1e-10), the left-out contacts' impulses exactly zero, the same status at the
+    default tolerance - and it does leave contacts out (the clutter pile's margin contacts)."""
+    from contact_sim_ros.sim.simulator import Simulator
+    ref = np.load(REFERENCE)
+    root = Path(__file__).resolve().parents[1]
+    cases = [str(entry).split("|") for entry in ref["scenes"]] + [["pile", "", "1"]]
+    deferred = 0
+    for key, scene, count in cases:
+        if key == "pile":
+            model = random_pile(10, 40, 1, reverse_slices=True)[0]
+        else:
+            model = Simulator(str(root / scene), engine="lagged").model
+        for s in range(int(count)):
+            inputs = _reference_inputs(ref, f"{key}/{s}/")
+            for ckey, (name, options) in REFERENCE_CONFIGS.items():
+                results = {}
+                for defer in (False, True):
+                    for tol in (1e-5, 1e-10):
+                        engine = make_engine(name, model, dict(options, defer_open_contacts=defer,
+                                                               relative_tolerance=tol))
+                        res = engine.step(inputs)
+                        results[defer, tol] = res
+                        if defer and tol == 1e-10:
+                            deferred += engine.last_deferred_contacts
+                assert results[True, 1e-5].stats.status is results[False, 1e-5].stats.status, (key, s, ckey)
+                full, lazy = results[False, 1e-10], results[True, 1e-10]
+                assert full.stats.status is SolverStatus.CONVERGED and lazy.stats.status is SolverStatus.CONVERGED
+                for field in ("v_next", "contact_impulse", "generalized_contact_force", "actuation_force"):
+                    want, got = getattr(full, field), getattr(lazy, field)
+                    scale = max(np.abs(want).max() if want.size else 0.0, 1e-12)
+                    np.testing.assert_allclose(got, want, rtol=0, atol=1e-8 * scale, err_msg=f"{key}/{s}/{ckey} {field}")
+    assert deferred > 0
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_deferred_open_contact_joins_when_an_iterate_closes_its_gap(name):
+    """Box B rests 0.1 mm above box A, which is pressed 2 mm into the ground (k = 1e6 N/m): at v0 (rest) and at
+    the contact-free velocity (A falls) the A-B contact is open, so it is deferred; the ground throws A up into B
+    within the step, so the contact must join Newton's problem: the step equals the solve with every contact
+    (velocities and impulses within 1e-8) and the A-B contact carries a normal impulse."""
+    model = make_model(["free", "free"])
+    nv = 12
+    M = np.kron(np.eye(2), box_mass_matrix(1.0, 0.05))
+    J = np.zeros((6, nv))
+    J[0:3, 0:3] = np.eye(3)                                # ground (A = world) - box A's centre
+    J[3:6, 6:9] = np.eye(3)                                # box A - box B: B's velocity minus A's
+    J[3:6, 0:3] = -np.eye(3)
+    n = 2
+    contacts = ContactSet(
+        geometry_a=np.zeros(n, int), geometry_b=np.ones(n, int), joint_a=np.zeros(n, int), joint_b=np.ones(n, int),
+        point=np.zeros((n, 3)), normal=np.tile([0.0, 0.0, 1.0], (n, 1)), signed_distance=np.array([-2e-3, 1e-4]),
+        rotation=np.tile(np.eye(3), (n, 1, 1)), jacobian=J, velocity_bias=np.zeros(3 * n),
+        stiffness=np.full(n, 1e6), dissipation=np.full(n, 1.0), friction=np.full(n, 0.5), restitution=np.zeros(n))
+    grav = np.tile([0, 0, -G, 0, 0, 0], 2).astype(float)
+    inputs = StepInputs(t=0, dt=2e-3, q=np.zeros(14), v=np.zeros(nv), mass_matrix=M, generalized_force=grav,
+                        gravity_force=grav, joint_damping=np.zeros(nv), actuation=Actuation.zeros(nv),
+                        contacts=contacts)
+    full = make_engine(name, model, {"defer_open_contacts": False, "relative_tolerance": 1e-10}).step(inputs)
+    engine = make_engine(name, model, {"relative_tolerance": 1e-10})
+    lazy = engine.step(inputs)
+    assert full.stats.status is SolverStatus.CONVERGED and lazy.stats.status is SolverStatus.CONVERGED
+    assert full.contact_impulse[1, 2] > 0.0 and engine.last_deferred_contacts == 0
+    np.testing.assert_allclose(lazy.v_next, full.v_next, rtol=0, atol=1e-8 * np.abs(full.v_next).max())
+    np.testing.assert_allclose(lazy.contact_impulse, full.contact_impulse, rtol=0,
+                               atol=1e-8 * np.abs(full.contact_impulse).max())
 
 
 @pytest.mark.parametrize("name", MODELS)

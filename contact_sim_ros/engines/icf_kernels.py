@@ -31,8 +31,9 @@ MODEL_CODES = {"lagged": 0, "similar": 1, "sap": 2}
 
 # entries of the options array of icf_step
 (O_MODEL, O_RELATIVE_TOLERANCE, O_ABSOLUTE_TOLERANCE, O_MAX_ITERATIONS, O_LINE_SEARCH_MAX_ITERATIONS,
- O_STICTION_TOLERANCE, O_SIGMA, O_RELAXATION_TIME, O_NEAR_RIGID_FACTOR, O_REGULARIZED_STICTION) = range(10)
-NOPTIONS = 10
+ O_STICTION_TOLERANCE, O_SIGMA, O_RELAXATION_TIME, O_NEAR_RIGID_FACTOR, O_REGULARIZED_STICTION,
+ O_DEFER_OPEN_CONTACTS) = range(11)
+NOPTIONS = 11
 
 # status codes returned by icf_step
 (CONVERGED, MAX_ITERATIONS, NONFINITE_RESIDUAL, NOT_POSITIVE_DEFINITE, NOT_DESCENT, LINE_SEARCH_NONFINITE,
@@ -581,7 +582,7 @@ def work_sizes(nv, nt, capacity, kmax):
     """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
     ``capacity`` contacts, each touching at most kmax dofs (``max_contact_dofs``; a step with more allocates)."""
     nf = 3 * nv * nv + 19 * nv + 21 + capacity * (3 * nv + NPARAM + 25)
-    ni = capacity * (nv + 1) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt \
+    ni = capacity * (nv + 2) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt \
         + capacity * (kmax * (kmax + 1) // 2)
     return nf, ni
 
@@ -595,15 +596,13 @@ def max_contact_dofs(tree_sizes) -> int:
 @njit(cache=True)
 def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
                   signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm,
-                  Ab, Hb, Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
-                  friction_normal_impulse, dptr, optr, pos, dest_buf):
+                  Ab, Hb, Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse,
+                  dptr):
     """The set-up of ``icf_step`` (arguments as there, scratch carved by it): A's tree blocks (compact storage
     Ab, ``_block_offsets``), p0, D, the actuation terms and v0 in the kernel's dof order (rows_in: p0, D, c_act,
-    a_act, L_act, v0, x), the compressed Jacobian, the Delassus estimate w, the per-contact parameters prm, the
-    elimination structure of the trees, the compact storage layout of the Hessian (dptr, optr, pos) and, per
-    contact, the storage index of each of its J^T G J entries (dest (N, K (K + 1) / 2): pairs (a, b >= a) of
-    its compressed columns in row order, -1 for padding). Returns (status: CONVERGED = ready, NONPOSITIVE_MASS or
-    DELASSUS_FAILED; Jc, cols, order, later_ptr, later, dest)."""
+    a_act, L_act, v0, x), the compressed Jacobian, the Delassus estimate w and the per-contact parameters prm
+    (the Hessian's structure: ``_hessian_structure``). Returns (status: CONVERGED = ready, NONPOSITIVE_MASS or
+    DELASSUS_FAILED; Jc, cols)."""
     model = int(options[O_MODEL])
     nv = M.shape[0]
     nc = signed_distance.shape[0]
@@ -633,8 +632,7 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
                 s += m * v0[pj]
             Ab[row + i] += dt * damping[pi]
             if Ab[row + i] <= 0.0:
-                return NONPOSITIVE_MASS, Jc_buf[:0].reshape((0, 3, 0)), cols_buf[:0].reshape((0, 0)), \
-                    struct_work[:0], struct_work[:0], struct_work[:0], dest_buf[:0].reshape((0, 0))
+                return NONPOSITIVE_MASS, Jc_buf[:0].reshape((0, 3, 0)), cols_buf[:0].reshape((0, 0))
             D[i] = 1.0 / np.sqrt(Ab[row + i])
             p0[i] = s + dt * k2[pi]
             v0p[i] = v0[pi]
@@ -652,8 +650,7 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
     regularized = options[O_REGULARIZED_STICTION] != 0.0
     if nc and (model == 2 or regularized):
         if not _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Hb, x, W, w):
-            return DELASSUS_FAILED, Jc, cols, struct_work[:0], struct_work[:0], struct_work[:0], \
-                dest_buf[:0].reshape((0, 0))
+            return DELASSUS_FAILED, Jc, cols
     sigma = options[O_SIGMA]
     tau_d = options[O_RELAXATION_TIME]
     for c in range(nc):
@@ -691,6 +688,112 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
         for c in range(nc):
             friction_normal_impulse[c] = prm[c, P_GN0]
 
+    return CONVERGED, Jc, cols
+
+
+@njit(cache=True)
+def _free_velocity(Ab, tree_ptr, dptr, p0, c_act, a_act, L_act, dt, Lb, x):
+    """The velocity without contacts x = (A + dt diag(c_act))^-1 (p0 + dt clip(a_act, -L, L)) (the actuation
+    unclipped in v), tree by tree; Lb: scratch of the tree blocks' size. Used only to predict which contacts can
+    act in this step (``icf_step``); a tree block that is not positive definite gives x = p0 there."""
+    nt = tree_ptr.shape[0] - 1
+    for t in range(nt):
+        t0 = tree_ptr[t]
+        n = tree_ptr[t + 1] - t0
+        o = dptr[t]
+        for a in range(n):
+            x[t0 + a] = p0[t0 + a] + dt * min(max(a_act[t0 + a], -L_act[t0 + a]), L_act[t0 + a])
+        for e in range(n * n):
+            Lb[o + e] = Ab[o + e]
+        for a in range(n):
+            Lb[o + a * n + a] += dt * c_act[t0 + a]
+        ok = True
+        for a in range(n):
+            s = Lb[o + a * n + a]
+            for c in range(a):
+                s -= Lb[o + a * n + c] * Lb[o + a * n + c]
+            if not s > 0.0:
+                ok = False
+                break
+            Lb[o + a * n + a] = np.sqrt(s)
+            for b in range(a + 1, n):
+                s = Lb[o + b * n + a]
+                for c in range(a):
+                    s -= Lb[o + b * n + c] * Lb[o + a * n + c]
+                Lb[o + b * n + a] = s / Lb[o + a * n + a]
+        if not ok:
+            continue
+        for a in range(n):
+            s = x[t0 + a]
+            for c in range(a):
+                s -= Lb[o + a * n + c] * x[t0 + c]
+            x[t0 + a] = s / Lb[o + a * n + a]
+        for a in range(n - 1, -1, -1):
+            s = x[t0 + a]
+            for c in range(a + 1, n):
+                s -= Lb[o + c * n + a] * x[t0 + c]
+            x[t0 + a] = s / Lb[o + a * n + a]
+
+
+@njit(cache=True)
+def _acts(g, G):
+    """Whether a contact's impulse g (3,) or Hessian G (3, 3) is non-zero."""
+    for i in range(3):
+        if g[i] != 0.0:
+            return True
+        for j in range(3):
+            if G[i, j] != 0.0:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _partition(keep, lo, hi, Jc, cols, prm, bias3, vc, gamma, G, source):
+    """Move the contact rows r in [lo, hi) with keep[r] != 0 to the front of that range (swapping every per-row
+    array and keep itself; no row moves when all are kept). Returns their number."""
+    i, j = lo, hi - 1
+    while True:
+        while i <= j and keep[i]:
+            i += 1
+        while j >= i and not keep[j]:
+            j -= 1
+        if i >= j:
+            return i - lo
+        keep[i], keep[j] = keep[j], keep[i]
+        source[i], source[j] = source[j], source[i]
+        for a in range(Jc.shape[2]):
+            cols[i, a], cols[j, a] = cols[j, a], cols[i, a]
+            for r in range(3):
+                Jc[i, r, a], Jc[j, r, a] = Jc[j, r, a], Jc[i, r, a]
+        for a in range(prm.shape[1]):
+            prm[i, a], prm[j, a] = prm[j, a], prm[i, a]
+        for r in range(3):
+            bias3[i, r], bias3[j, r] = bias3[j, r], bias3[i, r]
+            vc[i, r], vc[j, r] = vc[j, r], vc[i, r]
+            gamma[i, r], gamma[j, r] = gamma[j, r], gamma[i, r]
+            for a in range(3):
+                G[i, r, a], G[j, r, a] = G[j, r, a], G[i, r, a]
+
+
+@njit(cache=True)
+def _join_acting(model, dt, v, na, nc, keep, Jc, cols, prm, bias3, vc, gamma, G, source):
+    """The left-out contact rows [na, nc) evaluated at v (their vc, gamma, G); those that act there are moved to
+    rows na, na + 1, ... Returns their number."""
+    _contact_velocity(Jc[na:nc], cols[na:nc], bias3[na:nc], v, vc[na:nc])
+    for c in range(na, nc):
+        _contact(model, vc[c, 0], vc[c, 1], vc[c, 2], prm[c], dt, gamma[c], G[c])
+        keep[c] = 1 if _acts(gamma[c], G[c]) else 0
+    return _partition(keep, na, nc, Jc, cols, prm, bias3, vc, gamma, G, source)
+
+
+@njit(cache=True)
+def _hessian_structure(cols, tree_ptr, tree_of_dof, num_dofs, struct_work, dptr, optr, pos, dest_buf):
+    """The elimination structure of the trees coupled by the contacts of ``cols`` (N, K) (no contacts: trees
+    uncoupled, factored one by one), the compact storage layout of the Hessian (dptr, optr, pos) and, per
+    contact, the storage index of each of its J^T G J entries (dest (N, K (K + 1) / 2): pairs (a, b >= a) of its
+    compressed columns in row order, -1 for padding). Returns (order, later_ptr, later, dest, storage length)."""
+    nc, K = cols.shape
+    nt = tree_ptr.shape[0] - 1
     # ---- elimination structure of the trees (no contacts: trees uncoupled, factored one by one)
     if nc:
         for t in range(nt):
@@ -704,7 +807,7 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             order[t] = t
             later_ptr[t] = 0
         later_ptr[nt] = 0
-    _block_offsets(tree_ptr, order, later_ptr, later, dptr, optr, pos)
+    n_blocks = _block_offsets(tree_ptr, order, later_ptr, later, dptr, optr, pos)
     npair = K * (K + 1) // 2
     if nc * npair <= dest_buf.shape[0]:
         dest = dest_buf[:nc * npair].reshape((nc, npair))
@@ -721,7 +824,7 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
                 else:
                     dest[c, e] = _entry(da, db, tree_of_dof, tree_ptr, dptr, pos, later_ptr, later, optr)
                 e += 1
-    return CONVERGED, Jc, cols, order, later_ptr, later, dest
+    return order, later_ptr, later, dest, n_blocks
 
 
 @njit(cache=True)
@@ -744,10 +847,12 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     actuation (nv,) tau; friction_normal_impulse (N,) the lagged gamma_n0 (written when its length is N).
     On a failure status (NONFINITE_RESIDUAL, NOT_POSITIVE_DEFINITE, LINE_SEARCH_NONFINITE, NONPOSITIVE_MASS,
     DELASSUS_FAILED, NONFINITE_RESULT) the outputs are not written. CONVERGED guarantees finite v_next and impulse.
-    Returns (status, iterations, residual ratio, iteration of a failure (-1), line-search evaluations)."""
+    Returns (status, iterations, residual ratio, iteration of a failure (-1), line-search evaluations, contacts
+    left out of Newton's problem to the end (O_DEFER_OPEN_CONTACTS; their impulses are zero))."""
     model = int(options[O_MODEL])
     nv = M.shape[0]
     nc = signed_distance.shape[0]
+    nc_all = nc
     nt = structure.shape[0] - 3 * nv - 1
     tree_ptr = structure[:nt + 1]
     tree_of_dof = structure[nt + 1:nt + 1 + nv]
@@ -791,6 +896,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     oi = capacity * nv
     counts = iwork[oi:oi + capacity]
     oi += capacity
+    source = iwork[oi:oi + capacity]
+    oi += capacity
     act_dofs = iwork[oi:oi + nv]
     oi += nv
     num_dofs = iwork[oi:oi + nt]
@@ -807,21 +914,41 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     p0, D, c_act, a_act, L_act, v0p = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5]
     v, jc, tau = out[0], out[1], out[2]
 
-    status, Jc, cols, order, later_ptr, later, dest = _prepare_step(
+    status, Jc_all, cols_all = _prepare_step(
         dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
         signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm, Ab, Hb,
-        Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, num_dofs, struct_work, stiction,
-        friction_normal_impulse, dptr, optr, pos, dest_buf)
+        Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse, dptr)
     if status != CONVERGED:
-        return status, 0, 0.0, 0, 0
-    K = Jc.shape[2]
+        return status, 0, 0.0, 0, 0, 0
+    K = Jc_all.shape[2]
     GJ = GJ_buf[:3 * K].reshape((3, K))
-
-    n_blocks = dptr[nt]                        # length of the Hessian's compact storage
-    for p in range(nt):
-        j = order[p]
-        for q in range(later_ptr[p], later_ptr[p + 1]):
-            n_blocks += (tree_ptr[later[q] + 1] - tree_ptr[later[q]]) * (tree_ptr[j + 1] - tree_ptr[j])
+    # ---- open contacts deferred (O_DEFER_OPEN_CONTACTS): a contact with a positive gap (within the query's
+    # margin) that exerts nothing at v0 nor at the contact-free velocity (in its gap region: zero impulse and
+    # zero Hessian, also in a neighbourhood) is left out of Newton's problem, whose contacts are the rows [:na]
+    # (in input order when none is left out). After every Newton update the left-out rows are evaluated at the
+    # new v and those that act there join; at convergence too, and Newton continues if any joined. The result
+    # therefore meets the stopping criterion of the whole problem (its left-out contacts' impulses are exactly
+    # zero at v): the same solution of the same convex problem, with fewer contacts per iteration.
+    prm_all, bias_all, vc_all, dvc_all, ld_all, gamma_all, G_all = prm, bias3, vc, dvc, ld, gamma, G
+    for c in range(nc):
+        source[c] = c
+    _contact_velocity(Jc_all, cols_all, bias_all, v0p, vc_all)
+    defer = options[O_DEFER_OPEN_CONTACTS] != 0.0
+    if nc and defer:
+        vfree = rows[0]
+        _free_velocity(Ab, tree_ptr, dptr, p0, c_act, a_act, L_act, dt, Hb, vfree)
+        _contact_velocity(Jc_all, cols_all, bias_all, vfree, dvc_all)
+    na = nc
+    if nc and defer:
+        for c in range(nc):
+            _contact(model, dvc_all[c, 0], dvc_all[c, 1], dvc_all[c, 2], prm_all[c], dt, gamma_all[c], G_all[c])
+            acts_free = _acts(gamma_all[c], G_all[c])
+            _contact(model, vc_all[c, 0], vc_all[c, 1], vc_all[c, 2], prm_all[c], dt, gamma_all[c], G_all[c])
+            counts[c] = 1 if prm_all[c, P_PHI0] <= 0.0 or acts_free or _acts(gamma_all[c], G_all[c]) else 0
+        na = _partition(counts, 0, nc, Jc_all, cols_all, prm_all, bias_all, vc_all, gamma_all, G_all, source)
+    order, later_ptr, later, dest, n_blocks = _hessian_structure(
+        cols_all[:na], tree_ptr, tree_of_dof, num_dofs, struct_work, dptr, optr, pos, dest_buf)
+    na_structure = na
     relative_tolerance = options[O_RELATIVE_TOLERANCE]
     absolute_tolerance = options[O_ABSOLUTE_TOLERANCE]
     max_iterations = int(options[O_MAX_ITERATIONS])
@@ -846,12 +973,19 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     for d in range(nv):
         scale_p0 += (D[d] * p0[d]) ** 2
     scale_p0 = np.sqrt(scale_p0)
-    _contact_velocity(Jc, cols, bias3, v, vc)
     residual_ratio = np.inf
     iterations = 0
     n_eval = 0
     status = MAX_ITERATIONS
-    for iteration in range(max_iterations + 1):
+    while True:
+        iteration = iterations
+        if na != na_structure:                  # contacts joined: the Hessian's structure of the new problem
+            order, later_ptr, later, dest, n_blocks = _hessian_structure(
+                cols_all[:na], tree_ptr, tree_of_dof, num_dofs, struct_work, dptr, optr, pos, dest_buf)
+            na_structure = na
+        nc = na
+        Jc, cols, prm, bias3 = Jc_all[:na], cols_all[:na], prm_all[:na], bias_all[:na]
+        vc, dvc, ld, gamma, G = vc_all[:na], dvc_all[:na], ld_all[:na], gamma_all[:na], G_all[:na]
         # impulses, Hessians and actuation at v
         for c in range(nc):
             _contact(model, vc[c, 0], vc[c, 1], vc[c, 2], prm[c], dt, gamma[c], G[c])
@@ -889,12 +1023,18 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
             n_jc += (D[d] * jc[d]) ** 2
             rnorm += (D[d] * r[d]) ** 2
         if not finite:
-            return NONFINITE_RESIDUAL, iterations, residual_ratio, iteration, n_eval
+            return NONFINITE_RESIDUAL, iterations, residual_ratio, iteration, n_eval, 0
         scale = max(np.sqrt(n_av), np.sqrt(n_jc), scale_p0)
         rnorm = np.sqrt(rnorm)
         residual_ratio = rnorm / scale if scale > 0 else rnorm
         # at least one Newton step (see lagged.py: dt k2 can be below eps_r of a large momentum)
         if iteration > 0 and rnorm <= absolute_tolerance + relative_tolerance * scale:
+            if na < nc_all:
+                m = _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
+                                 gamma_all, G_all, source)
+                if m:
+                    na += m
+                    continue
             status = CONVERGED
             break
         if iteration == max_iterations:
@@ -924,7 +1064,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
                     if ix >= 0:
                         Hb[ix] += j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
         if not _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
-            return NOT_POSITIVE_DEFINITE, iterations, residual_ratio, iteration, n_eval
+            return NOT_POSITIVE_DEFINITE, iterations, residual_ratio, iteration, n_eval, 0
         for d in range(nv):
             dv[d] = -r[d]
         _block_solve(Hb, order, later_ptr, later, tree_ptr, dptr, optr, dv)
@@ -948,10 +1088,16 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
             if not c_act[d] > 0.0:
                 base -= dt * tau_fixed[d] * dv[d]
         if not np.isfinite(f0):
-            return NONFINITE_RESIDUAL, iterations, residual_ratio, iteration, n_eval
+            return NONFINITE_RESIDUAL, iterations, residual_ratio, iteration, n_eval, 0
         if not f0 < 0.0:
             # not a descent direction: only possible at round-off level of the optimum
             if rnorm <= 1e3 * (absolute_tolerance + relative_tolerance * scale):
+                if na < nc_all:
+                    m = _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
+                                     gamma_all, G_all, source)
+                    if m:
+                        na += m
+                        continue
                 status = CONVERGED
             else:
                 status = NOT_DESCENT
@@ -961,7 +1107,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         f1, fp1 = _line_derivatives(model, 1.0, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a_act, c_act, L_act,
                                     v, dv, g1, G1)
         if not (np.isfinite(f1) and np.isfinite(fp1)):
-            return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval
+            return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval, 0
         alpha = 1.0
         if f1 > 0.0:
             # rtsafe (Numerical Recipes 9.4) on the bracket [0, 1]: Newton from alpha = 1, bisection fallback
@@ -976,7 +1122,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
                 f, fp = _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a_act, c_act,
                                           L_act, v, dv, g1, G1)
                 if not (np.isfinite(f) and np.isfinite(fp)):
-                    return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval
+                    return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval, 0
                 if abs(f) <= f_tol:
                     break
                 if f < 0.0:
@@ -997,6 +1143,9 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         for c in range(nc):
             for i in range(3):
                 vc[c, i] += alpha * dvc[c, i]
+        if na < nc_all:                        # left-out contacts that act at the new v join now
+            na += _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
+                               gamma_all, G_all, source)
     # ---- results in the model's dof order
     finite = True
     for i in range(nv):
@@ -1006,13 +1155,14 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         actuation[pi] = tau[i]
         if not np.isfinite(v[i]):
             finite = False
-    for c in range(nc):
+    for c in range(nc_all):
+        sc = source[c]
         for i in range(3):
-            impulse[c, i] = gamma[c, i]
-            if not np.isfinite(gamma[c, i]):
+            impulse[sc, i] = gamma_all[c, i]
+            if not np.isfinite(gamma_all[c, i]):
                 finite = False
-        if model == 2:
-            stiction[c] = prm[c, P_RT] * prm[c, P_MU] * gamma[c, 2]    # SAP's slip speed sigma w mu gamma_n
+        if model == 2:                         # SAP's slip speed sigma w mu gamma_n
+            stiction[sc] = prm_all[c, P_RT] * prm_all[c, P_MU] * gamma_all[c, 2]
     if status == CONVERGED and not finite:
-        return NONFINITE_RESULT, iterations, residual_ratio, -1, n_eval
-    return status, iterations, residual_ratio, -1, n_eval
+        return NONFINITE_RESULT, iterations, residual_ratio, -1, n_eval, nc_all - na
+    return status, iterations, residual_ratio, -1, n_eval, nc_all - na
