@@ -15,6 +15,7 @@ Rules (the simulation never stops for a bad message):
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -262,6 +263,11 @@ class TrajectorySampler:
     given; else linear interpolation, whose velocity is the segment slope). After the last point the targets
     hold the last point with zero velocity (or the last point's velocity if given: the controller would
     extrapolate; we hold).
+
+    ``sample`` runs every control update: what depends only on the segment (its end points, the Hermite
+    tangents, a linear segment's slope) is computed once when the time enters the segment, into preallocated
+    arrays, with the same floating-point operations in the same order as the textbook formulas (the samples are
+    bit-identical to evaluating them directly).
     """
 
     def __init__(self, trajectory: JointTrajectory, start_time: float, q0: np.ndarray, v0: np.ndarray):
@@ -279,33 +285,70 @@ class TrajectorySampler:
                                                                         trajectory.velocities))
         self.velocities = vel
         self.end_time = self.start_time + self.times[-1]
-        self._pos = np.empty(len(self.indices))
-        self._vel = np.empty(len(self.indices))
+        n = len(self.indices)
+        self._out = np.empty((2, n))               # rows: the sampled positions, velocities (returned views)
+        self._pos, self._vel = self._out[0], self._out[1]
+        self._time_list = self.times.tolist()      # bisect on floats = searchsorted(side="right") on the array
+        self._last_time = self._time_list[-1]
+        self._k = -1                               # the segment of the last sample (-1: none yet)
+        self._h = 1.0
+        if vel is None:       # linear segment: p0 + s (p1 - p0), slope (p1 - p0) / h
+            self._p0, self._dp, self._slope = None, np.empty(n), np.empty(n)
+        else:                 # Hermite: rows p0, m0 = v0 h, p1, m1 = v1 h; coefficients (2, 4): position, velocity
+            self._basis = np.empty((4, n))
+            self._coef = np.empty((2, 4, 1))
+            self._terms = np.empty((2, 4, n))
+
+    def _enter(self, k: int) -> None:
+        """Segment k [times[k], times[k + 1]]: its constants."""
+        self._k = k
+        times, p = self._time_list, self.positions
+        h = self._h = times[k + 1] - times[k]
+        if self.velocities is None:
+            self._p0 = p[k]
+            np.subtract(p[k + 1], p[k], out=self._dp)
+            np.divide(self._dp, h, out=self._slope)
+        else:
+            b = self._basis
+            b[0], b[2] = p[k], p[k + 1]
+            np.multiply(self.velocities[k], h, out=b[1])
+            np.multiply(self.velocities[k + 1], h, out=b[3])
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, bool]:
         """(position target, velocity target, finished) at simulation time t (s). Arrays are reused."""
         tau = t - self.start_time
-        times = self.times
-        if tau >= times[-1] or len(times) == 1:
+        times = self._time_list
+        if tau >= self._last_time or len(times) == 1:
             self._pos[:] = self.positions[-1]
             self._vel[:] = 0.0
-            return self._pos, self._vel, tau >= times[-1]
+            return self._pos, self._vel, tau >= self._last_time
         if tau <= 0.0:
             self._pos[:] = self.positions[0]
             self._vel[:] = 0.0
             return self._pos, self._vel, False
-        k = int(np.searchsorted(times, tau, side="right")) - 1
-        h = times[k + 1] - times[k]
+        k = self._k
+        if k < 0 or not times[k] <= tau < times[k + 1]:
+            self._enter(bisect.bisect_right(times, tau) - 1)
+            k = self._k
+        h = self._h
         s = (tau - times[k]) / h
-        p0, p1 = self.positions[k], self.positions[k + 1]
         if self.velocities is None:
-            self._pos[:] = p0 + s * (p1 - p0)
-            self._vel[:] = (p1 - p0) / h
+            np.multiply(self._dp, s, out=self._pos)
+            np.add(self._p0, self._pos, out=self._pos)
+            self._vel[:] = self._slope
         else:
-            m0, m1 = self.velocities[k] * h, self.velocities[k + 1] * h
+            # position: h00 p0 + h10 m0 + h01 p1 + h11 m1; velocity: (d00 p0 + d10 m0 + d01 p1 + d11 m1) / h,
+            # summed left to right as written
             s2, s3 = s * s, s * s * s
-            h00, h10, h01, h11 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, s3 - s2
-            self._pos[:] = h00 * p0 + h10 * m0 + h01 * p1 + h11 * m1
-            d00, d10, d01, d11 = 6 * s2 - 6 * s, 3 * s2 - 4 * s + 1, -6 * s2 + 6 * s, 3 * s2 - 2 * s
-            self._vel[:] = (d00 * p0 + d10 * m0 + d01 * p1 + d11 * m1) / h
+            c = self._coef
+            c[0, 0, 0], c[0, 1, 0], c[0, 2, 0], c[0, 3, 0] = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, \
+                s3 - s2
+            c[1, 0, 0], c[1, 1, 0], c[1, 2, 0], c[1, 3, 0] = 6 * s2 - 6 * s, 3 * s2 - 4 * s + 1, -6 * s2 + 6 * s, \
+                3 * s2 - 2 * s
+            terms, out = self._terms, self._out
+            np.multiply(c, self._basis, out=terms)
+            np.add(terms[:, 0], terms[:, 1], out=out)
+            np.add(out, terms[:, 2], out=out)
+            np.add(out, terms[:, 3], out=out)
+            np.divide(self._vel, h, out=self._vel)
         return self._pos, self._vel, False

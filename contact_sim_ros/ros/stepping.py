@@ -205,6 +205,7 @@ class SteppingLoop:
         self._cmd_position = np.zeros(len(self.joint_names), dtype=bool)    # joints handed over in position mode
         self._cmd_velocity = np.zeros(len(self.joint_names), dtype=bool)    # ... in velocity mode
         self._was_pos = np.ones(len(self.joint_names), dtype=bool)   # position mode at the last rate limiting
+        self._was_all_pos = True                                      # ... of every joint
         self._not_pos = np.zeros(len(self.joint_names), dtype=bool)
         self._clip = np.zeros(len(self.joint_names), dtype=bool)
         self._ramping = False
@@ -644,10 +645,11 @@ class SteppingLoop:
             self._gravity_torques().take(self.sim.model.joint_v_index, out=g)
             np.equal(mode, EFFORT, out=self._is_effort)
             np.copyto(g, 0.0, where=self._is_effort)
-            np.subtract(g, self._g_applied, out=dev)
-            np.abs(dev, out=dev)
-            if not moved and np.maximum.reduce(dev, initial=0.0) <= self.gravity_tolerance:
-                return
+            if not moved:                      # the targets stand: hand g over only when it moved enough
+                np.subtract(g, self._g_applied, out=dev)
+                np.abs(dev, out=dev)
+                if np.maximum.reduce(dev, initial=0.0) <= self.gravity_tolerance:
+                    return
             self._g_applied[:] = g
             effort = effort + g
         elif not moved:
@@ -671,24 +673,29 @@ class SteppingLoop:
         pos, clip, work, lo, q_sent, v_sent, dq = (self._pos, self._clip, self._work, self._lo, self._q_sent,
                                                    self._v_sent, self._dq)
         np.equal(hw.mode, POSITION, out=pos)
+        # every joint in position mode now and at the last call (the usual case): the mode masks are skipped
+        all_pos = bool(pos.all()) and self._was_all_pos
         if not self._ramping:                     # a new jump's profile starts at rest
             v_sent[:] = 0.0
         if hw.snap.any():
             np.copyto(q_sent, hw.position, where=hw.snap)
             np.copyto(v_sent, 0.0, where=hw.snap)
             hw.snap[:] = False
-        # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
-        np.logical_not(pos, out=self._not_pos)
-        np.logical_not(self._was_pos, out=clip)
-        np.logical_or(clip, self._not_pos, out=clip)
-        if clip.any():
-            np.copyto(q_sent, self.sim.joint_positions(), where=clip)
-            np.copyto(v_sent, 0.0, where=clip)
-        np.copyto(self._was_pos, pos)
+        if not all_pos:
+            # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
+            np.logical_not(pos, out=self._not_pos)
+            np.logical_not(self._was_pos, out=clip)
+            np.logical_or(clip, self._not_pos, out=clip)
+            if clip.any():
+                np.copyto(q_sent, self.sim.joint_positions(), where=clip)
+                np.copyto(v_sent, 0.0, where=clip)
+            np.copyto(self._was_pos, pos)
+            self._was_all_pos = bool(pos.all())
         np.subtract(hw.position, q_sent, out=dq)
         np.abs(dq, out=work)
         np.greater(work, self._dq_max, out=clip)          # jumps: on the profile
-        np.logical_and(clip, pos, out=clip)
+        if not all_pos:
+            np.logical_and(clip, pos, out=clip)
         np.copyto(self._v_ramp, hw.velocity)
         self._ramping = bool(clip.any())
         if self._ramping:
@@ -705,10 +712,13 @@ class SteppingLoop:
             np.copyto(dq, lo, where=clip)
             np.copyto(v_sent, work, where=clip)
             np.copyto(self._v_ramp, work, where=clip)     # feed-forward: the profile's speed
-        np.logical_not(clip, out=clip)                    # the others: as commanded
-        np.divide(dq, self.dt, out=v_sent, where=clip)
+            np.logical_not(clip, out=clip)                # the others: as commanded
+            np.divide(dq, self.dt, out=v_sent, where=clip)
+        else:
+            np.divide(dq, self.dt, out=v_sent)
         np.add(q_sent, dq, out=q_sent)
-        np.copyto(v_sent, 0.0, where=self._not_pos)       # no profile state for joints not in position mode
+        if not all_pos:
+            np.copyto(v_sent, 0.0, where=self._not_pos)   # no profile state for joints not in position mode
 
     def _gravity_torques(self) -> np.ndarray:
         """Generalized gravity g(q) (N*m or N, all nv velocity coordinates) at the current configuration."""

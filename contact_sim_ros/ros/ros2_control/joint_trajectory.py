@@ -88,6 +88,16 @@ class Execution:
         self.done = threading.Event()
         self.status, self.error_code, self.error_string = "", SUCCESSFUL, ""
         self.feedback = None                    # (t, desired q, desired v, actual q, actual v)
+        # the hardware rows as a slice when the joints are consecutive (cheaper writes every update); the
+        # path tolerance with inf where not checked; monitored: the state is needed while the trajectory runs
+        # (feedback of an action goal, path tolerance), else the update only samples and writes
+        idx = np.asarray(idx)
+        consecutive = idx.size > 0 and bool(np.all(np.diff(idx) == 1))
+        self.rows = slice(int(idx[0]), int(idx[-1]) + 1) if consecutive else idx
+        self.path_limit = np.where(np.asarray(path_tol) > 0, path_tol, np.inf)
+        self.monitored = goal_handle is not None or bool(np.any(np.asarray(path_tol) > 0))
+        self._err = np.empty(len(idx))
+        self._bad = np.empty(len(idx), dtype=bool)
 
     def finish(self, status: str, code: int = SUCCESSFUL, message: str = "") -> None:
         if not self.done.is_set():
@@ -332,20 +342,29 @@ class JointTrajectoryController(Controller):
             if self.state_every and self._updates % self.state_every == 0:
                 self._publish_state(sim, None)
             return
-        q_all, v_all = sim.joint_positions(), sim.joint_velocities()
-        q, v = q_all[ex.idx], v_all[ex.idx]
         t = sim.t
         if ex.cancel_requested:
             self._finish_current(sim, "canceled", SUCCESSFUL, "")
             return
+        running = t < ex.sampler.end_time
+        if running and not ex.monitored:      # nothing reads the state until the last point: sample and write
+            pos, vel, _ = ex.sampler.sample(t + self.ctx.time_step * self.ctx.loop.control.every)
+            hw.write_position(ex.rows, pos, vel)
+            if self.state_every and self._updates % self.state_every == 0:
+                self._publish_state(sim, ex)
+            return
+        q_all, v_all = sim.joint_positions(), sim.joint_velocities()
+        q, v = q_all[ex.idx], v_all[ex.idx]
         ref_q, ref_v = (self._ref if self._ref is not None and len(self._ref[0]) == len(ex.idx)
                         else (q, v))
         if ex.feedback is None:
             ref_q, ref_v = q, v
         ex.feedback = (t, ref_q, ref_v, q, v)
-        if t < ex.sampler.end_time:
-            err = np.abs(ref_q - q)
-            bad = (ex.path_tol > 0) & (err > ex.path_tol)
+        if running:
+            err, bad = ex._err, ex._bad
+            np.subtract(ref_q, q, out=err)
+            np.abs(err, out=err)
+            np.greater(err, ex.path_limit, out=bad)      # path_limit: inf where not checked
             if bad.any():
                 k = int(np.flatnonzero(bad)[0])
                 name = self.ctx.hardware.joint_names[ex.idx[k]]
@@ -370,7 +389,7 @@ class JointTrajectoryController(Controller):
                                      f"goal tolerance violated {ex.goal_time:.3f} s after the last point: {what}")
                 return
         pos, vel, _ = ex.sampler.sample(t + self.ctx.time_step * self.ctx.loop.control.every)
-        hw.write_position(ex.idx, pos, vel)
+        hw.write_position(ex.rows, pos, vel)
         self._ref = (pos.copy(), vel.copy())
         if self.state_every and self._updates % self.state_every == 0:
             self._publish_state(sim, ex)
