@@ -513,11 +513,8 @@ def _contact_velocity(Jc, cols, bias, v, out):
 
 @njit(cache=True)
 def _line_data(model, vc, dvc, prm, ld):
-    """Per-contact constants of the search line vc + alpha dvc (Lagged, Similar): ld[:, 0] = |dv_t|^2,
-    ld[:, 1] = v_t . dv_t, ld[:, 2] = |v_t|^2 + eps_s^2, so that ||v_t(alpha)||_s^2 = ld2 + alpha (2 ld1 +
-    alpha ld0)."""
-    if model == 2:
-        return
+    """Per-contact constants of the search line vc + alpha dvc: ld[:, 0] = |dv_t|^2, ld[:, 1] = v_t . dv_t,
+    ld[:, 2] = |v_t|^2 + eps_s^2 (SAP: eps_s = 0), so that ||v_t(alpha)||_s^2 = ld2 + alpha (2 ld1 + alpha ld0)."""
     for c in range(vc.shape[0]):
         ld[c, 0] = dvc[c, 0] * dvc[c, 0] + dvc[c, 1] * dvc[c, 1]
         ld[c, 1] = vc[c, 0] * dvc[c, 0] + vc[c, 1] * dvc[c, 1]
@@ -529,8 +526,9 @@ def _line_data(model, vc, dvc, prm, ld):
 def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a_act, c_act, L_act, v, dv,
                       g, Gc):
     """f = dl/dalpha and f' = d2l/dalpha2 at v + alpha dv. ``base`` = (A v - p0) . dv - dt tau_fixed . dv
-    (the actuation of dofs without PD gains). Lagged and Similar use the line data of ``_line_data`` (no 3x3
-    Hessians); SAP evaluates ``_contact``."""
+    (the actuation of dofs without PD gains). From the line data of ``_line_data``: f = base + alpha dAd -
+    actuation - sum gamma . dvc, f' = dAd + ... + sum dvc^T G dvc with each contact's gamma and G of ``_contact``
+    projected on dvc in closed form (no 3x3 Hessians; SAP: the stick, gap and slip regions of ``_contact``)."""
     f = base + alpha * dAd
     fp = dAd
     for q in range(act_dofs.shape[0]):
@@ -543,16 +541,26 @@ def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a
             fp += dt * c_act[d] * dv[d] * dv[d]
     if model == 2:
         for c in range(vc.shape[0]):
-            x0 = vc[c, 0] + alpha * dvc[c, 0]
-            x1 = vc[c, 1] + alpha * dvc[c, 1]
-            x2 = vc[c, 2] + alpha * dvc[c, 2]
-            _contact(model, x0, x1, x2, prm[c], dt, g, Gc)
-            for i in range(3):
-                f -= g[i] * dvc[c, i]
-                s = 0.0
-                for j in range(3):
-                    s += Gc[i, j] * dvc[c, j]
-                fp += dvc[c, i] * s
+            a = ld[c, 0]
+            xtd = ld[c, 1] + alpha * a                              # v_t(alpha) . dv_t
+            xr = np.sqrt(max(ld[c, 2] + alpha * (ld[c, 1] + xtd), 0.0))   # |v_t(alpha)|
+            dvn = dvc[c, 2]
+            mu, Rt, Rn = prm[c, P_MU], prm[c, P_RT], prm[c, P_RN]
+            yn = (prm[c, P_VHAT] - vc[c, 2] - alpha * dvn) / Rn
+            yr = xr / Rt
+            ratio = Rt / Rn
+            if yr <= mu * yn:                                        # stick: gamma = (-v_t / Rt, yn)
+                f += xtd / Rt - yn * dvn
+                fp += a / Rt + dvn * dvn / Rn
+            elif mu * ratio * yr <= -yn:                             # gap
+                continue
+            else:                                                    # slip along t = -v_t / |v_t|
+                den = 1.0 + mu * mu * ratio
+                gn = (yn + mu * ratio * yr) / den
+                td = -xtd / xr                                       # t . dv_t
+                f -= mu * gn * td + gn * dvn
+                fp += ((mu * mu * ratio / den) * td * td + (mu * gn / yr) * (a - td * td)) / Rt \
+                    + (2.0 * mu * td * dvn + dvn * dvn) / (den * Rn)
         return f, fp
     for c in range(vc.shape[0]):
         a, b = ld[c, 0], ld[c, 1]
