@@ -46,6 +46,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.model.free_body_motion": 0.5,
     "contact_sim_ros.sim.divergence": 0.5,
     "contact_sim_ros.sim.step_kernels": 1.5,
+    "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
     "contact_sim_ros.engines.tamsi_kernels": 4.5,
     "contact_sim_ros.engines.icf_kernels": 4.5,     # the whole step since issue 18 rank 1 (was 3.0, Newton only)
     "contact_sim_ros.engines.lcp_minimal": 2.0,
@@ -56,7 +57,7 @@ _COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.model.fr
 # kernel modules each engine's step calls (besides the contact query's and the free-body motion's, which every
 # engine's step calls)
 ENGINE_KERNELS = {
-    "tamsi": ("contact_sim_ros.engines.tamsi_kernels",),
+    "tamsi": ("contact_sim_ros.engines.tamsi_kernels", "contact_sim_ros.sim.free_body_step"),
     "lagged": ("contact_sim_ros.engines.icf_kernels",),
     "similar": ("contact_sim_ros.engines.icf_kernels",),
     "sap": ("contact_sim_ros.engines.icf_kernels",),
@@ -66,6 +67,7 @@ ENGINE_KERNELS = {
 # the engines warm_up() runs, each on a scene that makes its kernels run (contacts, free bodies)
 WARM_UP_RUNS = (
     ("tamsi", "scenes/default.yaml"),
+    ("tamsi", "scenes/icf_falling_sphere.yaml"),     # free bodies only: sim/free_body_step.py's fused step
     ("lagged", "scenes/default.yaml"),
     ("similar", "scenes/default.yaml"),
     ("sap", "scenes/default.yaml"),

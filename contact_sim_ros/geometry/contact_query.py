@@ -237,7 +237,8 @@ class ContactQuery:
             self._rel_scratch = np.zeros((3, nv))
         if analytic.any():
             self._setup_analytic(gm, pairs, analytic)
-        self._allocate(max(int(initial_capacity), 1))
+        # every sphere-halfspace pair gives at most one contact: its compiled path writes them without growing
+        self._allocate(max(int(initial_capacity), int(analytic.sum()), 1))
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
     def _setup_analytic(self, gm, pairs, analytic) -> None:

@@ -11,12 +11,13 @@ sim/divergence.py); divergence is handled as a solver failure, its message start
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
 
-from ..engines.base import Actuation, SolverStatus, StepInputs, StepResult
+from ..engines.base import Actuation, SolverStats, SolverStatus, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
@@ -25,6 +26,7 @@ from ..model.multibody_model import model_body_names
 from .default_gains import default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits
+from .free_body_step import FreeBodyTamsiStep
 from .scene import Scene, load_scene
 
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
@@ -125,6 +127,8 @@ class Simulator:
             self._divergence.kernel_arrays if self._divergence is not None else None,
             np.asarray(m.joint_q_index)[limited], np.asarray(m.joint_v_index)[limited],
             np.asarray(m.position_lower)[limited], np.asarray(m.position_upper)[limited])
+        # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
+        self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -325,6 +329,10 @@ class Simulator:
 
     def step(self, strict: bool = False) -> StepReport:
         """Advance by ``time_step`` (sub-stepping on solver failure)."""
+        if self._fused is not None:
+            report = self._fused_step()
+            if report is not None:
+                return report
         q0, v0, t0 = self._q, self._v, self._t
         iterations = 0
         message = ""
@@ -361,6 +369,30 @@ class Simulator:
         if strict:
             raise SolverError(report.message)
         return report
+
+    def _fused_step(self) -> StepReport | None:
+        """The step of a scene of free bodies on sphere-halfspace pairs with TAMSI in one compiled call
+        (sim/free_body_step.py): the same step as ``_advance`` to round-off. None when it did not succeed (not
+        converged, non-finite, diverged): ``step`` then runs the staged step, which fails the same way and
+        retries with sub-steps."""
+        t, dt = self._t, self.time_step
+        if self.scene.external_forces:
+            self._external_forces(t)                              # into self._tau_ext, a row of self._rows
+        start = time.perf_counter()
+        status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt)
+        elapsed = time.perf_counter() - start
+        if code != step_kernels.OK:
+            if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
+                return None
+        self.contacts = self.contact_query._contact_set(n)
+        self.last_result = StepResult(v, impulse, gen, act, SolverStats(SolverStatus.CONVERGED, iterations,
+                                                                        err if iterations else 0.0, elapsed))
+        self._last_dt = dt
+        self.actuation_force = act
+        self._q, self._v, self._t = q, v, t + dt
+        self.step_count += 1
+        self._update_kinematics()
+        return StepReport(self._t, True, "converged", 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""

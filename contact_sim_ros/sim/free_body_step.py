@@ -1,0 +1,270 @@
+"""The whole TAMSI step of a scene of free bodies on sphere-halfspace contacts in ONE compiled call (issue 18,
+sphere row: Drake's TAMSI step of the rolling sphere is 14 us; the staged step spent ~22 us, two thirds of it in
+the Python between ~12 compiled and Pinocchio calls).
+
+The scenes: every joint is a free flyer (free objects, no robot), every collision pair is a sphere against a
+half-space (``ContactQuery``'s analytic pairs: a ball, a box on corner spheres), no scripted joint commands, no
+surface velocities; the engine is TAMSI with its compiled kernel. ``Simulator`` selects this path when it is
+built for such a scene (``FreeBodyTamsiStep.qualifies``); every other scene takes the staged step. The one call
+(``free_body_tamsi_step``) does, from (q0, v0):
+
+1. kinematics of the free flyers: the joint placements oMi = jointPlacement * (R(quat), p) (R as Eigen's
+   ``toRotationMatrix``, as Pinocchio) and the world-frame joint Jacobian columns of ``pin_data.J``
+   ([R, p x R; 0, R] per body);
+2. dynamics in the body frame (Pinocchio's free-flyer velocities are LOCAL): M = the body's spatial inertia
+   (6 x 6, constant), nle = Y a_gf + v x* (Y v) with a_gf = (-R^T g, 0) (RNEA with zero acceleration);
+3. the sphere-halfspace contacts (``contact_kernels.sphere_halfspace_contacts``) into the contact query's buffers;
+4. the bookkeeping before the engine (``step_kernels.prepare_step``: the frame-rotation force, actuation rows);
+5. TAMSI's Newton iteration (``tamsi_kernels.newton_step_packed`` with the engine's own scratch and options);
+6. the configuration update: the quaternion q0 * exp(dt w) with Pinocchio's hemisphere choice and first-order
+   normalization (``pin.integrate``'s rotation part), then ``step_kernels.finish_step`` (frozen-frame translation
+   and velocity update, finiteness, divergence bounds; free flyers have no joint limits).
+
+The results equal the staged step's to round-off (M, nle, J and the quaternion are computed with other operation
+orders than Pinocchio's; ``test/test_free_body_step.py`` compares both paths step by step and over whole runs).
+A failed attempt (TAMSI not converged, non-finite, diverged) is handed back: the Simulator then runs the staged
+step with its sub-stepping, so failures are handled exactly as in every other scene.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..jit import njit
+from ..engines import tamsi_kernels
+from ..geometry.contact_kernels import sphere_halfspace_contacts
+from . import step_kernels
+
+# columns of the per-body constants ``body_float`` (nb, BODY_FLOATS): the joint placement in its parent (the
+# world) R (row-major, 9) and t (3, m); the spatial inertia in the body frame: mass (kg), lever c (3, m), rotational
+# inertia about the centre of mass I_c (row-major, 9, kg m^2)
+BF_R, BF_T, BF_MASS, BF_LEVER, BF_INERTIA = 0, 9, 12, 13, 16
+BODY_FLOATS = 25
+# columns of ``body_int`` (nb, 3): first q index, first v index, contact-placement slot (0: not in a pair)
+BI_Q, BI_V, BI_SLOT = 0, 1, 2
+# |phi| (rad) below which the quaternion exponential uses its Taylor expansions
+_TAYLOR_ANGLE = float(np.finfo(float).eps) ** 0.25
+
+
+@njit(cache=True)
+def body_placement(q, iq, f):
+    """World placement of a free flyer: (R row-major 9 entries, p 3 entries) of jointPlacement * (R(quat), p) with
+    the quaternion (x, y, z, w) at q[iq+3:iq+7] (R(quat) as Eigen's ``toRotationMatrix``) and ``f`` the body's
+    ``body_float`` row."""
+    x, y, z, w = q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6]
+    tx, ty, tz = 2.0 * x, 2.0 * y, 2.0 * z               # Eigen's toRotationMatrix
+    twx, twy, twz = tx * w, ty * w, tz * w
+    txx, txy, txz = tx * x, ty * x, tz * x
+    tyy, tyz, tzz = ty * y, tz * y, tz * z
+    q00, q01, q02 = 1.0 - (tyy + tzz), txy - twz, txz + twy
+    q10, q11, q12 = txy + twz, 1.0 - (txx + tzz), tyz - twx
+    q20, q21, q22 = txz - twy, tyz + twx, 1.0 - (txx + tyy)
+    a00, a01, a02 = f[BF_R], f[BF_R + 1], f[BF_R + 2]
+    a10, a11, a12 = f[BF_R + 3], f[BF_R + 4], f[BF_R + 5]
+    a20, a21, a22 = f[BF_R + 6], f[BF_R + 7], f[BF_R + 8]
+    R = (a00 * q00 + a01 * q10 + a02 * q20, a00 * q01 + a01 * q11 + a02 * q21, a00 * q02 + a01 * q12 + a02 * q22,
+         a10 * q00 + a11 * q10 + a12 * q20, a10 * q01 + a11 * q11 + a12 * q21, a10 * q02 + a11 * q12 + a12 * q22,
+         a20 * q00 + a21 * q10 + a22 * q20, a20 * q01 + a21 * q11 + a22 * q21, a20 * q02 + a21 * q12 + a22 * q22)
+    p0, p1, p2 = q[iq], q[iq + 1], q[iq + 2]
+    p = ((a00 * p0 + a01 * p1 + a02 * p2) + f[BF_T], (a10 * p0 + a11 * p1 + a12 * p2) + f[BF_T + 1],
+         (a20 * p0 + a21 * p1 + a22 * p2) + f[BF_T + 2])
+    return R, p
+
+
+@njit(cache=True)
+def free_body_kinematics(q, body_int, body_float, placement, J):
+    """Joint placements of the free flyers into ``placement`` (slots, 4, 4) at their slots (slot 0, the world,
+    is not touched; bodies without a slot are skipped) and the world-frame joint Jacobian ``J`` (6, nv)
+    (``pin.computeJointJacobians``' layout: the spatial velocity at the world origin; per body the columns
+    [R e_k; 0] of the linear and [p x R e_k; R e_k] of the angular velocities)."""
+    for b in range(body_int.shape[0]):
+        iq, iv = body_int[b, BI_Q], body_int[b, BI_V]
+        R, p = body_placement(q, iq, body_float[b])
+        s = body_int[b, BI_SLOT]
+        if s > 0:
+            for r in range(3):
+                for c in range(3):
+                    placement[s, r, c] = R[3 * r + c]
+                placement[s, r, 3] = p[r]
+        for k in range(3):
+            c_lin, c_ang = iv + k, iv + 3 + k
+            r0, r1, r2 = R[k], R[3 + k], R[6 + k]
+            J[0, c_lin], J[1, c_lin], J[2, c_lin] = r0, r1, r2
+            J[3, c_lin], J[4, c_lin], J[5, c_lin] = 0.0, 0.0, 0.0
+            J[0, c_ang] = p[1] * r2 - p[2] * r1
+            J[1, c_ang] = p[2] * r0 - p[0] * r2
+            J[2, c_ang] = p[0] * r1 - p[1] * r0
+            J[3, c_ang], J[4, c_ang], J[5, c_ang] = r0, r1, r2
+
+
+@njit(cache=True)
+def _inertia_times(f, m0, m1, m2, m3, m4, m5):
+    """Y m (6-tuple: force linear, angular) for the spatial inertia of ``body_float`` row f and the motion
+    (linear m0..2, angular m3..5), as Pinocchio's Inertia * Motion: f_lin = mass (m_lin - c x m_ang),
+    f_ang = I_c m_ang + c x f_lin."""
+    mass = f[BF_MASS]
+    c0, c1, c2 = f[BF_LEVER], f[BF_LEVER + 1], f[BF_LEVER + 2]
+    l0 = mass * (m0 - (c1 * m5 - c2 * m4))
+    l1 = mass * (m1 - (c2 * m3 - c0 * m5))
+    l2 = mass * (m2 - (c0 * m4 - c1 * m3))
+    I = BF_INERTIA
+    a0 = (f[I] * m3 + f[I + 1] * m4 + f[I + 2] * m5) + (c1 * l2 - c2 * l1)
+    a1 = (f[I + 3] * m3 + f[I + 4] * m4 + f[I + 5] * m5) + (c2 * l0 - c0 * l2)
+    a2 = (f[I + 6] * m3 + f[I + 7] * m4 + f[I + 8] * m5) + (c0 * l1 - c1 * l0)
+    return l0, l1, l2, a0, a1, a2
+
+
+@njit(cache=True)
+def free_body_bias_force(q, v, body_int, body_float, gravity, nle):
+    """nle (nv,) = C(q, v) v + g(q) of the free flyers (N, N m; ``pin.nonLinearEffects``): per body, in its frame,
+    Y a_gf + v x* (Y v) with a_gf = (-R^T g, 0) and R the body's world rotation (joint placement included)."""
+    for b in range(body_int.shape[0]):
+        iq, iv = body_int[b, BI_Q], body_int[b, BI_V]
+        f = body_float[b]
+        R, _ = body_placement(q, iq, f)
+        g0 = R[0] * gravity[0] + R[3] * gravity[1] + R[6] * gravity[2]       # R^T g
+        g1 = R[1] * gravity[0] + R[4] * gravity[1] + R[7] * gravity[2]
+        g2 = R[2] * gravity[0] + R[5] * gravity[1] + R[8] * gravity[2]
+        a = _inertia_times(f, -g0, -g1, -g2, 0.0, 0.0, 0.0)
+        v0, v1, v2, w0, w1, w2 = v[iv], v[iv + 1], v[iv + 2], v[iv + 3], v[iv + 4], v[iv + 5]
+        h = _inertia_times(f, v0, v1, v2, w0, w1, w2)
+        # v x* h = (w x h_lin, w x h_ang + v_lin x h_lin)
+        nle[iv] = a[0] + (w1 * h[2] - w2 * h[1])
+        nle[iv + 1] = a[1] + (w2 * h[0] - w0 * h[2])
+        nle[iv + 2] = a[2] + (w0 * h[1] - w1 * h[0])
+        nle[iv + 3] = a[3] + ((w1 * h[5] - w2 * h[4]) + (v1 * h[2] - v2 * h[1]))
+        nle[iv + 4] = a[4] + ((w2 * h[3] - w0 * h[5]) + (v2 * h[0] - v0 * h[2]))
+        nle[iv + 5] = a[5] + ((w0 * h[4] - w1 * h[3]) + (v0 * h[1] - v1 * h[0]))
+
+
+@njit(cache=True)
+def integrate_rotations(q0, v, dt, body_int, q):
+    """The quaternions of ``pin.integrate(q0, dt v)`` for the free flyers, into q: q0 * exp(dt w / 2) (x, y, z, w
+    layout), negated if its dot product with q0 is negative, then Pinocchio's first-order normalization
+    q (3 - |q|^2) / 2. Translations are left to ``step_kernels.finish_step`` (the frozen-frame update)."""
+    for b in range(body_int.shape[0]):
+        iq, iv = body_int[b, BI_Q], body_int[b, BI_V]
+        p0, p1, p2 = dt * v[iv + 3], dt * v[iv + 4], dt * v[iv + 5]
+        angle2 = p0 * p0 + p1 * p1 + p2 * p2
+        angle = math.sqrt(angle2)
+        if angle < _TAYLOR_ANGLE:
+            cw, s = 1.0 - angle2 / 8.0, 0.5 - angle2 / 48.0
+        else:
+            cw, s = math.cos(0.5 * angle), math.sin(0.5 * angle) / angle
+        e0, e1, e2 = s * p0, s * p1, s * p2
+        a0, a1, a2, aw = q0[iq + 3], q0[iq + 4], q0[iq + 5], q0[iq + 6]
+        r0 = aw * e0 + cw * a0 + (a1 * e2 - a2 * e1)
+        r1 = aw * e1 + cw * a1 + (a2 * e0 - a0 * e2)
+        r2 = aw * e2 + cw * a2 + (a0 * e1 - a1 * e0)
+        rw = aw * cw - (a0 * e0 + a1 * e1 + a2 * e2)
+        if r0 * a0 + r1 * a1 + r2 * a2 + rw * aw < 0.0:
+            r0, r1, r2, rw = -r0, -r1, -r2, -rw
+        alpha = (3.0 - (r0 * r0 + r1 * r1 + r2 * r2 + rw * rw)) / 2.0
+        q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6] = r0 * alpha, r1 * alpha, r2 * alpha, rw * alpha
+
+
+@njit(cache=True)
+def free_body_tamsi_step(q0, v0, dt, body_int, body_float, gravity, M, nle, J, position_error,
+                         placement, an_int, an_float, margin, pair_out, raw, pair_ids, pair_material, support,
+                         column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, bias,
+                         rows, modes, free_v, stiction_tolerance, effort, velocity_target, effort_limit,
+                         fixed, ifixed, contact, icontact, finish_index, finish_values,
+                         q_next, v_out, v_engine, impulse, generalized_force, actuation):
+    """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); the bodies' constants
+    (``body_int``, ``body_float``, ``gravity`` (3,) m/s^2, ``M`` (nv, nv) the constant mass matrix); scratch ``nle``
+    (nv,), ``J`` (6, nv), ``position_error`` (nv,) zeros; the contact query's analytic-pair constants and output
+    buffers (``ContactQuery``); the Simulator's ``rows``/``modes`` blocks (their EXTERNAL row holds the scripted
+    wrenches); the engine's scratch; ``finish_step``'s constant arrays. Outputs: q_next (nq,), v_out (nv,) the
+    new state (when the finish code is OK), v_engine (nv,) TAMSI's velocity, impulse (pairs, 3) (first n rows),
+    generalized_force and actuation (nv,).
+
+    Returns (status, iterations, err, history count, info, n contacts, r raw contacts, finish code): status as
+    ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1)."""
+    free_body_kinematics(q0, body_int, body_float, placement, J)
+    free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
+    r, n = sphere_halfspace_contacts(placement, an_int, an_float, margin, pair_out, raw, pair_ids, pair_material, J,
+                                     support, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel)
+    step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance)
+    status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
+        M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
+        effort, rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
+        rows[step_kernels.ERROR_OUT], velocity_target, effort_limit,
+        jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n],
+        fixed, ifixed, contact, icontact, v_engine, impulse[:n], generalized_force, actuation)
+    code = -1
+    if status == tamsi_kernels.CONVERGED:
+        integrate_rotations(q0, v_engine, dt, body_int, q_next)
+        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, True, M, finish_index, finish_values)
+    return status, iterations, err, count, info, n, r, code
+
+
+class FreeBodyTamsiStep:
+    """The Simulator's fused step for a qualifying scene (module docstring): the constant arguments of
+    ``free_body_tamsi_step`` packed once, the per-step outputs allocated fresh (they become the state and the
+    StepResult)."""
+
+    @staticmethod
+    def qualifies(sim) -> bool:
+        """True for a Simulator whose scene and engine this path covers exactly (module docstring)."""
+        from ..engines.tamsi import TamsiEngine
+        pm = sim.model.pin_model
+        cq = sim.contact_query
+        free = sim._free_motion
+        return (isinstance(sim.engine, TamsiEngine) and sim.engine._kernels is not None
+                and pm.njoints > 1 and len(free.q_index) == pm.njoints - 1
+                and all(pm.parents[j] == 0 for j in range(1, pm.njoints))
+                and pm.nq == 7 * len(free.q_index)
+                and cq._all_analytic and not sim.scene.joint_scripts and not sim.scene.surface_velocities)
+
+    def __init__(self, sim):
+        pm = sim.model.pin_model
+        cq = sim.contact_query
+        engine = sim.engine
+        self._cq, self._engine, self._nq, self._nv = cq, engine, pm.nq, pm.nv
+        self._pairs = cq.num_pairs
+        engine._ensure_capacity(self._pairs)          # every pair gives at most one contact
+        slot_of_joint = {j: s for s, j in cq._an_joints}
+        joints = [j for j in range(1, pm.njoints)]
+        self._body_int = np.array([[pm.joints[j].idx_q, pm.joints[j].idx_v, slot_of_joint.get(j, 0)] for j in joints],
+                                  dtype=np.int64).reshape(-1, 3)
+        self._body_float = np.zeros((len(joints), BODY_FLOATS))
+        M = np.zeros((pm.nv, pm.nv))
+        for row, j in zip(self._body_float, joints):
+            placement, inertia = pm.jointPlacements[j], pm.inertias[j]
+            row[BF_R:BF_R + 9] = placement.rotation.reshape(-1)
+            row[BF_T:BF_T + 3] = placement.translation
+            row[BF_MASS] = inertia.mass
+            row[BF_LEVER:BF_LEVER + 3] = inertia.lever
+            row[BF_INERTIA:BF_INERTIA + 9] = inertia.inertia.reshape(-1)
+            iv = pm.joints[j].idx_v
+            M[iv:iv + 6, iv:iv + 6] = inertia.matrix()       # the body-frame spatial inertia: M of a free flyer
+        self.mass_matrix = M
+        self._gravity = np.array(pm.gravity.linear, dtype=float)
+        self._nle = np.zeros(pm.nv)
+        self._J = np.zeros((6, pm.nv))
+        self._v_engine = np.zeros(pm.nv)
+        self._position_error = np.zeros(pm.nv)
+        # the arguments of free_body_tamsi_step between J's and the outputs, fixed for the Simulator's life (the
+        # contact query's buffers are not reallocated in its all-analytic path, the engine's scratch not beyond
+        # the number of pairs)
+        self._args = (self._position_error, cq._an_joint_placement, cq._an_int, cq._an_float, cq.margin,
+                      cq._an_pair_out, cq._an_raw, cq._pair_ids, cq._pair_material, cq._support, cq._column_dof,
+                      cq._ids, cq._point, cq._normal, cq._phi, cq._rotation, cq._jacobian, cq._material,
+                      cq._rel_scratch, cq._bias, sim._rows, sim._modes, sim._free_motion.v_index,
+                      sim._friction_tolerance, sim._effort, sim._v_target, sim._effort_limit,
+                      *engine._kernel_scratch, *sim._finish_arrays)
+        self._head = (self._body_int, self._body_float, self._gravity, M, self._nle, self._J)
+
+    def step(self, q, v, dt):
+        """One attempt from (q, v) over dt (s): (status, iterations, err, n, finish code, q_next, v_next, impulse
+        (n, 3), generalized contact force, actuation); the arrays are fresh (the new state and StepResult's)."""
+        q_next, v_out = np.empty(self._nq), np.empty(self._nv)
+        impulse, gen, act = np.empty((self._pairs, 3)), np.empty(self._nv), np.empty(self._nv)
+        status, iterations, err, count, info, n, r, code = free_body_tamsi_step(
+            q, v, dt, *self._head, *self._args, q_next, v_out, self._v_engine, impulse, gen, act)
+        self._engine._history_count = count
+        stats = self._cq.stats
+        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = self._pairs, r, n
+        return status, iterations, err, info, n, code, q_next, v_out, impulse[:n], gen, act

@@ -1,0 +1,172 @@
+"""The fused free-body TAMSI step (contact_sim_ros/sim/free_body_step.py): selected only for the scenes it covers,
+its kinematics and dynamics equal Pinocchio's, its trajectories equal the staged step's to round-off, and its
+failures are handled by the staged step's sub-stepping exactly as elsewhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.errors import SolverError
+from contact_sim_ros.sim import free_body_step as F
+from contact_sim_ros.sim.simulator import Simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+SPHERE = ROOT / "scenes" / "icf_falling_sphere.yaml"          # the ICF paper's rolling sphere (the peers' row)
+BOX = ROOT / "benchmarks" / "peers" / "scenes" / "box_stick_slip.yaml"   # 8 corner spheres, a scripted push
+
+
+def _ball_scene(**ball):
+    return {"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 1.0, "pose": {"xyz": [0, 0, 0.049]},
+                         **ball}],
+            "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+def test_selected_only_for_free_bodies_on_sphere_halfspace_pairs_with_compiled_tamsi():
+    assert Simulator(SPHERE, engine="tamsi", time_step=2e-3)._fused is not None
+    assert Simulator(BOX, engine="tamsi")._fused is not None
+    assert Simulator(SPHERE, engine="lagged")._fused is None
+    assert Simulator(SPHERE, engine="tamsi", engine_options={"kernel": "numpy"})._fused is None
+    box_on_ground = {"objects": [{"name": "b", "shape": {"box": [0.1, 0.1, 0.1]}, "mass": 1.0,
+                                  "pose": {"xyz": [0, 0, 0.05]}}],
+                     "environment": [{"name": "ground", "shape": "halfspace"}]}
+    assert Simulator(box_on_ground, engine="tamsi")._fused is None          # box-halfspace: coal's pair
+    assert Simulator(ROOT / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml", engine="tamsi")._fused is None
+
+
+def _free_flyer_model():
+    """Three free flyers with non-identity joint placements and off-centre, non-diagonal inertias."""
+    rng = np.random.default_rng(3)
+    model = pin.Model()
+    for k in range(3):
+        placement = pin.SE3(pin.exp3(rng.normal(size=3)), rng.normal(size=3))
+        j = model.addJoint(0, pin.JointModelFreeFlyer(), placement, f"free{k}")
+        A = rng.normal(size=(3, 3))
+        model.appendBodyToJoint(j, pin.Inertia(0.3 + k, rng.normal(size=3) * 0.1, A @ A.T + np.eye(3) * 0.01),
+                                pin.SE3.Identity())
+    return model
+
+
+def test_kinematics_dynamics_and_rotation_update_equal_pinocchio():
+    """M, nle = C v + g, the world joint Jacobians and the quaternion part of pin.integrate, for random states."""
+    model = _free_flyer_model()
+    data = model.createData()
+    rng = np.random.default_rng(5)
+    nb = model.njoints - 1
+    body_int = np.array([[model.joints[j].idx_q, model.joints[j].idx_v, j] for j in range(1, model.njoints)])
+    body_float = np.zeros((nb, F.BODY_FLOATS))
+    for row, j in zip(body_float, range(1, model.njoints)):
+        placement, inertia = model.jointPlacements[j], model.inertias[j]
+        row[F.BF_R:F.BF_R + 9] = placement.rotation.reshape(-1)
+        row[F.BF_T:F.BF_T + 3] = placement.translation
+        row[F.BF_MASS], row[F.BF_LEVER:F.BF_LEVER + 3] = inertia.mass, inertia.lever
+        row[F.BF_INERTIA:F.BF_INERTIA + 9] = inertia.inertia.reshape(-1)
+    for trial in range(20):
+        q = pin.randomConfiguration(model, -np.ones(model.nq) * 3, np.ones(model.nq) * 3)
+        v = rng.normal(size=model.nv) * (10.0 if trial % 2 else 0.1)
+        M = pin.crba(model, data, q, pin.Convention.WORLD)
+        M = np.triu(M) + np.triu(M, 1).T
+        for j in range(1, model.njoints):
+            iv = model.joints[j].idx_v
+            np.testing.assert_allclose(M[iv:iv + 6, iv:iv + 6], model.inertias[j].matrix(), atol=1e-12)
+        nle = np.zeros(model.nv)
+        F.free_body_bias_force(q, v, body_int, body_float, model.gravity.linear.copy(), nle)
+        np.testing.assert_allclose(nle, pin.nonLinearEffects(model, data, q, v), rtol=1e-12, atol=1e-12)
+        placement = np.tile(np.eye(4), (model.njoints, 1, 1))     # as ContactQuery keeps it: slot 0 the world
+        J = np.zeros((6, model.nv))
+        F.free_body_kinematics(q, body_int, body_float, placement, J)
+        pin.forwardKinematics(model, data, q)
+        pin.computeJointJacobians(model, data, q)
+        np.testing.assert_allclose(J, data.J, atol=1e-12)
+        for j in range(1, model.njoints):
+            np.testing.assert_allclose(placement[j], data.oMi[j].homogeneous, atol=1e-14)
+        for dt in (1e-3, 0.5):                                   # Taylor branch and a large rotation
+            q_next = q.copy()
+            F.integrate_rotations(q, v, dt, body_int, q_next)
+            reference = pin.integrate(model, q, dt * v)
+            for j in range(1, model.njoints):
+                iq = model.joints[j].idx_q
+                np.testing.assert_allclose(q_next[iq + 3:iq + 7], reference[iq + 3:iq + 7], atol=1e-13)
+
+
+@pytest.mark.parametrize("scene, dt, seconds", [(SPHERE, 2e-3, 1.0), (BOX, 1e-3, 1.0)])
+def test_trajectories_equal_the_staged_step(scene, dt, seconds):
+    """The peers' sphere (drop, impact, sliding, rolling) and box (scripted push, stick-slip on 4 corners): q, v,
+    the contacts and their impulses step by step as the staged step's, within round-off."""
+    fused, staged = Simulator(scene, engine="tamsi", time_step=dt), Simulator(scene, engine="tamsi", time_step=dt)
+    staged._fused = None
+    for _ in range(int(round(seconds / dt))):
+        a, b = fused.step(), staged.step()
+        assert a.ok and b.ok and a.substeps == b.substeps == 1 and a.t == b.t
+        assert abs(a.iterations - b.iterations) <= 1
+        np.testing.assert_allclose(fused.q, staged.q, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(fused.v, staged.v, rtol=0, atol=1e-10)
+        assert fused.contacts.size == staged.contacts.size
+        for name in ("point", "normal", "signed_distance", "rotation", "jacobian", "stiffness", "friction"):
+            np.testing.assert_allclose(getattr(fused.contacts, name), getattr(staged.contacts, name), rtol=0,
+                                       atol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(fused.contacts.geometry_b, staged.contacts.geometry_b)
+        np.testing.assert_allclose(fused.last_result.contact_impulse, staged.last_result.contact_impulse, rtol=0,
+                                   atol=1e-11)
+        np.testing.assert_allclose(fused.contact_forces_world(), staged.contact_forces_world(), rtol=0, atol=1e-8)
+    assert fused.step_count == staged.step_count
+    # the kinematics the node and the sensors read are the new state's
+    name = fused.model.free_bodies[0].name
+    np.testing.assert_allclose(fused.body_pose(name).homogeneous, staged.body_pose(name).homogeneous, atol=1e-12)
+    np.testing.assert_allclose(fused.body_velocity(name), staged.body_velocity(name), atol=1e-10)
+    if scene == SPHERE:    # rolling without slipping at 5/7 v0 (ICF paper, section XI-B)
+        assert abs(fused.body_velocity(name)[0] - 2.0 * 5.0 / 7.0) < 0.01
+
+
+def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_elsewhere():
+    """TAMSI not converging: the staged step's sub-steps are tried, then the step fails with the state kept."""
+    sim = Simulator(_ball_scene(), engine="tamsi", time_step=1e-3, max_substep_levels=2,
+                    engine_options={"max_iterations": 1, "relative_tolerance": 1e-12})
+    assert sim._fused is not None
+    q0, v0 = sim.q.copy(), sim.v.copy()
+    report = sim.step()
+    assert not report.ok and report.substeps == 4 and report.status == "max_iterations"
+    assert "engine 'tamsi' failed at t = 0.000000 s" in report.message
+    np.testing.assert_array_equal(sim.q, q0)
+    np.testing.assert_array_equal(sim.v, v0)
+    assert sim.t == 0.0 and sim.step_count == 0 and sim.contacts is None
+    with pytest.raises(SolverError, match="state kept"):
+        sim.step(strict=True)
+
+
+def test_a_diverged_free_body_fails_the_step_naming_it():
+    sim = Simulator(_ball_scene(), engine="tamsi", time_step=1e-3, max_substep_levels=1)
+    v = sim.v.copy()
+    v[0] = 6500.0
+    sim.set_state(sim.q, v)
+    q0 = sim.q.copy()
+    report = sim.step()
+    assert not report.ok and report.substeps == 2
+    assert re.search(r"diverged: free body 'ball' speed 6500 m/s > 100 m/s at t = 0.000\d+ s", report.message)
+    np.testing.assert_array_equal(sim.q, q0)
+    off = Simulator(_ball_scene(), engine="tamsi", time_step=1e-3, divergence_limits=False)
+    off.set_state(off.q, v)
+    assert off.step().ok and off._fused is not None
+
+
+def test_more_contacts_than_the_contact_buffers_preallocate(tmp_path):
+    """A plate on 70 small spheres resting on the ground (the query preallocates 64 contacts): 70 contacts, fused
+    and staged alike (the contact query's buffers hold one contact per sphere-halfspace pair)."""
+    spheres = "".join(f'<collision><origin xyz="{0.01 * (i % 10)} {0.01 * (i // 10)} 0"/><geometry><sphere '
+                      f'radius="0.002"/></geometry></collision>' for i in range(70))
+    (tmp_path / "plate.urdf").write_text(
+        f'<robot name="plate"><link name="plate"><inertial><mass value="0.2"/><inertia ixx="1e-4" iyy="1e-4" '
+        f'izz="2e-4" ixy="0" ixz="0" iyz="0"/></inertial>{spheres}</link></robot>')
+    scene = {"objects": [{"name": "plate", "urdf": str(tmp_path / "plate.urdf"), "pose": {"xyz": [0, 0, 0.0019]}}],
+             "environment": [{"name": "ground", "shape": "halfspace"}]}
+    fused, staged = Simulator(scene, engine="tamsi"), Simulator(scene, engine="tamsi")
+    assert fused._fused is not None
+    staged._fused = None
+    for _ in range(3):
+        assert fused.step().ok and staged.step().ok
+    assert fused.contacts.size == staged.contacts.size == 70
+    np.testing.assert_allclose(fused.q, staged.q, rtol=0, atol=1e-12)
