@@ -822,6 +822,9 @@ def _hessian_structure(cols, tree_ptr, tree_of_dof, num_dofs, struct_work, dptr,
     else:                                                    # a contact touching more than two trees' dofs
         dest = np.empty((nc, npair), dtype=np.int64)
     for c in range(nc):
+        # ``_entry`` of each pair, with the block of the last pair of different trees kept (a contact's columns
+        # are those of one or two trees: its off-diagonal block is searched once, not once per entry)
+        hi_t, lo_t, block = -1, -1, -1
         e = 0
         for a in range(K):
             da = cols[c, a]
@@ -829,8 +832,23 @@ def _hessian_structure(cols, tree_ptr, tree_of_dof, num_dofs, struct_work, dptr,
                 db = cols[c, b]
                 if da < 0 or db < 0:
                     dest[c, e] = -1
+                    e += 1
+                    continue
+                ta, tb = tree_of_dof[da], tree_of_dof[db]
+                if ta == tb:
+                    t0 = tree_ptr[ta]
+                    la, lb = da - t0, db - t0
+                    if la < lb:
+                        la, lb = lb, la
+                    dest[c, e] = dptr[ta] + la * (tree_ptr[ta + 1] - t0) + lb
                 else:
-                    dest[c, e] = _entry(da, db, tree_of_dof, tree_ptr, dptr, pos, later_ptr, later, optr)
+                    ra, rb = da, db                          # rows of the later-eliminated tree
+                    if pos[ta] < pos[tb]:
+                        ta, tb, ra, rb = tb, ta, db, da
+                    if ta != hi_t or tb != lo_t:
+                        hi_t, lo_t = ta, tb
+                        block = _off_block(ta, tb, pos, later_ptr, later, optr)
+                    dest[c, e] = block + (ra - tree_ptr[ta]) * (tree_ptr[tb + 1] - tree_ptr[tb]) + rb - tree_ptr[tb]
                 e += 1
     return order, later_ptr, later, dest, n_blocks
 
