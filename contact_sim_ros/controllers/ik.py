@@ -47,6 +47,7 @@ class JacobianIK:
             float(damping), int(max_iterations), float(tolerance), float(max_step))
         self.q_full = pin.neutral(self.model)
         self._J = np.zeros((6, self.model.nv))
+        self._configuration_index: dict = {}      # joint name list -> configuration_indices
 
     def full_configuration(self, positions: dict[str, float]) -> np.ndarray:
         """Pinocchio configuration from joint name -> value (joints not given: neutral)."""
@@ -57,6 +58,23 @@ class JacobianIK:
                 if j.nq == 1:
                     q[j.idx_q] = value
         return q
+
+    def configuration_indices(self, names) -> tuple[np.ndarray, np.ndarray]:
+        """(i, k) for the 1-dof joints of a joint name list (e.g. a joint_states message's): ``names[i[n]]`` is
+        the joint at ``q[k[n]]`` of this model's configuration (cached per name list: controllers read one
+        message layout every tick)."""
+        key = tuple(names)
+        hit = self._configuration_index.get(key)
+        if hit is None:
+            src, dst = [], []
+            for i, name in enumerate(key):
+                if self.model.existJointName(name):
+                    j = self.model.joints[self.model.getJointId(name)]
+                    if j.nq == 1:
+                        src.append(i)
+                        dst.append(j.idx_q)
+            hit = self._configuration_index[key] = (np.array(src, dtype=np.intp), np.array(dst, dtype=np.intp))
+        return hit
 
     def forward(self, q_arm: np.ndarray, q_full: np.ndarray | None = None) -> pin.SE3:
         """World pose of the tip frame with the IK joints at ``q_arm`` (others from ``q_full``)."""

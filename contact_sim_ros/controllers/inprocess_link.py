@@ -6,8 +6,9 @@ Same message semantics and rates as the node in lock-step mode: the robot's emul
 (the very classes of ``ros/ros2_control``, from the same controllers file, run by the same
 :class:`ControllerManager` with the in-process transport: no actions, no services) receive the trajectories
 (``publish(controller, msg)`` is the ``<controller>/joint_trajectory`` subscription) and the joint_state /
-force-torque broadcasters publish into this link's mailboxes; the same :class:`SteppingLoop` code applies the
-command interfaces, gravity compensation and the controllers' update before every step. External joint
+force-torque broadcasters publish into this link's mailboxes (messages, not serialized bytes); the same
+:class:`SteppingLoop` code applies the command interfaces, gravity compensation and the controllers' update
+before every step. External joint
 torques and contact wrenches are computed as the node's publications compute them. One control period =
 ``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick (as the node does
 when paused after ``~/step``). A trial then costs only physics.
@@ -15,7 +16,6 @@ when paused after ``~/step``). A trial then costs only physics.
 
 from __future__ import annotations
 
-import copy
 import logging
 
 import numpy as np
@@ -38,6 +38,19 @@ class _Mailbox:
             from rclpy.serialization import deserialize_message
             msg = deserialize_message(bytes(msg), self.msg_type)
         self.box[self.topic] = msg
+
+
+def _noisy_wrench(msg: WrenchStamped, dfx: float, dfy: float, dfz: float) -> WrenchStamped:
+    """A copy of ``msg`` with (dfx, dfy, dfz) N added to its force (field by field: copy.deepcopy of a message
+    costs ~50 us)."""
+    out = WrenchStamped()
+    out.header.stamp.sec, out.header.stamp.nanosec = msg.header.stamp.sec, msg.header.stamp.nanosec
+    out.header.frame_id = msg.header.frame_id
+    f, t = msg.wrench.force, msg.wrench.torque
+    g, u = out.wrench.force, out.wrench.torque
+    g.x, g.y, g.z = f.x + dfx, f.y + dfy, f.z + dfz
+    u.x, u.y, u.z = t.x, t.y, t.z
+    return out
 
 
 class _Logger:
@@ -185,12 +198,9 @@ class InProcessLink:
         out = {"js": box["joint_states"], "ext": ext}
         if self.ft_topic:
             ft = box[self.ft_topic.lstrip("/")]
-            if self.ft_noise_std > 0:
-                ft = copy.deepcopy(ft)
+            if self.ft_noise_std > 0:          # a noisy copy (the broadcaster's message stays as published)
                 n = self._rng.normal(0.0, self.ft_noise_std, 3)
-                ft.wrench.force.x += float(n[0])
-                ft.wrench.force.y += float(n[1])
-                ft.wrench.force.z += float(n[2])
+                ft = _noisy_wrench(ft, float(n[0]), float(n[1]), float(n[2]))
             out["ft"] = ft
         if self._wrench_acc is not None:
             wrenches = body_wrenches(self._wrench_acc, sim, self.host.contact_forces(sim))

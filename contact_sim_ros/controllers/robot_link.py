@@ -272,13 +272,24 @@ class RobotLink:
         return target
 
 
+_NAME_INDEX: dict = {}      # message joint names (tuple) -> {name: index}; a robot has one or two name lists
+
+
+def _name_index(names) -> dict:
+    key = tuple(names)
+    index = _NAME_INDEX.get(key)
+    if index is None:
+        index = _NAME_INDEX[key] = {n: i for i, n in enumerate(key)}
+    return index
+
+
 def positions_of(msg: JointState, names) -> np.ndarray:
-    index = {n: i for i, n in enumerate(msg.name)}
+    index = _name_index(msg.name)
     return np.array([msg.position[index[n]] for n in names])
 
 
 def efforts_of(msg: JointState, names) -> np.ndarray:
-    index = {n: i for i, n in enumerate(msg.name)}
+    index = _name_index(msg.name)
     return np.array([msg.effort[index[n]] for n in names])
 
 
@@ -287,11 +298,8 @@ def gripper_measurements(ik, q_full: np.ndarray, st: dict, fingers, ft_frame: st
     from /joint_states in place and returns (wrist load along gravity in N from the F/T sensor, mean finger
     effort in N from the external joint torques, mean finger opening in m)."""
     js = st["js"]
-    for name, value in zip(js.name, js.position):
-        if ik.model.existJointName(name):
-            j = ik.model.joints[ik.model.getJointId(name)]
-            if j.nq == 1:
-                q_full[j.idx_q] = value
+    src, dst = ik.configuration_indices(js.name)
+    q_full[dst] = np.asarray(js.position, dtype=float)[src]
     R_ws = ik.frame_pose(ft_frame, q_full).rotation
     f = st["ft"].wrench.force
     load = float(np.array([f.x, f.y, f.z]) @ (R_ws.T @ np.array([0.0, 0.0, -1.0])))

@@ -70,8 +70,10 @@ class JointStateBroadcaster(Controller):
         self._full = np.zeros((3, len(all_names)))
         self._out = np.zeros((3, len(self._msg.name)))
         self._rows = [(k, name) for k, name in enumerate(("position", "velocity", "effort")) if name in self.interfaces]
-        # every interface: published as serialized bytes (state_messages.JointStateCdr), without rclpy's conversion
-        self._cdr = JointStateCdr("", list(self._msg.name)) if len(self._rows) == 3 and self._msg.name else None
+        # every interface: published as serialized bytes (state_messages.JointStateCdr), without rclpy's conversion;
+        # in process (no DDS) a new message per publication, which the reader takes as it is (no deserialization)
+        self._cdr = (JointStateCdr("", list(self._msg.name)) if len(self._rows) == 3 and self._msg.name and ctx.ros
+                     else None)
         self.pub = ctx.node.create_publisher(JointState, prefix + "joint_states", 10)
         self.pub_dynamic = None
         if DynamicJointState is not None:
@@ -103,7 +105,11 @@ class JointStateBroadcaster(Controller):
         if self._cdr is not None:
             self.pub.publish(self._cdr.encode(sim.t, out))
         else:
-            msg = self._msg
+            if self.ctx.ros:
+                msg = self._msg
+            else:
+                msg = JointState()
+                msg.name = list(self._msg.name)
             self._stamp(sim.t, msg.header.stamp)
             for k, name in self._rows:
                 setattr(msg, name, array.array("d", out[k].tobytes()))
