@@ -240,6 +240,26 @@ def share_path(*parts) -> Path:
     return base.joinpath(*parts)
 
 
+FASTDDS_PROFILES_VARIABLE = "FASTRTPS_DEFAULT_PROFILES_FILE"    # Fast DDS 2.x (rmw_fastrtps_cpp in Jazzy)
+
+
+def use_fastdds_writer_profile(environ=None) -> str | None:
+    """Before rclpy.init of the node's own process: point Fast DDS at config/fastdds_writers.xml (the writers'
+    NACK-suppression time; why: the file's comment), unless the user set a profiles file (their choice wins) or
+    ``RMW_IMPLEMENTATION`` names another middleware. ``environ``: the process environment (default os.environ).
+    Returns the profile's path if it was set, else None."""
+    import os
+    environ = os.environ if environ is None else environ
+    rmw = environ.get("RMW_IMPLEMENTATION", "")
+    if FASTDDS_PROFILES_VARIABLE in environ or (rmw and not rmw.startswith("rmw_fastrtps")):
+        return None
+    path = share_path("config", "fastdds_writers.xml")
+    if not path.is_file():
+        return None
+    environ[FASTDDS_PROFILES_VARIABLE] = str(path)
+    return str(path)
+
+
 # ------------------------------------------------------------------ plain command-line flags -> ROS args
 
 _FLAGS = {

@@ -38,7 +38,8 @@ from ..errors import ConfigError, ContactSimError
 from .command_validation import (CommandRejected, JointLimits, reject_unsupported_effort,
                                  validate_joint_state_command)
 from .frames import tf_edges
-from .node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path
+from .node_config import (DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path,
+                          use_fastdds_writer_profile)
 from .state_messages import body_wrenches, clock_cdr, fill_wrench, stamp  # noqa: F401  (stamp: controllers)
 from .stepping import PublishHook, SteppingLoop, loop_status
 
@@ -680,6 +681,7 @@ def main(argv=None) -> int:
     # to initialize wait set", KeyboardInterrupt tracebacks from the clean-up)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    writer_profile = use_fastdds_writer_profile()     # read by Fast DDS when rclpy.init creates the participant
     try:
         rclpy.init(args=["sim_node"] + cmd.ros_args, signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:   # rcl rejects malformed ROS arguments / parameter files
@@ -689,6 +691,8 @@ def main(argv=None) -> int:
     code = 0
     try:
         node = SimNode(param_defaults=defaults)
+        if writer_profile:
+            node.log.debug(f"Fast DDS writer profile {writer_profile}")
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
         executor.add_node(node)
         for robot_node in node.robot_nodes:      # several robots: each robot's namespace

@@ -1,9 +1,16 @@
-"""Node parameters and the console command's plain flags (no DDS)."""
+"""Node parameters, the console command's plain flags and the node's Fast DDS writer profile (its XML parsed by the
+middleware in a child process; no DDS traffic)."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.ros.node_config import DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files
+from contact_sim_ros.ros.node_config import (DEFAULT_ROBOT, FASTDDS_PROFILES_VARIABLE, NodeConfig,
+                                            plain_args_to_ros_args, read_param_files, share_path,
+                                            use_fastdds_writer_profile)
 
 
 def test_plain_flags_map_onto_ros_arguments():
@@ -99,3 +106,32 @@ def test_time_step_cap_is_the_simulators():
     assert NodeConfig.from_mapping({"time_step": MAX_TIME_STEP}).time_step == MAX_TIME_STEP
     with pytest.raises(ConfigError, match=rf"'time_step': must be in \(0, {MAX_TIME_STEP:g}\] s"):
         NodeConfig.from_mapping({"time_step": MAX_TIME_STEP * 1.01})
+
+
+def test_fastdds_writer_profile_only_where_the_user_chose_nothing():
+    profile = str(share_path("config", "fastdds_writers.xml"))
+    for env in ({}, {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}):
+        assert use_fastdds_writer_profile(env) == profile and env[FASTDDS_PROFILES_VARIABLE] == profile
+    own = {FASTDDS_PROFILES_VARIABLE: "/home/me/fastdds.xml"}
+    assert use_fastdds_writer_profile(own) is None and own[FASTDDS_PROFILES_VARIABLE] == "/home/me/fastdds.xml"
+    cyclone = {"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
+    assert use_fastdds_writer_profile(cyclone) is None and FASTDDS_PROFILES_VARIABLE not in cyclone
+
+
+def test_fastdds_writer_profile_is_read_by_the_middleware_without_errors(tmp_path):
+    """Fast DDS reports a profile it cannot parse (e.g. the element spelled correctly, "nackSuppressionDuration")
+    as an XMLPARSER error and then ignores the profile: the shipped one must load cleanly where a node creates its
+    publishers (and a broken copy shows that the check sees such errors)."""
+    code = ("import rclpy; from std_msgs.msg import String; rclpy.init(); n = rclpy.create_node('profile_check'); "
+            "n.create_publisher(String, 'profile_check', 10); n.destroy_node(); rclpy.shutdown(); print('done')")
+    broken = tmp_path / "broken.xml"
+    broken.write_text(share_path("config", "fastdds_writers.xml").read_text().replace("nackSupression",
+                                                                                     "nackSuppression"))
+    env = {}
+    use_fastdds_writer_profile(env)
+    for profile, clean in ((env[FASTDDS_PROFILES_VARIABLE], True), (str(broken), False)):
+        run = subprocess.run([sys.executable, "-c", code], env={**os.environ, FASTDDS_PROFILES_VARIABLE: profile},
+                             capture_output=True, text=True, timeout=60)
+        out = run.stdout + run.stderr          # Fast DDS's log consumer may print errors on either
+        assert run.returncode == 0 and "done" in run.stdout, out
+        assert ("XMLPARSER" not in out) == clean, out
