@@ -327,3 +327,19 @@ def test_non_finite_kinetic_energy_is_divergence():
     assert check.check(sim.q, np.zeros(6), M, 0.5) == ""
     with np.errstate(over="ignore"):
         assert check.check(sim.q, v, M, 0.5) == "diverged: kinetic energy is not finite at t = 0.500000 s"
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_vector_space_integration_in_the_finish_pass_equals_pinocchio_integrate(engine):
+    """A robot of revolute and prismatic joints only (iiwa + WSG): finish_step's q0 + dt v is pin.integrate to
+    the bit, over 300 steps of a PD hold with gravity and the fingers' limits."""
+    from pathlib import Path
+    scene = Path(__file__).resolve().parent.parent / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml"
+    compiled, reference = Simulator(scene, engine=engine), Simulator(scene, engine=engine)
+    assert compiled._vector_space
+    reference._vector_space = False                  # pin.integrate, then the frozen-frame pass
+    for _ in range(300):
+        assert compiled.step().ok and reference.step().ok
+        np.testing.assert_array_equal(compiled.q, reference.q)
+        np.testing.assert_array_equal(compiled.v, reference.v)
+    assert not Simulator(_mug_scene())._vector_space            # a free body: quaternions

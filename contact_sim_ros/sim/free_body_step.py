@@ -196,7 +196,8 @@ def free_body_tamsi_step(q0, v0, dt, body_int, body_float, gravity, M, nle, J, p
     code = -1
     if status == tamsi_kernels.CONVERGED:
         integrate_rotations(q0, v_engine, dt, body_int, q_next)
-        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, True, M, finish_index, finish_values)
+        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
+                                       finish_index, finish_values)
     return status, iterations, err, count, info, n, r, code
 
 

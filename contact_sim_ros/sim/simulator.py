@@ -127,6 +127,9 @@ class Simulator:
             self._divergence.kernel_arrays if self._divergence is not None else None,
             np.asarray(m.joint_q_index)[limited], np.asarray(m.joint_v_index)[limited],
             np.asarray(m.position_lower)[limited], np.asarray(m.position_upper)[limited])
+        # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
+        self._vector_space = pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
+                                                    for j in range(1, pm.njoints))
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
@@ -425,11 +428,16 @@ class Simulator:
         self.contacts = contacts
         if not result.stats.status.ok:
             return result, None
-        # one compiled pass: free-body frozen-frame integration, finiteness, divergence bounds, joint limits
-        frozen_frame = result.q_next is None   # quasistatic engines update q themselves
-        q_next = pin.integrate(pm, q, dt * result.v_next) if frozen_frame else result.q_next
+        # one compiled pass: integration (vector-space models) or the free-body frozen-frame update, finiteness,
+        # divergence bounds, joint limits
+        if result.q_next is not None:          # quasistatic engines update q themselves
+            integration, q_next = step_kernels.ENGINE_Q, result.q_next
+        elif self._vector_space:
+            integration, q_next = step_kernels.VECTOR_SPACE, np.empty(pm.nq)
+        else:
+            integration, q_next = step_kernels.FROZEN_FRAME, pin.integrate(pm, q, dt * result.v_next)
         v_next = np.empty(pm.nv)
-        code = step_kernels.finish_step(q, q_next, result.v_next, v_next, dt, frozen_frame, M, *self._finish_arrays)
+        code = step_kernels.finish_step(q, q_next, result.v_next, v_next, dt, integration, M, *self._finish_arrays)
         result.v_next = v_next
         if code == step_kernels.NON_FINITE:
             result.stats.message = "non-finite state"

@@ -13,7 +13,9 @@ nonLinearEffects:
 * the implicit joint damping d = d_viscous + F_c / max(|v0|, v_s) (N m s/rad or N s/m; ``Simulator._joint_damping``
   explains the lagged Coulomb friction).
 
-``finish_step`` (after the engine), on q_next = pin.integrate(q0, dt v_next) and the engine's v_next:
+``finish_step`` (after the engine), on q_next = pin.integrate(q0, dt v_next) and the engine's v_next (or, for a
+model whose joints are all vector-space joints, revolute or prismatic, with q_next = q0 + dt v_next computed there:
+what ``pin.integrate`` computes for them, without its call and the dt v_next array):
 
 * the free bodies' frozen-frame update (``free_body_motion._frozen_frame_update``) into q_next and v_out;
 * finiteness of q_next and v_out;
@@ -40,6 +42,15 @@ KP, KD, VISCOUS_DAMPING, JOINT_FRICTION, EXTERNAL, SCRATCH, TAU, KP_OUT, KD_OUT,
 N_ROWS = 11
 # rows of the (2, nv) bool ``modes`` block
 POSITION_MODE, VELOCITY_MODE = range(2)
+
+# finish_step's ``integration``: how q_next was made
+ENGINE_Q = 0         # the engine set q_next itself (quasistatic engines): no update
+FROZEN_FRAME = 1     # q_next = pin.integrate(q0, dt v): the free bodies' frozen-frame update is applied
+VECTOR_SPACE = 2     # every joint is a vector-space joint (nq = nv, no free body): q_next = q0 + dt v is computed here
+# joint types whose pin.integrate is q + v (Pinocchio's VectorSpaceOperation)
+VECTOR_SPACE_JOINTS = frozenset({"JointModelRX", "JointModelRY", "JointModelRZ", "JointModelRevoluteUnaligned",
+                                 "JointModelPX", "JointModelPY", "JointModelPZ", "JointModelPrismaticUnaligned",
+                                 "JointModelTranslation"})
 
 # finish_step's result
 OK = 0
@@ -91,9 +102,10 @@ def finish_arrays(free_q, free_v, divergence, limit_q, limit_v, lower, upper):
 
 
 @njit(cache=True)
-def finish_step(q0, q, v, v_out, dt, frozen_frame, M, index, values):
+def finish_step(q0, q, v, v_out, dt, integration, M, index, values):
     """The post-step pass of the module docstring, in place on q (the integrated configuration) and v_out (filled
-    from the engine's v). ``frozen_frame``: apply the free-body update (False when the engine set q itself);
+    from the engine's v). ``integration``: FROZEN_FRAME (q = pin.integrate(q0, dt v): apply the free-body update),
+    VECTOR_SPACE (q is filled here with q0 + dt v) or ENGINE_Q (the engine set q itself);
     ``index``, ``values``: the constant arrays of ``finish_arrays``. Returns OK (limits applied), NON_FINITE or
     DIVERGED (nothing clamped)."""
     nf, ndq, ndv, nl, check_divergence = index[0], index[1], index[2], index[3], index[4] != 0
@@ -108,8 +120,11 @@ def finish_step(q0, q, v, v_out, dt, frozen_frame, M, index, values):
     nv = v.shape[0]
     for a in range(nv):
         v_out[a] = v[a]
-    if frozen_frame:
+    if integration == FROZEN_FRAME:
         _frozen_frame_update(q0, v, dt, free_q, free_v, q, v_out)
+    elif integration == VECTOR_SPACE:
+        for a in range(q.shape[0]):
+            q[a] = q0[a] + dt * v[a]
     for a in range(q.shape[0]):
         if not math.isfinite(q[a]):
             return NON_FINITE
