@@ -675,12 +675,12 @@ class SteppingLoop:
         np.equal(hw.mode, POSITION, out=pos)
         # every joint in position mode now and at the last call (the usual case): the mode masks are skipped
         all_pos = bool(pos.all()) and self._was_all_pos
-        if not self._ramping:                     # a new jump's profile starts at rest
-            v_sent[:] = 0.0
-        if hw.snap.any():
+        was_ramping = self._ramping
+        if hw.snapped:
             np.copyto(q_sent, hw.position, where=hw.snap)
             np.copyto(v_sent, 0.0, where=hw.snap)
             hw.snap[:] = False
+            hw.snapped = False
         if not all_pos:
             # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
             np.logical_not(pos, out=self._not_pos)
@@ -699,6 +699,8 @@ class SteppingLoop:
         np.copyto(self._v_ramp, hw.velocity)
         self._ramping = bool(clip.any())
         if self._ramping:
+            if not was_ramping:                   # a new jump's profile starts at rest
+                v_sent[:] = 0.0
             # speed that still stops at the target: sqrt(2 a |dq|), at most v_max, within a * dt of the last
             np.multiply(work, self._two_a, out=work)
             np.sqrt(work, out=work)

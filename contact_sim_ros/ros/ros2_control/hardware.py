@@ -39,6 +39,7 @@ class JointCommandInterfaces:
         self.effort = np.zeros(n)
         self.changed = True
         self.snap = np.zeros(n, dtype=bool)   # held joints: the loop's rate limit starts from the held position
+        self.snapped = False                  # snap has a joint set (the loop clears both)
         self.claims: dict[str, str] = {}                 # "joint/interface" -> controller name
         followers, leaders, mult, off = [], [], [], []
         if hardware_info is not None:
@@ -67,6 +68,7 @@ class JointCommandInterfaces:
         self.velocity[idx] = 0.0
         self.effort[idx] = 0.0
         self.snap[idx] = True
+        self.snapped = True
         self._written()
 
     def write_position(self, idx, position, velocity=None) -> None:
