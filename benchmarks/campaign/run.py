@@ -17,7 +17,14 @@ full 12 s pick_shake_place at the campaign's time step instead of the campaign f
 rest of the loop (ros2_control emulation, broadcasters, the scenario controller); the first (cold) trial's extra
 time is the per-worker start-up (imports, compiled-kernel cache load).
 ``--rss-every N``: a memory table, every N recorded trials: the driver's resident memory and each worker's (as
-reported with its last row).
+reported with its last row); and, as the campaign runs, a line every N trials (flushed: a long run can be
+followed with ``tail -f``): trials so far, elapsed wall time, trials per minute, mean worker CPU s per trial,
+the 1000-trial time at that rate, the driver's and the workers' resident memory.
+
+The issue-19 target run (1000 full-task trials, 2 workers; ~30 min on the idle machine)::
+
+    scripts/venv_run.sh python benchmarks/campaign/run.py --full-task --time-step 0.001 --trials 1000 \
+        --workers 2 --rss-every 50 2>&1 | tee /tmp/campaign_1000.log
 """
 
 from __future__ import annotations
@@ -128,12 +135,22 @@ def main(argv=None) -> int:
         cpu0 = time.process_time()
         cpu = {}
 
-        def sample(row, n, workers=workers, worker_rss=worker_rss, cpu=cpu):
+        wall0, worker_cpu = time.monotonic(), [0.0]
+
+        def sample(row, n, workers=workers, worker_rss=worker_rss, cpu=cpu, wall0=wall0, worker_cpu=worker_cpu):
             worker_rss[row.get("worker_pid")] = row.get("worker_rss_mb")
+            worker_cpu[0] += row.get("cpu_time_s") or 0.0
             if n == 1 or n == args.trials or n % 4 == 0:
                 cpu.update(tree_cpu_s())      # Ray's processes end with the campaign: sample before
             if args.rss_every and (n == 1 or n % args.rss_every == 0):
                 memory.append((workers, n, resident_mb(), dict(worker_rss)))
+                wall = time.monotonic() - wall0
+                rate = 60.0 * n / wall if wall > 0 else float("nan")
+                print(f"  [{workers} worker(s)] {n:>5} trials {wall:7.0f} s | {rate:6.2f} trials/min | "
+                      f"{worker_cpu[0] / n:5.2f} CPU s/trial | 1000 trials: {1000 / rate:5.1f} min | load "
+                      f"{os.getloadavg()[0]:.1f} | RSS MB driver {resident_mb():.1f}, workers "
+                      + " ".join(f"{mb:.1f}" for _, mb in sorted(worker_rss.items(), key=lambda kv: str(kv[0]))),
+                      flush=True)
 
         with tempfile.TemporaryDirectory(prefix="campaign_bench_") as out:
             s = run_campaign(spec, out, workers=workers, trials=args.trials, progress=False, on_row=sample)
