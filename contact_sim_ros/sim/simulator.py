@@ -29,6 +29,13 @@ from .divergence import DivergenceCheck, DivergenceLimits
 from .free_body_step import FreeBodyTamsiStep
 from .scene import Scene, load_scene
 
+# what of the kinematics of the current state is still to be computed when ``pin_data`` / ``geometry_data`` are read
+# (the step itself needs neither the frame nor the geometry placements of the new state, the fused step not even
+# its joint placements)
+KINEMATICS_CURRENT = 0
+PLACEMENTS_STALE = 1       # frame and geometry placements; joint placements, velocities and Jacobians are current
+ALL_STALE = 2              # nothing computed at the current state
+
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
 # parameter); the Simulator itself does not enforce it
 MAX_TIME_STEP = 0.1
@@ -68,8 +75,9 @@ class Simulator:
         self.model = self.scene.model
         pm = self.model.pin_model
         self._pm = pm
-        self.pin_data = pm.createData()
-        self.geometry_data = pin.GeometryData(self.model.collision_model)
+        self._pin_data = pm.createData()                       # read through pin_data (see _stale)
+        self._geometry_data = pin.GeometryData(self.model.collision_model)
+        self._stale = ALL_STALE
         self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin, broad_phase="auto")
         self._free_motion = FreeBodyMotion(self.model)
         self.engine = make_engine(engine, self.model, engine_options)
@@ -143,6 +151,21 @@ class Simulator:
     @property
     def q(self) -> np.ndarray:
         return self._q
+
+    @property
+    def pin_data(self) -> pin.Data:
+        """Pinocchio's Data at the current state: joint and frame placements (oMi, oMf), joint velocities (v),
+        joint Jacobians (J); what a step left to compute is computed here, when it is first read."""
+        if self._stale:
+            self._refresh_kinematics()
+        return self._pin_data
+
+    @property
+    def geometry_data(self) -> pin.GeometryData:
+        """The collision geometries' world placements (oMg) at the current state (computed when first read)."""
+        if self._stale:
+            self._refresh_kinematics()
+        return self._geometry_data
 
     @property
     def v(self) -> np.ndarray:
@@ -336,6 +359,8 @@ class Simulator:
             report = self._fused_step()
             if report is not None:
                 return report
+            if self._stale == ALL_STALE:
+                self._update_kinematics()                         # the staged step reads them
         q0, v0, t0 = self._q, self._v, self._t
         iterations = 0
         message = ""
@@ -380,6 +405,8 @@ class Simulator:
         retries with sub-steps."""
         t, dt = self._t, self.time_step
         if self.scene.external_forces:
+            if self._stale == ALL_STALE:
+                self._update_kinematics()                         # the bodies' rotations
             self._external_forces(t)                              # into self._tau_ext, a row of self._rows
         start = time.perf_counter()
         status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt)
@@ -394,12 +421,12 @@ class Simulator:
         self.actuation_force = act
         self._q, self._v, self._t = q, v, t + dt
         self.step_count += 1
-        self._update_kinematics()
+        self._stale = ALL_STALE                  # computed when read (pin_data); the fused step needs none
         return StepReport(self._t, True, "converged", 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
-        pm, data = self._pm, self.pin_data
+        pm, data = self._pm, self._pin_data
         if q is not self._q or v is not self._v:     # sub-steps: kinematics of the intermediate state
             self._q, self._v = q, v
             self._update_kinematics()
@@ -407,7 +434,7 @@ class Simulator:
         for g, f in self.scene.surface_velocities.items():
             self._surface_velocity[g] = f(t)
         # pin_data.J holds the joint Jacobians of q (_update_kinematics): the query does not compute them again
-        contacts = self.contact_query.update(data, self.geometry_data,
+        contacts = self.contact_query.update(data, None,
                                              self._surface_velocity if self.scene.surface_velocities else None,
                                              joint_jacobians=True)
         # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
@@ -532,13 +559,13 @@ class Simulator:
                                     (tau[v0:v0 + 6].reshape(2, 3) if free.count(v0) == 1 else v0) for v0 in targets]
         for f, target in zip(self.scene.external_forces, self._wrench_targets):
             if target is not None and f.wrench is not None:
-                R = self.pin_data.oMi[f.joint_id].rotation
+                R = self._pin_data.oMi[f.joint_id].rotation
                 if isinstance(target, int):
                     tau[target:target + 6] += (f.wrench(t).reshape(2, 3) @ R).reshape(6)
                 else:
                     np.dot(f.wrench(t).reshape(2, 3), R, out=target)      # rows R^T f, R^T m
             else:
-                J = pin.getFrameJacobian(self._pm, self.pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
+                J = pin.getFrameJacobian(self._pm, self._pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
                 tau += J.T @ np.concatenate([f.force(t), f.torque(t)]) if J.ndim == 2 else \
                     J * np.concatenate([f.force(t), f.torque(t)])
         return tau
@@ -554,13 +581,23 @@ class Simulator:
         return None
 
     def _update_kinematics(self) -> None:
-        """Kinematics of the current state: joint placements and velocities, frame placements, joint
-        Jacobians and geometry placements (the contact query, the sensors and the node read them)."""
-        pm, data = self._pm, self.pin_data
+        """Kinematics of the current state that the next step reads: joint placements and velocities, joint
+        Jacobians (the contact query uses them). Frame and geometry placements (the node, the sensors, the viewer)
+        are computed when ``pin_data`` / ``geometry_data`` are next read (``_refresh_kinematics``)."""
+        pm, data = self._pm, self._pin_data
         pin.forwardKinematics(pm, data, self._q, self._v)
         pin.computeJointJacobians(pm, data)           # from the joint placements of the forward kinematics
+        self._stale = PLACEMENTS_STALE
+
+    def _refresh_kinematics(self) -> None:
+        """What ``_stale`` says is missing of the current state's kinematics: joint placements, velocities and
+        Jacobians (after a fused step), frame placements and geometry placements."""
+        if self._stale == ALL_STALE:
+            self._update_kinematics()
+        pm, data = self._pm, self._pin_data
         pin.updateFramePlacements(pm, data)
-        pin.updateGeometryPlacements(pm, data, self.model.collision_model, self.geometry_data)
+        pin.updateGeometryPlacements(pm, data, self.model.collision_model, self._geometry_data)
+        self._stale = KINEMATICS_CURRENT
 
     # ---------------------------------------------------------------------------------- queries
 
