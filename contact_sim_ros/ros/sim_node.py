@@ -40,7 +40,8 @@ from .command_validation import (CommandRejected, JointLimits, reject_unsupporte
 from .frames import tf_edges
 from .node_config import (DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path,
                           use_fastdds_writer_profile)
-from .state_messages import body_wrenches, clock_cdr, fill_wrench, stamp  # noqa: F401  (stamp: controllers)
+from .state_messages import (TransformsCdr, body_wrenches, clock_cdr, fill_wrench,
+                             stamp)  # stamp: also imported from here by the controllers
 from .stepping import PublishHook, SteppingLoop, loop_status
 
 try:
@@ -193,14 +194,10 @@ class SimNode(Node):
         cfg, out = self.config, {}
         # TF
         out["edges"] = edges = tf_edges(m, self.prefix, self.world, self.link_prefixes)
-        out["_tf_moving"] = moving = [e for e in edges if not e.static]
-        out["_tf_msgs"] = []
-        for e in moving:
-            ts = TransformStamped()
-            ts.header.frame_id, ts.child_frame_id = e.parent, e.child
-            out["_tf_msgs"].append(ts)
-        # republished, its transforms refilled in place
-        out["_tf_message"] = TFMessage(transforms=out["_tf_msgs"]) if TFMessage is not None else None
+        moving = [e for e in edges if not e.static]
+        # /tf as serialized bytes (no rclpy message conversion: ~45 us per publication for iiwa_wsg's 11 links)
+        out["_tf_cdr"] = TransformsCdr([(e.parent, e.child) for e in moving])
+        out["_tf_poses"] = np.zeros((len(moving), 7))       # x y z qx qy qz qw per moving edge, refilled in place
         out["_tf_frames"] = [(int(e.parent_frame), int(e.child_frame)) for e in moving]
 
         # contact wrench per body
@@ -324,14 +321,13 @@ class SimNode(Node):
 
     def _pub_tf(self, sim):
         """The moving TF edges of the current model (nothing while there are none)."""
-        if not self._tf_msgs:
+        frames, poses = self._tf_frames, self._tf_poses
+        if not frames:
             return
-        oMf = sim.pin_data.oMf
-        st = stamp(sim.t)
-        for ts, (pf, cf) in zip(self._tf_msgs, self._tf_frames):
-            ts.header.stamp = st
-            _set_transform(ts, oMf[cf] if pf == 0 else oMf[pf].actInv(oMf[cf]))
-        self.pub_tf.publish(self._tf_message)
+        oMf, xyzquat = sim.pin_data.oMf, pin.SE3ToXYZQUAT
+        for k, (pf, cf) in enumerate(frames):
+            poses[k] = xyzquat(oMf[cf] if pf == 0 else oMf[pf].actInv(oMf[cf]))
+        self.pub_tf.publish(self._tf_cdr.encode(sim.t, poses))
 
     def contact_forces(self, sim) -> np.ndarray:
         """World contact forces (N, 3) of the last step (Simulator.contact_forces_world)."""

@@ -6,9 +6,10 @@ link of the scenario controllers (controllers/inprocess_link.py), so both hand o
 * ``body_wrenches`` / ``fill_wrench``: geometry_msgs/WrenchStamped ``contact_wrench/<body>``: the net contact
   wrench on a body about its frame origin, in its frame (N, N*m).
 
-* ``JointStateCdr`` / ``clock_cdr``: sensor_msgs/JointState and rosgraph_msgs/Clock as the serialized CDR bytes
-  ``Publisher.publish(bytes)`` hands to the middleware as they are (the messages published every step or every
-  other step: rclpy's Python-to-C conversion of a JointState costs ~15 us, packing these bytes ~2 us).
+* ``JointStateCdr`` / ``clock_cdr`` / ``TransformsCdr``: sensor_msgs/JointState, rosgraph_msgs/Clock and
+  tf2_msgs/TFMessage as the serialized CDR bytes ``Publisher.publish(bytes)`` hands to the middleware as they are
+  (the messages published every step or every other step, and /tf: rclpy's Python-to-C conversion of a
+  JointState costs ~15 us, of the TFMessage of iiwa_wsg's 11 moving links ~45 us; packing these bytes ~2-4 us).
 
 Stamps are sim time (``stamp``). No rclpy: message classes only.
 """
@@ -43,42 +44,54 @@ def clock_cdr(t: float) -> bytes:
     return _CDR_LE + _TIME.pack(*stamp_parts(t))
 
 
+class _CdrPayload:
+    """Builds the bytes of a serialized message after the 4-byte encapsulation header, aligning as CDR requires
+    (relative to the payload start: uint32 on 4, double on 8); ``off`` is the payload offset reached."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    @property
+    def off(self) -> int:
+        return len(self.data)
+
+    def align(self, k: int) -> None:
+        self.data.extend(bytes(-len(self.data) % k))
+
+    def u32(self, value: int) -> None:
+        self.align(4)
+        self.data.extend(struct.pack("<I", value))
+
+    def string(self, text: str) -> None:
+        raw = text.encode() + b"\x00"
+        self.u32(len(raw))
+        self.data.extend(raw)
+
+    def zeros(self, n: int) -> None:
+        self.data.extend(bytes(n))
+
+
 class JointStateCdr:
     """Serialized sensor_msgs/JointState with a fixed ``frame_id`` and joint ``names`` and the three sequences
-    position, velocity, effort of one length each (``encode``); offsets aligned as CDR requires (relative to the
-    payload after the 4-byte encapsulation header: uint32 on 4, double on 8)."""
+    position, velocity, effort of one length each (``encode``)."""
 
     def __init__(self, frame_id: str, names: list[str]):
-        off = _TIME.size                # payload offset after the stamp
-        cur = bytearray()
-
-        def put(raw: bytes):
-            nonlocal off
-            cur.extend(raw)
-            off += len(raw)
-
-        def pad(k: int):
-            put(bytes(-off % k))
-
-        def string(text: str):
-            pad(4)
-            raw = text.encode() + b"\x00"
-            put(struct.pack("<I", len(raw)) + raw)
-        string(frame_id)
-        pad(4)
-        put(struct.pack("<I", len(names)))
+        cur = _CdrPayload()
+        cur.zeros(_TIME.size)           # the stamp
+        cur.string(frame_id)
+        cur.u32(len(names))
         for name in names:
-            string(name)
+            cur.string(name)
         self.size = n = len(names)
         self._separators = []           # the bytes before each sequence's doubles (padding, count, padding)
+        start = _TIME.size
         for _ in range(3):
-            pad(4)
-            put(struct.pack("<I", n))
+            cur.u32(n)
             if n:
-                pad(8)
-            self._separators.append(bytes(cur))
-            cur = bytearray()
-            off += 8 * n
+                cur.align(8)
+            self._separators.append(bytes(cur.data[start:]))
+            cur.zeros(8 * n)
+            start = cur.off
 
     def encode(self, t: float, values: np.ndarray) -> bytes:
         """The bytes of the message stamped t (s of sim time), ``values`` (3, n) rows position, velocity, effort
@@ -86,6 +99,39 @@ class JointStateCdr:
         s = self._separators
         return b"".join((_CDR_LE, _TIME.pack(*stamp_parts(t)), s[0], values[0].tobytes(), s[1],
                          values[1].tobytes(), s[2], values[2].tobytes()))
+
+
+class TransformsCdr:
+    """Serialized tf2_msgs/TFMessage of fixed (parent frame id, child frame id) ``pairs``, every transform stamped
+    alike (``encode``). The message is kept in one buffer; each encoding writes the stamps and the poses into it
+    through numpy views (no per-transform Python objects)."""
+
+    def __init__(self, pairs):
+        cur = _CdrPayload()
+        cur.u32(len(pairs))
+        stamps, poses = [], []
+        for parent, child in pairs:
+            cur.align(4)
+            stamps.append(cur.off // 4)
+            cur.zeros(_TIME.size)
+            cur.string(parent)
+            cur.string(child)
+            cur.align(8)
+            poses.append(cur.off // 8)
+            cur.zeros(7 * 8)            # translation x y z, rotation x y z w
+        self.size = len(pairs)
+        self._buf = bytearray(_CDR_LE + cur.data)
+        self._u32 = np.frombuffer(self._buf, dtype="<u4", offset=4, count=cur.off // 4)
+        self._f64 = np.frombuffer(self._buf, dtype="<f8", offset=4, count=cur.off // 8)
+        self._stamp_at = np.array(stamps, dtype=np.intp).reshape(-1, 1) + np.arange(2)     # (n, 2): sec, nanosec
+        self._pose_at = np.array(poses, dtype=np.intp).reshape(-1, 1) + np.arange(7)      # (n, 7)
+
+    def encode(self, t: float, poses: np.ndarray) -> bytes:
+        """The bytes of the message stamped t (s of sim time), transform k = ``poses[k]`` (n, 7): translation x, y,
+        z (m), unit quaternion x, y, z, w (pinocchio.SE3ToXYZQUAT's order)."""
+        self._u32[self._stamp_at] = stamp_parts(t)
+        self._f64[self._pose_at] = poses
+        return bytes(self._buf)
 
 
 def fill_external_torques(msg, sim, v_index: np.ndarray) -> None:

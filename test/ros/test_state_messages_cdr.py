@@ -1,13 +1,14 @@
-"""The serialized messages the node publishes as bytes (state_messages.JointStateCdr, clock_cdr) read back by
-rclpy's deserializer (the middleware's CDR) as the messages they stand for."""
+"""The serialized messages the node publishes as bytes (state_messages.JointStateCdr, clock_cdr, TransformsCdr)
+read back by rclpy's deserializer (the middleware's CDR) as the messages they stand for."""
 
 import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
+from tf2_msgs.msg import TFMessage
 
-from contact_sim_ros.ros.state_messages import JointStateCdr, clock_cdr, stamp
+from contact_sim_ros.ros.state_messages import JointStateCdr, TransformsCdr, clock_cdr, stamp
 
 
 @pytest.mark.parametrize("frame_id, names", [
@@ -31,3 +32,24 @@ def test_joint_state_bytes_deserialize_to_the_message(frame_id, names):
 def test_clock_bytes_deserialize_to_the_message():
     msg = deserialize_message(clock_cdr(7.000000001), Clock)
     assert (msg.clock.sec, msg.clock.nanosec) == (7, 1)
+
+
+@pytest.mark.parametrize("pairs", [
+    [("world", "iiwa_link_0")] + [(f"iiwa_link_{k}", f"iiwa_link_{k + 1}") for k in range(7)],
+    [("w", "ab"), ("ab", "cde"), ("cde", "fghi"), ("left/palm", "x")],   # names of every length mod 4 and 8
+    [("world", "bottle")],
+])
+def test_transforms_bytes_deserialize_to_the_message(pairs):
+    rng = np.random.default_rng(1)
+    cdr = TransformsCdr(pairs)
+    for t in (3.25, 12.345678901):       # the buffer is rewritten in place: a second encoding must not mix them
+        poses = rng.normal(size=(len(pairs), 7))
+        poses[:, 3:] /= np.linalg.norm(poses[:, 3:], axis=1, keepdims=True)
+        msg = deserialize_message(cdr.encode(t, poses), TFMessage)
+        ref = stamp(t)
+        assert len(msg.transforms) == len(pairs)
+        for ts, (parent, child), pose in zip(msg.transforms, pairs, poses):
+            assert (ts.header.stamp.sec, ts.header.stamp.nanosec) == (ref.sec, ref.nanosec)
+            assert (ts.header.frame_id, ts.child_frame_id) == (parent, child)
+            tr, rot = ts.transform.translation, ts.transform.rotation
+            assert [tr.x, tr.y, tr.z, rot.x, rot.y, rot.z, rot.w] == pose.tolist()
