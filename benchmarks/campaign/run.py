@@ -12,7 +12,7 @@ caches -, wall time growing at the same CPU time means too few cores for the pro
 driver (this process: ray.wait, Parquet, the callbacks) and in Ray's own processes (raylet, GCS, ...; their
 CPU time up to the last row), and the 1000-trial estimate at the last rate. ``--full-task``: the
 full 12 s pick_shake_place at the campaign's time step instead of the campaign file's shortened task.
-``--breakdown K``: first runs K warm trials in this process and splits a trial's wall time into construction
+``--breakdown K``: first runs K warm trials in this process and splits a trial's CPU time into construction
 (scene, model, Simulator, controllers: everything outside the control loop), physics (Simulator.step) and the
 rest of the loop (ros2_control emulation, broadcasters, the scenario controller); the first (cold) trial's extra
 time is the per-worker start-up (imports, compiled-kernel cache load).
@@ -68,40 +68,42 @@ def tree_cpu_s() -> dict:
 
 
 def breakdown(spec, engine: str, trials: int) -> None:
-    """Wall time of ``trials`` warm trials split into construction, physics and the rest of the control loop."""
+    """CPU time (this process's: the trial runs in one thread) of ``trials`` warm trials split into
+    construction, physics and the rest of the control loop (CPU, not wall: a loaded machine stretches wall time)."""
+    clock = time.process_time
     import contact_sim_ros.controllers.pick_shake_place as psp
     from contact_sim_ros.sim.simulator import Simulator
     acc = {"physics": 0.0, "loop": 0.0}
     step, loop = Simulator.step, psp.run_controller
 
     def timed_step(self, *a, **kw):
-        t = time.perf_counter()
+        t = clock()
         try:
             return step(self, *a, **kw)
         finally:
-            acc["physics"] += time.perf_counter() - t
+            acc["physics"] += clock() - t
 
     def timed_loop(*a, **kw):
-        t = time.perf_counter()
+        t = clock()
         try:
             return loop(*a, **kw)
         finally:
-            acc["loop"] += time.perf_counter() - t
+            acc["loop"] += clock() - t
 
-    t = time.perf_counter()
+    t = clock()
     run_trial(spec, 0, engine)
-    cold = time.perf_counter() - t
+    cold = clock() - t
     Simulator.step, psp.run_controller = timed_step, timed_loop
     try:
         acc.update(physics=0.0, loop=0.0)
-        t = time.perf_counter()
+        t = clock()
         rows = [run_trial(spec, k, engine) for k in range(1, trials + 1)]
-        total = (time.perf_counter() - t) / trials
+        total = (clock() - t) / trials
     finally:
         Simulator.step, psp.run_controller = step, loop
     phys, loop_t = acc["physics"] / trials, acc["loop"] / trials
     steps = sum(r["sim_time_s"] for r in rows) / trials / spec.time_step
-    print(f"one trial, {engine}, in this process (mean of {trials} warm trials, {steps:.0f} steps each):")
+    print(f"one trial, {engine}, in this process, CPU s (mean of {trials} warm trials, {steps:.0f} steps each):")
     print(f"  total {total:.3f} s | construction {total - loop_t:.3f} s | physics (Simulator.step) {phys:.3f} s "
           f"({1e6 * phys / steps:.0f} us/step, {phys / total:.0%}) | rest of the loop {loop_t - phys:.3f} s "
           f"({1e6 * (loop_t - phys) / steps:.0f} us/step, {(loop_t - phys) / total:.0%}) | first (cold) trial "
