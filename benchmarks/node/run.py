@@ -14,7 +14,8 @@ For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess,
 * step jitter: the node's standard deviation of the step-start period (diagnostics, ms) and the inter-arrival
   standard deviation of /joint_states at the subscriber (ms);
 * CPU use of the node process (utime + stime from /proc, % of one core), CPU time per simulated step and the
-  real-time factor that implies with one free core, and step overruns per second;
+  real-time factor that implies with one free core, the stepping thread's own CPU time per step (diagnostics
+  ``step_cpu_mean_ms``), and step overruns per second;
 * resident memory of the node at the start and end of the window (MB).
 
 ``--startup`` measures instead the time from starting the ``sim_node`` process to the first /joint_states
@@ -173,6 +174,7 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""
         "jitter_sub_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
         "cpu_pct": 100.0 * (cpu1 - cpu0) / wall,
         "cpu_ms_per_step": 1e3 * cpu_per_step, "rtf_one_core": dt / cpu_per_step,
+        "thread_ms_per_step": diag_mean("step_cpu_mean_ms"),
         "overruns_per_s": (overruns[-1] - overruns[0]) / max(diag[-1][0] - diag[0][0], 1e-9) if len(overruns) > 1
         else float("nan"),
         "rss0": rss0, "rss1": rss1, "gaps": gaps, "js_wall": np.array(js_wall) - w0, "js_sim": np.array(js_sim),
@@ -389,16 +391,19 @@ def main(argv=None):
           f"{args.duration:g} s windows (subscriber in another process), {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     head = (f"{'engine':8} {'mode':20} {'RTF':>6} {'js Hz':>7} {'tf Hz':>6} {'step ms':>8} {'jitter ms':>10} "
-            f"{'sub jit ms':>10} {'CPU %':>6} {'CPU ms/step':>11} {'RTF 1 core':>10} {'overrun/s':>9} {'RSS MB':>7}")
+            f"{'sub jit ms':>10} {'CPU %':>6} {'CPU ms/step':>11} {'thread ms':>9} {'RTF 1 core':>10} {'overrun/s':>9} "
+            f"{'RSS MB':>7}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['engine']:8} {r['mode']:20} {r['rtf']:6.3f} {r['js_hz']:7.1f} {r['tf_hz']:6.1f} "
               f"{r['step_ms']:8.3f} {r['jitter_node_ms']:10.3f} {r['jitter_sub_ms']:10.3f} {r['cpu_pct']:6.1f} "
-              f"{r['cpu_ms_per_step']:11.3f} {r['rtf_one_core']:10.2f} {r['overruns_per_s']:9.1f} {r['rss1']:7.1f}")
+              f"{r['cpu_ms_per_step']:11.3f} {r['thread_ms_per_step']:9.3f} {r['rtf_one_core']:10.2f} "
+              f"{r['overruns_per_s']:9.1f} {r['rss1']:7.1f}")
     print("targets (real time): RTF >= 1.0, /joint_states >= 500 Hz, /tf >= 100 Hz. 'RTF 1 core' = time step / "
           "CPU time per step: the factor the node reaches with one free core (the measured RTF is lower when "
-          "the machine's load leaves the node less than a core: compare CPU %)")
+          "the machine's load leaves the node less than a core: compare CPU %); 'CPU ms/step' is the whole "
+          "process's (every thread), 'thread ms' the stepping thread's alone (diagnostics step_cpu_mean_ms)")
     if mem is not None and len(mem):
         after = mem[mem[:, 0] >= 60.0]
         growth = after[-1, 1] - after[0, 1] if len(after) > 1 else float("nan")
