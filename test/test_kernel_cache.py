@@ -82,6 +82,25 @@ print(json.dumps(jit.kernel_stats()))
     assert not {name: s for name, s in icf.items() if s["misses"]}, icf
 
 
+def test_the_fused_free_body_step_loads_from_the_cache(filled_cache):
+    """The warm-up also steps TAMSI on the falling sphere: a fresh process stepping free bodies on sphere-halfspace
+    pairs with TAMSI (sim/free_body_step.py, one compiled call per step) loads that call and compiles nothing."""
+    code = r"""
+import json
+from contact_sim_ros import jit
+from contact_sim_ros.resources import share_dir
+from contact_sim_ros.sim.simulator import Simulator
+sim = Simulator(str(share_dir() / "scenes/icf_falling_sphere.yaml"), engine="tamsi", time_step=2e-3)
+assert sim._fused is not None
+for _ in range(5):
+    assert sim.step().ok
+print(json.dumps(jit.kernel_stats()))
+"""
+    stats = json.loads(_python(code).stdout.splitlines()[-1])
+    assert stats["contact_sim_ros.sim.free_body_step.free_body_tamsi_step"]["hits"] == 1, stats
+    assert not {name: s for name, s in stats.items() if s["misses"]}, stats
+
+
 def test_another_install_location_shares_the_cache(tmp_path, filled_cache):
     """A copy of the package elsewhere (as a colcon or pip install would place it) finds the compiled code
     the checkout's processes wrote: the cache is keyed by the module's path inside the package and its
