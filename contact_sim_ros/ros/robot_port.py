@@ -29,7 +29,7 @@ from std_msgs.msg import String
 
 from ..errors import ConfigError
 from .command_validation import CommandRejected, reject_unsupported_effort, validate_joint_state_command
-from .state_messages import fill_external_torques
+from .state_messages import JointStateCdr
 
 
 # ------------------------------------------------------------------------------------------ names
@@ -146,8 +146,9 @@ class RobotPort:
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_description = node.create_publisher(String, "robot_description", latched)
         self.pub_ext_torques = node.create_publisher(JointState, "external_joint_torques", 10)
-        self._ext = JointState()
-        self._ext.name = joints
+        # published as serialized bytes (effort only): no rclpy message conversion at wrench_rate
+        self._ext_cdr = JointStateCdr("", joints, sequences=("effort",))
+        self._ext_tau = np.zeros((1, len(joints)))
         self._v_index = np.asarray(m.joint_v_index)[self.joint_indices]
         if self.own_node:     # the simulation node keeps the hardware-level joint_command of every joint
             node.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
@@ -239,8 +240,12 @@ class RobotPort:
     def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as
         franka_ros2 publishes them."""
-        fill_external_torques(self._ext, sim, self._v_index)
-        self.pub_ext_torques.publish(self._ext)
+        res, tau = sim.last_result, self._ext_tau
+        if res is None:                 # before the first step
+            tau[:] = 0.0
+        else:
+            res.generalized_contact_force.take(self._v_index, out=tau[0])
+        self.pub_ext_torques.publish(self._ext_cdr.encode(sim.t, tau))
 
     def _on_joint_command(self, msg: JointState):
         """Hardware-level commands of this robot's joints (names as in the model, i.e. prefixed)."""

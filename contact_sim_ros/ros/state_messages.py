@@ -72,10 +72,15 @@ class _CdrPayload:
 
 
 class JointStateCdr:
-    """Serialized sensor_msgs/JointState with a fixed ``frame_id`` and joint ``names`` and the three sequences
-    position, velocity, effort of one length each (``encode``)."""
+    """Serialized sensor_msgs/JointState with a fixed ``frame_id`` and joint ``names``; of the sequences position,
+    velocity, effort the ones named in ``sequences`` hold one value per joint, the others are empty (``encode``)."""
 
-    def __init__(self, frame_id: str, names: list[str]):
+    FIELDS = ("position", "velocity", "effort")
+
+    def __init__(self, frame_id: str, names: list[str], sequences=FIELDS):
+        unknown = set(sequences) - set(self.FIELDS)
+        if unknown:
+            raise ValueError(f"JointState has no sequence(s) {sorted(unknown)}; sequences: {self.FIELDS}")
         cur = _CdrPayload()
         cur.zeros(_TIME.size)           # the stamp
         cur.string(frame_id)
@@ -83,22 +88,30 @@ class JointStateCdr:
         for name in names:
             cur.string(name)
         self.size = n = len(names)
-        self._separators = []           # the bytes before each sequence's doubles (padding, count, padding)
+        self.rows = len(sequences)
+        self._chunks = []               # constant bytes between the rows of doubles (padding, counts)
         start = _TIME.size
-        for _ in range(3):
-            cur.u32(n)
-            if n:
+        for field_name in self.FIELDS:
+            count = n if field_name in sequences else 0
+            cur.u32(count)
+            if count:
                 cur.align(8)
-            self._separators.append(bytes(cur.data[start:]))
-            cur.zeros(8 * n)
-            start = cur.off
+                self._chunks.append(bytes(cur.data[start:]))
+                cur.zeros(8 * count)
+                start = cur.off
+        self._tail = bytes(cur.data[start:])      # the empty sequences after the last filled one
 
     def encode(self, t: float, values: np.ndarray) -> bytes:
-        """The bytes of the message stamped t (s of sim time), ``values`` (3, n) rows position, velocity, effort
-        (C-contiguous float64)."""
-        s = self._separators
-        return b"".join((_CDR_LE, _TIME.pack(*stamp_parts(t)), s[0], values[0].tobytes(), s[1],
-                         values[1].tobytes(), s[2], values[2].tobytes()))
+        """The bytes of the message stamped t (s of sim time), ``values`` (rows, n): one row per sequence named at
+        construction, in the order position, velocity, effort (C-contiguous float64)."""
+        c, stamp_bytes = self._chunks, _TIME.pack(*stamp_parts(t))
+        if len(c) == 3:                 # the joint_state_broadcaster's, every other step: one tuple, no loop
+            return b"".join((_CDR_LE, stamp_bytes, c[0], values[0].tobytes(), c[1], values[1].tobytes(), c[2],
+                             values[2].tobytes()))
+        if len(c) == 1:
+            return b"".join((_CDR_LE, stamp_bytes, c[0], values[0].tobytes(), self._tail))
+        rows = (x for chunk, row in zip(c, values) for x in (chunk, row.tobytes()))
+        return b"".join((_CDR_LE, stamp_bytes, *rows, self._tail))
 
 
 class TransformsCdr:

@@ -53,3 +53,17 @@ def test_transforms_bytes_deserialize_to_the_message(pairs):
             assert (ts.header.frame_id, ts.child_frame_id) == (parent, child)
             tr, rot = ts.transform.translation, ts.transform.rotation
             assert [tr.x, tr.y, tr.z, rot.x, rot.y, rot.z, rot.w] == pose.tolist()
+
+
+@pytest.mark.parametrize("sequences", [("effort",), ("position", "effort"), ()])
+def test_joint_state_bytes_with_some_sequences_empty(sequences):
+    """external_joint_torques: the effort alone, position and velocity empty (as franka_ros2 publishes them)."""
+    names = ["iiwa_joint_1", "ab", "wsg_finger_left_joint"]
+    values = np.random.default_rng(2).normal(size=(len(sequences), len(names)))
+    msg = deserialize_message(JointStateCdr("", names, sequences).encode(4.5, values), JointState)
+    assert list(msg.name) == names and (msg.header.stamp.sec, msg.header.stamp.nanosec) == (4, 500_000_000)
+    rows = dict(zip(sequences, values))
+    for field in JointStateCdr.FIELDS:
+        assert np.array_equal(getattr(msg, field), rows.get(field, np.zeros(0))), field
+    with pytest.raises(ValueError, match="no sequence"):
+        JointStateCdr("", names, ("torque",))
