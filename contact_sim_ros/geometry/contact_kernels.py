@@ -347,3 +347,113 @@ def sphere_halfspace_contacts(joint_placement, pair_int, pair_float, margin, pai
                         joint_jacobian, support, column_dof, ids, point, normal, phi, rotation, jacobian, material,
                         rel)
     return r, n
+
+
+# Sphere-sphere and sphere-box pairs, coal 3's analytic primitive tests (every pair tested: a bounding-sphere
+# reject costs a few ns, no broad phase needed; test_analytic_sphere_pairs_match_coal). pair_int (m, 5) int
+# columns (sphere's joint slot, other geometry's joint slot, 1 if the sphere is geometry A, pair index, 1 if the
+# other geometry is a box / 0 a sphere); pair_float (m, 20) columns 0-2 the sphere's centre in its joint frame (m),
+# 3 its radius (m), 4-12 the other geometry's rotation in its joint frame (row-major), 13-15 its translation (m),
+# 16-18 its half sides (box) or radius in 16 (sphere) (m), 19 its bounding radius (m).
+SP_SPHERE_SLOT, SP_OTHER_SLOT, SP_SPHERE_FIRST, SP_PAIR, SP_BOX = range(5)
+SP_INTS = 5
+SP_FLOATS = 20
+
+
+@njit(cache=True)
+def sphere_primitive_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw, start):
+    """Raw contacts of the sphere-sphere and sphere-box pairs within ``margin``, written from row ``start`` of
+    the outputs (after the sphere-halfspace rows); returns the row after the last one written.
+
+    Sphere centre c, radius rho; the other geometry placed at (R, t) = (R_j R_l, R_j t_l + t_j) in the world.
+    Sphere-sphere (coal's sphereSphere): u = t - c, signed distance phi = |u| - (rho + rho_2) (m), normal from the
+    sphere to the other n = u / |u|, witness points c + rho n and t - rho_2 n. Sphere-box (coal's sphereBox):
+    the centre in the box frame l = R^T (c - t); outside the box, its closest box point q (l clamped to the half
+    sides h), phi = |l - q| - rho, n = (q - l) / |l - q| in the world, witnesses c + rho n and R q + t; inside (the
+    centre in the box), the face of least penetration p_i = h_i - |l_i| (first axis of the least), its outward
+    normal f = sign(l_i) R e_i, phi = -(p_i + rho), n = -f, witnesses c - rho f and c + p_i f. Rows as in
+    ``sphere_halfspace_raw`` (normal from A to B: n when the sphere is A, -n otherwise). Pairs with phi > margin
+    give no row.
+    """
+    r = start
+    for i in range(pair_int.shape[0]):
+        f = pair_float[i]
+        js = joint_placement[pair_int[i, 0]]
+        s0, s1, s2 = f[0], f[1], f[2]
+        c0 = js[0, 0] * s0 + js[0, 1] * s1 + js[0, 2] * s2 + js[0, 3]
+        c1 = js[1, 0] * s0 + js[1, 1] * s1 + js[1, 2] * s2 + js[1, 3]
+        c2 = js[2, 0] * s0 + js[2, 1] * s1 + js[2, 2] * s2 + js[2, 3]
+        jo = joint_placement[pair_int[i, 1]]
+        t0 = jo[0, 0] * f[13] + jo[0, 1] * f[14] + jo[0, 2] * f[15] + jo[0, 3]
+        t1 = jo[1, 0] * f[13] + jo[1, 1] * f[14] + jo[1, 2] * f[15] + jo[1, 3]
+        t2 = jo[2, 0] * f[13] + jo[2, 1] * f[14] + jo[2, 2] * f[15] + jo[2, 3]
+        radius = f[3]
+        u0, u1, u2 = t0 - c0, t1 - c1, t2 - c2
+        reach = radius + f[19] + margin
+        if u0 * u0 + u1 * u1 + u2 * u2 > reach * reach:          # bounding spheres apart
+            continue
+        if pair_int[i, 4] == 0:                                   # sphere-sphere
+            dist = math.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+            gap = dist - (radius + f[16])
+            if not gap <= margin:
+                continue
+            if dist > 0.0:
+                n0, n1, n2 = u0 / dist, u1 / dist, u2 / dist
+            else:
+                n0, n1, n2 = 1.0, 0.0, 0.0
+            ps0, ps1, ps2 = c0 + radius * n0, c1 + radius * n1, c2 + radius * n2
+            po0, po1, po2 = t0 - f[16] * n0, t1 - f[16] * n1, t2 - f[16] * n2
+        else:                                                     # sphere-box
+            # box rotation in the world R = R_j R_l (row-major R_l in f[4:13])
+            R00 = jo[0, 0] * f[4] + jo[0, 1] * f[7] + jo[0, 2] * f[10]
+            R01 = jo[0, 0] * f[5] + jo[0, 1] * f[8] + jo[0, 2] * f[11]
+            R02 = jo[0, 0] * f[6] + jo[0, 1] * f[9] + jo[0, 2] * f[12]
+            R10 = jo[1, 0] * f[4] + jo[1, 1] * f[7] + jo[1, 2] * f[10]
+            R11 = jo[1, 0] * f[5] + jo[1, 1] * f[8] + jo[1, 2] * f[11]
+            R12 = jo[1, 0] * f[6] + jo[1, 1] * f[9] + jo[1, 2] * f[12]
+            R20 = jo[2, 0] * f[4] + jo[2, 1] * f[7] + jo[2, 2] * f[10]
+            R21 = jo[2, 0] * f[5] + jo[2, 1] * f[8] + jo[2, 2] * f[11]
+            R22 = jo[2, 0] * f[6] + jo[2, 1] * f[9] + jo[2, 2] * f[12]
+            l0 = -(R00 * u0 + R10 * u1 + R20 * u2)                # R^T (c - t)
+            l1 = -(R01 * u0 + R11 * u1 + R21 * u2)
+            l2 = -(R02 * u0 + R12 * u1 + R22 * u2)
+            h0, h1, h2 = f[16], f[17], f[18]
+            q0 = min(max(l0, -h0), h0)
+            q1 = min(max(l1, -h1), h1)
+            q2 = min(max(l2, -h2), h2)
+            if q0 != l0 or q1 != l1 or q2 != l2:                  # centre outside the box
+                d0, d1, d2 = q0 - l0, q1 - l1, q2 - l2
+                dist = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+                gap = dist - radius
+                if not gap <= margin:
+                    continue
+                d0, d1, d2 = d0 / dist, d1 / dist, d2 / dist
+                n0 = R00 * d0 + R01 * d1 + R02 * d2
+                n1 = R10 * d0 + R11 * d1 + R12 * d2
+                n2 = R20 * d0 + R21 * d1 + R22 * d2
+                ps0, ps1, ps2 = c0 + radius * n0, c1 + radius * n1, c2 + radius * n2
+                po0 = R00 * q0 + R01 * q1 + R02 * q2 + t0
+                po1 = R10 * q0 + R11 * q1 + R12 * q2 + t1
+                po2 = R20 * q0 + R21 * q1 + R22 * q2 + t2
+            else:                                                 # centre inside: least-penetration face
+                p0, p1, p2 = h0 - abs(l0), h1 - abs(l1), h2 - abs(l2)
+                if p0 <= p1 and p0 <= p2:
+                    pen, side = p0, (1.0 if l0 >= 0.0 else -1.0)
+                    e0, e1, e2 = R00, R10, R20
+                elif p1 <= p2:
+                    pen, side = p1, (1.0 if l1 >= 0.0 else -1.0)
+                    e0, e1, e2 = R01, R11, R21
+                else:
+                    pen, side = p2, (1.0 if l2 >= 0.0 else -1.0)
+                    e0, e1, e2 = R02, R12, R22
+                n0, n1, n2 = -side * e0, -side * e1, -side * e2       # n = -f, f the outward face normal
+                gap = -(pen + radius)
+                ps0, ps1, ps2 = c0 + radius * n0, c1 + radius * n1, c2 + radius * n2
+                po0, po1, po2 = c0 - pen * n0, c1 - pen * n1, c2 - pen * n2
+        pair_out[r] = pair_int[i, 3]
+        a, b, sign = (0, 1, 1.0) if pair_int[i, 2] else (1, 0, -1.0)
+        raw[a, r, 0], raw[a, r, 1], raw[a, r, 2] = ps0, ps1, ps2
+        raw[b, r, 0], raw[b, r, 1], raw[b, r, 2] = po0, po1, po2
+        raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = sign * n0, sign * n1, sign * n2
+        r += 1
+    return r

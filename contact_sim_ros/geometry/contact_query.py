@@ -26,7 +26,11 @@ Sphere-halfspace pairs (with the compiled kernel) skip steps 1-4: ``contact_kern
 them from the joint placements with coal's equations (signed distance n.c - d - r, normal the halfspace's, witness
 points as coal's; equal to coal's to round-off, ``test_analytic_sphere_halfspace_pairs_match_coal``). When every
 pair is one (a ball or a box on corner spheres on the ground), the whole query is one compiled call with no coal
-call at all (``contact_kernels.sphere_halfspace_contacts``).
+call at all (``contact_kernels.sphere_halfspace_contacts``). Sphere-sphere and sphere-box pairs likewise
+(``contact_kernels.sphere_primitive_raw``: every such pair in one compiled call, a bounding-sphere reject per pair,
+out of the broad phase; coal's equations including the centre inside the box, face of least penetration;
+``test_analytic_sphere_pairs_match_coal``). The colliding pairs are read in pair order, with or without the
+broad phase.
 
 Contacts whose distance comes back non-finite from coal (degenerate EPA) are dropped rather than passed on.
 Cost (``benchmarks/contact_query/run.py``, Panda grasping a cylinder on a table, 14 contact points, on a loaded
@@ -184,6 +188,16 @@ class ContactQuery:
         analytic = ((sphere[pairs[:, 0]] & halfspace[pairs[:, 1]]) | (halfspace[pairs[:, 0]] & sphere[pairs[:, 1]])
                     if self.num_pairs and kernel == "numba" and analytic_pairs else np.zeros(self.num_pairs, bool))
         self._all_analytic = bool(self.num_pairs) and bool(analytic.all())
+        # Sphere-sphere and sphere-box pairs (compiled kernel only): likewise, every such pair tested in one
+        # compiled call (contact_kernels.sphere_primitive_raw, coal's equations), kept out of coal's broad and
+        # narrow phases.
+        box = np.array([isinstance(g.geometry, coal.Box) for g in gm.geometryObjects])
+        sphere_primitive = (((sphere[pairs[:, 0]] & (sphere[pairs[:, 1]] | box[pairs[:, 1]]))
+                             | (box[pairs[:, 0]] & sphere[pairs[:, 1]])) & ~self._flipped
+                            if self.num_pairs and kernel == "numba" and analytic_pairs
+                            else np.zeros(self.num_pairs, bool))
+        self._sp_pairs = int(sphere_primitive.sum())
+        analytic_halfspace, analytic = analytic, analytic | sphere_primitive
         self._coal_pairs = [int(k) for k in np.flatnonzero(~analytic)]
         self._coal_always_pairs = [k for k in self._always_pairs if not analytic[k]]
         # The narrow phase of several pairs runs in ONE call, pin.computeCollisions over a GeometryData's active
@@ -191,7 +205,7 @@ class ContactQuery:
         # GeometryData (self._gd_always, only those pairs active), while self._gd serves the AABB tree.
         self._gd_always = None
         if self.broad_phase and self.num_pairs > len(self._always_pairs):
-            for k in self._always_pairs:
+            for k in self._always_pairs + np.flatnonzero(sphere_primitive).tolist():
                 self._gd.deactivateCollisionPair(k)
             self._broad = pin.BroadPhaseManager_DynamicAABBTreeCollisionManager(pm, gm, self._gd)
             self._collect = pin.CollisionCallBackCollect(gm, self._gd, max(self.num_pairs, 1))
@@ -236,13 +250,14 @@ class ContactQuery:
             self._support, self._column_dof = joint_column_support(pm)
             self._rel_scratch = np.zeros((3, nv))
         if analytic.any():
-            self._setup_analytic(gm, pairs, analytic)
+            self._setup_analytic(gm, pairs, analytic_halfspace, sphere_primitive)
         # every sphere-halfspace pair gives at most one contact: its compiled path writes them without growing
         self._allocate(max(int(initial_capacity), int(analytic.sum()), 1))
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
-    def _setup_analytic(self, gm, pairs, analytic) -> None:
-        """Constant inputs of ``contact_kernels.sphere_halfspace_raw`` for the sphere-halfspace pairs: geometry
+    def _setup_analytic(self, gm, pairs, analytic, sphere_primitive) -> None:
+        """Constant inputs of ``contact_kernels.sphere_halfspace_raw`` for the sphere-halfspace pairs (``analytic``)
+        and of ``sphere_primitive_raw`` for the sphere-sphere / sphere-box pairs (``sphere_primitive``): geometry
         placements in their joints' frames, radii, halfspace normals / offsets, and one world-placement slot per
         joint (slot 0: the world, identity; the moving joints' slots are refreshed from ``pin_data.oMi``)."""
         index = np.flatnonzero(analytic)
@@ -250,7 +265,12 @@ class ContactQuery:
         sphere_first = np.array([isinstance(objects[int(pairs[k, 0])].geometry, coal.Sphere) for k in index])
         g_sphere = np.where(sphere_first, pairs[index, 0], pairs[index, 1])
         g_half = np.where(sphere_first, pairs[index, 1], pairs[index, 0])
-        joints = sorted({int(objects[int(g)].parentJoint) for g in np.concatenate([g_sphere, g_half])} - {0})
+        sp_index = np.flatnonzero(sphere_primitive)
+        sp_first = np.array([isinstance(objects[int(pairs[k, 0])].geometry, coal.Sphere) for k in sp_index], bool)
+        sp_sphere = np.where(sp_first, pairs[sp_index, 0], pairs[sp_index, 1])
+        sp_other = np.where(sp_first, pairs[sp_index, 1], pairs[sp_index, 0])
+        joints = sorted({int(objects[int(g)].parentJoint)
+                         for g in np.concatenate([g_sphere, g_half, sp_sphere, sp_other])} - {0})
         slot = {0: 0, **{j: s + 1 for s, j in enumerate(joints)}}
         self._an_joints = [(slot[j], j) for j in joints]                 # (slot, joint) refreshed every step
         self._an_joint_placement = np.zeros((len(joints) + 1, 4, 4))
@@ -271,6 +291,26 @@ class ContactQuery:
             row[13:16] = half.placement.translation
             row[16:19] = half.geometry.n
             row[19] = half.geometry.d
+        # sphere-sphere and sphere-box pairs (contact_kernels.sphere_primitive_raw): their rows follow these
+        self._sp_int = np.zeros((len(sp_index), k.SP_INTS), dtype=np.int64)   # columns: contact_kernels.SP_*
+        self._sp_int[:, k.SP_SPHERE_SLOT] = [slot[int(objects[int(g)].parentJoint)] for g in sp_sphere]
+        self._sp_int[:, k.SP_OTHER_SLOT] = [slot[int(objects[int(g)].parentJoint)] for g in sp_other]
+        self._sp_int[:, k.SP_SPHERE_FIRST] = sp_first
+        self._sp_int[:, k.SP_PAIR] = sp_index
+        self._sp_float = np.zeros((len(sp_index), k.SP_FLOATS))
+        for row, flags, gs, go in zip(self._sp_float, self._sp_int, sp_sphere, sp_other):
+            sphere, other = objects[int(gs)], objects[int(go)]
+            row[0:3] = sphere.placement.translation
+            row[3] = sphere.geometry.radius
+            row[4:13] = other.placement.rotation.reshape(-1)
+            row[13:16] = other.placement.translation
+            if isinstance(other.geometry, coal.Box):
+                flags[k.SP_BOX] = 1
+                row[16:19] = other.geometry.halfSide
+                row[19] = np.linalg.norm(other.geometry.halfSide)
+            else:
+                row[16] = row[19] = other.geometry.radius
+        m += len(sp_index)
         self._an_pair_out = np.zeros(m, dtype=np.int64)
         self._an_raw = np.zeros((3, m, 3))                  # witness on A, witness on B, normal A -> B
 
@@ -340,35 +380,36 @@ class ContactQuery:
             return self._output(n, surface_velocity)
         collision_results, patch_results = self._collision_results, self._patch_results
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
-        # sphere-halfspace pairs within the margin (compiled, coal's equations): their raw rows, by pair
-        analytic_rows = None
-        if len(self._an_int):
-            found = self._an_pair_out[:self._kernels.sphere_halfspace_raw(
-                self._joint_placements(pin_data), self._an_int, self._an_float, self.margin, self._an_pair_out,
-                self._an_raw)]
-            analytic_rows = {k: i for i, k in enumerate(found.tolist())}
-        # the pairs within the margin after the narrow phase, in pair order (unbounded pairs first with the broad
-        # phase); the narrow phase of many pairs in one call, then only the colliding pairs' results are read
+        # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
+        # raw rows (one contact each), merged with coal's one-point contacts in pair order below
+        n_analytic = 0
+        if len(self._an_int) or self._sp_pairs:
+            placement = self._joint_placements(pin_data)
+            r = self._kernels.sphere_halfspace_raw(placement, self._an_int, self._an_float, self.margin,
+                                                   self._an_pair_out, self._an_raw) if len(self._an_int) else 0
+            if self._sp_pairs:
+                r = self._kernels.sphere_primitive_raw(placement, self._sp_int, self._sp_float, self.margin,
+                                                       self._an_pair_out, self._an_raw, r)
+            n_analytic = r
+        # the pairs within the margin after the narrow phase, in pair order; the narrow phase of many pairs in
+        # one call, then only the colliding pairs' results are read
         if self._broad is None:
             n_candidates = self.num_pairs
             colliding = ([k for k in self._coal_pairs if collision_results[k].isCollision()]
                          if self._coal_pairs and pin.computeCollisions(gm, gd, False) else [])
-            if analytic_rows:
-                colliding = sorted(colliding + list(analytic_rows))
         else:
             colliding = []
             if self._gd_always is not None and self._coal_always_pairs:
                 pin.updateGeometryPlacements(pm, pin_data, gm, self._gd_always)
                 if pin.computeCollisions(gm, self._gd_always, False):
                     colliding = [k for k in self._coal_always_pairs if collision_results[k].isCollision()]
-            if analytic_rows:
-                colliding = sorted(colliding + list(analytic_rows))
             self._broad.update(False)
             pin.computeCollisions(self._broad, self._collect)
             collected = self._collect.pair_indexes     # StdVec_Index: list() of it costs ~7 us, indexing ~0.3 us
             candidates = [collected[i] for i in range(len(collected))]
-            n_candidates = len(self._always_pairs) + len(candidates)
+            n_candidates = len(self._always_pairs) + self._sp_pairs + len(candidates)
             colliding += [k for k in candidates if pin.computeCollision(gm, gd, k)]
+            colliding.sort()                           # pair order, as without the broad phase (not the tree's)
 
         # one-point contacts: coal's witness points; multi-point patches: points on the patch plane, whose
         # witnesses come from line casts after the loop (vectorised over all patches)
@@ -379,14 +420,6 @@ class ContactQuery:
         margin = self.margin
         flipped, point_pairs, pair_data = self._flipped, self._point_pairs, self._pair_data
         for k in colliding:
-            if analytic_rows and k in analytic_rows:
-                i = analytic_rows[k]
-                n_colliding += 1
-                single_pair.append(k)
-                single_a.append(self._an_raw[0, i])
-                single_b.append(self._an_raw[1, i])
-                single_n.append(self._an_raw[2, i])
-                continue
             contact = collision_results[k].getContact(0)
             depth = contact.penetration_depth
             if depth > margin:
@@ -421,10 +454,23 @@ class ContactQuery:
                 single_b.append(w_b)
                 single_n.append(normal)
         self.stats["candidate_pairs"] = n_candidates
-        self.stats["colliding_pairs"] = n_colliding
-        if not (single_pair or multi_pair):
+        self.stats["colliding_pairs"] = n_colliding + n_analytic
+        if not (single_pair or multi_pair or n_analytic):
             self.stats["contacts"] = 0
             return self._contact_set(0)
+        if n_analytic:                  # the compiled rows merged into the one-point contacts, in pair order
+            raw = self._an_raw
+            if single_pair:
+                pair_s = np.concatenate([single_pair, self._an_pair_out[:n_analytic]])
+                order = np.argsort(pair_s, kind="stable")
+                single_pair = pair_s[order]
+                single_a = np.concatenate([single_a, raw[0, :n_analytic]])[order]
+                single_b = np.concatenate([single_b, raw[1, :n_analytic]])[order]
+                single_n = np.concatenate([single_n, raw[2, :n_analytic]])[order]
+            else:
+                order = np.argsort(self._an_pair_out[:n_analytic], kind="stable")
+                single_pair = self._an_pair_out[order]
+                single_a, single_b, single_n = raw[0, order], raw[1, order], raw[2, order]
 
         if multi_pair and self._kernels is not None:
             pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_count, multi_mid, multi_n,
@@ -446,13 +492,13 @@ class ContactQuery:
                 wa = np.concatenate([wa, np.array(multi_a)[idx]])
                 wb = np.concatenate([wb, np.array(multi_b)[idx]])
                 normal_m = np.concatenate([normal_m, np.array(multi_n)[idx]])
-        if single_pair and multi_pair:
+        if len(single_pair) and multi_pair:
             pair_of = np.concatenate([single_pair, pairs_m])
             wit_a = np.concatenate([single_a, wa])
             wit_b = np.concatenate([single_b, wb])
             normal = np.concatenate([single_n, normal_m])
-        elif single_pair:
-            pair_of, wit_a, wit_b, normal = (np.array(x) for x in (single_pair, single_a, single_b, single_n))
+        elif len(single_pair):
+            pair_of, wit_a, wit_b, normal = (np.asarray(x) for x in (single_pair, single_a, single_b, single_n))
         else:
             pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
         if len(pair_of) > self._capacity:
