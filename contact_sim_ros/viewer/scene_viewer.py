@@ -675,6 +675,9 @@ class ViewerProcess:
         if self._process.is_alive():
             self._process.terminate()
             self._process.join(timeout=2.0)
+        if self._process.is_alive():       # SIGTERM not handled (busy in a C call): never leave a child that
+            self._process.kill()           # multiprocessing's exit handler would then wait for forever
+            self._process.join(timeout=2.0)
 
 
 def _receive_scenes(scene_recv, scenes: dict) -> None:
