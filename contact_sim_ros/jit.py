@@ -38,17 +38,17 @@ from numba.core import caching as _caching
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the folder holding the package
 
 # CPU seconds to compile each kernel module on the project's 2-core machine (benchmarks/node/run.py --startup,
-# 2026-11-25, load ~1.8: a node's first start compiles 8.3 s more than with the cache for TAMSI (contact query +
-# free bodies + tamsi_kernels), 7.0 s for Lagged; lcp_minimal + lemke ~5 s in the warm-up); wall time grows with
-# the machine's load. Used for the announced estimate only.
+# 2026-11-25 10:07 UTC, load ~1.4: a node's first start took 12.4 s with an empty cache against 2.3 s with it for
+# TAMSI (contact query + tamsi_kernels), 22.2 s against 2.2 s for Lagged (contact query + icf_kernels); lcp_minimal
+# + lemke ~5 s in the warm-up); wall time grows with the machine's load. Used for the announced estimate only.
 COMPILE_SECONDS = {
-    "contact_sim_ros.geometry.contact_kernels": 3.5,
+    "contact_sim_ros.geometry.contact_kernels": 5.0,   # + the analytic sphere pairs (issue 18)
     "contact_sim_ros.model.free_body_motion": 0.5,
     "contact_sim_ros.sim.divergence": 0.5,
     "contact_sim_ros.sim.step_kernels": 1.5,
     "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
-    "contact_sim_ros.engines.tamsi_kernels": 4.5,
-    "contact_sim_ros.engines.icf_kernels": 4.5,     # the whole step since issue 18 rank 1 (was 3.0, Newton only)
+    "contact_sim_ros.engines.tamsi_kernels": 7.0,
+    "contact_sim_ros.engines.icf_kernels": 17.0,    # the whole step, deferred contacts, SAP line search (issue 18)
     "contact_sim_ros.engines.lcp_minimal": 2.0,
     "contact_sim_ros.solvers.lemke": 3.0,
 }
