@@ -193,9 +193,12 @@ def _serve_until_interrupted(viewer, sim, out, real_time_factor: float) -> None:
     def on_term(_signum, _frame):
         raise KeyboardInterrupt
 
-    previous = None
+    previous = previous_int = None
     try:
         previous = signal.signal(signal.SIGTERM, on_term)
+        # Ctrl-C ends the wait even when this process was started with SIGINT ignored (a background job of a
+        # non-interactive shell inherits SIG_IGN, and Python then installs no KeyboardInterrupt handler)
+        previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:                      # not the main thread: Ctrl-C / close() only
         pass
     try:
@@ -213,6 +216,8 @@ def _serve_until_interrupted(viewer, sim, out, real_time_factor: float) -> None:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def _viewer_controls(viewer, sim, out, pace_origin: float, real_time_factor: float, paused: bool = False) -> float:
