@@ -127,22 +127,32 @@ def test_two_arm_handover_passes_over_ros(engine):
     # ground truth from /tf: the box is in the air above the stand (top at 0.2 m) where the right gripper holds it
     box = result.object_poses["box"]
     assert box[2] > 0.25
-    assert_in_process_run_agrees(result, "two_arm_handover", engine)
+    r = assert_in_process_run_agrees(result, "two_arm_handover", engine, exact=False).numbers
+    for key in ("left_load_lifted_N", "right_load_after_N", "left_grip_N", "right_grip_after_N"):
+        assert r[key] == pytest.approx(n[key], rel=0.02), key
+    assert abs(r["left_load_after_N"]) < 0.1 * weight
 
 
-def assert_in_process_run_agrees(ros_result, scenario, engine):
+def assert_in_process_run_agrees(ros_result, scenario, engine, exact=True):
     """The same controllers through the in-process transport (InProcessMultiRobotLink: one Simulator, each robot's
-    ControllerManager and mailboxes, no DDS) reach the lock-step ROS run's verdict with the same numbers and the
-    same logged joint trajectory (to 1e-9 rad), in less wall time."""
+    ControllerManager and mailboxes, no DDS) reach the lock-step ROS run's verdict, in less wall time; ``exact``:
+    with the same numbers and the same logged joint trajectory (to 1e-9 rad). Otherwise (an open-loop in-hand
+    reorientation is chaotic, and coal's GJK warm start depends on the process's call history at ~1e-11: the turned
+    angle differs between processes by degrees; the hand-over's numbers by round-off) the verdict; the caller
+    compares the numbers the verdict rests on."""
     from contact_sim_ros.scenarios.runner import run_scenario
     r = run_scenario(scenario, engine, transport="inprocess")
-    assert (r.success, r.reason) == (ros_result.success, ros_result.reason), r.numbers
+    assert r.success == ros_result.success, (r.reason, ros_result.reason, r.numbers)
+    assert r.numbers["real_time_factor"] > ros_result.numbers["real_time_factor"]
+    if not exact:
+        return r
+    assert r.reason == ros_result.reason, r.numbers
     for key, value in ros_result.numbers.items():
         if key not in ("wall_time_s", "real_time_factor"):
             assert r.numbers[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
     assert r.log["q"].shape == ros_result.log["q"].shape and r.log["q"].size > 0
     assert np.max(np.abs(r.log["q"] - ros_result.log["q"])) < 1e-9
-    assert r.numbers["real_time_factor"] > ros_result.numbers["real_time_factor"]
+    return r
 
 
 def test_iiwa_allegro_mug_reorientation_passes_over_ros():
@@ -156,4 +166,6 @@ def test_iiwa_allegro_mug_reorientation_passes_over_ros():
     assert n["max_rotation_deg"] > 10.0
     assert n["mean_contact_force_N"] == pytest.approx(0.1 * G, rel=0.15)
     assert n["max_arm_drift_rad"] < 0.02
-    assert_in_process_run_agrees(result, "iiwa_allegro_mug", "tamsi")
+    r = assert_in_process_run_agrees(result, "iiwa_allegro_mug", "tamsi", exact=False).numbers
+    assert r["max_rotation_deg"] > 10.0 and r["max_arm_drift_rad"] < 0.02
+    assert r["mean_contact_force_N"] == pytest.approx(n["mean_contact_force_N"], rel=0.1)
