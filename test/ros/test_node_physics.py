@@ -64,6 +64,8 @@ def held(request, ros, start_node):
     except AssertionError:
         raise AssertionError(f"{len(topics['ft'])} F/T messages; node output:\n{proc.output()}")
     assert proc.proc.poll() is None, proc.output()
+    # the latched static transforms (published once at start-up) reach a subscriber that existed before the node
+    wait_until(lambda: topics["tf_static"], 10, what="the latched /tf_static message")
     time.sleep(0.2)
     return engine, topics
 
