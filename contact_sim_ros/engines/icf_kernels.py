@@ -744,8 +744,10 @@ def _free_velocity(Ab, tree_ptr, dptr, p0, c_act, a_act, L_act, dt, Lb, x):
 
 
 @njit(cache=True)
-def _acts(g, G):
-    """Whether a contact's impulse g (3,) or Hessian G (3, 3) is non-zero."""
+def _contact_acts(model, vc, prm, dt, g, G):
+    """Whether a contact acts at the contact velocity vc (3,) (m/s): its impulse g (3,) (N s) and Hessian G (3, 3)
+    evaluated there by ``_contact`` (written into g and G) are not all zero."""
+    _contact(model, vc[0], vc[1], vc[2], prm, dt, g, G)
     for i in range(3):
         if g[i] != 0.0:
             return True
@@ -789,8 +791,7 @@ def _join_acting(model, dt, v, na, nc, keep, Jc, cols, prm, bias3, vc, gamma, G,
     rows na, na + 1, ... Returns their number."""
     _contact_velocity(Jc[na:nc], cols[na:nc], bias3[na:nc], v, vc[na:nc])
     for c in range(na, nc):
-        _contact(model, vc[c, 0], vc[c, 1], vc[c, 2], prm[c], dt, gamma[c], G[c])
-        keep[c] = 1 if _acts(gamma[c], G[c]) else 0
+        keep[c] = 1 if _contact_acts(model, vc[c], prm[c], dt, gamma[c], G[c]) else 0
     return _partition(keep, na, nc, Jc, cols, prm, bias3, vc, gamma, G, source)
 
 
@@ -967,10 +968,9 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     na = nc
     if nc and defer:
         for c in range(nc):
-            _contact(model, dvc_all[c, 0], dvc_all[c, 1], dvc_all[c, 2], prm_all[c], dt, gamma_all[c], G_all[c])
-            acts_free = _acts(gamma_all[c], G_all[c])
-            _contact(model, vc_all[c, 0], vc_all[c, 1], vc_all[c, 2], prm_all[c], dt, gamma_all[c], G_all[c])
-            counts[c] = 1 if prm_all[c, P_PHI0] <= 0.0 or acts_free or _acts(gamma_all[c], G_all[c]) else 0
+            acts_free = _contact_acts(model, dvc_all[c], prm_all[c], dt, gamma_all[c], G_all[c])
+            acts_v0 = _contact_acts(model, vc_all[c], prm_all[c], dt, gamma_all[c], G_all[c])
+            counts[c] = 1 if prm_all[c, P_PHI0] <= 0.0 or acts_free or acts_v0 else 0
         na = _partition(counts, 0, nc, Jc_all, cols_all, prm_all, bias_all, vc_all, gamma_all, G_all, source)
     order, later_ptr, later, dest, n_blocks = _hessian_structure(
         cols_all[:na], tree_ptr, tree_of_dof, num_dofs, struct_work, dptr, optr, pos, dest_buf)

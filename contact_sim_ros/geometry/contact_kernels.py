@@ -291,6 +291,35 @@ SH_FLOATS = 20
 
 
 @njit(cache=True)
+def _sphere_centre_and_origin(joint_placement, sphere_slot, other_slot, f):
+    """World sphere centre c = R_s s + t_s (s = f[0:3], m, in the sphere's joint frame) and the other geometry's
+    origin t = R_o f[13:16] + t_o (m) in the world, (R, t) the joint placements ``joint_placement[slot]`` (4, 4).
+    Returns (c0, c1, c2, t0, t1, t2)."""
+    js = joint_placement[sphere_slot]
+    s0, s1, s2 = f[0], f[1], f[2]
+    c0 = js[0, 0] * s0 + js[0, 1] * s1 + js[0, 2] * s2 + js[0, 3]
+    c1 = js[1, 0] * s0 + js[1, 1] * s1 + js[1, 2] * s2 + js[1, 3]
+    c2 = js[2, 0] * s0 + js[2, 1] * s1 + js[2, 2] * s2 + js[2, 3]
+    jo = joint_placement[other_slot]
+    t0 = jo[0, 0] * f[13] + jo[0, 1] * f[14] + jo[0, 2] * f[15] + jo[0, 3]
+    t1 = jo[1, 0] * f[13] + jo[1, 1] * f[14] + jo[1, 2] * f[15] + jo[1, 3]
+    t2 = jo[2, 0] * f[13] + jo[2, 1] * f[14] + jo[2, 2] * f[15] + jo[2, 3]
+    return c0, c1, c2, t0, t1, t2
+
+
+@njit(cache=True)
+def _write_sphere_row(pair_out, raw, r, pair, sphere_first, ps0, ps1, ps2, po0, po1, po2, m0, m1, m2):
+    """Row r of a sphere pair's raw contact: pair_out[r] = pair; raw[0, r] / raw[1, r] the witness points on A / B
+    (ps on the sphere, po on the other geometry, m), raw[2, r] the unit normal from A to B, m being the normal
+    from the sphere to the other geometry (so m when the sphere is A, -m otherwise)."""
+    pair_out[r] = pair
+    a, b, sign = (0, 1, 1.0) if sphere_first else (1, 0, -1.0)
+    raw[a, r, 0], raw[a, r, 1], raw[a, r, 2] = ps0, ps1, ps2
+    raw[b, r, 0], raw[b, r, 1], raw[b, r, 2] = po0, po1, po2
+    raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = sign * m0, sign * m1, sign * m2
+
+
+@njit(cache=True)
 def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw):
     """Raw contacts of the sphere-halfspace pairs within ``margin``; returns their number r (rows of the outputs).
 
@@ -305,15 +334,8 @@ def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out
     r = 0
     for i in range(pair_int.shape[0]):
         f = pair_float[i]
-        js = joint_placement[pair_int[i, 0]]
-        s0, s1, s2 = f[0], f[1], f[2]
-        c0 = js[0, 0] * s0 + js[0, 1] * s1 + js[0, 2] * s2 + js[0, 3]
-        c1 = js[1, 0] * s0 + js[1, 1] * s1 + js[1, 2] * s2 + js[1, 3]
-        c2 = js[2, 0] * s0 + js[2, 1] * s1 + js[2, 2] * s2 + js[2, 3]
+        c0, c1, c2, t0, t1, t2 = _sphere_centre_and_origin(joint_placement, pair_int[i, 0], pair_int[i, 1], f)
         jh = joint_placement[pair_int[i, 1]]
-        t0 = jh[0, 0] * f[13] + jh[0, 1] * f[14] + jh[0, 2] * f[15] + jh[0, 3]
-        t1 = jh[1, 0] * f[13] + jh[1, 1] * f[14] + jh[1, 2] * f[15] + jh[1, 3]
-        t2 = jh[2, 0] * f[13] + jh[2, 1] * f[14] + jh[2, 2] * f[15] + jh[2, 3]
         m0 = f[4] * f[16] + f[5] * f[17] + f[6] * f[18]                       # R_l n_local
         m1 = f[7] * f[16] + f[8] * f[17] + f[9] * f[18]
         m2 = f[10] * f[16] + f[11] * f[17] + f[12] * f[18]
@@ -327,11 +349,8 @@ def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out
             continue
         ps0, ps1, ps2 = c0 - radius * n0, c1 - radius * n1, c2 - radius * n2
         ph0, ph1, ph2 = ps0 - gap * n0, ps1 - gap * n1, ps2 - gap * n2
-        pair_out[r] = pair_int[i, 3]
-        a, b, sign = (0, 1, -1.0) if pair_int[i, 2] else (1, 0, 1.0)
-        raw[a, r, 0], raw[a, r, 1], raw[a, r, 2] = ps0, ps1, ps2
-        raw[b, r, 0], raw[b, r, 1], raw[b, r, 2] = ph0, ph1, ph2
-        raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = sign * n0, sign * n1, sign * n2
+        _write_sphere_row(pair_out, raw, r, pair_int[i, 3], pair_int[i, 2], ps0, ps1, ps2, ph0, ph1, ph2,
+                          -n0, -n1, -n2)
         r += 1
     return r
 
@@ -378,15 +397,7 @@ def sphere_primitive_raw(joint_placement, pair_int, pair_float, margin, pair_out
     r = start
     for i in range(pair_int.shape[0]):
         f = pair_float[i]
-        js = joint_placement[pair_int[i, 0]]
-        s0, s1, s2 = f[0], f[1], f[2]
-        c0 = js[0, 0] * s0 + js[0, 1] * s1 + js[0, 2] * s2 + js[0, 3]
-        c1 = js[1, 0] * s0 + js[1, 1] * s1 + js[1, 2] * s2 + js[1, 3]
-        c2 = js[2, 0] * s0 + js[2, 1] * s1 + js[2, 2] * s2 + js[2, 3]
-        jo = joint_placement[pair_int[i, 1]]
-        t0 = jo[0, 0] * f[13] + jo[0, 1] * f[14] + jo[0, 2] * f[15] + jo[0, 3]
-        t1 = jo[1, 0] * f[13] + jo[1, 1] * f[14] + jo[1, 2] * f[15] + jo[1, 3]
-        t2 = jo[2, 0] * f[13] + jo[2, 1] * f[14] + jo[2, 2] * f[15] + jo[2, 3]
+        c0, c1, c2, t0, t1, t2 = _sphere_centre_and_origin(joint_placement, pair_int[i, 0], pair_int[i, 1], f)
         radius = f[3]
         u0, u1, u2 = t0 - c0, t1 - c1, t2 - c2
         reach = radius + f[19] + margin
@@ -405,6 +416,7 @@ def sphere_primitive_raw(joint_placement, pair_int, pair_float, margin, pair_out
             po0, po1, po2 = t0 - f[16] * n0, t1 - f[16] * n1, t2 - f[16] * n2
         else:                                                     # sphere-box
             # box rotation in the world R = R_j R_l (row-major R_l in f[4:13])
+            jo = joint_placement[pair_int[i, 1]]
             R00 = jo[0, 0] * f[4] + jo[0, 1] * f[7] + jo[0, 2] * f[10]
             R01 = jo[0, 0] * f[5] + jo[0, 1] * f[8] + jo[0, 2] * f[11]
             R02 = jo[0, 0] * f[6] + jo[0, 1] * f[9] + jo[0, 2] * f[12]
@@ -450,10 +462,7 @@ def sphere_primitive_raw(joint_placement, pair_int, pair_float, margin, pair_out
                 gap = -(pen + radius)
                 ps0, ps1, ps2 = c0 + radius * n0, c1 + radius * n1, c2 + radius * n2
                 po0, po1, po2 = c0 - pen * n0, c1 - pen * n1, c2 - pen * n2
-        pair_out[r] = pair_int[i, 3]
-        a, b, sign = (0, 1, 1.0) if pair_int[i, 2] else (1, 0, -1.0)
-        raw[a, r, 0], raw[a, r, 1], raw[a, r, 2] = ps0, ps1, ps2
-        raw[b, r, 0], raw[b, r, 1], raw[b, r, 2] = po0, po1, po2
-        raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = sign * n0, sign * n1, sign * n2
+        _write_sphere_row(pair_out, raw, r, pair_int[i, 3], pair_int[i, 2], ps0, ps1, ps2, po0, po1, po2,
+                          n0, n1, n2)
         r += 1
     return r
