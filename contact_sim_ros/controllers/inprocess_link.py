@@ -109,6 +109,76 @@ class InProcessHost:
         return sim.contact_forces_world()
 
 
+def control_period_steps(period: float, time_step: float) -> tuple[int, int]:
+    """(steps per control period, the period in ns): the period must be a whole number of time steps (s)."""
+    steps = int(round(period / time_step))
+    if steps < 1 or abs(steps * time_step - period) > 1e-9:
+        raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
+    return steps, int(round(period * 1e9))
+
+
+def build_simulation(scene: str, engine: str, time_step: float, *, robot_params: str = "",
+                     engine_options: dict | None = None, inactive_controllers=None, overrides: dict | None = None):
+    """(NodeConfig, Simulator) as the node builds them: its parameter files (config/node.yaml and, for
+    ``robot_params``, config/node/<robot>.yaml) under ``scene``, ``engine``, ``time_step`` (s), lock-step (real-time
+    factor 0), ``engine_options``, ``inactive_controllers`` (None: the robots' defaults) and ``overrides``."""
+    import yaml
+    from ..ros.node_config import NodeConfig, read_param_files
+    from ..ros.sim_node import _default_param_files
+    from ..sim.simulator import Simulator
+    values = read_param_files(_default_param_files(robot_params), "contact_sim")
+    values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
+                   "real_time_factor": 0.0, **(overrides or {})})
+    if engine_options:
+        values["engine_options"] = yaml.safe_dump(dict(engine_options), default_flow_style=True).strip()
+    if inactive_controllers is not None:
+        values["inactive_controllers"] = list(inactive_controllers)
+    cfg = NodeConfig.from_mapping(values)
+    sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
+                    engine_options=cfg.engine_options_dict())
+    return cfg, sim
+
+
+class ContactWrenchTopics:
+    """The ``contact_wrench/<body>`` topics a link's state carries, computed as the node publishes them: a topic
+    names (by its topic token) a contact body or fingertip frame of one of ``robots`` (robot presets) or a free body
+    of ``model``."""
+
+    def __init__(self, model, topics, robots=()):
+        from ..ros.sim_node import topic_token
+        from ..sim.sensors import ContactWrenchAccumulator
+        known = {topic_token(b): b for r in robots for b in list(r.contact_bodies) + list(r.fingertip_frames)}
+        known.update({topic_token(b.name): b.name for b in model.free_bodies})
+        bodies = {}
+        for topic in topics:
+            token = topic.split("/", 1)[1] if topic.startswith("contact_wrench/") else topic
+            if token not in known:
+                raise ConfigError(f"in-process link: {topic!r} names no contact body; bodies: {sorted(known)}")
+            bodies[topic] = known[token]
+        self.topics = list(bodies)
+        self._acc = ContactWrenchAccumulator(model, list(bodies.values())) if bodies else None
+
+    def messages(self, sim) -> dict:
+        """{topic: WrenchStamped} of the last step (N, N m, stamped with the simulation time)."""
+        if self._acc is None:
+            return {}
+        from ..ros.state_messages import body_wrenches, fill_wrench
+        out = {}
+        for topic, wrench in zip(self.topics, body_wrenches(self._acc, sim, sim.contact_forces_world())):
+            msg = WrenchStamped()
+            fill_wrench(msg, wrench, sim.t)
+            out[topic] = msg
+        return out
+
+
+def run_control_period(loop, steps: int, failures: list) -> None:
+    """``steps`` steps of the stepping loop; a step that failed is noted in ``failures`` with its time."""
+    for _ in range(steps):
+        report = loop.step_now()
+        if not report.ok:
+            failures.append(f"t = {report.t:.4f} s: {report.message}")
+
+
 class InProcessLink:
     """RobotLink's interface over a Simulator in this process (see the module docstring).
 
@@ -124,31 +194,17 @@ class InProcessLink:
                  trajectory_controllers=(), wrench_topics=(), inactive_controllers=None,
                  engine_options: dict | None = None, timeout: float = 60.0, overrides: dict | None = None,
                  ft_noise_std: float = 0.0, noise_seed=0):
-        import yaml
         from ..ros.command_validation import JointLimits
-        from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
-        from ..ros.sim_node import _default_param_files
+        from ..ros.node_config import _scene_robot_name
         from ..ros.ros2_control.config import resolve_controllers
         from ..ros.ros2_control.controller_manager import ControllerManager
         from ..ros.ros2_control.hardware import JointCommandInterfaces
         from ..ros.stepping import SteppingLoop
-        from ..sim.simulator import Simulator
-        steps = int(round(period / time_step))
-        if steps < 1 or abs(steps * time_step - period) > 1e-9:
-            raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
-        self.steps, self.period_ns = steps, int(round(period * 1e9))
+        self.steps, self.period_ns = control_period_steps(period, time_step)
         # the node's parameter files: config/node.yaml and the scene robot's config/node/<robot>.yaml
-        values = read_param_files(_default_param_files(_scene_robot_name(str(scene)) or ""), "contact_sim")
-        values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
-                       "real_time_factor": 0.0, **(overrides or {})})
-        if engine_options:
-            values["engine_options"] = yaml.safe_dump(dict(engine_options), default_flow_style=True).strip()
-        if inactive_controllers is not None:
-            values["inactive_controllers"] = list(inactive_controllers)
-        cfg = NodeConfig.from_mapping(values)
-        self.config = cfg
-        self.sim = sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
-                                   engine_options=cfg.engine_options_dict())
+        self.config, self.sim = cfg, sim = build_simulation(
+            scene, engine, time_step, robot_params=_scene_robot_name(str(scene)) or "",
+            engine_options=engine_options, inactive_controllers=inactive_controllers, overrides=overrides)
         self.model = m = sim.model
         self.robot = sim.scene.robot
         limits = JointLimits.from_model(m)
@@ -166,19 +222,8 @@ class InProcessLink:
             raise ConfigError(f"in-process link: no active-capable trajectory controller {missing} in {file.source}")
         self.trajectory_controllers = tuple(trajectory_controllers)
         # external joint torques and contact wrenches: as the node publishes them
-        from ..sim.sensors import ContactWrenchAccumulator
-        from ..ros.sim_node import topic_token
         self.wrench_topics = tuple(wrench_topics)
-        bodies = {}
-        known = {topic_token(b): b for b in list(self.robot.contact_bodies if self.robot else ())
-                 + list(self.robot.fingertip_frames if self.robot else ()) + [b.name for b in m.free_bodies]}
-        for topic in self.wrench_topics:
-            token = topic.split("/", 1)[1] if topic.startswith("contact_wrench/") else topic
-            if token not in known:
-                raise ConfigError(f"in-process link: {topic!r} names no contact body; bodies: {sorted(known)}")
-            bodies[topic] = known[token]
-        self._wrench_topics = list(bodies)
-        self._wrench_acc = ContactWrenchAccumulator(m, list(bodies.values())) if bodies else None
+        self._wrenches = ContactWrenchTopics(m, self.wrench_topics, [self.robot] if self.robot else [])
         self._ext = JointState()
         self._ext.name = list(m.joint_names)
         self.t_ns = 0
@@ -189,7 +234,7 @@ class InProcessLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
-        from ..ros.state_messages import body_wrenches, fill_external_torques, fill_wrench
+        from ..ros.state_messages import fill_external_torques
         sim, m = self.sim, self.model
         self.loop.publish_now()                  # every broadcaster publishes the state at this tick
         box = dict(self.host.box)
@@ -202,12 +247,7 @@ class InProcessLink:
                 n = self._rng.normal(0.0, self.ft_noise_std, 3)
                 ft = _noisy_wrench(ft, float(n[0]), float(n[1]), float(n[2]))
             out["ft"] = ft
-        if self._wrench_acc is not None:
-            wrenches = body_wrenches(self._wrench_acc, sim, self.host.contact_forces(sim))
-            for topic, wrench in zip(self._wrench_topics, wrenches):
-                msg = WrenchStamped()
-                fill_wrench(msg, wrench, sim.t)
-                out[topic] = msg
+        out.update(self._wrenches.messages(sim))
         return out
 
     # ------------------------------------------------------------------ RobotLink's interface
@@ -230,10 +270,7 @@ class InProcessLink:
         self.host.subscriptions[f"{controller}/joint_trajectory"](msg)
 
     def _run_steps(self) -> None:
-        for _ in range(self.steps):
-            report = self.loop.step_now()
-            if not report.ok:
-                self.failures.append(f"t = {report.t:.4f} s: {report.message}")
+        run_control_period(self.loop, self.steps, self.failures)
 
     def advance(self) -> int:
         self._run_steps()

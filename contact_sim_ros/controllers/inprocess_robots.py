@@ -15,11 +15,11 @@ ROS); contact wrenches are computed as the node publishes them in the simulation
 
 from __future__ import annotations
 
-from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
 from ..errors import ConfigError
-from .inprocess_link import InProcessHost, _Logger
+from .inprocess_link import (ContactWrenchTopics, InProcessHost, _Logger, build_simulation, control_period_steps,
+                             run_control_period)
 from .robot_link import ControllerError, stamp_ns
 
 
@@ -96,30 +96,15 @@ class InProcessMultiRobotLink:
     def __init__(self, scene: str, robots, engine: str, time_step: float, period: float, *,
                  ft_topic: str | None = None, trajectory_controllers=(), wrench_topics=(),
                  inactive_controllers=None, engine_options: dict | None = None, overrides: dict | None = None):
-        import yaml
         from ..ros.command_validation import JointLimits
-        from ..ros.node_config import NodeConfig, read_param_files
         from ..ros.robot_port import ControllerManagers, RobotPort, merge_hardware_infos
         from ..ros.ros2_control.hardware import JointCommandInterfaces
-        from ..ros.sim_node import _default_param_files, topic_token
         from ..ros.stepping import SteppingLoop
-        from ..sim.sensors import ContactWrenchAccumulator
-        from ..sim.simulator import Simulator
-        steps = int(round(period / time_step))
-        if steps < 1 or abs(steps * time_step - period) > 1e-9:
-            raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
-        self.steps, self.period_ns = steps, int(round(period * 1e9))
-        values = read_param_files(_default_param_files(""), "contact_sim")
-        values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
-                       "real_time_factor": 0.0, **(overrides or {})})
-        if engine_options:
-            values["engine_options"] = yaml.safe_dump(dict(engine_options), default_flow_style=True).strip()
-        if inactive_controllers is not None:     # the node parameter: every robot's default
-            values["inactive_controllers"] = list(inactive_controllers)
-        cfg = NodeConfig.from_mapping(values)
-        self.config = cfg
-        self.sim = sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
-                                   engine_options=cfg.engine_options_dict())
+        self.steps, self.period_ns = control_period_steps(period, time_step)
+        # inactive_controllers: the node parameter, every robot's default
+        self.config, self.sim = cfg, sim = build_simulation(
+            scene, engine, time_step, engine_options=engine_options, inactive_controllers=inactive_controllers,
+            overrides=overrides)
         self.model = m = sim.model
         presets = {r.name: r for r in sim.scene.robots}
         unknown = [r for r in robots if r not in presets]
@@ -148,17 +133,7 @@ class InProcessMultiRobotLink:
         if missing:
             raise ConfigError(f"in-process link: no robot of {self.robots} has the trajectory controller(s) {missing}")
         self.ft_topic = ft_topic.lstrip("/") if ft_topic else None
-        known = {topic_token(b.name): b.name for b in m.free_bodies}
-        for p in presets.values():
-            known.update({topic_token(b): b for b in list(p.contact_bodies) + list(p.fingertip_frames)})
-        bodies = {}
-        for topic in wrench_topics:
-            token = topic.split("/", 1)[1] if topic.startswith("contact_wrench/") else topic
-            if token not in known:
-                raise ConfigError(f"in-process link: {topic!r} names no contact body; bodies: {sorted(known)}")
-            bodies[topic] = known[token]
-        self._wrench_topics = list(bodies)
-        self._wrench_acc = ContactWrenchAccumulator(m, list(bodies.values())) if bodies else None
+        self._wrenches = ContactWrenchTopics(m, wrench_topics, list(presets.values()))
         self._ext = {r: JointState(name=list(link.port.joint_names)) for r, link in self.links.items()}
         self.t_ns = 0
         self.failures: list[str] = []
@@ -169,15 +144,10 @@ class InProcessMultiRobotLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> None:
-        from ..ros.state_messages import body_wrenches, fill_external_torques, fill_wrench
+        from ..ros.state_messages import fill_external_torques
         sim = self.sim
         self.loop.publish_now()               # every robot's broadcasters publish the state at this tick
-        wrenches = {}
-        if self._wrench_acc is not None:
-            for topic, w in zip(self._wrench_topics, body_wrenches(self._wrench_acc, sim, sim.contact_forces_world())):
-                msg = WrenchStamped()
-                fill_wrench(msg, w, sim.t)
-                wrenches[topic] = msg
+        wrenches = self._wrenches.messages(sim)
         for r, link in self.links.items():
             box = link.host.box
             ext = self._ext[r]
@@ -188,10 +158,7 @@ class InProcessMultiRobotLink:
             link._state = st
 
     def _run_steps(self) -> None:
-        for _ in range(self.steps):
-            report = self.loop.step_now()
-            if not report.ok:
-                self.failures.append(f"t = {report.t:.4f} s: {report.message}")
+        run_control_period(self.loop, self.steps, self.failures)
 
     # ------------------------------------------------------------------ MultiRobotLink's interface
     def start(self):
