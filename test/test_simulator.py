@@ -185,8 +185,8 @@ def test_scripted_joint_targets_equal_set_joint_targets(tmp_path):
 def test_joint_command_arrays_equal_set_joint_targets(engine):
     """set_joint_command_arrays (the stepping loop's per-step hand-over, arrays in joint order) sets exactly what
     set_joint_targets sets with name dicts for every joint: clamped positions, velocity feed-forward, velocity
-    mode, efforts; the same errors for a non-finite used value and for a pure effort the engine ignores (and then
-    changes nothing)."""
+    mode, efforts (unused values, also nan or inf, ignored); the same errors for a non-finite used value and for
+    a pure effort the engine ignores (and then changes nothing)."""
     scene = {"robot": "iiwa_wsg"}
     by_name, by_array = Simulator(scene, time_step=1e-3, engine=engine), Simulator(scene, time_step=1e-3,
                                                                                     engine=engine)
@@ -202,7 +202,11 @@ def test_joint_command_arrays_equal_set_joint_targets(engine):
         by_name.set_joint_targets(positions={j: q[i] for i, j in enumerate(names) if pos[i]},
                                   velocities={j: v[i] for i, j in enumerate(names) if pos[i] or vel[i]},
                                   efforts={j: e[i] for i, j in enumerate(names)})
-        by_array.set_joint_command_arrays(pos, vel, q, v, e)
+        if trial % 2:                          # unused values may be anything, also not finite
+            by_array.set_joint_command_arrays(pos, vel, np.where(pos, q, np.nan), np.where(pos | vel, v, np.inf),
+                                              e)
+        else:
+            by_array.set_joint_command_arrays(pos, vel, q, v, e)
         for f in fields:
             np.testing.assert_array_equal(getattr(by_array, f), getattr(by_name, f), err_msg=f"{f}, trial {trial}")
     before = {f: getattr(by_array, f).copy() for f in fields}

@@ -11,6 +11,7 @@ sim/divergence.py); divergence is handled as a solver failure, its message start
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -317,15 +318,23 @@ class Simulator:
         efforts={every joint})``: a non-finite used value or a pure effort the engine ignores raises ConfigError
         and changes nothing."""
         m = self.model
-        if self._command_index_model is not m:       # index arrays per model (spawned objects rebuild it)
+        if self._command_index_model is not m:       # index arrays and buffers per model (spawned objects rebuild)
             self._command_index_model = m
+            n = len(m.joint_names)
             self._command_qi = np.asarray(m.joint_q_index, dtype=np.intp)
             self._command_vi = np.asarray(m.joint_v_index, dtype=np.intp)
             self._command_lo = np.asarray(m.position_lower, dtype=float)
             self._command_hi = np.asarray(m.position_upper, dtype=float)
-        has_v = position_mode | velocity_mode
-        if not (np.isfinite(positions[position_mode]).all() and np.isfinite(velocities[has_v]).all()
-                and np.isfinite(efforts).all()):
+            self._command_zeros = np.zeros(n)
+            self._command_value = np.zeros(n)                # per-joint values on their way to the targets
+            self._command_has_v = np.zeros(n, dtype=bool)
+            self._command_flag = np.zeros(n, dtype=bool)
+        # preallocated buffers, no temporaries: this runs every step of a moving robot (the node's stepping loop)
+        has_v, value, flag = self._command_has_v, self._command_value, self._command_flag
+        np.logical_or(position_mode, velocity_mode, out=has_v)
+        zeros = self._command_zeros
+        # x . 0 is nan when any x is nan or inf: one check of all values; the per-joint one only if it fails
+        if not math.isfinite(positions.dot(zeros) + velocities.dot(zeros) + efforts.dot(zeros)):
             for d, kind, used in ((positions, "position", position_mode), (velocities, "velocity", has_v),
                                   (efforts, "effort", np.ones_like(has_v))):
                 bad = np.flatnonzero(used & ~np.isfinite(d))
@@ -335,13 +344,18 @@ class Simulator:
         if not self.engine.accepts_effort_commands and not has_v.all():
             self._reject_pure_efforts([m.joint_names[i] for i in np.flatnonzero(~has_v)], "set_joint_targets")
         qi, vi = self._command_qi, self._command_vi
-        self._q_target[qi[position_mode]] = np.minimum(np.maximum(positions[position_mode],
-                                                                  self._command_lo[position_mode]),
-                                                       self._command_hi[position_mode])
-        self._v_target[vi] = np.where(has_v, velocities, 0.0)
-        self._effort[vi] = efforts
-        self._position_mode[vi] = position_mode
-        self._velocity_mode[vi] = velocity_mode & ~position_mode
+        # position targets of the position-mode joints, clamped to the limits; the others keep theirs
+        self._q_target.take(qi, out=value)
+        np.maximum(positions, self._command_lo, out=value, where=position_mode)
+        np.minimum(value, self._command_hi, out=value, where=position_mode)
+        self._q_target.put(qi, value)
+        np.copyto(value, 0.0)
+        np.copyto(value, velocities, where=has_v)
+        self._v_target.put(vi, value)
+        self._effort.put(vi, efforts)
+        self._position_mode.put(vi, position_mode)
+        np.greater(velocity_mode, position_mode, out=flag)          # velocity mode and not position mode
+        self._velocity_mode.put(vi, flag)
 
     def _reject_pure_efforts(self, joints, where: str) -> None:
         """ConfigError if ``joints`` get an effort without a position or velocity and the engine ignores efforts
