@@ -123,8 +123,8 @@ def test_a_worker_that_dies_loses_only_its_trial_which_is_retried(tmp_path, monk
     out = tmp_path / "out"
     s = run_campaign(spec, out, workers=2, progress=False, trial_fn=_crash_once_then_run)
     assert marker.exists()                              # the worker did die
-    assert s["failed_tasks"] == 0 and s["run"] == 3
     rows = read_results(out).to_pylist()
+    assert s["failed_tasks"] == 0 and s["run"] == 3, (s, [r["reason"] for r in rows])
     assert sorted(r["trial"] for r in rows) == [0, 1, 2] and all(r["reason"] for r in rows)
 
 
