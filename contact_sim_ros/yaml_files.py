@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from .errors import ConfigError
@@ -58,3 +59,26 @@ def check_keys(mapping: dict, valid, where: str) -> None:
     unknown = set(mapping) - set(valid)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid keys: {sorted(valid)}")
+
+
+def parse_vector(value, n: int, where: str) -> np.ndarray:
+    """``n`` finite numbers (a list, or a number when n = 1) -> float array (n,); ConfigError naming ``where``."""
+    try:
+        arr = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {n} numbers, got {value!r}") from None
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+        raise ConfigError(f"{where}: expected {n} finite numbers, got {value!r}")
+    return arr
+
+
+def parse_pose(value, where: str):
+    """``{xyz: [x, y, z], rpy: [r, p, y]}`` (m, rad; either key optional) or None -> ``pinocchio.SE3``."""
+    import pinocchio as pin
+    if value is None:
+        return pin.SE3.Identity()
+    if not isinstance(value, dict) or set(value) - {"xyz", "rpy"}:
+        raise ConfigError(f"{where}: a pose is a mapping with keys 'xyz' (m) and 'rpy' (rad), got {value!r}")
+    xyz = parse_vector(value.get("xyz", [0, 0, 0]), 3, f"{where}.xyz")
+    rpy = parse_vector(value.get("rpy", [0, 0, 0]), 3, f"{where}.rpy")
+    return pin.SE3(pin.rpy.rpyToMatrix(*rpy), xyz)

@@ -1,4 +1,5 @@
-"""Several robots in ONE physics model: the scene key ``robots:`` (docs/design.md, "Scene files").
+"""Several robots in ONE physics model: what the scene key ``robots:`` (docs/design.md, "Scene files"; parsed in
+sim/scene.py) builds.
 
 Each robot of a scene is a ``RobotPreset`` whose names already carry the robot's ``prefix`` (``prefixed_preset``):
 joint groups, gains, initial positions, armature, F/T sensor, tool and fingertip frames, contact bodies, materials
@@ -26,10 +27,6 @@ import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
 from .multibody_model import MultibodyModel, RobotInstance
-
-ROBOT_ENTRY_KEYS = ("name", "robot", "base_pose", "parent", "prefix", "namespace", "frame_prefix", "controllers_file",
-                    "inactive_controllers")
-
 
 # ---------------------------------------------------------------------------------------- names
 
@@ -105,76 +102,7 @@ def prefixed_preset(preset, prefix: str, **changes):
         **changes)
 
 
-# ------------------------------------------------------------------------------------ scene entries
-
-
-def scene_robots(data: dict, base_dir, source: str) -> list:
-    """The robots of a scene mapping: ``robot:`` (one robot, named by its preset, no prefix) first, then every
-    entry of ``robots:``. Returns prefixed ``RobotPreset``s in that order. ConfigError on a malformed entry, a
-    repeated name, an unknown parent robot or a mounting cycle (the names are checked against the URDFs when the
-    model is built: ``compose_robots``)."""
-    from .loader import load_robot_preset, parse_pose
-    robots = []
-    if data.get("robot") is not None:
-        robots.append(load_robot_preset(data["robot"], base_dir=base_dir))
-    entries = data.get("robots")
-    if entries is not None:
-        if not isinstance(entries, list) or not entries:
-            raise ConfigError(f"{source}: 'robots' is a non-empty list of robot entries ({{name, robot, base_pose, "
-                              f"parent, prefix, namespace, frame_prefix}}), got {entries!r}")
-        for i, e in enumerate(entries):
-            where = f"robots[{i}]"
-            if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not e["name"].strip():
-                raise ConfigError(f"{source}: {where}: each robot is a mapping with a unique 'name' (string) and "
-                                  f"a 'robot' (a preset name or a robot mapping), got {e!r}")
-            name = e["name"]
-            where = f"{where} ({name})"
-            unknown = set(e) - set(ROBOT_ENTRY_KEYS)
-            if unknown:
-                raise ConfigError(f"{source}: {where}: unknown key(s) {sorted(unknown)}; valid: {list(ROBOT_ENTRY_KEYS)}")
-            if e.get("robot") is None:
-                raise ConfigError(f"{source}: {where}: missing key 'robot' (a preset name such as iiwa_wsg, or a "
-                                  f"mapping {{urdf: ..., gains: ...}} as the scene key 'robot')")
-            prefix = e.get("prefix", "") or ""
-            if not isinstance(prefix, str) or any(c.isspace() for c in prefix):
-                raise ConfigError(f"{source}: {where}: prefix must be a string without spaces, got {prefix!r}")
-            for key in ("namespace", "frame_prefix", "controllers_file"):
-                if e.get(key) is not None and not isinstance(e[key], str):
-                    raise ConfigError(f"{source}: {where}: {key} must be a string, got {e[key]!r}")
-            controllers_file = e.get("controllers_file")
-            if controllers_file:
-                path = Path(controllers_file)
-                if not path.is_absolute() and base_dir is not None:
-                    path = Path(base_dir) / path
-                if not path.is_file():
-                    raise ConfigError(f"{source}: {where}: controllers_file {controllers_file!r} not found "
-                                      f"(looked for {path})")
-                controllers_file = str(path)
-            inactive = e.get("inactive_controllers")
-            if inactive is not None:
-                if not isinstance(inactive, list) or not all(isinstance(n, str) for n in inactive):
-                    raise ConfigError(f"{source}: {where}: inactive_controllers is a list of controller names, "
-                                      f"got {inactive!r}")
-                inactive = tuple(inactive)
-            parent = e.get("parent")
-            parent_robot = parent_link = None
-            if parent is not None:
-                if (not isinstance(parent, dict) or set(parent) != {"robot", "link"}
-                        or not all(isinstance(v, str) for v in parent.values())):
-                    raise ConfigError(f"{source}: {where}: parent is {{robot: <robot name>, link: <link of that "
-                                      f"robot>}}, got {parent!r}")
-                parent_robot, parent_link = parent["robot"], parent["link"]
-            preset = load_robot_preset(e["robot"], base_dir=base_dir)
-            if "base_pose" in e:
-                base_pose = parse_pose(e["base_pose"], f"{source}: {where}.base_pose")
-            else:   # a preset's own base pose is a world pose: a mounted robot sits on the link's frame
-                base_pose = pin.SE3.Identity() if parent is not None else preset.base_pose
-            robots.append(prefixed_preset(preset, prefix, name=name, base_pose=base_pose, preset_name=preset.name,
-                                          parent_robot=parent_robot, parent_link=parent_link,
-                                          namespace=e.get("namespace"), frame_prefix=e.get("frame_prefix"),
-                                          controllers_file=controllers_file or None, inactive_controllers=inactive))
-    mount_order(robots, source)      # names unique, parents known, no cycle
-    return robots
+# ------------------------------------------------------------------------------------ mounting order
 
 
 def mount_order(robots, source: str) -> list:

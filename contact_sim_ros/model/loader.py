@@ -25,35 +25,11 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
-from ..yaml_files import check_keys, read_mapping
+from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
 from .materials import ContactMaterial
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel
 from .robot_description import split_description, urdf_from_description
 from .validation import validate_mass_properties
-
-# --------------------------------------------------------------------------------------------- poses
-
-
-def parse_pose(value, where: str) -> pin.SE3:
-    """``{xyz: [x, y, z], rpy: [r, p, y]}`` (m, rad; either key optional) or None -> SE3."""
-    if value is None:
-        return pin.SE3.Identity()
-    if not isinstance(value, dict) or set(value) - {"xyz", "rpy"}:
-        raise ConfigError(f"{where}: a pose is a mapping with keys 'xyz' (m) and 'rpy' (rad), got {value!r}")
-    xyz = _vector(value.get("xyz", [0, 0, 0]), 3, f"{where}.xyz")
-    rpy = _vector(value.get("rpy", [0, 0, 0]), 3, f"{where}.rpy")
-    return pin.SE3(pin.rpy.rpyToMatrix(*rpy), xyz)
-
-
-def _vector(value, n: int, where: str) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {n} numbers, got {value!r}") from None
-    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
-        raise ConfigError(f"{where}: expected {n} finite numbers, got {value!r}")
-    return arr
-
 
 # ----------------------------------------------------------------------------------- package paths
 
@@ -391,22 +367,6 @@ class ShapeSpec:
 
     KINDS = ("box", "sphere", "cylinder", "capsule", "halfspace")
 
-    @classmethod
-    def parse(cls, value, where: str) -> "ShapeSpec":
-        if value == "halfspace":
-            return cls("halfspace")
-        if not isinstance(value, dict) or len(value) != 1:
-            raise ConfigError(f"{where}: a shape is 'halfspace' or one of {{box: [x, y, z]}}, {{sphere: r}}, "
-                              f"{{cylinder: [r, length]}}, {{capsule: [r, length]}}; got {value!r}")
-        (kind, size), = value.items()
-        expected = {"box": 3, "sphere": 1, "cylinder": 2, "capsule": 2}
-        if kind not in expected:
-            raise ConfigError(f"{where}: " + unknown_choice("shape", kind, cls.KINDS))
-        arr = _vector(size, expected[kind], f"{where}.{kind}")
-        if np.any(arr <= 0):
-            raise ConfigError(f"{where}.{kind}: sizes must be > 0 m, got {size!r}")
-        return cls(kind, tuple(arr))
-
     def collision_geometry(self):
         s = self.size
         if self.kind == "box":
@@ -517,7 +477,7 @@ def build_scene_model(robot, objects: list[ObjectSpec], environment: list[Enviro
         if env.material:
             material_overrides[env.name] = env.material
 
-    model.gravity = pin.Motion(np.concatenate([_vector(gravity, 3, f"{source}: gravity"), np.zeros(3)]))
+    model.gravity = pin.Motion(np.concatenate([parse_vector(gravity, 3, f"{source}: gravity"), np.zeros(3)]))
     finished = _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials or {},
                              material_overrides, disabled, source if not robot_sources else
                              f"{source} (robot{'s' if len(robot_sources) > 1 else ''} {', '.join(robot_sources)})")

@@ -87,7 +87,7 @@ def parse_primitive(uri: str) -> tuple[str, dict]:
     """``primitive://<shape>?size=a,b,c&mass=kg`` (or ``density=kg/m^3``) with optional material keys
     (friction, restitution, stiffness, dissipation) -> (default name, scene object mapping without name and pose).
     SpawnError RESOURCE_PARSE_ERROR naming the problem."""
-    from ..model.loader import ShapeSpec
+    from ..sim.scene import parse_shape
     from ..model.materials import ContactMaterial
     bad = SpawnEntity.Response.RESOURCE_PARSE_ERROR
     parts = urlsplit(uri)
@@ -121,7 +121,7 @@ def parse_primitive(uri: str) -> tuple[str, dict]:
     if len(size) != PRIMITIVE_SHAPES[kind]:
         raise SpawnError(bad, f"{uri}: a {kind} needs {PRIMITIVE_SHAPES[kind]} size value(s), got {len(size)}")
     try:
-        shape = ShapeSpec.parse({kind: size if len(size) > 1 else size[0]}, "size")
+        shape = parse_shape({kind: size if len(size) > 1 else size[0]}, "size")
     except ContactSimError as exc:
         raise SpawnError(bad, f"{uri}: {exc}") from None
     obj = {"shape": {kind: list(shape.size) if len(size) > 1 else shape.size[0]}}

@@ -14,11 +14,12 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
-from ..errors import ConfigError, ContactSimError
-from ..model.composition import scene_robots
-from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model, parse_pose
+from ..errors import ConfigError, ContactSimError, unknown_choice
+from ..model.composition import mount_order, prefixed_preset
+from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
+                            load_robot_preset)
 from ..model.multibody_model import MultibodyModel, model_body_names
-from ..yaml_files import check_keys, read_mapping
+from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
 
 # ------------------------------------------------------------------------------ time expressions
 
@@ -112,6 +113,101 @@ def stacked_function(fns: list, where: str) -> Callable[[float], np.ndarray]:
 
 # -------------------------------------------------------------------------------------- the scene
 
+# ------------------------------------------------------------------------------ bodies and robots
+
+
+def parse_shape(value, where: str) -> ShapeSpec:
+    """A shape entry: 'halfspace' or one of {box: [x, y, z]}, {sphere: r}, {cylinder: [r, length]},
+    {capsule: [r, length]} (m) -> ShapeSpec; ConfigError naming ``where``."""
+    if value == "halfspace":
+        return ShapeSpec("halfspace")
+    if not isinstance(value, dict) or len(value) != 1:
+        raise ConfigError(f"{where}: a shape is 'halfspace' or one of {{box: [x, y, z]}}, {{sphere: r}}, "
+                          f"{{cylinder: [r, length]}}, {{capsule: [r, length]}}; got {value!r}")
+    (kind, size), = value.items()
+    expected = {"box": 3, "sphere": 1, "cylinder": 2, "capsule": 2}
+    if kind not in expected:
+        raise ConfigError(f"{where}: " + unknown_choice("shape", kind, ShapeSpec.KINDS))
+    arr = parse_vector(size, expected[kind], f"{where}.{kind}")
+    if np.any(arr <= 0):
+        raise ConfigError(f"{where}.{kind}: sizes must be > 0 m, got {size!r}")
+    return ShapeSpec(kind, tuple(arr))
+
+
+
+ROBOT_ENTRY_KEYS = ("name", "robot", "base_pose", "parent", "prefix", "namespace", "frame_prefix", "controllers_file",
+                    "inactive_controllers")
+
+
+def _scene_robots(data: dict, base_dir, source: str) -> list:
+    """The robots of a scene mapping: ``robot:`` (one robot, named by its preset, no prefix) first, then every
+    entry of ``robots:``. Returns prefixed ``RobotPreset``s in that order. ConfigError on a malformed entry, a
+    repeated name, an unknown parent robot or a mounting cycle (the names are checked against the URDFs when the
+    model is built: ``compose_robots``)."""
+    robots = []
+    if data.get("robot") is not None:
+        robots.append(load_robot_preset(data["robot"], base_dir=base_dir))
+    entries = data.get("robots")
+    if entries is not None:
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError(f"{source}: 'robots' is a non-empty list of robot entries ({{name, robot, base_pose, "
+                              f"parent, prefix, namespace, frame_prefix}}), got {entries!r}")
+        for i, e in enumerate(entries):
+            where = f"robots[{i}]"
+            if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not e["name"].strip():
+                raise ConfigError(f"{source}: {where}: each robot is a mapping with a unique 'name' (string) and "
+                                  f"a 'robot' (a preset name or a robot mapping), got {e!r}")
+            name = e["name"]
+            where = f"{where} ({name})"
+            unknown = set(e) - set(ROBOT_ENTRY_KEYS)
+            if unknown:
+                raise ConfigError(f"{source}: {where}: unknown key(s) {sorted(unknown)}; valid: {list(ROBOT_ENTRY_KEYS)}")
+            if e.get("robot") is None:
+                raise ConfigError(f"{source}: {where}: missing key 'robot' (a preset name such as iiwa_wsg, or a "
+                                  f"mapping {{urdf: ..., gains: ...}} as the scene key 'robot')")
+            prefix = e.get("prefix", "") or ""
+            if not isinstance(prefix, str) or any(c.isspace() for c in prefix):
+                raise ConfigError(f"{source}: {where}: prefix must be a string without spaces, got {prefix!r}")
+            for key in ("namespace", "frame_prefix", "controllers_file"):
+                if e.get(key) is not None and not isinstance(e[key], str):
+                    raise ConfigError(f"{source}: {where}: {key} must be a string, got {e[key]!r}")
+            controllers_file = e.get("controllers_file")
+            if controllers_file:
+                path = Path(controllers_file)
+                if not path.is_absolute() and base_dir is not None:
+                    path = Path(base_dir) / path
+                if not path.is_file():
+                    raise ConfigError(f"{source}: {where}: controllers_file {controllers_file!r} not found "
+                                      f"(looked for {path})")
+                controllers_file = str(path)
+            inactive = e.get("inactive_controllers")
+            if inactive is not None:
+                if not isinstance(inactive, list) or not all(isinstance(n, str) for n in inactive):
+                    raise ConfigError(f"{source}: {where}: inactive_controllers is a list of controller names, "
+                                      f"got {inactive!r}")
+                inactive = tuple(inactive)
+            parent = e.get("parent")
+            parent_robot = parent_link = None
+            if parent is not None:
+                if (not isinstance(parent, dict) or set(parent) != {"robot", "link"}
+                        or not all(isinstance(v, str) for v in parent.values())):
+                    raise ConfigError(f"{source}: {where}: parent is {{robot: <robot name>, link: <link of that "
+                                      f"robot>}}, got {parent!r}")
+                parent_robot, parent_link = parent["robot"], parent["link"]
+            preset = load_robot_preset(e["robot"], base_dir=base_dir)
+            if "base_pose" in e:
+                base_pose = parse_pose(e["base_pose"], f"{source}: {where}.base_pose")
+            else:   # a preset's own base pose is a world pose: a mounted robot sits on the link's frame
+                base_pose = pin.SE3.Identity() if parent is not None else preset.base_pose
+            robots.append(prefixed_preset(preset, prefix, name=name, base_pose=base_pose, preset_name=preset.name,
+                                          parent_robot=parent_robot, parent_link=parent_link,
+                                          namespace=e.get("namespace"), frame_prefix=e.get("frame_prefix"),
+                                          controllers_file=controllers_file or None, inactive_controllers=inactive))
+    mount_order(robots, source)      # names unique, parents known, no cycle
+    return robots
+
+
+
 
 @dataclass
 class ExternalForce:
@@ -198,7 +294,7 @@ def load_scene(scene, source: str | None = None) -> Scene:
 
 def _build(data: dict, source: str) -> Scene:
     scene_dir = Path(source).parent if Path(source).is_file() else None
-    robots = scene_robots(data, scene_dir, source)       # 'robot:' and 'robots:' (prefixed names)
+    robots = _scene_robots(data, scene_dir, source)       # 'robot:' and 'robots:' (prefixed names)
     robot = robots[0] if robots else None
     objects, velocities = [], {}
     for i, o in enumerate(data.get("objects") or []):
@@ -208,15 +304,14 @@ def _build(data: dict, source: str) -> Scene:
         valid = {"name", "shape", "mass", "density", "urdf", "pose", "velocity", "material"}
         if set(o) - valid:
             raise ConfigError(f"{where} ({o['name']}): unknown key(s) {sorted(set(o) - valid)}; valid: {sorted(valid)}")
-        shape = ShapeSpec.parse(o["shape"], f"{where}.shape") if "shape" in o else None
+        shape = parse_shape(o["shape"], f"{where}.shape") if "shape" in o else None
         mass = o.get("mass")
         if mass is None and "density" in o and shape is not None:
             mass = float(o["density"]) * shape.volume()
         objects.append(ObjectSpec(str(o["name"]), shape, None if mass is None else float(mass), o.get("urdf"),
                                   parse_pose(o.get("pose"), f"{where}.pose"), dict(o.get("material") or {})))
         if "velocity" in o:
-            from ..model.loader import _vector
-            velocities[str(o["name"])] = _vector(o["velocity"], 6, f"{where}.velocity")
+            velocities[str(o["name"])] = parse_vector(o["velocity"], 6, f"{where}.velocity")
     environment, surface = [], {}
     for i, e in enumerate(data.get("environment") or []):
         where = f"environment[{i}]"
@@ -228,7 +323,7 @@ def _build(data: dict, source: str) -> Scene:
         if ("shape" in e) == ("urdf" in e):
             raise ConfigError(f"{where} ({e['name']}): give exactly one of 'shape' and 'urdf'")
         environment.append(EnvironmentSpec(
-            str(e["name"]), ShapeSpec.parse(e["shape"], f"{where}.shape") if "shape" in e else None,
+            str(e["name"]), parse_shape(e["shape"], f"{where}.shape") if "shape" in e else None,
             e.get("urdf"), parse_pose(e.get("pose"), f"{where}.pose"), dict(e.get("material") or {})))
         if "surface_velocity" in e:
             surface[str(e["name"])] = vector_function(e["surface_velocity"], 3, f"{where}.surface_velocity")
