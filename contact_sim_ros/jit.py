@@ -53,11 +53,11 @@ COMPILE_SECONDS = {
     "contact_sim_ros.solvers.lemke": 3.0,
 }
 _COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.model.free_body_motion",
-           "contact_sim_ros.sim.divergence", "contact_sim_ros.sim.step_kernels")
-# kernel modules each engine's step calls (besides the contact query's and the free-body motion's, which every
-# engine's step calls)
+           "contact_sim_ros.sim.divergence", "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
+# kernel modules each engine's step calls (besides the contact query's, the free-body motion's and the free-body
+# models' (sim/free_body_step.FreeBodies), which every engine's step calls)
 ENGINE_KERNELS = {
-    "tamsi": ("contact_sim_ros.engines.tamsi_kernels", "contact_sim_ros.sim.free_body_step"),
+    "tamsi": ("contact_sim_ros.engines.tamsi_kernels",),
     "lagged": ("contact_sim_ros.engines.icf_kernels",),
     "similar": ("contact_sim_ros.engines.icf_kernels",),
     "sap": ("contact_sim_ros.engines.icf_kernels",),

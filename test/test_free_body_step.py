@@ -170,3 +170,59 @@ def test_more_contacts_than_the_contact_buffers_preallocate(tmp_path):
         assert fused.step().ok and staged.step().ok
     assert fused.contacts.size == staged.contacts.size == 70
     np.testing.assert_allclose(fused.q, staged.q, rtol=0, atol=1e-12)
+
+
+CLUTTER = ROOT / "scenes" / "icf_clutter.yaml"      # 40 free spheres and boxes in a box: the peers' clutter row
+
+
+@pytest.mark.parametrize("engine", ["lagged", "sap"])
+def test_staged_step_of_free_bodies_equals_the_pinocchio_path(engine):
+    """A model of free bodies only steps with M constant, nle, g(q), the contact query's joint placements and the
+    quaternion update from q in compiled passes (FreeBodies): the same step as with Pinocchio's crba,
+    nonLinearEffects, computeGeneralizedGravity, data.oMi and integrate, within round-off, from every 30th state
+    of the clutter's first 0.6 s (drop, impacts, the pile). One step each: the pile is chaotic (one ulp in every
+    coordinate grows to ~1e-8 m/s within 3 steps) and at the default tolerance a round-off difference can move an
+    ill-conditioned impact step's solution by the tolerance; hence eps_r = 1e-10."""
+    options = {"relative_tolerance": 1e-10}
+    trajectory, fast, reference = (Simulator(CLUTTER, engine=engine, time_step=2e-3, engine_options=options)
+                                   for _ in range(3))
+    assert fast._free_bodies is not None and fast._fused is None
+    reference._free_bodies = None
+    reference.contact_query.set_placement_source(None)
+    pm = fast.model.pin_model
+    M = pin.crba(pm, pm.createData(), fast.q, pin.Convention.WORLD)
+    np.testing.assert_allclose(fast._free_bodies.mass_matrix, np.triu(M) + np.triu(M, 1).T, rtol=0, atol=1e-15)
+    contacts = []
+    for i in range(300):
+        trajectory.step(strict=True)
+        if i % 30 != 29:
+            continue
+        for sim in (fast, reference):
+            sim.set_state(trajectory.q, trajectory.v)
+        a, b = fast.step(), reference.step()
+        assert a.ok and b.ok and a.substeps == b.substeps == 1
+        np.testing.assert_allclose(fast.q, reference.q, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(fast.v, reference.v, rtol=0, atol=1e-10)
+        assert fast.contacts.size == reference.contacts.size
+        np.testing.assert_allclose(fast.contacts.signed_distance, reference.contacts.signed_distance, rtol=0,
+                                   atol=1e-14)
+        contacts.append(fast.contacts.size)
+    assert max(contacts) > 80                             # the objects have landed
+
+
+def test_kinetic_energy_check_sums_the_trees_diagonal_blocks():
+    """divergence.bounds_exceeded sums v^T M v over each kinematic tree's block (M is zero between trees): one
+    block per free body, one for a robot; a non-finite energy in the last body is still found."""
+    from contact_sim_ros.sim.divergence import ENERGY, bounds_exceeded, tree_velocity_ranges
+    clutter = Simulator(CLUTTER, engine="lagged", time_step=2e-3)
+    np.testing.assert_array_equal(tree_velocity_ranges(clutter.model.pin_model), np.arange(41) * 6)
+    iiwa = Simulator(ROOT / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml", engine="tamsi")
+    np.testing.assert_array_equal(tree_velocity_ranges(iiwa.model.pin_model), [0, iiwa.model.pin_model.nv])
+    M = clutter._free_bodies.mass_matrix
+    tree_ptr = tree_velocity_ranges(clutter.model.pin_model)
+    none = np.zeros(0, dtype=np.int64)
+    v = np.zeros(240)
+    assert bounds_exceeded(clutter.q, v, M, none, np.zeros(0), none, np.zeros(0), tree_ptr) == 0
+    v[-1] = 1e160
+    with np.errstate(over="ignore"):
+        assert bounds_exceeded(clutter.q, v, M, none, np.zeros(0), none, np.zeros(0), tree_ptr) == ENERGY

@@ -34,11 +34,13 @@ ENERGY = 2                 # v^T M v is not finite
 
 
 @njit(cache=True)
-def bounds_exceeded(q, v, mass_matrix, q_index, q_scale, v_index, v_scale):
+def bounds_exceeded(q, v, mass_matrix, q_index, q_scale, v_index, v_scale, tree_ptr):
     """The happy-path test of ``DivergenceCheck.check`` in one compiled pass (also called inside the simulator's
     ``sim/step_kernels.finish_step``): SPEED_OR_DISTANCE if sum_i (v[v_index_i] v_scale_i)^2 > 1 or
     sum_i (q[q_index_i] q_scale_i)^2 > 1 (then some bound MAY be exceeded: ``_first_violation`` looks at the bodies
-    one by one), ENERGY if v^T M v is not finite (``mass_matrix`` (0, 0): not checked); 0 within the bounds."""
+    one by one), ENERGY if v^T M v is not finite (``mass_matrix`` (0, 0): not checked); 0 within the bounds.
+    v^T M v is summed over the diagonal blocks of the kinematic trees only, the dofs tree_ptr[t]:tree_ptr[t + 1]
+    (M is zero between trees: the same sum without its zero terms; 40 free bodies: 1.4k instead of 58k products)."""
     code = 0
     acc = 0.0
     for i in range(v_index.shape[0]):
@@ -53,14 +55,36 @@ def bounds_exceeded(q, v, mass_matrix, q_index, q_scale, v_index, v_scale):
     nv = mass_matrix.shape[0]
     if nv:
         energy = 0.0
-        for a in range(nv):
-            row = 0.0
-            for b in range(nv):
-                row += mass_matrix[a, b] * v[b]
-            energy += v[a] * row
+        for t in range(tree_ptr.shape[0] - 1):
+            t0, t1 = tree_ptr[t], tree_ptr[t + 1]
+            for a in range(t0, t1):
+                row = 0.0
+                for b in range(t0, t1):
+                    row += mass_matrix[a, b] * v[b]
+                energy += v[a] * row
         if not math.isfinite(energy):
             code |= ENERGY
     return code
+
+
+def tree_velocity_ranges(pin_model) -> np.ndarray:
+    """tree_ptr (nt + 1,) int: the velocities of kinematic tree t (a child of the world and its subtree) are
+    tree_ptr[t]:tree_ptr[t + 1]; the mass matrix is zero between trees. Pinocchio numbers the velocities depth
+    first, so each tree's are contiguous; should they not be, one range over all velocities (always correct)."""
+    nv = pin_model.nv
+    bounds = [0]
+    for j in range(1, pin_model.njoints):
+        if pin_model.parents[j] != 0:
+            continue
+        joints = list(pin_model.subtrees[j])
+        lo = min(pin_model.joints[k].idx_v for k in joints)
+        hi = max(pin_model.joints[k].idx_v + pin_model.joints[k].nv for k in joints)
+        if lo != bounds[-1] or hi - lo != sum(pin_model.joints[k].nv for k in joints):
+            return np.array([0, nv], dtype=np.int64)
+        bounds.append(hi)
+    if bounds[-1] != nv:
+        return np.array([0, nv], dtype=np.int64)
+    return np.array(bounds, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -122,14 +146,16 @@ class DivergenceCheck:
         self._v_scale = np.tile(inverse, self._n).astype(float)     # 0 for an infinite bound
         self._q_scale = np.full(3 * self._n, 1.0 / limits.max_distance)
         self._no_mass_matrix = np.zeros((0, 0))
-        # bounds_exceeded's index and scale arrays (q_index, q_scale, v_index, v_scale), for sim/step_kernels.py
-        self.kernel_arrays = (self._q_index, self._q_scale, self._v_index, self._v_scale)
+        self._tree_ptr = tree_velocity_ranges(model.pin_model)
+        # bounds_exceeded's index and scale arrays (q_index, q_scale, v_index, v_scale, tree_ptr), for
+        # sim/step_kernels.py
+        self.kernel_arrays = (self._q_index, self._q_scale, self._v_index, self._v_scale, self._tree_ptr)
 
     def check(self, q: np.ndarray, v: np.ndarray, mass_matrix: np.ndarray | None, t: float) -> str:
         """'' if (q, v) at sim time ``t`` (s) is within the bounds, else the reason ('diverged: ...').
         ``q``, ``v`` finite (the simulator checks that first). Costs about 1 us (one compiled call)."""
         code = bounds_exceeded(q, v, self._no_mass_matrix if mass_matrix is None else mass_matrix,
-                               self._q_index, self._q_scale, self._v_index, self._v_scale)
+                               self._q_index, self._q_scale, self._v_index, self._v_scale, self._tree_ptr)
         if code & SPEED_OR_DISTANCE:
             message = self._first_violation(q, v)
             if message:

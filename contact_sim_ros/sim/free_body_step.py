@@ -78,7 +78,8 @@ def free_body_kinematics(q, body_int, body_float, placement, J):
     """Joint placements of the free flyers into ``placement`` (slots, 4, 4) at their slots (slot 0, the world,
     is not touched; bodies without a slot are skipped) and the world-frame joint Jacobian ``J`` (6, nv)
     (``pin.computeJointJacobians``' layout: the spatial velocity at the world origin; per body the columns
-    [R e_k; 0] of the linear and [p x R e_k; R e_k] of the angular velocities)."""
+    [R e_k; 0] of the linear and [p x R e_k; R e_k] of the angular velocities). ``J`` (6, 0): placements only."""
+    jacobian = J.shape[1] > 0
     for b in range(body_int.shape[0]):
         iq, iv = body_int[b, BI_Q], body_int[b, BI_V]
         R, p = body_placement(q, iq, body_float[b])
@@ -88,6 +89,8 @@ def free_body_kinematics(q, body_int, body_float, placement, J):
                 for c in range(3):
                     placement[s, r, c] = R[3 * r + c]
                 placement[s, r, 3] = p[r]
+        if not jacobian:
+            continue
         for k in range(3):
             c_lin, c_ang = iv + k, iv + 3 + k
             r0, r1, r2 = R[k], R[3 + k], R[6 + k]
@@ -201,6 +204,75 @@ def free_body_tamsi_step(q0, v0, dt, body_int, body_float, gravity, M, nle, J, p
     return status, iterations, err, count, info, n, r, code
 
 
+class FreeBodies:
+    """A model whose joints are all free flyers on the world (free objects, no robot: the clutter, a ball, a box):
+    its per-body constants (``body_int``, ``body_float`` above; the contact query's placement slot of each body)
+    and its constant mass matrix ``mass_matrix`` (nv, nv): in Pinocchio's local-frame free-flyer velocities a
+    body's block is its spatial inertia (6 x 6, kg, kg m, kg m^2), independent of q (``pin.crba`` gives the same to
+    round-off). The Simulator's staged step of such a model takes M from here and the joint placements, nle and
+    g(q) from q in compiled passes instead of Pinocchio's crba, nonLinearEffects, computeGeneralizedGravity and the
+    per-joint ``data.oMi`` reads (clutter, 40 bodies: ~100 us per step); the fused TAMSI step uses the same
+    constants."""
+
+    @staticmethod
+    def of(model, contact_query) -> "FreeBodies | None":
+        """The constants of ``model`` (a MultibodyModel) if it qualifies (every joint a free flyer whose parent is
+        the world), else None."""
+        pm = model.pin_model
+        if pm.njoints < 2 or any(pm.joints[j].shortname() != "JointModelFreeFlyer" or pm.parents[j] != 0
+                                 for j in range(1, pm.njoints)):
+            return None
+        return FreeBodies(pm, contact_query)
+
+    def __init__(self, pm, contact_query):
+        slot_of_joint = {j: s for s, j in contact_query.analytic_joint_slots}
+        joints = list(range(1, pm.njoints))
+        self.body_int = np.array([[pm.joints[j].idx_q, pm.joints[j].idx_v, slot_of_joint.get(j, 0)] for j in joints],
+                                 dtype=np.int64).reshape(-1, 3)
+        self.body_float = np.zeros((len(joints), BODY_FLOATS))
+        M = np.zeros((pm.nv, pm.nv))
+        for row, j in zip(self.body_float, joints):
+            placement, inertia = pm.jointPlacements[j], pm.inertias[j]
+            row[BF_R:BF_R + 9] = placement.rotation.reshape(-1)
+            row[BF_T:BF_T + 3] = placement.translation
+            row[BF_MASS] = inertia.mass
+            row[BF_LEVER:BF_LEVER + 3] = inertia.lever
+            row[BF_INERTIA:BF_INERTIA + 9] = inertia.inertia.reshape(-1)
+            iv = pm.joints[j].idx_v
+            M[iv:iv + 6, iv:iv + 6] = inertia.matrix()       # the body-frame spatial inertia: M of a free flyer
+        self.mass_matrix = M
+        self.gravity = np.array(pm.gravity.linear, dtype=float)
+        self.nq, self.nv = pm.nq, pm.nv
+        self._placements = contact_query.analytic_placements
+        self._no_jacobian = np.zeros((6, 0))
+        self._nle = np.zeros(pm.nv)
+        self._weight = np.zeros(pm.nv)
+        self._zero = np.zeros(pm.nv)            # v = 0 (g(q) = nle(q, 0)); the position error (no actuated joint)
+
+    @property
+    def zero_velocity(self) -> np.ndarray:
+        """(nv,) zeros, not to be written: the position error of a model without actuated joints."""
+        return self._zero
+
+    def update_placements(self, q: np.ndarray) -> None:
+        """The contact query's joint placement slots (``ContactQuery.analytic_placements``) at q."""
+        free_body_kinematics(q, self.body_int, self.body_float, self._placements, self._no_jacobian)
+
+    def bias_forces(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(nle, g): C(q, v) v + g(q) and g(q) (nv,) (N, N m; as ``pin.nonLinearEffects`` and
+        ``pin.computeGeneralizedGravity`` to round-off); buffers overwritten at the next call."""
+        free_body_bias_force(q, v, self.body_int, self.body_float, self.gravity, self._nle)
+        free_body_bias_force(q, self._zero, self.body_int, self.body_float, self.gravity, self._weight)
+        return self._nle, self._weight
+
+    def integrate_rotations(self, q0: np.ndarray, v: np.ndarray, dt: float) -> np.ndarray:
+        """A fresh q (nq,) with the quaternions of ``pin.integrate(q0, dt v)`` (``integrate_rotations``); its
+        translations are left to ``step_kernels.finish_step``'s frozen-frame update (FROZEN_FRAME)."""
+        q = np.empty(self.nq)
+        integrate_rotations(q0, v, dt, self.body_int, q)
+        return q
+
+
 class FreeBodyTamsiStep:
     """The Simulator's fused step for a qualifying scene (module docstring): the constant arguments of
     ``free_body_tamsi_step`` packed once, the per-step outputs allocated fresh (they become the state and the
@@ -214,8 +286,7 @@ class FreeBodyTamsiStep:
         cq = sim.contact_query
         free = sim._free_motion
         return (isinstance(sim.engine, TamsiEngine) and sim.engine._kernels is not None
-                and pm.njoints > 1 and len(free.q_index) == pm.njoints - 1
-                and all(pm.parents[j] == 0 for j in range(1, pm.njoints))
+                and sim._free_bodies is not None and len(free.q_index) == pm.njoints - 1
                 and pm.nq == 7 * len(free.q_index)
                 and cq._all_analytic and not sim.scene.joint_scripts and not sim.scene.surface_velocities)
 
@@ -226,23 +297,10 @@ class FreeBodyTamsiStep:
         self._cq, self._engine, self._nq, self._nv = cq, engine, pm.nq, pm.nv
         self._pairs = cq.num_pairs
         engine._ensure_capacity(self._pairs)          # every pair gives at most one contact
-        slot_of_joint = {j: s for s, j in cq._an_joints}
-        joints = [j for j in range(1, pm.njoints)]
-        self._body_int = np.array([[pm.joints[j].idx_q, pm.joints[j].idx_v, slot_of_joint.get(j, 0)] for j in joints],
-                                  dtype=np.int64).reshape(-1, 3)
-        self._body_float = np.zeros((len(joints), BODY_FLOATS))
-        M = np.zeros((pm.nv, pm.nv))
-        for row, j in zip(self._body_float, joints):
-            placement, inertia = pm.jointPlacements[j], pm.inertias[j]
-            row[BF_R:BF_R + 9] = placement.rotation.reshape(-1)
-            row[BF_T:BF_T + 3] = placement.translation
-            row[BF_MASS] = inertia.mass
-            row[BF_LEVER:BF_LEVER + 3] = inertia.lever
-            row[BF_INERTIA:BF_INERTIA + 9] = inertia.inertia.reshape(-1)
-            iv = pm.joints[j].idx_v
-            M[iv:iv + 6, iv:iv + 6] = inertia.matrix()       # the body-frame spatial inertia: M of a free flyer
-        self.mass_matrix = M
-        self._gravity = np.array(pm.gravity.linear, dtype=float)
+        bodies = sim._free_bodies
+        self._body_int, self._body_float = bodies.body_int, bodies.body_float
+        self.mass_matrix = M = bodies.mass_matrix
+        self._gravity = bodies.gravity
         self._nle = np.zeros(pm.nv)
         self._J = np.zeros((6, pm.nv))
         self._v_engine = np.zeros(pm.nv)

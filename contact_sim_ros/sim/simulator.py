@@ -27,7 +27,7 @@ from ..model.multibody_model import model_body_names
 from .default_gains import default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits
-from .free_body_step import FreeBodyTamsiStep
+from .free_body_step import FreeBodies, FreeBodyTamsiStep
 from .scene import Scene, load_scene
 
 # what of the kinematics of the current state is still to be computed when ``pin_data`` / ``geometry_data`` are read
@@ -139,6 +139,10 @@ class Simulator:
         # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
         self._vector_space = pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
                                                     for j in range(1, pm.njoints))
+        # a model of free bodies only: constant M, nle, g(q) and the query's joint placements from q, compiled
+        self._free_bodies = FreeBodies.of(self.model, self.contact_query)
+        if self._free_bodies is not None and self.contact_query.analytic_joint_slots:
+            self.contact_query.set_placement_source(self._free_body_placements)
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
@@ -451,18 +455,25 @@ class Simulator:
         contacts = self.contact_query.update(data, None,
                                              self._surface_velocity if self.scene.surface_velocities else None,
                                              joint_jacobians=True)
-        # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
-        # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
-        # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
-        M = pin.crba(pm, data, q, pin.Convention.WORLD)           # upper triangle; prepare_step mirrors it
-        nle = pin.nonLinearEffects(pm, data, q, v)
-        gravity = pin.computeGeneralizedGravity(pm, data, q)
+        bodies = self._free_bodies
+        if bodies is not None:
+            # free bodies only (sim/free_body_step.FreeBodies): M constant in their local velocities, nle and g(q)
+            # in compiled passes; no actuated joint, so no position error
+            M, (nle, gravity), position_error = bodies.mass_matrix, bodies.bias_forces(q, v), bodies.zero_velocity
+        else:
+            # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
+            # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
+            # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
+            M = pin.crba(pm, data, q, pin.Convention.WORLD)           # upper triangle; prepare_step mirrors it
+            nle = pin.nonLinearEffects(pm, data, q, v)
+            gravity = pin.computeGeneralizedGravity(pm, data, q)
+            position_error = pin.difference(pm, q, self._q_target)
         # one compiled pass (sim/step_kernels.py): M symmetric; tau = external - nle + the frame-rotation force of
         # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
         # kp / kd / position error by the joints' modes; the joint damping with the lagged Coulomb friction
         act = self._actuation
         self._external_forces(t)                                  # into self._tau_ext, a row of self._rows
-        step_kernels.prepare_step(M, v, nle, pin.difference(pm, q, self._q_target), self._rows, self._modes,
+        step_kernels.prepare_step(M, v, nle, position_error, self._rows, self._modes,
                                   self._free_motion.v_index, self._friction_tolerance)
         inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
         result = self.engine.step(inputs)
@@ -475,6 +486,8 @@ class Simulator:
             integration, q_next = step_kernels.ENGINE_Q, result.q_next
         elif self._vector_space:
             integration, q_next = step_kernels.VECTOR_SPACE, np.empty(pm.nq)
+        elif bodies is not None:               # the quaternions here, the translations in finish_step
+            integration, q_next = step_kernels.FROZEN_FRAME, bodies.integrate_rotations(q, result.v_next, dt)
         else:
             integration, q_next = step_kernels.FROZEN_FRAME, pin.integrate(pm, q, dt * result.v_next)
         v_next = np.empty(pm.nv)
@@ -493,6 +506,10 @@ class Simulator:
         self._last_dt = dt
         self.actuation_force = result.actuation_force
         return result, q_next
+
+    def _free_body_placements(self) -> None:
+        """The contact query's joint placements at the current q (a free-body model's placement source)."""
+        self._free_bodies.update_placements(self._q)
 
     def _joint_damping(self, v: np.ndarray) -> np.ndarray:
         """Damping (N*m*s/rad or N*s/m per dof) that every engine applies implicitly, tau = -d v_next: the URDF's

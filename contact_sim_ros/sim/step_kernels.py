@@ -92,11 +92,12 @@ def prepare_step(M, v, nle, position_error, rows, modes, free_v, stiction_tolera
 
 def finish_arrays(free_q, free_v, divergence, limit_q, limit_v, lower, upper):
     """(index, values): finish_step's constant arrays packed in two (``divergence``: a DivergenceCheck's
-    ``kernel_arrays`` (q_index, q_scale, v_index, v_scale) or None: no divergence check)."""
-    div_q, div_q_scale, div_v, div_v_scale = divergence if divergence is not None else (
-        np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
-    header = [len(free_q), len(div_q), len(div_v), len(limit_q), int(divergence is not None)]
-    index = np.concatenate([np.array(header), free_q, free_v, div_q, div_v, limit_q, limit_v]).astype(np.int64)
+    ``kernel_arrays`` (q_index, q_scale, v_index, v_scale, tree_ptr) or None: no divergence check)."""
+    div_q, div_q_scale, div_v, div_v_scale, tree_ptr = divergence if divergence is not None else (
+        np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+    header = [len(free_q), len(div_q), len(div_v), len(limit_q), int(divergence is not None), len(tree_ptr)]
+    index = np.concatenate([np.array(header), free_q, free_v, div_q, div_v, limit_q, limit_v,
+                            tree_ptr]).astype(np.int64)
     values = np.concatenate([div_q_scale, div_v_scale, lower, upper]).astype(float)
     return index, values
 
@@ -108,13 +109,15 @@ def finish_step(q0, q, v, v_out, dt, integration, M, index, values):
     VECTOR_SPACE (q is filled here with q0 + dt v) or ENGINE_Q (the engine set q itself);
     ``index``, ``values``: the constant arrays of ``finish_arrays``. Returns OK (limits applied), NON_FINITE or
     DIVERGED (nothing clamped)."""
-    nf, ndq, ndv, nl, check_divergence = index[0], index[1], index[2], index[3], index[4] != 0
-    at = 5
+    nf, ndq, ndv, nl, check_divergence, ntp = index[0], index[1], index[2], index[3], index[4] != 0, index[5]
+    at = 6
     free_q, free_v = index[at:at + nf], index[at + nf:at + 2 * nf]
     at += 2 * nf
     div_q, div_v = index[at:at + ndq], index[at + ndq:at + ndq + ndv]
     at += ndq + ndv
     limit_q, limit_v = index[at:at + nl], index[at + nl:at + 2 * nl]
+    at += 2 * nl
+    tree_ptr = index[at:at + ntp]
     div_q_scale, div_v_scale = values[:ndq], values[ndq:ndq + ndv]
     lower, upper = values[ndq + ndv:ndq + ndv + nl], values[ndq + ndv + nl:ndq + ndv + 2 * nl]
     nv = v.shape[0]
@@ -131,7 +134,7 @@ def finish_step(q0, q, v, v_out, dt, integration, M, index, values):
     for a in range(nv):
         if not math.isfinite(v_out[a]):
             return NON_FINITE
-    if check_divergence and bounds_exceeded(q, v_out, M, div_q, div_q_scale, div_v, div_v_scale):
+    if check_divergence and bounds_exceeded(q, v_out, M, div_q, div_q_scale, div_v, div_v_scale, tree_ptr):
         return DIVERGED
     for i in range(limit_q.shape[0]):
         iq, iv = limit_q[i], limit_v[i]
