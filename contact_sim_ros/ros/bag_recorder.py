@@ -261,6 +261,7 @@ class BagRecorder:
                 with self._lock:
                     self.dropped += 1
         publisher.publish = recorded_publish
+        publisher.recorded = True      # state_messages.has_readers: published also without a subscriber
 
     def follow(self, node) -> None:
         """Record every topic ``node`` publishes (except /rosout and /parameter_events): its publishers now and
@@ -322,6 +323,7 @@ class BagRecorder:
             tapped, self._tapped = list(self._tapped), weakref.WeakSet()
         for pub in tapped:
             pub.__dict__.pop("publish", None)          # back to Publisher.publish
+            pub.__dict__.pop("recorded", None)
         for fn in self.on_close:
             fn()
         self._thread.join()                            # it writes what is queued, then ends

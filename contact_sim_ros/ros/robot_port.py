@@ -29,7 +29,7 @@ from std_msgs.msg import String
 
 from ..errors import ConfigError
 from .command_validation import CommandRejected, reject_unsupported_effort, validate_joint_state_command
-from .state_messages import JointStateCdr
+from .state_messages import JointStateCdr, has_readers
 
 
 # ------------------------------------------------------------------------------------------ names
@@ -240,6 +240,8 @@ class RobotPort:
     def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as
         franka_ros2 publishes them."""
+        if not has_readers(self.pub_ext_torques):
+            return
         res, tau = sim.last_result, self._ext_tau
         if res is None:                 # before the first step
             tau[:] = 0.0

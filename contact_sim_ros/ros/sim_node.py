@@ -40,7 +40,7 @@ from .command_validation import (CommandRejected, JointLimits, reject_unsupporte
 from .frames import tf_edges
 from .node_config import (DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path,
                           use_fastdds_writer_profile)
-from .state_messages import (TransformsCdr, body_wrenches, clock_cdr, fill_wrench,
+from .state_messages import (TransformsCdr, body_wrenches, clock_cdr, fill_wrench, has_readers,
                              stamp)  # stamp: also imported from here by the controllers
 from .stepping import PublishHook, SteppingLoop, loop_status
 
@@ -301,10 +301,15 @@ class SimNode(Node):
                 self.log.info("reset from the viewer")
         self.viewer.set_paused(self.loop.paused)
 
+    # every hook builds and writes its messages only for a topic someone reads (state_messages.has_readers)
+
     def _pub_clock(self, sim):
-        self.pub_clock.publish(clock_cdr(sim.t))     # serialized bytes: no per-step message conversion
+        if has_readers(self.pub_clock):
+            self.pub_clock.publish(clock_cdr(sim.t))     # serialized bytes: no per-step message conversion
 
     def _pub_joint_states(self, sim):
+        if not has_readers(self.pub_joint_states):
+            return
         msg = self._js
         stamp(sim.t, msg.header.stamp)
         q = sim.joint_positions()
@@ -322,7 +327,7 @@ class SimNode(Node):
     def _pub_tf(self, sim):
         """The moving TF edges of the current model (nothing while there are none)."""
         frames, poses = self._tf_frames, self._tf_poses
-        if not frames:
+        if not frames or not has_readers(self.pub_tf):
             return
         oMf, xyzquat = sim.pin_data.oMf, pin.SE3ToXYZQUAT
         for k, (pf, cf) in enumerate(frames):
@@ -340,14 +345,17 @@ class SimNode(Node):
             port.publish_external_torques(sim)
 
     def _pub_body_wrenches(self, sim):
-        if not self._body_pubs:
+        if not any(has_readers(pub) for pub, _, _ in self._body_pubs):
             return
         wrenches = body_wrenches(self.wrench_bodies, sim, self.contact_forces(sim))
         for (pub, msg, _), wrench in zip(self._body_pubs, wrenches):
-            fill_wrench(msg, wrench, sim.t)
-            pub.publish(msg)
+            if has_readers(pub):
+                fill_wrench(msg, wrench, sim.t)
+                pub.publish(msg)
 
     def _pub_contacts(self, sim):
+        if not has_readers(self.pub_contacts):
+            return
         contacts = sim.contacts
         msg = ContactArray()
         stamp(sim.t, msg.header.stamp)
@@ -376,6 +384,8 @@ class SimNode(Node):
         self.pub_contacts.publish(msg)
 
     def _pub_markers(self, sim):
+        if not has_readers(self.pub_markers):
+            return
         contacts = sim.contacts
         forces = self.contact_forces(sim)
         st = stamp(sim.t)

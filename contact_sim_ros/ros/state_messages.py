@@ -11,6 +11,9 @@ link of the scenario controllers (controllers/inprocess_link.py), so both hand o
   (the messages published every step or every other step, and /tf: rclpy's Python-to-C conversion of a
   JointState costs ~15 us, of the TFMessage of iiwa_wsg's 11 moving links ~45 us; packing these bytes ~2-4 us).
 
+* ``has_readers``: whether a publication on a publisher reaches anyone (the stepping thread builds and writes the
+  messages of a topic only then).
+
 Stamps are sim time (``stamp``). No rclpy: message classes only.
 """
 
@@ -21,6 +24,17 @@ import struct
 
 import numpy as np
 from builtin_interfaces.msg import Time
+
+
+def has_readers(publisher) -> bool:
+    """A publication on ``publisher`` reaches someone: it has a matched subscription (in another process or in this
+    one), it is recorded (``record:=PATH``: bag_recorder.BagRecorder.tap marks it ``recorded``), or it is not a DDS
+    publisher (the in-process link's mailboxes: always). The node's per-step topics are volatile (no sample is kept
+    for a later subscriber), so a message no one reads goes nowhere: the stepping thread then neither builds nor
+    writes it; a subscriber that matches gets every publication from then on, at the configured rate (~1 us: the
+    matched count is kept by the middleware)."""
+    count = getattr(publisher, "get_subscription_count", None)
+    return count is None or getattr(publisher, "recorded", False) or count() > 0
 
 
 def stamp(t: float, out: Time | None = None) -> Time:

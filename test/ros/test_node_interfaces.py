@@ -111,6 +111,51 @@ def test_clock_advances_one_time_step_per_step(node):
     assert np.count_nonzero(steps == 1_000_000) >= 0.9 * len(steps)
 
 
+def test_topics_subscribed_late_get_every_publication(node, ros):
+    """The node builds and writes a topic's messages only while someone reads it (state_messages.has_readers):
+    topics nobody read since the start (the F/T wrench, external torques, contact wrenches, dynamic joint states)
+    flow at their configured sim-time rates as soon as a subscriber matches."""
+    from control_msgs.msg import DynamicJointState
+    from geometry_msgs.msg import WrenchStamped
+    rates = {("/ft_sensor/wrench", WrenchStamped): 250.0, ("/external_joint_torques", JointState): 250.0,
+             ("/contact_wrench/wsg_finger_left", WrenchStamped): 50.0, ("/dynamic_joint_states", DynamicJointState):
+             100.0}
+    got = {key: ros.subscribe(key[1], key[0]) for key in rates}
+    for (topic, _), msgs in got.items():
+        wait_until(lambda: len(msgs) > 3, 10, what=topic)
+    n0 = {key: len(msgs) for key, msgs in got.items()}
+    time.sleep(0.6)
+    for key, rate in rates.items():
+        ns = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in got[key][n0[key]:]])
+        period = int(round(1e9 / rate))
+        assert len(ns) >= 0.6 * rate * 0.5, (key[0], len(ns))
+        steps = np.diff(ns)
+        assert np.all(steps % period == 0), (key[0], steps)        # whole periods (a lost message skips one)
+        assert np.count_nonzero(steps == period) >= 0.9 * len(steps), (key[0], steps)
+
+
+def test_has_readers(ros, tmp_path):
+    """has_readers: False for a publisher nobody subscribes to, True once a subscription matched (here in the same
+    process), for a publisher the bag recorder taps (recorded without a subscriber), and for a publisher that is not
+    a DDS one (the in-process link's mailboxes)."""
+    from contact_sim_ros.controllers.inprocess_link import InProcessHost
+    from contact_sim_ros.ros.bag_recorder import BagRecorder
+    from contact_sim_ros.ros.state_messages import has_readers
+    alone = ros.node.create_publisher(Clock, "/has_readers_alone", 10)
+    read = ros.node.create_publisher(Clock, "/has_readers_read", 10)
+    recorded = ros.node.create_publisher(Clock, "/has_readers_recorded", 10)
+    time.sleep(0.2)
+    assert not has_readers(alone) and not has_readers(read) and not has_readers(recorded)
+    ros.subscribe(Clock, "/has_readers_read")
+    wait_until(lambda: has_readers(read), 5, what="a matched subscription")
+    recorder = BagRecorder(tmp_path / "bag")
+    recorder.tap(recorded)
+    assert has_readers(recorded) and not has_readers(alone)
+    recorder.close()
+    assert not has_readers(recorded)
+    assert has_readers(InProcessHost(None, None, None, None).create_publisher(Clock, "/clock"))
+
+
 def test_position_command_on_joint_command(node, ros):
     _, topics = node
     q = current(topics)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from geometry_msgs.msg import WrenchStamped
 
 from ...errors import ConfigError
+from ..state_messages import has_readers
 from .base import Controller
 
 AXES = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
@@ -73,6 +74,8 @@ class ForceTorqueSensorBroadcaster(Controller):
         self.ft = ForceTorqueSensor(model, *self._links)     # the robot's links are unchanged: cannot fail
 
     def publish(self, sim):
+        if not has_readers(self.pub):
+            return
         node = self.ctx.node
         forces = node.contact_forces(sim)
         a = (sim.v - self.ctx.loop.v_prev) / sim.time_step

@@ -16,7 +16,7 @@ import numpy as np
 from sensor_msgs.msg import JointState
 
 from ...errors import ConfigError
-from ..state_messages import JointStateCdr
+from ..state_messages import JointStateCdr, has_readers
 from .base import Controller
 
 try:
@@ -92,6 +92,12 @@ class JointStateBroadcaster(Controller):
         return [f"{j}/{i}" for j in self.joint_names for i in self.interfaces]
 
     def publish(self, sim):
+        self._published += 1         # counts the joint_states periods (the dynamic ones are every k-th of them)
+        states = has_readers(self.pub)
+        dynamic = (self.pub_dynamic is not None and self._published % self._dynamic_every == 0
+                   and has_readers(self.pub_dynamic))
+        if not (states or dynamic):
+            return
         n, full, out = self._n_actuated, self._full, self._out
         full[0, :n] = sim.joint_positions()
         full[1, :n] = sim.joint_velocities()
@@ -102,9 +108,9 @@ class JointStateBroadcaster(Controller):
             full[0, n:] += self._mimic_off
             np.multiply(full[1, p], self._mimic_mult, out=full[1, n:])
         np.take(full, self._pick, axis=1, out=out[:, :len(self._pick)])
-        if self._cdr is not None:
+        if states and self._cdr is not None:
             self.pub.publish(self._cdr.encode(sim.t, out))
-        else:
+        elif states:
             if self.ctx.ros:
                 msg = self._msg
             else:
@@ -114,8 +120,7 @@ class JointStateBroadcaster(Controller):
             for k, name in self._rows:
                 setattr(msg, name, array.array("d", out[k].tobytes()))
             self.pub.publish(msg)
-        self._published += 1
-        if self.pub_dynamic is not None and self._published % self._dynamic_every == 0:
+        if dynamic:
             dyn = self._dyn
             self._stamp(sim.t, dyn.header.stamp)
             rows = [k for k, _ in self._rows]

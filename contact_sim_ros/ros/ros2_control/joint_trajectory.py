@@ -47,7 +47,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from ...errors import ConfigError
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
-from ..state_messages import stamp
+from ..state_messages import has_readers, stamp
 from .base import Controller
 
 try:
@@ -395,7 +395,7 @@ class JointTrajectoryController(Controller):
             self._publish_state(sim, ex)
 
     def _publish_state(self, sim, ex):
-        if self.state_pub is None:
+        if self.state_pub is None or not has_readers(self.state_pub):
             return
         msg = self._state               # one message, its points refilled (array.array: no per-element checks)
         stamp(sim.t, msg.header.stamp)
