@@ -43,6 +43,7 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   
 # + lemke ~5 s in the warm-up); wall time grows with the machine's load. Used for the announced estimate only.
 COMPILE_SECONDS = {
     "contact_sim_ros.geometry.contact_kernels": 5.0,   # + the analytic sphere pairs (issue 18)
+    "contact_sim_ros.geometry.pair_bounds": 1.5,       # the bounding-capsule test of the pairs from q (issue 18)
     "contact_sim_ros.model.free_body_motion": 0.5,
     "contact_sim_ros.sim.divergence": 0.5,
     "contact_sim_ros.sim.step_kernels": 1.5,
@@ -52,8 +53,9 @@ COMPILE_SECONDS = {
     "contact_sim_ros.engines.lcp_minimal": 2.0,
     "contact_sim_ros.solvers.lemke": 3.0,
 }
-_COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.model.free_body_motion",
-           "contact_sim_ros.sim.divergence", "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
+_COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.geometry.pair_bounds",
+           "contact_sim_ros.model.free_body_motion", "contact_sim_ros.sim.divergence",
+           "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
 # kernel modules each engine's step calls (besides the contact query's, the free-body motion's and the free-body
 # models' (sim/free_body_step.FreeBodies), which every engine's step calls)
 ENGINE_KERNELS = {

@@ -454,7 +454,7 @@ class Simulator:
         # pin_data.J holds the joint Jacobians of q (_update_kinematics): the query does not compute them again
         contacts = self.contact_query.update(data, None,
                                              self._surface_velocity if self.scene.surface_velocities else None,
-                                             joint_jacobians=True)
+                                             joint_jacobians=True, q=q)
         bodies = self._free_bodies
         if bodies is not None:
             # free bodies only (sim/free_body_step.FreeBodies): M constant in their local velocities, nle and g(q)
