@@ -156,6 +156,7 @@ class SteppingLoop:
         self.gravity_compensation = bool(gravity_compensation)
         self.gravity_tolerance = 1e-3   # N*m or N
         self._gravity_data = sim.model.pin_model.createData()
+        self._gravity_v_index = np.asarray(sim.model.joint_v_index, dtype=np.intp)   # the actuated joints' in g(q)
         # the robot's command interfaces (ros2_control hardware); controllers write them from ``control``
         self.hw = hardware if hardware is not None else JointCommandInterfaces(self.joint_names)
         self.control = None           # ControllerManager-like: update(sim) -> bool, every, preempt(cmd), reset()
@@ -362,6 +363,7 @@ class SteppingLoop:
             sim.carry_over(self.sim)
             self.sim = sim
             self._gravity_data = sim.model.pin_model.createData()
+            self._gravity_v_index = np.asarray(sim.model.joint_v_index, dtype=np.intp)
             self.v_prev = np.array(sim.v, dtype=float)
             if then is not None:
                 then(sim)
@@ -608,7 +610,9 @@ class SteppingLoop:
         self._g_applied = np.full(len(self.joint_names), np.inf)
         self._g = np.zeros(len(self.joint_names))             # g(q) on the actuated joints (N*m or N)
         self._g_dev = np.zeros(len(self.joint_names))         # |g - g_applied|
+        self._effort_sent = np.zeros(len(self.joint_names))   # effort + g handed to the simulator
         self._is_effort = np.zeros(len(self.joint_names), dtype=bool)
+        self._any_effort = False                              # _is_effort.any(), updated with the modes
         self._q_sent = np.array(hw.position, dtype=float)   # position targets handed to the simulator
         self._ramping = False
 
@@ -642,16 +646,25 @@ class SteppingLoop:
             self._limit_rates()
         if self.gravity_compensation:
             g, dev = self._g, self._g_dev      # preallocated: this test runs every step
-            self._gravity_torques().take(self.sim.model.joint_v_index, out=g)
-            np.equal(mode, EFFORT, out=self._is_effort)
-            np.copyto(g, 0.0, where=self._is_effort)
+            sim = self.sim
+            pin.computeGeneralizedGravity(sim.model.pin_model, self._gravity_data, sim.q).take(
+                self._gravity_v_index, out=g)
+            if changed:                        # the modes change only with a write to the command interfaces
+                np.equal(mode, EFFORT, out=self._is_effort)
+                self._any_effort = bool(self._is_effort.any())
+            if self._any_effort:
+                np.copyto(g, 0.0, where=self._is_effort)
             if not moved:                      # the targets stand: hand g over only when it moved enough
                 np.subtract(g, self._g_applied, out=dev)
+                # max |dev| <= tol: certain when dev.dev <= tol^2 (the usual hold), else checked element-wise
+                tol = self.gravity_tolerance
+                if dev.dot(dev) <= tol * tol:
+                    return
                 np.abs(dev, out=dev)
-                if np.maximum.reduce(dev, initial=0.0) <= self.gravity_tolerance:
+                if np.maximum.reduce(dev, initial=0.0) <= tol:
                     return
             self._g_applied[:] = g
-            effort = effort + g
+            effort = np.add(effort, g, out=self._effort_sent)
         elif not moved:
             return
         # position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint
@@ -721,7 +734,3 @@ class SteppingLoop:
         np.add(q_sent, dq, out=q_sent)
         if not all_pos:
             np.copyto(v_sent, 0.0, where=self._not_pos)   # no profile state for joints not in position mode
-
-    def _gravity_torques(self) -> np.ndarray:
-        """Generalized gravity g(q) (N*m or N, all nv velocity coordinates) at the current configuration."""
-        return pin.computeGeneralizedGravity(self.sim.model.pin_model, self._gravity_data, self.sim.q)
