@@ -874,3 +874,79 @@ def test_analytic_sphere_halfspace_pairs_keep_the_sphere_trajectory():
             sim.step(strict=True)
         np.testing.assert_allclose(sims[0].q, sims[1].q, rtol=0, atol=1e-12)
     assert sims[0].q[0] > 1.0                            # rolled (2 m/s launch, 5/7 of it when rolling)
+
+
+def _boxes_and_halfspaces():
+    """Three free boxes (one on an offset, rotated geometry placement) over two static halfspaces: the ground
+    before them in the geometry list (the halfspace is A) and a tilted one after them (the box is A)."""
+    pm, gm = pin.Model(), pin.GeometryModel()
+    gm.addGeometryObject(pin.GeometryObject("ground", 0, pin.SE3.Identity(), coal.Halfspace(np.array([0, 0, 1.0]),
+                                                                                             0.0)))
+    for i, (name, sides) in enumerate((("a", (0.1, 0.1, 0.1)), ("b", (0.12, 0.05, 0.03)), ("c", (0.2, 0.06, 0.08)))):
+        j = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), name)
+        pm.appendBodyToJoint(j, pin.Inertia.FromBox(1.0, *sides), pin.SE3.Identity())
+        placement = pose((0.01, -0.02, 0.015), (0.2, -0.1, 0.3)) if name == "c" else pin.SE3.Identity()
+        gm.addGeometryObject(pin.GeometryObject(f"{name}_box", j, placement, coal.Box(*sides)))
+    gm.addGeometryObject(pin.GeometryObject("slope", 0, pose((0.0, 0.0, 0.02), (0.15, -0.1, 0.0)),
+                                            coal.Halfspace(np.array([0.1, 0.0, 1.0]) / np.hypot(0.1, 1.0), 0.01)))
+    return make_model(pm, gm, pairs=default_pairs(gm))
+
+
+def _in_point_order(fields):
+    """The contact set's rows sorted by pair, then point (mm): the points of one patch in a fixed order. A patch's
+    point order is coal's convex-hull order, which for a box lying exactly axis-aligned (two corners with the same
+    lowest patch coordinate) is decided by the round-off of each implementation's patch frame."""
+    point = np.round(fields["point"], 3)
+    order = np.lexsort((point[:, 2], point[:, 1], point[:, 0], fields["geometry_b"], fields["geometry_a"]))
+    out = {}
+    for f, value in fields.items():
+        if f in ("jacobian", "velocity_bias"):
+            value = value.reshape(len(order), 3, -1)[order].reshape(value.shape)
+        else:
+            value = value[order]
+        out[f] = value
+    return out
+
+
+@pytest.mark.parametrize("broad_phase", [False, True], ids=["all-pairs", "broad-phase"])
+def test_analytic_box_halfspace_pairs_match_coal(broad_phase):
+    """The compiled box-halfspace pairs (no coal) give coal's contact set: coal's support point, its patch (the
+    corners within the patch tolerance, ordered as coal's convex hull) and the per-point depths by line casts, within
+    1e-12 m (one-point contacts within 1e-10 m: coal's box support scales the negative half sides by 1 + 1e-10 for
+    the whole process once it has seen a direction with a zero component). Random poses: vertex, edge and face
+    contacts, boxes flat and exactly axis-aligned, tilted by less than the tolerance (3 or 4 corners), separated
+    within and beyond the margin, the box as A or B, on the ground and on a slope."""
+    model = _boxes_and_halfspaces()
+    data = model.pin_model.createData()
+    analytic = ContactQuery(model, MARGIN, broad_phase=broad_phase)
+    reference = ContactQuery(model, MARGIN, broad_phase=broad_phase, analytic_pairs=False)
+    assert analytic._bh_pairs == 6 and reference._bh_pairs == 0 and len(analytic._coal_pairs) == 3
+    rng = np.random.default_rng(17)
+    points_per_pair = {}
+    for trial in range(300):
+        poses = {}
+        for name in ("a", "b", "c"):
+            kind = trial % 4
+            if kind == 0:                                         # any orientation
+                rpy = rng.uniform(-np.pi, np.pi, 3)
+            elif kind == 1:                                       # exactly axis-aligned (zero components)
+                rpy = rng.integers(-2, 3, 3) * np.pi / 2
+            elif kind == 2:                                       # nearly flat: 1 to 4 corners in the patch
+                rpy = rng.uniform(-0.15, 0.15, 3) * rng.choice([1.0, 0.1, 0.01])
+            else:                                                 # on an edge
+                rpy = np.array([np.pi / 4 + rng.uniform(-0.05, 0.05), rng.uniform(-0.05, 0.05), 0.0])
+            poses[name] = pose(rng.uniform([-0.3, -0.3, -0.05], [0.3, 0.3, 0.1]), rpy)
+        q = configuration(model, poses)
+        pin.forwardKinematics(model.pin_model, data, q)
+        a = _in_point_order(_contact_set_fields(analytic.update(data)))
+        b = _in_point_order(_contact_set_fields(reference.update(data)))
+        for f in a:
+            assert a[f].shape == b[f].shape, f
+            np.testing.assert_allclose(a[f], b[f], rtol=0, atol=1e-10, err_msg=f)
+        for key in ("colliding_pairs", "contacts"):
+            assert analytic.stats[key] == reference.stats[key]
+        pairs = list(zip(a["geometry_a"].tolist(), a["geometry_b"].tolist()))
+        for pair in set(pairs):
+            points_per_pair.setdefault(pairs.count(pair), 0)
+            points_per_pair[pairs.count(pair)] += 1
+    assert all(points_per_pair.get(k, 0) > 5 for k in (1, 2, 4)), points_per_pair

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..jit import njit
 
 
@@ -466,3 +468,203 @@ def sphere_primitive_raw(joint_placement, pair_int, pair_float, margin, pair_out
                           n0, n1, n2)
         r += 1
     return r
+
+
+# Box-halfspace pairs, coal 3's box-halfspace distance (details::halfspaceDistance: the box's support point towards
+# the halfspace) and contact patch (computePatchPlaneOrHalfspace: the box corners within the patch tolerance of that
+# support, in the patch frame, ordered by coal's computeSupportSetConvexHull); test_analytic_box_halfspace_pairs_
+# match_coal. pair_int (m, 6) int columns (box's joint slot, halfspace's joint slot, 1 if the box is geometry A, pair
+# index, geometry A, geometry B); pair_float (m, BH_FLOATS) columns 0-8 the box's rotation in its joint frame (row-major), 9-11 its
+# translation (m), 12-14 its half sides (m), 15-23 the halfspace geometry's rotation in its joint frame, 24-26 its
+# translation (m), 27-29 its local normal, 30 its local offset (m).
+BH_BOX_SLOT, BH_HALF_SLOT, BH_BOX_FIRST, BH_PAIR, BH_GEOMETRY_A, BH_GEOMETRY_B = range(6)
+BH_INTS = 6
+BH_FLOATS = 31
+_DUMMY_PRECISION = 1e-12                    # Eigen's dummy_precision (double), coal's thresholds
+_EPSILON = 2.220446049250313e-16
+# coal's box corner order (getShapeSupportSet(Box)): signs of the half sides
+_CORNER_SIGNS = np.array([[1.0, 1.0, 1.0], [-1.0, 1.0, 1.0], [-1.0, -1.0, 1.0], [1.0, -1.0, 1.0],
+                          [1.0, 1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, -1.0], [1.0, -1.0, -1.0]])
+
+
+@njit(cache=True)
+def _geometry_placement(jp, f, o, H):
+    """H (4, 4) = the joint placement jp (4, 4) times the geometry's local placement (rotation f[o:o+9] row-major,
+    translation f[o+9:o+12])."""
+    for i in range(3):
+        for k in range(3):
+            H[i, k] = jp[i, 0] * f[o + k] + jp[i, 1] * f[o + 3 + k] + jp[i, 2] * f[o + 6 + k]
+        H[i, 3] = jp[i, 0] * f[o + 9] + jp[i, 1] * f[o + 10] + jp[i, 2] * f[o + 11] + jp[i, 3]
+        H[3, i] = 0.0
+    H[3, 3] = 1.0
+
+
+@njit(cache=True)
+def _det2(ax, ay, bx, by, cx, cy):
+    """det(b - a, c - a)."""
+    return (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+
+
+@njit(cache=True)
+def _hull_before(p, q, vx, vy, px, py):
+    """coal's Graham-scan order: point p before point q (angle about v, then distance to v)."""
+    det = (px[p] - vx) * (py[q] - vy) - (py[p] - vy) * (px[q] - vx)
+    if abs(det) <= _DUMMY_PRECISION:
+        return ((px[p] - vx) ** 2 + (py[p] - vy) ** 2) <= ((px[q] - vx) ** 2 + (py[q] - vy) ** 2)
+    return det > 0.0
+
+
+@njit(cache=True)
+def support_set_hull(px, py, n, order, hull):
+    """coal's computeSupportSetConvexHull on the 2D points (px[k], py[k]) listed in order[:n] (permuted in place):
+    writes the hull's point indices into hull, returns their number (counter-clockwise from the lowest y)."""
+    if n <= 2:
+        for k in range(n):
+            hull[k] = order[k]
+        return n
+    if n == 3:
+        if py[order[0]] > py[order[1]]:
+            order[0], order[1] = order[1], order[0]
+        if py[order[0]] > py[order[2]]:
+            order[0], order[2] = order[2], order[0]
+        a, b, c = order[0], order[1], order[2]
+        if _det2(px[a], py[a], px[b], py[b], px[c], py[c]) < 0.0:
+            order[1], order[2] = order[2], order[1]
+        for k in range(3):
+            hull[k] = order[k]
+        return 3
+    low = 0
+    for k in range(1, n):
+        if py[order[k]] < py[order[low]]:
+            low = k
+    order[0], order[low] = order[low], order[0]
+    vx, vy = px[order[0]], py[order[0]]
+    # std::stable_sort of order[1:n] (libstdc++'s insertion sort for short ranges)
+    for i in range(2, n):
+        e = order[i]
+        if _hull_before(e, order[1], vx, vy, px, py):
+            for k in range(i, 1, -1):
+                order[k] = order[k - 1]
+            order[1] = e
+        else:
+            k = i
+            while _hull_before(e, order[k - 1], vx, vy, px, py):
+                order[k] = order[k - 1]
+                k -= 1
+            order[k] = e
+    m = 1
+    hull[0] = order[0]
+    i = 1
+    while m < 3 and i < n:
+        e = order[i]
+        if (px[hull[m - 1]] - px[e]) ** 2 + (py[hull[m - 1]] - py[e]) ** 2 > _EPSILON:
+            hull[m] = e
+            m += 1
+        i += 1
+    while i < n:
+        e = order[i]
+        while m > 1 and not (_det2(px[hull[m - 2]], py[hull[m - 2]], px[hull[m - 1]], py[hull[m - 1]],
+                                   px[e], py[e]) > _DUMMY_PRECISION):
+            m -= 1
+        hull[m] = e
+        m += 1
+        i += 1
+    return m
+
+
+@njit(cache=True)
+def box_halfspace_contacts(joint_placement, pair_int, pair_float, margin, tol, pair_out, raw, start, patch_pair,
+                           patch_start, mid, patch_normal, patch_depth, patch_wit_a, patch_wit_b, patch_geometry,
+                           placement, work, iwork):
+    """The box-halfspace pairs within ``margin`` (m) as coal 3 reports them; returns (r, P).
+
+    Per pair (``pair_int``, ``pair_float`` above; ``joint_placement`` (J, 4, 4) by slot): the box B placed at
+    (R, t), the halfspace {x: n.x <= d} in the world. The box's support point towards the halfspace s = R h' + t with
+    h'_i = h_i sign(-R^T n)_i (0 where |(R^T n)_i| <= 1e-12, as coal), signed distance phi = n.s - d (m), witness
+    points s on the box and s - phi n on the halfspace, normal from A to B (-n when the box is A), pos their
+    midpoint. The patch: the corners c with (s - c).u < tol, u = -R^T n (the patch tolerance, m), in the patch
+    frame (origin pos, z the normal, y = -unitOrthogonal(normal), Eigen's), ordered as coal's convex hull. A hull of
+    <= 1 point gives one raw contact row (pair_out[r], raw[:, r] as ``sphere_halfspace_raw``; rows from ``start``,
+    r the row after the last); otherwise patch j < P: pair patch_pair[j], points mid[patch_start[j]:
+    patch_start[j + 1]] (world, on the patch plane), patch_normal[j], coal's depth (phi) patch_depth[j], witness
+    points patch_wit_a/b[j], its geometries A and B patch_geometry[0, j], [1, j] and their world placements
+    placement[2 j], [2 j + 1] (4, 4): the inputs of ``patch_contacts``. work (2, 8) float and iwork (2, 8) int scratch."""
+    r = start
+    P = 0
+    npts = 0
+    patch_start[0] = 0
+    px, py = work[0], work[1]
+    order, hull = iwork[0], iwork[1]
+    for i in range(pair_int.shape[0]):
+        f = pair_float[i]
+        box_first = pair_int[i, BH_BOX_FIRST] != 0
+        Hb = placement[2 * P] if box_first else placement[2 * P + 1]
+        Hh = placement[2 * P + 1] if box_first else placement[2 * P]
+        _geometry_placement(joint_placement[pair_int[i, BH_BOX_SLOT]], f, 0, Hb)
+        _geometry_placement(joint_placement[pair_int[i, BH_HALF_SLOT]], f, 15, Hh)
+        n0 = Hh[0, 0] * f[27] + Hh[0, 1] * f[28] + Hh[0, 2] * f[29]
+        n1 = Hh[1, 0] * f[27] + Hh[1, 1] * f[28] + Hh[1, 2] * f[29]
+        n2 = Hh[2, 0] * f[27] + Hh[2, 1] * f[28] + Hh[2, 2] * f[29]
+        d = f[30] + (n0 * Hh[0, 3] + n1 * Hh[1, 3] + n2 * Hh[2, 3])
+        u0 = -(Hb[0, 0] * n0 + Hb[1, 0] * n1 + Hb[2, 0] * n2)          # -R^T n: towards the halfspace
+        u1 = -(Hb[0, 1] * n0 + Hb[1, 1] * n1 + Hb[2, 1] * n2)
+        u2 = -(Hb[0, 2] * n0 + Hb[1, 2] * n1 + Hb[2, 2] * n2)
+        h0, h1, h2 = f[12], f[13], f[14]
+        s0 = h0 if u0 > _DUMMY_PRECISION else (-h0 if u0 < -_DUMMY_PRECISION else 0.0)
+        s1 = h1 if u1 > _DUMMY_PRECISION else (-h1 if u1 < -_DUMMY_PRECISION else 0.0)
+        s2 = h2 if u2 > _DUMMY_PRECISION else (-h2 if u2 < -_DUMMY_PRECISION else 0.0)
+        b0 = Hb[0, 0] * s0 + Hb[0, 1] * s1 + Hb[0, 2] * s2 + Hb[0, 3]
+        b1 = Hb[1, 0] * s0 + Hb[1, 1] * s1 + Hb[1, 2] * s2 + Hb[1, 3]
+        b2 = Hb[2, 0] * s0 + Hb[2, 1] * s1 + Hb[2, 2] * s2 + Hb[2, 3]
+        gap = (n0 * b0 + n1 * b1 + n2 * b2) - d
+        if not gap <= margin:
+            continue
+        q0, q1, q2 = b0 - gap * n0, b1 - gap * n1, b2 - gap * n2
+        if box_first:
+            a0, a1, a2, c0, c1, c2, z0, z1, z2 = b0, b1, b2, q0, q1, q2, -n0, -n1, -n2
+        else:
+            a0, a1, a2, c0, c1, c2, z0, z1, z2 = q0, q1, q2, b0, b1, b2, n0, n1, n2
+        o0, o1, o2 = (a0 + c0) / 2.0, (a1 + c1) / 2.0, (a2 + c2) / 2.0
+        # patch frame (Eigen's unitOrthogonal of z, negated: y; x = y x z)
+        if not (abs(z0) <= abs(z2) * _DUMMY_PRECISION) or not (abs(z1) <= abs(z2) * _DUMMY_PRECISION):
+            inv = 1.0 / math.sqrt(z0 * z0 + z1 * z1)
+            y0, y1, y2 = z1 * inv, -z0 * inv, 0.0
+        else:
+            inv = 1.0 / math.sqrt(z1 * z1 + z2 * z2)
+            y0, y1, y2 = 0.0, z2 * inv, -z1 * inv
+        x0, x1, x2 = y1 * z2 - y2 * z1, y2 * z0 - y0 * z2, y0 * z1 - y1 * z0
+        support = s0 * u0 + s1 * u1 + s2 * u2
+        n = 0
+        for k in range(8):
+            e0, e1, e2 = _CORNER_SIGNS[k, 0] * h0, _CORNER_SIGNS[k, 1] * h1, _CORNER_SIGNS[k, 2] * h2
+            if support - (e0 * u0 + e1 * u1 + e2 * u2) < tol:
+                w0 = Hb[0, 0] * e0 + Hb[0, 1] * e1 + Hb[0, 2] * e2 + Hb[0, 3] - o0
+                w1 = Hb[1, 0] * e0 + Hb[1, 1] * e1 + Hb[1, 2] * e2 + Hb[1, 3] - o1
+                w2 = Hb[2, 0] * e0 + Hb[2, 1] * e1 + Hb[2, 2] * e2 + Hb[2, 3] - o2
+                px[n] = x0 * w0 + x1 * w1 + x2 * w2
+                py[n] = y0 * w0 + y1 * w1 + y2 * w2
+                order[n] = n
+                n += 1
+        m = support_set_hull(px, py, n, order, hull)
+        if m <= 1:
+            pair_out[r] = pair_int[i, BH_PAIR]
+            raw[0, r, 0], raw[0, r, 1], raw[0, r, 2] = a0, a1, a2
+            raw[1, r, 0], raw[1, r, 1], raw[1, r, 2] = c0, c1, c2
+            raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = z0, z1, z2
+            r += 1
+            continue
+        for k in range(m):
+            x, y = px[hull[k]], py[hull[k]]
+            mid[npts, 0] = x0 * x + y0 * y + o0
+            mid[npts, 1] = x1 * x + y1 * y + o1
+            mid[npts, 2] = x2 * x + y2 * y + o2
+            npts += 1
+        patch_pair[P] = pair_int[i, BH_PAIR]
+        patch_geometry[0, P], patch_geometry[1, P] = pair_int[i, BH_GEOMETRY_A], pair_int[i, BH_GEOMETRY_B]
+        patch_normal[P, 0], patch_normal[P, 1], patch_normal[P, 2] = z0, z1, z2
+        patch_depth[P] = gap
+        patch_wit_a[P, 0], patch_wit_a[P, 1], patch_wit_a[P, 2] = a0, a1, a2
+        patch_wit_b[P, 0], patch_wit_b[P, 1], patch_wit_b[P, 2] = c0, c1, c2
+        P += 1
+        patch_start[P] = npts
+    return r, P

@@ -206,7 +206,14 @@ class ContactQuery:
                             if self.num_pairs and kernel == "numba" and analytic_pairs
                             else np.zeros(self.num_pairs, bool))
         self._sp_pairs = int(sphere_primitive.sum())
-        analytic_halfspace, analytic = analytic, analytic | sphere_primitive
+        # Box-halfspace pairs (compiled kernel only, patches of at most max_patch_points >= 8 points): coal's
+        # distance and contact patch in one compiled call (contact_kernels.box_halfspace_contacts), their patch
+        # points cast like coal's (patch_contacts)
+        box_halfspace = (((box[pairs[:, 0]] & halfspace[pairs[:, 1]]) | (halfspace[pairs[:, 0]] & box[pairs[:, 1]]))
+                         if self.num_pairs and kernel == "numba" and analytic_pairs and self.max_patch_points >= 8
+                         else np.zeros(self.num_pairs, bool))
+        self._bh_pairs = int(box_halfspace.sum())
+        analytic_halfspace, analytic = analytic, analytic | sphere_primitive | box_halfspace
         self._coal_pairs = [int(k) for k in np.flatnonzero(~analytic)]
         self._coal_always_pairs = [k for k in self._always_pairs if not analytic[k]]
         # The narrow phase of several pairs runs in ONE call, pin.computeCollisions over a GeometryData's active
@@ -262,16 +269,17 @@ class ContactQuery:
             self._support, self._column_dof = joint_column_support(pm)
             self._rel_scratch = np.zeros((3, nv))
         if analytic.any():
-            self._setup_analytic(gm, pairs, analytic_halfspace, sphere_primitive)
+            self._setup_analytic(gm, pairs, analytic_halfspace, sphere_primitive, box_halfspace)
         # every sphere-halfspace pair gives at most one contact: its compiled path writes them without growing
         self._allocate(max(int(initial_capacity), int(analytic.sum()), 1))
         self._bounds = (PairBounds.make(pm, gm, pairs, analytic, margin, BOUND_NARROW_MAX)
                         if 0 < self.num_pairs <= BOUND_MAX_PAIRS and not self._all_analytic else None)
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
-    def _setup_analytic(self, gm, pairs, analytic, sphere_primitive) -> None:
+    def _setup_analytic(self, gm, pairs, analytic, sphere_primitive, box_halfspace) -> None:
         """Constant inputs of ``contact_kernels.sphere_halfspace_raw`` for the sphere-halfspace pairs (``analytic``)
-        and of ``sphere_primitive_raw`` for the sphere-sphere / sphere-box pairs (``sphere_primitive``): geometry
+        and of ``sphere_primitive_raw`` for the sphere-sphere / sphere-box pairs (``sphere_primitive``) and of
+        ``box_halfspace_contacts`` for the box-halfspace pairs (``box_halfspace``): geometry
         placements in their joints' frames, radii, halfspace normals / offsets, and one world-placement slot per
         joint (slot 0: the world, identity; the moving joints' slots are refreshed from ``pin_data.oMi``)."""
         index = np.flatnonzero(analytic)
@@ -283,8 +291,12 @@ class ContactQuery:
         sp_first = np.array([isinstance(objects[int(pairs[k, 0])].geometry, coal.Sphere) for k in sp_index], bool)
         sp_sphere = np.where(sp_first, pairs[sp_index, 0], pairs[sp_index, 1])
         sp_other = np.where(sp_first, pairs[sp_index, 1], pairs[sp_index, 0])
+        bh_index = np.flatnonzero(box_halfspace)
+        bh_first = np.array([isinstance(objects[int(pairs[k, 0])].geometry, coal.Box) for k in bh_index], bool)
+        bh_box = np.where(bh_first, pairs[bh_index, 0], pairs[bh_index, 1])
+        bh_half = np.where(bh_first, pairs[bh_index, 1], pairs[bh_index, 0])
         joints = sorted({int(objects[int(g)].parentJoint)
-                         for g in np.concatenate([g_sphere, g_half, sp_sphere, sp_other])} - {0})
+                         for g in np.concatenate([g_sphere, g_half, sp_sphere, sp_other, bh_box, bh_half])} - {0})
         slot = {0: 0, **{j: s + 1 for s, j in enumerate(joints)}}
         self._an_joints = [(slot[j], j) for j in joints]                 # (slot, joint) refreshed every step
         self._an_joint_placement = np.zeros((len(joints) + 1, 4, 4))
@@ -325,6 +337,35 @@ class ContactQuery:
             else:
                 row[16] = row[19] = other.geometry.radius
         m += len(sp_index)
+        # box-halfspace pairs (contact_kernels.box_halfspace_contacts): one-point contacts follow these rows,
+        # patches (at most 8 points each) go to their own buffers
+        nb = len(bh_index)
+        self._bh_int = np.zeros((nb, k.BH_INTS), dtype=np.int64)     # columns: contact_kernels.BH_*
+        self._bh_int[:, k.BH_BOX_SLOT] = [slot[int(objects[int(g)].parentJoint)] for g in bh_box]
+        self._bh_int[:, k.BH_HALF_SLOT] = [slot[int(objects[int(g)].parentJoint)] for g in bh_half]
+        self._bh_int[:, k.BH_BOX_FIRST] = bh_first
+        self._bh_int[:, k.BH_PAIR] = bh_index
+        self._bh_int[:, k.BH_GEOMETRY_A] = pairs[bh_index, 0]
+        self._bh_int[:, k.BH_GEOMETRY_B] = pairs[bh_index, 1]
+        self._bh_float = np.zeros((nb, k.BH_FLOATS))
+        for row, gb, gh in zip(self._bh_float, bh_box, bh_half):
+            box, half = objects[int(gb)], objects[int(gh)]
+            row[0:9] = box.placement.rotation.reshape(-1)
+            row[9:12] = box.placement.translation
+            row[12:15] = box.geometry.halfSide
+            row[15:24] = half.placement.rotation.reshape(-1)
+            row[24:27] = half.placement.translation
+            row[27:30] = half.geometry.n
+            row[30] = half.geometry.d
+        # patches: pair, point offsets, points, normal, depth, witnesses on A and B, geometries A and B, their
+        # placements (2 per patch); the placement slots of patch j's geometries are 2 j and 2 j + 1
+        self._bh_patch = (np.zeros(nb, dtype=np.int64), np.zeros(nb + 1, dtype=np.int64), np.zeros((8 * nb, 3)),
+                          np.zeros((nb, 3)), np.zeros(nb), np.zeros((nb, 3)), np.zeros((nb, 3)),
+                          np.zeros((2, nb), dtype=np.int64), np.zeros((2 * nb, 4, 4)))
+        self._bh_slots = np.arange(2 * nb, dtype=np.int64).reshape(nb, 2).T.copy()
+        self._bh_work, self._bh_iwork = np.zeros((2, 8)), np.zeros((2, 8), dtype=np.int64)
+        self._bh_min_gap = np.zeros(nb)                          # patch_contacts' scratch
+        m += nb
         self._an_pair_out = np.zeros(m, dtype=np.int64)
         self._an_raw = np.zeros((3, m, 3))                  # witness on A, witness on B, normal A -> B
 
@@ -431,14 +472,18 @@ class ContactQuery:
             pin.updateGeometryPlacements(pm, pin_data, gm, gd)
         # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
         # raw rows (one contact each), merged with coal's one-point contacts in pair order below
-        n_analytic = 0
-        if (len(self._an_int) or self._sp_pairs) and (survivors is None or n_bounded_analytic):
+        n_analytic = n_box_patches = 0
+        if (len(self._an_int) or self._sp_pairs or self._bh_pairs) and (survivors is None or n_bounded_analytic):
             placement = self._joint_placements(pin_data)
             r = self._kernels.sphere_halfspace_raw(placement, self._an_int, self._an_float, self.margin,
                                                    self._an_pair_out, self._an_raw) if len(self._an_int) else 0
             if self._sp_pairs:
                 r = self._kernels.sphere_primitive_raw(placement, self._sp_int, self._sp_float, self.margin,
                                                        self._an_pair_out, self._an_raw, r)
+            if self._bh_pairs:         # box-halfspace: one-point contacts as rows, patches in self._bh_patch
+                r, n_box_patches = self._kernels.box_halfspace_contacts(
+                    placement, self._bh_int, self._bh_float, self.margin, self.patch_tolerance, self._an_pair_out,
+                    self._an_raw, r, *self._bh_patch, self._bh_work, self._bh_iwork)
             n_analytic = r
         # the pairs within the margin after the narrow phase, in pair order; the narrow phase of many pairs in
         # one call, then only the colliding pairs' results are read
@@ -508,8 +553,9 @@ class ContactQuery:
                 single_b.append(w_b)
                 single_n.append(normal)
         self.stats["candidate_pairs"] = n_candidates
-        self.stats["colliding_pairs"] = n_colliding + n_analytic
-        if not (single_pair or multi_pair or n_analytic):
+        self.stats["colliding_pairs"] = n_colliding + n_analytic + n_box_patches
+        has_multi = bool(multi_pair) or n_box_patches > 0
+        if not (single_pair or has_multi or n_analytic):
             self.stats["contacts"] = 0
             return self._contact_set(0)
         if n_analytic:                  # the compiled rows merged into the one-point contacts, in pair order
@@ -526,9 +572,9 @@ class ContactQuery:
                 single_pair = self._an_pair_out[order]
                 single_a, single_b, single_n = raw[0, order], raw[1, order], raw[2, order]
 
-        if multi_pair and self._kernels is not None:
+        if has_multi and self._kernels is not None:
             pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_count, multi_mid, multi_n,
-                                                                   multi_depth, multi_a, multi_b)
+                                                                   multi_depth, multi_a, multi_b, n_box_patches)
         elif multi_pair:
             count = np.array(multi_count)
             pairs_m = np.repeat(multi_pair, count)
@@ -546,7 +592,7 @@ class ContactQuery:
                 wa = np.concatenate([wa, np.array(multi_a)[idx]])
                 wb = np.concatenate([wb, np.array(multi_b)[idx]])
                 normal_m = np.concatenate([normal_m, np.array(multi_n)[idx]])
-        if len(single_pair) and multi_pair:
+        if len(single_pair) and has_multi:
             pair_of = np.concatenate([single_pair, pairs_m])
             wit_a = np.concatenate([single_a, wa])
             wit_b = np.concatenate([single_b, wb])
@@ -670,26 +716,41 @@ class ContactQuery:
             s_b[bad_b] = 0.5 * depth[bad_b]
         return mid + s_a[:, None] * normal, mid + s_b[:, None] * normal
 
-    def _patch_contacts_numba(self, pair, count, mid, normal, depth, wit_a, wit_b):
+    def _patch_contacts_numba(self, pair, count, mid, normal, depth, wit_a, wit_b, n_box=0):
         """The multi-point patches' raw contact rows (pair, witnesses on A and B, normal) in one compiled call
-        (``contact_kernels.patch_contacts``): the numpy path's ``_patch_witnesses`` and lost-deepest-point check."""
-        geometry = self.pairs[pair]                                   # (P, 2): A, B of every patch
-        slot = {}                        # geometry -> row of its world placement (few geometries per step)
-        slots = [slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()]
-        oMg = self._gd.oMg
-        placement = np.array([oMg[g].homogeneous for g in slot])
-        slots = np.array(slots, dtype=np.int64)
-        start = np.zeros(len(pair) + 1, dtype=np.int64)
-        np.cumsum(count, out=start[1:])
-        rows = start[-1] + len(pair)
+        (``contact_kernels.patch_contacts``): the numpy path's ``_patch_witnesses`` and lost-deepest-point check.
+        Coal's patches (lists, pair order) first, then the first ``n_box`` box-halfspace patches of
+        ``self._bh_patch`` (pair order) in a second call into the same buffers."""
+        rows = sum(count) + len(pair)
+        if n_box:
+            b_start = self._bh_patch[1]
+            rows += int(b_start[n_box]) + n_box
         pair_out, wa, wb, normal_out = (np.empty(rows, dtype=np.int64), np.empty((rows, 3)), np.empty((rows, 3)),
                                         np.empty((rows, 3)))
         c = self._caster
-        r = self._kernels.patch_contacts(
-            np.array(pair, dtype=np.int64), start, np.array(mid), np.array(normal), np.array(depth),
-            np.array(wit_a), np.array(wit_b), geometry[:, 0], geometry[:, 1], slots[0::2], slots[1::2], placement,
-            c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start, c.face_normal,
-            c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(len(pair)), pair_out, wa, wb, normal_out)
+        r = 0
+        if pair:
+            geometry = self.pairs[pair]                                   # (P, 2): A, B of every patch
+            slot = {}                        # geometry -> row of its world placement (few geometries per step)
+            slots = [slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()]
+            oMg = self._gd.oMg
+            placement = np.array([oMg[g].homogeneous for g in slot])
+            slots = np.array(slots, dtype=np.int64)
+            start = np.zeros(len(pair) + 1, dtype=np.int64)
+            np.cumsum(count, out=start[1:])
+            r = self._kernels.patch_contacts(
+                np.array(pair, dtype=np.int64), start, np.array(mid), np.array(normal), np.array(depth),
+                np.array(wit_a), np.array(wit_b), geometry[:, 0], geometry[:, 1], slots[0::2], slots[1::2],
+                placement, c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start,
+                c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(len(pair)), pair_out,
+                wa, wb, normal_out)
+        if n_box:
+            b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement = self._bh_patch
+            r += self._kernels.patch_contacts(
+                b_pair[:n_box], b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry[0], b_geometry[1],
+                self._bh_slots[0], self._bh_slots[1], b_placement, c.type, c.half, c.radius, c.half_length,
+                c.plane_normal, c.plane_offset, c.face_start, c.face_normal, c.face_offset, c.tolerance,
+                DEEPEST_POINT_TOLERANCE, self._bh_min_gap, pair_out[r:], wa[r:], wb[r:], normal_out[r:])
         return pair_out[:r], wa[:r], wb[:r], normal_out[:r]
 
     # ------------------------------------------------------------------ Jacobians
