@@ -3,14 +3,16 @@
     python benchmarks/node/run.py [--engines tamsi lagged] [--duration 20] [--warmup 3]
                                   [--scene test/ros/scenes/iiwa_wsg_bottle_hold.yaml]
                                   [--memory-minutes 10] [--startup [--startup-repeats 3]]
-                                  [--record [--record-repeats 3]]
+                                  [--record [--record-repeats 3]] [--parts]
 
 For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess, twice: paced to the wall clock
 (real_time_factor 1) and as fast as possible (real_time_factor 0). This process subscribes to /joint_states,
 /tf and /diagnostics and reports, over ``--duration`` s after ``--warmup`` s:
 
 * real-time factor: sim time advanced (joint_states stamps) / wall time (targets: >= 1.0 in real-time mode);
-* /joint_states and /tf rates received (targets: >= 500 Hz and >= 100 Hz);
+* /joint_states and /tf rates received (targets: >= 500 Hz and >= 100 Hz), and the share of the /joint_states
+  publications received (their stamps: one every 1 / joint_states_rate of sim time; as fast as possible beyond
+  ~4 kHz this Python subscriber falls behind and loses some);
 * step jitter: the node's standard deviation of the step-start period (diagnostics, ms) and the inter-arrival
   standard deviation of /joint_states at the subscriber (ms);
 * CPU use of the node process (utime + stime from /proc, % of one core), CPU time per simulated step and the
@@ -30,6 +32,12 @@ publisher's ``publish(msg)`` (serialize + publish the bytes + enqueue; the publi
 messages the node publishes (iiwa_wsg sizes, no subscriber), and the node's CPU time per step without and with
 recording (first engine, real time, ``--record-repeats`` pairs, the two interleaved so the machine's load hits
 both alike; the bag is deleted after each run).
+
+``--parts`` measures instead, in this process, what each part of a step costs the stepping thread (iiwa_wsg, first
+engine, a ``SimNode`` paused, this thread's CPU time per call, best of 3 runs of 2000 calls, a subscription on
+/joint_states and /tf as in the other modes: the node builds and writes only the messages of topics someone reads):
+the physics step, commands + controllers + gravity compensation, each publish hook, and per step with the hooks'
+rates. Parts timed alone, hot in the caches: the running loop costs more (see docs/benchmarks/earlier.md).
 
 ``--memory-minutes M`` adds a paced run of M minutes sampling the node's resident size every 5 s (target:
 growth < 5 MB after the first minute of warm-up). Plots go to benchmarks/node/out/*.png (matplotlib Agg).
@@ -170,6 +178,8 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""
     return {
         "engine": engine, "mode": "real time" if rtf > 0 else "as fast as possible",
         "rtf": rtf_meas, "js_hz": len(js_wall) / wall, "tf_hz": len(tf_wall) / wall,
+        "js_received": (len(js_sim) - 1) / max(round(sim_advance / float(np.median(np.diff(js_sim)))), 1)
+        if len(js_sim) > 2 else float("nan"),
         "jitter_node_ms": diag_mean("step_period_jitter_ms"), "step_ms": diag_mean("step_time_mean_ms"),
         "jitter_sub_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
         "cpu_pct": 100.0 * (cpu1 - cpu0) / wall,
@@ -343,6 +353,53 @@ def memory_run(probe, engine, scene, dt, minutes):
     return np.array(samples)
 
 
+def parts_table(engine, scene, dt, n=2000):
+    """In-process CPU time per call of each part of a step (module docstring, ``--parts``)."""
+    from contact_sim_ros.ros.node_config import read_param_files
+    from contact_sim_ros.ros.sim_node import SimNode, _default_param_files
+    defaults = read_param_files(_default_param_files("iiwa_wsg"), "contact_sim")
+    defaults.update(engine=engine, time_step=dt, start_paused=True, real_time_factor=0.0)
+    if scene:
+        defaults["scene"] = str(Path(scene).resolve())
+    node = SimNode(param_defaults=defaults)
+    probe = Node("contact_sim_parts_probe")
+    probe.create_subscription(JointState, "/joint_states", lambda m: None, 10)
+    if TFMessage is not None:
+        probe.create_subscription(TFMessage, "/tf", lambda m: None, 10)
+    time.sleep(1.0)                                  # matched (same process)
+    loop, sim = node.loop, node.sim
+    for _ in range(300):
+        loop.step_now()
+
+    def per_call(fn, calls=n):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.thread_time()
+            for _ in range(calls):
+                fn()
+            best = min(best, (time.thread_time() - t0) / calls)
+        return 1e6 * best
+    rows = [("Simulator.step (physics)", 1.0, per_call(sim.step)),
+            ("commands + controllers + gravity compensation", 1.0, per_call(loop._apply_commands))]
+    rows += [(f"hook {h.name} (every {h.every})", 1.0 / h.every,
+              per_call(lambda h=h: h.fn(sim), max(n // h.every, 200))) for h in loop.hooks]
+    load = os.getloadavg()[0]
+    loop.stop()
+    probe.destroy_node()
+    node.destroy_node()
+    print(f"\nparts of a step, in-process (iiwa_wsg{' + ' + scene if scene else ''}, {engine}, dt {dt * 1e3:g} ms, "
+          f"subscriptions on /joint_states and /tf; load average {load:.1f})")
+    head = f"{'part':52} {'us per call':>11} {'us per step':>11}"
+    print(head)
+    print("-" * len(head))
+    for name, rate, us in rows:
+        print(f"{name:52} {us:11.2f} {us * rate:11.2f}")
+    print(f"{'sum':52} {'':>11} {sum(us * rate for _, rate, us in rows):11.2f}")
+    print("each part timed alone, 2000 calls in a row (best of 3, this thread's CPU time): hot in the caches; the "
+          "running loop costs more per step")
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engines", nargs="+", default=["tamsi", "lagged"])
@@ -357,8 +414,19 @@ def main(argv=None):
     parser.add_argument("--record", action="store_true",
                         help="only measure what record:=PATH costs: per message and the node's CPU per step")
     parser.add_argument("--record-repeats", type=int, default=3, help="interleaved pairs without/with record")
+    parser.add_argument("--parts", action="store_true",
+                        help="only measure in-process what each part of a step costs the stepping thread")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
+    if args.parts:
+        from contact_sim_ros.ros.node_config import use_fastdds_writer_profile
+        use_fastdds_writer_profile()                 # the node's writer profile, as sim_node's main() loads it
+        rclpy.init()
+        try:
+            parts_table(args.engines[0], args.scene, args.time_step)
+        finally:
+            rclpy.shutdown()
+        return
     rclpy.init()
     probe = Probe()
     rows = []
@@ -390,20 +458,23 @@ def main(argv=None):
     print(f"\nsim_node, iiwa_wsg{' + ' + args.scene if args.scene else ''}, time step {args.time_step * 1e3:g} ms, "
           f"{args.duration:g} s windows (subscriber in another process), {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    head = (f"{'engine':8} {'mode':20} {'RTF':>6} {'js Hz':>7} {'tf Hz':>6} {'step ms':>8} {'jitter ms':>10} "
+    head = (f"{'engine':8} {'mode':20} {'RTF':>6} {'js Hz':>7} {'js recv':>7} {'tf Hz':>6} {'step ms':>8} "
+            f"{'jitter ms':>10} "
             f"{'sub jit ms':>10} {'CPU %':>6} {'CPU ms/step':>11} {'thread ms':>9} {'RTF 1 core':>10} {'overrun/s':>9} "
             f"{'RSS MB':>7}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['engine']:8} {r['mode']:20} {r['rtf']:6.3f} {r['js_hz']:7.1f} {r['tf_hz']:6.1f} "
+        print(f"{r['engine']:8} {r['mode']:20} {r['rtf']:6.3f} {r['js_hz']:7.1f} {100 * r['js_received']:6.1f}% "
+              f"{r['tf_hz']:6.1f} "
               f"{r['step_ms']:8.3f} {r['jitter_node_ms']:10.3f} {r['jitter_sub_ms']:10.3f} {r['cpu_pct']:6.1f} "
               f"{r['cpu_ms_per_step']:11.3f} {r['thread_ms_per_step']:9.3f} {r['rtf_one_core']:10.2f} "
               f"{r['overruns_per_s']:9.1f} {r['rss1']:7.1f}")
     print("targets (real time): RTF >= 1.0, /joint_states >= 500 Hz, /tf >= 100 Hz. 'RTF 1 core' = time step / "
           "CPU time per step: the factor the node reaches with one free core (the measured RTF is lower when "
           "the machine's load leaves the node less than a core: compare CPU %); 'CPU ms/step' is the whole "
-          "process's (every thread), 'thread ms' the stepping thread's alone (diagnostics step_cpu_mean_ms)")
+          "process's (every thread), 'thread ms' the stepping thread's alone (diagnostics step_cpu_mean_ms); "
+          "'js recv': /joint_states messages received / published (from their stamps)")
     if mem is not None and len(mem):
         after = mem[mem[:, 0] >= 60.0]
         growth = after[-1, 1] - after[0, 1] if len(after) > 1 else float("nan")
