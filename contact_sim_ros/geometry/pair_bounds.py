@@ -8,27 +8,31 @@ query updated two GeometryData's placements and the AABB tree and ran coal's nar
 * joint placements by forward kinematics in the kernel (revolute, unbounded revolute, prismatic and free-flyer
   joints; oMi = oMi[parent] jointPlacement M_joint(q), as Pinocchio; reading Pinocchio's ``data.oMi`` from
   Python costs ~0.6 us per joint, more than the whole kernel);
-* every collision geometry bounded by a capsule (centre, unit axis, half-length h, radius r, in its joint's
-  frame): a sphere (h = 0), a capsule, a cylinder or a cone (its axis, radius), a box (its longest axis; r the
-  half-diagonal of the other two half sides), an ellipsoid (its largest radius), any other bounded shape (convex
-  hulls) the sphere around its local AABB; coal's swept-sphere radius is added. A halfspace is its plane
-  (n . x <= d inside); a plane or an unbounded shape gets no bound;
-* per pair a lower bound of the distance: segment-segment distance - r_A - r_B (capsules), min over the segment's
-  ends of n . x - d - r (capsule-halfspace), -inf (any other pair).
+* every collision geometry bounded by a rounded cylinder: a cylinder (centre, unit axis u, half-length h, radius
+  r, in its joint's frame) grown by a ball of radius s. A sphere: h = r = 0, s its radius; a capsule: r = 0,
+  s its radius; a cylinder or a cone: its own (s = 0); a box: the cylinder around its longest axis (r the
+  half-diagonal of the other two half sides); an ellipsoid: the ball of its largest radius; any other bounded
+  shape (convex hulls): the ball around its local AABB; coal's swept-sphere radius is added to s. A halfspace is
+  its plane (n . x <= d inside); a plane or an unbounded shape gets no bound;
+* per pair a lower bound of the distance: for two bounded shapes the largest of the capsules' (segment-segment
+  distance - (r + s)_A - (r + s)_B) and the two slabs' (the gap between A's extent along u_A, h_A + s_A about its
+  centre, and B's, h_B |u_A.u_B| + r_B sqrt(1 - (u_A.u_B)^2) + s_B, and the same along u_B: the cylinders' caps,
+  which the capsules round off); with a halfspace the exact support of the rounded cylinder, n . c - d
+  - h |u.n| - r sqrt(1 - (u.n)^2) - s; -inf for any other pair.
 
 A pair whose bound is > margin + ``BOUND_SLACK`` is not within the margin (coal's signed distances are exact for
 these shapes to far below the slack), so coal would not report it. ``ContactQuery.update(..., q=q)`` returns the
 empty contact set without calling coal when no pair passes, narrow-phases only the pairs that pass when they are
 few (at most ``max_count``), and runs the full query otherwise: the same contact set in every case
-(``test/test_pair_bounds.py``). The test costs ~1.5 us (iiwa + WSG, 79 pairs). Models with other joints (mimic,
+(``test/test_pair_bounds.py``). The test costs ~1.5-2 us (iiwa + WSG, 79 pairs). Models with other joints (mimic,
 spherical, planar, composite, unbounded revolute about an unaligned axis, whose axis Pinocchio's Python bindings
 do not expose) get no test (``PairBounds.make`` returns None).
 
 coal's GJK / EPA warm start (Pinocchio enables the cached guess per pair) depends on which earlier steps called the
-pair, as with the AABB tree's candidates: on curved convex hulls in contact (the Allegro mug) an EPA normal can
-differ by ~1e-3 between call histories, so such a chaotic scene's trajectory is not bit-identical with and without
-the test (TAMSI: every scene of scenes/ bit-identical over 400 steps; Lagged: tamsi_allegro_mug.yaml differs from
-step 140 on).
+pair, as with the AABB tree's candidates: on curved convex hulls in contact (the Allegro's mug) an EPA normal can
+differ by ~1e-3 between call histories, so that chaotic scene's trajectory is not bit-identical with and without
+the test (scenes/tamsi_allegro_mug.yaml differs from step ~140 on; the other scenes of scenes/ we compared over
+400 steps, TAMSI and Lagged, are bit-identical).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class PairBounds:
         self.joint_int = joint_int              # (njoints, 3) int: kind, parent, idx_q
         self.joint_float = joint_float          # (njoints, 15): axis, jointPlacement rotation (row-major), translation
         self.geometry_int = geometry_int        # (ngeoms, 2) int: kind, parent joint
-        self.geometry_float = geometry_float    # (ngeoms, 8): capsule centre, unit axis, h, r (joint frame) |
+        self.geometry_float = geometry_float    # (ngeoms, 9): centre, unit axis, h, r, s (joint frame) |
         #                                                      halfspace normal, offset (joint frame)
         self.pairs = pairs                      # (P, 2) int geometry indices
         self.analytic = analytic                # (P,) int: 1 where the query computes the pair without coal
@@ -69,7 +73,7 @@ class PairBounds:
         self.max_count = int(max_count)
         self.keep = np.zeros(self.max_count + 1, dtype=np.int64)   # the coal pairs within the bound (candidates)
         self.placement = np.zeros((len(joint_int), 12))      # scratch: oMi rotation (9) + translation (3)
-        self.world = np.zeros((len(geometry_int), 8))        # scratch: the bounds in the world frame
+        self.world = np.zeros((len(geometry_int), 9))        # scratch: the bounds in the world frame
         self.local = np.zeros((2, 12))                       # scratch: a joint's motion and local placement
 
     @classmethod
@@ -108,7 +112,7 @@ class PairBounds:
         if any(obj.disableCollision for obj in objects):
             return None
         geometry_int = np.zeros((len(objects), 2), dtype=np.int64)
-        geometry_float = np.zeros((len(objects), 8))
+        geometry_float = np.zeros((len(objects), 9))
         for g, obj in enumerate(objects):
             kind, row = _geometry_bound(obj)
             geometry_int[g] = kind, obj.parentJoint
@@ -129,17 +133,19 @@ def _geometry_bound(obj) -> tuple[int, np.ndarray]:
     """(kind, row of geometry_float) of one GeometryObject, in its parent joint's frame."""
     shape = obj.geometry
     R, p = obj.placement.rotation, obj.placement.translation
-    row = np.zeros(8)
+    row = np.zeros(9)
     if isinstance(shape, coal.Halfspace):
         n = R @ np.asarray(shape.n, dtype=float)                 # n_j . x <= d + n_j . p in the joint frame
         row[0:3], row[3] = n, float(shape.d) + n @ p
         return HALFSPACE, row
-    axis, h = np.array([0.0, 0.0, 1.0]), 0.0
+    axis, h, r, s = np.array([0.0, 0.0, 1.0]), 0.0, 0.0, 0.0
     centre = np.zeros(3)
     if isinstance(shape, coal.Sphere):
-        r = shape.radius
-    elif isinstance(shape, (coal.Capsule, coal.Cylinder, coal.Cone)):
-        r, h = shape.radius, shape.halfLength
+        s = shape.radius
+    elif isinstance(shape, coal.Capsule):
+        h, s = shape.halfLength, shape.radius
+    elif isinstance(shape, (coal.Cylinder, coal.Cone)):
+        h, r = shape.halfLength, shape.radius
     elif isinstance(shape, coal.Box):
         half = np.asarray(shape.halfSide, dtype=float)
         k = int(np.argmax(half))
@@ -147,19 +153,19 @@ def _geometry_bound(obj) -> tuple[int, np.ndarray]:
         h = half[k]
         r = float(np.linalg.norm(np.delete(half, k)))
     elif isinstance(shape, coal.Ellipsoid):
-        r = float(np.max(shape.radii))
+        s = float(np.max(shape.radii))
     elif isinstance(shape, coal.Plane):
         return UNBOUNDED, row
     else:
         shape.computeLocalAABB()
-        r = float(shape.aabb_radius)
+        s = float(shape.aabb_radius)
         centre = np.asarray(shape.aabb_center, dtype=float)
-        if not (np.isfinite(r) and r >= 0.0 and np.isfinite(centre).all()):
+        if not (np.isfinite(s) and s >= 0.0 and np.isfinite(centre).all()):
             return UNBOUNDED, row
-    r += max(float(shape.getSweptSphereRadius()), 0.0)
+    s += max(float(shape.getSweptSphereRadius()), 0.0)
     row[0:3] = R @ centre + p
     row[3:6] = R @ axis
-    row[6], row[7] = h, r
+    row[6], row[7], row[8] = h, r, s
     return CAPSULE, row
 
 
@@ -273,25 +279,35 @@ def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs,
                 world[g, 3 + r] = P[3 * r] * a0 + P[3 * r + 1] * a1 + P[3 * r + 2] * a2
             world[g, 6] = geometry_float[g, 6]
             world[g, 7] = geometry_float[g, 7]
+            world[g, 8] = geometry_float[g, 8]
     n = 0
     m = 0
     for k in range(pairs.shape[0]):
         ga, gb = pairs[k, 0], pairs[k, 1]
         ka, kb = geometry_int[ga, 0], geometry_int[gb, 0]
         if ka == CAPSULE and kb == CAPSULE:
-            ha, hb = world[ga, 6], world[gb, 6]
-            bound = _segment_distance(
-                world[ga, 0] - ha * world[ga, 3], world[ga, 1] - ha * world[ga, 4], world[ga, 2] - ha * world[ga, 5],
-                2.0 * ha * world[ga, 3], 2.0 * ha * world[ga, 4], 2.0 * ha * world[ga, 5],
-                world[gb, 0] - hb * world[gb, 3], world[gb, 1] - hb * world[gb, 4], world[gb, 2] - hb * world[gb, 5],
-                2.0 * hb * world[gb, 3], 2.0 * hb * world[gb, 4], 2.0 * hb * world[gb, 5]) \
-                - world[ga, 7] - world[gb, 7]
+            A, B = world[ga], world[gb]
+            ha, hb = A[6], B[6]
+            bound = _segment_distance(A[0] - ha * A[3], A[1] - ha * A[4], A[2] - ha * A[5],
+                                      2.0 * ha * A[3], 2.0 * ha * A[4], 2.0 * ha * A[5],
+                                      B[0] - hb * B[3], B[1] - hb * B[4], B[2] - hb * B[5],
+                                      2.0 * hb * B[3], 2.0 * hb * B[4], 2.0 * hb * B[5]) \
+                - (A[7] + A[8]) - (B[7] + B[8])
+            if bound <= limit:           # the slabs between the cylinders' caps
+                cos = abs(A[3] * B[3] + A[4] * B[4] + A[5] * B[5])
+                sin = math.sqrt(max(1.0 - cos * cos, 0.0))
+                d0, d1, d2 = B[0] - A[0], B[1] - A[1], B[2] - A[2]
+                gap = abs(d0 * A[3] + d1 * A[4] + d2 * A[5]) - (ha + A[8]) - (hb * cos + B[7] * sin + B[8])
+                bound = max(bound, gap)
+                gap = abs(d0 * B[3] + d1 * B[4] + d2 * B[5]) - (hb + B[8]) - (ha * cos + A[7] * sin + A[8])
+                bound = max(bound, gap)
         elif (ka == CAPSULE and kb == HALFSPACE) or (ka == HALFSPACE and kb == CAPSULE):
             c, h = (ga, gb) if ka == CAPSULE else (gb, ga)
             n0, n1, n2 = world[h, 0], world[h, 1], world[h, 2]
             centre = n0 * world[c, 0] + n1 * world[c, 1] + n2 * world[c, 2] - world[h, 3]
-            along = abs(n0 * world[c, 3] + n1 * world[c, 4] + n2 * world[c, 5]) * world[c, 6]
-            bound = centre - along - world[c, 7]
+            cos = abs(n0 * world[c, 3] + n1 * world[c, 4] + n2 * world[c, 5])
+            sin = math.sqrt(max(1.0 - cos * cos, 0.0))
+            bound = centre - cos * world[c, 6] - sin * world[c, 7] - world[c, 8]
         else:                            # halfspace-halfspace, planes, unbounded shapes: no bound
             bound = -np.inf
         if not bound > limit:            # (a NaN bound keeps the pair)
