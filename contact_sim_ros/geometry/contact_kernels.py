@@ -15,9 +15,10 @@ Per raw contact i (witness points a_i on A, b_i on B, unit normal n_i from A to 
   columns of ``pin_data.J`` (world frame, spatial velocity at the world origin) that support X.
 
 ``pin_data.J`` has one column per *extended* velocity (``model.nvExtended``: a mimic joint has its own column,
-already scaled by its multiplier); ``support`` (njoints, nvExtended) is 1 where the column moves the joint's
-body, and ``column_dof`` (nvExtended,) maps each column to its generalized velocity (a mimic joint's column to its
-primary's), so mimic joints are summed into the primary's column, as ``pin.getJointJacobian`` does.
+already scaled by its multiplier); ``joint_columns`` lists per joint the columns that move its body
+(``joint_columns_packed`` of ``contact_query.joint_column_support``'s 0/1 matrix), and ``column_dof``
+(nvExtended,) maps each column to its generalized velocity (a mimic joint's column to its primary's), so mimic
+joints are summed into the primary's column, as ``pin.getJointJacobian`` does.
 
 Compiled with ``cache=True``: the first call in a fresh checkout compiles (a few seconds, once); later
 processes load the machine code from ``__pycache__``.
@@ -57,18 +58,21 @@ def contact_frame(n0, n1, n2, out):
 
 
 @njit(cache=True)
-def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian, support,
-                    column_dof, ids, point, normal, phi, rotation, jacobian, material, rel):
+def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian,
+                    joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel):
     """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.
 
     Inputs: pair_of (R,) int pair index; wit_a, wit_b, normal_raw (R, 3) m / unit; margin m; pair_ids (4, P) int
     rows (geometry A, B, joint A, B); pair_material (4, P) rows (stiffness N/m, dissipation s/m, friction,
-    restitution); joint_jacobian (6, nvExtended) = pin_data.J; support (njoints, nvExtended) 0/1; column_dof
+    restitution); joint_jacobian (6, nvExtended) = pin_data.J; joint_columns the columns of pin_data.J that move
+    each joint's body, ascending (``joint_columns_packed``: ptr (njoints + 1) then the columns); column_dof
     (nvExtended,) int. Outputs (capacity >= R rows): ids (4, C) int, point, normal (C, 3), phi (C,), rotation
-    (C, 3, 3), jacobian (3C, nv), material (4, C); rel (3, nv) scratch.
+    (C, 3, 3), jacobian (3C, nv), material (4, C); rel (3, nv) scratch. A contact's Jacobian rows are zeroed, then
+    written on the velocities of the columns that move B but not A (+) or A but not B (-) only (a free body: 6 of
+    the clutter's 240), summed in ascending column order as over all columns.
     """
     n = 0
-    nv_ext = joint_jacobian.shape[1]
+    nv = rel.shape[1]
     for i in range(pair_of.shape[0]):
         n0, n1, n2 = normal_raw[i, 0], normal_raw[i, 1], normal_raw[i, 2]
         gap = ((wit_b[i, 0] - wit_a[i, 0]) * n0 + (wit_b[i, 1] - wit_a[i, 1]) * n1) \
@@ -87,25 +91,52 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
         phi[n] = gap
         R = rotation[n]
         contact_frame(n0, n1, n2, R)
-        # relative point Jacobian of B w.r.t. A at p (world), then rotated into the contact frame
-        ja, jb = ids[2, n], ids[3, n]
-        rel[:, :] = 0.0
-        if ja != 0 or jb != 0:
-            for c in range(nv_ext):
-                w = support[jb, c] - support[ja, c]
-                if w == 0.0:
-                    continue
-                wx, wy, wz = joint_jacobian[3, c], joint_jacobian[4, c], joint_jacobian[5, c]
-                d = column_dof[c]
-                rel[0, d] += w * (joint_jacobian[0, c] - (p1 * wz - p2 * wy))
-                rel[1, d] += w * (joint_jacobian[1, c] - (p2 * wx - p0 * wz))
-                rel[2, d] += w * (joint_jacobian[2, c] - (p0 * wy - p1 * wx))
         for t in range(3):
             row = 3 * n + t
-            for d in range(rel.shape[1]):
-                jacobian[row, d] = R[0, t] * rel[0, d] + R[1, t] * rel[1, d] + R[2, t] * rel[2, d]
+            for d in range(nv):
+                jacobian[row, d] = 0.0
+        # relative point Jacobian of B w.r.t. A at p (world) on the moved velocities, then in the contact frame
+        ja, jb = ids[2, n], ids[3, n]
+        for sweep in range(3):              # 0: zero rel there, 1: accumulate, 2: rotate into the rows
+            ia, ea = joint_columns[ja], joint_columns[ja + 1]
+            ib, eb = joint_columns[jb], joint_columns[jb + 1]
+            while ia < ea or ib < eb:       # merge of the two ascending column lists
+                if ib >= eb or (ia < ea and joint_columns[ia] < joint_columns[ib]):
+                    c, w = joint_columns[ia], -1.0
+                    ia += 1
+                elif ia >= ea or joint_columns[ib] < joint_columns[ia]:
+                    c, w = joint_columns[ib], 1.0
+                    ib += 1
+                else:                       # moves both: no relative velocity
+                    ia += 1
+                    ib += 1
+                    continue
+                d = column_dof[c]
+                if sweep == 0:
+                    rel[0, d] = 0.0
+                    rel[1, d] = 0.0
+                    rel[2, d] = 0.0
+                elif sweep == 1:
+                    wx, wy, wz = joint_jacobian[3, c], joint_jacobian[4, c], joint_jacobian[5, c]
+                    rel[0, d] += w * (joint_jacobian[0, c] - (p1 * wz - p2 * wy))
+                    rel[1, d] += w * (joint_jacobian[1, c] - (p2 * wx - p0 * wz))
+                    rel[2, d] += w * (joint_jacobian[2, c] - (p0 * wy - p1 * wx))
+                else:
+                    for t in range(3):
+                        jacobian[3 * n + t, d] = R[0, t] * rel[0, d] + R[1, t] * rel[1, d] + R[2, t] * rel[2, d]
         n += 1
     return n
+
+
+def joint_columns_packed(support):
+    """``finish_contacts``' joint_columns from the (njoints, nvExtended) 0/1 ``support`` of
+    ``contact_query.joint_column_support``: int64 [ptr (njoints + 1) | columns], joint j's columns (ascending)
+    at ptr[j]:ptr[j + 1] (offsets into the whole array)."""
+    rows = [np.flatnonzero(row > 0.0) for row in support]
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(r) for r in rows])
+    ptr += len(rows) + 1
+    return np.concatenate([ptr] + [r.astype(np.int64) for r in rows]).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -359,14 +390,14 @@ def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out
 
 @njit(cache=True)
 def sphere_halfspace_contacts(joint_placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
-                              pair_material, joint_jacobian, support, column_dof, ids, point, normal, phi, rotation,
-                              jacobian, material, rel):
+                              pair_material, joint_jacobian, joint_columns, column_dof, ids, point, normal, phi,
+                              rotation, jacobian, material, rel):
     """``sphere_halfspace_raw`` then ``finish_contacts`` in one call (scenes whose pairs are all sphere-halfspace
     pairs: no coal call in the step). Returns (r raw contacts within the margin, n contacts written)."""
     r = sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw)
     n = finish_contacts(pair_out[:r], raw[0, :r], raw[1, :r], raw[2, :r], margin, pair_ids, pair_material,
-                        joint_jacobian, support, column_dof, ids, point, normal, phi, rotation, jacobian, material,
-                        rel)
+                        joint_jacobian, joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian,
+                        material, rel)
     return r, n
 
 

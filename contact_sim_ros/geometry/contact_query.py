@@ -267,6 +267,7 @@ class ContactQuery:
             from . import contact_kernels
             self._kernels = contact_kernels
             self._support, self._column_dof = joint_column_support(pm)
+            self._joint_columns = contact_kernels.joint_columns_packed(self._support)
             self._rel_scratch = np.zeros((3, nv))
         if analytic.any():
             self._setup_analytic(gm, pairs, analytic_halfspace, sphere_primitive, box_halfspace)
@@ -453,7 +454,7 @@ class ContactQuery:
                 pin.computeJointJacobians(pm, pin_data)
             r, n = self._kernels.sphere_halfspace_contacts(
                 self._joint_placements(pin_data), self._an_int, self._an_float, self.margin, self._an_pair_out,
-                self._an_raw, self._pair_ids, self._pair_material, pin_data.J, self._support,
+                self._an_raw, self._pair_ids, self._pair_material, pin_data.J, self._joint_columns,
                 self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation, self._jacobian,
                 self._material, self._rel_scratch)
             self.stats["candidate_pairs"] = self.num_pairs
@@ -634,7 +635,7 @@ class ContactQuery:
             pin.computeJointJacobians(self._pin_model, pin_data)   # pin_data.J: world frame, all joints
         return self._kernels.finish_contacts(
             pair_of, wit_a, wit_b, normal, self.margin, self._pair_ids, self._pair_material, pin_data.J,
-            self._support, self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation,
+            self._joint_columns, self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation,
             self._jacobian, self._material, self._rel_scratch)
 
     def _finish_numpy(self, pin_data, pair_of, wit_a, wit_b, normal) -> int:
