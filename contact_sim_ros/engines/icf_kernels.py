@@ -158,14 +158,15 @@ def _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf):
 
 
 @njit(cache=True)
-def _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Lb, x, W, w):
+def _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Lb, x, W, w, inverted):
     """SAP's RMS estimate w_i = ||W_ii||_F / 3 of each contact's Delassus block W_ii = J_i A^-1 J_i^T (1/kg) into
     w (N,), A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]), its tree blocks
     in the compact storage Ab (``_block_offsets``: block t at dptr[t], row-major).
 
     Scratch: Ainvb (dptr[nt],) receives the tree blocks of A^-1, Lb (dptr[nt],) the tree blocks' Cholesky
-    factors, x (nv,), W (3, 3). Returns False if a tree block of A is not positive definite."""
-    nt = tree_ptr.shape[0] - 1
+    factors, x (nv,), W (3, 3). ``inverted``: Ainvb already holds A^-1 (not computed again). Returns False if a
+    tree block of A is not positive definite."""
+    nt = tree_ptr.shape[0] - 1 if not inverted else 0
     nc, _, K = Jc.shape
     for t in range(nt):
         t0 = tree_ptr[t]
@@ -589,7 +590,7 @@ def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a
 def work_sizes(nv, nt, capacity, kmax):
     """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
     ``capacity`` contacts, each touching at most kmax dofs (``max_contact_dofs``; a step with more allocates)."""
-    nf = 3 * nv * nv + 19 * nv + 21 + capacity * (3 * nv + NPARAM + 25)
+    nf = 3 * nv * nv + 19 * nv + 22 + capacity * (3 * nv + NPARAM + 25)
     ni = capacity * (nv + 2) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt \
         + capacity * (kmax * (kmax + 1) // 2)
     return nf, ni
@@ -605,12 +606,13 @@ def max_contact_dofs(tree_sizes) -> int:
 def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
                   signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm,
                   Ab, Hb, Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse,
-                  dptr):
+                  dptr, state):
     """The set-up of ``icf_step`` (arguments as there, scratch carved by it): A's tree blocks (compact storage
     Ab, ``_block_offsets``), p0, D, the actuation terms and v0 in the kernel's dof order (rows_in: p0, D, c_act,
     a_act, L_act, v0, x), the compressed Jacobian, the Delassus estimate w and the per-contact parameters prm
     (the Hessian's structure: ``_hessian_structure``). Returns (status: CONVERGED = ready, NONPOSITIVE_MASS or
-    DELASSUS_FAILED; Jc, cols)."""
+    DELASSUS_FAILED; Jc, cols). state (1,) persists between steps: 1 when Ainvb holds the inverse of the A in Ab
+    (then an unchanged A, e.g. free bodies' constant M, is not inverted again: the same numbers)."""
     model = int(options[O_MODEL])
     nv = M.shape[0]
     nc = signed_distance.shape[0]
@@ -626,6 +628,8 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
         dptr[t] = o
         o += (tree_ptr[t + 1] - tree_ptr[t]) ** 2
     dptr[nt] = o
+    same = state[0] == 1.0                   # Ainvb is A^-1 of the A in Ab, so far as A is unchanged
+    state[0] = 0.0
     for t in range(nt):
         t0, t1 = tree_ptr[t], tree_ptr[t + 1]
         n = t1 - t0
@@ -636,9 +640,11 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             for j in range(t0, t1):
                 pj = perm[j]
                 m = M[pi, pj]
-                Ab[row + j] = m
+                a = m + dt * damping[pi] if j == i else m
+                if Ab[row + j] != a:
+                    same = False
+                    Ab[row + j] = a
                 s += m * v0[pj]
-            Ab[row + i] += dt * damping[pi]
             if Ab[row + i] <= 0.0:
                 return NONPOSITIVE_MASS, Jc_buf[:0].reshape((0, 3, 0)), cols_buf[:0].reshape((0, 0))
             D[i] = 1.0 / np.sqrt(Ab[row + i])
@@ -657,8 +663,9 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             bias3[c, i] = bias[3 * c + i]
     regularized = options[O_REGULARIZED_STICTION] != 0.0
     if nc and (model == 2 or regularized):
-        if not _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Hb, x, W, w):
+        if not _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Hb, x, W, w, same):
             return DELASSUS_FAILED, Jc, cols
+        state[0] = 1.0
     sigma = options[O_SIGMA]
     tau_d = options[O_RELAXATION_TIME]
     for c in range(nc):
@@ -904,7 +911,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     g1 = fwork[o:o + 3]
     G1 = fwork[o + 3:o + 12].reshape((3, 3))
     W = fwork[o + 12:o + 21].reshape((3, 3))
-    o += 21
+    state = fwork[o + 21:o + 22]               # persists between steps (_prepare_step)
+    o += 22
     capacity = (fwork.shape[0] - o) // (3 * nv + NPARAM + 25)
     Jc_buf = fwork[o:o + capacity * 3 * nv]
     o += capacity * 3 * nv
@@ -944,7 +952,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     status, Jc_all, cols_all = _prepare_step(
         dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
         signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm, Ab, Hb,
-        Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse, dptr)
+        Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse, dptr, state)
     if status != CONVERGED:
         return status, 0, 0.0, 0, 0, 0
     K = Jc_all.shape[2]
