@@ -2,9 +2,8 @@
 
 Pipeline of ``ContactQuery.update``:
 
-0. given q (the Simulator passes it), the bounding-capsule test of every pair in one compiled call
-   (``pair_bounds``): when no pair can be within the margin the query ends here (no coal call); when at most
-   ``BOUND_NARROW_MAX`` can, steps 1-3 run for just those pairs (no broad phase). Same contact set;
+0. given q (the Simulator passes it), the bounding-volume test of every pair in one compiled call
+   (``pair_bounds``): when no pair can be within the margin the query ends here (no coal call, the empty set);
 1. geometry placements into the query's own ``pin.GeometryData`` (``pin.updateGeometryPlacements``);
 2. broad phase: Pinocchio's ``BroadPhaseManager_DynamicAABBTreeCollisionManager``; Pinocchio inflates every AABB
    by (break_distance + security_margin) / 2, so pairs within the margin overlap, and it only reports pairs of
@@ -59,11 +58,10 @@ KERNELS = ("numba", "numpy")
 # with fewer candidate pairs than this, broad_phase="auto" narrow-phases every pair: updating the AABB tree
 # and collecting its pairs (~12 us) costs more than coal's analytic pair tests (~0.3 us each)
 BROAD_PHASE_MIN_PAIRS = 24
-# the bounding-capsule test of the pairs from q (pair_bounds.py) runs for models of at most this many pairs; when at
-# most BOUND_NARROW_MAX pairs pass it, coal narrow-phases just those (no broad phase), when none passes coal is not
-# called
+# the bounding-volume test of the pairs from q (pair_bounds.py) runs for models of at most this many pairs; after a
+# test that some pair passed (a step with contacts), the next BOUND_RETEST_AFTER updates run the full query untested
 BOUND_MAX_PAIRS = 512
-BOUND_NARROW_MAX = 64
+BOUND_RETEST_AFTER = 10
 # m: a patch whose deepest point is shallower than coal's pair distance by more than this also gets coal's
 # deepest point (see ContactQuery.update)
 DEEPEST_POINT_TOLERANCE = 1e-5
@@ -273,8 +271,9 @@ class ContactQuery:
             self._setup_analytic(gm, pairs, analytic_halfspace, sphere_primitive, box_halfspace)
         # every sphere-halfspace pair gives at most one contact: its compiled path writes them without growing
         self._allocate(max(int(initial_capacity), int(analytic.sum()), 1))
-        self._bounds = (PairBounds.make(pm, gm, pairs, analytic, margin, BOUND_NARROW_MAX)
+        self._bounds = (PairBounds.make(pm, gm, pairs, margin)
                         if 0 < self.num_pairs <= BOUND_MAX_PAIRS and not self._all_analytic else None)
+        self._bounds_wait = 0                  # updates left before the next bounding-volume test
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
     def _setup_analytic(self, gm, pairs, analytic, sphere_primitive, box_halfspace) -> None:
@@ -445,8 +444,8 @@ class ContactQuery:
             ``velocity_bias`` as the relative velocity of B w.r.t. A: R^T (v_surf[B] - v_surf[A]).
 
         q: the configuration of ``pin_data``'s kinematics, if the caller has it: the pairs are first tested with
-            bounding capsules from q (``pair_bounds``); when none can be within the margin, coal is not called,
-            when a few can, only those are narrow-phased. The contact set is the same.
+            bounding volumes from q (``pair_bounds``); when none can be within the margin, coal is not called and
+            the empty set is returned (the same contact set; a robot's contact-free steps).
         """
         pm, gm, gd = self._pin_model, self._gm, self._gd
         if self._all_analytic:                     # sphere-halfspace pairs only: one compiled call, no coal
@@ -460,21 +459,20 @@ class ContactQuery:
             self.stats["candidate_pairs"] = self.num_pairs
             self.stats["colliding_pairs"] = r
             return self._output(n, surface_velocity)
-        survivors = None                  # the coal pairs that passed the bounding-capsule test (a few)
         if q is not None and self._bounds is not None:
-            n_coal, n_bounded_analytic = self._bounds.candidates(q)
-            if n_coal + n_bounded_analytic == 0:              # no pair within the margin: no coal call
+            if self._bounds_wait:
+                self._bounds_wait -= 1
+            elif not self._bounds.any_within(q):          # no pair within the margin: no coal call
                 self.stats["candidate_pairs"] = self.stats["colliding_pairs"] = self.stats["contacts"] = 0
                 return self._contact_set(0)
-            if n_coal + n_bounded_analytic <= self._bounds.max_count:
-                survivors = self._bounds.keep[:n_coal].tolist()
+            else:
+                self._bounds_wait = BOUND_RETEST_AFTER
         collision_results, patch_results = self._collision_results, self._patch_results
-        if survivors is None or survivors:
-            pin.updateGeometryPlacements(pm, pin_data, gm, gd)
+        pin.updateGeometryPlacements(pm, pin_data, gm, gd)
         # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
         # raw rows (one contact each), merged with coal's one-point contacts in pair order below
         n_analytic = n_box_patches = 0
-        if (len(self._an_int) or self._sp_pairs or self._bh_pairs) and (survivors is None or n_bounded_analytic):
+        if len(self._an_int) or self._sp_pairs or self._bh_pairs:
             placement = self._joint_placements(pin_data)
             r = self._kernels.sphere_halfspace_raw(placement, self._an_int, self._an_float, self.margin,
                                                    self._an_pair_out, self._an_raw) if len(self._an_int) else 0
@@ -488,12 +486,7 @@ class ContactQuery:
             n_analytic = r
         # the pairs within the margin after the narrow phase, in pair order; the narrow phase of many pairs in
         # one call, then only the colliding pairs' results are read
-        if survivors is not None:         # only these can collide: each narrow-phased, in pair order
-            n_candidates = n_coal + n_bounded_analytic
-            if self._gd_always is not None and any(self._pair_data[k] is self._gd_always for k in survivors):
-                pin.updateGeometryPlacements(pm, pin_data, gm, self._gd_always)
-            colliding = [k for k in survivors if pin.computeCollision(gm, self._pair_data[k], k)]
-        elif self._broad is None:
+        if self._broad is None:
             n_candidates = self.num_pairs
             colliding = ([k for k in self._coal_pairs if collision_results[k].isCollision()]
                          if self._coal_pairs and pin.computeCollisions(gm, gd, False) else [])

@@ -1,9 +1,9 @@
-"""Bounding-capsule test of the contact query's pairs from the configuration q: which pairs can be within the
-margin? (issue 18: a robot's contact-free steps skip coal, its steps with a few candidates skip the broad phase.)
+"""Bounding-volume test of the contact query's pairs from the configuration q: can any pair be within the margin?
+(issue 18: a robot's contact-free steps skip coal.)
 
 A step of the iiwa + WSG held in the air (the peer benchmark, the node's iiwa_wsg scene) finds no contact, yet the
 query updated two GeometryData's placements and the AABB tree and ran coal's narrow phase on 14 pairs (~17 us of a
-~40 us step). This test lists the pairs that can be within ``margin`` in ONE compiled call from q alone:
+~40 us step). This test answers in ONE compiled call from q alone:
 
 * joint placements by forward kinematics in the kernel (revolute, unbounded revolute, prismatic and free-flyer
   joints; oMi = oMi[parent] jointPlacement M_joint(q), as Pinocchio; reading Pinocchio's ``data.oMi`` from
@@ -22,17 +22,18 @@ query updated two GeometryData's placements and the AABB tree and ran coal's nar
 
 A pair whose bound is > margin + ``BOUND_SLACK`` is not within the margin (coal's signed distances are exact for
 these shapes to far below the slack), so coal would not report it. ``ContactQuery.update(..., q=q)`` returns the
-empty contact set without calling coal when no pair passes, narrow-phases only the pairs that pass when they are
-few (at most ``max_count``), and runs the full query otherwise: the same contact set in every case
-(``test/test_pair_bounds.py``). The test costs ~1.5-2 us (iiwa + WSG, 79 pairs). Models with other joints (mimic,
-spherical, planar, composite, unbounded revolute about an unaligned axis, whose axis Pinocchio's Python bindings
-do not expose) get no test (``PairBounds.make`` returns None).
+empty contact set without calling coal when no pair passes, and otherwise runs the full query (and skips the test
+for the next ``BOUND_RETEST_AFTER`` updates): the same contact set either way (``test/test_pair_bounds.py``). The
+test costs ~1.5-2 us (iiwa + WSG, 79 pairs). Models with other joints (mimic, spherical, planar, composite,
+unbounded revolute about an unaligned axis, whose axis Pinocchio's Python bindings do not expose) get no test
+(``PairBounds.make`` returns None).
 
-coal's GJK / EPA warm start (Pinocchio enables the cached guess per pair) depends on which earlier steps called the
-pair, as with the AABB tree's candidates: on curved convex hulls in contact (the Allegro's mug) an EPA normal can
-differ by ~1e-3 between call histories, so that chaotic scene's trajectory is not bit-identical with and without
-the test (scenes/tamsi_allegro_mug.yaml differs from step ~140 on; the other scenes of scenes/ we compared over
-400 steps, TAMSI and Lagged, are bit-identical).
+Why not narrow-phase only the pairs that pass (cheaper than the AABB tree when a few do): coal's GJK / EPA warm
+start (Pinocchio enables the cached guess per pair) depends on which earlier steps called the pair. Calling other
+pairs than the AABB tree's candidates changed contacts at round-off (1e-18 m in the quasistatic iiwa lift, whose
+SCIP MIQP then needed 10x the branch-and-bound nodes in one step and hit its time limit) and, on the Allegro's
+curved mug hull, an EPA normal by ~1e-3. Skipping coal only in steps where nothing is within the margin keeps every
+step with contacts on the same calls as before.
 """
 
 from __future__ import annotations
@@ -61,27 +62,23 @@ CAPSULE, HALFSPACE, UNBOUNDED = 0, 1, 2
 class PairBounds:
     """The constant inputs of ``pairs_within`` for one model and pair list, and the test itself."""
 
-    def __init__(self, joint_int, joint_float, geometry_int, geometry_float, pairs, analytic, margin, max_count):
+    def __init__(self, joint_int, joint_float, geometry_int, geometry_float, pairs, margin):
         self.joint_int = joint_int              # (njoints, 3) int: kind, parent, idx_q
         self.joint_float = joint_float          # (njoints, 15): axis, jointPlacement rotation (row-major), translation
         self.geometry_int = geometry_int        # (ngeoms, 2) int: kind, parent joint
         self.geometry_float = geometry_float    # (ngeoms, 9): centre, unit axis, h, r, s (joint frame) |
         #                                                      halfspace normal, offset (joint frame)
         self.pairs = pairs                      # (P, 2) int geometry indices
-        self.analytic = analytic                # (P,) int: 1 where the query computes the pair without coal
         self.limit = float(margin) + BOUND_SLACK
-        self.max_count = int(max_count)
-        self.keep = np.zeros(self.max_count + 1, dtype=np.int64)   # the coal pairs within the bound (candidates)
         self.placement = np.zeros((len(joint_int), 12))      # scratch: oMi rotation (9) + translation (3)
         self.world = np.zeros((len(geometry_int), 9))        # scratch: the bounds in the world frame
         self.local = np.zeros((2, 12))                       # scratch: a joint's motion and local placement
 
     @classmethod
-    def make(cls, pin_model: pin.Model, geometry_model: pin.GeometryModel, pairs: np.ndarray, analytic: np.ndarray,
-             margin: float, max_count: int) -> "PairBounds | None":
-        """The test of ``pairs`` (P, 2) (``analytic`` (P,) bool: the pairs the query computes without coal) that
-        lists up to ``max_count`` candidates; None when a joint kind is not supported by the kernel's kinematics
-        or a geometry has its collisions disabled."""
+    def make(cls, pin_model: pin.Model, geometry_model: pin.GeometryModel, pairs: np.ndarray,
+             margin: float) -> "PairBounds | None":
+        """The test of ``pairs`` (P, 2) at ``margin`` (m); None when a joint kind is not supported by the kernel's
+        kinematics or a geometry has its collisions disabled."""
         nj = pin_model.njoints
         joint_int = np.zeros((nj, 3), dtype=np.int64)
         joint_float = np.zeros((nj, 15))
@@ -118,15 +115,13 @@ class PairBounds:
             geometry_int[g] = kind, obj.parentJoint
             geometry_float[g] = row
         return cls(joint_int, joint_float, geometry_int, geometry_float,
-                   np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2),
-                   np.asarray(analytic, dtype=np.int64).reshape(-1), margin, max_count)
+                   np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2), margin)
 
-    def candidates(self, q: np.ndarray) -> tuple[int, int]:
-        """(n, m) at configuration q: ``keep[:n]`` are the coal pairs that may be within the margin (pair order),
-        m the number of such analytic pairs; n + m = max_count + 1 when there are more."""
+    def any_within(self, q: np.ndarray) -> bool:
+        """True when some pair may be within the margin at configuration q; False: none is (coal would find no
+        contact)."""
         return pairs_within(q, self.joint_int, self.joint_float, self.geometry_int, self.geometry_float,
-                            self.pairs, self.analytic, self.limit, self.max_count, self.keep, self.placement,
-                            self.world, self.local)
+                            self.pairs, self.limit, self.placement, self.world, self.local)
 
 
 def _geometry_bound(obj) -> tuple[int, np.ndarray]:
@@ -255,12 +250,8 @@ def _segment_distance(p0, p1, p2, d0, d1, d2, e0, e1, e2, f0, f1, f2):
 
 
 @njit(cache=True)
-def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs, analytic, limit, max_count, keep,
-                 placement, world, local):
-    """The pairs whose distance lower bound (m) is <= ``limit`` (see the module docstring): returns (n, m) and
-    writes the indices of the n such pairs with ``analytic[k] == 0`` into ``keep`` (in pair order); m counts
-    those with ``analytic[k] == 1``. Stops when n + m exceeds ``max_count`` (then n + m = max_count + 1).
-    Scratch: ``placement`` (njoints, 12) receives the joint placements at q, ``world`` (ngeoms, 8) the bounds in
+def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs, limit, placement, world, local):
+    """True when some pair's distance lower bound (m) is <= ``limit`` (see the module docstring). Scratch: ``placement`` (njoints, 12) receives the joint placements at q, ``world`` (ngeoms, 8) the bounds in
     the world frame, ``local`` (2, 12)."""
     _joint_placements(q, joint_int, joint_float, placement, local)
     ng = geometry_int.shape[0]
@@ -280,8 +271,6 @@ def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs,
             world[g, 6] = geometry_float[g, 6]
             world[g, 7] = geometry_float[g, 7]
             world[g, 8] = geometry_float[g, 8]
-    n = 0
-    m = 0
     for k in range(pairs.shape[0]):
         ga, gb = pairs[k, 0], pairs[k, 1]
         ka, kb = geometry_int[ga, 0], geometry_int[gb, 0]
@@ -311,11 +300,5 @@ def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs,
         else:                            # halfspace-halfspace, planes, unbounded shapes: no bound
             bound = -np.inf
         if not bound > limit:            # (a NaN bound keeps the pair)
-            if analytic[k]:
-                m += 1
-            else:
-                keep[n] = k
-                n += 1
-            if n + m > max_count:
-                break
-    return n, m
+            return True
+    return False
