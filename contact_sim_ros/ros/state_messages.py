@@ -31,10 +31,13 @@ def has_readers(publisher) -> bool:
     one), it is recorded (``record:=PATH``: bag_recorder.BagRecorder.tap marks it ``recorded``), or it is not a DDS
     publisher (the in-process link's mailboxes: always). The node's per-step topics are volatile (no sample is kept
     for a later subscriber), so a message no one reads goes nowhere: the stepping thread then neither builds nor
-    writes it; a subscriber that matches gets every publication from then on, at the configured rate (~1 us: the
-    matched count is kept by the middleware)."""
-    count = getattr(publisher, "get_subscription_count", None)
-    return count is None or getattr(publisher, "recorded", False) or count() > 0
+    writes it; a subscriber that matches gets every publication from then on, at the configured rate. ~0.3 us: the
+    middleware keeps the matched count; it is read through the rclpy publisher's ``handle`` (the rcl publisher)
+    without ``Publisher.get_subscription_count``'s context manager (0.6 us more per call), safe as the node's
+    publishers outlive the stepping thread (SimNode.shutdown stops it first)."""
+    handle = getattr(publisher, "handle", None)
+    return (handle is None or handle.get_subscription_count() > 0
+            or publisher.__dict__.get("recorded", False))
 
 
 def stamp(t: float, out: Time | None = None) -> Time:
