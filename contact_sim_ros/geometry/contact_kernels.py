@@ -505,9 +505,9 @@ def sphere_primitive_raw(joint_placement, pair_int, pair_float, margin, pair_out
 # the halfspace) and contact patch (computePatchPlaneOrHalfspace: the box corners within the patch tolerance of that
 # support, in the patch frame, ordered by coal's computeSupportSetConvexHull); test_analytic_box_halfspace_pairs_
 # match_coal. pair_int (m, 6) int columns (box's joint slot, halfspace's joint slot, 1 if the box is geometry A, pair
-# index, geometry A, geometry B); pair_float (m, BH_FLOATS) columns 0-8 the box's rotation in its joint frame (row-major), 9-11 its
-# translation (m), 12-14 its half sides (m), 15-23 the halfspace geometry's rotation in its joint frame, 24-26 its
-# translation (m), 27-29 its local normal, 30 its local offset (m).
+# index, geometry A, geometry B); pair_float (m, BH_FLOATS) columns 0-8 the box's rotation in its joint frame
+# (row-major), 9-11 its translation (m), 12-14 its half sides (m), 15-23 the halfspace geometry's rotation in its
+# joint frame, 24-26 its translation (m), 27-29 its local normal, 30 its local offset (m).
 BH_BOX_SLOT, BH_HALF_SLOT, BH_BOX_FIRST, BH_PAIR, BH_GEOMETRY_A, BH_GEOMETRY_B = range(6)
 BH_INTS = 6
 BH_FLOATS = 31
@@ -619,7 +619,8 @@ def box_halfspace_contacts(joint_placement, pair_int, pair_float, margin, tol, p
     r the row after the last); otherwise patch j < P: pair patch_pair[j], points mid[patch_start[j]:
     patch_start[j + 1]] (world, on the patch plane), patch_normal[j], coal's depth (phi) patch_depth[j], witness
     points patch_wit_a/b[j], its geometries A and B patch_geometry[0, j], [1, j] and their world placements
-    placement[2 j], [2 j + 1] (4, 4): the inputs of ``patch_contacts``. work (2, 8) float and iwork (2, 8) int scratch."""
+    placement[2 j], [2 j + 1] (4, 4): the inputs of ``patch_contacts``. work (2, 8) float and iwork (2, 8) int
+    scratch."""
     r = start
     P = 0
     npts = 0

@@ -26,7 +26,7 @@ from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import model_body_names
 from .default_gains import default_gains
 from . import step_kernels
-from .divergence import DivergenceCheck, DivergenceLimits
+from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .free_body_step import FreeBodies, FreeBodyTamsiStep
 from .scene import Scene, load_scene
 
@@ -130,6 +130,7 @@ class Simulator:
         self._damping = self._rows[step_kernels.DAMPING_OUT]          # viscous + friction damping of the step
         self._tau = self._rows[step_kernels.TAU]
         self._friction_tolerance = self.joint_stiction_tolerance if self._has_joint_friction else 0.0
+        self._tree_ptr = tree_velocity_ranges(pm)                    # M's diagonal blocks (prepare_step)
         limited = np.flatnonzero(self._limited)
         self._finish_arrays = step_kernels.finish_arrays(
             self._free_motion.q_index, self._free_motion.v_index,
@@ -474,7 +475,7 @@ class Simulator:
         act = self._actuation
         self._external_forces(t)                                  # into self._tau_ext, a row of self._rows
         step_kernels.prepare_step(M, v, nle, position_error, self._rows, self._modes,
-                                  self._free_motion.v_index, self._friction_tolerance)
+                                  self._free_motion.v_index, self._friction_tolerance, self._tree_ptr)
         inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
         result = self.engine.step(inputs)
         self.contacts = contacts
