@@ -85,7 +85,8 @@ class StepInputs:
     v: np.ndarray                   # (nv,)
     mass_matrix: np.ndarray         # (nv, nv) M(q), symmetric positive definite
     generalized_force: np.ndarray   # (nv,) explicit forces: -C(q,v)v - g(q) + J^T f_ext (N or N*m)
-    gravity_force: np.ndarray       # (nv,) g(q): generalized gravity (already inside generalized_force)
+    gravity_force: np.ndarray | None  # (nv,) g(q): generalized gravity (already inside generalized_force); None
+    #                                   for an engine whose ``uses_gravity_force`` is False (not computed)
     joint_damping: np.ndarray       # (nv,) viscous damping to apply implicitly: tau = -damping * v
     actuation: Actuation
     contacts: ContactSet
@@ -127,6 +128,9 @@ class ContactEngine(abc.ABC):
     # (TAMSI's compiled kernel checks them as it writes them): ``step`` then skips its two ``np.isfinite`` passes
     # (~2 us each). May be set per instance when it depends on the options.
     results_checked: bool = False
+    # True for an engine that reads ``StepInputs.gravity_force`` (the quasistatic ones); the simulator computes g(q)
+    # (pin.computeGeneralizedGravity, ~1 us for a 9-dof arm) only for those and passes None to the others
+    uses_gravity_force: ClassVar[bool] = False
 
     @dataclass
     class Options:

@@ -242,6 +242,7 @@ class _QuasistaticBase(ContactEngine):
 
     dynamic = False
     accepts_effort_commands = False      # efforts are not used (module docstring): pure effort commands rejected
+    uses_gravity_force = True            # applied_force removes g(q) from the simulator's -C v - g
 
     def __init__(self, model, options=None):
         super().__init__(model, options)

@@ -467,7 +467,7 @@ class Simulator:
             # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
             M = pin.crba(pm, data, q, pin.Convention.WORLD)           # upper triangle; prepare_step mirrors it
             nle = pin.nonLinearEffects(pm, data, q, v)
-            gravity = pin.computeGeneralizedGravity(pm, data, q)
+            gravity = pin.computeGeneralizedGravity(pm, data, q) if self.engine.uses_gravity_force else None
             position_error = pin.difference(pm, q, self._q_target)
         # one compiled pass (sim/step_kernels.py): M symmetric; tau = external - nle + the frame-rotation force of
         # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
