@@ -77,10 +77,16 @@ def prepare_step(M, v, nle, position_error, rows, modes, free_v, stiction_tolera
         for a in range(t0 + 1, t1):
             for b in range(t0, a):
                 M[a, b] = M[b, a]
+        moving = False                       # e is zero on a tree without free bodies: M e = 0 there
+        for b in range(t0, t1):
+            if e[b] != 0.0:
+                moving = True
+                break
         for a in range(t0, t1):
             Me = 0.0
-            for b in range(t0, t1):
-                Me += M[a, b] * e[b]
+            if moving:
+                for b in range(t0, t1):
+                    Me += M[a, b] * e[b]
             tau[a] = (external[a] - nle[a]) + Me
     for a in range(nv):
         if position_mode[a]:
