@@ -330,16 +330,15 @@ class Simulator:
             self._command_vi = np.asarray(m.joint_v_index, dtype=np.intp)
             self._command_lo = np.asarray(m.position_lower, dtype=float)
             self._command_hi = np.asarray(m.position_upper, dtype=float)
-            self._command_zeros = np.zeros(n)
             self._command_value = np.zeros(n)                # per-joint values on their way to the targets
             self._command_has_v = np.zeros(n, dtype=bool)
             self._command_flag = np.zeros(n, dtype=bool)
         # preallocated buffers, no temporaries: this runs every step of a moving robot (the node's stepping loop)
         has_v, value, flag = self._command_has_v, self._command_value, self._command_flag
         np.logical_or(position_mode, velocity_mode, out=has_v)
-        zeros = self._command_zeros
-        # x . 0 is nan when any x is nan or inf: one check of all values; the per-joint one only if it fails
-        if not math.isfinite(positions.dot(zeros) + velocities.dot(zeros) + efforts.dot(zeros)):
+        # the sum is nan or inf when any value is (no floating-point warning, unlike nan * 0): one check of all
+        # values; the per-joint one only if it fails (also on an overflow of finite values, which then pass)
+        if not math.isfinite(positions.sum() + velocities.sum() + efforts.sum()):
             for d, kind, used in ((positions, "position", position_mode), (velocities, "velocity", has_v),
                                   (efforts, "effort", np.ones_like(has_v))):
                 bad = np.flatnonzero(used & ~np.isfinite(d))

@@ -135,7 +135,8 @@ def test_two_arm_handover_passes_over_ros(engine):
 
 def assert_in_process_run_agrees(ros_result, scenario, engine, exact=True):
     """The same controllers through the in-process transport (InProcessMultiRobotLink: one Simulator, each robot's
-    ControllerManager and mailboxes, no DDS) reach the lock-step ROS run's verdict, in less wall time; ``exact``:
+    ControllerManager and mailboxes, no DDS) reach the lock-step ROS run's verdict (its speed is a benchmark's, not
+    asserted here: in make test at load ~10 the in-process run was once the slower in wall time); ``exact``:
     with the same numbers and the same logged joint trajectory (to 1e-9 rad). Otherwise (an open-loop in-hand
     reorientation is chaotic, and coal's GJK warm start depends on the process's call history at ~1e-11: the turned
     angle differs between processes by degrees; the hand-over's numbers by round-off) the verdict; the caller
@@ -143,7 +144,6 @@ def assert_in_process_run_agrees(ros_result, scenario, engine, exact=True):
     from contact_sim_ros.scenarios.runner import run_scenario
     r = run_scenario(scenario, engine, transport="inprocess")
     assert r.success == ros_result.success, (r.reason, ros_result.reason, r.numbers)
-    assert r.numbers["real_time_factor"] > ros_result.numbers["real_time_factor"]
     if not exact:
         return r
     assert r.reason == ros_result.reason, r.numbers
