@@ -31,7 +31,10 @@ pair is one (a ball or a box on corner spheres on the ground), the whole query i
 call at all (``contact_kernels.sphere_halfspace_contacts``). Sphere-sphere and sphere-box pairs likewise
 (``contact_kernels.sphere_primitive_raw``: every such pair in one compiled call, a bounding-sphere reject per pair,
 out of the broad phase; coal's equations including the centre inside the box, face of least penetration;
-``test_analytic_sphere_pairs_match_coal``). The colliding pairs are read in pair order, with or without the
+``test_analytic_sphere_pairs_match_coal``). Box-halfspace pairs likewise (``contact_kernels.box_halfspace_contacts``:
+coal's support-point distance and its contact patch, the box corners within the patch tolerance in coal's hull
+order; their points get their depths by the same line casts as coal's patches, their rows after coal's patches;
+``test_analytic_box_halfspace_pairs_match_coal``). The colliding pairs are read in pair order, with or without the
 broad phase.
 
 Contacts whose distance comes back non-finite from coal (degenerate EPA) are dropped rather than passed on.
