@@ -40,6 +40,14 @@ class _Mailbox:
         self.box[self.topic] = msg
 
 
+class _Subscription:
+    """A subscription of the in-process transport: its topic name (the callback is in the host's table; a handle
+    that held the callback would tie the controller that keeps it to itself)."""
+
+    def __init__(self, topic: str):
+        self.topic_name = topic
+
+
 def _noisy_wrench(msg: WrenchStamped, dfx: float, dfy: float, dfz: float) -> WrenchStamped:
     """A copy of ``msg`` with (dfx, dfy, dfz) N added to its force (field by field: copy.deepcopy of a message
     costs ~50 us)."""
@@ -87,7 +95,7 @@ class InProcessHost:
 
     def create_subscription(self, msg_type, topic, callback, qos=None, **_):
         self.subscriptions[topic.lstrip("/")] = callback
-        return callback
+        return _Subscription(topic)
 
     def get_logger(self):
         return self._logger
@@ -107,6 +115,24 @@ class InProcessHost:
     def contact_forces(self, sim) -> np.ndarray:
         """World contact forces (N, 3) of the last step, as the node's (Simulator.contact_forces_world)."""
         return sim.contact_forces_world()
+
+    def close(self) -> None:
+        """Drop the subscriptions (the controllers' callbacks) and the mailboxes' last messages."""
+        self.subscriptions.clear()
+        self.box.clear()
+
+
+def release_world(loop, cm, hosts) -> None:
+    """End a link's world: the controllers finish what waits on them, then the references between them and the
+    stepping loop are dropped (the loop's publish hooks and controller manager, the hosts' subscriptions). The
+    controllers refer to the loop through their context, so these references form cycles that only Python's full
+    garbage collection would free, which runs every few dozen trials of a campaign: each finished trial's whole
+    world (Simulator, Pinocchio and coal data, ~1.3 MB) waited for it, ~60 MB per campaign worker. Broken here, a
+    trial's world is freed by reference counting when the link goes."""
+    cm.shutdown()
+    for host in hosts:
+        host.close()
+    loop.detach_control()
 
 
 def control_period_steps(period: float, time_step: float) -> tuple[int, int]:
@@ -279,4 +305,4 @@ class InProcessLink:
         return self.t_ns
 
     def close(self) -> None:
-        self.cm.shutdown()
+        release_world(self.loop, self.cm, [self.host])

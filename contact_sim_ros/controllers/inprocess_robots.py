@@ -15,11 +15,13 @@ ROS); contact wrenches are computed as the node publishes them in the simulation
 
 from __future__ import annotations
 
+import weakref
+
 from sensor_msgs.msg import JointState
 
 from ..errors import ConfigError
 from .inprocess_link import (ContactWrenchTopics, InProcessHost, _Logger, build_simulation, control_period_steps,
-                             run_control_period)
+                             release_world, run_control_period)
 from .robot_link import ControllerError, stamp_ns
 
 
@@ -50,7 +52,10 @@ class InProcessRobot:
     mode = "lockstep"
 
     def __init__(self, world, name: str, host: InProcessHost, port):
-        self.world, self.name, self.host, self.port = world, name, host, port
+        # the multi-robot link owns its robots: a weak reference back (a strong one would make a cycle that keeps
+        # the whole world alive until Python's full garbage collection)
+        self.world = weakref.proxy(world)
+        self.name, self.host, self.port = name, host, port
         self._state: dict = {}
 
     @property
@@ -125,6 +130,7 @@ class InProcessMultiRobotLink:
             hosts[port.name].loop = self.loop
             managers.append(port.build_controller_manager(self.loop, cfg.inactive_controllers, ros=False))
         self.cm = managers[0] if len(managers) == 1 else ControllerManagers(managers)
+        self._hosts = list(hosts.values())
         self.loop.hooks.extend(self.cm.hooks)
         self.loop.control = self.cm
         self.links = {p.name: InProcessRobot(self, p.name, hosts[p.name], p) for p in ports if p.name in self.robots}
@@ -178,7 +184,7 @@ class InProcessMultiRobotLink:
         return self.t_ns
 
     def close(self) -> None:
-        self.cm.shutdown()
+        release_world(self.loop, self.cm, self._hosts)
 
     @property
     def rejected(self) -> list[str]:

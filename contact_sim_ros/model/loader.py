@@ -148,8 +148,11 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
             else:
                 model = pin.buildModelFromXML(xml_text, mimic=True)
             with _cwd(base_dir):
-                collision = pin.buildGeomFromUrdfString(model, xml_text, pin.GeometryType.COLLISION,
-                                                        package_dirs=dirs)
+                # filled in place: without ``geometry_model`` the binding (pin 4.1.0) leaves an extra
+                # GeometryModel alive per call (one more per URDF load: a campaign loads a scene per trial)
+                collision = pin.GeometryModel()
+                pin.buildGeomFromUrdfString(model, xml_text, pin.GeometryType.COLLISION, geometry_model=collision,
+                                            package_dirs=dirs)
         except (ValueError, RuntimeError) as exc:
             failure = exc
         else:

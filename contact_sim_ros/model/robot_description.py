@@ -118,6 +118,7 @@ def expand_xacro(path, xacro_args: dict | None = None) -> str:
         try:
             doc = xacro.process_file(str(src), mappings=mappings)
             text = doc.toprettyxml(indent="  ")
+            doc.unlink()         # minidom's nodes refer to their parents: free them now, not at the next full GC
         except Exception as exc:  # xacro raises XacroException, ArgException, XML/Name/Key errors
             detail = _xacro_message(exc, stderr.getvalue())
             raise ModelError(f"{src}: xacro expansion failed: {detail}") from None

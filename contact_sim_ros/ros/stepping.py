@@ -448,6 +448,11 @@ class SteppingLoop:
         np.copyto(self.v_prev, self.sim.v)
         return self.sim.step()
 
+    def detach_control(self) -> None:
+        """Drop the publish hooks and the controller manager (the world ends: they refer back to this loop)."""
+        self.hooks.clear()
+        self.control = None
+
     def publish_now(self):
         """Every publish hook publishes the current state (as the paused loop does after ~/step)."""
         for hook in self.hooks:

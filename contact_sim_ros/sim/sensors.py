@@ -50,6 +50,21 @@ def _parent_body_frame(pin_model, frame_id: int) -> int:
     return f
 
 
+def _frames_below(pin_model, top: int, frames) -> dict:
+    """{BODY frame: whether its chain of parent links reaches link ``top``} for ``frames`` and the links on their
+    chains (each chain walked once)."""
+    below = {}
+    for fid in frames:
+        chain, f = [], fid
+        while f not in below and f != top and f > 0:
+            chain.append(f)
+            f = _parent_body_frame(pin_model, f)
+        value = below.setdefault(f, f == top)
+        for c in chain:
+            below[c] = value
+    return below
+
+
 def _link_frame(pin_model, name: str, what: str) -> int:
     if not pin_model.existFrame(name):
         links = [f.name for f in pin_model.frames if f.type == pin.FrameType.BODY]
@@ -169,15 +184,8 @@ class ForceTorqueSensor:
             raise ConfigError(f"F/T sensor: frame {self.frame!r} must be rigidly attached to link {child_link!r}")
         self.moving_joint = pm.frames[parent_f].parentJoint != self.joint
         # Links of the child subtree: BODY frames whose chain of parent links reaches child_f.
-        in_subtree = {}
-
-        def subtree(fid):
-            if fid not in in_subtree:
-                in_subtree[fid] = fid == child_f or (fid > 0 and subtree(_parent_body_frame(pm, fid)))
-            return in_subtree[fid]
         body_frames = [i for i, f in enumerate(pm.frames) if f.type == pin.FrameType.BODY]
-        for fid in body_frames:
-            subtree(fid)
+        in_subtree = _frames_below(pm, child_f, body_frames)
         # Fixed (merged) links of the subtree on the sensor's joint: their inertias sit on the FIXED_JOINT
         # frame that creates them (the BODY frame's parentFrame).
         self.fixed_inertia = pin.Inertia.Zero()

@@ -232,6 +232,7 @@ def read_ros2_control(path: str | Path, xacro_args: dict | None = None) -> Hardw
         except Exception as exc:   # noqa: BLE001 - xacro raises its own exception types
             raise ConfigError(f"{path}: xacro failed: {exc}") from None
         text = doc.toxml()
+        doc.unlink()             # minidom's nodes refer to their parents: free them now, not at the next full GC
     else:
         text = path.read_text()
     return parse_ros2_control(text, str(path))
