@@ -18,6 +18,7 @@ from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import (Distribution, finished_trials, load_campaign, read_results, report,
                                                 run_campaign, run_trial, wilson_interval)
 
+TIMING_KEYS = ("wall_time_s", "cpu_time_s", "worker_rss_mb", "n.wall_time_s", "n.real_time_factor")
 SHORT = {"motion_time": 0.5, "hold_time": 0.45, "shake_cycles": 1, "stop_at": "transfer"}
 
 
@@ -78,7 +79,7 @@ def test_a_trial_is_reproducible_alone_bit_for_bit(tmp_path):
     assert spec.trial_parameters(2) == spec.trial_parameters(2) != spec.trial_parameters(3)
     a, b = run_trial(spec, 1, "tamsi"), run_trial(spec, 1, "tamsi")
     for key in a:
-        if key not in ("wall_time_s", "cpu_time_s", "worker_rss_mb", "n.wall_time_s", "n.real_time_factor"):
+        if key not in TIMING_KEYS:
             assert a[key] == b[key], key
 
 
@@ -187,3 +188,76 @@ def stop_processes_under(temp: Path, timeout: float = 15.0) -> None:
         while ours() and time.monotonic() < end:
             time.sleep(0.2)
     assert not ours(), "processes of the test's Ray cluster survived SIGKILL"
+
+
+def test_a_trial_rerun_in_the_browser_viewer_is_the_same_trial(tmp_path):
+    """``--trial K --viewer``: the trial is drawn live (frames of its Simulator in the viewer process, the page
+    served), paced to the wall clock, held while the page's Pause is pressed (sim time stands still), a Reset click
+    is refused (a trial's controller cannot go back), and the row is the one of the trial without the viewer."""
+    import io
+    import threading
+    import time
+    import urllib.request
+    from contact_sim_ros.scenarios.campaign import TrialViewer
+    from contact_sim_ros.viewer.scene_viewer import simulator_frame
+    spec = load_campaign(campaign_file(tmp_path))
+    plain = run_trial(spec, 1, "tamsi")
+    out, rtf = io.StringIO(), 4.0
+    watch = TrialViewer(_free_port(), real_time_factor=rtf, out=out)
+    held = {}
+
+    def click():       # what the page's buttons do (FrameBuffer requests), 0.5 s of sim time into the trial
+        deadline = time.monotonic() + 120
+        while not (watch.sim is not None and watch.sim.t > 0.5) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        buf = watch.viewer.buffer
+        buf.request_reset()
+        buf.request_pause(True)
+        time.sleep(0.3)
+        held["t0"] = watch.sim.t
+        time.sleep(0.7)
+        held["t1"] = watch.sim.t
+        buf.request_pause(False)
+
+    clicker = threading.Thread(target=click, daemon=True)
+    clicker.start()
+    start = time.perf_counter()
+    try:
+        row = run_trial(spec, 1, "tamsi", on_period=watch)
+        wall = time.perf_counter() - start
+        clicker.join(10)
+        seq, frame = watch.viewer.buffer.read()
+        with urllib.request.urlopen(watch.viewer.url, timeout=30) as page:
+            assert page.status == 200 and b"<html" in page.read(2000).lower()
+        # frames at the viewer's 30 Hz of wall time all along the trial; the last one within a viewer period
+        assert seq // 2 > 10 and row["sim_time_s"] - rtf / 30.0 - 0.05 <= frame.t <= row["sim_time_s"]
+        watch.viewer.publish_simulator(watch.sim)
+        np.testing.assert_array_equal(watch.viewer.buffer.read()[1].poses,
+                                      simulator_frame(watch.sim, watch.viewer.buffer.geometry_ids).poses)
+    finally:
+        watch.finish(wait=False)
+    assert watch.viewer is None
+    text = out.getvalue()
+    assert "viewer: http://127.0.0.1:" in text and "paused at t =" in text and "resumed at t =" in text, text
+    assert "reset ignored" in text, text
+    assert held["t0"] == held["t1"] > 0.5, held          # paused: the trial did not advance
+    assert wall >= row["sim_time_s"] / rtf + 0.7          # paced, plus the pause
+    for key in plain:
+        if key not in TIMING_KEYS:
+            assert row[key] == plain[key] or (row[key] != row[key] and plain[key] != plain[key]), key
+
+
+def test_campaign_command_trial_viewer_options(tmp_path, capsys):
+    """``contact-sim campaign FILE --trial K --viewer --exit-after-run``: the viewer's address and the trial's row;
+    ``--viewer`` without ``--trial`` and a bad ``--real-time-factor`` are refused with the reason."""
+    from contact_sim_ros.scenarios.campaign import main
+    path = str(campaign_file(tmp_path))
+    assert main([path, "--trial", "0", "--viewer", "--viewer-port", str(_free_port()), "--exit-after-run",
+                 "--real-time-factor", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "viewer: http://127.0.0.1:" in printed and "'trial': 0" in printed and "'success':" in printed, printed
+    for bad, reason in (([path, "--viewer"], "give --trial K"),
+                        ([path, "--trial", "0", "--viewer", "--real-time-factor", "-1"], "real-time-factor")):
+        with pytest.raises(SystemExit) as exc:
+            main(bad)
+        assert exc.value.code == 2 and reason in capsys.readouterr().err

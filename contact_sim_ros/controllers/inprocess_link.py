@@ -211,7 +211,8 @@ class InProcessLink:
     ``scene``: a scene file (as the node's ``--scene``); ``engine``, ``time_step`` (s), ``period`` (s, a whole
     number of steps); ``inactive_controllers``: as the node parameter (None: the robot's default);
     ``engine_options``: mapping; ``ft_noise_std`` (N): Gaussian noise on the wrist force the controller reads
-    (``noise_seed`` seeds it: a trial stays reproducible).
+    (``noise_seed`` seeds it: a trial stays reproducible); ``on_period(sim)``: called after every control period's
+    steps (e.g. a browser view of the run; it must only read the simulation).
     """
 
     mode = "lockstep"
@@ -219,7 +220,7 @@ class InProcessLink:
     def __init__(self, scene: str, engine: str, time_step: float, period: float, *, ft_topic: str | None = None,
                  trajectory_controllers=(), wrench_topics=(), inactive_controllers=None,
                  engine_options: dict | None = None, timeout: float = 60.0, overrides: dict | None = None,
-                 ft_noise_std: float = 0.0, noise_seed=0):
+                 ft_noise_std: float = 0.0, noise_seed=0, on_period=None):
         from ..ros.command_validation import JointLimits
         from ..ros.node_config import _scene_robot_name
         from ..ros.ros2_control.config import resolve_controllers
@@ -257,6 +258,7 @@ class InProcessLink:
         # sensor noise the controller sees (a campaign's uncertainty): N, Gaussian on each wrist force axis
         self.ft_noise_std = float(ft_noise_std)
         self._rng = np.random.default_rng(noise_seed)
+        self.on_period = on_period
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
@@ -297,6 +299,8 @@ class InProcessLink:
 
     def _run_steps(self) -> None:
         run_control_period(self.loop, self.steps, self.failures)
+        if self.on_period is not None:
+            self.on_period(self.sim)
 
     def advance(self) -> int:
         self._run_steps()

@@ -257,6 +257,66 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
     return out
 
 
+class TrialViewer:
+    """The browser view of a trial rerun (``contact-sim campaign FILE --trial K --viewer``), as ``run_trial``'s
+    ``on_period``: on the first control period it starts the viewer (``ViewerProcess`` on ``port``); after every
+    period it applies the page's Pause / Resume (a trial cannot be reset: its controller has moved on), paces the
+    trial to ``real_time_factor`` x the wall clock (0: as fast as possible) and hands the viewer a frame once per
+    viewer update; the next engine's trial is drawn on the same page. It only reads the simulation, so the
+    trial's row is the one without it. ``finish()``: keep the
+    page up with the final state until Ctrl-C (``wait``), then close the viewer."""
+
+    def __init__(self, port: int = 8080, real_time_factor: float = 1.0, out=None):
+        import sys
+        self.port, self.real_time_factor = int(port), float(real_time_factor)
+        self.out = out or sys.stdout
+        self.viewer = self.sim = None
+        self._pace_origin = self._frame_clock = None
+
+    def __call__(self, sim) -> None:
+        from ..viewer.run_controls import viewer_controls
+        now = time.perf_counter()
+        if sim is not self.sim:           # the trial's first period (or the next engine's trial: the same page)
+            if self.viewer is None:
+                from ..viewer.scene_viewer import ViewerProcess
+                self.viewer = ViewerProcess(sim.model, port=self.port)
+                print(f"viewer: {self.viewer.url}", file=self.out, flush=True)
+            else:
+                self.viewer.use_scene(self.viewer.send_scene(sim.model))
+            self.sim = sim
+            now = time.perf_counter()
+            self._pace_origin = now - (sim.t / self.real_time_factor if self.real_time_factor > 0 else 0.0)
+            self._frame_clock = (now, sim.t)
+        self._pace_origin = viewer_controls(self.viewer, sim, self.out, self._pace_origin, self.real_time_factor,
+                                            resettable=False)
+        if self.real_time_factor > 0:
+            ahead = sim.t / self.real_time_factor - (time.perf_counter() - self._pace_origin)
+            if ahead > 0:
+                time.sleep(ahead)
+        if self.viewer.due():
+            now = time.perf_counter()
+            wall0, t0 = self._frame_clock
+            self._frame_clock = (now, sim.t)
+            self.viewer.publish_simulator(sim, (sim.t - t0) / (now - wall0) if now > wall0 and sim.t > t0 else None)
+
+    def finish(self, wait: bool) -> None:
+        """The final state on the page; with ``wait`` served until Ctrl-C (or SIGTERM); then the viewer closes."""
+        if self.viewer is None:
+            return
+        try:
+            self.viewer.publish_simulator(self.sim)
+            if wait:
+                from ..viewer.run_controls import serve_until_interrupted
+                serve_until_interrupted(self.viewer, self.sim, self.out, None)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.viewer is not None:
+            self.viewer.close()
+            self.viewer = None
+
+
 def resident_mb() -> float:
     """This process's resident set size now (MB, from /proc/self/statm; NaN where there is no /proc)."""
     try:
@@ -274,10 +334,11 @@ def failure_mode(success: bool, phase: str, failures: list) -> str:
     return _MODE_OF_PHASE.get(phase, "other")
 
 
-def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = None) -> dict:
+def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = None, on_period=None) -> dict:
     """Trial k on ``engine``, in process; one result row (parameters, verdict, failure mode, numbers).
     ``values``: parameter values to use instead of trial k's (same names; e.g. a held-apart "real" cell with
-    other friction or mass: the test data of ``campaign compare``)."""
+    other friction or mass: the test data of ``campaign compare``). ``on_period(sim)``: called after every
+    control period (``TrialViewer``: the browser view of the trial; it only reads the simulation)."""
     from .runner import REPO, SCENARIOS, _load
     from ..controllers.inprocess_link import InProcessLink
     from ..controllers.pick_shake_place import run_controller
@@ -297,7 +358,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
                              wrench_topics=getattr(controller, "wrench_topics", ()),
                              inactive_controllers=sc.inactive_controllers, engine_options=sc.engine_options,
                              ft_noise_std=float(values.get("sensor.ft_noise_std", 0.0)),
-                             noise_seed=(spec.seed, int(k)))
+                             noise_seed=(spec.seed, int(k)), on_period=on_period)
         error = ""
         try:
             verdict = run_controller(controller, link, duration=spec.duration or sc.duration)
@@ -600,14 +661,33 @@ def main(argv=None) -> int:
     ap.add_argument("--trial", type=int, default=None, help="rerun trial K alone (no Ray, nothing written) and "
                                                             "print its row")
     ap.add_argument("--engine", default=None, help="with --trial: only this engine")
+    ap.add_argument("--viewer", action="store_true", help="with --trial: watch the trial in the browser viewer "
+                    "(the same row as without it)")
+    ap.add_argument("--viewer-port", type=int, default=8080)
+    ap.add_argument("--real-time-factor", type=float, default=1.0,
+                    help="with --viewer: pace the trial to this multiple of the wall clock (0: as fast as possible)")
+    ap.add_argument("--exit-after-run", "--no-wait", dest="exit_after_run", action="store_true",
+                    help="with --viewer: exit when the trial ends (default: keep the page up until Ctrl-C)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.viewer and args.trial is None:
+        ap.error("--viewer watches one trial: give --trial K")
+    if not (math.isfinite(args.real_time_factor) and args.real_time_factor >= 0):
+        ap.error(f"--real-time-factor must be a finite number >= 0 (0: as fast as possible), got "
+                 f"{args.real_time_factor}")
     try:
         spec = load_campaign(args.campaign)
         if args.trial is not None:
-            for e in ([args.engine] if args.engine else spec.engines):
-                row = run_trial(spec, args.trial, e)
-                print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()})
+            watch = TrialViewer(args.viewer_port, args.real_time_factor) if args.viewer else None
+            try:
+                for e in ([args.engine] if args.engine else spec.engines):
+                    row = run_trial(spec, args.trial, e, on_period=watch)
+                    print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+                if watch is not None:
+                    watch.finish(wait=not args.exit_after_run)
+            finally:
+                if watch is not None:
+                    watch.close()
             return 0
         out = args.out or str(Path("out") / "campaigns" / Path(args.campaign).stem)
         summary = run_campaign(spec, out, address=args.address, workers=args.workers, trials=args.trials,
