@@ -275,7 +275,6 @@ class TrialViewer:
 
     def __call__(self, sim) -> None:
         from ..viewer.run_controls import viewer_controls
-        now = time.perf_counter()
         if sim is not self.sim:           # the trial's first period (or the next engine's trial: the same page)
             if self.viewer is None:
                 from ..viewer.scene_viewer import ViewerProcess
