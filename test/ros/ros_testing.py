@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import rclpy
+from rclpy.action import ActionClient as _RclpyActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -180,3 +181,31 @@ def use_controllers(ros, wanted, namespace: str = ""):
     res = switch_controllers(ros, sorted(wanted - active), drop, namespace)
     assert res.ok, res.message
     return res
+
+
+class ActionClient(_RclpyActionClient):
+    """rclpy's ActionClient without its request/response race (ros2/rclpy#1123, fixed upstream in 2025 by a lock, not
+    in the Jazzy wheels here): a request is sent, then its sequence number is registered; a response that the
+    executor's thread takes in between is dropped ("Ignoring unexpected goal response. There may be more than one
+    action server ...") and its future never completes (make test: test_invalid_goals_get_their_error_codes waited
+    60 s for a rejected goal's result). Here sending + registering and taking responses exclude each other."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._request_lock = threading.RLock()
+
+    def take_data(self):
+        with self._request_lock:
+            return super().take_data()
+
+    def send_goal_async(self, *args, **kwargs):
+        with self._request_lock:
+            return super().send_goal_async(*args, **kwargs)
+
+    def _cancel_goal_async(self, goal_handle):
+        with self._request_lock:
+            return super()._cancel_goal_async(goal_handle)
+
+    def _get_result_async(self, goal_handle):
+        with self._request_lock:
+            return super()._get_result_async(goal_handle)

@@ -24,12 +24,11 @@ from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from controller_manager_msgs.srv import ListControllers, ListHardwareInterfaces
-from rclpy.action import ActionClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import SCENES, active_controllers, switch_controllers, wait_until
+from ros_testing import SCENES, ActionClient, active_controllers, switch_controllers, wait_until
 
 IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]

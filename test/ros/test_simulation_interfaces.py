@@ -18,13 +18,12 @@ from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
-from rclpy.action import ActionClient
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ros_testing import REPO, wait_until, world_pose
+from ros_testing import REPO, ActionClient, wait_until, world_pose
 
 si = pytest.importorskip("simulation_interfaces")
 from simulation_interfaces.action import SimulateSteps  # noqa: E402
