@@ -109,6 +109,7 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         _check_log_path(log_path)
     out = out or sys.stdout
     from .sim.simulator import Simulator
+    from .viewer.run_controls import pace
     sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
     from .jit import cold_start_note
     note = cold_start_note(engine)
@@ -116,7 +117,7 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         print(note, file=out, flush=True)
     viewer = None
     if viewer_port is not None:
-        from .viewer.run_controls import serve_until_interrupted, viewer_controls
+        from .viewer.run_controls import publish_if_due, serve_until_interrupted, viewer_controls
         from .viewer.scene_viewer import ViewerProcess
         viewer = ViewerProcess(sim.model, port=viewer_port)
         print(f"viewer: {viewer.url}", file=out, flush=True)
@@ -136,10 +137,7 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     for k in range(n_steps):
         if viewer is not None:
             pace_origin = viewer_controls(viewer, sim, out, pace_origin, real_time_factor)
-        if real_time_factor > 0:
-            ahead = sim.t / real_time_factor - (time.perf_counter() - pace_origin)
-            if ahead > 0:
-                time.sleep(ahead)
+        pace(sim.t, pace_origin, real_time_factor)
         report = sim.step()
         if not report.ok:
             failures += 1
@@ -150,10 +148,8 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         if log:
             log.record(sim)
         now = time.perf_counter()
-        if viewer is not None and viewer.due():
-            wall0, t0 = frame_clock
-            frame_clock = (now, sim.t)
-            viewer.publish_simulator(sim, (sim.t - t0) / (now - wall0) if now > wall0 and sim.t > t0 else None)
+        if viewer is not None:
+            frame_clock = publish_if_due(viewer, sim, frame_clock, now)
         if progress and (now - last_print > 1.0 or k == n_steps - 1):
             last_print = now
             print(f"  t = {sim.t:8.3f} s  {100.0 * (k + 1) / n_steps:5.1f} %  real-time factor "

@@ -263,8 +263,8 @@ class TrialViewer:
     period it applies the page's Pause / Resume (a trial cannot be reset: its controller has moved on), paces the
     trial to ``real_time_factor`` x the wall clock (0: as fast as possible) and hands the viewer a frame once per
     viewer update; the next engine's trial is drawn on the same page. It only reads the simulation, so the
-    trial's row is the one without it. ``finish()``: keep the
-    page up with the final state until Ctrl-C (``wait``), then close the viewer."""
+    trial's row is the one without it. ``finish()``: keep the page up with the final state until Ctrl-C
+    (``wait``), then close the viewer."""
 
     def __init__(self, port: int = 8080, real_time_factor: float = 1.0, out=None):
         import sys
@@ -274,7 +274,7 @@ class TrialViewer:
         self._pace_origin = self._frame_clock = None
 
     def __call__(self, sim) -> None:
-        from ..viewer.run_controls import viewer_controls
+        from ..viewer.run_controls import pace, publish_if_due, viewer_controls
         if sim is not self.sim:           # the trial's first period (or the next engine's trial: the same page)
             if self.viewer is None:
                 from ..viewer.scene_viewer import ViewerProcess
@@ -288,15 +288,8 @@ class TrialViewer:
             self._frame_clock = (now, sim.t)
         self._pace_origin = viewer_controls(self.viewer, sim, self.out, self._pace_origin, self.real_time_factor,
                                             resettable=False)
-        if self.real_time_factor > 0:
-            ahead = sim.t / self.real_time_factor - (time.perf_counter() - self._pace_origin)
-            if ahead > 0:
-                time.sleep(ahead)
-        if self.viewer.due():
-            now = time.perf_counter()
-            wall0, t0 = self._frame_clock
-            self._frame_clock = (now, sim.t)
-            self.viewer.publish_simulator(sim, (sim.t - t0) / (now - wall0) if now > wall0 and sim.t > t0 else None)
+        pace(sim.t, self._pace_origin, self.real_time_factor)
+        self._frame_clock = publish_if_due(self.viewer, sim, self._frame_clock, time.perf_counter())
 
     def finish(self, wait: bool) -> None:
         """The final state on the page; with ``wait`` served until Ctrl-C (or SIGTERM); then the viewer closes."""

@@ -1,14 +1,35 @@
 """The browser viewer's controls of a run in this process: Pause / Resume and Reset clicks applied to the run
-(``viewer_controls``, called between steps; it also gives the pacing origin after a pause), and the page kept
-up with the final state after the run until Ctrl-C (``serve_until_interrupted``). Used by ``contact-sim run
---viewer`` and ``contact-sim campaign FILE --trial K --viewer``."""
+(``viewer_controls``, called between steps; it also gives the pacing origin after a pause), pacing to a multiple
+of the wall clock (``pace``), a frame with the shown real-time factor once per viewer update
+(``publish_if_due``), and the page kept up with the final state after the run until Ctrl-C
+(``serve_until_interrupted``). Used by ``contact-sim run --viewer`` and ``contact-sim campaign FILE --trial K
+--viewer``."""
 
 from __future__ import annotations
 
 import time
 
 
-def serve_until_interrupted(viewer, sim, out, real_time_factor: float) -> None:
+def pace(sim_t: float, pace_origin: float, real_time_factor: float) -> None:
+    """Sleep until sim time ``sim_t`` (s) is due: ``pace_origin`` + sim_t / real_time_factor of perf_counter wall
+    time (``real_time_factor`` 0: as fast as possible, no sleep)."""
+    if real_time_factor > 0:
+        ahead = sim_t / real_time_factor - (time.perf_counter() - pace_origin)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+def publish_if_due(viewer, sim, frame_clock: tuple, now: float) -> tuple:
+    """Hand the viewer the simulator's state when a viewer update is due, with the real-time factor since the last
+    frame; ``frame_clock`` = (wall s, sim s) at the last frame, returned updated."""
+    if not viewer.due():
+        return frame_clock
+    wall0, t0 = frame_clock
+    viewer.publish_simulator(sim, (sim.t - t0) / (now - wall0) if now > wall0 and sim.t > t0 else None)
+    return now, sim.t
+
+
+def serve_until_interrupted(viewer, sim, out, real_time_factor: float | None) -> None:
     """After the run: keep the viewer's page up, showing the final state and the run's real-time factor, until
     Ctrl-C (or SIGTERM). The page's button shows Resume (nothing advances any more); Reset shows the initial
     state."""
