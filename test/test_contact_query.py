@@ -639,7 +639,7 @@ def test_jacobian_barrett_hand_with_mimic_joints_matches_finite_differences():
 
 # ----------------------------------------------------------------------------- compiled kernel vs numpy path
 def _contact_set_fields(cs):
-    return {f: getattr(cs, f).copy() for f in cs.__dataclass_fields__}
+    return {f: getattr(cs, f).copy() for f in cs.__dataclass_fields__ if getattr(cs, f) is not None}
 
 
 def _assert_same_contacts(a, b):
@@ -686,6 +686,53 @@ def test_numba_kernel_matches_numpy_path_with_mimic_joints():
         b, _ = query(model, q, kernel="numba")
         _assert_same_contacts(_contact_set_fields(a), _contact_set_fields(b))
         checked += a.size
+    assert checked > 10
+
+
+def _assert_jacobian_columns_exact(contacts):
+    """ContactSet.jacobian_columns: ascending distinct dofs, then -1; the Jacobian rows are exactly zero outside them
+    and use each of them (for these generic poses no listed column is zero in all three rows)."""
+    cols = contacts.jacobian_columns
+    n, nv = contacts.size, contacts.jacobian.shape[1]
+    assert cols is not None and cols.shape[0] == n and cols.dtype == np.int64
+    J3 = contacts.jacobian.reshape(n, 3, nv)
+    for i in range(n):
+        listed = cols[i][cols[i] >= 0]
+        assert (cols[i][len(listed):] == -1).all()               # the valid columns are a prefix
+        assert (np.diff(listed) > 0).all()                        # ascending, distinct
+        used = np.flatnonzero(np.abs(J3[i]).sum(axis=0) != 0.0)
+        np.testing.assert_array_equal(used, listed)
+
+
+def test_jacobian_columns_list_exactly_the_columns_each_contact_uses():
+    """The compiled kernel's ContactSet.jacobian_columns on a pile of free shapes on a table (one and two bodies per
+    contact) and on the BarrettHand (mimic joints: a dof fed by two columns of pin_data.J is listed once); the
+    numpy path does not know them (None)."""
+    from contact_sim_ros.sim.scene import load_scene
+    shapes = [("box", coal.Box(0.1, 0.08, 0.06), 1.0), ("ball", coal.Sphere(0.04), 1.0),
+              ("can", coal.Cylinder(0.03, 0.1), 1.0), ("hull", convex_box(0.04, 0.05, 0.03), 1.0)]
+    model = free_body_scene(free=shapes, static=[ground(), ("table", coal.Box(0.3, 0.3, 0.04),
+                                                             pose((0.0, 0.0, 0.02)))])
+    rng = np.random.default_rng(11)
+    two_body = 0
+    for _ in range(8):
+        poses = {name: pose(rng.uniform([-0.06, -0.06, 0.05], [0.06, 0.06, 0.12]), rng.uniform(-0.3, 0.3, 3))
+                 for name, _, _ in shapes}
+        b, _ = query(model, configuration(model, poses), kernel="numba")
+        _assert_jacobian_columns_exact(b)
+        two_body += int(((b.joint_a > 0) & (b.joint_b > 0)).sum())
+        a, _ = query(model, configuration(model, poses), kernel="numpy")
+        assert a.jacobian_columns is None
+    assert two_body > 5
+    hand = load_scene({"robot": "barrett", "environment": [{"name": "ground", "shape": "halfspace"}]}).model
+    pm = hand.pin_model
+    rng = np.random.default_rng(4)
+    checked = 0
+    for _ in range(6):
+        b, _ = query(hand, rng.uniform(np.clip(pm.lowerPositionLimit, -1, 1), np.clip(pm.upperPositionLimit, -1, 1)),
+                     kernel="numba")
+        _assert_jacobian_columns_exact(b)
+        checked += b.size
     assert checked > 10
 
 

@@ -885,3 +885,38 @@ def test_compiled_scratch_grows_with_the_number_of_contacts(name):
         np.testing.assert_array_equal(res.generalized_contact_force, fresh.generalized_contact_force)
     np.testing.assert_array_equal(results[0].v_next, first)
     assert engine.last_stiction_tolerance.shape == (4,)
+
+
+@pytest.mark.parametrize("engine_name", ["lagged", "sap"])
+def test_known_jacobian_columns_give_the_step_of_the_scanned_jacobian(engine_name):
+    """The contact query's ContactSet.jacobian_columns let the compiled step read each contact's few Jacobian columns
+    instead of scanning its rows: on 0.6 s of the 40-object clutter (contacts with the bin and between objects) the
+    step with them equals, to the bit, the step of a second engine that scans the same dense Jacobian (columns not
+    known), every step."""
+    import dataclasses
+
+    from contact_sim_ros.sim.simulator import Simulator
+    root = Path(__file__).resolve().parents[1]
+    sim = Simulator(str(root / "scenes" / "icf_clutter.yaml"), engine=engine_name, time_step=2e-3)
+    scanning = make_engine(engine_name, sim.model, {})
+    original = sim.engine.step
+    compared = {"steps": 0, "contacts": 0, "two_body": 0}
+
+    def both(inputs):
+        known = original(inputs)
+        c = inputs.contacts
+        if c.size:
+            assert c.jacobian_columns is not None and c.jacobian_columns.shape[0] == c.size
+            scanned = scanning.step(dataclasses.replace(inputs, contacts=dataclasses.replace(c, jacobian_columns=None)))
+            assert known.stats.iterations == scanned.stats.iterations
+            for field in ("v_next", "contact_impulse", "generalized_contact_force", "actuation_force"):
+                np.testing.assert_array_equal(getattr(known, field), getattr(scanned, field), err_msg=field)
+            compared["steps"] += 1
+            compared["contacts"] += c.size
+            compared["two_body"] += int(((c.joint_a > 0) & (c.joint_b > 0)).sum())
+        return known
+
+    sim.engine.step = both
+    for _ in range(300):
+        sim.step(strict=True)
+    assert compared["steps"] > 200 and compared["contacts"] > 5000 and compared["two_body"] > 1000, compared

@@ -123,7 +123,7 @@ def test_unsupported_models_get_no_bounds():
 
 
 def _fields(cs):
-    return {f: getattr(cs, f).copy() for f in cs.__dataclass_fields__}
+    return {f: getattr(cs, f).copy() for f in cs.__dataclass_fields__ if getattr(cs, f) is not None}
 
 
 def _robot_near_objects(robot):

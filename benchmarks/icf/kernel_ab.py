@@ -35,10 +35,11 @@ def capture(model: str, steps: int, every: int, path: str) -> None:
     from contact_sim_ros.engines import icf_kernels
     from contact_sim_ros.sim.simulator import Simulator
     original, kept = icf_kernels.icf_step, []
+    names = list(inspect.signature(original.py_func).parameters)
 
     def recording(*args):
         out = original(*args)
-        kept.append([np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args])
+        kept.append({n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in zip(names, args)})
         return out
 
     icf_kernels.icf_step = recording
@@ -55,15 +56,20 @@ def run(root: str, path: str, passes: int, out: str) -> dict:
     sys.path.insert(0, root)
     from contact_sim_ros.engines import icf_kernels as K
     with open(path, "rb") as f:
-        calls = pickle.load(f)
+        captured = pickle.load(f)
     four = len(inspect.signature(K.work_sizes.py_func).parameters) == 4
-    for a in calls:                                   # this checkout's scratch layout
-        nv, structure = a[1].shape[0], a[18]
+    names = list(inspect.signature(K.icf_step.py_func).parameters)
+    calls = []
+    for a in captured:                                # this checkout's arguments (by name) and scratch layout
+        nv, structure = a["M"].shape[0], a["structure"]
         nt = structure.shape[0] - 3 * nv - 1
-        cap = max(a[13].shape[0], 8)
+        cap = max(a["signed_distance"].shape[0], 8)
         sizes = K.work_sizes(nv, nt, cap, K.max_contact_dofs(np.diff(structure[:nt + 1]))) if four \
             else K.work_sizes(nv, nt, cap)
-        a[19], a[20], a[21] = np.zeros(sizes[0]), np.zeros(sizes[1], dtype=np.int64), np.zeros(cap)
+        a = dict(a, fwork=np.zeros(sizes[0]), iwork=np.zeros(sizes[1], dtype=np.int64), stiction=np.zeros(cap))
+        a.setdefault("jacobian_columns", np.zeros((0, 0), dtype=np.int64))   # checkouts before it existed
+        calls.append([a[n] for n in names])
+    v_next, impulse = names.index("v_next"), names.index("impulse")
     K.icf_step(*calls[0])                             # cache load
     best, results = np.inf, None
     for _ in range(passes):
@@ -71,7 +77,7 @@ def run(root: str, path: str, passes: int, out: str) -> dict:
         res = [K.icf_step(*a) for a in calls]
         best = min(best, time.process_time() - c0)
         results = res
-    values = np.concatenate([np.concatenate([a[22].ravel(), a[23].ravel()]) for a in calls])
+    values = np.concatenate([np.concatenate([a[v_next].ravel(), a[impulse].ravel()]) for a in calls])
     np.save(out, values)
     iterations = sum(r[1] for r in results)
     return {"root": root, "us_per_call": best / len(calls) * 1e6, "iterations_per_call": iterations / len(calls),

@@ -158,6 +158,40 @@ def _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf):
 
 
 @njit(cache=True)
+def _gather_jacobian(J, columns, inv_perm, counts, Jc_buf, cols_buf):
+    """``_compress_jacobian`` from the contacts' known columns (``ContactSet.jacobian_columns``: columns (N, kmax)
+    int, per contact the dofs its rows of J use, ascending, then -1): J is read only there. The same (Jc, cols) as
+    the scan up to entries of columns whose three rows are exactly zero (kept here, dropped there: they add exact
+    zeros)."""
+    nv = J.shape[1]
+    nc = J.shape[0] // 3
+    K = 1 if nc else 0
+    for c in range(nc):
+        k = 0
+        while k < columns.shape[1] and columns[c, k] >= 0:
+            k += 1
+        counts[c] = k
+        K = max(K, k)
+    Jc = Jc_buf[:nc * 3 * K].reshape((nc, 3, K))
+    cols = cols_buf[:nc * K].reshape((nc, K))
+    for c in range(nc):
+        for a in range(counts[c]):
+            d = columns[c, a]
+            if d >= nv:
+                d = nv - 1                 # never: the columns are the query's; keeps a bad input in bounds
+            cols[c, a] = inv_perm[d]
+            Jc[c, 0, a] = J[3 * c, d]
+            Jc[c, 1, a] = J[3 * c + 1, d]
+            Jc[c, 2, a] = J[3 * c + 2, d]
+        for a in range(counts[c], K):
+            cols[c, a] = -1
+            Jc[c, 0, a] = 0.0
+            Jc[c, 1, a] = 0.0
+            Jc[c, 2, a] = 0.0
+    return Jc, cols
+
+
+@njit(cache=True)
 def _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Lb, x, W, w, inverted):
     """SAP's RMS estimate w_i = ||W_ii||_F / 3 of each contact's Delassus block W_ii = J_i A^-1 J_i^T (1/kg) into
     w (N,), A block-diagonal per tree (tree t owns the contiguous dofs tree_ptr[t]:tree_ptr[t+1]), its tree blocks
@@ -672,7 +706,7 @@ def max_contact_dofs(tree_sizes) -> int:
 
 @njit(cache=True)
 def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
-                  signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm,
+                  signed_distance, stiffness, dissipation, friction, jacobian_columns, options, tree_ptr, tree_of_dof, perm, inv_perm,
                   Ab, Hb, Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse,
                   dptr, state):
     """The set-up of ``icf_step`` (arguments as there, scratch carved by it): A's tree blocks (compact storage
@@ -724,7 +758,10 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             L_act[i] = effort_limit[pi]
 
     # ---- contacts: compressed Jacobian, Delassus estimate, model parameters
-    Jc, cols = _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf)
+    if nc and jacobian_columns.shape[0] == nc:
+        Jc, cols = _gather_jacobian(J, jacobian_columns, inv_perm, counts, Jc_buf, cols_buf)
+    else:
+        Jc, cols = _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf)
     K = Jc.shape[2]
     for c in range(nc):
         for i in range(3):
@@ -932,7 +969,7 @@ def _hessian_structure(cols, tree_ptr, tree_of_dof, num_dofs, struct_work, dptr,
 
 @njit(cache=True)
 def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit,
-             J, bias, signed_distance, stiffness, dissipation, friction,
+             J, bias, signed_distance, stiffness, dissipation, friction, jacobian_columns,
              options, structure, fwork, iwork, stiction, v_next, impulse, generalized_force, actuation,
              friction_normal_impulse):
     """One step of the Lagged, Similar or SAP engine (``options[O_MODEL]`` = MODEL_CODES[...]), see the module
@@ -940,7 +977,9 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
 
     Inputs as ``StepInputs`` (original dof order): dt (s), M (nv,nv), v0 (nv,), k2 (nv,) explicit generalized
     forces, damping (nv,) implicit joint damping; the six (nv,) ``Actuation`` arrays; the contacts' J (3N,nv),
-    bias (3N,), signed_distance (N,) m, stiffness (N,) N/m, dissipation (N,) s/m, friction (N,).
+    bias (3N,), signed_distance (N,) m, stiffness (N,) N/m, dissipation (N,) s/m, friction (N,);
+    jacobian_columns (N, kmax) int64 ``ContactSet.jacobian_columns`` (J is read at those columns only) or (0, 0)
+    when not known (J's rows are scanned for their non-zero columns).
     options (NOPTIONS,): O_* entries. structure (int64): tree_ptr (nt+1,) | tree_of_dof (nv,) | perm (nv,) |
     inv_perm (nv,): tree t owns the kernel's dofs tree_ptr[t]:tree_ptr[t+1], kernel dof i is dof perm[i].
     fwork, iwork: scratch of ``work_sizes(nv, nt, capacity >= N)`` entries (fwork's A^-1 part must stay zero
@@ -1020,7 +1059,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
 
     status, Jc_all, cols_all = _prepare_step(
         dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_target, effort_limit, J, bias,
-        signed_distance, stiffness, dissipation, friction, options, tree_ptr, tree_of_dof, perm, inv_perm, Ab, Hb,
+        signed_distance, stiffness, dissipation, friction, jacobian_columns, options, tree_ptr, tree_of_dof, perm,
+        inv_perm, Ab, Hb,
         Ainvb, rows_in, W, w, prm, bias3, Jc_buf, cols_buf, counts, stiction, friction_normal_impulse, dptr, state)
     if status != CONVERGED:
         return status, 0, 0.0, 0, 0, 0

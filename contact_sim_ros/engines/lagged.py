@@ -199,6 +199,7 @@ class ConvexICFEngine(ContactEngine):
         self._structure = np.concatenate([tree_ptr, tree_of_dof[perm], perm, np.argsort(perm)]).astype(np.int64)
         self._max_contact_dofs = K.max_contact_dofs(np.diff(tree_ptr))
         self._no_friction_normal_impulse = np.zeros(0)
+        self._no_columns = np.zeros((0, 0), dtype=np.int64)       # ContactSet.jacobian_columns not known
         self._damping = np.zeros(nv)
         self._capacity = -1
         self._ensure_capacity(8)
@@ -448,7 +449,9 @@ class ConvexICFEngine(ContactEngine):
             inputs.dt, inputs.mass_matrix, inputs.v, inputs.generalized_force, damping,
             act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
             contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
-            contacts.dissipation, contacts.friction, self._kernel_options, self._structure, self._fwork,
+            contacts.dissipation, contacts.friction,
+            self._jacobian_columns(contacts),
+            self._kernel_options, self._structure, self._fwork,
             self._iwork, self._stiction, v_next, impulse, generalized_force, actuation, gn0)
         self._last_nc = nc
         self.last_line_search_evaluations = n_eval
@@ -464,6 +467,16 @@ class ConvexICFEngine(ContactEngine):
         return StepResult(v_next=v_next, contact_impulse=impulse, generalized_contact_force=generalized_force,
                           actuation_force=actuation, stats=stats,
                           friction_normal_impulse=gn0 if self._lagged else None)
+
+    def _jacobian_columns(self, contacts) -> np.ndarray:
+        """The contacts' ``jacobian_columns`` as the compiled step takes them (int64, C order), or (0, 0) when not
+        known (the kernel then scans the Jacobian's rows)."""
+        cols = contacts.jacobian_columns
+        if cols is None:
+            return self._no_columns
+        if cols.dtype != np.int64 or not cols.flags.c_contiguous or cols.ndim != 2:
+            cols = np.ascontiguousarray(cols, dtype=np.int64).reshape(contacts.size, -1)
+        return cols
 
     def _do_step_numpy(self, inputs: StepInputs) -> StepResult:
         """The step in vectorised numpy (``newton_kernel="numpy"``): the readable reference of ``icf_step``."""

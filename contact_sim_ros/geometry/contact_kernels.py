@@ -59,7 +59,7 @@ def contact_frame(n0, n1, n2, out):
 
 @njit(cache=True)
 def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian,
-                    joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel):
+                    joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns):
     """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.
 
     Inputs: pair_of (R,) int pair index; wit_a, wit_b, normal_raw (R, 3) m / unit; margin m; pair_ids (4, P) int
@@ -69,7 +69,9 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
     (nvExtended,) int. Outputs (capacity >= R rows): ids (4, C) int, point, normal (C, 3), phi (C,), rotation
     (C, 3, 3), jacobian (3C, nv), material (4, C); rel (3, nv) scratch. A contact's Jacobian rows are zeroed, then
     written on the velocities of the columns that move B but not A (+) or A but not B (-) only (a free body: 6 of
-    the clutter's 240), summed in ascending column order as over all columns.
+    the clutter's 240), summed in ascending column order as over all columns. columns (C, kmax) int64: those
+    velocities of each contact, ascending, then -1 (``ContactSet.jacobian_columns``; kmax >= the most of any pair,
+    ``jacobian_column_width``).
     """
     n = 0
     nv = rel.shape[1]
@@ -97,6 +99,7 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
                 jacobian[row, d] = 0.0
         # relative point Jacobian of B w.r.t. A at p (world) on the moved velocities, then in the contact frame
         ja, jb = ids[2, n], ids[3, n]
+        k = 0                               # velocities recorded in columns[n]
         for sweep in range(3):              # 0: zero rel there, 1: accumulate, 2: rotate into the rows
             ia, ea = joint_columns[ja], joint_columns[ja + 1]
             ib, eb = joint_columns[jb], joint_columns[jb + 1]
@@ -124,8 +127,31 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
                 else:
                     for t in range(3):
                         jacobian[3 * n + t, d] = R[0, t] * rel[0, d] + R[1, t] * rel[1, d] + R[2, t] * rel[2, d]
+                    # d into the contact's ascending column list (a mimic joint's velocity comes once per column)
+                    at = k
+                    while at > 0 and columns[n, at - 1] > d:
+                        at -= 1
+                    if at == 0 or columns[n, at - 1] != d:
+                        for e in range(k, at, -1):
+                            columns[n, e] = columns[n, e - 1]
+                        columns[n, at] = d
+                        k += 1
+        for e in range(k, columns.shape[1]):
+            columns[n, e] = -1
         n += 1
     return n
+
+
+def jacobian_column_width(joint_columns, column_dof, joint_pairs) -> int:
+    """The most generalized velocities one contact's Jacobian rows can use (``finish_contacts``' columns width): over
+    the (joint A, joint B) rows of ``joint_pairs``, the velocities of the columns that move exactly one of the two
+    (at least 1)."""
+    widest = 1
+    for ja, jb in {(int(a), int(b)) for a, b in joint_pairs}:
+        cols_a = set(joint_columns[joint_columns[ja]:joint_columns[ja + 1]].tolist())
+        cols_b = set(joint_columns[joint_columns[jb]:joint_columns[jb + 1]].tolist())
+        widest = max(widest, len({int(column_dof[c]) for c in cols_a ^ cols_b}))
+    return widest
 
 
 def joint_columns_packed(support):
@@ -391,13 +417,13 @@ def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out
 @njit(cache=True)
 def sphere_halfspace_contacts(joint_placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
                               pair_material, joint_jacobian, joint_columns, column_dof, ids, point, normal, phi,
-                              rotation, jacobian, material, rel):
+                              rotation, jacobian, material, rel, columns):
     """``sphere_halfspace_raw`` then ``finish_contacts`` in one call (scenes whose pairs are all sphere-halfspace
     pairs: no coal call in the step). Returns (r raw contacts within the margin, n contacts written)."""
     r = sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw)
     n = finish_contacts(pair_out[:r], raw[0, :r], raw[1, :r], raw[2, :r], margin, pair_ids, pair_material,
                         joint_jacobian, joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian,
-                        material, rel)
+                        material, rel, columns)
     return r, n
 
 

@@ -253,6 +253,7 @@ class ContactQuery:
             model.geometry_friction[gb], model.geometry_restitution[gb]), dtype=float).reshape(4, -1)
         self._pair_ids = np.array([ga, gb, self._parent[ga], self._parent[gb]], dtype=int).reshape(4, -1)
 
+        self._column_width = 0            # numba kernel: width of ContactSet.jacobian_columns (below)
         # Jacobian scratch: one (6, nv) world-aligned Jacobian and origin per joint (row 0 = world, zero).
         self._joint_jacobians = np.zeros((pm.njoints, 6, nv))
         self._joint_origins = np.zeros((pm.njoints, 3))
@@ -270,6 +271,8 @@ class ContactQuery:
             self._support, self._column_dof = joint_column_support(pm)
             self._joint_columns = contact_kernels.joint_columns_packed(self._support)
             self._rel_scratch = np.zeros((3, nv))
+            self._column_width = contact_kernels.jacobian_column_width(self._joint_columns, self._column_dof,
+                                                                       self._pair_ids[2:].T)
         if analytic.any():
             self._setup_analytic(gm, pairs, analytic_halfspace, sphere_primitive, box_halfspace)
         # every sphere-halfspace pair gives at most one contact: its compiled path writes them without growing
@@ -432,6 +435,8 @@ class ContactQuery:
         self._jacobian = np.zeros((3 * capacity, nv))
         self._bias = np.zeros(3 * capacity)
         self._material = np.zeros((4, capacity))             # rows: stiffness, dissipation, friction, restitution
+        # numba kernel: per contact the velocities its Jacobian rows use, ascending, then -1
+        self._columns = np.full((capacity, self._column_width), -1, dtype=np.int64)
 
     # ------------------------------------------------------------------ query
     def update(self, pin_data: pin.Data, geometry_data: pin.GeometryData | None = None,
@@ -458,7 +463,7 @@ class ContactQuery:
                 self._joint_placements(pin_data), self._an_int, self._an_float, self.margin, self._an_pair_out,
                 self._an_raw, self._pair_ids, self._pair_material, pin_data.J, self._joint_columns,
                 self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation, self._jacobian,
-                self._material, self._rel_scratch)
+                self._material, self._rel_scratch, self._columns)
             self.stats["candidate_pairs"] = self.num_pairs
             self.stats["colliding_pairs"] = r
             return self._output(n, surface_velocity)
@@ -632,7 +637,7 @@ class ContactQuery:
         return self._kernels.finish_contacts(
             pair_of, wit_a, wit_b, normal, self.margin, self._pair_ids, self._pair_material, pin_data.J,
             self._joint_columns, self._column_dof, self._ids, self._point, self._normal, self._phi, self._rotation,
-            self._jacobian, self._material, self._rel_scratch)
+            self._jacobian, self._material, self._rel_scratch, self._columns)
 
     def _finish_numpy(self, pin_data, pair_of, wit_a, wit_b, normal) -> int:
         """Raw contacts (pair, witness points on A and B, normal) -> the output buffers, keeping those within the
@@ -679,7 +684,7 @@ class ContactQuery:
         ids, mat = self._ids[:, :n], self._material[:, :n]
         return ContactSet(ids[0], ids[1], ids[2], ids[3], self._point[:n], self._normal[:n], self._phi[:n],
                           self._rotation[:n], self._jacobian[:3 * n], self._bias[:3 * n], mat[0], mat[1], mat[2],
-                          mat[3])
+                          mat[3], self._columns[:n] if self._kernels is not None else None)
 
     # ------------------------------------------------------------------ manifold depths
     def _patch_witnesses(self, pair: np.ndarray, mid: np.ndarray, normal: np.ndarray, depth: np.ndarray):

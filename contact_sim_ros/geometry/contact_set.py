@@ -17,6 +17,10 @@ Conventions (used by every engine):
 * A contact impulse gamma (N*s, contact frame) acts on B; -gamma acts on A. The generalized impulse is
   ``jacobian.T @ gamma`` (flattened).
 * Material values are the pair's combined values (``model.materials.combine_materials``).
+* ``jacobian_columns`` (optional, N x kmax int): per contact the generalized velocities (columns of
+  ``jacobian``) its three rows use, ascending, then -1; its rows are exactly zero in every other column. The
+  contact query's compiled kernel fills it (a free body's contact with the world uses 6 of the clutter's 240
+  columns), so that an engine can read the rows' few columns instead of scanning them; None: not known.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class ContactSet:
     dissipation: np.ndarray       # (N,) s/m, Hunt & Crossley
     friction: np.ndarray          # (N,) Coulomb coefficient
     restitution: np.ndarray       # (N,) in [0, 1]
+    jacobian_columns: np.ndarray | None = None   # (N, kmax) int, see the module docstring; None: not known
 
     @property
     def size(self) -> int:

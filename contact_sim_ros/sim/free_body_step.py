@@ -171,7 +171,7 @@ def integrate_rotations(q0, v, dt, body_int, q):
 @njit(cache=True)
 def free_body_tamsi_step(q0, v0, dt, body_int, body_float, gravity, M, nle, J, position_error,
                          placement, an_int, an_float, margin, pair_out, raw, pair_ids, pair_material, joint_columns,
-                         column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, bias,
+                         column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns, bias,
                          rows, modes, free_v, stiction_tolerance, tree_ptr, effort, velocity_target, effort_limit,
                          fixed, ifixed, contact, icontact, finish_index, finish_values,
                          q_next, v_out, v_engine, impulse, generalized_force, actuation):
@@ -189,7 +189,7 @@ def free_body_tamsi_step(q0, v0, dt, body_int, body_float, gravity, M, nle, J, p
     free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
     r, n = sphere_halfspace_contacts(placement, an_int, an_float, margin, pair_out, raw, pair_ids, pair_material, J,
                                      joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material,
-                                     rel)
+                                     rel, columns)
     step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
     status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
         M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
@@ -312,7 +312,7 @@ class FreeBodyTamsiStep:
         self._args = (self._position_error, cq._an_joint_placement, cq._an_int, cq._an_float, cq.margin,
                       cq._an_pair_out, cq._an_raw, cq._pair_ids, cq._pair_material, cq._joint_columns, cq._column_dof,
                       cq._ids, cq._point, cq._normal, cq._phi, cq._rotation, cq._jacobian, cq._material,
-                      cq._rel_scratch, cq._bias, sim._rows, sim._modes, sim._free_motion.v_index,
+                      cq._rel_scratch, cq._columns, cq._bias, sim._rows, sim._modes, sim._free_motion.v_index,
                       sim._friction_tolerance, sim._tree_ptr, sim._effort, sim._v_target, sim._effort_limit,
                       *engine._kernel_scratch, *sim._finish_arrays)
         self._head = (self._body_int, self._body_float, self._gravity, M, self._nle, self._J)
