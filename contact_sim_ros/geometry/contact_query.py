@@ -280,6 +280,9 @@ class ContactQuery:
         self._bounds = (PairBounds.make(pm, gm, pairs, margin)
                         if 0 < self.num_pairs <= BOUND_MAX_PAIRS and not self._all_analytic else None)
         self._bounds_wait = 0                  # updates left before the next bounding-volume test
+        self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
+        if self._kernels is not None and (self._bh_pairs or not all(self._point_pairs)):
+            self._load_patch_kernel()
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
     def _setup_analytic(self, gm, pairs, analytic, sphere_primitive, box_halfspace) -> None:
@@ -732,19 +735,20 @@ class ContactQuery:
         c = self._caster
         r = 0
         if pair:
-            geometry = self.pairs[pair]                                   # (P, 2): A, B of every patch
+            p = len(pair)
+            geometry = np.take(self._pairs_by_side, pair, axis=1)         # (2, P): A, B of every patch
             slot = {}                        # geometry -> row of its world placement (few geometries per step)
-            slots = [slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()]
+            slots = np.array([slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()], dtype=np.int64)
             oMg = self._gd.oMg
             placement = np.array([oMg[g].homogeneous for g in slot])
-            slots = np.array(slots, dtype=np.int64)
-            start = np.zeros(len(pair) + 1, dtype=np.int64)
+            start = np.zeros(p + 1, dtype=np.int64)
             np.cumsum(count, out=start[1:])
+            # every array C-contiguous, as in the box-halfspace call below: one compiled variant of the kernel
             r = self._kernels.patch_contacts(
                 np.array(pair, dtype=np.int64), start, np.array(mid), np.array(normal), np.array(depth),
-                np.array(wit_a), np.array(wit_b), geometry[:, 0], geometry[:, 1], slots[0::2], slots[1::2],
+                np.array(wit_a), np.array(wit_b), geometry[0], geometry[1], slots[:p], slots[p:],
                 placement, c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start,
-                c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(len(pair)), pair_out,
+                c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(p), pair_out,
                 wa, wb, normal_out)
         if n_box:
             b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement = self._bh_patch
@@ -754,6 +758,16 @@ class ContactQuery:
                 c.plane_normal, c.plane_offset, c.face_start, c.face_normal, c.face_offset, c.tolerance,
                 DEEPEST_POINT_TOLERANCE, self._bh_min_gap, pair_out[r:], wa[r:], wb[r:], normal_out[r:])
         return pair_out[:r], wa[:r], wb[:r], normal_out[:r]
+
+    def _load_patch_kernel(self) -> None:
+        """Calls ``contact_kernels.patch_contacts`` once with no patch, with the argument types of the step, so that
+        its compiled code is loaded (from numba's cache: ~7 ms) here and not in the first step with a face contact
+        (a stall in a running simulation)."""
+        c, i0, f2, f3 = self._caster, np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3))
+        self._kernels.patch_contacts(
+            i0, np.zeros(1, dtype=np.int64), f2, f2, np.zeros(0), f2, f2, i0, i0, i0, i0, np.zeros((0, 4, 4)), c.type,
+            c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start, c.face_normal,
+            c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.zeros(0), i0, f3, f3, f3)
 
     # ------------------------------------------------------------------ Jacobians
     def _jacobian_vectorized(self, data, ja, jb, point, rotation, out):
