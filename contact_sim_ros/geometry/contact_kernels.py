@@ -71,10 +71,11 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
     written on the velocities of the columns that move B but not A (+) or A but not B (-) only (a free body: 6 of
     the clutter's 240), summed in ascending column order as over all columns. columns (C, kmax) int64: those
     velocities of each contact, ascending, then -1 (``ContactSet.jacobian_columns``; kmax >= the most of any pair,
-    ``jacobian_column_width``).
+    ``jacobian_column_width``). The buffers persist between calls: on entry, row block n of ``jacobian`` must be zero
+    outside the columns ``columns[n]`` lists (true for zeroed buffers with columns all -1, and after every call:
+    nothing else may write them), so that only those are zeroed before the new rows are written.
     """
     n = 0
-    nv = rel.shape[1]
     for i in range(pair_of.shape[0]):
         n0, n1, n2 = normal_raw[i, 0], normal_raw[i, 1], normal_raw[i, 2]
         gap = ((wit_b[i, 0] - wit_a[i, 0]) * n0 + (wit_b[i, 1] - wit_a[i, 1]) * n1) \
@@ -93,10 +94,15 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
         phi[n] = gap
         R = rotation[n]
         contact_frame(n0, n1, n2, R)
-        for t in range(3):
-            row = 3 * n + t
-            for d in range(nv):
-                jacobian[row, d] = 0.0
+        # the rows' previous entries are zero outside the columns recorded for this row by the previous call
+        # (the buffers start zero with no column recorded): only those are zeroed, not all nv
+        for e in range(columns.shape[1]):
+            d = columns[n, e]
+            if d < 0:
+                break
+            jacobian[3 * n, d] = 0.0
+            jacobian[3 * n + 1, d] = 0.0
+            jacobian[3 * n + 2, d] = 0.0
         # relative point Jacobian of B w.r.t. A at p (world) on the moved velocities, then in the contact frame
         ja, jb = ids[2, n], ids[3, n]
         k = 0                               # velocities recorded in columns[n]
