@@ -33,27 +33,25 @@ def _free_port() -> int:
 
 
 def _screenshot(url: str, path) -> np.ndarray:
-    """Screenshot of the page once the scene has arrived over the websocket (the ground's colour is on
-    screen). Headless Chromium 156's virtual time now and then never ends on this page (software WebGL): on
-    2026-11-27 one screenshot of the table scene in three to six hung, whatever the budget (2-4 s; the others
-    returned in 6-30 s), so a hung attempt is killed after 30 s and tried again, up to six times."""
+    """Screenshot of the page once the scene has arrived over the websocket (the ground's colour is on screen) and
+    the picture has settled (two captures 0.5 s apart alike), from a headless Chromium driven over the DevTools
+    protocol in real time. (Chromium's --screenshot with a virtual-time budget hung in one run of three to six on
+    this software-WebGL page on 2026-11-27, whatever the budget.)"""
     assert CHROMIUM, "Debian's chromium is not installed (the project's set-up installs it)"
-    for attempt, budget in enumerate((2000, 3000, 2000, 1500, 3000, 2000)):
-        try:      # a hung Chromium is killed and tried again
-            subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader",
-                            "--use-angle=swiftshader", "--disable-background-networking",
-                            "--disable-component-update", "--disable-sync", "--no-first-run",
-                            f"--user-data-dir={path.parent / f'chromium-profile-{path.stem}-{attempt}'}", "--window-size=1000,700",
-                            f"--virtual-time-budget={budget}", f"--screenshot={path}", url],
-                           check=True, capture_output=True, timeout=30)
-        except subprocess.TimeoutExpired:
-            continue
-        image = matplotlib.image.imread(str(path))[..., :3]
-        r, g, b = image[..., 0], image[..., 1], image[..., 2]
-        ground = (r > g) & (g > b) & (r - b > 0.04)         # the warm-tinted floor, whatever the lighting
-        if ground.mean() > 0.01:
-            return image
-    raise AssertionError(f"the scene never appeared in the browser at {url}")
+    last = None
+    with HeadlessChromium(url, timeout=60.0) as browser:
+        deadline = time.monotonic() + 90.0
+        while time.monotonic() < deadline:
+            browser.screenshot(path)
+            image = matplotlib.image.imread(str(path))[..., :3]
+            r, g, b = image[..., 0], image[..., 1], image[..., 2]
+            ground = (r > g) & (g > b) & (r - b > 0.04)         # the warm-tinted floor, whatever the lighting
+            if ground.mean() > 0.01:
+                if last is not None and _changed_fraction(image, last) < 1e-4:
+                    return image
+                last = image
+            time.sleep(0.5)
+    raise AssertionError(f"the scene never appeared (or never settled) in the browser at {url}")
 
 
 def _changed_fraction(a: np.ndarray, b: np.ndarray) -> float:
