@@ -208,32 +208,14 @@ def _delassus_rms(Ab, tree_ptr, dptr, tree_of_dof, Jc, cols, Ainvb, Lb, x, W, w,
         o = dptr[t]
         for e in range(n * n):                               # Cholesky of the tree block, then its inverse
             Lb[o + e] = Ab[o + e]
-        for a in range(n):
-            s = Lb[o + a * n + a]
-            for c in range(a):
-                s -= Lb[o + a * n + c] * Lb[o + a * n + c]
-            if not s > 0.0:
-                return False
-            Lb[o + a * n + a] = np.sqrt(s)
-            for b in range(a + 1, n):
-                s = Lb[o + b * n + a]
-                for c in range(a):
-                    s -= Lb[o + b * n + c] * Lb[o + a * n + c]
-                Lb[o + b * n + a] = s / Lb[o + a * n + a]
+        if not _factor_diagonal(Lb, o, n):
+            return False
         for col in range(n):                                 # the inverse column by column
             for a in range(n):
                 x[a] = 0.0
             x[col] = 1.0
-            for a in range(n):
-                s = x[a]
-                for c in range(a):
-                    s -= Lb[o + a * n + c] * x[c]
-                x[a] = s / Lb[o + a * n + a]
-            for a in range(n - 1, -1, -1):
-                s = x[a]
-                for c in range(a + 1, n):
-                    s -= Lb[o + c * n + a] * x[c]
-                x[a] = s / Lb[o + a * n + a]
+            _forward_diagonal(Lb, o, n, x, 0)
+            _backward_diagonal(Lb, o, n, x, 0)
             for a in range(n):
                 Ainvb[o + a * n + col] = x[a]
     for c in range(nc):
@@ -828,32 +810,10 @@ def _free_velocity(Ab, tree_ptr, dptr, p0, c_act, a_act, L_act, dt, Lb, x):
             Lb[o + e] = Ab[o + e]
         for a in range(n):
             Lb[o + a * n + a] += dt * c_act[t0 + a]
-        ok = True
-        for a in range(n):
-            s = Lb[o + a * n + a]
-            for c in range(a):
-                s -= Lb[o + a * n + c] * Lb[o + a * n + c]
-            if not s > 0.0:
-                ok = False
-                break
-            Lb[o + a * n + a] = np.sqrt(s)
-            for b in range(a + 1, n):
-                s = Lb[o + b * n + a]
-                for c in range(a):
-                    s -= Lb[o + b * n + c] * Lb[o + a * n + c]
-                Lb[o + b * n + a] = s / Lb[o + a * n + a]
-        if not ok:
+        if not _factor_diagonal(Lb, o, n):
             continue
-        for a in range(n):
-            s = x[t0 + a]
-            for c in range(a):
-                s -= Lb[o + a * n + c] * x[t0 + c]
-            x[t0 + a] = s / Lb[o + a * n + a]
-        for a in range(n - 1, -1, -1):
-            s = x[t0 + a]
-            for c in range(a + 1, n):
-                s -= Lb[o + c * n + a] * x[t0 + c]
-            x[t0 + a] = s / Lb[o + a * n + a]
+        _forward_diagonal(Lb, o, n, x, t0)
+        _backward_diagonal(Lb, o, n, x, t0)
 
 
 @njit(cache=True)
