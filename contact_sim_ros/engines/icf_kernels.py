@@ -158,12 +158,21 @@ def _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf):
 
 
 @njit(cache=True)
+def _columns_in_range(columns, nv):
+    """Whether every listed column (>= 0) of ``jacobian_columns`` is a dof index below nv (else the scan is used)."""
+    for c in range(columns.shape[0]):
+        for a in range(columns.shape[1]):
+            if columns[c, a] >= nv:
+                return False
+    return True
+
+
+@njit(cache=True)
 def _gather_jacobian(J, columns, inv_perm, counts, Jc_buf, cols_buf):
     """``_compress_jacobian`` from the contacts' known columns (``ContactSet.jacobian_columns``: columns (N, kmax)
     int, per contact the dofs its rows of J use, ascending, then -1): J is read only there. The same (Jc, cols) as
     the scan up to entries of columns whose three rows are exactly zero (kept here, dropped there: they add exact
     zeros)."""
-    nv = J.shape[1]
     nc = J.shape[0] // 3
     K = 1 if nc else 0
     for c in range(nc):
@@ -177,8 +186,6 @@ def _gather_jacobian(J, columns, inv_perm, counts, Jc_buf, cols_buf):
     for c in range(nc):
         for a in range(counts[c]):
             d = columns[c, a]
-            if d >= nv:
-                d = nv - 1                 # never: the columns are the query's; keeps a bad input in bounds
             cols[c, a] = inv_perm[d]
             Jc[c, 0, a] = J[3 * c, d]
             Jc[c, 1, a] = J[3 * c + 1, d]
@@ -740,7 +747,7 @@ def _prepare_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, veloci
             L_act[i] = effort_limit[pi]
 
     # ---- contacts: compressed Jacobian, Delassus estimate, model parameters
-    if nc and jacobian_columns.shape[0] == nc:
+    if nc and jacobian_columns.shape[0] == nc and _columns_in_range(jacobian_columns, M.shape[0]):
         Jc, cols = _gather_jacobian(J, jacobian_columns, inv_perm, counts, Jc_buf, cols_buf)
     else:
         Jc, cols = _compress_jacobian(J, inv_perm, counts, Jc_buf, cols_buf)
