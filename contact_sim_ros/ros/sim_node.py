@@ -280,10 +280,11 @@ class SimNode(Node):
 
     def _pub_viewer(self, sim):
         """The state for the browser view (q and contacts copied into shared memory), at most ``viewer_rate``
-        per second of wall time, and always when the loop publishes on pause or after a reset."""
+        per second of wall time, and always when the loop publishes on pause or after a reset. Returns False
+        when it skipped the state (not due), so that the loop's publication on pause still sends it."""
         paused = self.loop.paused
         if not self.viewer.due() and not paused:
-            return
+            return False
         wall, t = time.monotonic(), sim.t
         wall0, t0 = self._viewer_clock
         self._viewer_clock = (wall, t)

@@ -51,7 +51,9 @@ class CommandBuffer:
 
 @dataclass
 class PublishHook:
-    """``fn(sim)`` is called from the stepping thread after every ``every`` steps (and once when idle)."""
+    """``fn(sim)`` is called from the stepping thread after every ``every`` steps (and once when idle). A ``fn``
+    that returns ``False`` published nothing (e.g. a rate-limited viewer that was not due): the state still
+    counts as unpublished, so the loop publishes it on pause."""
 
     name: str
     every: int
@@ -430,9 +432,11 @@ class SteppingLoop:
                 self.on_error(exc)
 
     def _call(self, hook):
-        """Run one publish hook; an exception is counted (diagnostics) instead of stopping the simulation."""
+        """Run one publish hook; an exception is counted (diagnostics) instead of stopping the simulation. A hook
+        that returns ``False`` did not publish this state (``last`` unchanged)."""
         try:
-            hook.fn(self.sim)
+            if hook.fn(self.sim) is False:
+                return
         except Exception as exc:   # noqa: BLE001 - a publication problem must not stop the stepping
             with self._stats_lock:
                 self._stats.publish_errors += 1

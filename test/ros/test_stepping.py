@@ -180,3 +180,31 @@ def test_a_failing_publication_does_not_stop_the_simulation(sim):
     s = loop.stats()
     assert sim.step_count == 20 and s.publish_errors == 4 + 1   # every 5th step, + once when idle at start
     assert "publisher gone" in s.last_publish_error and loop.error is None
+
+
+def test_a_rate_limited_hook_that_skipped_a_state_gets_it_on_pause(sim):
+    """A hook that returns False published nothing (the node's viewer between two of its frames): when the loop
+    pauses, that hook gets the state it stopped at, so a paused view shows where the simulation stands."""
+    sim.reset()
+    shown = []
+
+    def viewer(s):                        # draws one state in 20 while running, like a frame-rate-limited viewer
+        if s.step_count % 20 and not loop.paused:
+            return False
+        shown.append(s.t)
+
+    def pause_click(s):                   # a Pause click that arrives after the viewer skipped step 33
+        if s.step_count == 33:
+            loop.set_paused(True)
+    loop = SteppingLoop(sim, 0.0, [PublishHook("viewer", 1, viewer), PublishHook("click", 1, pause_click)])
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20.0
+        while not (loop.paused and shown and shown[-1] == sim.t) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+    finally:
+        loop.stop()
+    assert sim.step_count == 33
+    assert shown[0] == pytest.approx(20 * 2e-3, abs=1e-12)              # running: every 20th state
+    assert shown[-1] == sim.t == pytest.approx(33 * 2e-3, abs=1e-12)    # step 33's state, not step 20's
