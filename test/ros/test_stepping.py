@@ -2,6 +2,7 @@
 pacing never ahead of the wall clock."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,6 +105,23 @@ def test_gravity_compensated_hold_and_commands(sim):
     loop.commands.push_command(cmd)
     run_steps(loop, 500)
     assert sim.joint_positions()[7] == pytest.approx(0.055, abs=1e-3)
+
+
+def test_a_scene_without_actuated_joints_makes_no_gravity_data():
+    """Gravity compensation needs a Pinocchio Data of its own (four nv^3 tensors in Pinocchio 4.1: ~0.5 GB for
+    the 40-object bin); a scene of free objects has no joint to compensate, so its loop makes none and steps the
+    same trajectory as the simulator alone."""
+    ball = Path(__file__).resolve().parents[2] / "scenes" / "icf_falling_sphere.yaml"     # one free sphere
+    alone = Simulator(ball, engine="tamsi", time_step=2e-3)
+    sim = Simulator(ball, engine="tamsi", time_step=2e-3)
+    loop = SteppingLoop(sim, 0.0)
+    assert loop.gravity_compensation and loop._gravity_data is None
+    for _ in range(100):
+        alone.step()
+        loop.step_now()
+    np.testing.assert_array_equal(sim.q, alone.q)
+    robot = SteppingLoop(Simulator(SCENE, engine="semi_implicit", time_step=2e-3), 0.0)
+    assert robot._gravity_data is not None                    # a robot's joints are compensated
 
 
 def test_trajectory_is_sampled_in_sim_time(sim):
