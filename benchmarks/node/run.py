@@ -81,9 +81,10 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
 
 
-def proc_rss_mb(pid: int) -> float:
+def proc_rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process (MB); ``field`` "VmHWM": its peak since it started."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024.0
     return float("nan")
 
@@ -160,6 +161,7 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""
         cpu0, rss0, w0 = proc_cpu_s(proc.pid), proc_rss_mb(proc.pid), time.monotonic()
         time.sleep(duration)
         cpu1, rss1, w1 = proc_cpu_s(proc.pid), proc_rss_mb(proc.pid), time.monotonic()
+        peak = proc_rss_mb(proc.pid, "VmHWM")
         js_wall, js_sim, tf_wall, diag = (list(probe.js_wall), list(probe.js_sim), list(probe.tf_wall),
                                           list(probe.diag))
     finally:
@@ -187,7 +189,8 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""
         "thread_ms_per_step": diag_mean("step_cpu_mean_ms"),
         "overruns_per_s": (overruns[-1] - overruns[0]) / max(diag[-1][0] - diag[0][0], 1e-9) if len(overruns) > 1
         else float("nan"),
-        "rss0": rss0, "rss1": rss1, "gaps": gaps, "js_wall": np.array(js_wall) - w0, "js_sim": np.array(js_sim),
+        "rss0": rss0, "rss1": rss1, "peak": peak, "gaps": gaps, "js_wall": np.array(js_wall) - w0,
+        "js_sim": np.array(js_sim),
     }
 
 
@@ -455,13 +458,13 @@ def main(argv=None):
         probe.close()
         rclpy.shutdown()
 
-    print(f"\nsim_node, iiwa_wsg{' + ' + args.scene if args.scene else ''}, time step {args.time_step * 1e3:g} ms, "
+    print(f"\nsim_node, {args.scene or 'iiwa_wsg'}, time step {args.time_step * 1e3:g} ms, "
           f"{args.duration:g} s windows (subscriber in another process), {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     head = (f"{'engine':8} {'mode':20} {'RTF':>6} {'js Hz':>7} {'js recv':>7} {'tf Hz':>6} {'step ms':>8} "
             f"{'jitter ms':>10} "
             f"{'sub jit ms':>10} {'CPU %':>6} {'CPU ms/step':>11} {'thread ms':>9} {'RTF 1 core':>10} {'overrun/s':>9} "
-            f"{'RSS MB':>7}")
+            f"{'RSS MB':>7} {'peak MB':>7}")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -469,7 +472,7 @@ def main(argv=None):
               f"{r['tf_hz']:6.1f} "
               f"{r['step_ms']:8.3f} {r['jitter_node_ms']:10.3f} {r['jitter_sub_ms']:10.3f} {r['cpu_pct']:6.1f} "
               f"{r['cpu_ms_per_step']:11.3f} {r['thread_ms_per_step']:9.3f} {r['rtf_one_core']:10.2f} "
-              f"{r['overruns_per_s']:9.1f} {r['rss1']:7.1f}")
+              f"{r['overruns_per_s']:9.1f} {r['rss1']:7.1f} {r['peak']:7.1f}")
     print("targets (real time): RTF >= 1.0, /joint_states >= 500 Hz, /tf >= 100 Hz. 'RTF 1 core' = time step / "
           "CPU time per step: the factor the node reaches with one free core (the measured RTF is lower when "
           "the machine's load leaves the node less than a core: compare CPU %); 'CPU ms/step' is the whole "

@@ -26,7 +26,7 @@ class JacobianIK:
         joints the solver moves (1-dof joints); damping lambda (m or rad); tolerance on |e| (m / rad);
         max_step: largest joint change per iteration (rad or m)."""
         self.model = pin.buildModelFromXML(urdf_xml)
-        self.data = self.model.createData()
+        self.data = pin.Data(self.model)
         if not self.model.existFrame(tip_frame):
             raise ModelError(f"IK tip frame {tip_frame!r} is not in the URDF; frames: "
                              f"{', '.join(f.name for f in self.model.frames)}")

@@ -576,7 +576,7 @@ class ComplianceColumns:
             self.model = pin_model.copy()
             self.model.gravity = pin.Motion.Zero()
             self.base_armature = np.array(self.model.armature, dtype=float).copy()
-            self.data = self.model.createData()
+            self.data = pin.Data(self.model)
             self.zero_v = np.zeros(self.model.nv)
 
     def compute(self, q, M, extra_diag, rhs_columns):

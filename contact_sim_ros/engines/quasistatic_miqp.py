@@ -258,7 +258,7 @@ class _QuasistaticBase(ContactEngine):
         if len(model.joint_v_index):
             vlim[np.asarray(model.joint_v_index, int)] = model.velocity_limit
         self._velocity_limit = vlim
-        self._pin_data = model.pin_model.createData()
+        self._pin_data = pin.Data(model.pin_model)
         self._zero_v = np.zeros(model.nv)
 
     # -- commanded motion ---------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ class SimulationInterfaces:
         m = sim.model
         pm = m.pin_model
         if getattr(self, "_base_data_of", None) is not pm:
-            self._base_data_of, self._base_data = pm, pm.createData()
+            self._base_data_of, self._base_data = pm, pin.Data(pm)
         data = self._base_data
         fid = pm.getFrameId(m.robot(name).base_frame, pin.FrameType.BODY)
         pin.forwardKinematics(pm, data, sim.q, sim.v)

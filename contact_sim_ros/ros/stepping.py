@@ -274,7 +274,7 @@ class SteppingLoop:
         holds four nv^3 tensors (~0.5 GB for a bin of 40 objects, nv = 240), so none is made for nothing."""
         if not (self.gravity_compensation and len(sim.model.joint_v_index)):
             return None
-        return sim.model.pin_model.createData()
+        return pin.Data(sim.model.pin_model)
 
     def _cancel_steps(self, why: str) -> None:
         """(with self._cv held) Drop the pending steps of ~/step requests."""

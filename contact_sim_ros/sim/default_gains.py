@@ -46,7 +46,7 @@ def default_gains(model, q0: np.ndarray, joints=None, bandwidth: float = DEFAULT
     if joints is not None and not len(joints):
         return {}
     pm = model.pin_model
-    data = pm.createData()
+    data = pin.Data(pm)
     M = pin.crba(pm, data, np.asarray(q0, dtype=float), pin.Convention.WORLD)
     names = list(model.joint_names) if joints is None else list(joints)
     out = {}

@@ -208,7 +208,7 @@ class ForceTorqueSensor:
         ngeom = len(model.collision_model.geometryObjects)
         self.fixed_geometry = np.array([_body_frame_of_geometry(model, g) in fixed_links for g in range(ngeom)],
                                        dtype=bool)
-        self.data = pm.createData()
+        self.data = pin.Data(pm)
         self._fext = pin.StdVec_Force()
         for _ in range(pm.njoints):
             self._fext.append(pin.Force.Zero())

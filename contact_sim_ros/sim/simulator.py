@@ -76,7 +76,9 @@ class Simulator:
         self.model = self.scene.model
         pm = self.model.pin_model
         self._pm = pm
-        self._pin_data = pm.createData()                       # read through pin_data (see _stale)
+        # read through pin_data (see _stale). pin.Data(pm) builds in place; pm.createData() returns a copy, and
+        # Pinocchio 4.1's Data holds four nv^3 tensors (pinocchio#2949): twice ~0.45 GB at once for a 40-object bin
+        self._pin_data = pin.Data(pm)
         self._geometry_data = pin.GeometryData(self.model.collision_model)
         self._stale = ALL_STALE
         self.contact_query = ContactQuery(self.model, margin=self.scene.contact_margin, broad_phase="auto")

@@ -66,7 +66,7 @@ class VisualGeometry:
 def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
     """The visual description of every collision geometry of ``model`` at its neutral configuration."""
     pm = model.pin_model
-    data = pm.createData()
+    data = pin.Data(pm)
     gd = pin.GeometryData(model.collision_model)
     pin.updateGeometryPlacements(pm, data, model.collision_model, gd, pin.neutral(pm))
     free_joints = {b.joint_id for b in model.free_bodies}
