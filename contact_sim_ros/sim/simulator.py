@@ -563,7 +563,7 @@ class Simulator:
             if p is None and vel is None and eff is None:
                 continue
             for value, kind in ((p, "position"), (vel, "velocity"), (eff, "effort")):
-                if value is not None and not np.isfinite(value):
+                if value is not None and not math.isfinite(value):
                     raise ConfigError(f"joint {s.joint!r}: {kind} command must be finite, got {value!r}")
             if p is not None:
                 p = float(p)
