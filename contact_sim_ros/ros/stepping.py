@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-import pinocchio as pin
 
+from ..sim.gravity_feed_forward import GravityFeedForward
 from .command_validation import REJECTION_KINDS, JointCommand
 from .ros2_control.hardware import EFFORT, POSITION, VELOCITY, JointCommandInterfaces
 
@@ -157,8 +157,8 @@ class SteppingLoop:
         self.last_report = None
         self.gravity_compensation = bool(gravity_compensation)
         self.gravity_tolerance = 1e-3   # N*m or N
-        self._gravity_data = self._new_gravity_data(sim)
-        self._gravity_v_index = np.asarray(sim.model.joint_v_index, dtype=np.intp)   # the actuated joints' in g(q)
+        # g(q) of the actuated joints on the robots alone (sim/gravity_feed_forward.py); None: nothing to hold
+        self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
         # the robot's command interfaces (ros2_control hardware); controllers write them from ``control``
         self.hw = hardware if hardware is not None else JointCommandInterfaces(self.joint_names)
         self.control = None           # ControllerManager-like: update(sim) -> bool, every, preempt(cmd), reset()
@@ -268,14 +268,6 @@ class SteppingLoop:
             self._stats.paused = self._paused
             self._stats.pause_reason = reason if paused else ""
 
-    def _new_gravity_data(self, sim):
-        """The Pinocchio Data of the gravity feed-forward g(q), or None when there is nothing to compensate
-        (``gravity_compensation`` off, or no actuated joint: a scene of free objects only). Pinocchio 4.1's Data
-        holds four nv^3 tensors (~0.5 GB for a bin of 40 objects, nv = 240), so none is made for nothing."""
-        if not (self.gravity_compensation and len(sim.model.joint_v_index)):
-            return None
-        return pin.Data(sim.model.pin_model)
-
     def _cancel_steps(self, why: str) -> None:
         """(with self._cv held) Drop the pending steps of ~/step requests."""
         if self._pending_steps:
@@ -372,8 +364,7 @@ class SteppingLoop:
         def swap():
             sim.carry_over(self.sim)
             self.sim = sim
-            self._gravity_data = self._new_gravity_data(sim)
-            self._gravity_v_index = np.asarray(sim.model.joint_v_index, dtype=np.intp)
+            self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
             self.v_prev = np.array(sim.v, dtype=float)
             if then is not None:
                 then(sim)
@@ -534,7 +525,7 @@ class SteppingLoop:
                     last_start = None
                     self._resync = False
             start = time.monotonic()
-            if self.commands.pending or self.control is not None or self._gravity_data is not None or self._ramping:
+            if self.commands.pending or self.control is not None or self._gravity is not None or self._ramping:
                 self._apply_commands()
             np.copyto(self.v_prev, sim.v)
             report = sim.step()
@@ -661,11 +652,9 @@ class SteppingLoop:
         moved = changed or self._ramping
         if moved:
             self._limit_rates()
-        if self._gravity_data is not None:
+        if self._gravity is not None:
             g, dev = self._g, self._g_dev      # preallocated: this test runs every step
-            sim = self.sim
-            pin.computeGeneralizedGravity(sim.model.pin_model, self._gravity_data, sim.q).take(
-                self._gravity_v_index, out=g)
+            self._gravity.compute(self.sim.q, g)
             if changed:                        # the modes change only with a write to the command interfaces
                 np.equal(mode, EFFORT, out=self._is_effort)
                 self._any_effort = bool(self._is_effort.any())

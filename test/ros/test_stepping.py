@@ -115,13 +115,13 @@ def test_a_scene_without_actuated_joints_makes_no_gravity_data():
     alone = Simulator(ball, engine="tamsi", time_step=2e-3)
     sim = Simulator(ball, engine="tamsi", time_step=2e-3)
     loop = SteppingLoop(sim, 0.0)
-    assert loop.gravity_compensation and loop._gravity_data is None
+    assert loop.gravity_compensation and loop._gravity is None
     for _ in range(100):
         alone.step()
         loop.step_now()
     np.testing.assert_array_equal(sim.q, alone.q)
     robot = SteppingLoop(Simulator(SCENE, engine="semi_implicit", time_step=2e-3), 0.0)
-    assert robot._gravity_data is not None                    # a robot's joints are compensated
+    assert robot._gravity is not None                         # a robot's joints are compensated
 
 
 def test_trajectory_is_sampled_in_sim_time(sim):
