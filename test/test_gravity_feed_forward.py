@@ -70,3 +70,40 @@ def test_two_arms_and_their_object_and_a_world_of_objects_alone():
         q = pin.randomConfiguration(pm)
         np.testing.assert_allclose(ff.compute(q, g), _whole_world_gravity(model, data, q), rtol=0.0, atol=1e-12)
     assert GravityFeedForward.of(load_scene(SCENES / "icf_clutter.yaml").model) is None
+
+
+HINGED_BOX = """<robot name="hinged_box">
+  <link name="base"><inertial><mass value="0.5"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial><collision><geometry><box size="0.1 0.1 0.05"/></geometry></collision></link>
+  <link name="lid"><inertial><origin xyz="0.05 0 0"/><mass value="0.1"/>
+    <inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="lid_hinge" type="revolute"><parent link="base"/><child link="lid"/><origin xyz="-0.05 0 0.025"/>
+    <axis xyz="0 1 0"/><limit lower="0" upper="2" effort="1" velocity="1"/></joint>
+</robot>"""
+
+
+def test_an_object_with_a_joint_of_its_own_keeps_its_free_flyer():
+    """A free-floating box with a hinged lid beside the iiwa: the lid's g depends on how the box is turned, so the
+    box keeps its free flyer (a plain block beside it is locked away) and the lid's and the arm's g are exact."""
+    model = load_scene({"robot": "iiwa_wsg", "environment": GROUND,
+                        "objects": [{"name": "box", "urdf": HINGED_BOX, "pose": {"xyz": [0.6, 0.0, 0.05]}},
+                                    OBJECTS[0]]}).model
+    pm = model.pin_model
+    assert "lid_hinge" in model.joint_names
+    ff = GravityFeedForward.of(model)
+    assert ff.model.nv == pm.nv - 6                          # the block only
+    data, g = pin.Data(pm), np.empty(len(model.joint_names))
+    lid = model.joint_names.index("lid_hinge")
+    rng = np.random.default_rng(3)
+    lid_torques = []
+    for _ in range(20):
+        q = pin.randomConfiguration(pm)
+        q[np.isnan(q)] = 0.0
+        for b in model.free_bodies:
+            iq = pm.joints[b.joint_id].idx_q
+            quat = rng.normal(size=4)
+            q[iq:iq + 3], q[iq + 3:iq + 7] = rng.uniform(-1.0, 1.0, 3), quat / np.linalg.norm(quat)
+        expected = _whole_world_gravity(model, data, q)
+        np.testing.assert_allclose(ff.compute(q, g), expected, rtol=0.0, atol=1e-12)
+        lid_torques.append(expected[lid])
+    assert np.ptp(lid_torques) > 0.01                        # N m: it does change with the box's orientation

@@ -3,7 +3,8 @@ robot against gravity, which the node's ``gravity_compensation`` adds to positio
 (as the iiwa's and the Panda's own controllers do; sim/default_gains.py explains why the PD does not carry it).
 
 It is computed on the model without its free objects: a free object hangs on the world by a free flyer, so its
-weight acts on no joint and the actuated joints' g(q) does not depend on it. ``pin.buildReducedModel`` locks those
+weight acts on no joint and the actuated joints' g(q) does not depend on it (an object with joints of its own, a
+URDF object with a hinged lid, keeps its free flyer: the lid's g depends on how the object is turned). ``pin.buildReducedModel`` locks those
 free flyers away; the robots' g(q) is then the same to round-off (differences of 1e-14 N*m on the iiwa;
 test/test_gravity_feed_forward.py holds every preset to 1e-12), and it costs a robot-sized RNEA and a
 robot-sized Pinocchio Data instead of the whole world's: Pinocchio 4.1's Data holds four nv^3 tensors
@@ -29,7 +30,10 @@ class GravityFeedForward:
 
     def __init__(self, model):
         pm = model.pin_model
-        world_objects = [b.joint_id for b in model.free_bodies if pm.parents[b.joint_id] == 0]
+        # free objects on the world that carry no joint (an articulated object's own joints feel its base's tilt)
+        carriers = {pm.parents[j] for j in range(1, pm.njoints)}
+        world_objects = [b.joint_id for b in model.free_bodies
+                         if pm.parents[b.joint_id] == 0 and b.joint_id not in carriers]
         reduced = pin.buildReducedModel(pm, world_objects, pin.neutral(pm)) if world_objects else pm
         # the reduced model's q is one block of the whole model's q (the loader puts the robots first, the objects
         # after them): a view of it, no gather; any other layout keeps the whole model
