@@ -217,6 +217,38 @@ def test_sensor_at_moving_joint_uses_transmitted_wrench(tmp_path):
     np.testing.assert_allclose(reading[:3], rot.T @ [0.0, 0.0, -SUBTREE["finger1"][0] * G], atol=1e-9)
 
 
+@pytest.mark.parametrize("links", [("l1", "ft"), ("palm", "finger1")])
+def test_sensor_on_the_robot_alone_reads_what_the_whole_model_reads(tmp_path, monkeypatch, links):
+    """The sensor's dynamics run on the arm alone (the held object's free flyer locked away: nv 2 instead of 8);
+    at random states, accelerations and contacts (pads against the object, the object against the ground) it
+    reads what the same sensor on the whole model reads (to round-off), at the wrist and at the finger joint."""
+    import contact_sim_ros.sim.sensors as sensors
+    from contact_sim_ros.model.robots_only import RobotsOnly
+    model = build_model(tmp_path)
+    pm = model.pin_model
+    sensor = ForceTorqueSensor(model, *links)
+    assert sensor.robots.model.nv == model.nv - 6
+    monkeypatch.setattr(sensors, "robots_only", lambda m: RobotsOnly(m.pin_model, None, None,
+                                                                     np.arange(m.pin_model.njoints)))
+    whole = ForceTorqueSensor(model, *links)
+    assert whole.robots.model is pm
+    obj, finger, palm = (geometry_index(model, name) for name in ("object", "finger1", "palm"))
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        q = pin.randomConfiguration(pm, -np.ones(pm.nq), np.ones(pm.nq))
+        q[:2] = rng.uniform([-1.5, 0.0], [1.5, 0.05])
+        v, a = rng.normal(size=pm.nv), rng.normal(size=pm.nv)
+        points = rng.uniform(-1.0, 1.0, (3, 3))
+        forces = rng.normal(size=(3, 3)) * 10.0
+        contacts = hand_contacts(model, [finger, palm, 0], [obj, obj, obj], points, forces)
+        if links[1] == "finger1":
+            contacts = hand_contacts(model, [finger, obj, palm], [obj, finger, obj], points, forces)
+        for c, f in ((None, None), (contacts, forces)):
+            expected = whole.compute(q, v, a, c, f)
+            np.testing.assert_allclose(sensor.compute(q, v, a, c, f), expected, rtol=0.0,
+                                       atol=1e-11 * (1.0 + np.abs(expected).max()))
+
+
 def test_bad_sensor_links_name_valid_choices(tmp_path):
     model = build_model(tmp_path)
     with pytest.raises(ConfigError, match="unknown F/T sensor child link 'nope'.*palm"):

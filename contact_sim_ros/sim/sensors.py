@@ -15,6 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, unknown_choice
+from ..model.robots_only import RobotsOnly, robots_only
 
 
 def cross_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -208,9 +209,18 @@ class ForceTorqueSensor:
         ngeom = len(model.collision_model.geometryObjects)
         self.fixed_geometry = np.array([_body_frame_of_geometry(model, g) in fixed_links for g in range(ngeom)],
                                        dtype=bool)
-        self.data = pin.Data(pm)
+        # the dynamics run on the robots alone (model/robots_only.py: the free objects, never in a robot's subtree,
+        # locked away; a robot-sized RNEA and Data); the topology above is the whole model's
+        self.robots = robots_only(model)
+        rm, joint_of = self.robots.model, self.robots.joint_of
+        if joint_of[self.joint] < 0 or any(joint_of[c] < 0 for c in self.child_joints):
+            self.robots = RobotsOnly(pm, None, None, np.arange(pm.njoints))
+            rm, joint_of = pm, self.robots.joint_of
+        self._joint = int(joint_of[self.joint])
+        self._child_joints = [int(joint_of[c]) for c in self.child_joints]
+        self.data = pin.Data(rm)
         self._fext = pin.StdVec_Force()
-        for _ in range(pm.njoints):
+        for _ in range(rm.njoints):
             self._fext.append(pin.Force.Zero())
         self._joint_wrench = np.zeros((pm.njoints, 6))
         self._touched: list[int] = []
@@ -218,9 +228,11 @@ class ForceTorqueSensor:
     def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
         """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
         acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame)."""
-        pm = self.model.pin_model
+        robots = self.robots
+        rm, joint_of = robots.model, robots.joint_of
         d = self.data
-        pin.forwardKinematics(pm, d, q)
+        q, v, a = robots.q(q), robots.v(v), robots.v(a)
+        pin.forwardKinematics(rm, d, q)
         have_contacts = contacts is not None and contacts.size > 0
         for j in self._touched:           # joints that carried contact wrenches last time
             self._fext[j] = pin.Force.Zero()
@@ -228,18 +240,19 @@ class ForceTorqueSensor:
         if have_contacts:
             world = joint_contact_wrenches(self.model, contacts, forces, self._joint_wrench)
             for j in np.unique(np.concatenate((contacts.joint_a, contacts.joint_b))).tolist():
-                if j > 0:   # world wrench about the origin -> joint-local wrench
-                    self._fext[j] = d.oMi[j].actInv(pin.Force(world[j, :3], world[j, 3:]))
-                    self._touched.append(j)
-        pin.rnea(pm, d, q, v, a, self._fext)
-        j = self.joint
+                jr = int(joint_of[j])
+                if jr > 0:   # world wrench about the origin -> joint-local wrench (locked objects: not robots')
+                    self._fext[jr] = d.oMi[jr].actInv(pin.Force(world[j, :3], world[j, 3:]))
+                    self._touched.append(jr)
+        pin.rnea(rm, d, q, v, a, self._fext)
+        j = self._joint
         if self.moving_joint:
             f_sub = d.f[j]
         else:
             vj, agf = d.v[j], d.a_gf[j]
             inertia = self.fixed_inertia
             f_sub = inertia * agf + vj.cross(inertia * vj)
-            for c in self.child_joints:
+            for c in self._child_joints:
                 f_sub = f_sub + d.liMi[c].act(d.f[c])
             if have_contacts:
                 mask_b = self.fixed_geometry[contacts.geometry_b]
