@@ -228,8 +228,7 @@ def test_sensor_on_the_robot_alone_reads_what_the_whole_model_reads(tmp_path, mo
     pm = model.pin_model
     sensor = ForceTorqueSensor(model, *links)
     assert sensor.robots.model.nv == model.nv - 6
-    monkeypatch.setattr(sensors, "robots_only", lambda m: RobotsOnly(m.pin_model, None, None,
-                                                                     np.arange(m.pin_model.njoints)))
+    monkeypatch.setattr(sensors, "robots_only", lambda m: RobotsOnly.whole(m.pin_model))
     whole = ForceTorqueSensor(model, *links)
     assert whole.robots.model is pm
     obj, finger, palm = (geometry_index(model, name) for name in ("object", "finger1", "palm"))

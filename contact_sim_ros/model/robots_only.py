@@ -28,6 +28,11 @@ class RobotsOnly:
     v_block: slice | None
     joint_of: np.ndarray
 
+    @staticmethod
+    def whole(pin_model: pin.Model) -> "RobotsOnly":
+        """The whole model itself: nothing locked away."""
+        return RobotsOnly(pin_model, None, None, np.arange(pin_model.njoints))
+
     def q(self, q_whole: np.ndarray) -> np.ndarray:
         """The robots' configuration (a view of the whole model's ``q_whole``)."""
         return q_whole if self.q_block is None else q_whole[self.q_block]
@@ -43,7 +48,7 @@ def robots_only(model) -> RobotsOnly:
     pm = model.pin_model
     carriers = {pm.parents[j] for j in range(1, pm.njoints)}
     locked = [b.joint_id for b in model.free_bodies if pm.parents[b.joint_id] == 0 and b.joint_id not in carriers]
-    whole = RobotsOnly(pm, None, None, np.arange(pm.njoints))
+    whole = RobotsOnly.whole(pm)
     if not locked or len(locked) == pm.njoints - 1:
         return whole
     reduced = pin.buildReducedModel(pm, locked, pin.neutral(pm))

@@ -28,12 +28,18 @@ class GravityFeedForward:
 
     def __init__(self, model):
         self.robots = robots_only(model)
-        self.model = rm = self.robots.model              # the robots (the whole model when it has no free object)
+        rm = self.robots.model
         self._data = pin.Data(rm)
         self._v_index = np.array([rm.joints[rm.getJointId(name)].idx_v for name in model.joint_names],
                                  dtype=np.intp)
 
+    @property
+    def model(self) -> pin.Model:
+        """The robots' Pinocchio model (the whole model when it has no free object)."""
+        return self.robots.model
+
     def compute(self, q: np.ndarray, out: np.ndarray) -> np.ndarray:
         """g (N*m or N) of the actuated joints at the whole model's configuration ``q`` (nq,), into ``out``
         (len(joint_names),); returns ``out``."""
-        return pin.computeGeneralizedGravity(self.model, self._data, self.robots.q(q)).take(self._v_index, out=out)
+        robots = self.robots
+        return pin.computeGeneralizedGravity(robots.model, self._data, robots.q(q)).take(self._v_index, out=out)

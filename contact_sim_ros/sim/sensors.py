@@ -214,7 +214,7 @@ class ForceTorqueSensor:
         self.robots = robots_only(model)
         rm, joint_of = self.robots.model, self.robots.joint_of
         if joint_of[self.joint] < 0 or any(joint_of[c] < 0 for c in self.child_joints):
-            self.robots = RobotsOnly(pm, None, None, np.arange(pm.njoints))
+            self.robots = RobotsOnly.whole(pm)
             rm, joint_of = pm, self.robots.joint_of
         self._joint = int(joint_of[self.joint])
         self._child_joints = [int(joint_of[c]) for c in self.child_joints]
