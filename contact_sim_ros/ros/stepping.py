@@ -8,7 +8,8 @@ now (time is lost rather than caught up in one long burst). With r = 0 it steps 
 
 Failure paths (docs/ros_interface.md, "When things go wrong"): a failed step (the Simulator already retried it
 with 2, 4 ... 16 sub-steps) keeps the state and publishes nothing; ``max_failed_steps`` consecutive failed steps
-pause the loop with a reason (``pause_reason``) and call ``on_failure``; ``~/reset`` recovers. While paused, the
+call ``on_failure`` (the node logs the cause) and then pause the loop with a reason (``pause_reason``), so the
+cause is in the log before the pause shows anywhere (diagnostics, ~/pause); ``~/reset`` recovers. While paused, the
 hooks marked ``while_paused`` (joint states) are republished every ``paused_publish_period`` s of wall time with
 the frozen state. An exception escaping the loop ends the thread and calls ``on_error`` (the node exits).
 Position targets are rate-limited to the joints' velocity limits (``_limit_rates``).
@@ -593,11 +594,11 @@ class SteppingLoop:
         """A step failed after every sub-step level (state kept); ``max_failed_steps`` in a row pause."""
         self._failures += 1
         gave_up = self._failures >= self.max_failed_steps
+        if self.on_failure is not None:       # first: the cause is logged before diagnostics can show the pause
+            self.on_failure(report, gave_up)
         if gave_up:
             self.set_paused(True, reason=f"{self._failures} consecutive failed steps at t = {report.t:.6f} s: "
                                          f"{report.message}")
-        if self.on_failure is not None:
-            self.on_failure(report, gave_up)
 
     def _do_reset(self):
         for hook in self.hooks:

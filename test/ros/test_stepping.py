@@ -184,6 +184,36 @@ def test_solver_failures_are_counted_and_stepping_goes_on():
     assert np.all(np.isfinite(sim.q))
 
 
+def test_persistent_failures_are_reported_before_the_loop_pauses():
+    """Every attempt fails: after ``max_failed_steps`` in a row the loop calls ``on_failure`` (the node logs the
+    cause there) while it still runs, and pauses right after with the reason, so nothing can show the pause before
+    the cause is logged."""
+    from contact_sim_ros.engines.base import SolverStatus
+
+    sim = Simulator(SCENE, engine="semi_implicit", time_step=2e-3, max_substep_levels=0)
+    real_step = sim.engine._do_step
+
+    def failing(inputs):
+        result = real_step(inputs)
+        result.stats.status, result.stats.message = SolverStatus.FAILED, "injected failure"
+        return result
+    sim.engine._do_step = failing
+    loop = SteppingLoop(sim, 0.0)
+    seen = []
+    loop.on_failure = lambda report, gave_up: seen.append((gave_up, loop.paused, loop.stats(False).paused))
+    loop.start()
+    try:
+        wait_deadline = time.monotonic() + 20.0
+        while not loop.paused and time.monotonic() < wait_deadline:
+            time.sleep(0.01)
+        assert loop.paused and "consecutive failed steps" in loop.pause_reason
+    finally:
+        loop.stop()
+    assert len(seen) == loop.max_failed_steps
+    assert [g for g, _, _ in seen] == [False] * (loop.max_failed_steps - 1) + [True]
+    assert all(not paused and not reported for _, paused, reported in seen)   # not paused yet at the report
+
+
 def test_a_failing_publication_does_not_stop_the_simulation(sim):
     sim.reset()
 
