@@ -103,6 +103,9 @@ class ConvexICFEngine(ContactEngine):
 
     Subclasses set ``name`` and ``contact_model`` ('lagged', 'similar' or 'sap')."""
 
+    kernel_modules = (icf_kernels.__name__,)
+    warm_up_scenes = ("scenes/default.yaml",)
+
     contact_model: str = "lagged"
 
     @dataclass

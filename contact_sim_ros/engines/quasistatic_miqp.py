@@ -71,6 +71,8 @@ import pinocchio as pin
 
 from ..errors import ConfigError, EngineError, unknown_choice
 from ..geometry.contact_set import ContactSet
+from ..solvers import lemke_kernels
+from ..solvers.lemke import LemkeSolver
 from ..solvers.miqp import (MIQP, MIQP_BACKENDS, MIQPSolution, ScipPersistent, daqp_fixed_mode, fixed_mode_start,
                             import_lp_solver, least_impulse_fixed_motion, polish_fixed_mode)
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
@@ -810,6 +812,8 @@ class QuasistaticLCPEngine(_QuasistaticBase):
 
     name = "quasistatic_lcp"
     description = "Trinkle's quasistatic LCP time stepping (baseline of the MIQP engine), Lemke's method"
+    kernel_modules = (lemke_kernels.__name__,)
+    warm_up_scenes = ("scenes/quasistatic_iiwa_box.yaml",)
 
     @dataclass
     class Options:
@@ -818,7 +822,6 @@ class QuasistaticLCPEngine(_QuasistaticBase):
 
     def __init__(self, model, options=None):
         super().__init__(model, options)
-        from ..solvers.lemke import LemkeSolver
         self._lemke = LemkeSolver(max_pivots=self.options.max_pivots)
         self.last_solve_info = QuasistaticSolveInfo(backend="lemke")
 

@@ -41,7 +41,7 @@ from .frames import tf_edges
 from .node_config import (DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path,
                           use_fastdds_writer_profile)
 from .state_messages import (TransformsCdr, body_wrenches, clock_cdr, fill_wrench, has_readers,
-                             stamp)  # stamp: also imported from here by the controllers
+                             stamp)
 from .stepping import PublishHook, SteppingLoop, loop_status
 
 try:
@@ -98,7 +98,7 @@ class SimNode(Node):
                              engine_options=cfg.engine_options_dict())
         sim = self.sim
         self.model = sim.model
-        from ..jit import cold_start_note
+        from ..kernel_cache import cold_start_note
         note = cold_start_note(cfg.engine)          # kernels missing from the compiled-code cache
         if note:
             self.get_logger().warn(note)

@@ -15,9 +15,8 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ContactSimError, unknown_choice
-from ..model.composition import mount_order, prefixed_preset
-from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
-                            load_robot_preset)
+from ..model.composition import build_scene_model, mount_order, prefixed_preset
+from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset
 from ..model.multibody_model import MultibodyModel, model_body_names
 from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
 
