@@ -546,3 +546,13 @@ def test_rclpy_is_imported_only_in_its_places():
         if lines:
             outside[module] = sorted(lines)
     assert not outside, f"rclpy imported outside {', '.join(RCLPY_PLACES)} (module: lines): {outside}"
+
+
+def test_readme_engine_table_lists_exactly_the_registered_engines():
+    """The engine names are written once, in the registry (the engines' ``name``); the README's table and the kernel
+    table (the engines' ``kernel_modules``) follow it."""
+    from contact_sim_ros.engines.registry import engine_names
+    section = (ROOT / "README.md").read_text().split("\n## Engines", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
+    assert listed == set(engine_names()), listed ^ set(engine_names())

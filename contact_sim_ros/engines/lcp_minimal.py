@@ -1,8 +1,7 @@
 """Minimal-coordinate LCP engine: operational-space complementarity with collisions and restitution.
 
 Paper: A. Jain, C. Crean, C. Kuo, S. Myint, H. von Bremen, "Minimal Coordinate Formulation of Contact
-Dynamics in Operational Space" (RSS 2012), /work/shared/papers/minimal-coordinate-contact-operational-space.md.
-Equation numbers below refer to it.
+Dynamics in Operational Space" (RSS 2012). Equation numbers below refer to it.
 
 Per step, in the joint (minimal) coordinates of the scene's Pinocchio model:
 

@@ -1,7 +1,7 @@
 """Quasistatic time stepping as a mixed-integer QP (Pang & Tedrake, IROS 2018), and Trinkle's LCP baseline.
 
-Paper: T. Pang, R. Tedrake, "A Robust Time-Stepping Scheme for Quasistatic Rigid Multibody Systems", IROS 2018
-(``shared/papers/quasistatic-miqp-time-stepping.md``); the LCP baseline is J. Trinkle, S. Berard, J.-S. Pang,
+Paper: T. Pang, R. Tedrake, "A Robust Time-Stepping Scheme for Quasistatic Rigid Multibody Systems", IROS 2018;
+the LCP baseline is J. Trinkle, S. Berard, J.-S. Pang,
 "A time-stepping scheme for quasistatic multibody systems", ISATP 2005 (the paper's ref. [14], section III).
 
 State = configuration only. One step advances q by the tangent increment dq (nv,) (``v_next = dq / h``; the

@@ -1,7 +1,7 @@
 """TAMSI: Transition-Aware Modified Semi-Implicit time stepping for compliant contact with regularized friction.
 
 Castro, Qu, Kuppuswamy, Alspach, Sherman, "A Transition-Aware Method for the Simulation of Compliant Contact
-with Regularized Friction", RA-L 2020 (``/work/shared/papers/tamsi-transition-aware-semi-implicit.md``).
+with Regularized Friction", RA-L 2020.
 Equation numbers below refer to that paper.
 
 Contact model (section II-B), per contact i, with the package's sign conventions (``geometry/contact_set.py``:
