@@ -150,3 +150,12 @@ def model_body_names(model: MultibodyModel) -> list[str]:
     links = [f.name for f in model.pin_model.frames
              if f.type == pin.FrameType.BODY and f.parentJoint not in free]
     return [b.name for b in model.free_bodies] + links
+
+
+def parent_link_frame(pin_model, frame_id: int) -> int:
+    """The BODY frame of the parent link of link ``frame_id`` (0 for the universe): the TF tree's parent and the
+    F/T sensors' link chains."""
+    f = pin_model.frames[frame_id].parentFrame
+    while f > 0 and pin_model.frames[f].type != pin.FrameType.BODY:
+        f = pin_model.frames[f].parentFrame
+    return f
