@@ -27,7 +27,7 @@ class ForceTorqueSensorBroadcaster(Controller):
     def __init__(self, name, ctype, params, ctx):
         super().__init__(name, ctype, params, ctx)
         from ...sim.sensors import ForceTorqueSensor
-        from ..sim_node import stamp
+        from ..state_messages import stamp
         self._stamp = stamp
         sensor = self.param("sensor_name", "", str)
         if not sensor:

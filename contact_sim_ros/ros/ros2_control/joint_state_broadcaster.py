@@ -33,7 +33,7 @@ class JointStateBroadcaster(Controller):
 
     def __init__(self, name, ctype, params, ctx):
         super().__init__(name, ctype, params, ctx)
-        from ..sim_node import stamp
+        from ..state_messages import stamp
         self._stamp = stamp
         m = ctx.model
         joints = [str(j) for j in self.param("joints", [], list)]

@@ -299,7 +299,7 @@ class JointTrajectoryController(Controller):
     def _feedback(self, fb):
         t, qd, vd, q, v = fb
         msg = FollowJointTrajectory.Feedback()
-        from ..sim_node import stamp
+        from ..state_messages import stamp
         stamp(t, msg.header.stamp)
         msg.joint_names = [self.joints[k] for k in range(len(self.joints))]
         msg.desired = JointTrajectoryPoint(positions=qd.tolist(), velocities=vd.tolist())
