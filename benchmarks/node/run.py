@@ -384,7 +384,7 @@ def parts_table(engine, scene, dt, n=2000):
             best = min(best, (time.thread_time() - t0) / calls)
         return 1e6 * best
     rows = [("Simulator.step (physics)", 1.0, per_call(sim.step)),
-            ("commands + controllers + gravity compensation", 1.0, per_call(loop._apply_commands))]
+            ("commands + controllers + gravity compensation", 1.0, per_call(loop._cycle))]
     rows += [(f"hook {h.name} (every {h.every})", 1.0 / h.every,
               per_call(lambda h=h: h.fn(sim), max(n // h.every, 200))) for h in loop.hooks]
     load = os.getloadavg()[0]
