@@ -46,6 +46,7 @@ from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: F401 - the bags' CDR, for replay too
 
 from ..errors import ConfigError
+from ..resources import share_dir
 
 BAG_VERSION = 9                         # rosbag2 metadata version written by Jazzy
 MAX_QUEUED = 200_000                    # messages waiting for the writer thread (~ 1 min at sim_node's default rates)
@@ -74,7 +75,6 @@ def _msg_dirs(pkg: str) -> list[Path]:
     own = Path(__file__).resolve().parents[2] / "msgs" / pkg / "msg"       # source checkout
     dirs.append(own)
     try:
-        from ..resources import share_dir
         dirs.append(Path(share_dir()) / "msgs" / pkg / "msg")
     except Exception:   # pragma: no cover - resources not importable in an odd install
         pass
