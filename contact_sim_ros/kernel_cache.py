@@ -36,6 +36,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.engines.icf_kernels": 17.0,    # the whole step, deferred contacts, SAP line search (issue 18)
     "contact_sim_ros.engines.lcp_kernels": 2.0,
     "contact_sim_ros.solvers.lemke_kernels": 3.0,
+    "contact_sim_ros.solvers.rtsafe": 0.5,          # the ICF engines' line search (also from their numpy path)
 }
 # kernel modules every engine's step calls: the contact query's, the free-body motion's and the free-body models'
 # (sim/free_body_step.FreeBodies); an engine's own are its class's ``kernel_modules``

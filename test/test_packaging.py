@@ -384,7 +384,7 @@ PACKAGE = ROOT / "contact_sim_ros"
 # and the scenario controllers' links to a robot's ROS 2 interface: robot_link (over ROS 2) and inprocess_link (the
 # same interface in process; it turns the node's serialized publications back into messages).
 RCLPY_PLACES = ("ros/", "controllers/robot_link.py", "controllers/inprocess_link.py")
-# what a kernel module (one that imports contact_sim_ros.jit's njit) may import besides other kernel modules
+# what a kernel module (one with a function decorated with njit) may import besides other kernel modules
 KERNEL_MODULE_IMPORTS = {"__future__", "math", "numpy", "contact_sim_ros.jit"}
 
 

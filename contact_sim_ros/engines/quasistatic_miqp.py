@@ -283,6 +283,19 @@ class _QuasistaticBase(ContactEngine):
             tau += cv_plus_g - inputs.gravity_force
         return tau
 
+    def _step_start(self, inputs: StepInputs, backend: str):
+        """What every quasistatic step starts with: (dq_bar, tau, rows) from the commanded increment and the applied
+        force, a fresh ``last_solve_info`` for ``backend``, and with contacts ``rows`` = (Jn, Jf, bias_f, phi),
+        phi = signed distance + h bias_n (m, includes prescribed surface motion); ``rows`` is None without contacts
+        (the step is then ``_no_contact_step``)."""
+        dq_bar = self.commanded_increment(inputs)
+        tau = self.applied_force(inputs)
+        self.last_solve_info = QuasistaticSolveInfo(backend=backend)
+        if inputs.contacts.size == 0:
+            return dq_bar, tau, None
+        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        return dq_bar, tau, (Jn, Jf, bias_f, inputs.contacts.signed_distance + inputs.dt * bias_n)
+
     def contact_rows(self, inputs: StepInputs):
         """(Jn (nc, nv), Jf (nc nd, nv), bias_n (nc,), bias_f (nc nd,)): normal rows (eq. 3) and polyhedral
         friction rows Jf_i = d_i^T J_c_i (eq. 4), v-space (per unit tangent increment, m per m or rad)."""
@@ -494,15 +507,11 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         h = inputs.dt
         nv, nc, nd = self.model.nv, c.size, len(self._dcoef)
         ia, iu = self._ia, self._iu
-        dq_bar = self.commanded_increment(inputs)
-        tau = self.applied_force(inputs)
-        self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
-        if nc == 0:
+        dq_bar, tau, rows = self._step_start(inputs, o.solver)
+        if rows is None:
             return self._no_contact_step(inputs, dq_bar, tau)
-
-        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        Jn, Jf, bias_f, phi = rows
         nf = nc * nd
-        phi = c.signed_distance + h * bias_n                        # m, includes prescribed surface motion
         K = (np.full(nc, float(o.hypothetical_penetration_stiffness))
              if o.hypothetical_penetration_stiffness is not None else np.asarray(c.stiffness, float))
         mu = np.asarray(c.friction, float)
@@ -830,14 +839,11 @@ class QuasistaticLCPEngine(_QuasistaticBase):
         h = inputs.dt
         nv, nc, nd = self.model.nv, c.size, len(self._dcoef)
         ia, iu = self._ia, self._iu
-        dq_bar = self.commanded_increment(inputs)
-        tau = self.applied_force(inputs)
-        self.last_solve_info = QuasistaticSolveInfo(backend="lemke")
-        if nc == 0:
+        dq_bar, tau, rows = self._step_start(inputs, "lemke")
+        if rows is None:
             return self._no_contact_step(inputs, dq_bar, tau)
-        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        Jn, Jf, bias_f, phi = rows
         nf, nu = nc * nd, iu.size
-        phi = c.signed_distance + h * bias_n
         # scaled units (conditioning): dq' = dq / L, Gamma' = Gamma / L, P' = P / S
         L = max(float(np.abs(dq_bar).max(initial=0.0)), float(np.abs(phi).min(initial=1.0)), 1e-4)
         S = h * max(float(np.abs(tau[iu]).max(initial=0.0)), 1e-6)

@@ -1,5 +1,6 @@
-"""Several robots in ONE physics model: what the scene key ``robots:`` (docs/design.md, "Scene files"; parsed in
-sim/scene.py) builds.
+"""The scene's ONE physics model (``build_scene_model``): robot(s) + free objects + static environment -> an
+immutable ``MultibodyModel``, from what ``loader.py`` reads. Several robots: what the scene key ``robots:``
+(docs/design.md, "Scene files"; parsed in sim/scene.py) builds.
 
 Each robot of a scene is a ``RobotPreset`` whose names already carry the robot's ``prefix`` (``prefixed_preset``):
 joint groups, gains, initial positions, armature, F/T sensor, tool and fingertip frames, contact bodies, materials

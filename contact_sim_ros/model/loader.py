@@ -1,13 +1,11 @@
-"""URDF / robot preset / scene description -> immutable ``MultibodyModel``.
-
-Everything that reads a description file lives here; errors name the file and the problem.
+"""Reading descriptions: URDFs, robot presets and the scene's body specs (``ShapeSpec``, ``ObjectSpec``,
+``EnvironmentSpec``). Errors name the file and the problem. ``model/composition.py`` builds the scene's one
+``MultibodyModel`` from them (it imports this module, never the other way round).
 
 * ``load_urdf``: a URDF (path or XML string) -> Pinocchio model + collision ``GeometryModel``
   (``<mimic>`` joints become Pinocchio mimic joints; triangle meshes become convex hulls, because coal's
   signed distances for BVH meshes are wrong in penetration).
 * ``load_robot_preset``: ``config/robots/<name>.yaml`` (or a path) -> ``RobotPreset``.
-* ``build_scene_model``: robot(s) + free objects + static environment -> one ``MultibodyModel`` (several robots,
-  prefixed and mounted on each other: ``model/composition.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
+from ..resources import share_dir
 from ..yaml_files import check_keys, parse_pose, read_mapping
 from .multibody_model import MimicJoint
 from .robot_description import (default_package_dirs, prefix_urdf, resolve_uri, split_description,
@@ -176,12 +175,10 @@ def _meshes_to_convex(collision: pin.GeometryModel, source: str) -> None:
 
 
 def presets_dir() -> Path:
-    from ..resources import share_dir
     return Path(share_dir()) / "config" / "robots"
 
 
 def urdf_dir() -> Path:
-    from ..resources import share_dir
     return Path(share_dir()) / "urdf"
 
 

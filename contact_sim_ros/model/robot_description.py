@@ -1,4 +1,5 @@
-"""Robot descriptions that are not plain URDF files: xacro (``*.xacro``, ``*.urdf.xacro``) with arguments.
+"""A robot description's text, below the loader: xacro (``*.xacro``, ``*.urdf.xacro``) with arguments, where packages
+and mesh URIs are found (``default_package_dirs``, ``resolve_uri``), and name prefixes (``prefix_urdf``).
 
 A xacro file is expanded with the ``xacro`` Python package (the same code as ROS 2's ``xacro`` command) into a
 URDF that is written to a private cache folder (``<tmp>/contact_sim_ros-xacro-<uid>/<stem>-<hash>.urdf``,
@@ -12,7 +13,7 @@ the same file, so repeated loads do not accumulate files.
   file for a xacro.
 
 Inside a xacro, ``$(find pkg)`` resolves through the ament index (a ROS 2 install) and, failing that, in the
-folders of ``loader.default_package_dirs`` (``ROS_PACKAGE_PATH``, cmeel wheels such as example-robot-data, this
+folders of ``default_package_dirs`` (``ROS_PACKAGE_PATH``, cmeel wheels such as example-robot-data, this
 package's share folder), so that description packages that are not installed as ROS packages still expand.
 Relative mesh file names in the expanded URDF are made absolute against the xacro file's folder (they would
 otherwise resolve against the cache folder). ``package://`` URIs are left to the loader.
@@ -234,6 +235,7 @@ def resolve_uri(uri: str, base_dir: str | None, package_dirs: list[str]) -> str 
 
 
 # ------------------------------------------------------------------------------------- name prefixes
+
 
 def prefix_urdf(root: ET.Element, prefix: str) -> None:
     """Prepend ``prefix`` in place to every link and joint name of a parsed URDF ``<robot>`` and to every

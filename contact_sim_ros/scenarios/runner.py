@@ -30,6 +30,7 @@ import yaml
 from ..controllers.inprocess_link import InProcessLink
 from ..controllers.inprocess_robots import InProcessMultiRobotLink
 from ..controllers.pick_shake_place import run_controller
+from ..controllers.robot_link import MultiRobotLink, RobotLink
 from ..engines.registry import engine_names
 from ..errors import ConfigError
 from ..yaml_files import parse_yaml
@@ -151,7 +152,6 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots)
-    from ..controllers.robot_link import MultiRobotLink, RobotLink  # deferred: rclpy, only for a run over ROS 2
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
                             stdout=log, stderr=subprocess.STDOUT)

@@ -18,6 +18,7 @@ from ..errors import ConfigError, ContactSimError, unknown_choice
 from ..model.composition import build_scene_model, mount_order, prefixed_preset
 from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset
 from ..model.multibody_model import MultibodyModel, model_body_names
+from ..resources import share_dir
 from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
 
 # ------------------------------------------------------------------------------ time expressions
@@ -254,7 +255,6 @@ class Scene:
         for r in self.robots:
             if r.name == name:
                 return r
-        from ..errors import unknown_choice
         raise ConfigError(f"{self.source}: " + unknown_choice("robot", name, [r.name for r in self.robots]))
 
 
@@ -273,7 +273,6 @@ def load_scene(scene, source: str | None = None) -> Scene:
     else:
         path = Path(str(scene))
         if not path.is_file():
-            from ..resources import share_dir
             cand = Path(share_dir()) / "scenes" / path
             cand = cand if cand.suffix else cand.with_suffix(".yaml")
             if not cand.is_file():
@@ -393,5 +392,4 @@ def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]
     if pm.existFrame(body):
         fid = pm.getFrameId(body)
         return int(pm.frames[fid].parentJoint), fid
-    from ..errors import unknown_choice
     raise ConfigError(f"{where}: " + unknown_choice("body", body, model_body_names(model)))

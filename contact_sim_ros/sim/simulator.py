@@ -23,7 +23,7 @@ from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
-from ..model.multibody_model import model_body_names
+from ..model.multibody_model import MimicExpansion, model_body_names
 from .default_gains import default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
@@ -667,12 +667,9 @@ class Simulator:
         return self.actuation_force[self.model.joint_v_index]
 
     def mimic_positions(self) -> dict:
-        m = self.model
-        out = {}
-        pos = dict(zip(m.joint_names, self.joint_positions()))
-        for mj in m.mimic_joints:
-            out[mj.name] = mj.multiplier * pos[mj.primary] + mj.offset
-        return out
+        """mimic joint name -> position (rad or m), from the actuated joints' (``MimicExpansion``)."""
+        mimic = MimicExpansion.of(self.model)
+        return dict(zip(mimic.names, mimic.positions(self.joint_positions()).tolist()))
 
     def kinetic_energy(self) -> float:
         return float(pin.computeKineticEnergy(self._pm, self.pin_data, self._q, self._v))

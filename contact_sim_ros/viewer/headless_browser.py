@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+import base64
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -152,7 +153,6 @@ class HeadlessChromium:
             time.sleep(settle)
 
     def screenshot(self, path) -> None:
-        import base64
         data = self.command("Page.captureScreenshot", format="png")["data"]
         Path(path).write_bytes(base64.b64decode(data))
 
