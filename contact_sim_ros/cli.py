@@ -28,6 +28,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -110,7 +111,15 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     out = out or sys.stdout
     from .sim.simulator import Simulator
     from .viewer.run_controls import pace
-    sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    from .sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
+    with warnings.catch_warnings():              # printed below
+        warnings.simplefilter("ignore", DefaultGainsWarning)
+        sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    robots = ", ".join(r.name for r in sim.scene.robots)
+    drives = (describe_default_gains(sim.default_gains, robots, sim.passive_joints)
+              or describe_passive_joints(sim.passive_joints))
+    if drives:
+        print(("warning: " if sim.default_gains else "") + drives, file=out, flush=True)
     from .jit import cold_start_note
     note = cold_start_note(engine)
     if note:

@@ -218,7 +218,9 @@ class RobotPort:
         else:
             shipped_robot = (dataclasses.replace(robot, name=robot.preset_name or robot.name)
                              if robot is not None else None)
-            file, inactive = resolve_controllers(cfg.controllers_file, shipped_robot, self.joint_names, inactive)
+            passive = set(self.sim_node.sim.passive_joints)      # a default set drives the driven joints only
+            file, inactive = resolve_controllers(cfg.controllers_file, shipped_robot,
+                                                 [j for j in self.joint_names if j not in passive], inactive)
         if robot is not None and robot.prefix:
             m = self.sim_node.model
             frames = [f.name for f in m.pin_model.frames]

@@ -2,6 +2,7 @@
 ``dynamic_joint_states`` (control_msgs/DynamicJointState) of the robot's joints.
 
 Parameters honoured: ``joints`` and ``interfaces`` (both empty: every joint, position/velocity/effort),
+``frame_id`` (the messages' header frame, verbatim as the real broadcaster; default ``base_link``),
 ``extra_joints`` (published with zeros), ``use_local_topics`` (``<name>/joint_states`` instead of
 ``joint_states``), ``update_rate`` (Hz; default: the node's ``joint_states_rate``); ``dynamic_joint_states`` at most 100 Hz (the
 real broadcaster publishes it at the update rate; its messages cost ~50 us each to build here). Joints the URDF marks
@@ -29,7 +30,7 @@ DYNAMIC_RATE_HZ = 100.0
 
 class JointStateBroadcaster(Controller):
     TYPES = ("joint_state_broadcaster/JointStateBroadcaster",)
-    PARAMETERS = ("joints", "interfaces", "extra_joints", "use_local_topics")
+    PARAMETERS = ("joints", "interfaces", "extra_joints", "use_local_topics", "frame_id")
 
     def __init__(self, name, ctype, params, ctx):
         super().__init__(name, ctype, params, ctx)
@@ -62,8 +63,10 @@ class JointStateBroadcaster(Controller):
         self._mimic_mult = np.array([mj.multiplier for mj in mimic])
         self._mimic_off = np.array([mj.offset for mj in mimic])
         self._pick = np.array([all_names.index(j) for j in self.joint_names], dtype=int)
+        self.frame_id = self.param("frame_id", "base_link", str)     # Jazzy's default; no frame prefix, as real
         self._msg = JointState()
         self._msg.name = self.joint_names + self.extra
+        self._msg.header.frame_id = self.frame_id
         # preallocated (no per-publication arrays): rows position, velocity, effort of every joint (actuated then
         # mimic), and of the published ones (extra joints: zeros)
         self._n_actuated = len(m.joint_names)
@@ -72,13 +75,14 @@ class JointStateBroadcaster(Controller):
         self._rows = [(k, name) for k, name in enumerate(("position", "velocity", "effort")) if name in self.interfaces]
         # every interface: published as serialized bytes (state_messages.JointStateCdr), without rclpy's conversion;
         # in process (no DDS) a new message per publication, which the reader takes as it is (no deserialization)
-        self._cdr = (JointStateCdr("", list(self._msg.name)) if len(self._rows) == 3 and self._msg.name and ctx.ros
-                     else None)
+        self._cdr = (JointStateCdr(self.frame_id, list(self._msg.name))
+                     if len(self._rows) == 3 and self._msg.name and ctx.ros else None)
         self.pub = ctx.node.create_publisher(JointState, prefix + "joint_states", 10)
         self.pub_dynamic = None
         if DynamicJointState is not None:
             self.pub_dynamic = ctx.node.create_publisher(DynamicJointState, prefix + "dynamic_joint_states", 10)
             self._dyn = DynamicJointState()
+            self._dyn.header.frame_id = self.frame_id
             self._dyn.joint_names = list(self._msg.name)
             names = [name for _, name in self._rows]
             self._dyn.interface_values = [InterfaceValue(interface_names=names) for _ in self._msg.name]
@@ -116,6 +120,7 @@ class JointStateBroadcaster(Controller):
             else:
                 msg = JointState()
                 msg.name = list(self._msg.name)
+                msg.header.frame_id = self.frame_id
             self._stamp(sim.t, msg.header.stamp)
             for k, name in self._rows:
                 setattr(msg, name, array.array("d", out[k].tobytes()))
