@@ -28,6 +28,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from . import kernel_cache
 from .engines.registry import engine_class, engine_names
 from .errors import ConfigError, ContactSimError
 from .kernel_cache import cold_start_note
+from .sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
 from .sim.simulator import MAX_TIME_STEP, Simulator
 from .viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from .viewer.scene_viewer import ViewerProcess
@@ -113,7 +115,14 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     if log_path:
         _check_log_path(log_path)
     out = out or sys.stdout
-    sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    with warnings.catch_warnings():              # printed below
+        warnings.simplefilter("ignore", DefaultGainsWarning)
+        sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    robots = ", ".join(r.name for r in sim.scene.robots)
+    drives = (describe_default_gains(sim.default_gains, robots, sim.passive_joints)
+              or describe_passive_joints(sim.passive_joints))
+    if drives:
+        print(("warning: " if sim.default_gains else "") + drives, file=out, flush=True)
     note = cold_start_note(engine)
     if note:
         print(note, file=out, flush=True)

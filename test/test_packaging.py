@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARE_FOLDERS = ("launch", "config", "urdf", "scenes")
 CONSOLE_SCRIPTS = {
     "contact-sim": "contact_sim_ros.cli:main",
-    "sim_node": "contact_sim_ros.ros.sim_node:main",
+    "sim_node": "contact_sim_ros.ros.sim_node_entry:main",
 }
 
 # import name -> rosdep key in package.xml (ROS packages whose key is their own name are not listed)

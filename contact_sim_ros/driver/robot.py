@@ -143,7 +143,7 @@ class Robot:
             return None
         return read_ros2_control(shipped, {"prefix": robot.prefix} if robot.prefix else None)
 
-    def controllers_file(self, controllers_file: str, inactive):
+    def controllers_file(self, controllers_file: str, inactive, passive_joints=()):
         """(ControllersFile, names to load inactive) of this robot (module docstring: which file), joint names
         prefixed with the robot's prefix where the file names them without it."""
         robot = self.robot
@@ -153,15 +153,18 @@ class Robot:
         else:
             shipped_robot = (dataclasses.replace(robot, name=robot.preset_name or robot.name)
                              if robot is not None else None)
-            file, inactive = resolve_controllers(controllers_file, shipped_robot, self.joint_names, inactive)
+            passive = set(passive_joints)          # a default set drives the driven joints only
+            file, inactive = resolve_controllers(controllers_file, shipped_robot,
+                                                 [j for j in self.joint_names if j not in passive], inactive)
         return file, list(inactive)
 
     def build_controller_manager(self, system, controllers_file: str, inactive, transport=None, limits=None,
-                                 engine=None, default_rates=None, name_errors: bool = False):
+                                 engine=None, default_rates=None, name_errors: bool = False,
+                                 passive_joints=()):
         """The robot's emulated ControllerManager over ``system`` (module docstring: which controllers file);
         ``transport``: its controllers' transport side; ``name_errors``: a ConfigError names the robot."""
         robot = self.robot
-        file, inactive = self.controllers_file(controllers_file, inactive)
+        file, inactive = self.controllers_file(controllers_file, inactive, passive_joints)
         if robot is not None and robot.prefix:
             frames = [f.name for f in self.model.pin_model.frames]
             info = system.command.hardware_info

@@ -56,6 +56,7 @@ def prefixed_preset(preset, prefix: str, **changes):
         joint_groups={g: JointGroup(grp.name, names(grp.joints), grp.controller)
                       for g, grp in preset.joint_groups.items()},
         gains={p + k: v for k, v in preset.gains.items()},
+        driven_joints=names(preset.driven_joints),
         armature={p + k: v for k, v in preset.armature.items()},
         ft_sensor=ft,
         tool_frame=p + preset.tool_frame if preset.tool_frame else preset.tool_frame,

@@ -223,6 +223,9 @@ class RobotPreset:
     frame_prefix: str | None = None            # for the ROS side only: prefix of its TF frames
     controllers_file: str | None = None        # for the ROS side only: its controller_manager YAML (absolute)
     inactive_controllers: tuple | None = None  # for the ROS side only: its controllers loaded inactive
+    # joints its URDF declares driven: a <ros2_control> <joint> with a <command_interface>, or a <transmission>'s
+    # <joint> (urdf_driven_joints); with its gains and a scene's joint_targets they get a drive (sim/default_gains.py)
+    driven_joints: tuple = ()
 
     def __post_init__(self):
         if not self.preset_name:
@@ -285,7 +288,7 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
         if not np.isfinite(armature[str(joint)]) or armature[str(joint)] < 0:
             raise ConfigError(f"{source}: armature of {joint!r} must be a number >= 0 (kg*m^2), got {value!r}")
     return RobotPreset(
-        armature=armature,
+        armature=armature, driven_joints=urdf_driven_joints(urdf),
         name=str(data.get("name", Path(source).stem)), source=source, urdf=str(urdf),
         base_pose=parse_pose(data.get("base_pose"), f"{source}: base_pose"),
         initial_positions={str(k): float(v) for k, v in (data.get("initial_positions") or {}).items()},
@@ -296,6 +299,20 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
         disabled_collisions=tuple(tuple(p) for p in (data.get("disabled_collisions") or ())),
         package_dirs=tuple(str((base / p).resolve()) for p in (data.get("package_dirs") or ())),
     )
+
+
+def urdf_driven_joints(urdf_path) -> tuple[str, ...]:
+    """The joints a URDF says are driven, in file order: the ``<joint>``s of its ``<ros2_control>`` blocks that
+    have a ``<command_interface>``, and the ``<joint>``s of its ``<transmission>``s (ROS 1 / gazebo_ros_control
+    style). Empty for a bare URDF (or one that cannot be parsed here: the model loader reports that)."""
+    try:
+        root = ET.parse(str(urdf_path)).getroot()
+    except (ET.ParseError, OSError):
+        return ()
+    names = [j.get("name") for block in root.iter("ros2_control") for j in block.findall("joint")
+             if j.find("command_interface") is not None]
+    names += [j.get("name") for tr in root.iter("transmission") for j in tr.findall("joint")]
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def _resolve_urdf_path(value: str, base: Path) -> Path | None:

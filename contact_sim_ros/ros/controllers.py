@@ -320,12 +320,14 @@ class JointStateIO(ControllerIO):
         prefix = f"{c.name}/" if c.local else ""
         self._msg = JointState()
         self._msg.name = list(c.names)
-        self._cdr = JointStateCdr("", list(c.names)) if len(c.rows) == 3 and c.names else None
+        self._msg.header.frame_id = c.frame_id
+        self._cdr = JointStateCdr(c.frame_id, list(c.names)) if len(c.rows) == 3 and c.names else None
         self.pub = node.create_publisher(JointState, prefix + "joint_states", 10)
         self.pub_dynamic = None
         if DynamicJointState is not None:
             self.pub_dynamic = node.create_publisher(DynamicJointState, prefix + "dynamic_joint_states", 10)
             self._dyn = DynamicJointState()
+            self._dyn.header.frame_id = c.frame_id
             self._dyn.joint_names = list(c.names)
             names = [name for _, name in c.rows]
             self._dyn.interface_values = [InterfaceValue(interface_names=names) for _ in c.names]

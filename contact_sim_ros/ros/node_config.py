@@ -52,6 +52,8 @@ class NodeConfig:
     scene: str = _p("", "string", description="scene YAML (objects, environment); '' = the robot (on a ground "
                     "plane)")
     ground: bool = _p(True, "bool", description="without a scene: add the ground plane z = 0 (off for the hands)")
+    passive_joints: list = _p([], "string_array", description="joints left without a drive (with the scene's "
+                              "own passive_joints; sim/default_gains.py)")
     engine: str = _p("tamsi", "string", description="contact engine (engines/registry.py)")
     engine_options: str = _p("", "string", description="YAML mapping of the engine's options, e.g. "
                              "\"{max_iterations: 50}\"")
@@ -218,6 +220,9 @@ class NodeConfig:
                                   "rpy": list(map(float, self.base_pose[3:]))}
         if robot is not None:
             data["robot"] = robot
+        if self.passive_joints:
+            data["passive_joints"] = list(dict.fromkeys(list(data.get("passive_joints") or [])
+                                                        + [str(j) for j in self.passive_joints]))
         return data
 
 
@@ -352,20 +357,47 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
         extra += ["-p", "viewer:=true"]
     if args.use_sim_time:
         extra += ["-p", "use_sim_time:=true"]
-    robot = args.robot
     node_name, namespace = args.node_name or "contact_sim", args.namespace or ""
     for a in ros_part:
-        if a.startswith("robot:=") and robot is None:
-            robot = a.split(":=", 1)[1]
-        elif a.startswith("__node:="):
+        if a.startswith("__node:="):
             node_name = a.split(":=", 1)[1]
         elif a.startswith("__ns:="):
             namespace = a.split(":=", 1)[1]
-    if robot is None and (args.scene or args.urdf):
-        # a scene's preset: its config/node/<robot>.yaml applies too; a robot mapping or a URDF: none ("")
-        robot = (_scene_robot_name(args.scene) if args.scene and args.urdf is None else None) or ""
+    # robot, urdf and scene as the node will have them (--config files, --params-file files as launch passes
+    # them, -p values, then the flags): they choose config/node/<robot>.yaml
+    config_args = [x for path in args.config for x in ("--params-file", path)]
+    given = {**_ros_args_parameters(config_args + ros_part, node_name, namespace),
+             **{k: getattr(args, k) for k in ("robot", "urdf", "scene") if getattr(args, k) is not None}}
+    robot, urdf, scene = (str(given[k]) if given.get(k) is not None else None for k in ("robot", "urdf", "scene"))
+    if urdf:      # a URDF instead of a preset (NodeConfig: urdf wins): no preset's node file
+        robot = ""
+    elif not robot and scene:
+        # a scene's preset: its config/node/<robot>.yaml applies too; a robot mapping: none ("")
+        robot = _scene_robot_name(scene) or ""
+    elif not robot:
+        robot = None    # neither robot, urdf nor scene: main() takes DEFAULT_ROBOT's file, as NodeConfig the robot
     return CommandLine(ros_part + (extra if len(extra) > 1 else []), robot, list(args.config), node_name,
                        namespace)
+
+
+def _ros_args_parameters(ros_args: list[str], node_name: str, namespace: str) -> dict:
+    """robot, urdf and scene of ROS arguments as rcl gives them to the node: ``--params-file`` files in order,
+    then ``-p name:=value``. Unreadable files are skipped here (rcl reports them)."""
+    files, values = [], {}
+    for flag, value in zip(ros_args, ros_args[1:]):
+        if flag == "--params-file":
+            files.append(value)
+        elif flag in ("-p", "--param") and value.split(":=", 1)[0] in ("robot", "urdf", "scene") and ":=" in value:
+            name, text = value.split(":=", 1)
+            try:
+                values[name] = yaml.safe_load(text)
+            except yaml.YAMLError:
+                values[name] = text
+    try:
+        merged = read_param_files(files, node_name, namespace.strip("/"), strict=False) if files else {}
+    except ConfigError:
+        merged = {}
+    return {**{k: merged[k] for k in ("robot", "urdf", "scene") if k in merged}, **values}
 
 
 def _scene_robot_name(scene: str) -> str | None:
@@ -378,9 +410,10 @@ def _scene_robot_name(scene: str) -> str | None:
     return robot if isinstance(robot, str) and robot in robot_names() else None
 
 
-def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "") -> dict:
+def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "", strict: bool = True) -> dict:
     """Merge the ``ros__parameters`` of ROS parameter YAML files (later files win) for this node: sections
-    ``/**``, ``<node_name>``, ``/<node_name>``, ``<ns>/<node_name>``. Unknown parameters are a ConfigError."""
+    ``/**``, ``<node_name>``, ``/<node_name>``, ``<ns>/<node_name>``. Unknown parameters are a ConfigError
+    (``strict`` False: ignored)."""
     ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
     keys = {"/**", "**", node_name, "/" + node_name, f"{ns}/{node_name}", f"{ns}/{node_name}".lstrip("/"),
             f"{ns}/**"}
@@ -398,7 +431,7 @@ def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "")
             if not isinstance(params, dict):
                 raise ConfigError(f"parameter file {path}: {key}.ros__parameters must be a mapping")
             unknown = sorted(set(params) - valid)
-            if unknown:
+            if unknown and strict:
                 raise ConfigError(f"parameter file {path}: " + unknown_choice("parameter", unknown[0], valid))
             merged.update(params)
     return merged

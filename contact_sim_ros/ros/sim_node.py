@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 import numpy as np
 import pinocchio as pin
@@ -42,7 +43,7 @@ from ..driver.system import SimulatorSystem
 from ..errors import ConfigError, ContactSimError
 from ..kernel_cache import cold_start_note
 from ..model.multibody_model import model_body_names
-from ..sim.default_gains import describe_default_gains
+from ..sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
 from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
 from ..sim.simulator import Simulator
 from .frames import tf_edges
@@ -114,8 +115,10 @@ class SimNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.log = self.get_logger()
 
-        self.sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
-                             engine_options=cfg.engine_options_dict())
+        with warnings.catch_warnings():          # said in the node's log below
+            warnings.simplefilter("ignore", DefaultGainsWarning)
+            self.sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
+                                 engine_options=cfg.engine_options_dict())
         sim = self.sim
         self.model = sim.model
         note = cold_start_note(cfg.engine)          # kernels missing from the compiled-code cache
@@ -123,7 +126,10 @@ class SimNode(Node):
             self.get_logger().warn(note)
         if sim.default_gains:
             self.get_logger().warn(describe_default_gains(sim.default_gains,
-                                                          sim.scene.robot.name if sim.scene.robot else "robot"))
+                                                          sim.scene.robot.name if sim.scene.robot else "robot",
+                                                          sim.passive_joints))
+        elif sim.passive_joints:
+            self.get_logger().info(describe_passive_joints(sim.passive_joints))
         self.limits = JointLimits.from_model(self.model)
         self.robot = sim.scene.robot
         self.prefix = cfg.frame_prefix
@@ -686,6 +692,12 @@ def main(argv=None) -> int:
     Parameter precedence (lowest first): built-in defaults, config/node.yaml, config/node/<robot>.yaml,
     --config files, then -p values and flags.
     """
+    # one handler for SIGINT (also the second one ros2 launch forwards) and SIGTERM: ask the spin loop below to
+    # stop; installed first (Ctrl-C at any moment of start-up: no KeyboardInterrupt); rclpy's own handlers are not
+    # installed (they shut the context down under running callbacks: "failed to initialize wait set",
+    # KeyboardInterrupt tracebacks from the clean-up)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cmd = plain_args_to_ros_args(argv)
@@ -693,21 +705,22 @@ def main(argv=None) -> int:
         defaults = read_param_files(files, cmd.node_name, cmd.namespace)
     except ConfigError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return 2
-    # one handler for SIGINT (also the second one ros2 launch forwards) and SIGTERM: ask the spin loop below to
-    # stop; rclpy's own handlers are not installed (they shut the context down under running callbacks: "failed
-    # to initialize wait set", KeyboardInterrupt tracebacks from the clean-up)
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     writer_profile = use_fastdds_writer_profile()     # read by Fast DDS when rclpy.init creates the participant
     try:
         rclpy.init(args=["sim_node"] + cmd.ros_args, signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:   # rcl rejects malformed ROS arguments / parameter files
         print(f"sim_node: error: invalid ROS arguments {cmd.ros_args}: {exc}", file=sys.stderr)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return 2
     node = executor = None
     code = 0
     try:
+        if stop.is_set():        # Ctrl-C before the node was built: not built
+            raise ExternalShutdownException()
         node = SimNode(param_defaults=defaults)
         if writer_profile:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")

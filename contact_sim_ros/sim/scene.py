@@ -245,6 +245,8 @@ class Scene:
     # every robot (``robot:`` first, then ``robots:``; model/composition.py), its names prefixed; ``robot`` is the
     # first of them (or None), for callers that know one robot
     robots: list = field(default_factory=list)
+    # joints left without a drive whatever the robot declares (scene key passive_joints; sim/default_gains.py)
+    passive_joints: tuple = ()
 
     def __post_init__(self):
         if not self.robots and self.robot is not None:
@@ -259,7 +261,7 @@ class Scene:
 
 
 _SCENE_KEYS = {"gravity", "robot", "robots", "objects", "environment", "materials", "disabled_collisions",
-               "contact_margin", "inputs", "description", "initial_positions"}
+               "contact_margin", "inputs", "description", "initial_positions", "passive_joints"}
 
 
 def load_scene(scene, source: str | None = None) -> Scene:
@@ -375,13 +377,19 @@ def _build(data: dict, source: str) -> Scene:
         model.joint_index(name)
         scripts.append(JointScript(name, *(time_function(j[k], f"{where}.{k}") if k in j else None
                                           for k in ("position", "velocity", "effort"))))
+    passive = data.get("passive_joints") or []
+    if not isinstance(passive, (list, tuple)) or not all(isinstance(j, str) for j in passive):
+        raise ConfigError(f"passive_joints: a list of joint names (left without a drive), got {passive!r}")
+    for name in passive:
+        if name not in model.joint_names:
+            raise ConfigError("passive_joints: " + unknown_choice("joint", name, model.joint_names))
     surface_by_geom = {}
     for name, f in surface.items():
         for g, link in enumerate(model.geometry_names):
             if link == name or link.startswith(name + "/"):
                 surface_by_geom[g] = f
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
-                 robots)
+                 robots, tuple(dict.fromkeys(passive)))
 
 
 def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:

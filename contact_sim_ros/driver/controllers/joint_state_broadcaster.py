@@ -2,6 +2,7 @@
 ``dynamic_joint_states`` (control_msgs/DynamicJointState) of the robot's joints.
 
 Parameters honoured: ``joints`` and ``interfaces`` (both empty: every joint, position/velocity/effort),
+``frame_id`` (the messages' header frame, verbatim as the real broadcaster; default ``base_link``),
 ``extra_joints`` (published with zeros), ``use_local_topics`` (``<name>/joint_states`` instead of
 ``joint_states``), ``update_rate`` (Hz; default: the node's ``joint_states_rate``); ``dynamic_joint_states`` at most 100 Hz (the
 real broadcaster publishes it at the update rate; its messages cost ~50 us each to build here). Joints the URDF marks
@@ -29,6 +30,8 @@ class JointStateBroadcaster(Controller):
         Parameter("interfaces", "string_array", [], description="position, velocity, effort (with 'joints')"),
         Parameter("extra_joints", "string_array", [], description="joints published with zeros"),
         Parameter("use_local_topics", "bool", False, description="<name>/joint_states instead of joint_states"),
+        Parameter("frame_id", "string", "base_link", description="header frame of joint_states and "
+                  "dynamic_joint_states (Jazzy's default; no frame prefix, as the real broadcaster)"),
         UPDATE_RATE,
     )
     republish_while_paused = True
@@ -58,6 +61,7 @@ class JointStateBroadcaster(Controller):
         self.extra = [str(j) for j in p["extra_joints"]]
         self.names = self.joint_names + self.extra          # the published joints, in message order
         self.local = p["use_local_topics"]
+        self.frame_id = str(p["frame_id"])
         # full vector = actuated joints then mimic joints; pick = indices of the published joints in it
         self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
         self._mimic_mult = np.array([mj.multiplier for mj in mimic])
