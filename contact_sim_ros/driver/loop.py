@@ -260,8 +260,11 @@ class SteppingLoop:
 
     def run_steps(self, n: int, timeout: float = 30.0) -> tuple[int, str]:
         """While paused, execute n steps as fast as possible; returns (steps that ran, "" or why fewer ran:
-        preempted by ~/pause or ~/reset, the loop paused itself after failures, timeout, not running)."""
+        preempted by ~/pause or ~/reset, the loop paused itself after failures, timeout, not running). A huge ``n``
+        is a long run (until it completes, is preempted or times out); ``timeout`` is capped to what a wait takes
+        (threading.TIMEOUT_MAX), never an overflow."""
         n = int(n)
+        timeout = min(float(timeout), threading.TIMEOUT_MAX)
         with self._cv:
             if not self._running:
                 return 0, "the stepping thread is not running"

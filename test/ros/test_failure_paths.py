@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from builtin_interfaces.msg import Duration
-from control_msgs.action import FollowJointTrajectory
+from control_msgs.action import FollowJointTrajectory, GripperCommand
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
@@ -272,6 +272,28 @@ def test_goals_sent_while_paused_hold_no_executor_thread(nodes, ros):
     finally:
         client.destroy()
         ros.call(SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=False))
+
+
+@pytest.mark.parametrize("position, max_effort", [(0.02, -1.0), (0.02, float("nan")), (0.02, float("inf")),
+                                                  (float("nan"), 10.0)])
+def test_a_bad_gripper_command_is_rejected_and_the_node_goes_on(nodes, ros, position, max_effort):
+    """A GripperCommand goal with max_effort < 0, NaN or Inf, or a NaN position, is rejected where it is received
+    (issue 31: it reached the stepping thread and killed the node); the node keeps stepping."""
+    procs, topics, _ = nodes
+    ns = "main"
+    client = ActionClient(ros.node, GripperCommand, f"/{ns}/gripper_action_controller/gripper_cmd")
+    try:
+        assert client.wait_for_server(timeout_sec=30)
+        goal = GripperCommand.Goal()
+        goal.command.position, goal.command.max_effort = position, max_effort
+        response = client.send_goal_async(goal)
+        wait_until(response.done, 30, what="the goal response")
+        assert not response.result().accepted
+        t = stamp_s(topics[ns][-1].header.stamp)
+        wait_until(lambda: stamp_s(topics[ns][-1].header.stamp) > t + 0.1, 30, what="0.1 s more of simulation")
+        assert procs[ns].proc.poll() is None
+    finally:
+        client.destroy()
 
 
 def test_a_far_position_command_moves_at_most_at_the_velocity_limit(nodes, ros):

@@ -135,3 +135,19 @@ def test_fastdds_writer_profile_is_read_by_the_middleware_without_errors(tmp_pat
         out = run.stdout + run.stderr          # Fast DDS's log consumer may print errors on either
         assert run.returncode == 0 and "done" in run.stdout, out
         assert ("XMLPARSER" not in out) == clean, out
+
+
+def test_every_node_parameter_is_declared_once_with_type_unit_and_description():
+    """NodeConfig's fields are the table (driver/parameters.py): each has a description, a ROS type (lists as
+    arrays, so that several --params-file merge as on a real node), and the bounds its validation uses."""
+    from contact_sim_ros.ros.node_config import NODE_PARAMETERS
+    from contact_sim_ros.sim.simulator import MAX_TIME_STEP
+    assert NODE_PARAMETERS.names() == NodeConfig.names()
+    for p in NODE_PARAMETERS:
+        assert p.description, p.name
+    kinds = {p.name: p.type for p in NODE_PARAMETERS}
+    assert kinds["inactive_controllers"] == kinds["contact_bodies"] == "string_array"
+    assert kinds["base_pose"] == "double_array" and kinds["time_step"] == "double"
+    time_step = NODE_PARAMETERS.find("time_step")
+    assert (time_step.unit, time_step.bounds_text()) == ("s", f"in (0, {MAX_TIME_STEP:g}]")
+    assert [p.name for p in NODE_PARAMETERS if not p.read_only] == ["step_count"]

@@ -1,6 +1,7 @@
 """The stepping loop without DDS: exact step counts, pause/step/reset, command hand-over, gravity compensation,
 pacing never ahead of the wall clock."""
 
+import threading
 import time
 from pathlib import Path
 
@@ -260,3 +261,24 @@ def test_a_rate_limited_hook_that_skipped_a_state_gets_it_on_pause(sim):
     assert sim.step_count == 33
     assert shown[0] == pytest.approx(20 * 2e-3, abs=1e-12)              # running: every 20th state
     assert shown[-1] == sim.t == pytest.approx(33 * 2e-3, abs=1e-12)    # step 33's state, not step 20's
+
+
+def test_a_huge_step_request_is_a_long_run_not_an_overflow(sim):
+    """~/step with step_count 1e12 or StepSimulation with 2^63 - 1 steps: the wait's timeout (1e-2 s per step) is
+    capped, the steps run until a pause preempts them (issue 31: an OverflowError killed the node)."""
+    sim.reset()
+    loop = make_loop(sim, 0.0, start_paused=True)
+    loop.start()
+    try:
+        out = []
+        worker = threading.Thread(target=lambda: out.append(loop.run_steps(2 ** 63 - 1, timeout=1e-2 * (2 ** 63 - 1))))
+        worker.start()
+        deadline = time.monotonic() + 60.0
+        while sim.step_count < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        loop.set_paused(True)
+        worker.join(30.0)
+        ran, why = out[0]
+        assert 5 <= ran < 2 ** 63 - 1 and why == "preempted by ~/pause"
+    finally:
+        loop.stop()
