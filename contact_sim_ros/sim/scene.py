@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
+from ..cameras.spec import parse_cameras
 from ..errors import ConfigError, ContactSimError, unknown_choice
 from ..model.composition import mount_order, prefixed_preset
 from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
@@ -245,6 +246,7 @@ class Scene:
     # every robot (``robot:`` first, then ``robots:``; model/composition.py), its names prefixed; ``robot`` is the
     # first of them (or None), for callers that know one robot
     robots: list = field(default_factory=list)
+    cameras: list = field(default_factory=list)     # cameras.spec.CameraSpec per ``cameras:`` entry
 
     def __post_init__(self):
         if not self.robots and self.robot is not None:
@@ -260,7 +262,7 @@ class Scene:
 
 
 _SCENE_KEYS = {"gravity", "robot", "robots", "objects", "environment", "materials", "disabled_collisions",
-               "contact_margin", "inputs", "description", "initial_positions"}
+               "contact_margin", "inputs", "description", "initial_positions", "cameras"}
 
 
 def load_scene(scene, source: str | None = None) -> Scene:
@@ -382,8 +384,9 @@ def _build(data: dict, source: str) -> Scene:
         for g, link in enumerate(model.geometry_names):
             if link == name or link.startswith(name + "/"):
                 surface_by_geom[g] = f
+    cameras = parse_cameras(data.get("cameras"), model, source)
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
-                 robots)
+                 robots, cameras)
 
 
 def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:
