@@ -33,16 +33,17 @@ def frame_rng(seed: int, t: float) -> np.random.Generator:
 def stereo_occlusion(disparity: np.ndarray) -> np.ndarray:
     """(H, W) bool: pixels the second imager (to the right) cannot see. ``disparity`` (px), 0 = no surface."""
     h, w = disparity.shape
-    u = np.arange(w, dtype=np.float64)
-    right_u = u - disparity                           # where each point lands in the second image
-    right_u = np.where(disparity > 0, right_u, np.inf)
+    seen = disparity > 0
+    # where each point lands in the second image (u - d); no surface: +inf (hides nothing)
+    right_u = np.where(seen, np.arange(w, dtype=disparity.dtype) - disparity, np.inf).astype(disparity.dtype)
     # min over u' > u of right_u(u'): reverse cumulative minimum, shifted by one column
-    suffix_min = np.minimum.accumulate(right_u[:, ::-1], axis=1)[:, ::-1]
-    later = np.full((h, w), np.inf)
-    later[:, :-1] = suffix_min[:, 1:]
+    later = np.empty_like(right_u)
+    later[:, -1] = np.inf
+    np.minimum.accumulate(right_u[:, :0:-1], axis=1, out=later[:, -2::-1])
     hidden = later < right_u - 0.25                   # a nearer surface lands left of it in the second image
-    outside = right_u < -0.5
-    return (hidden | outside) & (disparity > 0)
+    hidden |= right_u < -0.5                          # outside the second image
+    hidden &= seen
+    return hidden
 
 
 def measured_depth(spec: CameraSpec, depth: np.ndarray, t: float) -> np.ndarray:
@@ -52,20 +53,20 @@ def measured_depth(spec: CameraSpec, depth: np.ndarray, t: float) -> np.ndarray:
     if model.kind == "ideal":
         return depth
     f = model.focal_px if model.focal_px is not None else spec.fx
-    fb = f * model.baseline                           # px * m
+    fb = np.float32(f * model.baseline)               # px * m
     valid = depth > 0
-    disparity = np.zeros(depth.shape)
-    disparity[valid] = fb / depth[valid]
-    rng = frame_rng(spec.seed, t)
-    noisy = disparity + rng.standard_normal(depth.shape) * model.subpixel
-    out = np.zeros(depth.shape)
-    ok = valid & (noisy > 0)
-    out[ok] = fb / noisy[ok]
+    disparity = np.divide(fb, depth, out=np.zeros(depth.shape, np.float32), where=valid)
+    noisy = frame_rng(spec.seed, t).standard_normal(depth.shape, dtype=np.float32)
+    noisy *= np.float32(model.subpixel)
+    noisy += disparity
+    out = np.divide(fb, noisy, out=np.zeros(depth.shape, np.float32), where=valid & (noisy > 0))
     out[(out < model.min_z) | (out > model.max_z)] = 0.0
     if model.occlusion:
         out[stereo_occlusion(disparity)] = 0.0
-    out = np.round(out / model.depth_unit) * model.depth_unit
-    return out.astype(np.float32)
+    unit = np.float32(model.depth_unit)
+    np.rint(out / unit, out=out)
+    out *= unit
+    return out
 
 
 def noisy_color(spec: CameraSpec, color: np.ndarray, t: float) -> np.ndarray:

@@ -120,6 +120,11 @@ class SimNode(Node):
         self._build_robot_ports()
         self._build_publishers()
         hooks = self._build_hooks()
+        self.cameras = None
+        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a render thread of their own (camera_publisher)
+            from .camera_publisher import CameraPublisher
+            self.cameras = CameraPublisher(self, sim)
+            hooks += self.cameras.hooks()
         self.viewer = None
         if cfg.viewer:
             from ..viewer.scene_viewer import ViewerProcess
@@ -647,6 +652,8 @@ class SimNode(Node):
 
     def shutdown(self):
         self.loop.stop(timeout=0.5)     # a first step still compiling kernels is not waited for (main() exits)
+        if getattr(self, "cameras", None) is not None:
+            self.cameras.close()
         if self.recorder is not None:
             self.recorder.close()
         if self.controller_manager is not None:
