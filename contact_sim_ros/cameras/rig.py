@@ -56,16 +56,31 @@ class CameraFrame:
         return p @ T[:3, :3].T + T[:3, 3]
 
 
+def pixel_rays(spec: CameraSpec) -> tuple[np.ndarray, np.ndarray]:
+    """((W,), (H,)) float32: (u - cx) / fx per column and (v - cy) / fy per row (x = z * those, y likewise)."""
+    key = (spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy)
+    rays = _RAYS.get(key)
+    if rays is None:
+        rays = _RAYS[key] = ((np.arange(spec.width) - spec.cx) / spec.fx).astype(np.float32), \
+            ((np.arange(spec.height) - spec.cy) / spec.fy).astype(np.float32)
+    return rays
+
+
+_RAYS: dict = {}
+
+
 def depth_to_points(spec: CameraSpec, depth: np.ndarray, color: np.ndarray | None = None):
     """Back-projection of a depth image (m, 0 = none) through ``spec``'s K: (N, 3) float32 optical-frame points
-    and (N, 3) uint8 colors of the pixels with depth (None without ``color``)."""
-    v, u = np.nonzero(depth > 0)
-    z = depth[v, u].astype(np.float64)
+    and (N, 3) uint8 colors of the pixels with depth, row-major (None without ``color``)."""
+    xs, ys = pixel_rays(spec)
+    mask = depth > 0
+    z = depth[mask].astype(np.float32)
+    v, u = np.nonzero(mask)
     pts = np.empty((len(z), 3), np.float32)
-    pts[:, 0] = (u - spec.cx) * z / spec.fx
-    pts[:, 1] = (v - spec.cy) * z / spec.fy
+    np.multiply(xs[u], z, out=pts[:, 0])
+    np.multiply(ys[v], z, out=pts[:, 1])
     pts[:, 2] = z
-    return pts, (color[v, u] if color is not None else None)
+    return pts, (color[mask] if color is not None else None)
 
 
 class CameraRig:

@@ -38,6 +38,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import String
 
+from ..cameras.rig import pixel_rays
 from ..cameras.spec import BODY_TO_OPTICAL, CameraSpec
 from .state_messages import has_readers, stamp
 from .stepping import PublishHook
@@ -93,13 +94,22 @@ def depth_mm(depth_m: np.ndarray) -> np.ndarray:
     return mm.astype(np.uint16)
 
 
-def point_cloud_message(points: np.ndarray, colors: np.ndarray, frame_id: str) -> PointCloud2:
-    """PointCloud2 as realsense2_camera's depth/color/points: x y z float32 at 0, 4, 8; rgb float32 at 16 whose
-    bytes are b g r 0; point_step 20; unordered (height 1, is_dense)."""
+def point_cloud_message(spec: CameraSpec, depth_m: np.ndarray, color: np.ndarray, frame_id: str) -> PointCloud2:
+    """PointCloud2 as realsense2_camera's depth/color/points of a depth image (m, 0 = none) and its color image:
+    x y z float32 at 0, 4, 8; rgb float32 at 16 whose bytes are b g r 0; point_step 20; unordered (height 1,
+    is_dense), the pixels with depth in row-major order."""
+    xs, ys = pixel_rays(spec)
+    h, w = depth_m.shape
+    buf = np.empty((h, w, 5), np.float32)          # x y z pad rgb, one row of 20 bytes per pixel
+    np.multiply(depth_m, xs[None, :], out=buf[:, :, 0])
+    np.multiply(depth_m, ys[:, None], out=buf[:, :, 1])
+    buf[:, :, 2] = depth_m
+    words = buf.view(np.uint32)
+    words[:, :, 3] = 0
+    c = color.astype(np.uint32)
+    words[:, :, 4] = (c[:, :, 0] << 16) | (c[:, :, 1] << 8) | c[:, :, 2]    # little endian: b g r 0
+    points = buf[depth_m > 0]                      # (N, 5)
     n = len(points)
-    buf = np.zeros((n, POINT_STEP), np.uint8)
-    buf[:, :12] = np.ascontiguousarray(points, np.float32).view(np.uint8).reshape(n, 12)
-    buf[:, 16:19] = colors[:, ::-1]
     msg = PointCloud2()
     msg.header.frame_id = frame_id
     msg.height, msg.width = 1, n
@@ -109,7 +119,7 @@ def point_cloud_message(points: np.ndarray, colors: np.ndarray, frame_id: str) -
     msg.row_step = POINT_STEP * n
     msg.is_dense = True
     data = array.array("B")
-    data.frombytes(buf.reshape(-1).data)
+    data.frombytes(points.view(np.uint8).reshape(-1).data)
     msg.data = data
     return msg
 
@@ -187,8 +197,8 @@ class _CameraTopics:
                 pub.publish(info)
         if self.points is not None and has_readers(self.points):
             # the driver's cloud: the depth as published (millimetres), back-projected through K
-            pts, colors = frame.point_cloud(depth_mm(frame.depth).astype(np.float32) * 1e-3)
-            msg = point_cloud_message(pts, colors, self.depth_frame)
+            published = (depth_mm(frame.depth) if mm is None else mm).astype(np.float32) * np.float32(1e-3)
+            msg = point_cloud_message(self.spec, published, frame.color, self.depth_frame)
             stamp(t, msg.header.stamp)
             self.points.publish(msg)
 

@@ -124,3 +124,30 @@ def test_optical_frames_in_tf(camera_node):
         for kind in ("color", "depth"):
             q = edges[(f"{cam}_{kind}_frame", f"{cam}_{kind}_optical_frame")].rotation
             assert (q.x, q.y, q.z, q.w) == pytest.approx((-0.5, 0.5, -0.5, 0.5), abs=1e-9)
+
+
+def test_camera_start_up_errors(tmp_path):
+    """A node whose scene has cameras stops at start-up (exit 2, one line) when the render back-end is missing,
+    naming what to install, and when a camera is faster than the stepping, naming the camera and the file."""
+    import os
+
+    from ros_testing import NodeProcess
+    fake = tmp_path / "no_backend"
+    fake.mkdir()
+    (fake / "moderngl.py").write_text("raise ImportError('No module named moderngl')\n")
+    env = {"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi"], env=env)
+    too_fast = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1"])
+    try:
+        codes = {name: proc.proc.wait(120) for name, proc in (("no_backend", no_backend), ("too_fast", too_fast))}
+    finally:
+        outs = {"no_backend": no_backend.output(), "too_fast": too_fast.output()}
+        no_backend.stop()
+        too_fast.stop()
+    assert codes == {"no_backend": 2, "too_fast": 2}, outs
+    err = [line for line in outs["no_backend"].splitlines() if line.startswith("sim_node: error:")]
+    assert len(err) == 1 and "moderngl" in err[0] and "apt-get install libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri" in \
+        err[0] and "Traceback" not in outs["no_backend"], outs["no_backend"]
+    err = [line for line in outs["too_fast"].splitlines() if line.startswith("sim_node: error:")]
+    assert len(err) == 1 and "iiwa_wsg_cameras.yaml: camera 'wrist_camera': rate 15 Hz is above the step rate 10 Hz" \
+        in err[0], outs["too_fast"]
