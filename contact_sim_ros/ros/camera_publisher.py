@@ -99,17 +99,18 @@ def point_cloud_message(spec: CameraSpec, depth_m: np.ndarray, color: np.ndarray
     x y z float32 at 0, 4, 8; rgb float32 at 16 whose bytes are b g r 0; point_step 20; unordered (height 1,
     is_dense), the pixels with depth in row-major order."""
     xs, ys = pixel_rays(spec)
-    h, w = depth_m.shape
-    buf = np.empty((h, w, 5), np.float32)          # x y z pad rgb, one row of 20 bytes per pixel
-    np.multiply(depth_m, xs[None, :], out=buf[:, :, 0])
-    np.multiply(depth_m, ys[:, None], out=buf[:, :, 1])
-    buf[:, :, 2] = depth_m
-    words = buf.view(np.uint32)
-    words[:, :, 3] = 0
-    c = color.astype(np.uint32)
-    words[:, :, 4] = (c[:, :, 0] << 16) | (c[:, :, 1] << 8) | c[:, :, 2]    # little endian: b g r 0
-    points = buf[depth_m > 0]                      # (N, 5)
-    n = len(points)
+    idx = np.flatnonzero(depth_m)                 # the pixels with depth, row-major
+    n = len(idx)
+    z = depth_m.ravel()[idx]
+    v, u = np.divmod(idx, spec.width)
+    points = np.empty((n, 5), np.float32)         # x y z pad rgb: one row of 20 bytes per point
+    np.multiply(xs[u], z, out=points[:, 0])
+    np.multiply(ys[v], z, out=points[:, 1])
+    points[:, 2] = z
+    words = points.view(np.uint32)
+    words[:, 3] = 0
+    rgb = color.reshape(-1, 3)[idx].astype(np.uint32)
+    words[:, 4] = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]    # little endian: b g r 0
     msg = PointCloud2()
     msg.header.frame_id = frame_id
     msg.height, msg.width = 1, n

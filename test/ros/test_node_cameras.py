@@ -139,7 +139,7 @@ def test_camera_start_up_errors(tmp_path):
     no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi"], env=env)
     too_fast = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1"])
     try:
-        codes = {name: proc.proc.wait(120) for name, proc in (("no_backend", no_backend), ("too_fast", too_fast))}
+        codes = {name: proc.proc.wait(300) for name, proc in (("no_backend", no_backend), ("too_fast", too_fast))}
     finally:
         outs = {"no_backend": no_backend.output(), "too_fast": too_fast.output()}
         no_backend.stop()
