@@ -299,3 +299,22 @@ def test_camera_rate_above_the_step_rate_is_an_error(tmp_path):
     assert str(path) in msg and "fast_cam" in msg and "above the step rate 1000 Hz" in msg, msg
     sc.cameras[0].check_rate(4e-4)               # 2500 Hz stepping: fine
     assert sc.cameras[0].decimation(4e-4) == 1
+
+
+def test_camera_on_an_object_moves_with_it():
+    """A camera parented to a free box (looking down from 0.5 m above its origin) sees the box's top 0.475 m away
+    in the middle of the image and the ground at the box's height + 0.5 m around it, wherever the box is moved."""
+    objects = [{"name": "carrier", "shape": {"box": [0.05, 0.05, 0.05]}, "mass": 0.2, "pose": {"xyz": [0, 0, 0.3]}}]
+    sc = scene_with([camera(parent="carrier", xyz=(0, 0, 0.5), near=0.3)], objects)
+    rig = CameraRig(sc)
+    body = sc.model.free_body("carrier")
+    for xyz in ((0.0, 0.0, 0.3), (0.4, -0.2, 1.1)):
+        q = sc.q0.copy()
+        q[body.q_slice][:3] = xyz
+        f = rig.render("cam", q)
+        np.testing.assert_allclose(f.world_T_optical[:3, 3], np.add(xyz, (0, 0, 0.5)), atol=1e-12)
+        ground, carrier = f.labels == 2, f.labels == 1
+        assert (ground | carrier).all() and carrier[60, 80] and ground[0, 0]
+        assert np.abs(f.depth[ground] - (xyz[2] + 0.5)).max() < 1e-5
+        assert np.abs(f.depth[carrier] - 0.475).max() < 1e-5
+    rig.release()
