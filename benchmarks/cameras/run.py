@@ -80,7 +80,8 @@ def render_times(frames: int) -> list[dict]:
             a = 1e3 * np.array(ts)
             return float(np.median(a)), float(np.percentile(a, 95))
         rows.append({"size": f"{width}x{height}", "render": stats(t_render), "depth": stats(t_depth),
-                     "msgs": stats(t_msgs), "total": stats(t_total), "cpu": stats(cpu_total), "triangles": rig.visual.triangles,
+                     "msgs": stats(t_msgs), "total": stats(t_total), "cpu": stats(cpu_total),
+                     "triangles": rig.visual.triangles,
                      "gl": rig.renderer.gl.renderer})
     return rows
 
