@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ConfigError, unknown_choice
 from .depth_models import measured_depth, noisy_color
 from .renderer import Renderer
-from .spec import CameraSpec
+from .spec import CameraSpec, pixel_rays
 from .visual_scene import VisualScene, build_visual_scene
 
 
@@ -54,19 +54,6 @@ class CameraFrame:
         p, _ = self.point_cloud(depth)
         T = self.world_T_optical
         return p @ T[:3, :3].T + T[:3, 3]
-
-
-def pixel_rays(spec: CameraSpec) -> tuple[np.ndarray, np.ndarray]:
-    """((W,), (H,)) float32: (u - cx) / fx per column and (v - cy) / fy per row (x = z * those, y likewise)."""
-    key = (spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy)
-    rays = _RAYS.get(key)
-    if rays is None:
-        rays = _RAYS[key] = ((np.arange(spec.width) - spec.cx) / spec.fx).astype(np.float32), \
-            ((np.arange(spec.height) - spec.cy) / spec.fy).astype(np.float32)
-    return rays
-
-
-_RAYS: dict = {}
 
 
 def depth_to_points(spec: CameraSpec, depth: np.ndarray, color: np.ndarray | None = None):

@@ -242,3 +242,16 @@ def parse_cameras(entries, model: MultibodyModel, source: str) -> list[CameraSpe
     if dupes:
         raise ConfigError(f"cameras: names must be unique; repeated: {dupes}")
     return cameras
+
+
+def pixel_rays(spec: CameraSpec) -> tuple[np.ndarray, np.ndarray]:
+    """((W,), (H,)) float32: (u - cx) / fx per column and (v - cy) / fy per row (x = z * those, y likewise)."""
+    key = (spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy)
+    rays = _RAYS.get(key)
+    if rays is None:
+        rays = _RAYS[key] = ((np.arange(spec.width) - spec.cx) / spec.fx).astype(np.float32), \
+            ((np.arange(spec.height) - spec.cy) / spec.fy).astype(np.float32)
+    return rays
+
+
+_RAYS: dict = {}     # (W, H, fx, fy, cx, cy) -> pixel_rays

@@ -24,9 +24,9 @@ import pinocchio as pin
 import trimesh
 
 from ..errors import ModelError
-from ..model.composition import prefix_urdf_xml
-from ..model.loader import _resolve_urdf_path, default_package_dirs, urdf_dir
+from ..model.loader import _resolve_urdf_path, urdf_dir
 from ..model.multibody_model import MultibodyModel
+from ..model.robot_description import default_package_dirs, prefix_urdf_xml
 
 HALFSPACE_SIZE = 200.0          # m: side of the square drawn for a halfspace
 SPHERE_SUBDIVISIONS = 3         # icosphere: 1280 triangles

@@ -38,10 +38,9 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import String
 
-from ..cameras.rig import pixel_rays
-from ..cameras.spec import BODY_TO_OPTICAL, CameraSpec
+from ..cameras.spec import BODY_TO_OPTICAL, CameraSpec, pixel_rays
+from ..driver.loop import PublishHook
 from .state_messages import has_readers, stamp
-from .stepping import PublishHook
 
 try:
     from tf2_msgs.msg import TFMessage
@@ -261,7 +260,9 @@ class CameraPublisher:
     # ------------------------------------------------------------------------ render thread
 
     def _make_rig(self, scene):
-        from ..cameras.rig import CameraRig    # deferred: moderngl is needed only with cameras
+        # deferred: the rig imports trimesh (~11 s at load 42, 4x Pinocchio) and makes the moderngl context;
+        # sim_node imports this module for every scene, and only a scene with cameras needs them
+        from ..cameras.rig import CameraRig
         return CameraRig(scene, self.sim.time_step)
 
     def _run(self):
