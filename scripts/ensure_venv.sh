@@ -2,7 +2,8 @@
 # Create (or refresh) the project's pinned Python venv in .venv/ and build the ROS 2 interface packages of
 # msgs/ into it. Idempotent: quick when nothing changed.
 #
-#   1. system tools: python3.11 (with venv + headers), cmake, gcc, g++, make, chromium (viewer tests);
+#   1. system tools: python3.11 (with venv + headers), cmake, gcc, g++, make, chromium (viewer tests), Mesa EGL +
+#      llvmpipe (camera rendering: libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri);
 #      apt-get installs missing ones (root only, non-interactive);
 #   2. python3.11 -m venv .venv; pip install -r requirements.txt (exact pins, incl. the ros-jazzy-* wheels);
 #   3. fix the wheels' CMake config files, which name include dirs of the machine that built the wheels
@@ -131,6 +132,13 @@ command -v g++ > /dev/null 2>&1 || missing_pkgs+=(g++)
 command -v make > /dev/null 2>&1 || missing_pkgs+=(make)
 # headless browser for the viewer's tests (test/test_viewer.py renders the viser page)
 command -v chromium > /dev/null 2>&1 || command -v chromium-browser > /dev/null 2>&1 || missing_pkgs+=(chromium)
+# headless OpenGL for the simulated cameras (contact_sim_ros/cameras: moderngl on an EGL context, Mesa's llvmpipe
+# on the CPU when there is no GPU): the EGL/GL dispatch libraries, Mesa's EGL vendor library and its DRI drivers
+have_lib() { ldconfig -p 2> /dev/null | grep -q "$1"; }
+have_lib 'libEGL\.so\.1 ' || missing_pkgs+=(libegl1)
+have_lib 'libEGL_mesa\.so\.0 ' || missing_pkgs+=(libegl-mesa0)
+have_lib 'libGL\.so\.1 ' || missing_pkgs+=(libgl1)
+compgen -G "/usr/lib/*/dri/swrast_dri.so" > /dev/null || missing_pkgs+=(libgl1-mesa-dri)
 if command -v "$PYTHON" > /dev/null 2>&1; then
     "$PYTHON" -c "import venv, ensurepip" > /dev/null 2>&1 || missing_pkgs+=(python3.11-venv)
     pyinc="$("$PYTHON" -c "import sysconfig; print(sysconfig.get_paths()['include'])")"
@@ -217,6 +225,7 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand   # noqa: 
 from controller_manager_msgs.srv import ListControllers, SwitchController   # noqa: F401
 from simulation_interfaces.srv import SpawnEntity, GetSimulatorFeatures     # noqa: F401
 import xacro, rosbags                                       # noqa: F401
+import moderngl, glcontext                                  # noqa: F401
 from rosgraph_msgs.msg import Clock                         # noqa: F401
 from sensor_msgs.msg import JointState                      # noqa: F401
 PYEOF

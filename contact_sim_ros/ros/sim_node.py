@@ -46,6 +46,7 @@ from ..model.multibody_model import model_body_names
 from ..sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
 from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
 from ..sim.simulator import Simulator
+from .camera_publisher import CameraPublisher
 from .frames import tf_edges
 from .node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, plain_args_to_ros_args, read_param_files,
                           share_path, use_fastdds_writer_profile)
@@ -144,6 +145,10 @@ class SimNode(Node):
         self._build_robot_ports()
         self._build_publishers()
         hooks = self._build_hooks()
+        self.cameras = None
+        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a render thread of their own (camera_publisher)
+            self.cameras = CameraPublisher(self, sim)
+            hooks += self.cameras.hooks()
         self.viewer = None
         if cfg.viewer:
             from ..viewer.scene_viewer import ViewerProcess   # deferred: viser, only with the viewer
@@ -664,6 +669,8 @@ class SimNode(Node):
 
     def shutdown(self):
         self.loop.stop(timeout=0.5)     # a first step still compiling kernels is not waited for (main() exits)
+        if getattr(self, "cameras", None) is not None:
+            self.cameras.close()
         if self.recorder is not None:
             self.recorder.close()
         if self.controller_manager is not None:

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
+from ..cameras.spec import parse_cameras
 from ..errors import ConfigError, ContactSimError, unknown_choice
 from ..model.composition import build_scene_model, mount_order, prefixed_preset
 from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset
@@ -247,6 +248,7 @@ class Scene:
     robots: list = field(default_factory=list)
     # joints left without a drive whatever the robot declares (scene key passive_joints; sim/default_gains.py)
     passive_joints: tuple = ()
+    cameras: list = field(default_factory=list)     # cameras.spec.CameraSpec per ``cameras:`` entry
 
     def __post_init__(self):
         if not self.robots and self.robot is not None:
@@ -261,7 +263,7 @@ class Scene:
 
 
 _SCENE_KEYS = {"gravity", "robot", "robots", "objects", "environment", "materials", "disabled_collisions",
-               "contact_margin", "inputs", "description", "initial_positions", "passive_joints"}
+               "contact_margin", "inputs", "description", "initial_positions", "passive_joints", "cameras"}
 
 
 def load_scene(scene, source: str | None = None) -> Scene:
@@ -388,8 +390,9 @@ def _build(data: dict, source: str) -> Scene:
         for g, link in enumerate(model.geometry_names):
             if link == name or link.startswith(name + "/"):
                 surface_by_geom[g] = f
+    cameras = parse_cameras(data.get("cameras"), model, source)
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
-                 robots, tuple(dict.fromkeys(passive)))
+                 robots, tuple(dict.fromkeys(passive)), cameras)
 
 
 def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:

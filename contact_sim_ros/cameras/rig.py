@@ -1,0 +1,113 @@
+"""The cameras of a scene as an API: render a camera from a state (q, t) or a Simulator to numpy arrays.
+
+    rig = CameraRig(sim.scene)                 # in the thread that will render (it owns the GL context)
+    frame = rig.render_simulator(sim, "wrist_camera")
+    frame.color, frame.depth, frame.labels     # (H, W, 3) uint8, (H, W) float32 m, (H, W) uint16
+    points, colors = frame.point_cloud()       # (N, 3) m in the optical frame, (N, 3) uint8
+    world = frame.points_world()               # (N, 3) m in the world
+
+Rendering reads the state and never steps it; the ROS node renders in a thread of its own from a copy of the
+state (contact_sim_ros/ros/camera_publisher.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, unknown_choice
+from .depth_models import measured_depth, noisy_color
+from .renderer import Renderer
+from .spec import CameraSpec, pixel_rays
+from .visual_scene import VisualScene, build_visual_scene
+
+
+@dataclass
+class CameraFrame:
+    """One camera's images of the state at sim time ``t`` (s).
+
+    color (H, W, 3) uint8 RGB (with the camera's color noise); depth (H, W) float32 m, optical z, as the camera's
+    depth model measures it (0 = no depth); exact_depth: the renderer's exact z (0 = nothing between near and far);
+    labels (H, W) uint16 (``label_names``: label -> entity); K (3, 3) px; world_T_optical (4, 4)."""
+
+    spec: CameraSpec
+    t: float
+    color: np.ndarray
+    depth: np.ndarray
+    exact_depth: np.ndarray
+    labels: np.ndarray
+    world_T_optical: np.ndarray
+    label_names: dict
+
+    @property
+    def K(self) -> np.ndarray:
+        return self.spec.K
+
+    def point_cloud(self, depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Points (N, 3) m in the optical frame of every pixel with depth, row-major order, and their colors
+        (N, 3) uint8: x = (u - cx) z / fx, y = (v - cy) z / fy."""
+        return depth_to_points(self.spec, self.depth if depth is None else depth, self.color)
+
+    def points_world(self, depth: np.ndarray | None = None) -> np.ndarray:
+        """The point cloud (N, 3) m in the world frame."""
+        p, _ = self.point_cloud(depth)
+        T = self.world_T_optical
+        return p @ T[:3, :3].T + T[:3, 3]
+
+
+def depth_to_points(spec: CameraSpec, depth: np.ndarray, color: np.ndarray | None = None):
+    """Back-projection of a depth image (m, 0 = none) through ``spec``'s K: (N, 3) float32 optical-frame points
+    and (N, 3) uint8 colors of the pixels with depth, row-major (None without ``color``)."""
+    xs, ys = pixel_rays(spec)
+    mask = depth > 0
+    z = depth[mask].astype(np.float32)
+    v, u = np.nonzero(mask)
+    pts = np.empty((len(z), 3), np.float32)
+    np.multiply(xs[u], z, out=pts[:, 0])
+    np.multiply(ys[v], z, out=pts[:, 1])
+    pts[:, 2] = z
+    return pts, (color[mask] if color is not None else None)
+
+
+class CameraRig:
+    """The cameras of ``scene`` (a sim.scene.Scene) and one renderer. Make it in the thread that renders (the
+    GL context is that thread's). ``time_step`` (s): when given, each camera's rate is checked against the step
+    rate (ConfigError naming the camera and the file)."""
+
+    def __init__(self, scene, time_step: float | None = None, visual: VisualScene | None = None):
+        self.scene = scene
+        self.cameras: dict[str, CameraSpec] = {c.name: c for c in scene.cameras}
+        if time_step is not None:
+            for c in self.cameras.values():
+                c.check_rate(time_step)
+        self.visual = visual or build_visual_scene(scene)
+        self.renderer = Renderer(self.visual, scene.model.pin_model)
+        self.renderer.set_free_bodies(scene.model.free_bodies)
+        self.label_names = self.visual.label_names()
+
+    def camera(self, name: str) -> CameraSpec:
+        try:
+            return self.cameras[name]
+        except KeyError:
+            raise ConfigError(f"{self.scene.source}: " + unknown_choice("camera", name, self.cameras)) from None
+
+    def render(self, name: str, q: np.ndarray, t: float = 0.0) -> CameraFrame:
+        """Camera ``name``'s images of the configuration ``q`` at sim time ``t`` (s; seeds the noise)."""
+        spec = self.camera(name)
+        images, T = self.renderer.render_q(spec, np.asarray(q, dtype=float))
+        depth = measured_depth(spec, images.depth, t)
+        color = noisy_color(spec, images.color, t)
+        return CameraFrame(spec, float(t), color, depth, images.depth, images.labels, T, self.label_names)
+
+    def render_simulator(self, sim, name: str) -> CameraFrame:
+        """Camera ``name``'s images of a Simulator's current state (read, not changed)."""
+        return self.render(name, sim.q.copy(), sim.t)
+
+    def camera_pose(self, name: str, q: np.ndarray) -> np.ndarray:
+        """(4, 4) world pose of camera ``name``'s optical frame at configuration ``q``."""
+        return self.renderer.camera_pose(self.camera(name), self.renderer.frame_poses(np.asarray(q, float)))
+
+    def release(self) -> None:
+        self.renderer.release()
+        self.renderer.gl.release()

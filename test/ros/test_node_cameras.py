@@ -1,0 +1,153 @@
+"""The simulated cameras over DDS (contact_sim_ros/ros/camera_publisher.py): a node with the shipped camera scene
+publishes realsense2_camera's topics with the driver's encodings, sizes, frames and fields, stamps at the sim time
+of the rendered state (multiples of the camera period), the label map, and the optical frames in TF."""
+
+import json
+
+import numpy as np
+import pytest
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
+from std_msgs.msg import String
+from tf2_msgs.msg import TFMessage
+
+from contact_sim_ros.sim.scene import load_scene
+from ros_testing import wait_until
+
+SCENE = "iiwa_wsg_cameras.yaml"
+TIME_STEP = 1e-3
+
+
+@pytest.fixture(scope="module")
+def camera_node(ros, start_node):
+    node = start_node("--scene", SCENE, "--engine", "tamsi", "--time-step", str(TIME_STEP))
+    topics = {}
+    for cam in ("wrist_camera", "table_camera"):
+        ns = f"/{cam}/{cam}"
+        topics[cam] = {
+            "color": ros.subscribe(Image, f"{ns}/color/image_raw", keep=4),
+            "color_info": ros.subscribe(CameraInfo, f"{ns}/color/camera_info", keep=4),
+            "depth": ros.subscribe(Image, f"{ns}/depth/image_rect_raw", keep=4),
+            "depth_info": ros.subscribe(CameraInfo, f"{ns}/depth/camera_info", keep=4),
+            "aligned": ros.subscribe(Image, f"{ns}/aligned_depth_to_color/image_raw", keep=4),
+            "points": ros.subscribe(PointCloud2, f"{ns}/depth/color/points", keep=4),
+            "labels": ros.subscribe(Image, f"{ns}/segmentation/image_raw", keep=4),
+            "label_map": ros.subscribe(String, f"{ns}/segmentation/labels", latched=True),
+        }
+    tf_static = ros.subscribe(TFMessage, "/tf_static", latched=True)
+    for cam, subs in topics.items():
+        for name, msgs in subs.items():
+            wait_until(lambda msgs=msgs: len(msgs) >= (1 if name == "label_map" else 2), 180.0,
+                       what=f"{cam} {name} (node output: {node.output()[-1500:]})")
+    return node, topics, tf_static
+
+
+def _stamp_ns(msg):
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+
+def test_images_and_camera_info_as_the_driver(camera_node):
+    _, topics, _ = camera_node
+    specs = {c.name: c for c in load_scene(SCENE).cameras}
+    period_ns = specs["wrist_camera"].decimation(TIME_STEP) * 1_000_000   # 67 steps of 1 ms
+    for cam, subs in topics.items():
+        spec = specs[cam]
+        color, depth, aligned, labels = subs["color"][-1], subs["depth"][-1], subs["aligned"][-1], subs["labels"][-1]
+        assert (color.encoding, color.width, color.height, color.step) == ("rgb8", 640, 480, 640 * 3)
+        assert (depth.encoding, depth.width, depth.height, depth.step) == ("16UC1", 640, 480, 640 * 2)
+        assert (aligned.encoding, aligned.step, labels.encoding) == ("16UC1", 640 * 2, "16UC1")
+        assert len(color.data) == 640 * 480 * 3 and len(depth.data) == 640 * 480 * 2
+        assert color.header.frame_id == aligned.header.frame_id == f"{cam}_color_optical_frame"
+        assert depth.header.frame_id == f"{cam}_depth_optical_frame"
+        for info_name, frame in (("color_info", "color"), ("depth_info", "depth")):
+            info = subs[info_name][-1]
+            assert info.header.frame_id == f"{cam}_{frame}_optical_frame"
+            assert (info.width, info.height, info.distortion_model) == (640, 480, "plumb_bob")
+            np.testing.assert_allclose(np.reshape(info.k, (3, 3)), spec.K)
+            np.testing.assert_allclose(np.reshape(info.p, (3, 4))[:, :3], spec.K)
+        # stamps: the sim time of a rendered state, every 67th step; color and depth of one frame share it
+        for msg in (color, depth, aligned, labels, subs["points"][-1]):
+            assert _stamp_ns(msg) % period_ns == 0 and _stamp_ns(msg) > 0, _stamp_ns(msg)
+        stamps = {name: {_stamp_ns(m) for m in subs[name]} for name in ("color", "depth", "color_info")}
+        assert stamps["color"] & stamps["depth"] and stamps["color"] & stamps["color_info"]
+        assert len(stamps["color"]) >= 2                 # frames go on
+
+
+def test_table_camera_sees_the_table_top_at_its_distance(camera_node):
+    """The table camera is 1.6 m above the floor, the table top at 0.75 m: its labelled pixels read 850 mm
+    (D435 noise at 0.85 m: ~1.6 mm RMS); the label map names the entities."""
+    _, topics, _ = camera_node
+    subs = topics["table_camera"]
+    names = json.loads(subs["label_map"][-1].data)
+    by_name = {v["name"]: int(k) for k, v in names.items()}
+    assert {"table", "bottle", "box", "ground", "iiwa_link_7"} <= set(by_name)
+    assert names[str(by_name["iiwa_link_7"])]["kind"] == "link" and names[str(by_name["bottle"])]["kind"] == "object"
+    stamp = {_stamp_ns(m): m for m in subs["labels"]}
+    depth = next(m for m in reversed(subs["depth"]) if _stamp_ns(m) in stamp)
+    labels = np.frombuffer(stamp[_stamp_ns(depth)].data, np.uint16).reshape(480, 640)
+    mm = np.frombuffer(depth.data, np.uint16).reshape(480, 640)
+    table = (labels == by_name["table"]) & (mm > 0)
+    assert table.sum() > 10000
+    assert abs(np.median(mm[table]) - 850) <= 2 and np.percentile(np.abs(mm[table] - 850.0), 99) < 10
+    ground = (labels == by_name["ground"]) & (mm > 0)
+    assert abs(np.median(mm[ground]) - 1600) <= 3
+
+
+def test_point_cloud_fields_as_the_driver(camera_node):
+    _, topics, _ = camera_node
+    subs = topics["table_camera"]
+    cloud = subs["points"][-1]
+    fields = [(f.name, f.offset, f.datatype, f.count) for f in cloud.fields]
+    assert fields == [("x", 0, PointField.FLOAT32, 1), ("y", 4, PointField.FLOAT32, 1),
+                      ("z", 8, PointField.FLOAT32, 1), ("rgb", 16, PointField.FLOAT32, 1)]
+    assert (cloud.point_step, cloud.height, cloud.is_dense) == (20, 1, True)
+    assert cloud.header.frame_id == "table_camera_depth_optical_frame"
+    assert cloud.row_step == 20 * cloud.width and len(cloud.data) == cloud.row_step
+    # as many points as depth pixels of the same frame, and the points' z is that depth
+    depth = next((m for m in subs["depth"] if _stamp_ns(m) == _stamp_ns(cloud)), None)
+    if depth is not None:
+        mm = np.frombuffer(depth.data, np.uint16)
+        assert cloud.width == int((mm > 0).sum())
+    raw = np.frombuffer(cloud.data, np.uint8).reshape(cloud.width, 20)
+    xyz = raw[:, :12].copy().view(np.float32).reshape(-1, 3)
+    assert np.all(xyz[:, 2] > 0.28) and np.all(xyz[:, 2] < 1.7)
+    assert np.any(raw[:, 16:19] > 0)
+
+
+def test_optical_frames_in_tf(camera_node):
+    """REP 103: parent -> C_link (the scene pose) -> C_color_frame -> C_color_optical_frame (rpy -pi/2 0 -pi/2)."""
+    _, _, tf_static = camera_node
+    edges = {(t.header.frame_id, t.child_frame_id): t.transform for m in tf_static for t in m.transforms}
+    assert ("iiwa_link_7", "wrist_camera_link") in edges and ("world", "table_camera_link") in edges
+    tr = edges[("world", "table_camera_link")].translation
+    assert (tr.x, tr.y, tr.z) == pytest.approx((0.75, 0.0, 1.6))
+    for cam in ("wrist_camera", "table_camera"):
+        for kind in ("color", "depth"):
+            q = edges[(f"{cam}_{kind}_frame", f"{cam}_{kind}_optical_frame")].rotation
+            assert (q.x, q.y, q.z, q.w) == pytest.approx((-0.5, 0.5, -0.5, 0.5), abs=1e-9)
+
+
+def test_camera_start_up_errors(tmp_path):
+    """A node whose scene has cameras stops at start-up (exit 2, one line) when the render back-end is missing,
+    naming what to install, and when a camera is faster than the stepping, naming the camera and the file."""
+    import os
+
+    from ros_testing import NodeProcess
+    fake = tmp_path / "no_backend"
+    fake.mkdir()
+    (fake / "moderngl.py").write_text("raise ImportError('No module named moderngl')\n")
+    env = {"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi"], env=env)
+    too_fast = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1"])
+    try:
+        codes = {name: proc.proc.wait(300) for name, proc in (("no_backend", no_backend), ("too_fast", too_fast))}
+    finally:
+        outs = {"no_backend": no_backend.output(), "too_fast": too_fast.output()}
+        no_backend.stop()
+        too_fast.stop()
+    assert codes == {"no_backend": 2, "too_fast": 2}, outs
+    err = [line for line in outs["no_backend"].splitlines() if line.startswith("sim_node: error:")]
+    assert len(err) == 1 and "moderngl" in err[0] and "apt-get install libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri" in \
+        err[0] and "Traceback" not in outs["no_backend"], outs["no_backend"]
+    err = [line for line in outs["too_fast"].splitlines() if line.startswith("sim_node: error:")]
+    assert len(err) == 1 and "iiwa_wsg_cameras.yaml: camera 'wrist_camera': rate 15 Hz is above the step rate 10 Hz" \
+        in err[0], outs["too_fast"]

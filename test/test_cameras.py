@@ -1,0 +1,320 @@
+"""Simulated RGB-D cameras against geometry (contact_sim_ros/cameras): the real renderer (EGL, llvmpipe), depth and
+projection against analytic truth, the stereo depth model against its parameters, a wrist camera on a moving arm,
+and the scene file's camera errors."""
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.cameras.depth_models import measured_depth
+from contact_sim_ros.cameras.rig import CameraRig
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.sim.scene import load_scene
+
+DOWN = [0.0, np.pi / 2, 0.0]         # body x (the viewing direction) along world -z
+
+
+def scene_with(cameras, objects=(), environment=({"name": "ground", "shape": "halfspace"},), robot=None):
+    data = {"environment": list(environment), "objects": list(objects), "cameras": cameras}
+    if robot:
+        data["robot"] = robot
+    return load_scene(data)
+
+
+def camera(name="cam", xyz=(0, 0, 1), rpy=DOWN, **kw):
+    entry = {"name": name, "pose": {"xyz": list(xyz), "rpy": list(rpy)}, "width": 160, "height": 120, "fov": 70.0,
+             "near": 0.05, "far": 8.0}
+    entry.update(kw)
+    return entry
+
+
+def rays_world(frame):
+    """(H, W, 3) world directions of every pixel centre's ray, scaled so that their optical z is 1."""
+    s = frame.spec
+    v, u = np.mgrid[0:s.height, 0:s.width]
+    d = np.stack([(u - s.cx) / s.fx, (v - s.cy) / s.fy, np.ones(u.shape)], axis=-1)
+    return d @ frame.world_T_optical[:3, :3].T
+
+
+def box_distance(points, center, half, R=np.eye(3)):
+    """Unsigned distance (m) of points to the surface of a box (centre, half sides, rotation)."""
+    local = (points - center) @ R
+    q = np.abs(local) - half
+    outside = np.linalg.norm(np.maximum(q, 0.0), axis=1)
+    inside = np.minimum(np.max(q, axis=1), 0.0)
+    return np.abs(outside + inside)
+
+
+# ------------------------------------------------------------------------------------------- ideal depth
+
+
+def test_ideal_depth_of_a_tilted_plane_is_the_ray_intersection():
+    """Ground plane seen from 1.3 m, pitched 35 deg off the vertical and yawed: every pixel's depth equals the
+    optical z of its ray's intersection with z = 0 within 1 mm (in fact float rounding)."""
+    sc = scene_with([camera(xyz=(0.2, -0.1, 1.3), rpy=(0.0, np.radians(55), 0.4), far=20.0)])
+    rig = CameraRig(sc)
+    f = rig.render("cam", sc.q0)
+    c = f.world_T_optical[:3, 3]
+    d = rays_world(f)
+    truth = -c[2] / d[..., 2]                   # ray c + s d meets z = 0 at s = -c_z / d_z; optical z = s
+    seen = f.labels > 0
+    assert seen.mean() > 0.95 and set(np.unique(f.labels[seen])) == {1}
+    err = np.abs(f.depth[seen] - truth[seen])
+    assert err.max() < 1e-3, err.max()
+    assert err.max() < 1e-5                      # float32 linear depth: micrometres, not a depth-buffer's mm
+    rig.release()
+
+
+@pytest.mark.parametrize("distance", [0.35, 1.0, 2.7])
+def test_ideal_depth_of_a_box_face(distance):
+    """A camera looking along world +x at a 0.4 m cube: the face's pixels read the face's distance within 1 mm,
+    and they are labelled as the box."""
+    half = 0.2
+    objects = [{"name": "box", "shape": {"box": [2 * half] * 3}, "mass": 1.0,
+                "pose": {"xyz": [distance + half, 0.0, 1.0]}}]
+    sc = scene_with([camera(xyz=(0, 0, 1.0), rpy=(0, 0, 0), fov=40.0, near=0.1)], objects)
+    rig = CameraRig(sc)
+    f = rig.render("cam", sc.q0)
+    box = f.labels == 1
+    assert box.sum() > 100
+    assert np.abs(f.depth[box] - distance).max() < 1e-3
+    # the face fills the pixels whose rays pass through it: |y|, |z - 1| < half at x = distance
+    d = rays_world(f)
+    hit = (np.abs(d[..., 1] * distance) < half - 1e-3) & (np.abs(d[..., 2] * distance) < half - 1e-3)
+    assert np.all(box[hit])
+    rig.release()
+
+
+def test_known_points_project_where_K_predicts():
+    """Small spheres (r 12 mm) at known world points: each one's labelled-pixel centroid lies within 0.5 px of
+    K [R|t] p (the camera pose from the scene, not from the renderer)."""
+    points = np.array([[0.0, 0.0, 0.0], [0.25, 0.12, 0.05], [-0.15, 0.1, -0.1], [0.1, -0.28, 0.2]])
+    objects = [{"name": f"s{i}", "shape": {"sphere": 0.012}, "mass": 0.01, "pose": {"xyz": list(p)}}
+               for i, p in enumerate(points)]
+    rpy = (0.1, np.radians(80), 0.3)
+    sc = scene_with([camera(xyz=(0.05, 0.02, 1.2), rpy=rpy, width=640, height=480, fov=60.0)], objects,
+                    environment=())
+    spec = sc.cameras[0]
+    rig = CameraRig(sc)
+    f = rig.render("cam", sc.q0)
+    T = (pin.SE3(pin.rpy.rpyToMatrix(*rpy), np.array([0.05, 0.02, 1.2])) * pin.SE3(
+        pin.rpy.rpyToMatrix(-np.pi / 2, 0, -np.pi / 2), np.zeros(3))).homogeneous
+    np.testing.assert_allclose(f.world_T_optical, T, atol=1e-12)
+    for i, p in enumerate(points):
+        pc = np.linalg.inv(T) @ np.append(p, 1.0)
+        uv = (spec.K @ pc[:3])[:2] / pc[2]
+        v, u = np.nonzero(f.labels == i + 1)
+        assert len(u) > 50
+        centroid = np.array([u.mean(), v.mean()])
+        assert np.linalg.norm(centroid - uv) < 0.5, (i, centroid, uv)
+    rig.release()
+
+
+def test_point_cloud_in_the_world_lies_on_the_surfaces():
+    """A tilted camera over the ground, a rotated box and a cylinder: every point of the cloud, moved into the
+    world by the camera pose, lies on the surface of the entity its pixel is labelled with, within 2 mm."""
+    R_box = pin.rpy.rpyToMatrix(0.0, 0.0, 0.5)
+    objects = [{"name": "box", "shape": {"box": [0.2, 0.3, 0.1]}, "mass": 1.0,
+                "pose": {"xyz": [0.1, 0.05, 0.05], "rpy": [0.0, 0.0, 0.5]}},
+               {"name": "can", "shape": {"cylinder": [0.04, 0.2]}, "mass": 0.3, "pose": {"xyz": [-0.15, -0.2, 0.1]}}]
+    sc = scene_with([camera(xyz=(-0.6, -0.4, 0.9), rpy=(0.0, np.radians(45), np.radians(35)), width=320,
+                            height=240, fov=60.0)], objects)
+    rig = CameraRig(sc)
+    f = rig.render("cam", sc.q0)
+    names = f.label_names
+    assert {names[k] for k in np.unique(f.labels) if k} == {"box", "can", "ground"}
+    pts = f.points_world()
+    labels = f.labels[f.depth > 0]
+    by = {names[k]: labels == k for k in np.unique(labels)}
+    assert np.abs(pts[by["ground"], 2]).max() < 2e-3
+    assert box_distance(pts[by["box"]], np.array([0.1, 0.05, 0.05]), np.array([0.1, 0.15, 0.05]),
+                        R_box).max() < 2e-3
+    can = pts[by["can"]] - np.array([-0.15, -0.2, 0.1])
+    radial = np.abs(np.hypot(can[:, 0], can[:, 1]) - 0.04)
+    cap = np.abs(np.abs(can[:, 2]) - 0.1)
+    assert np.minimum(radial, cap).max() < 2e-3
+    assert by["box"].sum() > 500 and by["can"].sum() > 100
+    rig.release()
+
+
+# --------------------------------------------------------------------------------------- stereo depth model
+
+
+def stereo_plane(distance, seed=7, **model):
+    depth_model = {"type": "d435", **model}
+    sc = scene_with([camera(xyz=(0, 0, distance), width=640, height=480, fov=87.0, far=12.0,
+                            depth_model=depth_model, seed=seed)])
+    return sc
+
+
+@pytest.mark.parametrize("distance", [0.5, 1.0, 2.0, 3.5])
+def test_stereo_noise_std_grows_with_the_square_of_distance(distance):
+    """A plane facing the camera: std(measured - true) = sqrt((z^2 s / (f B))^2 + q^2 / 12) within 4 % (s 0.08 px,
+    B 50 mm, f the camera's fx, q the 1 mm depth unit); no depth in the band the second imager cannot see."""
+    sc = stereo_plane(distance)
+    rig = CameraRig(sc)
+    f = rig.render("cam", sc.q0, t=0.25)
+    spec = f.spec
+    assert np.all(f.exact_depth > 0)
+    fb = spec.fx * 0.050
+    valid = f.depth > 0
+    sigma = distance ** 2 * 0.08 / fb
+    expected = np.sqrt(sigma ** 2 + 1e-6 / 12)
+    err = (f.depth[valid] - distance)
+    assert abs(err.std() / expected - 1) < 0.04, (err.std(), expected)
+    assert abs(err.mean()) < 0.1 * expected + 1e-4
+    # quantised to the 1 mm depth unit
+    assert np.allclose(f.depth[valid] * 1000, np.round(f.depth[valid] * 1000), atol=1e-3)
+    # the left band of width ~ disparity has no depth (the second imager, 50 mm to the right, does not see it)
+    disparity = fb / distance
+    band = int(np.ceil(disparity - 0.5))
+    assert not valid[:, :band - 1].any()
+    assert valid[:, band + 2:].mean() > 0.999
+    rig.release()
+
+
+def test_stereo_depth_is_reproducible_and_range_limited():
+    sc = stereo_plane(1.2, seed=3)
+    rig = CameraRig(sc)
+    a = rig.render("cam", sc.q0, t=0.5).depth
+    b = rig.render("cam", sc.q0, t=0.5).depth
+    c = rig.render("cam", sc.q0, t=0.501).depth
+    assert np.array_equal(a, b)                  # same seed, same state: the same image
+    assert not np.array_equal(a, c)              # the next frame draws new noise
+    spec = sc.cameras[0]
+    other = type(spec)(**{**spec.__dict__, "seed": 4})
+    exact = rig.render("cam", sc.q0, t=0.5).exact_depth
+    assert not np.array_equal(measured_depth(other, exact, 0.5), a)
+    near = stereo_plane(0.2)                     # below the D435's min-Z 0.28 m: no depth at all
+    rig2 = CameraRig(near)
+    assert not rig2.render("cam", near.q0).depth.any()
+    rig.release()
+    rig2.release()
+
+
+def test_stereo_occlusion_shadow_beside_a_box():
+    """A box on the ground seen from above: the ground just left of the box (in the image) is hidden from the
+    second imager, and has no depth over a width of the disparity difference."""
+    objects = [{"name": "box", "shape": {"box": [0.2, 0.2, 0.4]}, "mass": 1.0, "pose": {"xyz": [0, 0, 0.2]}}]
+    sc = scene_with([camera(xyz=(0, 0, 1.2), width=320, height=240, fov=87.0,
+                            depth_model={"type": "d435", "subpixel": 0.0})], objects)
+    rig = CameraRig(sc)
+    f = rig.render("cam", sc.q0)
+    row = f.spec.height // 2
+    labels, depth = f.labels[row], f.depth[row]
+    box_cols = np.nonzero(labels == 1)[0]
+    right_edge = box_cols.max()
+    fb = f.spec.fx * 0.05
+    shadow = fb / 0.8 - fb / 1.2                 # disparity of the box top minus that of the ground (px)
+    # the second imager sits 50 mm to the right (optical +x): the ground just LEFT of the box is hidden from it,
+    # the ground right of the box is seen
+    left_edge = box_cols.min()
+    hidden = np.nonzero((labels == 2) & (depth == 0))[0]
+    hidden = hidden[(hidden < left_edge) & (hidden > left_edge - 3 * shadow)]
+    assert abs(len(hidden) - shadow) <= 2, (len(hidden), shadow)
+    assert (depth[right_edge + 1: right_edge + 20] > 0).all()
+    assert np.allclose(depth[box_cols], 0.8, atol=1e-3)
+    rig.release()
+
+
+# ------------------------------------------------------------------------------------------ wrist camera
+
+
+def test_wrist_camera_view_moves_with_the_arm():
+    """iiwa + WSG with a camera on iiwa_link_7 (beside the gripper, looking along it) at a ball on the floor: after
+    the arm moves, the sphere's pixel centroid is where the projection through the new flange pose predicts
+    (Pinocchio's kinematics, independent of the renderer), within 1 px, and it moved by many pixels."""
+    cam = {"name": "wrist", "parent": "iiwa_link_7", "pose": {"xyz": [0.10, 0.0, 0.06], "rpy": [0, -1.83, 0]},
+           "width": 320, "height": 240, "fov": 80.0, "near": 0.02, "far": 5.0}
+    objects = [{"name": "ball", "shape": {"sphere": 0.02}, "mass": 0.05, "pose": {"xyz": [0.56, 0.0, 0.02]}}]
+    sc = scene_with([cam], objects, robot="iiwa_wsg")
+    model = sc.model
+    rig = CameraRig(sc)
+    spec = rig.camera("wrist")
+    ball = 1 + [e.name for e in rig.visual.labels].index("ball")
+    data = pin.Data(model.pin_model)
+    link7 = model.pin_model.getFrameId("iiwa_link_7")
+    centroids = []
+    for dq1 in (0.0, 0.1, -0.08):
+        q = sc.q0.copy()
+        q[model.joint_q_index[model.joint_index("iiwa_joint_1")]] += dq1
+        q[model.joint_q_index[model.joint_index("iiwa_joint_6")]] += dq1
+        f = rig.render("wrist", q)
+        pin.framesForwardKinematics(model.pin_model, data, q)
+        T = data.oMf[link7] * spec.optical_pose
+        p = T.actInv(np.array([0.56, 0.0, 0.02]))
+        uv = (spec.K @ p)[:2] / p[2]
+        v, u = np.nonzero(f.labels == ball)
+        assert len(u) > 200, dq1
+        centroid = np.array([u.mean(), v.mean()])
+        assert np.linalg.norm(centroid - uv) < 1.0, (dq1, centroid, uv)
+        centroids.append(centroid)
+        # the robot's own links are labelled by link name (the fingers are in view)
+        names = {f.label_names[k] for k in np.unique(f.labels)}
+        assert "wsg_finger_left" in names and "ground" in names
+    assert np.linalg.norm(centroids[1] - centroids[0]) > 20 and np.linalg.norm(centroids[2] - centroids[0]) > 20
+    rig.release()
+
+
+# ------------------------------------------------------------------------------------------------- errors
+
+
+BAD = [
+    ({"parent": "no_such_link"}, "unknown parent frame 'no_such_link'"),
+    ({"width": 0}, "width must be an integer from 1 to 8192"),
+    ({"height": 9000}, "height must be an integer from 1 to 8192"),
+    ({"fov": 0.0}, "fov (horizontal field of view) must be > 0 and < 180 deg"),
+    ({"fov": 180.0}, "fov (horizontal field of view) must be > 0 and < 180 deg"),
+    ({"near": 2.0, "far": 1.0}, "near (2 m) must be below far (1 m)"),
+    ({"near": 1.0, "far": 1.0}, "near (1 m) must be below far (1 m)"),
+    ({"streams": ["color", "infra1"]}, "unknown stream 'infra1'"),
+    ({"depth_model": "kinect"}, "unknown depth model 'kinect'"),
+    ({"fx": 500.0}, "give either 'fov'"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD, ids=[m.split()[0] + str(i) for i, (_, m) in enumerate(BAD)])
+def test_bad_camera_is_an_error_naming_the_camera_and_the_file(tmp_path, change, message):
+    import yaml
+    entry = camera(name="top_cam")
+    entry.update(change)
+    path = tmp_path / "bad_cameras.yaml"
+    path.write_text(yaml.safe_dump({"environment": [{"name": "ground", "shape": "halfspace"}], "cameras": [entry]}))
+    with pytest.raises(ConfigError) as info:
+        load_scene(str(path))
+    msg = str(info.value)
+    assert str(path) in msg and "top_cam" in msg and message in msg, msg
+    assert "\n" not in msg
+
+
+def test_camera_rate_above_the_step_rate_is_an_error(tmp_path):
+    import yaml
+    path = tmp_path / "fast_camera.yaml"
+    path.write_text(yaml.safe_dump({"environment": [{"name": "ground", "shape": "halfspace"}],
+                                    "cameras": [camera(name="fast_cam", rate=2000.0)]}))
+    sc = load_scene(str(path))
+    with pytest.raises(ConfigError) as info:
+        CameraRig(sc, time_step=1e-3)
+    msg = str(info.value)
+    assert str(path) in msg and "fast_cam" in msg and "above the step rate 1000 Hz" in msg, msg
+    sc.cameras[0].check_rate(4e-4)               # 2500 Hz stepping: fine
+    assert sc.cameras[0].decimation(4e-4) == 1
+
+
+def test_camera_on_an_object_moves_with_it():
+    """A camera parented to a free box (looking down from 0.5 m above its origin) sees the box's top 0.475 m away
+    in the middle of the image and the ground at the box's height + 0.5 m around it, wherever the box is moved."""
+    objects = [{"name": "carrier", "shape": {"box": [0.05, 0.05, 0.05]}, "mass": 0.2, "pose": {"xyz": [0, 0, 0.3]}}]
+    sc = scene_with([camera(parent="carrier", xyz=(0, 0, 0.5), near=0.3)], objects)
+    rig = CameraRig(sc)
+    body = sc.model.free_body("carrier")
+    for xyz in ((0.0, 0.0, 0.3), (0.4, -0.2, 1.1)):
+        q = sc.q0.copy()
+        q[body.q_slice][:3] = xyz
+        f = rig.render("cam", q)
+        np.testing.assert_allclose(f.world_T_optical[:3, 3], np.add(xyz, (0, 0, 0.5)), atol=1e-12)
+        ground, carrier = f.labels == 2, f.labels == 1
+        assert (ground | carrier).all() and carrier[60, 80] and ground[0, 0]
+        assert np.abs(f.depth[ground] - (xyz[2] + 0.5)).max() < 1e-5
+        assert np.abs(f.depth[carrier] - 0.475).max() < 1e-5
+    rig.release()
