@@ -5,8 +5,8 @@ replay`` and ``contact-sim bag-repair`` use it.
 * :class:`JazzyBagWriter`: rosbags' rosbag2 writer (``rosbags.rosbag2.Writer``, format version 9) with the layout
   of rosbag2 0.26 (Jazzy) and its MCAP plugin (rosbag2_storage_mcap): the file ``<bag>_0.mcap``; per channel
   the metadata ``offered_qos_profiles`` and ``topic_type_hash``; metadata.yaml (and the MCAP's ``rosbag2``
-  metadata record) with ``ros_distro: jazzy``, ``starting_time`` the first message's time, per-topic counts.
-  Every chunk goes to the operating system as it is closed, and ``flush()`` closes the pending one: what was
+  metadata record) with ``ros_distro: jazzy``, ``starting_time`` the first message's time, per-topic counts;
+  each chunk's CRC-32 (rosbags writes none), so a corrupt chunk is detected. Every chunk goes to the operating system as it is closed, and ``flush()`` closes the pending one: what was
   written before a SIGKILL is in complete chunks on disk (the summary and metadata.yaml are written at close).
 * :func:`repair_bag` (``contact-sim bag-repair DIR``): a bag without metadata.yaml or without its MCAP summary
   (the recording process was killed) or cut off: reads the MCAP records in file order up to the first
@@ -21,13 +21,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import zlib
 from io import BytesIO
 from pathlib import Path
 
 import yaml
 from mcap.exceptions import McapError
-from mcap.records import Channel, Message, Schema
-from mcap.stream_reader import StreamReader
+from mcap.records import Channel, Chunk, Message, Schema
+from mcap.stream_reader import StreamReader, get_chunk_data_stream
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.metadata import dump_qos_v9, parse_qos
 from rosbags.rosbag2.storage_mcap import Channel as _RbChannel
@@ -36,6 +37,9 @@ from rosbags.rosbag2.storage_mcap import McapWriter, write_channel, write_string
 from .errors import ConfigError
 
 ROS_DISTRO = "jazzy"
+# a chunk record: opcode (1), record length (8), message start / end time (8 + 8), uncompressed size (8), then the
+# uncompressed data's CRC-32 (4)
+_CHUNK_CRC_OFFSET = 1 + 8 + 8 + 8 + 8
 BAG_VERSION = 9                         # rosbag2 metadata version of Jazzy (rosbag2 0.26)
 
 
@@ -65,7 +69,15 @@ class _JazzyMcapStorage(McapWriter):
         write_channel(self.chunk.bio, self.channels[-1], self.schemas)
 
     def close_chunk(self) -> None:
+        """rosbags' chunk record with its CRC-32 (rosbags writes 0, "not computed"; rosbag2_storage_mcap computes
+        it: readers detect a corrupt chunk), then written through to the operating system."""
+        crc = zlib.crc32(self.chunk.bio.getbuffer())
+        start = self.bio.tell()
         super().close_chunk()
+        end = self.bio.tell()
+        self.bio.seek(start + _CHUNK_CRC_OFFSET)
+        self.bio.write(crc.to_bytes(4, "little"))
+        self.bio.seek(end)
         self.bio.flush()
 
     def flush(self) -> None:
@@ -178,9 +190,11 @@ def repair_bag(bag) -> dict:
     schemas, channels, messages, problem = read_mcap_records(src)
     if not channels:
         raise ConfigError(f"{src}: no channel could be read ({problem or 'no records'})")
-    tmp = bag.with_name(f".{bag.name}.repairing")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    work = bag.with_name(f".{bag.name}.repairing")       # the new bag, under the same name, beside the old one
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir()
+    tmp = work / bag.name
     writer = JazzyBagWriter(tmp)
     writer.open()
     conns, counts = {}, {}
@@ -201,7 +215,7 @@ def repair_bag(bag) -> dict:
                 counts[conn.topic] = counts.get(conn.topic, 0) + 1
         writer.close()
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
         raise
     out = next(tmp.glob("*.mcap"))
     final = bag / f"{bag.name}_0.mcap"
@@ -211,7 +225,7 @@ def repair_bag(bag) -> dict:
     os.replace(src, keep)
     os.replace(out, final)
     os.replace(tmp / "metadata.yaml", bag / "metadata.yaml")
-    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return {"messages": sum(counts.values()), "topics": counts, "problem": problem, "file": str(final),
             "original": str(keep)}
 
@@ -247,7 +261,10 @@ def check_bag(bag) -> None:
     try:
         meta = yaml.safe_load(meta_path.read_text())
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{meta_path}: malformed YAML: {' '.join(str(exc).split())}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise ConfigError(f"{meta_path}: malformed YAML{where}: {what}") from None
     info = meta.get("rosbag2_bagfile_information") if isinstance(meta, dict) else None
     if not isinstance(info, dict):
         raise ConfigError(f"{meta_path}: not rosbag2 metadata (no 'rosbag2_bagfile_information' mapping)")
@@ -278,9 +295,14 @@ def _check_mcap(f: Path, bag: Path) -> None:
     if size < 16 or tail != magic:
         raise ConfigError(f"{f}: truncated MCAP file (no footer: the recording was not closed or the file was cut)"
                           + repair)
-    _, _, _, problem = read_mcap_records(f)
-    if problem:
-        raise ConfigError(f"{f}: corrupt MCAP file ({problem})" + repair)
+    try:                      # record by record; chunks checked against their CRC, not parsed (fast: C code)
+        with open(f, "rb") as fh:
+            for rec in StreamReader(fh, emit_chunks=True).records:
+                if isinstance(rec, Chunk):
+                    get_chunk_data_stream(rec, validate_crc=True)
+    except (McapError, EOFError, ValueError, KeyError, UnicodeDecodeError, OSError) as exc:
+        problem = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        raise ConfigError(f"{f}: corrupt MCAP file ({problem})" + repair) from None
 
 
 def main(argv=None) -> int:

@@ -54,6 +54,7 @@ follows its robots' nodes (several robots).
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import struct
 import sys
@@ -294,23 +295,20 @@ def cdr_stamp_ns(data: bytes, offset: int | None) -> int | None:
 
 
 def check_record_path(path) -> Path:
-    """``path`` as a directory the recorder can create: ConfigError (one line) if it exists, if its parent is
-    not a directory or cannot be written. Creates the missing parents."""
-    path = Path(path)
+    """``path`` as a new bag directory the recorder can create: ConfigError (one line) if it is empty or exists,
+    or if its nearest existing ancestor is not a directory or cannot be written. Creates nothing."""
     if not str(path).strip():
         raise ConfigError("parameter 'record': empty path")
+    path = Path(path)
     if path.exists() or path.is_symlink():
         raise ConfigError(f"parameter 'record': {path} exists already; rosbag2 writes a new directory")
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"parameter 'record': cannot create the directory {parent}: "
-                          f"{exc.strerror or exc}") from None
-    if not parent.is_dir():
-        raise ConfigError(f"parameter 'record': {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"parameter 'record': cannot write in {parent} (permission denied)")
+    ancestor = path.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"parameter 'record': cannot create {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"parameter 'record': cannot create {path}: no permission to write in {ancestor}")
     return path
 
 
@@ -422,9 +420,14 @@ class BagRecorder:
         qos = qos_profile if isinstance(qos_profile, QoSProfile) else QoSProfile(depth=int(qos_profile))
         record = self.record_input
 
-        def recorded_callback(data: bytes):
-            record(full, msg_type, qos, data)
-            return callback(deserialize_message(data, msg_type))
+        if inspect.iscoroutinefunction(callback):       # the executor awaits a coroutine function's result
+            async def recorded_callback(data: bytes):
+                record(full, msg_type, qos, data)
+                return await callback(deserialize_message(data, msg_type))
+        else:
+            def recorded_callback(data: bytes):
+                record(full, msg_type, qos, data)
+                return callback(deserialize_message(data, msg_type))
         return recorded_callback
 
     def tap_action_server(self, node, server, action_name: str) -> None:
@@ -436,9 +439,14 @@ class BagRecorder:
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         callback, record = server._goal_callback, self.record_input
 
-        def recorded_goal_callback(goal):
-            record(topic, goal_class, qos, serialize_message(goal))
-            return callback(goal)
+        if inspect.iscoroutinefunction(callback):       # rclpy awaits a coroutine function's result
+            async def recorded_goal_callback(goal):
+                record(topic, goal_class, qos, serialize_message(goal))
+                return await callback(goal)
+        else:
+            def recorded_goal_callback(goal):
+                record(topic, goal_class, qos, serialize_message(goal))
+                return callback(goal)
         server._goal_callback = recorded_goal_callback
         self.on_close.append(lambda: setattr(server, "_goal_callback", callback))
 

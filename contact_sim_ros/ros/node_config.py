@@ -152,6 +152,9 @@ class NodeConfig:
             raise ConfigError("parameter 'world_frame': must not be empty")
         if self.on_failure not in ("pause", "exit"):
             raise ConfigError(f"parameter 'on_failure': must be 'pause' or 'exit', got {self.on_failure!r}")
+        if self.record:    # refused at start-up, before the scene is loaded (one line)
+            from .bag_recorder import check_record_path
+            check_record_path(self.record)
 
     def engine_options_dict(self) -> dict:
         opts = parse_yaml(self.engine_options, "parameter 'engine_options'") if self.engine_options else {}

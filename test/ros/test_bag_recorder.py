@@ -329,7 +329,8 @@ def test_inputs_goals_and_estimated_size_messages_decode_with_rosbags_and_mcap(p
     metadata.yaml as Jazzy writes it."""
     from control_msgs.action import FollowJointTrajectory
     from control_msgs.msg import JointTrajectoryControllerState
-    from rclpy.action import ActionClient, ActionServer, GoalResponse
+    from rclpy.action import ActionServer, GoalResponse
+    from ros_testing import ActionClient        # rclpy's, without its request/response race
     from rclpy.serialization import serialize_message
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
     bag = tmp_path / "inputs"
