@@ -276,11 +276,12 @@ def test_record_into_an_invalid_directory_is_refused_at_start_up(start_node, tmp
     """record:= a path under a regular file, or an existing directory: exit 2, one line naming the path."""
     (tmp_path / "a_file").write_text("x")
     (tmp_path / "exists").mkdir()
-    for path, words in ((tmp_path / "a_file" / "bag", "is not a directory"), (tmp_path / "exists", "exists already")):
+    for path, expected in (
+            (tmp_path / "a_file" / "bag", f"cannot create {tmp_path / 'a_file' / 'bag'}: {tmp_path / 'a_file'} is not "
+                                          f"a directory"),
+            (tmp_path / "exists", f"{tmp_path / 'exists'} exists already; rosbag2 writes a new directory")):
         proc = start_node("--robot", "iiwa_wsg", "--ros-args", "-p", f"record:={path}")
         assert proc.proc.wait(120) == 2
         out = proc.output()
         errors = [line for line in out.splitlines() if "error" in line]
-        assert errors == [f"sim_node: error: parameter 'record': cannot create {path}: {tmp_path / 'a_file'} {words}"
-                          if "file" in words else f"sim_node: error: parameter 'record': {path} {words}; rosbag2 "
-                          f"writes a new directory"] and "Traceback" not in out, out
+        assert errors == [f"sim_node: error: parameter 'record': {expected}"] and "Traceback" not in out, out
