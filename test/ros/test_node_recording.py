@@ -166,6 +166,8 @@ def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_
     wait_until(lambda: js or proc.proc.poll() is not None, 120, what="the node's joint states")
     assert proc.proc.poll() is None, proc.output()
     q0 = dict(zip(js[-1].name, js[-1].position))
+    # a /joint_command (a direct target: the joint stays where it is); then a goal; then a trajectory on the topic
+    ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"], position=[q0["iiwa_joint_7"]]))
     client = ActionClient(ros.node, FollowJointTrajectory, "/rec2/arm_controller/follow_joint_trajectory")
     assert client.wait_for_server(timeout_sec=60)
     goal = FollowJointTrajectory.Goal()
@@ -181,9 +183,9 @@ def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_
     back = [q0[j] for j in IIWA]                       # and back, by the topic
     ros.publish(JointTrajectory, "/rec2/arm_controller/joint_trajectory", JointTrajectory(joint_names=IIWA, points=[
         JointTrajectoryPoint(positions=back, velocities=[0.0] * 7, time_from_start=Duration(sec=1))]))
-    ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"], position=[q0["iiwa_joint_7"]]))
     t_sent = js[-1].header.stamp.sec + 1e-9 * js[-1].header.stamp.nanosec
     wait_until(lambda: _ns(js[-1].header.stamp) * 1e-9 > t_sent + 1.5, 120, what="the return trajectory's end")
+    assert abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"] - q0["iiwa_joint_1"]) < 0.01, proc.output()
     assert proc.stop() == 0, proc.output()
 
     by_rosbags, _ = _decode_every_message(bag)
@@ -196,9 +198,10 @@ def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_
     assert list(g.trajectory.joint_names) == IIWA and g.trajectory.points[0].positions.tolist() == target
     (t_topic, traj), = by_rosbags["/rec2/arm_controller/joint_trajectory"]
     assert traj.points[0].positions.tolist() == back
-    assert [m.name for _, m in by_rosbags["/rec2/joint_command"]][-1] == ["iiwa_joint_7"]
+    (t_command, command), = by_rosbags["/rec2/joint_command"]
+    assert list(command.name) == ["iiwa_joint_7"]
     t_goal = by_rosbags["/rec2/arm_controller/follow_joint_trajectory/goal"][0][0]
-    assert 0 < t_goal < t_topic                     # at their receive sim time
+    assert t_command <= t_goal < t_topic            # at their receive sim time
     meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert meta["ros_distro"] == "jazzy" and meta["relative_file_paths"] == ["asked_0.mcap"]
     first = min(t for msgs in by_rosbags.values() for t, _ in msgs)
