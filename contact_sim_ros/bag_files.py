@@ -6,8 +6,9 @@ replay`` and ``contact-sim bag-repair`` use it.
   of rosbag2 0.26 (Jazzy) and its MCAP plugin (rosbag2_storage_mcap): the file ``<bag>_0.mcap``; per channel
   the metadata ``offered_qos_profiles`` and ``topic_type_hash``; metadata.yaml (and the MCAP's ``rosbag2``
   metadata record) with ``ros_distro: jazzy``, ``starting_time`` the first message's time, per-topic counts;
-  each chunk's CRC-32 (rosbags writes none), so a corrupt chunk is detected. Every chunk goes to the operating system as it is closed, and ``flush()`` closes the pending one: what was
-  written before a SIGKILL is in complete chunks on disk (the summary and metadata.yaml are written at close).
+  each chunk's CRC-32 (rosbags writes none), so a corrupt chunk is detected. Every chunk goes to the operating
+  system as it is closed, and ``flush()`` closes the pending one: what was written before a SIGKILL is in
+  complete chunks on disk (the summary and metadata.yaml are written at close).
 * :func:`repair_bag` (``contact-sim bag-repair DIR``): a bag without metadata.yaml or without its MCAP summary
   (the recording process was killed) or cut off: reads the MCAP records in file order up to the first
   incomplete one (the schemas and channels are in the chunks, before their messages) and writes a complete
