@@ -260,9 +260,11 @@ def test_sigkilled_node_leaves_a_bag_that_bag_repair_recovers(ros, start_node, t
     assert not (bag / "metadata.yaml").exists()
     assert cli_main(["bag-repair", str(bag)]) == 0
     out = capsys.readouterr().out
+    by_rosbags, _ = _decode_every_message(bag)          # the repaired bag: every message decodes with both
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
         stamps = [t for c, t, _ in reader.messages() if c.topic == "/rec3/joint_states"]
+    assert {t: len(m) for t, m in by_rosbags.items()} == {t: n for t, n in counts.items() if n}
     unique = sorted(set(stamps))
     period = round(1e9 / JS_HZ)
     # every joint state from the first to the one at the pause (the loop publishes the paused state too, off the
