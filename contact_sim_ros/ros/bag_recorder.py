@@ -65,11 +65,10 @@ from pathlib import Path
 
 from rclpy.action import ActionServer
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from rclpy.serialization import deserialize_message, serialize_message
-from rosbags.rosbag2 import WriterError
+from rclpy.serialization import deserialize_message, serialize_message  # noqa: F401 - the bags' CDR, for replay too
 
-from ..bag_files import JazzyBagWriter
 from ..errors import ConfigError
+from ..resources import share_dir
 
 BAG_VERSION = 9                         # rosbag2 metadata version written by Jazzy
 MAX_QUEUED = 200_000                    # messages waiting for the writer thread (~ 1 min at sim_node's default rates)
@@ -89,7 +88,7 @@ def msgtype_name(msg_class) -> str:
 
 def make_typestore(msgtypes=()):
     """rosbags type store of ROS 2 Jazzy plus the packages of ``msgtypes`` that it lacks (from .msg files)."""
-    from rosbags.typesys import Stores, get_typestore
+    from rosbags.typesys import Stores, get_typestore  # deferred: optional, pip only (no rosdep key)
     store = get_typestore(Stores.ROS2_JAZZY)
     for msgtype in msgtypes:
         _ensure_type(store, msgtype)
@@ -101,9 +100,8 @@ def _msg_dirs(pkg: str, kind: str = "msg") -> list[Path]:
     own = Path(__file__).resolve().parents[2] / "msgs" / pkg / kind       # source checkout
     dirs.append(own)
     try:
-        from ..resources import share_dir
         dirs.append(Path(share_dir()) / "msgs" / pkg / kind)
-    except Exception:   # pragma: no cover - resources not importable in an odd install
+    except ConfigError:   # no share directory (an odd install): the other places
         pass
     return [d for d in dirs if d.is_dir()]
 
@@ -149,7 +147,7 @@ def _qualify(line: str, pkg: str) -> str:
 
 def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
     """Register ``msgtype``'s whole package from its .msg files if the store lacks it, then its dependencies."""
-    from rosbags.typesys import get_types_from_msg
+    from rosbags.typesys import get_types_from_msg  # deferred: optional, pip only (no rosdep key)
     if msgtype in store.fielddefs:
         missing = _missing_dependencies(store, msgtype)
         for dep in missing:
@@ -184,7 +182,7 @@ def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
 
 
 def _missing_dependencies(store, msgtype: str) -> list[str]:
-    from rosbags.typesys.base import Nodetype
+    from rosbags.typesys.base import Nodetype  # deferred: optional, pip only (no rosdep key)
     out = []
     for _, (kind, detail) in store.fielddefs[msgtype][1]:
         if kind in (Nodetype.ARRAY, Nodetype.SEQUENCE):
@@ -202,7 +200,7 @@ def stamp_offset(store, msgtype: str) -> int | None:
     stamp, or None: 4 if the first field is a Header or Time; 8 if the first field is a sequence of messages
     whose first field is a Header (the first element's stamp, after the uint32 length; -8 flags 'needs a
     non-empty sequence')."""
-    from rosbags.typesys.base import Nodetype
+    from rosbags.typesys.base import Nodetype  # deferred: optional, pip only (no rosdep key)
     fields = store.fielddefs[msgtype][1]
     if not fields:
         return None
@@ -221,6 +219,7 @@ def stamp_offset(store, msgtype: str) -> int | None:
 def _qos_for_bag(qos: QoSProfile):
     """rclpy QoSProfile -> rosbags Qos (stored as the topic's offered_qos_profiles: transient local topics are
     replayed latched)."""
+    # deferred: optional, pip only (no rosdep key)
     from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
     def enum(cls, policy):
@@ -318,6 +317,9 @@ class BagRecorder:
     in MCAP storage, on its own writer thread. See the module docstring."""
 
     def __init__(self, path, logger=None, max_queued: int = MAX_QUEUED):
+        from rosbags.rosbag2 import WriterError  # deferred: optional, pip only (no rosdep key)
+
+        from ..bag_files import JazzyBagWriter    # deferred: loads rosbags and mcap (optional, pip only)
         self.path = check_record_path(path)
         self.log = logger
         self.counts: dict[str, int] = {}          # topic -> messages written
