@@ -697,7 +697,14 @@ def main(argv=None) -> int:
     # installed (they shut the context down under running callbacks: "failed to initialize wait set",
     # KeyboardInterrupt tracebacks from the clean-up)
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    building = threading.Event()     # while the node is built (seconds; more with kernels to compile): a second
+    #                                  signal then ends the process at once (ros2 launch sends SIGTERM 5 s after
+
+    def on_signal(signum, frame):    # SIGINT and SIGKILL 10 s later)
+        if stop.is_set() and building.is_set():
+            os._exit(0)
+        stop.set()
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cmd = plain_args_to_ros_args(argv)
@@ -721,7 +728,9 @@ def main(argv=None) -> int:
     try:
         if stop.is_set():        # Ctrl-C before the node was built: not built
             raise ExternalShutdownException()
+        building.set()
         node = SimNode(param_defaults=defaults)
+        building.clear()
         if writer_profile:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
