@@ -10,6 +10,9 @@
         grasp-validation campaigns on Ray, their report, the comparison with real trials (docs/scenarios.md)
     contact-sim replay BAG (--scenario NAME | --scene FILE)
         play a robot's rosbag2 (commands, joint states, wrist F/T) into the simulation: residuals and plots
+    contact-sim bag-repair DIR
+        recover a rosbag2 MCAP recording whose process was killed (no metadata.yaml, no MCAP summary) or whose
+        file was cut: a complete bag of every message in the file's complete chunks
     contact-sim engines                list the registered engines
     contact-sim compile-kernels [--status] [--engines E ...]
         compile the engines' numba kernels into the shared on-disk cache (contact_sim_ros/kernel_cache.py; make
@@ -260,8 +263,14 @@ def main(argv=None) -> int:
                    "(contact-sim campaign -h)", add_help=False)
     sub.add_parser("replay", help="replay a robot's rosbag2 in the simulation: joint and wrench residuals "
                    "(contact-sim replay -h)", add_help=False)
+    sub.add_parser("bag-repair", help="recover a killed recording's rosbag2 MCAP directory (contact-sim bag-repair "
+                   "-h)", add_help=False)
     # the subcommands' own modules are imported when they run: the node and replay import rclpy, campaign and
-    # compare the in-process link and Ray's driver code; `contact-sim run` needs none of them
+    # compare the in-process link and Ray's driver code, bag-repair rosbags and mcap; `contact-sim run` needs none
+    # of them
+    if argv and argv[0] == "bag-repair":
+        from .bag_files import main as repair_main
+        return repair_main(argv[1:])
     if argv and argv[0] == "node":
         from .ros.sim_node import main as node_main
         return node_main(argv[1:]) or 0

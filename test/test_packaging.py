@@ -59,6 +59,7 @@ PYPI_DIST = {
     "websockets": "websockets",
     "xacro": "xacro",
     "rosbags": "rosbags",
+    "mcap": "mcap",
     "ray": "ray",
     "pyarrow": "pyarrow",
     "tqdm": "tqdm",
@@ -66,7 +67,7 @@ PYPI_DIST = {
     "trimesh": "trimesh",
 }
 # imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
-PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "ray", "pyarrow", "tqdm", "moderngl", "trimesh"}
+PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "mcap", "ray", "pyarrow", "tqdm", "moderngl", "trimesh"}
 # Every key package.xml may declare, checked against rosdistro (github.com/ros/rosdistro, commit 8468e88ccd,
 # 2026-08-22): ROS 2 Jazzy packages in jazzy/distribution.yaml (release repository in the comment) and system
 # keys in rosdep/python.yaml. `rosdep install --from-paths src` fails on any other key (e.g. ament_python, a

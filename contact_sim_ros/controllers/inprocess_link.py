@@ -22,6 +22,11 @@ import yaml
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
+try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs), as ros/controllers.py imports it
+    from control_msgs.msg import JointTrajectoryControllerState
+except ImportError:    # pragma: no cover - no control_msgs: no controller_state, as the node
+    JointTrajectoryControllerState = None
+
 from ..driver.command_validation import JointLimits
 from ..driver.config import resolve_controllers
 from ..driver.controller_manager import ControllerManager
@@ -108,6 +113,29 @@ class _Wrench(ControllerIO):
         self.box[self.topic] = w
 
 
+class _TrajectoryState(ControllerIO):
+    """A joint_trajectory_controller's ``<name>/controller_state`` in process (the fields ros/controllers.py's
+    JointTrajectoryIO.publish_state fills): a new control_msgs/JointTrajectoryControllerState per publication."""
+
+    def __init__(self, c, box: dict):
+        self.c, self.box, self.topic = c, box, f"{c.name}/controller_state"
+
+    def publish_state(self, execution) -> None:
+        c = self.c
+        state, hw, idx = c.ctx.state, c.ctx.command, c.idx
+        msg = JointTrajectoryControllerState()
+        msg.joint_names = list(c.joints)
+        stamp(state.time, msg.header.stamp)
+        q, v = state.position[idx], state.velocity[idx]
+        ref_q, ref_v = hw.position[idx], hw.velocity[idx]
+        for point, pos, vel in ((msg.reference, ref_q, ref_v), (msg.feedback, q, v),
+                                (msg.error, ref_q - q, ref_v - v), (msg.output, ref_q, ref_v)):
+            point.positions = array.array("d", pos.tobytes())
+            point.velocities = array.array("d", vel.tobytes())
+        msg.speed_scaling_factor = 1.0
+        self.box[self.topic] = msg
+
+
 class InProcessHost(ControllerTransport):
     """The in-process transport of one robot's controllers: broadcasters publish into ``box`` (topic -> latest
     message), trajectory controllers' ``joint_trajectory`` subscriptions are callbacks in ``subscriptions`` (the
@@ -124,6 +152,8 @@ class InProcessHost(ControllerTransport):
     def attach(self, controller):
         if isinstance(controller, JointTrajectoryController):
             self.subscriptions[f"{controller.name}/joint_trajectory"] = controller.on_trajectory
+            if JointTrajectoryControllerState is not None:
+                return _TrajectoryState(controller, self.box)
         elif isinstance(controller, JointStateBroadcaster):
             return _JointStates(controller, self.box)
         elif isinstance(controller, ForceTorqueSensorBroadcaster):

@@ -1,48 +1,70 @@
-"""Record a node's own publications to a rosbag2 directory in MCAP storage (node parameter ``record:=PATH``).
+"""Record a node's publications and what it is asked to a rosbag2 directory in MCAP storage (node parameter
+``record:=PATH``), as Jazzy's ``ros2 bag record --use-sim-time -s mcap`` would write them.
 
-``attach_recorder(node, path)`` taps the node's publishers on the publishing side: each tapped publisher's
-``publish(msg)`` serializes the message once (``rclpy.serialization.serialize_message``: the CDR bytes that go on
-the wire), publishes those bytes (``Publisher.publish(bytes)``: rmw gets them as they are, no second conversion)
-and hands them, with the topic and type, to a bounded queue; a writer thread of the recorder writes them with the
-pure-Python ``rosbags`` library (``rosbags.rosbag2.Writer``, rosbag2 format version 9 as Jazzy's ``ros2 bag``
-writes it, ``StoragePlugin.MCAP``), so ``ros2 bag info/play``, Foxglove and the ``mcap`` reader read the result.
-Every message the node publishes is recorded (no subscription, no DDS queue in between: a subscription in the
-same node, spun by its busy executor, kept only ~3 messages/s per topic). With ``topics`` None the publishers the
-node creates later are tapped too (``BagRecorder.follow``: ``node.create_publisher`` is wrapped): the ros2_control
-controllers', those of objects spawned while running; sim_node also follows its robots' nodes (several robots).
+``attach_recorder(node, path)`` taps the node on its own side (no DDS subscription in between: a subscription in
+the same node, spun by its busy executor, kept only ~3 messages/s per topic):
+
+* its publishers: each tapped publisher's ``publish(msg)`` publishes ``msg`` as before and hands the CDR bytes
+  (``rclpy.serialization.serialize_message``; the node's hand-packed state messages are already bytes, published
+  and recorded as they are) with the topic and type to a bounded queue;
+* its inputs: the subscriptions it creates while recording are created raw (``raw=True``): the bytes the
+  middleware delivered are recorded on the subscription's topic (``/joint_command``, ``<controller>/commands``,
+  ``<controller>/joint_trajectory`` ...) and the message handed to the node's callback; every goal request an
+  action server of the node receives is recorded as the action's goal message (``<pkg>/action/<Action>_Goal``, e.g.
+  ``control_msgs/action/FollowJointTrajectory_Goal``) on the topic ``<action name>/goal`` (e.g.
+  ``/arm_controller/follow_joint_trajectory/goal``; ros2 bag of Jazzy records no actions). So a bag shows the
+  commands and the responses side by side, and ``contact-sim replay`` replays the commands and goals.
+
+A writer thread writes the queue with :class:`contact_sim_ros.bag_files.JazzyBagWriter` (the pure-Python
+``rosbags`` writer, rosbag2 format 9, in Jazzy's layout: ``<bag>_0.mcap``, ``ros_distro: jazzy``, channel QoS and
+type hashes), so ``ros2 bag info/play``, Foxglove, rosbags and the ``mcap`` readers (mcap-ros2-support) read it.
+With ``topics`` None the publishers, subscriptions and action servers the node creates later are tapped too
+(``BagRecorder.follow``): the ros2_control controllers', those of objects spawned while running; sim_node also
+follows its robots' nodes (several robots).
 
 * Bag timestamps are SIMULATION time (ns): the message's own ``header.stamp`` (or ``rosgraph_msgs/Clock.clock``;
   for a message that starts with a sequence of stamped messages, like ``tf2_msgs/TFMessage`` and
   ``visualization_msgs/MarkerArray``, the stamp of the first element). A message without a stamp
-  (``std_msgs/String`` robot_description, an empty TFMessage) or stamped with the node's ROS clock
-  (``/diagnostics``: wall time unless ``use_sim_time``) gets the latest sim time recorded so far (0 at start).
-  This is what ``ros2 bag record --use-sim-time`` records; ``ros2 bag play --clock`` then republishes /clock.
-  After a ``~/reset`` the stamps start again from 0.
+  (``std_msgs/String`` robot_description, an empty TFMessage), stamped with the node's ROS clock
+  (``/diagnostics``: wall time unless ``use_sim_time``), and every input (its receive time, whatever its header
+  says) gets the latest sim time recorded so far (0 at start). This is what ``ros2 bag record --use-sim-time``
+  records; ``ros2 bag play --clock`` then republishes /clock. After a ``~/reset`` the stamps start again from 0.
+  metadata.yaml's ``starting_time`` is the first message's time (sim time: 0 for a node started at t = 0).
+* Exact CDR: ``serialize_message`` returns rmw_fastrtps' estimated size, which can run past the message with
+  uninitialised bytes (32 for a 7-joint JointTrajectoryControllerState); the writer thread cuts every message
+  that is not hand-packed at its end (``exact_cdr``), so each recorded message decodes with rosbags and mcap.
 * Only what is published after the tap is recorded: attach the recorder before the node publishes (sim_node
   attaches it before it creates its publishers, so latched /tf_static and robot_description are in the bag).
-* Message definitions: the standard types from rosbags' Jazzy type store; types it lacks (``contact_sim_msgs``
-  and any package built into the venv or a ROS install) from their ``.msg`` files, found in
-  ``<prefix>/share/<pkg>/msg/`` of every ``AMENT_PREFIX_PATH`` entry and in this repository's ``msgs/<pkg>/msg/``.
-* Threads: the publishing thread (the stepping thread for the state topics) only serializes (the cost of the
-  publication it replaces) and enqueues; stamps are read from the bytes and files written on the writer thread.
-  The queue holds at most ``max_queued`` messages: when full (the disk cannot keep up) a message is dropped,
-  counted (``dropped``; sim_node's diagnostics ``record_dropped``) and reported at close.
+* Message definitions: the standard types from rosbags' Jazzy type store; types it lacks (``contact_sim_msgs``,
+  control_msgs, any package built into the venv or a ROS install) from their ``.msg`` / ``.action`` files, found
+  in ``<prefix>/share/<pkg>/{msg,action}/`` of every ``AMENT_PREFIX_PATH`` entry and in ``msgs/<pkg>/msg/``.
+* Threads: the publishing thread (the stepping thread for the state topics) only serializes and enqueues; stamps
+  are read from the bytes, messages cut to their end and files written on the writer thread. The queue holds at
+  most ``max_queued`` messages: when full (the disk cannot keep up) a message is dropped, counted (``dropped``;
+  sim_node's diagnostics ``record_dropped``) and reported at close.
+* Surviving a kill: the pending MCAP chunk is written to the file at least every ``FLUSH_PERIOD_S`` (0.5 s of
+  wall time), so a SIGKILLed node leaves a bag whose complete chunks hold all but the last ~0.5 s; it has no
+  metadata.yaml and no MCAP summary: ``contact-sim bag-repair DIR`` recovers it.
+* A ``record`` path that exists, or whose parent cannot be created or written, is refused at start-up
+  (ConfigError: one line).
 * ``close()`` (idempotent) restores the publishers, writes what is queued and closes the bag, which writes the
-  MCAP summary and ``metadata.yaml``; the node must call it on shutdown (an unclosed MCAP file lacks its summary
-  and metadata.yaml is missing).
+  MCAP summary and ``metadata.yaml``; the node calls it on shutdown.
 """
 
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import struct
+import sys
 import threading
 import time
 import weakref
 from pathlib import Path
 
-from rclpy.qos import QoSProfile
+from rclpy.action import ActionServer
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: F401 - the bags' CDR, for replay too
 
 from ..errors import ConfigError
@@ -51,14 +73,17 @@ from ..resources import share_dir
 BAG_VERSION = 9                         # rosbag2 metadata version written by Jazzy
 MAX_QUEUED = 200_000                    # messages waiting for the writer thread (~ 1 min at sim_node's default rates)
 WRITER_PERIOD_S = 0.005                 # the writer thread looks for new messages this often when it has none
+FLUSH_PERIOD_S = 0.5                    # wall s: the pending MCAP chunk is written to the file at least this often
 EXCLUDED_TOPICS = ("/rosout", "/parameter_events")
 # stamped with the node's ROS clock (wall time unless use_sim_time), not sim time: recorded at the latest sim time
 NODE_CLOCK_TOPICS = ("/diagnostics",)
 
 
 def msgtype_name(msg_class) -> str:
-    """``sensor_msgs.msg.JointState`` -> ``'sensor_msgs/msg/JointState'``."""
-    return f"{msg_class.__module__.split('.')[0]}/msg/{msg_class.__name__}"
+    """``sensor_msgs.msg.JointState`` -> ``'sensor_msgs/msg/JointState'``; an action's goal
+    ``control_msgs.action.FollowJointTrajectory.Goal`` -> ``'control_msgs/action/FollowJointTrajectory_Goal'``."""
+    pkg, kind = (msg_class.__module__.split(".") + ["msg"])[:2]
+    return f"{pkg}/{kind}/{msg_class.__name__}"
 
 
 def make_typestore(msgtypes=()):
@@ -70,15 +95,54 @@ def make_typestore(msgtypes=()):
     return store
 
 
-def _msg_dirs(pkg: str) -> list[Path]:
-    dirs = [Path(p) / "share" / pkg / "msg" for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    own = Path(__file__).resolve().parents[2] / "msgs" / pkg / "msg"       # source checkout
+def _msg_dirs(pkg: str, kind: str = "msg") -> list[Path]:
+    dirs = [Path(p) / "share" / pkg / kind for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    own = Path(__file__).resolve().parents[2] / "msgs" / pkg / kind       # source checkout
     dirs.append(own)
     try:
-        dirs.append(Path(share_dir()) / "msgs" / pkg / "msg")
+        dirs.append(Path(share_dir()) / "msgs" / pkg / kind)
     except ConfigError:   # no share directory (an odd install): the other places
         pass
     return [d for d in dirs if d.is_dir()]
+
+
+_ACTION_PARTS = ("Goal", "Result", "Feedback")          # the sections of a .action file, in order
+
+
+def _action_types(pkg: str, path: Path) -> dict:
+    """rosbags types of an action's Goal, Result and Feedback messages (``pkg/action/Name_Goal`` ...) from its
+    .action file (three .msg sections separated by ``---`` lines)."""
+    from rosbags.typesys import get_types_from_msg
+    sections, current = [], []
+    for line in path.read_text().splitlines():
+        if line.strip() == "---":
+            sections.append(current)
+            current = []
+        else:
+            current.append(line)
+    sections.append(current)
+    types = {}
+    for part, lines in zip(_ACTION_PARTS, sections):
+        text = "\n".join(_qualify(line, pkg) for line in lines)
+        types.update(get_types_from_msg(text, f"{pkg}/action/{path.stem}_{part}"))
+    return types
+
+
+_PRIMITIVES = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+               "int64", "uint64", "string", "wstring", "Header"}
+
+
+def _qualify(line: str, pkg: str) -> str:
+    """A field line of an .action file with a bare message type of its own package (``JointTolerance``) written
+    ``pkg/msg/JointTolerance``, as rosidl resolves it (rosbags would look for it under ``pkg/action/``)."""
+    stripped = line.strip()
+    if not stripped or stripped.startswith("#"):
+        return line
+    token = stripped.split()[0]
+    base = token.split("[")[0].split("<=")[0]
+    if "/" in base or base in _PRIMITIVES or not base[:1].isalpha():
+        return line
+    return line.replace(token, f"{pkg}/msg/{token}", 1)
 
 
 def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
@@ -90,7 +154,18 @@ def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
             if depth < 8:
                 _ensure_type(store, dep, depth + 1)
         return
-    pkg, _, name = msgtype.split("/")
+    pkg, kind, name = msgtype.split("/")
+    if kind == "action":                            # Name_Goal / _Result / _Feedback from Name.action
+        action = name.rsplit("_", 1)[0]
+        for d in _msg_dirs(pkg, "action"):
+            if (d / f"{action}.action").is_file():
+                types = _action_types(pkg, d / f"{action}.action")
+                store.register(types)
+                for t in types:
+                    for dep in _missing_dependencies(store, t):
+                        if depth < 8:
+                            _ensure_type(store, dep, depth + 1)
+                return
     for d in _msg_dirs(pkg):
         if (d / f"{name}.msg").is_file():
             types = {}
@@ -164,13 +239,38 @@ def _qos_for_bag(qos: QoSProfile):
 
 
 class _Channel:
-    """One recorded topic: its bag connection (created by the writer thread on its first message) and how to read
-    a message's stamp from its CDR bytes."""
+    """One recorded topic: its bag connection (created by the writer thread on its first message), how to read a
+    message's stamp from its CDR bytes, and the type's CDR reader (``exact_cdr``)."""
 
-    __slots__ = ("topic", "msgtype", "qos", "offset", "conn")
+    __slots__ = ("topic", "msgtype", "qos", "offset", "conn", "reader")
 
     def __init__(self, topic: str, msgtype: str, qos, offset: int | None):
         self.topic, self.msgtype, self.qos, self.offset, self.conn = topic, msgtype, qos, offset, None
+        self.reader = None
+
+
+def exact_cdr(store, msgtype: str, data: bytes, chan: _Channel | None = None) -> bytes:
+    """``data`` (a CDR-serialized ``msgtype``) without the bytes after the message's end. rclpy's
+    ``serialize_message`` (rmw_fastrtps' ``rmw_serialize``) returns a buffer of the type support's ESTIMATED size,
+    which can exceed the message (e.g. 32 bytes for a 7-joint control_msgs/JointTrajectoryControllerState, 8 for
+    a one-joint JointState), the rest uninitialised memory: readers that check the size (rosbags) refuse it. The
+    end is found by reading the message with rosbags' deserializer of the type (~80 us for the controller state);
+    bytes that do not read as the type are returned as they are."""
+    reader = chan.reader if chan is not None else None
+    if reader is None:
+        msgdef = store.get_msgdef(msgtype)
+        reader = (msgdef.deserialize_cdr_le, msgdef.deserialize_cdr_be, msgdef.cls)
+        if chan is not None:
+            chan.reader = reader
+    if len(data) < 4:
+        return data
+    func = reader[0] if data[1] == 1 else reader[1]
+    try:
+        _, pos = func(data[4:], 0, reader[2], store)
+    except Exception:          # not this type's CDR (a client's bad bytes): recorded as received
+        return data
+    end = 4 + pos
+    return bytes(data[:end]) if len(data) > end else data
 
 
 _LE, _BE = struct.Struct("<iI").unpack_from, struct.Struct(">iI").unpack_from
@@ -193,13 +293,34 @@ def cdr_stamp_ns(data: bytes, offset: int | None) -> int | None:
     return sec * 1_000_000_000 + nsec
 
 
+def check_record_path(path) -> Path:
+    """``path`` as a new bag directory the recorder can create: ConfigError (one line) if it is empty or exists,
+    or if its nearest existing ancestor is not a directory or cannot be written. Creates nothing."""
+    if not str(path).strip():
+        raise ConfigError("parameter 'record': empty path")
+    path = Path(path)
+    if path.exists() or path.is_symlink():
+        raise ConfigError(f"parameter 'record': {path} exists already; rosbag2 writes a new directory")
+    ancestor = path.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"parameter 'record': cannot create {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"parameter 'record': cannot create {path}: no permission to write in {ancestor}")
+    return path
+
+
 class BagRecorder:
-    """Writes the messages of the publishers it taps (``tap``) to the rosbag2 directory ``path`` (must not exist;
-    created) in MCAP storage, on its own writer thread. See the module docstring."""
+    """Writes the messages of the publishers it taps (``tap``), of the subscriptions (``tap_subscription``) and
+    action servers (``tap_action_server``) it taps, to the rosbag2 directory ``path`` (must not exist; created)
+    in MCAP storage, on its own writer thread. See the module docstring."""
 
     def __init__(self, path, logger=None, max_queued: int = MAX_QUEUED):
-        from rosbags.rosbag2 import StoragePlugin, Writer  # deferred: optional, pip only (no rosdep key)
-        self.path = Path(path)
+        from rosbags.rosbag2 import WriterError  # deferred: optional, pip only (no rosdep key)
+
+        from ..bag_files import JazzyBagWriter    # deferred: loads rosbags and mcap (optional, pip only)
+        self.path = check_record_path(path)
         self.log = logger
         self.counts: dict[str, int] = {}          # topic -> messages written
         self.written = 0                          # messages written, all topics
@@ -212,11 +333,12 @@ class BagRecorder:
         self.on_close = []                        # functions called by close() before the bag is closed
         self._lock = threading.Lock()             # typestore, channels, tapped, dropped
         self.typestore = make_typestore()
-        if self.path.exists():
-            raise ConfigError(f"parameter 'record': {self.path} exists already; rosbag2 writes a new directory")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = Writer(self.path, version=BAG_VERSION, storage_plugin=StoragePlugin.MCAP)
-        self._writer.open()
+        self._writer = JazzyBagWriter(self.path)
+        try:
+            self._writer.open()
+        except (OSError, WriterError) as exc:
+            raise ConfigError(f"parameter 'record': cannot create {self.path}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         self.max_queued = int(max_queued)
         self._queue: collections.deque = collections.deque()     # append / popleft: atomic, no lock taken
         self._thread = threading.Thread(target=self._write_loop, name="bag_recorder_writer", daemon=True)
@@ -232,47 +354,118 @@ class BagRecorder:
         """Messages waiting for the writer thread."""
         return len(self._queue)
 
+    def _channel(self, topic: str, msgtype: str, qos, sim_stamped: bool) -> _Channel | None:
+        """The channel of (topic, type, QoS), created if new (call with the lock held); None once closed."""
+        if self._closed:
+            return None
+        _ensure_type(self.typestore, msgtype)
+        key = (topic, msgtype, qos.durability, qos.reliability)
+        chan = self._channels.get(key)
+        if chan is None:
+            offset = stamp_offset(self.typestore, msgtype) if sim_stamped else None
+            chan = self._channels[key] = _Channel(topic, msgtype, _qos_for_bag(qos), offset)
+            self.counts.setdefault(topic, 0)
+        return chan
+
+    def _enqueue(self, chan: _Channel, data: bytes, exact: bool) -> None:
+        """Hand one message to the writer thread (``exact`` False: the bytes may run past the message's end)."""
+        if self._closed:
+            return
+        if len(self._queue) < self.max_queued:
+            self._queue.append((chan, data, exact))
+        else:
+            with self._lock:
+                self.dropped += 1
+
     def tap(self, publisher, sim_stamped: bool = True) -> None:
         """Record every message ``publisher`` publishes from now on (replaces its ``publish`` on the instance;
         ``close()`` restores it). ``sim_stamped`` False: the messages' stamps are not sim time (recorded at the
-        latest sim time). ConfigError if its type has no known definition."""
+        latest sim time). A message object is published as it is (rmw serializes it exactly) and serialized once
+        more for the bag; bytes (the node's hand-packed state messages) are published and recorded as they are.
+        ConfigError if its type has no known definition."""
         msgtype = msgtype_name(publisher.msg_type)
-        topic, qos = publisher.topic_name, publisher.qos_profile
         with self._lock:
-            if self._closed:
-                return
-            _ensure_type(self.typestore, msgtype)
-            key = (topic, msgtype, qos.durability, qos.reliability)
-            chan = self._channels.get(key)
+            chan = self._channel(publisher.topic_name, msgtype, publisher.qos_profile, sim_stamped)
             if chan is None:
-                offset = stamp_offset(self.typestore, msgtype) if sim_stamped else None
-                chan = self._channels[key] = _Channel(topic, msgtype, _qos_for_bag(qos), offset)
-                self.counts.setdefault(topic, 0)
+                return
             self._tapped.add(publisher)
-        publish, pending, put, limit = publisher.publish, self._queue, self._queue.append, self.max_queued
+        publish, enqueue = publisher.publish, self._enqueue
 
         def recorded_publish(msg) -> None:
-            data = msg if isinstance(msg, bytes) else serialize_message(msg)
-            publish(data)                                            # the class's bound method
-            if self._closed:
-                return
-            if len(pending) < limit:
-                put((chan, data))
+            publish(msg)                                             # the class's bound method
+            if isinstance(msg, bytes):
+                enqueue(chan, msg, True)
             else:
-                with self._lock:
-                    self.dropped += 1
+                enqueue(chan, serialize_message(msg), False)
         publisher.publish = recorded_publish
         publisher.recorded = True      # state_messages.has_readers: published also without a subscriber
 
+    def record_input(self, topic: str, msg_class, qos, data: bytes) -> None:
+        """Record ``data`` (CDR of ``msg_class``) received on ``topic`` now (at the latest sim time): what the
+        node was asked (commands, goals). A type without definition is not recorded (warned once)."""
+        msgtype = msgtype_name(msg_class)
+        with self._lock:
+            try:
+                chan = self._channel(topic, msgtype, qos, False)
+            except ConfigError as exc:
+                chan = None
+                if self.log is not None and topic not in self.counts:
+                    self.counts[topic] = 0
+                    self.log.warn(f"recording: {topic} not recorded: {exc}")
+        if chan is not None:
+            self._enqueue(chan, data, False)
+
+    def tap_subscription_callback(self, node, msg_type, topic: str, callback, qos_profile):
+        """A callback for a RAW subscription that records the received bytes (as the middleware delivered them)
+        on the subscription's topic, then hands the message to ``callback`` as rclpy would have."""
+        full = node.resolve_topic_name(topic)
+        qos = qos_profile if isinstance(qos_profile, QoSProfile) else QoSProfile(depth=int(qos_profile))
+        record = self.record_input
+
+        if inspect.iscoroutinefunction(callback):       # the executor awaits a coroutine function's result
+            async def recorded_callback(data: bytes):
+                record(full, msg_type, qos, data)
+                return await callback(deserialize_message(data, msg_type))
+        else:
+            def recorded_callback(data: bytes):
+                record(full, msg_type, qos, data)
+                return callback(deserialize_message(data, msg_type))
+        return recorded_callback
+
+    def tap_action_server(self, node, server, action_name: str) -> None:
+        """Record every goal request ``server`` (an rclpy ActionServer named ``action_name``) receives, as its goal
+        message (``<pkg>/action/<Action>_Goal``) on the topic ``<action name>/goal``, when it arrives (before the
+        server's goal callback accepts or rejects it)."""
+        goal_class = server._action_type.Goal
+        topic = node.resolve_topic_name(f"{action_name}/goal")
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        callback, record = server._goal_callback, self.record_input
+
+        if inspect.iscoroutinefunction(callback):       # rclpy awaits a coroutine function's result
+            async def recorded_goal_callback(goal):
+                record(topic, goal_class, qos, serialize_message(goal))
+                return await callback(goal)
+        else:
+            def recorded_goal_callback(goal):
+                record(topic, goal_class, qos, serialize_message(goal))
+                return callback(goal)
+        server._goal_callback = recorded_goal_callback
+        self.on_close.append(lambda: setattr(server, "_goal_callback", callback))
+
     def follow(self, node) -> None:
         """Record every topic ``node`` publishes (except /rosout and /parameter_events): its publishers now and
-        those it creates later (``node.create_publisher`` is wrapped on the instance until ``close()``). The
-        simulation node follows itself and its robots' nodes. ConfigError for a present publisher's type without
-        definition; a later one is published, not recorded (warned)."""
+        those it creates later (``node.create_publisher`` is wrapped on the instance until ``close()``); and what
+        the node is asked: the messages of the subscriptions it creates from now on (``node.create_subscription``
+        wrapped: the subscription is created raw, the received bytes recorded, the message handed on) and the
+        goals of the action servers it creates (``node.add_waitable`` wrapped). The simulation node follows
+        itself and its robots' nodes. ConfigError for a present publisher's type without definition; a later one
+        is published, not recorded (warned)."""
         for pub in node.publishers:
             if pub.topic_name not in EXCLUDED_TOPICS:
                 self.tap(pub, pub.topic_name not in NODE_CLOCK_TOPICS)
-        create = node.create_publisher                              # the class's bound method
+        create = node.create_publisher                              # the class's bound methods
+        create_sub = node.create_subscription
+        add_waitable = node.add_waitable
 
         def create_recorded_publisher(msg_type, topic, *args, **kwargs):
             pub = create(msg_type, topic, *args, **kwargs)
@@ -282,18 +475,46 @@ class BagRecorder:
                 except ConfigError as exc:        # a type without definition: published, not recorded
                     node.get_logger().warn(f"recording: {pub.topic_name} not recorded: {exc}")
             return pub
+
+        def create_recorded_subscription(msg_type, topic, callback, qos_profile, **kwargs):
+            if kwargs.get("raw") or self._closed:
+                return create_sub(msg_type, topic, callback, qos_profile, **kwargs)
+            kwargs["raw"] = True
+            return create_sub(msg_type, topic,
+                              self.tap_subscription_callback(node, msg_type, topic, callback, qos_profile),
+                              qos_profile, **kwargs)
+
+        def add_recorded_waitable(waitable):
+            if isinstance(waitable, ActionServer) and not self._closed:
+                # rclpy's ActionServer keeps no name; its __init__ (the caller) has it as the argument action_name
+                name = sys._getframe(1).f_locals.get("action_name")
+                if isinstance(name, str):
+                    self.tap_action_server(node, waitable, name)
+                else:
+                    node.get_logger().warn(f"recording: the goals of an action server of "
+                                           f"{waitable._action_type.__name__} are not recorded (no action name)")
+            return add_waitable(waitable)
         node.create_publisher = create_recorded_publisher
-        self.on_close.append(lambda: node.__dict__.pop("create_publisher", None))
+        node.create_subscription = create_recorded_subscription
+        node.add_waitable = add_recorded_waitable
+        self.on_close.append(lambda: [node.__dict__.pop(name, None) for name in
+                                      ("create_publisher", "create_subscription", "add_waitable")])
 
     def _write_loop(self) -> None:
-        """Writer thread: bag connections, stamps, writes, in the order the messages were published."""
-        get, writer = self._queue.popleft, self._writer
+        """Writer thread: bag connections, stamps, exact CDR, writes, in the order the messages were queued; the
+        pending MCAP chunk goes to the file every ``FLUSH_PERIOD_S`` (a killed node's bag holds what was written
+        until then: ``contact-sim bag-repair``)."""
+        get, writer, store = self._queue.popleft, self._writer, self.typestore
+        unflushed, last_flush = False, time.monotonic()
         while True:
             try:
-                chan, data = get()
+                chan, data, exact = get()
             except IndexError:             # nothing queued: done if closed, else look again in a while
                 if self._closed and not self._queue:
                     return
+                if unflushed and time.monotonic() - last_flush > FLUSH_PERIOD_S:
+                    unflushed, last_flush = False, time.monotonic()
+                    self._flush(writer)
                 time.sleep(WRITER_PERIOD_S)
                 continue
             stamp = cdr_stamp_ns(data, chan.offset)
@@ -304,19 +525,33 @@ class BagRecorder:
             try:
                 if chan.conn is None:
                     with self._lock:
-                        chan.conn = writer.add_connection(chan.topic, chan.msgtype, typestore=self.typestore,
+                        chan.conn = writer.add_connection(chan.topic, chan.msgtype, typestore=store,
                                                           offered_qos_profiles=[chan.qos])
-                writer.write(chan.conn, stamp, data)
+                writer.write(chan.conn, stamp, data if exact else exact_cdr(store, chan.msgtype, data, chan))
                 self.counts[chan.topic] += 1
                 self.written += 1
+                unflushed = True
             except Exception as exc:  # disk full, ...: report once, keep the node running
-                self.errors += 1
-                if self.errors == 1 and self.log is not None:
-                    self.log.error(f"recording to {self.path}: writing {chan.topic} failed: {exc}")
+                self._error(chan.topic, exc)
+            if unflushed and time.monotonic() - last_flush > FLUSH_PERIOD_S:
+                unflushed, last_flush = False, time.monotonic()
+                self._flush(writer)
+
+    def _flush(self, writer) -> None:
+        try:
+            writer.flush()
+        except Exception as exc:      # disk full ...
+            self._error("(flush)", exc)
+
+    def _error(self, topic: str, exc: Exception) -> None:
+        self.errors += 1
+        if self.errors == 1 and self.log is not None:
+            self.log.error(f"recording to {self.path}: writing {topic} failed: {exc}")
 
     def close(self) -> None:
-        """Stop recording: restore the publishers, write what is queued, close the bag (writes the MCAP summary
-        and metadata.yaml) and log the totals (and the drops, if any). Idempotent."""
+        """Stop recording: restore the publishers, action servers and node methods, write what is queued, close
+        the bag (writes the MCAP summary and metadata.yaml) and log the totals (and the drops, if any).
+        Idempotent. Subscriptions created while recording stay raw (they still record nothing once closed)."""
         with self._lock:
             if self._closed:
                 return
@@ -328,7 +563,10 @@ class BagRecorder:
         for fn in self.on_close:
             fn()
         self._thread.join()                            # it writes what is queued, then ends
-        self._writer.close()
+        try:
+            self._writer.close()
+        except Exception as exc:                       # disk full ...
+            self._error("(close)", exc)
         if self.log is not None:
             self.log.info(f"recording: {self.written} messages on {len(self.counts)} topics written to {self.path}")
             if self.dropped or self.errors:

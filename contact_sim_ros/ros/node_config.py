@@ -21,6 +21,7 @@ from ..resources import share_dir
 from ..sim.scene import load_scene
 from ..sim.simulator import MAX_TIME_STEP
 from ..yaml_files import parse_yaml, read_mapping
+from .bag_recorder import check_record_path
 
 
 DEFAULT_ROBOT = "iiwa_wsg"
@@ -171,6 +172,8 @@ class NodeConfig:
             self.engine_options_dict()
         if not self.world_frame:
             raise ConfigError("parameter 'world_frame': must not be empty")
+        if self.record:    # refused at start-up, before the scene is loaded (one line)
+            check_record_path(self.record)
 
     def engine_options_dict(self) -> dict:
         opts = parse_yaml(self.engine_options, "parameter 'engine_options'") if self.engine_options else {}

@@ -10,6 +10,9 @@ name (after the name mapping below):
   its bag (receive) time, i.e. before the first simulation step at or after it, exactly as the controller's
   subscription would have received it; a trajectory's non-zero ``header.stamp`` is moved by the same time
   origin.
+* ``<controller>/<action>/goal`` (control_msgs/action/FollowJointTrajectory_Goal: the goals the simulation node
+  records with ``record:=``, bag_recorder.py): each goal's trajectory is handed to that controller at its bag
+  (receive) time, as the action server would start it (its tolerances are not applied).
 * ``<controller>/controller_state`` (control_msgs/JointTrajectoryControllerState) of a trajectory controller
   the bag has no commands of (a robot driven through FollowJointTrajectory: ros2 bag in Jazzy does not record
   action goals): its ``reference`` positions become one trajectory through them at their stamps plus one
@@ -29,6 +32,10 @@ Topic names: a bag topic's simulation name is its name without the leading ``/``
 states use the measurement/receive clocks as recorded: state stamps from ``header.stamp``, command times from
 the bag's receive timestamps; both must be the same clock (the robot's, as ``ros2 bag record`` stores it).
 
+A bag that cannot be read (missing, metadata.yaml malformed, a listed file missing, an MCAP file cut or corrupt,
+a killed recording without metadata.yaml) is refused with one line naming the file and the problem
+(``contact_sim_ros.bag_files.check_bag``); ``contact-sim bag-repair DIR`` recovers a killed or cut recording.
+
 The report (``<out>/replay.md``, plots in ``<out>/plots/``) gives, per joint, the RMS and maximum of the
 joint-position residual (measured - simulated; rad or m) and, per wrench axis, the RMS and maximum residual
 (N, N m), with PNG plots over time.
@@ -39,6 +46,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import struct
 import sys
 import tempfile
 import time
@@ -64,11 +72,16 @@ WRENCH_AXES = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.
 
 
 def _msg_class(msgtype: str):
-    """'sensor_msgs/msg/JointState' -> the rclpy message class."""
+    """'sensor_msgs/msg/JointState' -> the rclpy message class; 'control_msgs/action/FollowJointTrajectory_Goal'
+    -> ``FollowJointTrajectory.Goal``."""
     pkg, kind, name = msgtype.split("/")
     try:
-        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
-    except (ImportError, AttributeError):
+        module = importlib.import_module(f"{pkg}.{kind}")
+        if kind == "action":
+            action, part = name.rsplit("_", 1)
+            return getattr(getattr(module, action), part)
+        return getattr(module, name)
+    except (ImportError, AttributeError, ValueError):
         return None
 
 
@@ -88,6 +101,7 @@ def _wrench6(msg) -> tuple:
 # ------------------------------------------------------------------------------------------- reading a bag
 
 COMMAND_TYPES = ("trajectory_msgs/msg/JointTrajectory", "std_msgs/msg/Float64MultiArray")
+TRAJECTORY_GOAL = "control_msgs/action/FollowJointTrajectory_Goal"     # recorded by the node as <action>/goal
 CONTROLLER_STATE = "control_msgs/msg/JointTrajectoryControllerState"
 
 
@@ -144,12 +158,20 @@ def _reference_trajectory(states: list, trajectory_name: str, topic: str, t0: in
 def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None) -> BagData:
     """Read joint_states, every WrenchStamped topic and the command topics (JointTrajectory,
     Float64MultiArray) of a rosbag2 directory; other topics are listed in ``ignored``."""
-    from rosbags.rosbag2 import Reader  # deferred: optional, pip only (no rosdep key)
+    from rosbags.rosbag2 import Reader, ReaderError  # deferred: optional, pip only (no rosdep key)
+
+    from ..bag_files import check_bag      # deferred: loads rosbags and mcap (optional, pip only)
     path = Path(path)
-    if not (path / "metadata.yaml").is_file():
-        raise ConfigError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
+    check_bag(path)                        # ConfigError (one line) for a missing, malformed, cut or corrupt bag
     storage = "mcap" if any(path.glob("*.mcap")) else "sqlite3" if any(path.glob("*.db3")) else "?"
-    mapping = dict(mapping or {})
+    try:
+        return _read_bag(path, storage, namespace, dict(mapping or {}), deserialize_message, Reader)
+    except (ReaderError, OSError, ValueError, KeyError, struct.error, EOFError, RuntimeError) as exc:
+        raise ConfigError(f"{path}: cannot read the bag: {type(exc).__name__}: {' '.join(str(exc).split())}") \
+            from None
+
+
+def _read_bag(path: Path, storage: str, namespace: str, mapping: dict, deserialize_message, Reader) -> BagData:
     with Reader(path) as reader:
         topics = {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
         unknown = [t for t in mapping if t not in topics]
@@ -160,7 +182,8 @@ def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None)
             name = sim_name(c.topic, namespace, mapping)
             if name == JOINT_STATES and c.msgtype == "sensor_msgs/msg/JointState" and js_conn is None:
                 js_conn = c
-            elif c.msgtype not in COMMAND_TYPES + (CONTROLLER_STATE, "geometry_msgs/msg/WrenchStamped"):
+            elif c.msgtype not in COMMAND_TYPES + (CONTROLLER_STATE, TRAJECTORY_GOAL,
+                                                   "geometry_msgs/msg/WrenchStamped"):
                 ignored.append(c.topic)
                 continue
             use.append(c)
@@ -180,6 +203,9 @@ def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None)
                 ws.setdefault(c.topic, []).append(msg)
             elif c.msgtype == CONTROLLER_STATE:        # at its stamp: the controller's update time
                 states.setdefault(c.topic, []).append(msg)
+            elif c.msgtype == TRAJECTORY_GOAL:         # <controller>/<action>/goal: its trajectory, when received
+                action = sim_name(c.topic, namespace, mapping).removesuffix("/goal")
+                commands.append((int(t_bag), action.rsplit("/", 1)[0] + "/joint_trajectory", c.topic, msg.trajectory))
             else:
                 commands.append((int(t_bag), sim_name(c.topic, namespace, mapping), c.topic, msg))
     if not js:
@@ -557,5 +583,8 @@ def main(argv=None) -> int:
         print(f"report: {Path(out) / 'replay.md'}")
     except ConfigError as exc:
         print(f"contact-sim replay: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:                  # the report directory cannot be written ...
+        print(f"contact-sim replay: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0

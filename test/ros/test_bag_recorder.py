@@ -26,7 +26,8 @@ from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.ros.bag_recorder import attach_recorder, make_typestore, published_topics, stamp_offset
+from contact_sim_ros.ros.bag_recorder import (attach_recorder, exact_cdr, make_typestore, published_topics,
+                                              stamp_offset)
 
 DT = 1e-3                   # s of sim time per step
 STEPS = 1000                # 1 s
@@ -292,3 +293,124 @@ def test_follow_records_the_publishers_a_node_creates_later(publisher, tmp_path)
         assert "create_publisher" not in vars(robot) and "create_publisher" not in vars(publisher.node)
     finally:
         robot.destroy_node()
+
+
+def _read_all(bag):
+    """Every message of the bag decoded strictly (rosbags) and of the length rosbags encodes it to (nothing after
+    the message's end), and decoded with mcap-ros2-support; ``({topic: [msg]}, {topic: [mcap msg]}, metadata)``."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import get_types_from_msg
+    store = make_typestore()
+    by_rosbags, by_mcap = {}, {}
+    with Reader(bag) as reader:
+        for conn in reader.connections:              # types the Jazzy store lacks: from the bag's definitions
+            if conn.msgtype not in store.fielddefs:
+                store.register(get_types_from_msg(conn.msgdef.data, conn.msgtype))
+        for conn, _, raw in reader.messages():
+            msg = store.deserialize_cdr(raw, conn.msgtype)
+            # the CDR ends where the message ends (alignment bytes inside may differ: rmw leaves them unset)
+            assert len(store.serialize_cdr(msg, conn.msgtype)) == len(raw), f"{conn.topic}: not the exact CDR"
+            by_rosbags.setdefault(conn.topic, []).append(msg)
+    (mcap_file,) = bag.glob("*.mcap")
+    with open(mcap_file, "rb") as f:
+        for _, channel, _, decoded in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages():
+            by_mcap.setdefault(channel.topic, []).append(decoded)
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    return by_rosbags, by_mcap, meta
+
+
+def test_inputs_goals_and_estimated_size_messages_decode_with_rosbags_and_mcap(publisher, tmp_path):
+    """What the node is asked is recorded beside what it publishes: a subscription created while recording (the
+    bytes another process sent), an action server's goals (as the action's Goal message on <action>/goal); a
+    message published as an object whose rmw-serialized size is an overestimate (a 7-joint controller state: 32
+    bytes past its end) is recorded exactly; every message decodes with rosbags (strictly) and mcap-ros2-support;
+    metadata.yaml as Jazzy writes it."""
+    from control_msgs.action import FollowJointTrajectory
+    from control_msgs.msg import JointTrajectoryControllerState
+    from rclpy.action import ActionServer, GoalResponse
+    from ros_testing import ActionClient        # rclpy's, without its request/response race
+    from rclpy.serialization import serialize_message
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    bag = tmp_path / "inputs"
+    rec = attach_recorder(publisher.node, bag)
+    node = publisher.node
+    received, goals = [], []
+    node.create_subscription(JointState, "joint_command", received.append, 10)
+    state_pub = node.create_publisher(JointTrajectoryControllerState, "arm_controller/controller_state", 10)
+
+    def execute(handle):
+        handle.succeed()
+        return FollowJointTrajectory.Result()
+    ActionServer(node, FollowJointTrajectory, "arm_controller/follow_joint_trajectory", execute,
+                 goal_callback=lambda g: goals.append(g) or GoalResponse.ACCEPT)
+    state = JointTrajectoryControllerState(joint_names=[f"iiwa_joint_{i}" for i in range(1, 8)])
+    state.header.stamp = _stamp(7)
+    for field in ("reference", "feedback", "error", "output"):
+        getattr(state, field).positions = [0.1 * i for i in range(7)]
+    raw = serialize_message(state)                           # the estimate runs past the message (the defect)
+    assert len(exact_cdr(rec.typestore, "control_msgs/msg/JointTrajectoryControllerState", raw)) < len(raw)
+    state_pub.publish(state)
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    client = Node("bag_test_client", context=ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(client)
+    spin = threading.Thread(target=ex.spin, daemon=True)
+    spin.start()
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory = JointTrajectory(joint_names=["iiwa_joint_1", "iiwa_joint_2"],
+                                      points=[JointTrajectoryPoint(positions=[0.5, -0.25])])
+    goal.trajectory.points[0].time_from_start.sec = 2
+    try:
+        cmd_pub = client.create_publisher(JointState, "/test_ns/joint_command", 10)
+        action = ActionClient(client, FollowJointTrajectory, "/test_ns/arm_controller/follow_joint_trajectory")
+        assert action.wait_for_server(timeout_sec=60.0)
+        deadline = time.monotonic() + 60.0
+        while not received and time.monotonic() < deadline:     # discovery: resend until the node has one
+            cmd_pub.publish(JointState(name=["iiwa_joint_1"], position=[0.75]))
+            time.sleep(0.05)
+        assert received and received[0].position[0] == 0.75      # the node's callback got the message
+        future = action.send_goal_async(goal)
+        deadline = time.monotonic() + 60.0
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert future.done() and future.result().accepted and len(goals) == 1
+    finally:
+        ex.shutdown(timeout_sec=2.0)
+        client.destroy_node()
+        rclpy.shutdown(context=ctx)
+    rec.close()
+    assert "create_subscription" not in vars(node) and "add_waitable" not in vars(node)
+
+    by_rosbags, by_mcap, meta = _read_all(bag)
+    for topic in ("/test_ns/joint_command", "/test_ns/arm_controller/follow_joint_trajectory/goal",
+                  "/test_ns/arm_controller/controller_state"):
+        assert topic in by_rosbags and topic in by_mcap, (topic, sorted(by_rosbags))
+    assert len(by_rosbags["/test_ns/joint_command"]) == len(received)
+    assert by_rosbags["/test_ns/joint_command"][0].position.tolist() == [0.75]
+    assert by_mcap["/test_ns/joint_command"][0].position == [0.75]
+    (g,) = by_rosbags["/test_ns/arm_controller/follow_joint_trajectory/goal"]
+    assert list(g.trajectory.joint_names) == ["iiwa_joint_1", "iiwa_joint_2"]
+    assert g.trajectory.points[0].positions.tolist() == [0.5, -0.25] and g.trajectory.points[0].time_from_start.sec == 2
+    (gm,) = by_mcap["/test_ns/arm_controller/follow_joint_trajectory/goal"]
+    assert list(gm.trajectory.points[0].positions) == [0.5, -0.25]
+    (st,) = by_rosbags["/test_ns/arm_controller/controller_state"]
+    assert st.reference.positions.tolist() == pytest.approx([0.1 * i for i in range(7)])
+    assert by_mcap["/test_ns/arm_controller/controller_state"][0].joint_names[6] == "iiwa_joint_7"
+    # metadata.yaml as rosbag2 0.26 (Jazzy) writes it
+    assert meta["ros_distro"] == "jazzy" and meta["version"] == 9 and meta["storage_identifier"] == "mcap"
+    assert meta["relative_file_paths"] == ["inputs_0.mcap"] and (bag / "inputs_0.mcap").is_file()
+    counts = {t["topic_metadata"]["name"]: t["message_count"] for t in meta["topics_with_message_count"]}
+    assert {t: n for t, n in counts.items() if n} == {t: len(m) for t, m in by_rosbags.items()}
+    assert meta["message_count"] == sum(len(m) for m in by_rosbags.values())
+    for t in meta["topics_with_message_count"]:
+        tm = t["topic_metadata"]
+        assert tm["serialization_format"] == "cdr" and tm["type_description_hash"].startswith("RIHS01_")
+        assert isinstance(tm["offered_qos_profiles"], list)
+    types = {t["topic_metadata"]["name"]: t["topic_metadata"]["type"] for t in meta["topics_with_message_count"]}
+    assert types["/test_ns/arm_controller/follow_joint_trajectory/goal"] == \
+        "control_msgs/action/FollowJointTrajectory_Goal"
+    assert meta["files"][0]["message_count"] == meta["message_count"]

@@ -4,6 +4,9 @@ over the recorded sim time is in the bag (counts = the publication rates x sim t
 sim time and increase per topic, and the content is what a subscriber in another process received for the same
 stamp."""
 
+import signal
+
+import numpy as np
 import pytest
 import yaml
 
@@ -114,3 +117,176 @@ def test_node_with_several_robots_records_each_robots_topics(ros, start_node, tm
         t = stamps[f"/{ns}/joint_states"]
         span = 1e-9 * (t[-1] - t[0])
         assert span > 0.9 and abs(len(t) - (JS_HZ * span + 1)) <= 1, (ns, len(t), span)
+
+
+IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
+
+
+def _decode_every_message(bag):
+    """{topic: [rosbags message]}, {topic: [mcap-ros2-support message]}: every message of the bag decoded by both
+    (rosbags strictly: nothing after the message's end), the same count per topic."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import get_types_from_msg
+    from contact_sim_ros.ros.bag_recorder import make_typestore
+    store = make_typestore()
+    by_rosbags, by_mcap = {}, {}
+    with Reader(bag) as reader:
+        for conn in reader.connections:
+            if conn.msgtype not in store.fielddefs:       # from the bag's own definitions, as a reader has them
+                store.register(get_types_from_msg(conn.msgdef.data, conn.msgtype))
+        for conn, t, raw in reader.messages():
+            msg = store.deserialize_cdr(raw, conn.msgtype)
+            assert len(store.serialize_cdr(msg, conn.msgtype)) == len(raw), f"{conn.topic}: bytes after the message"
+            by_rosbags.setdefault(conn.topic, []).append((t, msg))
+    (mcap_file,) = bag.glob("*.mcap")
+    with open(mcap_file, "rb") as f:
+        for _, channel, _, decoded in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages():
+            by_mcap.setdefault(channel.topic, []).append(decoded)
+    assert {t: len(m) for t, m in by_mcap.items()} == {t: len(m) for t, m in by_rosbags.items()}
+    return by_rosbags, by_mcap
+
+
+def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_replays(ros, start_node, tmp_path):
+    """The real node records what it publishes AND what it is asked (a FollowJointTrajectory goal, a trajectory on
+    the topic, a /joint_command): every message of every topic decodes with rosbags and with mcap-ros2-support
+    (controller_state too: the defect of issue 27), metadata.yaml as Jazzy writes it, and ``contact-sim replay``
+    replays the bag: the goal and the topic trajectory drive the simulated arm along the recorded joint states."""
+    from control_msgs.action import FollowJointTrajectory
+    from builtin_interfaces.msg import Duration
+    from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    from ros_testing import REPO, ActionClient
+    from contact_sim_ros.scenarios.replay import replay
+    bag = tmp_path / "asked"
+    js = ros.subscribe(JointState, "/rec2/joint_states", keep=100_000)
+    proc = start_node("--robot", "iiwa_wsg", "--real-time-factor", "1", "--namespace", "rec2", "--ros-args",
+                      "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
+    wait_until(lambda: js or proc.proc.poll() is not None, 120, what="the node's joint states")
+    assert proc.proc.poll() is None, proc.output()
+    q0 = dict(zip(js[-1].name, js[-1].position))
+    # a /joint_command (a direct target: the joint stays where it is); then a goal; then a trajectory on the topic
+    ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"], position=[q0["iiwa_joint_7"]]))
+    client = ActionClient(ros.node, FollowJointTrajectory, "/rec2/arm_controller/follow_joint_trajectory")
+    assert client.wait_for_server(timeout_sec=60)
+    goal = FollowJointTrajectory.Goal()
+    target = [q0[j] + (0.3 if j == "iiwa_joint_1" else 0.0) for j in IIWA]
+    goal.trajectory = JointTrajectory(joint_names=IIWA, points=[
+        JointTrajectoryPoint(positions=target, velocities=[0.0] * 7, time_from_start=Duration(sec=1))])
+    fut = client.send_goal_async(goal)
+    wait_until(fut.done, 60, what="the goal response")
+    assert fut.result().accepted
+    res = fut.result().get_result_async()
+    wait_until(res.done, 120, what="the goal result")
+    assert res.result().result.error_code == 0, res.result().result.error_string
+    back = [q0[j] for j in IIWA]                       # and back, by the topic
+    ros.publish(JointTrajectory, "/rec2/arm_controller/joint_trajectory", JointTrajectory(joint_names=IIWA, points=[
+        JointTrajectoryPoint(positions=back, velocities=[0.0] * 7, time_from_start=Duration(sec=1))]))
+    t_sent = js[-1].header.stamp.sec + 1e-9 * js[-1].header.stamp.nanosec
+    wait_until(lambda: _ns(js[-1].header.stamp) * 1e-9 > t_sent + 1.5, 120, what="the return trajectory's end")
+    assert abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"] - q0["iiwa_joint_1"]) < 0.01, proc.output()
+    assert proc.stop() == 0, proc.output()
+
+    by_rosbags, _ = _decode_every_message(bag)
+    counts = {t: len(m) for t, m in by_rosbags.items()}
+    for topic in ("/rec2/joint_states", "/clock", "/tf", "/rec2/arm_controller/controller_state",
+                  "/rec2/robot_description", "/tf_static"):
+        assert counts.get(topic, 0) > 0, (topic, counts)
+    # the inputs, as they were sent, beside the responses
+    (_, g), = by_rosbags["/rec2/arm_controller/follow_joint_trajectory/goal"]
+    assert list(g.trajectory.joint_names) == IIWA and g.trajectory.points[0].positions.tolist() == target
+    (t_topic, traj), = by_rosbags["/rec2/arm_controller/joint_trajectory"]
+    assert traj.points[0].positions.tolist() == back
+    (t_command, command), = by_rosbags["/rec2/joint_command"]
+    assert list(command.name) == ["iiwa_joint_7"]
+    t_goal = by_rosbags["/rec2/arm_controller/follow_joint_trajectory/goal"][0][0]
+    assert t_command <= t_goal < t_topic            # at their receive sim time
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["ros_distro"] == "jazzy" and meta["relative_file_paths"] == ["asked_0.mcap"]
+    first = min(t for msgs in by_rosbags.values() for t, _ in msgs)
+    assert meta["starting_time"]["nanoseconds_since_epoch"] == first
+    assert {x["topic_metadata"]["name"]: x["message_count"] for x in meta["topics_with_message_count"]} == counts
+
+    # contact-sim replay of the node's bag: the goal's and the topic's trajectories reach the simulated controller
+    scene = tmp_path / "iiwa_wsg_ground.yaml"
+    scene.write_text("robot: iiwa_wsg\nenvironment:\n  - {name: ground, shape: halfspace}\n")
+    inactive = yaml.safe_load((REPO / "config" / "node" / "iiwa_wsg.yaml").read_text())["/**"]["ros__parameters"][
+        "inactive_controllers"]
+    result = replay(bag, scene, "tamsi", 0.001, inactive_controllers=inactive, namespace="rec2")
+    assert result.delivered == 2 and not result.failures
+    assert result.superseded == ["/rec2/arm_controller/controller_state"]
+    j1 = result.joints.index("iiwa_joint_1")
+    moved = np.nanmax(np.abs(result.q_bag[:, j1] - result.q_bag[0, j1]))
+    assert moved > 0.25                             # the recorded arm went 0.3 rad out and back
+    rms, mx = result.joint_stats()["iiwa_joint_1"]
+    print(f"replay of the node's bag: joint 1 moved {moved:.3f} rad; residual RMS {rms:.2e} rad, max {mx:.2e} rad")
+    assert mx < 0.1 * moved                         # the replay follows the recording (timing: receive vs start)
+
+
+def test_sigkilled_node_leaves_a_bag_that_bag_repair_recovers(ros, start_node, tmp_path, capsys):
+    """A node SIGKILLed while recording (no metadata.yaml, no MCAP summary): its complete chunks hold every message
+    written up to the last flush (0.5 s of wall time); here the simulation is paused first and the kill comes once
+    the live file holds the last joint state before the pause, so bag-repair must give back EVERY joint state
+    published up to the kill, stamp for stamp."""
+    from sensor_msgs.msg import JointState
+    from std_srvs.srv import SetBool
+    from contact_sim_ros.bag_files import read_mcap_records
+    from contact_sim_ros.cli import main as cli_main
+    from rosbags.rosbag2 import Reader
+    bag = tmp_path / "killed"
+    js = ros.subscribe(JointState, "/rec3/joint_states", keep=100_000)
+    proc = start_node("--robot", "iiwa_wsg", "--real-time-factor", "1", "--namespace", "rec3", "--ros-args",
+                      "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
+    wait_until(lambda: (js and js[-1].header.stamp.sec >= 2) or proc.proc.poll() is not None, 120,
+               what="2 s of simulated time")
+    assert proc.proc.poll() is None, proc.output()
+    assert ros.call(SetBool, "/rec3/contact_sim/pause", SetBool.Request(data=True)).success
+    # the last stamp before the pause: joint states keep coming while paused, at the paused time
+    wait_until(lambda: len(js) > 2 and _ns(js[-1].header.stamp) == _ns(js[-2].header.stamp), 60,
+               what="joint states at the paused time")
+    last = _ns(js[-1].header.stamp)
+    mcap_file = bag / "killed_0.mcap"
+
+    def file_has_last():
+        _, channels, messages, _ = read_mcap_records(mcap_file)
+        ids = {i for i, c in channels.items() if c.topic == "/rec3/joint_states"}
+        return any(m.channel_id in ids and m.log_time == last for m in messages)
+    wait_until(file_has_last, 60, period=0.2, what="the last joint state in the live file")
+    published = len([m for m in list(js)])
+    proc.proc.send_signal(signal.SIGKILL)
+    proc.proc.wait(30)
+    proc.stop()
+    assert not (bag / "metadata.yaml").exists()
+    assert cli_main(["bag-repair", str(bag)]) == 0
+    out = capsys.readouterr().out
+    by_rosbags, _ = _decode_every_message(bag)          # the repaired bag: every message decodes with both
+    with Reader(bag) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        stamps = [t for c, t, _ in reader.messages() if c.topic == "/rec3/joint_states"]
+    assert {t: len(m) for t, m in by_rosbags.items()} == {t: n for t, n in counts.items() if n}
+    unique = sorted(set(stamps))
+    period = round(1e9 / JS_HZ)
+    # every joint state from the first to the one at the pause (the loop publishes the paused state too, off the
+    # rate's grid), none missing
+    assert unique[0] <= period and unique[-1] == last, (unique[:3], unique[-3:])
+    missing = sorted(set(range(unique[0], last + 1, period)) - set(unique))
+    assert not missing, f"{len(missing)} joint states missing, first at {missing[:3]} ns"
+    print(f"SIGKILLed node: {sum(counts.values())} messages recovered on {len(counts)} topics; joint states: "
+          f"{len(stamps)} recovered, {published} received by a subscriber; bag-repair: {out.strip()}")
+    assert len(stamps) >= published - 2 * JS_HZ        # those written after the last flush (<= 0.5 s) may be lost
+
+
+def test_record_into_an_invalid_directory_is_refused_at_start_up(start_node, tmp_path):
+    """record:= a path under a regular file, or an existing directory: exit 2, one line naming the path."""
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "exists").mkdir()
+    for path, expected in (
+            (tmp_path / "a_file" / "bag", f"cannot create {tmp_path / 'a_file' / 'bag'}: {tmp_path / 'a_file'} is not "
+                                          f"a directory"),
+            (tmp_path / "exists", f"{tmp_path / 'exists'} exists already; rosbag2 writes a new directory")):
+        proc = start_node("--robot", "iiwa_wsg", "--ros-args", "-p", f"record:={path}")
+        assert proc.proc.wait(120) == 2
+        out = proc.output()
+        errors = [line for line in out.splitlines() if "error" in line]
+        assert errors == [f"sim_node: error: parameter 'record': {expected}"] and "Traceback" not in out, out
