@@ -166,8 +166,12 @@ def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_
     wait_until(lambda: js or proc.proc.poll() is not None, 120, what="the node's joint states")
     assert proc.proc.poll() is None, proc.output()
     q0 = dict(zip(js[-1].name, js[-1].position))
-    # a /joint_command (a direct target: the joint stays where it is); then a goal; then a trajectory on the topic
-    ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"], position=[q0["iiwa_joint_7"]]))
+    # a /joint_command (a direct target 0.02 rad from where the joint is, so that its arrival can be seen: the goal
+    # must come after it, or the command would preempt the goal); then a goal; then a trajectory on the topic
+    ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"],
+                                                             position=[q0["iiwa_joint_7"] + 0.02]))
+    wait_until(lambda: abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_7"] - q0["iiwa_joint_7"]) > 0.01,
+               120, what="the joint command's effect on iiwa_joint_7")
     client = ActionClient(ros.node, FollowJointTrajectory, "/rec2/arm_controller/follow_joint_trajectory")
     assert client.wait_for_server(timeout_sec=60)
     goal = FollowJointTrajectory.Goal()
