@@ -24,7 +24,7 @@ from contact_sim_ros import resources
 from contact_sim_ros.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARE_FOLDERS = ("launch", "config", "urdf", "scenes")
+SHARE_FOLDERS = ("launch", "config", "urdf", "scenes", "meshes")
 CONSOLE_SCRIPTS = {
     "contact-sim": "contact_sim_ros.cli:main",
     "sim_node": "contact_sim_ros.ros.sim_node:main",

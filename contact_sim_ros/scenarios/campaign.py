@@ -17,7 +17,9 @@ A campaign file (YAML; example: ``scenes/campaigns/pick_shake_place.yaml``)::
       sensor.ft_noise_std: {uniform: [0.0, 0.5]}                    # N, Gaussian noise on the wrist F/T
 
 Parameter names: ``object.<name>.{x,y,z,yaw}`` (m, rad: offsets of the object's initial pose),
-``object.<name>.{mass_scale,friction,size_scale}`` (size_scale: primitive shapes only), ``controller.<field>``,
+``object.<name>.{mass_scale,friction,size_scale}`` (size_scale: primitive shapes only), ``object.<name>.mesh``
+(a mesh file, e.g. ``{choice: [mug.obj, bowl.obj, bottle.obj]}``: the object becomes that mesh object, with its
+mass or density and pose; meshes/ is the object set), ``controller.<field>``,
 ``sensor.ft_noise_std``. Distributions: a number (constant), ``{uniform: [low, high]}``,
 ``{normal: {mean, std}}``, ``{truncated_normal: {mean, std, low, high}}``, ``{choice: [a, b, ...]}``.
 
@@ -180,10 +182,10 @@ def _check_parameter_name(name: str, where: str) -> None:
     parts = name.split(".")
     ok = (parts[0] == "controller" and len(parts) == 2) or name == "sensor.ft_noise_std" or \
         (parts[0] == "object" and len(parts) == 3 and
-         parts[2] in ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale"))
+         parts[2] in ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale", "mesh"))
     if not ok:
         raise ConfigError(f"{where}: parameter {name!r}; valid names: object.<name>.{{x,y,z,yaw,mass_scale,friction,"
-                          f"size_scale}}, controller.<field>, sensor.ft_noise_std")
+                          f"size_scale,mesh}}, controller.<field>, sensor.ft_noise_std")
 
 
 # ------------------------------------------------------------------------------------------- one trial
@@ -212,7 +214,7 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
     """The scenario's scene with the trial's object parameters applied, written to ``out_dir``."""
     import pinocchio as pin
     import yaml
-    from ..model.loader import _resolve_urdf_path
+    from ..model.loader import _resolve_urdf_path, resolve_mesh_path
     scene = load_yaml(scene_file.read_text()) or {}
     objects = {o.get("name"): o for o in scene.get("objects", [])}
     for name, value in values.items():
@@ -239,8 +241,14 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
             if "urdf" in obj:
                 src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
                 obj["urdf"] = str(_scaled_urdf(Path(src), float(value), out_dir))
+            elif "density" in obj:
+                obj["density"] = float(obj["density"]) * float(value)
             else:
                 obj["mass"] = float(obj["mass"]) * float(value)
+        elif attr == "mesh":           # the object picked from a set of meshes: keeps its mass (or density), pose
+            for key in ("shape", "urdf"):
+                obj.pop(key, None)
+            obj["mesh"] = resolve_mesh_path(str(value), scene_file.parent) or str(value)
         elif attr == "size_scale":
             shape = obj.get("shape")
             if not isinstance(shape, dict):
@@ -252,6 +260,8 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
         if "urdf" in obj and not Path(obj["urdf"]).is_absolute():
             src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
             obj["urdf"] = str(src) if src is not None else obj["urdf"]
+        if "mesh" in obj and not Path(str(obj["mesh"])).is_absolute():      # likewise relative meshes
+            obj["mesh"] = resolve_mesh_path(str(obj["mesh"]), scene_file.parent) or obj["mesh"]
     out = out_dir / f"scene_{abs(hash(tuple(sorted(values.items())))) % 10**12}.yaml"
     out.write_text(yaml.safe_dump(scene, sort_keys=False))
     return out

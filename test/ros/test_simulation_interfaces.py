@@ -180,7 +180,7 @@ def test_features_say_what_is_supported(node, ros):
                                F.SIMULATION_RESET_TIME, F.SIMULATION_RESET_STATE, F.SIMULATION_RESET_SPAWNED,
                                F.SIMULATION_STATE_GETTING, F.SIMULATION_STATE_SETTING, F.SIMULATION_STATE_PAUSE,
                                F.STEP_SIMULATION_SINGLE, F.STEP_SIMULATION_MULTIPLE, F.STEP_SIMULATION_ACTION}
-    assert list(f.spawn_formats) == ["urdf", "xacro", "primitive"]
+    assert list(f.spawn_formats) == ["urdf", "xacro", "primitive", "mesh"]
     assert "primitive://box" in f.custom_info
 
 
