@@ -83,12 +83,21 @@ def bottle(radius=0.03, height=0.18, neck_radius=0.012, neck_height=0.04) -> tri
 
 
 def l_bracket(length=0.08, width=0.03, thickness=0.01) -> trimesh.Trimesh:
-    """An L-shaped bracket (two plates at right angles), the corner at the origin."""
-    a = trimesh.creation.box([length, width, thickness])
-    a.apply_translation([length / 2, 0, thickness / 2])
-    b = trimesh.creation.box([thickness, width, length - thickness])
-    b.apply_translation([thickness / 2, 0, thickness + (length - thickness) / 2])
-    return trimesh.util.concatenate([a, b])
+    """An L-shaped bracket: the L profile (legs ``length``, ``thickness`` thick) in the xz plane, extruded
+    ``width`` along y (centred); the corner at the origin, the base plate on z = 0."""
+    L, t = length, thickness
+    profile = np.array([[0, 0], [L, 0], [L, t], [t, t], [t, L], [0, L]], dtype=float)    # counterclockwise (x, z)
+    n = len(profile)
+    verts = np.array([[x, y, z] for y in (-width / 2, width / 2) for x, z in profile])
+    faces = []
+    for i in range(n):                                  # the side walls
+        j = (i + 1) % n
+        faces += [[i, j, n + j], [i, n + j, n + i]]
+    fan = [[3, 4, 5], [3, 5, 0], [3, 0, 1], [3, 1, 2]]  # the caps: a fan from the inner corner (t, t)
+    faces += [[a, b, c] for a, b, c in fan] + [[n + a, n + c, n + b] for a, b, c in fan]
+    mesh = trimesh.Trimesh(verts, np.array(faces), process=True)
+    trimesh.repair.fix_normals(mesh)
+    return mesh
 
 
 def ring(major=0.03, minor=0.008) -> trimesh.Trimesh:

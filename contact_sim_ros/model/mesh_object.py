@@ -234,7 +234,8 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
         raise ModelError(f"{spec.path}: the mesh has zero volume (a flat or degenerate surface): a density gives no "
                          f"mass; give 'mass' (kg)")
     if wants_mass and mass is None and not mesh.is_watertight:
-        raise ModelError(f"{spec.path}: the mesh is not watertight ({_open_edges(mesh)} open edges), so it has no "
+        raise ModelError(f"{spec.path}: the mesh is not watertight ({_open_edges(mesh)} edges not shared by exactly "
+                         f"two triangles), so it has no "
                          f"volume for a density: give 'mass' (kg) (the mass properties then come from its convex "
                          f"pieces) or close the mesh (e.g. trimesh's fill_holes, MeshLab 'Close Holes')")
 
@@ -274,9 +275,9 @@ def _outward(mesh: trimesh.Trimesh) -> trimesh.Trimesh:
 
 
 def _open_edges(mesh) -> int:
-    edges = mesh.edges_sorted
-    _, counts = np.unique(edges, axis=0, return_counts=True)
-    return int(np.count_nonzero(counts == 1))
+    """Edges not shared by exactly two triangles (open boundaries and non-manifold joins)."""
+    _, counts = np.unique(mesh.edges_sorted, axis=0, return_counts=True)
+    return int(np.count_nonzero(counts != 2))
 
 
 def _mesh_mass_properties(mesh: trimesh.Trimesh, density: float):

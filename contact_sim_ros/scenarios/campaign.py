@@ -246,6 +246,10 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
             else:
                 obj["mass"] = float(obj["mass"]) * float(value)
         elif attr == "mesh":           # the object picked from a set of meshes: keeps its mass (or density), pose
+            if "urdf" in obj and "mass" not in obj and "density" not in obj:      # the URDF's total mass
+                src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
+                root = ET.parse(src).getroot() if src is not None else None
+                obj["mass"] = sum(float(m.get("value")) for m in root.iter("mass")) if root is not None else None
             for key in ("shape", "urdf"):
                 obj.pop(key, None)
             obj["mesh"] = resolve_mesh_path(str(value), scene_file.parent) or str(value)
