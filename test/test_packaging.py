@@ -62,9 +62,11 @@ PYPI_DIST = {
     "ray": "ray",
     "pyarrow": "pyarrow",
     "tqdm": "tqdm",
+    "trimesh": "trimesh",
+    "coacd": "coacd",
 }
 # imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
-PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "ray", "pyarrow", "tqdm"}
+PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "ray", "pyarrow", "tqdm", "trimesh", "coacd"}
 # Every key package.xml may declare, checked against rosdistro (github.com/ros/rosdistro, commit 8468e88ccd,
 # 2026-08-22): ROS 2 Jazzy packages in jazzy/distribution.yaml (release repository in the comment) and system
 # keys in rosdep/python.yaml. `rosdep install --from-paths src` fails on any other key (e.g. ament_python, a
