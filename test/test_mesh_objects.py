@@ -287,6 +287,27 @@ def test_urdf_object_whose_collision_is_a_mesh_gets_its_convex_pieces(mesh_dir, 
     assert hull.model.geometry_names == ("bracket_link_0",)
 
 
+def test_urdf_object_without_inertial_takes_the_mass_properties_of_its_collision_mesh(tmp_path):
+    box = trimesh.creation.box(extents=BOX)
+    box.apply_translation(OFFSET)
+    box.export(tmp_path / "box.stl")
+    urdf = tmp_path / "part.urdf"
+    urdf.write_text("""<robot name="part"><link name="part_link">
+      <collision><origin xyz="0.1 0 0" rpy="0 0 1.5707963267948966"/>
+        <geometry><mesh filename="box.stl" scale="2 1 1"/></geometry></collision>
+    </link></robot>""")
+    scene = load_scene({"objects": [{"name": "part", "urdf": str(urdf), "density": 500.0}]})
+    inertia = _free_body_inertia(scene, "part")
+    dims = BOX * [2, 1, 1]
+    mass = 500.0 * np.prod(dims)
+    assert inertia.mass == pytest.approx(mass, rel=1e-6)
+    # the collision origin: a quarter turn about z, then 0.1 m along x
+    np.testing.assert_allclose(inertia.lever, [0.1 - OFFSET[1], 2 * OFFSET[0], OFFSET[2]], rtol=1e-6, atol=1e-12)
+    _assert_relative(inertia.inertia, _box_inertia(mass, dims[[1, 0, 2]]))
+    with pytest.raises(ConfigError, match=r"the URDF gives the link's <inertial>: drop 'mass'/'density'"):
+        load_scene({"objects": [{"name": "b", "urdf": str(ROOT / "urdf/objects/box_5cm.urdf"), "mass": 1.0}]})
+
+
 # ------------------------------------------------------------------------------- spawn URIs and campaigns
 
 
