@@ -138,7 +138,8 @@ def _bad_meshes(tmp_path):
         "zero volume": ({"mesh": str(tmp_path / "flat.obj"), "density": 500.0},
                         ModelError, r"flat\.obj: the mesh has zero volume .*give 'mass'"),
         "open with density": ({"mesh": str(tmp_path / "open.obj"), "density": 500.0},
-                              ModelError, r"open\.obj: the mesh is not watertight \(24 edges not shared by exactly two triangles\).*give 'mass'"),
+                              ModelError, r"open\.obj: the mesh is not watertight \(24 edges not shared by exactly "
+                                          r"two triangles\).*give 'mass'"),
         "scale 0": ({"mesh": str(tmp_path / "ok.obj"), "mass": 1.0, "scale": 0.0},
                     ConfigError, r"scale \(mesh .*ok\.obj\): the scale must be > 0"),
         "scale < 0": ({"mesh": str(tmp_path / "ok.obj"), "mass": 1.0, "scale": [1, -1, 1]},
@@ -146,7 +147,8 @@ def _bad_meshes(tmp_path):
         "mass and density": ({"mesh": str(tmp_path / "ok.obj"), "mass": 1.0, "density": 3.0},
                              ConfigError, r"ok\.obj\): give exactly one of 'mass' \(kg\) and 'density'"),
         "collision mode": ({"mesh": str(tmp_path / "ok.obj"), "mass": 1.0, "collision": "voxels"},
-                           ConfigError, r"unknown collision mode 'voxels'; valid collision modes: auto, decompose, hull"),
+                           ConfigError, r"unknown collision mode 'voxels'; valid collision modes: auto, decompose, "
+                                        r"hull"),
     }
 
 

@@ -106,7 +106,8 @@ def main() -> None:
     print("|---|---|---|---|")
     for name, pieces, decomposed, t_first, t_cached, cached in decomposition_times():
         how = "CoACD" if decomposed else "convex as is"
-        print(f"| {name} | {pieces} ({how}) | {t_first:.2f} | {t_cached * 1e3:.1f}{'' if cached or not decomposed else ' (not cached!)'} |")
+        note = "" if cached or not decomposed else " (not cached!)"
+        print(f"| {name} | {pieces} ({how}) | {t_first:.2f} | {t_cached * 1e3:.1f}{note} |")
     print()
     print(f"| bin of {args.objects} objects, {args.engine} | geometries | candidate pairs | contact points (mean) "
           f"| CPU ms / step |")

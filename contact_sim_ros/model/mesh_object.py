@@ -399,7 +399,8 @@ def parse_mesh_uri(uri: str, resolve) -> tuple[str, dict]:
     file, _, query = rest.partition("?")
     file = unquote(file)
     if not file:
-        raise ConfigError(f"{uri}: no mesh file (e.g. mesh://mug.obj?mass=0.3 or mesh:///abs/path/part.stl?density=1200)")
+        raise ConfigError(f"{uri}: no mesh file (e.g. mesh://mug.obj?mass=0.3 or "
+                          f"mesh:///abs/path/part.stl?density=1200)")
     try:
         values = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError as exc:
