@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import parse_qs, unquote
 
 import coal
 import numpy as np
@@ -394,7 +395,6 @@ def parse_mesh_uri(uri: str, resolve) -> tuple[str, dict]:
     to the working directory or a file of the object set (``mesh://mug.obj``), or ``package://pkg/...``
     (``mesh://package://pkg/mug.obj``); ``resolve(file)`` -> the existing file or None. ConfigError naming the
     problem; ModelError when the file is not found."""
-    from urllib.parse import parse_qs, unquote
     rest = uri.strip()[len("mesh://"):]
     file, _, query = rest.partition("?")
     file = unquote(file)

@@ -41,6 +41,13 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 
 from ..errors import ContactSimError, ModelError
+from ..model.composition import free_joint_name
+from ..model.loader import load_urdf, resolve_mesh_path, urdf_dir
+from ..model.materials import ContactMaterial
+from ..model.mesh_object import load_mesh, parse_mesh_uri
+from ..model.robot_description import default_package_dirs, is_xacro, resolve_uri, urdf_from_description
+from ..sim.scene import parse_shape
+from .state_messages import stamp
 
 try:
     from simulation_interfaces.action import SimulateSteps
@@ -87,8 +94,6 @@ def parse_primitive(uri: str) -> tuple[str, dict]:
     """``primitive://<shape>?size=a,b,c&mass=kg`` (or ``density=kg/m^3``) with optional material keys
     (friction, restitution, stiffness, dissipation) -> (default name, scene object mapping without name and pose).
     SpawnError RESOURCE_PARSE_ERROR naming the problem."""
-    from ..sim.scene import parse_shape
-    from ..model.materials import ContactMaterial
     bad = SpawnEntity.Response.RESOURCE_PARSE_ERROR
     parts = urlsplit(uri)
     kind = parts.netloc or parts.path.strip("/")
@@ -146,8 +151,6 @@ def _parse_mesh(uri: str) -> tuple[str, dict]:
     """A ``mesh://`` resource (model/mesh_object.parse_mesh_uri) -> (default name, scene object mapping); the mesh
     is read here (an unreadable file is the caller's RESOURCE_PARSE_ERROR, a missing one NOT_FOUND); its convex
     pieces are made (or read from the cache) when the scene is rebuilt."""
-    from ..model.loader import resolve_mesh_path
-    from ..model.mesh_object import load_mesh, parse_mesh_uri
     try:
         name, obj = parse_mesh_uri(uri, lambda f: resolve_mesh_path(f, None))
         load_mesh(obj["mesh"], obj.get("scale", (1.0, 1.0, 1.0)))
@@ -230,7 +233,6 @@ class SimulationInterfaces:
     def _state(self, sim, name: str, out=None):
         """EntityState of ``name`` (stepping thread)."""
         st = out or EntityState()
-        from .sim_node import stamp
         stamp(sim.t, st.header.stamp)
         st.header.frame_id = self.world
         cat, kind = self.entities(sim)[name]
@@ -590,8 +592,6 @@ class SimulationInterfaces:
         return name
 
     def _urdf_file(self, uri: str) -> tuple[str, dict]:
-        from ..model.loader import default_package_dirs, resolve_uri, urdf_dir
-        from ..model.robot_description import is_xacro, urdf_from_description
         R = SpawnEntity.Response
         parts = urlsplit(uri)
         if parts.scheme not in ("", "file", "package"):
@@ -653,7 +653,6 @@ class SimulationInterfaces:
     @staticmethod
     def _check_urdf(xml: str, name: str) -> None:
         """Load the object alone to give the spec's codes (missing meshes, bad mass properties ...)."""
-        from ..model.loader import free_joint_name, load_urdf
         R = SpawnEntity.Response
         try:
             load_urdf(xml, floating_base_name=free_joint_name(name))
