@@ -43,7 +43,6 @@ from urllib.parse import parse_qs, unquote
 import coal
 import numpy as np
 import pinocchio as pin
-import trimesh
 
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..jit import cache_dir
@@ -144,6 +143,7 @@ def load_mesh(path: str, scale=(1.0, 1.0, 1.0)) -> trimesh.Trimesh:
     if scale.size != 3 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
         raise ModelError(f"{path}: mesh scale must be > 0 on every axis, got {scale.tolist()}")
     suffix = p.suffix.lower()
+    import trimesh  # deferred: ~20x pinocchio's import time (scipy, ...); only a scene with a mesh object needs it
     try:
         loaded = trimesh.load(str(p), force="mesh", process=False)
     except Exception as exc:  # noqa: BLE001 - trimesh raises many types (ValueError, KeyError, NotImplementedError..)
@@ -283,12 +283,14 @@ def _open_edges(mesh) -> int:
 
 def _mesh_mass_properties(mesh: trimesh.Trimesh, density: float):
     """(mass kg, com m, inertia about com kg*m^2, volume m^3) of a closed mesh at ``density`` (trimesh)."""
+    import trimesh  # deferred: ~20x pinocchio's import time (scipy, ...); only a scene with a mesh object needs it
     mp = trimesh.triangles.mass_properties(mesh.triangles, density=density)
     return mp.mass, np.asarray(mp.center_mass), np.asarray(mp.inertia), mp.volume
 
 
 def _pieces_mass_properties(pieces, mass: float, source: str):
     """Mass properties of the union of convex pieces (disjoint: CoACD cuts the mesh) carrying ``mass`` kg."""
+    import trimesh  # deferred: ~20x pinocchio's import time (scipy, ...); only a scene with a mesh object needs it
     props = []
     for verts in pieces:
         hull = trimesh.Trimesh(verts).convex_hull
