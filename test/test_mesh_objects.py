@@ -1,8 +1,10 @@
 """Mesh objects (issue 29): collision from convex pieces (CoACD, cached), mass properties from the mesh, errors.
 
 The meshes are generated with trimesh (meshes/generate_meshes.py: a mug = cup of revolution + tube handle, a
-hemispherical bowl) and written to temporary files. Decompositions go to a temporary cache
-(``CONTACT_SIM_MESH_CACHE``) shared by the module's tests, so that each mesh is decomposed once.
+hemispherical bowl) and written to temporary files once per session. Decompositions go to one temporary cache
+(``CONTACT_SIM_MESH_CACHE``) shared by the tests, so that each mesh is decomposed once per session; the mug and the
+bowl are decomposed with ``TEST_DECOMPOSITION`` (CoACD's search and sampling resolution lowered: about half the CPU
+time of the defaults, still 16 pieces each; the hanging-mug and ball-in-bowl physics assert what the pieces do).
 """
 
 import importlib.util
@@ -26,9 +28,14 @@ generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)
 
 
-@pytest.fixture(scope="module")
+# CoACD parameters for the test's mug and bowl (model/mesh_object.DECOMPOSITION_DEFAULTS: resolution 1000,
+# mcts_iterations 30, mcts_nodes 10): the mug 15 CPU s instead of ~30, the bowl 5 instead of ~9
+TEST_DECOMPOSITION = {"resolution": 500, "mcts_iterations": 10, "mcts_nodes": 5, "preprocess_resolution": 30}
+
+
+@pytest.fixture(scope="session")
 def mesh_dir(tmp_path_factory):
-    """Meshes written once per module, and the decomposition cache of the module."""
+    """Meshes written once per session, and the decomposition cache of the session."""
     d = tmp_path_factory.mktemp("meshes")
     generate.mug().export(d / "mug.obj")
     generate.bowl().export(d / "bowl.obj")
@@ -170,7 +177,8 @@ def test_bad_mesh_input_is_an_error_naming_the_file_and_the_problem(tmp_path, ca
 
 
 def test_pieces_of_one_body_never_collide_with_each_other(mesh_dir):
-    scene = load_scene({"objects": [{"name": "mug", "mesh": str(mesh_dir / "mug.obj"), "density": 1000.0},
+    scene = load_scene({"objects": [{"name": "mug", "mesh": str(mesh_dir / "mug.obj"), "density": 1000.0,
+                                     "decomposition": TEST_DECOMPOSITION},
                                     {"name": "cube", "shape": {"box": [0.05, 0.05, 0.05]}, "mass": 0.1,
                                      "pose": {"xyz": [0.3, 0, 0]}}]})
     model = scene.model
@@ -220,7 +228,8 @@ def _mug_on_rod(mesh_dir, collision):
     """The mug with the rod (along y) through its handle, released at rest."""
     xyz = np.array([0.0, 0.0, ROD_Z]) - HANDLE_POINT
     return Simulator({"objects": [{"name": "mug", "mesh": str(mesh_dir / "mug.obj"), "density": 1100.0,
-                                   "collision": collision, "pose": {"xyz": xyz.tolist()}}],
+                                   "collision": collision, "decomposition": TEST_DECOMPOSITION,
+                                   "pose": {"xyz": xyz.tolist()}}],
                       "environment": [{"name": "rod", "shape": {"cylinder": [0.005, 0.3]},
                                        "pose": {"xyz": [0, 0, ROD_Z], "rpy": [np.pi / 2, 0, 0]}},
                                       {"name": "ground", "shape": "halfspace"}],
@@ -253,7 +262,7 @@ def test_mug_hangs_from_a_rod_through_its_handle_only_when_decomposed(mesh_dir):
 def test_ball_dropped_into_a_bowl_rests_at_the_bottom_not_on_the_hull_lid(mesh_dir, collision):
     radius, wall, ball_r = 0.08, 0.008, 0.02       # the bowl of generate_meshes.bowl(): rim at z = radius
     sim = Simulator({"objects": [{"name": "bowl", "mesh": str(mesh_dir / "bowl.obj"), "density": 2000.0,
-                                  "collision": collision},
+                                  "collision": collision, "decomposition": TEST_DECOMPOSITION},
                                  {"name": "ball", "shape": {"sphere": ball_r}, "mass": 0.05,
                                   "pose": {"xyz": [0.0, 0.0, radius + ball_r + 0.02]}}],
                      "environment": [{"name": "ground", "shape": "halfspace"}],
@@ -324,10 +333,13 @@ def test_mesh_uri_gives_the_scene_object_and_names_bad_input(mesh_dir):
     assert name == "mug"
     assert obj == {"mesh": str(mesh_dir / "mug.obj"), "mass": 0.3, "scale": [0.5, 0.5, 0.5], "collision": "hull",
                    "decomposition": {"threshold": 0.1}, "material": {"friction": 0.8}}
-    name, obj = parse_mesh_uri("mesh://bowl.obj?density=1200&scale=1,1,2", resolve)      # the object set
+    # the object set; its hull (the URI's decomposition path: test_spawned_mesh_object_is_decomposed_and_rests_on_
+    # the_ground; this bowl's decomposition with the default parameters would cost ~9 CPU s here)
+    name, obj = parse_mesh_uri("mesh://bowl.obj?density=1200&scale=1,1,2&collision=hull", resolve)
     assert name == "bowl" and Path(obj["mesh"]) == ROOT / "meshes" / "bowl.obj" and obj["scale"] == [1, 1, 2]
     scene = load_scene({"objects": [{"name": "m", **obj}]})
-    assert len(scene.model.geometry_names) == 1 or all(n.startswith("m/") for n in scene.model.geometry_names)
+    assert scene.model.geometry_names == ("m",)
+    assert scene.model.free_body("m").mass == pytest.approx(1200 * 2 * trimesh.load(obj["mesh"]).volume, rel=1e-6)
     bad = [("mesh://nope.obj?mass=1", ModelError, r"mesh file 'nope\.obj' not found"),
            ("mesh://bowl.obj", ConfigError, r"give exactly one of 'mass' \(kg\) and 'density'"),
            ("mesh://bowl.obj?mass=1&density=2", ConfigError, r"give exactly one of 'mass'"),
