@@ -14,7 +14,7 @@ PACKAGE_NAME = "contact_sim_ros"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Folders installed recursively into share/contact_sim_ros/<folder>/... (they may not exist yet).
-SHARE_FOLDERS = ("launch", "config", "urdf", "scenes")
+SHARE_FOLDERS = ("launch", "config", "urdf", "scenes", "meshes")
 
 
 def tree_data_files(folder):

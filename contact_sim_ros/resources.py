@@ -25,7 +25,7 @@ from .errors import ConfigError
 
 PACKAGE_NAME = "contact_sim_ros"
 SHARE_DIR_ENV = "CONTACT_SIM_SHARE_DIR"
-DATA_FOLDERS = ("config", "urdf", "scenes", "launch")
+DATA_FOLDERS = ("config", "urdf", "scenes", "launch", "meshes")
 
 
 def _is_source_checkout(root: Path) -> bool:

@@ -24,7 +24,7 @@ from contact_sim_ros import resources
 from contact_sim_ros.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARE_FOLDERS = ("launch", "config", "urdf", "scenes")
+SHARE_FOLDERS = ("launch", "config", "urdf", "scenes", "meshes")
 CONSOLE_SCRIPTS = {
     "contact-sim": "contact_sim_ros.cli:main",
     "sim_node": "contact_sim_ros.ros.sim_node_entry:main",
@@ -65,9 +65,10 @@ PYPI_DIST = {
     "tqdm": "tqdm",
     "moderngl": "moderngl",
     "trimesh": "trimesh",
+    "coacd": "coacd",
 }
 # imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
-PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "mcap", "ray", "pyarrow", "tqdm", "moderngl", "trimesh"}
+PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "mcap", "ray", "pyarrow", "tqdm", "moderngl", "trimesh", "coacd"}
 # Every key package.xml may declare, checked against rosdistro (github.com/ros/rosdistro, commit 8468e88ccd,
 # 2026-08-22): ROS 2 Jazzy packages in jazzy/distribution.yaml (release repository in the comment) and system
 # keys in rosdep/python.yaml. `rosdep install --from-paths src` fails on any other key (e.g. ament_python, a

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +32,9 @@ from ..yaml_files import parse_vector
 from .loader import (EnvironmentSpec, JointGroup, ObjectSpec, _check_preset_against_model, _resolve_urdf_path,
                      load_urdf, urdf_dir)
 from .materials import ContactMaterial
+from .mesh_object import MeshSpec, mesh_body
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel, RobotInstance
-from .robot_description import prefix_urdf_xml
+from .robot_description import default_package_dirs, prefix_urdf_xml, resolve_uri
 
 # ---------------------------------------------------------------------------------------- names
 
@@ -331,12 +333,17 @@ def _object_model(obj: ObjectSpec, source: str):
         if path is None:
             raise ModelError(f"{source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
                              f"(looked relative to the scene and in {urdf_dir()})")
-        urdf = load_urdf(path, floating_base_name=free_joint_name(obj.name))
+        if obj.mass is not None or obj.density is not None:
+            path = _with_mesh_inertial(path, obj)
+        urdf = load_urdf(path, floating_base_name=free_joint_name(obj.name), mesh_collision=obj.collision,
+                         decomposition=obj.decomposition)
         model, geom = urdf.model, urdf.collision_model
         # the object's pose is its initial configuration, not a fixed placement
         return model, geom
+    if obj.mesh is not None:
+        return _mesh_object_model(obj)
     if obj.shape is None:
-        raise ConfigError(f"{source}: object {obj.name!r} needs either 'shape' or 'urdf'")
+        raise ConfigError(f"{source}: object {obj.name!r} needs one of 'shape', 'mesh' and 'urdf'")
     if obj.mass is None or not np.isfinite(obj.mass) or obj.mass <= 0:
         raise ConfigError(f"{source}: object {obj.name!r} needs a mass > 0 kg (or a density), got {obj.mass!r}")
     model = pin.Model()
@@ -347,6 +354,82 @@ def _object_model(obj: ObjectSpec, source: str):
     geom = pin.GeometryModel()
     geom.addGeometryObject(pin.GeometryObject(obj.name, jid, fid, pin.SE3.Identity(),
                                               obj.shape.collision_geometry()))
+    return model, geom
+
+
+def _with_mesh_inertial(path, obj: ObjectSpec) -> str:
+    """A single-link URDF object without ``<inertial>``, given a ``mass`` or ``density`` in the scene: its URDF text
+    with the ``<inertial>`` of its collision mesh (model/mesh_object.py: mass, centre of mass and inertia of the
+    mesh, scaled and placed by the collision's ``<origin>``), mesh paths made absolute."""
+    text = str(path)
+    is_doc = text.lstrip().startswith("<")
+    source, base_dir = ("<urdf string>", os.getcwd()) if is_doc else (text, str(Path(text).parent))
+    try:
+        root = ET.fromstring(text if is_doc else Path(text).read_text())
+    except ET.ParseError as exc:
+        raise ModelError(f"{source}: malformed URDF XML: {exc}") from None
+    links = root.findall("link")
+    where = f"object {obj.name!r} ({source})"
+    if len(links) != 1:
+        raise ConfigError(f"{where}: 'mass'/'density' give the inertia of a one-link URDF from its collision mesh; "
+                          f"this one has {len(links)} links: give each link an <inertial> instead")
+    link = links[0]
+    if link.find("inertial") is not None:
+        raise ConfigError(f"{where}: the URDF gives the link's <inertial>: drop 'mass'/'density' from the scene "
+                          f"(or the <inertial> from the URDF to take the mesh's)")
+    meshes = [c for c in link.findall("collision") if c.find("geometry/mesh") is not None]
+    if len(meshes) != 1 or len(link.findall("collision")) != 1:
+        raise ConfigError(f"{where}: 'mass'/'density' need exactly one <collision> and it a <mesh> (the inertia "
+                          f"comes from it); found {len(link.findall('collision'))} collision element(s)")
+    dirs = default_package_dirs()
+    for mesh in root.iter("mesh"):               # absolute: the text is loaded as a string below
+        found = resolve_uri(mesh.get("filename", ""), base_dir, dirs)
+        if found is not None:
+            mesh.set("filename", found)
+    mesh = meshes[0].find("geometry/mesh")
+    file = mesh.get("filename", "")
+    if not os.path.isfile(file):
+        raise ModelError(f"{source}: link {link.get('name')!r}: collision mesh {file!r} not found")
+    scale = parse_vector([float(x) for x in mesh.get("scale", "1 1 1").split()], 3, f"{source}: mesh scale")
+    origin = meshes[0].find("origin")
+    xyz = [float(x) for x in origin.get("xyz", "0 0 0").split()] if origin is not None else [0.0] * 3
+    rpy = [float(x) for x in origin.get("rpy", "0 0 0").split()] if origin is not None else [0.0] * 3
+    placement = pin.SE3(pin.rpy.rpyToMatrix(*rpy), np.array(xyz))
+    try:
+        body = mesh_body(MeshSpec(file, tuple(scale), obj.collision, dict(obj.decomposition)), mass=obj.mass,
+                         density=obj.density)
+    except ModelError as exc:
+        raise ModelError(f"{where}: {exc}") from None
+    com = placement.act(body.com)
+    I = placement.rotation @ body.inertia @ placement.rotation.T
+    inertial = ET.SubElement(link, "inertial")
+    ET.SubElement(inertial, "origin", xyz=" ".join(repr(float(c)) for c in com), rpy="0 0 0")
+    ET.SubElement(inertial, "mass", value=repr(float(body.mass)))
+    e = [[repr(float(x)) for x in row] for row in I]      # kg*m^2 about the centre of mass, link axes
+    ET.SubElement(inertial, "inertia", ixx=e[0][0], ixy=e[0][1], ixz=e[0][2], iyy=e[1][1], iyz=e[1][2], izz=e[2][2])
+    return ET.tostring(root, encoding="unicode")
+
+
+def _mesh_object_model(obj: ObjectSpec):
+    """A free body whose collision is the convex pieces of its mesh (all on its joint: they never collide with
+    each other) and whose inertia is the mesh's (model/mesh_object.py). Its frame is the mesh file's."""
+    if (obj.mass is None) == (obj.density is None):
+        raise ConfigError(f"object {obj.name!r} (mesh {obj.mesh.path}): give exactly one of 'mass' (kg) and "
+                          f"'density' (kg/m^3)")
+    try:
+        body = mesh_body(obj.mesh, mass=obj.mass, density=obj.density)
+        shapes = body.collision_geometries()
+    except ModelError as exc:
+        raise ModelError(f"object {obj.name!r}: {exc}") from None
+    model = pin.Model()
+    jid = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), free_joint_name(obj.name))
+    model.appendBodyToJoint(jid, body.pin_inertia(), pin.SE3.Identity())
+    jframe = model.addJointFrame(jid, 0)
+    fid = model.addBodyFrame(obj.name, jid, pin.SE3.Identity(), jframe)
+    geom = pin.GeometryModel()
+    for k, shape in enumerate(shapes):
+        name = obj.name if len(shapes) == 1 else f"{obj.name}/{k}"
+        geom.addGeometryObject(pin.GeometryObject(name, jid, fid, pin.SE3.Identity(), shape))
     return model, geom
 
 

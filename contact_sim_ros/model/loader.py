@@ -25,6 +25,7 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..resources import share_dir
 from ..yaml_files import check_keys, parse_pose, read_mapping
+from .mesh_object import MeshSpec, mesh_body
 from .multibody_model import MimicJoint
 from .robot_description import (default_package_dirs, prefix_urdf, resolve_uri, split_description,
                                 urdf_from_description)
@@ -65,12 +66,14 @@ class UrdfModel:
 
 
 def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: str | None = None,
-              prefix: str = "") -> UrdfModel:
+              prefix: str = "", mesh_collision: str = "hull", decomposition: dict | None = None) -> UrdfModel:
     """Load a URDF file path or XML string.
 
     ``floating_base_name``: if given, the root link gets a free-flyer joint of that name (free objects).
     ``prefix``: prepended to every link and joint name (and so to every frame and geometry name) before the
     model is built, as a ``prefix``/``tf_prefix`` xacro argument would (``composition.prefix_urdf``).
+    ``mesh_collision``: what a collision mesh becomes: "hull" (robots: its convex hull), "auto" or "decompose"
+    (free objects: convex pieces, model/mesh_object.py, with the CoACD parameters ``decomposition``).
     Raises ModelError naming the file and the problem (malformed XML, invalid URDF, missing mesh).
     """
     text = str(urdf)
@@ -116,6 +119,8 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
                           and not line.strip().startswith("at line"))
         raise ModelError(f"{source}: invalid URDF: {detail or failure}") from None
     validate_mass_properties(model, root, source)
+    if mesh_collision != "hull":
+        collision = _meshes_to_pieces(collision, source, mesh_collision, decomposition or {})
     _meshes_to_convex(collision, source)
     return UrdfModel(model, collision, source, xml_text, link_parents, tuple(mimics), tuple(links))
 
@@ -169,6 +174,28 @@ def _meshes_to_convex(collision: pin.GeometryModel, source: str) -> None:
             except Exception as exc:  # qhull failure on a degenerate mesh
                 raise ModelError(f"{source}: collision mesh of {go.name!r}: convex hull failed: {exc}") from None
             go.geometry = geom.convex
+
+
+def _meshes_to_pieces(collision: pin.GeometryModel, source: str, mode: str, decomposition: dict) -> pin.GeometryModel:
+    """A GeometryModel whose triangle meshes are replaced by their convex pieces (``mesh_object.mesh_body``: the
+    mesh as it is when convex, else its cached CoACD decomposition), all on the mesh's joint and frame: geometry
+    ``<name>`` becomes ``<name>/0``, ``<name>/1``, ... (one piece keeps its name)."""
+    if not any(isinstance(go.geometry, coal.BVHModelBase) for go in collision.geometryObjects):
+        return collision
+    out = pin.GeometryModel()
+    for go in collision.geometryObjects:
+        if not isinstance(go.geometry, coal.BVHModelBase):
+            out.addGeometryObject(go)
+            continue
+        spec = MeshSpec(go.meshPath, tuple(float(x) for x in go.meshScale), mode, dict(decomposition))
+        try:
+            shapes = mesh_body(spec).collision_geometries()
+        except ModelError as exc:
+            raise ModelError(f"{source}: collision mesh of {go.name!r}: {exc}") from None
+        for k, shape in enumerate(shapes):
+            name = go.name if len(shapes) == 1 else f"{go.name}/{k}"
+            out.addGeometryObject(pin.GeometryObject(name, go.parentJoint, go.parentFrame, go.placement, shape))
+    return out
 
 
 # ---------------------------------------------------------------------------------- robot presets
@@ -326,6 +353,25 @@ def _resolve_urdf_path(value: str, base: Path) -> Path | None:
     return cand.resolve() if cand.is_file() else None
 
 
+def meshes_dir() -> Path:
+    """The package's object set: generated meshes (meshes/generate_meshes.py)."""
+    return Path(share_dir()) / "meshes"
+
+
+def resolve_mesh_path(value: str, base_dir: Path | None) -> str | None:
+    """An existing mesh file for ``value``: ``package://``, ``file://``, an absolute path, or a path relative to
+    ``base_dir`` (the scene's folder), the working directory or the object set (``meshes_dir()``)."""
+    if value.startswith("package://"):
+        return resolve_uri(value, None, default_package_dirs())
+    path = value[len("file://"):] if value.startswith("file://") else value
+    cands = [Path(path)] if os.path.isabs(path) else \
+        ([Path(base_dir) / path] if base_dir is not None else []) + [Path.cwd() / path, meshes_dir() / path]
+    for cand in cands:
+        if cand.is_file():
+            return str(cand.resolve())
+    return None
+
+
 # --------------------------------------------------------------------------------- scene building
 
 
@@ -378,7 +424,8 @@ class ShapeSpec:
 
 @dataclass
 class ObjectSpec:
-    """A free body: a primitive with mass (kg) or density (kg/m^3), or a URDF."""
+    """A free body: a primitive with mass (kg) or density (kg/m^3), a URDF, or a mesh file (``mesh``: convex
+    pieces and mass properties from the mesh, model/mesh_object.py; ``mass`` or ``density``)."""
 
     name: str
     shape: ShapeSpec | None = None
@@ -386,6 +433,11 @@ class ObjectSpec:
     urdf: str | None = None
     pose: pin.SE3 = field(default_factory=pin.SE3.Identity)
     material: dict = field(default_factory=dict)
+    mesh: MeshSpec | None = None
+    density: float | None = None                 # kg/m^3 (mesh objects; a primitive's becomes its mass)
+    # a URDF object's collision meshes: auto | hull | decompose, and CoACD parameters (model/mesh_object.py)
+    collision: str = "auto"
+    decomposition: dict = field(default_factory=dict)
 
 
 @dataclass

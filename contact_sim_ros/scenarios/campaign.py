@@ -17,7 +17,9 @@ A campaign file (YAML; example: ``scenes/campaigns/pick_shake_place.yaml``)::
       sensor.ft_noise_std: {uniform: [0.0, 0.5]}                    # N, Gaussian noise on the wrist F/T
 
 Parameter names: ``object.<name>.{x,y,z,yaw}`` (m, rad: offsets of the object's initial pose),
-``object.<name>.{mass_scale,friction,size_scale}`` (size_scale: primitive shapes only), ``controller.<field>``,
+``object.<name>.{mass_scale,friction,size_scale}`` (size_scale: primitive shapes only), ``object.<name>.mesh``
+(a mesh file, e.g. ``{choice: [mug.obj, bowl.obj, bottle.obj]}``: the object becomes that mesh object, with its
+mass or density and pose; meshes/ is the object set), ``controller.<field>``,
 ``sensor.ft_noise_std``. Distributions: a number (constant), ``{uniform: [low, high]}``,
 ``{normal: {mean, std}}``, ``{truncated_normal: {mean, std, low, high}}``, ``{choice: [a, b, ...]}``.
 
@@ -47,7 +49,7 @@ from ..controllers.inprocess_link import InProcessLink
 from ..controllers.pick_shake_place import run_controller
 from ..engines.registry import engine_names
 from ..errors import ConfigError
-from ..model.loader import _resolve_urdf_path
+from ..model.loader import _resolve_urdf_path, resolve_mesh_path
 from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
@@ -189,10 +191,10 @@ def _check_parameter_name(name: str, where: str) -> None:
     parts = name.split(".")
     ok = (parts[0] == "controller" and len(parts) == 2) or name == "sensor.ft_noise_std" or \
         (parts[0] == "object" and len(parts) == 3 and
-         parts[2] in ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale"))
+         parts[2] in ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale", "mesh"))
     if not ok:
         raise ConfigError(f"{where}: parameter {name!r}; valid names: object.<name>.{{x,y,z,yaw,mass_scale,friction,"
-                          f"size_scale}}, controller.<field>, sensor.ft_noise_std")
+                          f"size_scale,mesh}}, controller.<field>, sensor.ft_noise_std")
 
 
 # ------------------------------------------------------------------------------------------- one trial
@@ -245,8 +247,18 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
             if "urdf" in obj:
                 src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
                 obj["urdf"] = str(_scaled_urdf(Path(src), float(value), out_dir))
+            elif "density" in obj:
+                obj["density"] = float(obj["density"]) * float(value)
             else:
                 obj["mass"] = float(obj["mass"]) * float(value)
+        elif attr == "mesh":           # the object picked from a set of meshes: keeps its mass (or density), pose
+            if "urdf" in obj and "mass" not in obj and "density" not in obj:      # the URDF's total mass
+                src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
+                root = ET.parse(src).getroot() if src is not None else None
+                obj["mass"] = sum(float(m.get("value")) for m in root.iter("mass")) if root is not None else None
+            for key in ("shape", "urdf"):
+                obj.pop(key, None)
+            obj["mesh"] = resolve_mesh_path(str(value), scene_file.parent) or str(value)
         elif attr == "size_scale":
             shape = obj.get("shape")
             if not isinstance(shape, dict):
@@ -258,6 +270,8 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
         if "urdf" in obj and not Path(obj["urdf"]).is_absolute():
             src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
             obj["urdf"] = str(src) if src is not None else obj["urdf"]
+        if "mesh" in obj and not Path(str(obj["mesh"])).is_absolute():      # likewise relative meshes
+            obj["mesh"] = resolve_mesh_path(str(obj["mesh"]), scene_file.parent) or obj["mesh"]
     out = out_dir / f"scene_{abs(hash(tuple(sorted(values.items())))) % 10**12}.yaml"
     out.write_text(yaml.safe_dump(scene, sort_keys=False))
     return out

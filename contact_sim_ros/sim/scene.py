@@ -15,9 +15,11 @@ import numpy as np
 import pinocchio as pin
 
 from ..cameras.spec import parse_cameras
-from ..errors import ConfigError, ContactSimError, unknown_choice
+from ..errors import ConfigError, ContactSimError, ModelError, unknown_choice
 from ..model.composition import build_scene_model, mount_order, prefixed_preset
-from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset
+from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset, meshes_dir,
+                            resolve_mesh_path)
+from ..model.mesh_object import MeshSpec, parse_collision, parse_decomposition, parse_mesh_entry
 from ..model.multibody_model import MultibodyModel, model_body_names
 from ..resources import share_dir
 from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
@@ -303,15 +305,31 @@ def _build(data: dict, source: str) -> Scene:
         where = f"objects[{i}]"
         if not isinstance(o, dict) or "name" not in o:
             raise ConfigError(f"{where}: each object is a mapping with a 'name'")
-        valid = {"name", "shape", "mass", "density", "urdf", "pose", "velocity", "material"}
+        valid = {"name", "shape", "mass", "density", "urdf", "pose", "velocity", "material", "friction", "mesh",
+                 "scale", "collision", "decomposition"}
         if set(o) - valid:
             raise ConfigError(f"{where} ({o['name']}): unknown key(s) {sorted(set(o) - valid)}; valid: {sorted(valid)}")
+        where = f"{where} ({o['name']})"
+        if sum(k in o for k in ("shape", "urdf", "mesh")) != 1:
+            raise ConfigError(f"{where}: give exactly one of 'shape', 'urdf' and 'mesh'")
         shape = parse_shape(o["shape"], f"{where}.shape") if "shape" in o else None
-        mass = o.get("mass")
-        if mass is None and "density" in o and shape is not None:
-            mass = float(o["density"]) * shape.volume()
+        mass, density = o.get("mass"), o.get("density")
+        for key, value in (("mass", mass), ("density", density)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ConfigError(f"{where}.{key}: a number, got {value!r}")
+        if mass is None and density is not None and shape is not None:
+            mass, density = float(density) * shape.volume(), None
+        mesh = _mesh_entry(o, scene_dir, where) if "mesh" in o else None
+        if "mesh" not in o and set(o) & {"scale", "decomposition"}:
+            raise ConfigError(f"{where}: 'scale' and 'decomposition' are keys of mesh objects ('mesh: FILE')")
+        material = dict(o.get("material") or {})
+        if "friction" in o:
+            material["friction"] = o["friction"]
         objects.append(ObjectSpec(str(o["name"]), shape, None if mass is None else float(mass), o.get("urdf"),
-                                  parse_pose(o.get("pose"), f"{where}.pose"), dict(o.get("material") or {})))
+                                  parse_pose(o.get("pose"), f"{where}.pose"), material, mesh,
+                                  None if density is None else float(density),
+                                  parse_collision(o.get("collision", "auto"), f"{where}.collision"),
+                                  parse_decomposition(o.get("decomposition"), f"{where}.decomposition")))
         if "velocity" in o:
             velocities[str(o["name"])] = parse_vector(o["velocity"], 6, f"{where}.velocity")
     environment, surface = [], {}
@@ -393,6 +411,19 @@ def _build(data: dict, source: str) -> Scene:
     cameras = parse_cameras(data.get("cameras"), model, source)
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
                  robots, tuple(dict.fromkeys(passive)), cameras)
+
+
+def _mesh_entry(o: dict, scene_dir, where: str) -> MeshSpec:
+    """A scene object's ``mesh`` (a file: relative to the scene, the working directory or the object set
+    meshes/) with ``scale``, ``collision`` and ``decomposition`` -> MeshSpec."""
+    value = o["mesh"]
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}.mesh: a mesh file (OBJ, STL, PLY, OFF, GLB/glTF, DAE), got {value!r}")
+    path = resolve_mesh_path(value, scene_dir)
+    if path is None:
+        raise ModelError(f"{where}: mesh file not found: {value} (looked relative to the scene, the working "
+                         f"directory and {meshes_dir()})")
+    return parse_mesh_entry(o, path, where)
 
 
 def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:

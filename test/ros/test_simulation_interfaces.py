@@ -180,7 +180,7 @@ def test_features_say_what_is_supported(node, ros):
                                F.SIMULATION_RESET_TIME, F.SIMULATION_RESET_STATE, F.SIMULATION_RESET_SPAWNED,
                                F.SIMULATION_STATE_GETTING, F.SIMULATION_STATE_SETTING, F.SIMULATION_STATE_PAUSE,
                                F.STEP_SIMULATION_SINGLE, F.STEP_SIMULATION_MULTIPLE, F.STEP_SIMULATION_ACTION}
-    assert list(f.spawn_formats) == ["urdf", "xacro", "primitive"]
+    assert list(f.spawn_formats) == ["urdf", "xacro", "primitive", "mesh"]
     assert "primitive://box" in f.custom_info
 
 
@@ -365,6 +365,35 @@ def test_spawn_delete_and_set_state_result_codes(node, ros, tmp_path):
     for name in ("cube", "cube_1", "mug_a", "mug_b", res.entity_name):
         assert call(ros, DeleteEntity, "delete_entity", entity=name).result.result == OK
     assert set(call(ros, GetEntities, "get_entities").entities) == {"franka", "ground"}
+    assert proc.proc.poll() is None
+    keeps_stepping(topics)
+
+
+def test_spawned_mesh_object_is_decomposed_and_rests_on_the_ground(node, ros, tmp_path):
+    """SpawnEntity with a mesh:// URI (issue 29): the L bracket of the object set, non-convex, becomes its convex
+    pieces (decomposed by the node, or read from its cache) and lands flat on its base plate (frame at z = 0)."""
+    from geometry_msgs.msg import PoseStamped
+    proc, topics = node
+    ps = PoseStamped()
+    ps.pose = pose_msg((1.0, -0.5, 0.05))
+    res = call(ros, SpawnEntity, "spawn_entity", timeout=300.0, name="",
+               uri="mesh://l_bracket.obj?density=2700&friction=0.8", initial_pose=ps)
+    assert res.result.result == OK and res.entity_name == "l_bracket", res.result.error_message
+    landed = []
+
+    def resting():
+        pos, _, state = entity_state(ros, "l_bracket")
+        ok = abs(pos[2]) < 3e-3 and abs(state.twist.linear.z) < 0.02
+        landed[:] = landed + [pos] if ok else []
+        return len(landed) >= 5
+    wait_until(resting, 30, what="the bracket at rest on the ground")
+    assert np.allclose(landed[-1][:2], [1.0, -0.5], atol=5e-3)
+    assert spawn(ros, "x", uri="mesh://no_such_part.stl?mass=1").result.result == NOT_FOUND
+    (tmp_path / "junk.glb").write_text("not a mesh")
+    res = spawn(ros, "x", uri=f"mesh://{tmp_path / 'junk.glb'}?mass=1")
+    assert res.result.result == SR.RESOURCE_PARSE_ERROR and "junk.glb: cannot read the mesh" in res.result.error_message
+    assert spawn(ros, "x", uri="mesh://l_bracket.obj?mass=1&scale=-1").result.result == SR.RESOURCE_PARSE_ERROR
+    assert call(ros, DeleteEntity, "delete_entity", entity="l_bracket").result.result == OK
     assert proc.proc.poll() is None
     keeps_stepping(topics)
 
