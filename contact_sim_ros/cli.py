@@ -254,6 +254,9 @@ def main(argv=None) -> int:
     if argv and argv[0] == "node":
         from .ros.sim_node import main as node_main
         return node_main(argv[1:]) or 0
+    if argv[:2] == ["campaign", "compare"]:
+        from .scenarios.compare import main as compare_main
+        return compare_main(argv[2:])
     if argv and argv[0] == "campaign":
         from .scenarios.campaign import main as campaign_main
         return campaign_main(argv[1:])
