@@ -64,7 +64,9 @@ def campaigns(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
     (tmp / "c.yaml").write_text(CAMPAIGN)
     spec = load_campaign(tmp / "c.yaml")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from contact_sim_ros.scenarios.campaign import _init_local_ray
+    # retried: on a loaded machine Ray's raylet can miss its fixed 30 s registration wait
+    _init_local_ray(ray, num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         run_campaign(spec, tmp / "sim", progress=False)
         run_campaign(spec, tmp / "real", progress=False, trial_fn=held_apart_trial)

@@ -174,7 +174,7 @@ def read_real_trials(path: str | Path, parameters, strict: bool = False
         name = h[2:] if h.startswith("p.") else h
         if name in parameters:
             column_of[name] = h
-    ignored = [h for h in header if h not in column_of.values()
+    ignored = [h for h in header if h and h not in column_of.values()
                and h not in ("trial", "success", "failure_mode", "condition")]
     trials, skipped = [], []
     for line, fields in records[1:]:
