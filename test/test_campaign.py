@@ -462,3 +462,22 @@ def test_readme_numbers_are_rendered_from_the_results_and_checked(tmp_path):
     assert "**3 min 17 s**" in text and "commit abc1234" in text and text.startswith("before\n")
     assert text.endswith(f"{readme_numbers.END}\nafter\n") and "old numbers" not in text
     assert readme_numbers.main(["--results", str(out), "--readme", str(readme), "--check"]) == 0
+
+
+@pytest.mark.parametrize("measured, word", [(23.0, "overshoot: 23.00 N above the commanded 20.00 N"),
+                                            (12.0, "undershoot: 12.00 N did not reach the commanded 20.00 N")])
+def test_close_phase_says_which_side_of_the_command_the_grip_force_is(monkeypatch, measured, word):
+    """The closing phase's rule, in sim time without physics: 2 s after closing began with the measured finger
+    force outside 5 % of the command, the failure says overshoot (above) or undershoot (below)."""
+    from types import SimpleNamespace
+    import contact_sim_ros.controllers.robot_link as robot_link
+    from contact_sim_ros.controllers.pick_shake_place import PickShakePlace, PickShakePlaceParams
+    c = PickShakePlace(PickShakePlaceParams(grip_force=20.0))
+    c.phase, c.phase_t0, c.force_loop, c.F0, c.numbers, c.ik, c.q_full = "close", 0, False, 1.0, {}, None, None
+    c.verdict = None
+    monkeypatch.setattr(robot_link, "gripper_measurements", lambda *a: (1.0, measured, 0.03))
+    js = SimpleNamespace(position=[0.0] * 9, velocity=[0.0] * 9)
+    assert not c.tick(int(1.9e9), {"js": js}) and c.verdict is None         # within the 2 s: still closing
+    assert c.tick(int(2.02e9), {"js": js})
+    assert not c.verdict.success and f"grasp: grip force {word}" in c.verdict.reason, c.verdict.reason
+    assert c.numbers["close_grip_force_N"] == measured
