@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
+from contact_sim_ros.cli import main as contact_sim
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.cli import main as cli_main
 from contact_sim_ros.scenarios.campaign import load_campaign, read_results, run_campaign, run_trial
 from contact_sim_ros.scenarios.compare import compare
 
@@ -119,7 +119,8 @@ def test_rows_without_trial_ids_are_matched_by_nearest_parameters(campaigns, cap
     tmp, spec, sim, real = campaigns
     by_id = compare(tmp / "sim", write_csv(tmp / "real.csv", spec, real), tmp / "a", plots=False)[1]["tamsi"]
     path = write_csv(tmp / "real_noid.csv", spec, real, with_trial=False)
-    assert cli_main(["campaign", "compare", str(tmp / "sim"), str(path), "--out", str(tmp / "b"), "--no-plots"]) == 0
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(path), "--out", str(tmp / "b"),
+                        "--no-plots"]) == 0
     text = capsys.readouterr().out
     assert "matched by trial id: 0, by nearest parameters: 16" in text
     nearest = compare(tmp / "sim", path, tmp / "b", plots=False)[1]["tamsi"]
@@ -131,7 +132,7 @@ def test_bad_csv_is_reported_with_file_and_line(campaigns, capsys):
     tmp, spec, sim, _ = campaigns
     bad = tmp / "bad.csv"
     bad.write_text("trial,object.bottle.friction,outcome\n0,0.5,1\n")
-    assert cli_main(["campaign", "compare", str(tmp / "sim"), str(bad)]) == 2
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(bad)]) == 2
     assert "no 'success' column" in capsys.readouterr().err
     bad.write_text("trial,object.bottle.friction,controller.grip_force,success\n0,0.5,6,maybe\n")
     with pytest.raises(ConfigError, match="no valid trials \\(1 row\\(s\\) skipped; line 2: success 'maybe'"):
@@ -187,10 +188,10 @@ def test_bad_rows_are_skipped_and_listed_with_their_line_numbers(campaigns, caps
     assert "## Rows skipped (7)" in report and "| 4 | 7 fields, the header has 6" in report
     c = comps["tamsi"]
     assert len(c.real_success) == 16 and c.agreement == 1.0 and np.allclose(c.match_distance, 0, atol=1e-9)
-    assert cli_main(["campaign", "compare", str(tmp / "sim"), str(path), "--out", str(tmp / "cmp_messy"),
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(path), "--out", str(tmp / "cmp_messy"),
                      "--no-plots"]) == 0
     assert "7 row(s) of" in capsys.readouterr().err
-    assert cli_main(["campaign", "compare", str(tmp / "sim"), str(path), "--strict", "--no-plots"]) == 2
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(path), "--strict", "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "7 bad row(s) (--strict): line 3: success 'maybe'" in err
     assert "Traceback" not in err

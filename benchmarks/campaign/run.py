@@ -41,8 +41,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import contact_sim_ros.controllers.pick_shake_place as psp  # noqa: E402
+from contact_sim_ros.driver.controller_manager import ControllerManager  # noqa: E402
+from contact_sim_ros.driver.loop import SteppingLoop  # noqa: E402
+from contact_sim_ros.engines.base import ContactEngine  # noqa: E402
+from contact_sim_ros.geometry.contact_query import ContactQuery  # noqa: E402
 from contact_sim_ros.scenarios.campaign import (load_campaign, read_results, resident_mb,  # noqa: E402
                                                 run_campaign, run_trial)
+from contact_sim_ros.scenarios.runner import SCENARIOS  # noqa: E402
+from contact_sim_ros.sim.simulator import Simulator  # noqa: E402
 
 
 def tree_cpu_s() -> dict:
@@ -76,12 +83,6 @@ def breakdown(spec, engine: str, trials: int) -> None:
     broadcasters and the scenario controller (CPU, not wall: a loaded machine stretches wall time; the timers
     add ~1 us per wrapped call)."""
     clock = time.process_time
-    import contact_sim_ros.controllers.pick_shake_place as psp
-    from contact_sim_ros.engines.base import ContactEngine
-    from contact_sim_ros.geometry.contact_query import ContactQuery
-    from contact_sim_ros.ros.ros2_control.controller_manager import ControllerManager
-    from contact_sim_ros.ros.stepping import SteppingLoop
-    from contact_sim_ros.sim.simulator import Simulator
     targets = {"physics": (Simulator, "step"), "contact query": (ContactQuery, "update"),
                "engine": (ContactEngine, "step"), "step_now": (SteppingLoop, "step_now"),
                "controller_manager": (ControllerManager, "update"), "broadcasters": (SteppingLoop, "publish_now"),
@@ -145,7 +146,6 @@ def main(argv=None) -> int:
     spec = type(spec)(**{**spec.__dict__, "engines": (args.engine,), "controller": controller,
                          "time_step": args.time_step or spec.time_step})
     if spec.time_step is None:
-        from contact_sim_ros.scenarios.runner import SCENARIOS
         spec = type(spec)(**{**spec.__dict__, "time_step": SCENARIOS[spec.scenario].time_step})
     load0 = os.getloadavg()
     if args.breakdown:

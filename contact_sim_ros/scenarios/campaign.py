@@ -34,6 +34,7 @@ the rows already written.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import math
@@ -46,11 +47,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
+import yaml
 
+from ..controllers.inprocess_link import InProcessLink
+from ..controllers.pick_shake_place import run_controller
+from ..engines.registry import engine_names
 from ..errors import ConfigError
+from ..model.loader import _resolve_urdf_path
+from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
+from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
+from ..sim.simulator import MAX_TIME_STEP
 from .results import (FAILURE_MODES, PartWriter, campaign_schema, finished_trials, parameter_unit,  # noqa: F401
                       read_results, results_dir, same_columns, stored_schema, value_order, value_type, wilson_interval)
+from .runner import REPO, SCENARIOS, _load
 
 # phase of the pick_shake_place controller at a failure -> failure mode
 _MODE_OF_PHASE = {"approach": "missed", "descend": "missed", "close": "missed", "grasp": "missed",
@@ -181,9 +192,6 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     ones), every value a distribution can sample against its range (friction >= 0, scales > 0, controller
     fields of the type of their default), time_step <= MAX_TIME_STEP and the period a whole number of steps.
     ConfigError names the file and the problem in one line."""
-    from .runner import SCENARIOS
-    from ..engines.registry import engine_names
-    from ..sim.simulator import MAX_TIME_STEP
     data = read_mapping(path, "a campaign")
     where = str(path)
     check_keys(data, _KEYS, where)
@@ -255,7 +263,6 @@ class _ScenarioNames:
     its controller's parameter fields with their defaults."""
 
     def __init__(self, sc):
-        from .runner import REPO, _load
         scene_file = REPO / sc.scene
         scene = load_yaml(scene_file.read_text()) or {}
         self.scenario = sc.name
@@ -377,9 +384,6 @@ def _scaled_urdf(path: Path, mass_scale: float, out_dir: Path) -> Path:
 
 def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
     """The scenario's scene with the trial's object parameters applied, written to ``out_dir``."""
-    import pinocchio as pin
-    import yaml
-    from ..model.loader import _resolve_urdf_path
     scene = load_yaml(scene_file.read_text()) or {}
     objects = {o.get("name"): o for o in scene.get("objects", [])}
     for name, value in values.items():
@@ -434,17 +438,14 @@ class TrialViewer:
     (``wait``), then close the viewer."""
 
     def __init__(self, port: int = 8080, real_time_factor: float = 1.0, out=None):
-        import sys
         self.port, self.real_time_factor = int(port), float(real_time_factor)
         self.out = out or sys.stdout
         self.viewer = self.sim = None
         self._pace_origin = self._frame_clock = None
 
     def __call__(self, sim) -> None:
-        from ..viewer.run_controls import pace, publish_if_due, viewer_controls
         if sim is not self.sim:           # the trial's first period (or the next engine's trial: the same page)
             if self.viewer is None:
-                from ..viewer.scene_viewer import ViewerProcess
                 self.viewer = ViewerProcess(sim.model, port=self.port)
                 print(f"viewer: {self.viewer.url}", file=self.out, flush=True)
             else:
@@ -465,7 +466,6 @@ class TrialViewer:
         try:
             self.viewer.publish_simulator(self.sim)
             if wait:
-                from ..viewer.run_controls import serve_until_interrupted
                 serve_until_interrupted(self.viewer, self.sim, self.out, None)
         finally:
             self.close()
@@ -498,9 +498,6 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     ``values``: parameter values to use instead of trial k's (same names; e.g. a held-apart "real" cell with
     other friction or mass: the test data of ``campaign compare``). ``on_period(sim)``: called after every
     control period (``TrialViewer``: the browser view of the trial; it only reads the simulation)."""
-    from .runner import REPO, SCENARIOS, _load
-    from ..controllers.inprocess_link import InProcessLink
-    from ..controllers.pick_shake_place import run_controller
     sc = SCENARIOS[spec.scenario]
     values = spec.trial_parameters(k) if values is None else dict(values)
     controller_params = {**spec.controller, **{n.split(".", 1)[1]: v for n, v in values.items()
@@ -566,8 +563,10 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
         return summary
     writer = PartWriter(out, schema)
     wall0 = time.monotonic()
-    started, bar, pending = False, None, {}
+    started, bar, pending, ray = False, None, {}, None
     try:
+        # deferred: optional, pip only (no rosdep key), ~1 s to import; inside the try so that a Ctrl-C while it
+        # loads or while the local node starts is an interrupted campaign, not a traceback
         import ray
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         address = address or os.environ.get("RAY_ADDRESS")
@@ -582,7 +581,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
         task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(trial_fn or run_trial)
         pending = {task.remote(spec, k, e): (k, e) for k, e in todo}
         if progress:
-            from tqdm import tqdm
+            from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
             bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -612,9 +611,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     except KeyboardInterrupt:
         summary["interrupted"] = True
         summary["not_run"] = len(todo) - summary["run"] - summary["lost"]
-        if started or pending:
+        if ray is not None and pending:
             try:
-                import ray
                 for ref in pending:
                     ray.cancel(ref, force=True)
             except Exception:   # noqa: BLE001, S110 - best effort: the Ray shutdown below ends them anyway
@@ -624,7 +622,6 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
         if bar is not None:
             bar.close()
         if started:
-            import ray
             ray.shutdown()
     summary["wall_s"] = time.monotonic() - wall0
     return summary
@@ -649,7 +646,7 @@ def _lost_with_its_node(exc) -> bool:
     ``ray stop`` of another user on the machine, or the machine lost): such trials are not recorded, so the same
     command reruns them. A worker process that crashed (WorkerCrashedError) more than max_retries times is a
     result of the trial (recorded as failure mode 'other')."""
-    import ray.exceptions as rx
+    import ray.exceptions as rx  # deferred: optional, pip only (no rosdep key)
     return isinstance(exc, (rx.LocalRayletDiedError, rx.NodeDiedError, rx.RaySystemError, rx.ObjectLostError,
                             rx.OwnerDiedError))
 
@@ -778,9 +775,9 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
         lines += ["", "## Success against each parameter", ""]
     plt = None
     if plots and params:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib (~0.5 s to import), only for the plots
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s to import), only for the plots
         (Path(out) / "plots").mkdir(exist_ok=True)
     succ = np.array([bool(r["success"]) for r in rows])
     engine_of = np.array([r["engine"] for r in rows])
@@ -823,19 +820,17 @@ def main(argv=None) -> int:
     and ``contact-sim campaign report RESULTS_DIR`` (``contact-sim campaign compare``: cli.py hands it to
     scenarios/compare.py). Exit status: 0 done, 2 a bad file or argument (one line), 130 interrupted (Ctrl-C:
     what was done is written; the same command resumes)."""
-    import argparse
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["report"]:
             return _report_main(argv[1:])
-        return _campaign_main(argparse, argv)
+        return _campaign_main(argv)
     except KeyboardInterrupt:
         print("contact-sim campaign: interrupted", file=sys.stderr)
         return 130
 
 
 def _report_main(argv) -> int:
-    import argparse
     ap = argparse.ArgumentParser(prog="contact-sim campaign report")
     ap.add_argument("results", help="a campaign's output directory")
     ap.add_argument("--bins", type=int, default=5)
@@ -849,7 +844,7 @@ def _report_main(argv) -> int:
     return 0
 
 
-def _campaign_main(argparse, argv) -> int:
+def _campaign_main(argv) -> int:
     ap = argparse.ArgumentParser(prog="contact-sim campaign", description=__doc__.split("\n\n")[0])
     ap.add_argument("campaign", help="campaign YAML (see scenes/campaigns/)")
     ap.add_argument("--out", default=None, help="output directory (default: out/campaigns/<file stem>)")

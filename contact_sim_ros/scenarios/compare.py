@@ -44,9 +44,11 @@ its 95 % interval. Also the expected calibration error ``ECE = sum_b n_b / n |me
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,7 +248,7 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
     ``<out>/plots/*.png`` (``out`` default ``<results>/compare``). Bad CSV rows are skipped and listed in the
     report (``strict``: a ConfigError instead). Returns (markdown, {engine: EngineComparison}); the skipped rows
     are ``text``'s "Rows skipped" section and ``compare.skipped`` of the last call."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     results = Path(results)
     out = Path(out) if out is not None else results / "compare"
     table = read_results(results)
@@ -418,9 +420,9 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
         lines += ["", "## Agreement against each parameter", ""]
     plt = None
     if plots:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib (~0.5 s to import), only for the plots
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s to import), only for the plots
         (out / "plots").mkdir(parents=True, exist_ok=True)
     for name in names:
         vals = [t.values[name] for t in real]
@@ -511,8 +513,6 @@ def _reliability_plot(plt, c: EngineComparison, path: Path) -> None:
 
 def main(argv) -> int:
     """``contact-sim campaign compare RESULTS REAL_TRIALS.csv [--out DIR] [--k K] [--bins N] [--no-plots]``."""
-    import argparse
-    import sys
     ap = argparse.ArgumentParser(prog="contact-sim campaign compare",
                                  description="Compare a campaign's simulated verdicts with real trials "
                                              "(CSV schema: docs/scenarios.md, 'Against the real robot').")

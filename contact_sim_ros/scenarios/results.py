@@ -75,7 +75,7 @@ def value_type(values) -> str:
 def campaign_schema(parameter_types: dict, numbers=()):
     """The Arrow schema of a campaign: BASE_FIELDS, ``p.<name>`` for each parameter (name -> Arrow type name, as
     :func:`value_type` gives) and ``n.<number>`` (float64) for each of ``numbers``; every column nullable."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     fields = [(n, t) for n, t in BASE_FIELDS]
     fields += [(f"p.{n}", t) for n, t in sorted(parameter_types.items())]
     fields += [(f"n.{n}", "float64") for n in sorted(numbers)]
@@ -85,7 +85,7 @@ def campaign_schema(parameter_types: dict, numbers=()):
 def _extended(schema, rows):
     """``schema`` plus a column for each ``n.*`` (float64) or ``p.*`` key of ``rows`` it does not have (a
     ``p.*`` one: an override of ``run_trial(values=...)``, typed by its values); ValueError for any other key."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     known = set(schema.names)
     new = {}
     for row in rows:
@@ -109,7 +109,7 @@ def _extended(schema, rows):
 def _table(rows, schema):
     """``rows`` as a Table of exactly ``schema`` (nulls where a row has no value); ValueError names the first row
     and column whose value does not fit its column's type."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     try:
         return pa.Table.from_pylist(rows, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
@@ -147,7 +147,7 @@ class PartWriter:
             self.flush()
 
     def flush(self) -> None:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
         if not self.rows:
             return
         self.schema = _extended(self.schema, self.rows)
@@ -168,7 +168,7 @@ def _declaration(schema) -> bytes:
 
 def declared_schema(part_schema):
     """The campaign schema a part declares in its metadata (None for a part written before it was recorded)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     text = (part_schema.metadata or {}).get(SCHEMA_KEY)
     if text is None:
         return None
@@ -182,14 +182,14 @@ def same_columns(a, b) -> bool:
 
 def stored_schema(out: str | Path):
     """The campaign schema declared by the first part of ``out`` (None: no parts, or parts without one)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
     parts = sorted(results_dir(out).glob("part-*.parquet"))
     return declared_schema(pq.read_schema(parts[0])) if parts else None
 
 
 def _part_tables(out: str | Path, schema=None, columns=None):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
+    import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
     parts = sorted(results_dir(out).glob("part-*.parquet"))
     tables = []
     for part in parts:
@@ -206,7 +206,7 @@ def _part_tables(out: str | Path, schema=None, columns=None):
 def check_part_schema(part, part_schema, schema) -> None:
     """A part read back must have every column of the campaign's ``schema`` with its type, and any other column
     must be an ``n.*`` (float64) or ``p.*`` one; ConfigError names the part and the column."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     for f in schema:
         i = part_schema.get_field_index(f.name)
         if i < 0:
@@ -235,7 +235,7 @@ def read_results(out: str | Path, schema=None):
     (base, ``p.*``, then ``n.*`` sorted), nulls where a part has no such column. ``schema``: the campaign's
     (:func:`campaign_schema`) to check every part against (default: the one the first part declares in its
     metadata; each part must declare the same). ConfigError names the part and the problem."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     parts, tables = _part_tables(out)
     if not parts:
         raise ConfigError(f"{out}: no results (results/part-*.parquet)")
