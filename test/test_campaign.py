@@ -470,12 +470,13 @@ def test_close_phase_says_which_side_of_the_command_the_grip_force_is(monkeypatc
     """The closing phase's rule, in sim time without physics: 2 s after closing began with the measured finger
     force outside 5 % of the command, the failure says overshoot (above) or undershoot (below)."""
     from types import SimpleNamespace
-    import contact_sim_ros.controllers.robot_link as robot_link
+    import contact_sim_ros.controllers.pick_shake_place as psp
     from contact_sim_ros.controllers.pick_shake_place import PickShakePlace, PickShakePlaceParams
     c = PickShakePlace(PickShakePlaceParams(grip_force=20.0))
     c.phase, c.phase_t0, c.force_loop, c.F0, c.numbers, c.ik, c.q_full = "close", 0, False, 1.0, {}, None, None
     c.verdict = None
-    monkeypatch.setattr(robot_link, "gripper_measurements", lambda *a: (1.0, measured, 0.03))
+    # pick_shake_place imports gripper_measurements at its module header: replace its own name
+    monkeypatch.setattr(psp, "gripper_measurements", lambda *a: (1.0, measured, 0.03))
     js = SimpleNamespace(position=[0.0] * 9, velocity=[0.0] * 9)
     assert not c.tick(int(1.9e9), {"js": js}) and c.verdict is None         # within the 2 s: still closing
     assert c.tick(int(2.02e9), {"js": js})
