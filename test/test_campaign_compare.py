@@ -64,7 +64,9 @@ def campaigns(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
     (tmp / "c.yaml").write_text(CAMPAIGN)
     spec = load_campaign(tmp / "c.yaml")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from contact_sim_ros.scenarios.campaign import _init_local_ray
+    # retried: on a loaded machine Ray's raylet can miss its fixed 30 s registration wait
+    _init_local_ray(ray, num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         run_campaign(spec, tmp / "sim", progress=False)
         run_campaign(spec, tmp / "real", progress=False, trial_fn=held_apart_trial)
@@ -133,7 +135,7 @@ def test_bad_csv_is_reported_with_file_and_line(campaigns, capsys):
     assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(bad)]) == 2
     assert "no 'success' column" in capsys.readouterr().err
     bad.write_text("trial,object.bottle.friction,controller.grip_force,success\n0,0.5,6,maybe\n")
-    with pytest.raises(ConfigError, match="data line 1: success 'maybe'"):
+    with pytest.raises(ConfigError, match="no valid trials \\(1 row\\(s\\) skipped; line 2: success 'maybe'"):
         compare(tmp / "sim", bad)
     bad.write_text("success,notes\n1,no parameters and no trial id\n")
     with pytest.raises(ConfigError, match="nothing to match them by"):
@@ -146,3 +148,62 @@ def test_condition_column_groups_the_trials(campaigns):
     text, _ = compare(tmp / "sim", path, tmp / "cmp_cond", plots=False)
     assert "| condition = cell A | tamsi | 8 | " in text and "| condition = cell B | tamsi | 8 | " in text
     assert "controller.grip_force = 6 |" not in text            # the labels replace the choice-parameter groups
+
+
+def test_bad_rows_are_skipped_and_listed_with_their_line_numbers(campaigns, capsys):
+    """A real CSV parser (quoted commas and line breaks are data), units parsed or refused, each bad row skipped
+    and listed with its line number and reason; the good rows give the comparison of the clean file; --strict
+    makes the bad rows an error."""
+    tmp, spec, sim, _ = campaigns
+    clean = write_csv(tmp / "clean.csv", spec, sim)
+    lines = clean.read_text().splitlines()
+    header, good = lines[0], lines[1:]
+    assert header == "trial,controller.grip_force,object.bottle.friction,success,failure_mode,notes"
+    r0 = good[0].split(",")
+    bad_rows = [
+        f"{r0[0]},{r0[1]},{r0[2]},maybe,,",                                      # line 3
+        f"{r0[0]},{r0[1]},{r0[2]},{r0[3]},{r0[4]},wet, then dried",              # line 4: an unquoted comma
+        f"{r0[0]},{r0[1]} kg,{r0[2]},{r0[3]},{r0[4]},",                          # line 5: a unit not of a force
+        f"{r0[0]},{r0[1]},{r0[2]} N,{r0[3]},{r0[4]},",                           # line 6: a unit on a coefficient
+        f"x7,{r0[1]},{r0[2]},{r0[3]},{r0[4]},",                                  # line 7
+        f"{r0[0]},,{r0[2]},{r0[3]},{r0[4]},",                                    # line 8
+        f"{r0[0]},{r0[1]},{r0[2]},{r0[3]},exploded,",                            # line 9
+    ]
+    # good rows with a quoted comma, a quoted line break (lines 11-12) and units that convert
+    g1, g2 = good[1].split(","), good[2].split(",")
+    converted = [f'{g1[0]},{g1[1]},{g1[2]},{g1[3]},{g1[4]},"wet, then dried"',
+                 f'{g2[0]},{float(g2[1]) / 1000} kN,{float(g2[2]) * 100} %,{g2[3]},{g2[4]},"two\nlines"']
+    text = "\n".join([header, good[0], *bad_rows, *converted, *good[3:]]) + "\n"
+    path = tmp / "messy.csv"
+    path.write_text(text)
+    report, comps = compare(tmp / "sim", path, tmp / "cmp_messy", plots=False)
+    from contact_sim_ros.scenarios.compare import compare as compare_fn
+    skipped = {r.line: r.reason for r in compare_fn.skipped}
+    assert sorted(skipped) == [3, 4, 5, 6, 7, 8, 9], skipped
+    assert "success 'maybe'" in skipped[3]
+    assert "7 fields, the header has 6: an unquoted comma in a field?" in skipped[4]
+    assert "unit 'kg' is not N" in skipped[5] and "unit 'N' is not a scale" in skipped[6]
+    assert "trial 'x7' is not a whole number" in skipped[7] and "no value for controller.grip_force" in skipped[8]
+    assert "failure_mode 'exploded'" in skipped[9]
+    assert "## Rows skipped (7)" in report and "| 4 | 7 fields, the header has 6" in report
+    c = comps["tamsi"]
+    assert len(c.real_success) == 16 and c.agreement == 1.0 and np.allclose(c.match_distance, 0, atol=1e-9)
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(path), "--out", str(tmp / "cmp_messy"),
+                     "--no-plots"]) == 0
+    assert "7 row(s) of" in capsys.readouterr().err
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(path), "--strict", "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "7 bad row(s) (--strict): line 3: success 'maybe'" in err
+    assert "Traceback" not in err
+
+
+def test_the_shipped_example_csv_reads_against_the_example_campaign():
+    """scenes/campaigns/real_trials_example.csv: every row valid against the example campaign's parameters."""
+    from contact_sim_ros.scenarios.compare import read_real_trials
+    from contact_sim_ros.scenarios.runner import REPO
+    spec = load_campaign(REPO / "scenes" / "campaigns" / "pick_shake_place.yaml")
+    trials, names, ignored, skipped = read_real_trials(
+        REPO / "scenes" / "campaigns" / "real_trials_example.csv", {n: True for n in spec.parameters})
+    assert not skipped and len(trials) >= 10 and ignored == ["notes"]
+    assert set(names) == set(spec.parameters) - {"sensor.ft_noise_std", "object.bottle.yaw"}
+    assert any(t.trial is None for t in trials) and any(not t.success and t.failure_mode for t in trials)

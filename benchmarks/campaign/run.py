@@ -13,9 +13,11 @@ driver (this process: ray.wait, Parquet, the callbacks) and in Ray's own process
 CPU time up to the last row), and the 1000-trial estimate at the last rate. ``--full-task``: the
 full 12 s pick_shake_place at the campaign's time step instead of the campaign file's shortened task.
 ``--breakdown K``: first runs K warm trials in this process and splits a trial's CPU time into construction
-(scene, model, Simulator, controllers: everything outside the control loop), physics (Simulator.step) and the
-rest of the loop (ros2_control emulation, broadcasters, the scenario controller); the first (cold) trial's extra
-time is the per-worker start-up (imports, compiled-kernel cache load).
+(scene, model, Simulator, controllers: everything outside the control loop), physics (Simulator.step: the contact
+query, the engine, the rest), the per-step control emulation (ControllerManager.update, the command push and
+rate limits) and per control period the scenario controller, the broadcasters and the rest of the loop; the
+first (cold) trial's extra time is the per-worker start-up (imports, compiled-kernel cache load). ``--workers
+0``: only the breakdown, no campaign.
 ``--rss-every N``: a memory table, every N recorded trials: the driver's resident memory and each worker's (as
 reported with its last row); and, as the campaign runs, a line every N trials (flushed: a long run can be
 followed with ``tail -f``): trials so far, elapsed wall time, trials per minute, mean worker CPU s per trial,
@@ -39,8 +41,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import contact_sim_ros.controllers.pick_shake_place as psp  # noqa: E402
+from contact_sim_ros.driver.controller_manager import ControllerManager  # noqa: E402
+from contact_sim_ros.driver.loop import SteppingLoop  # noqa: E402
+from contact_sim_ros.engines.base import ContactEngine  # noqa: E402
+from contact_sim_ros.geometry.contact_query import ContactQuery  # noqa: E402
 from contact_sim_ros.scenarios.campaign import (load_campaign, read_results, resident_mb,  # noqa: E402
                                                 run_campaign, run_trial)
+from contact_sim_ros.scenarios.runner import SCENARIOS  # noqa: E402
+from contact_sim_ros.sim.simulator import Simulator  # noqa: E402
 
 
 def tree_cpu_s() -> dict:
@@ -69,45 +78,56 @@ def tree_cpu_s() -> dict:
 
 def breakdown(spec, engine: str, trials: int) -> None:
     """CPU time (this process's: the trial runs in one thread) of ``trials`` warm trials split into
-    construction, physics and the rest of the control loop (CPU, not wall: a loaded machine stretches wall time)."""
+    construction, physics (the contact query, the engine, the rest of Simulator.step), the per-step control
+    emulation (ControllerManager.update, the command push and rate limits) and, per control period, the
+    broadcasters and the scenario controller (CPU, not wall: a loaded machine stretches wall time; the timers
+    add ~1 us per wrapped call)."""
     clock = time.process_time
-    import contact_sim_ros.controllers.pick_shake_place as psp
-    from contact_sim_ros.sim.simulator import Simulator
-    acc = {"physics": 0.0, "loop": 0.0}
-    step, loop = Simulator.step, psp.run_controller
+    targets = {"physics": (Simulator, "step"), "contact query": (ContactQuery, "update"),
+               "engine": (ContactEngine, "step"), "step_now": (SteppingLoop, "step_now"),
+               "controller_manager": (ControllerManager, "update"), "broadcasters": (SteppingLoop, "publish_now"),
+               "scenario controller": (psp.PickShakePlace, "tick"), "loop": (psp, "run_controller")}
+    acc = dict.fromkeys(targets, 0.0)
+    originals = {key: getattr(owner, name) for key, (owner, name) in targets.items()}
 
-    def timed_step(self, *a, **kw):
-        t = clock()
-        try:
-            return step(self, *a, **kw)
-        finally:
-            acc["physics"] += clock() - t
-
-    def timed_loop(*a, **kw):
-        t = clock()
-        try:
-            return loop(*a, **kw)
-        finally:
-            acc["loop"] += clock() - t
+    def timed(key, f):
+        def call(*a, **kw):
+            t = clock()
+            try:
+                return f(*a, **kw)
+            finally:
+                acc[key] += clock() - t
+        return call
 
     t = clock()
     run_trial(spec, 0, engine)
     cold = clock() - t
-    Simulator.step, psp.run_controller = timed_step, timed_loop
+    for key, (owner, name) in targets.items():
+        setattr(owner, name, timed(key, originals[key]))
     try:
-        acc.update(physics=0.0, loop=0.0)
         t = clock()
         rows = [run_trial(spec, k, engine) for k in range(1, trials + 1)]
         total = (clock() - t) / trials
     finally:
-        Simulator.step, psp.run_controller = step, loop
-    phys, loop_t = acc["physics"] / trials, acc["loop"] / trials
+        for key, (owner, name) in targets.items():
+            setattr(owner, name, originals[key])
+    m = {k: v / trials for k, v in acc.items()}
     steps = sum(r["sim_time_s"] for r in rows) / trials / spec.time_step
-    print(f"one trial, {engine}, in this process, CPU s (mean of {trials} warm trials, {steps:.0f} steps each):")
-    print(f"  total {total:.3f} s | construction {total - loop_t:.3f} s | physics (Simulator.step) {phys:.3f} s "
-          f"({1e6 * phys / steps:.0f} us/step, {phys / total:.0%}) | rest of the loop {loop_t - phys:.3f} s "
-          f"({1e6 * (loop_t - phys) / steps:.0f} us/step, {(loop_t - phys) / total:.0%}) | first (cold) trial "
-          f"{cold:.3f} s (+{cold - total:.3f} s per worker start-up)")
+
+    def us(x):
+        return f"{x:.3f} s ({1e6 * x / steps:.0f} us/step, {x / total:.0%})"
+    control = m["step_now"] - m["physics"]
+    print(f"one trial, {engine}, in this process, CPU s (mean of {trials} warm trials, {steps:.0f} steps each, load "
+          f"{os.getloadavg()[0]:.1f}):")
+    print(f"  total {total:.3f} s ({1e6 * total / steps:.0f} us/step) | construction {total - m['loop']:.3f} s | "
+          f"first (cold) trial {cold:.3f} s (+{cold - total:.3f} s per worker start-up)")
+    print(f"  physics (Simulator.step) {us(m['physics'])}: contact query {us(m['contact query'])}, engine "
+          f"{us(m['engine'])}, the rest {us(m['physics'] - m['contact query'] - m['engine'])}")
+    print(f"  per-step control emulation {us(control)}: ControllerManager.update {us(m['controller_manager'])}, "
+          f"command push and limits {us(control - m['controller_manager'])}")
+    print(f"  per control period: scenario controller {us(m['scenario controller'])}, broadcasters "
+          f"{us(m['broadcasters'])}, the rest of the loop "
+          f"{us(m['loop'] - m['step_now'] - m['scenario controller'] - m['broadcasters'])}")
 
 
 def main(argv=None) -> int:
@@ -126,13 +146,12 @@ def main(argv=None) -> int:
     spec = type(spec)(**{**spec.__dict__, "engines": (args.engine,), "controller": controller,
                          "time_step": args.time_step or spec.time_step})
     if spec.time_step is None:
-        from contact_sim_ros.scenarios.runner import SCENARIOS
         spec = type(spec)(**{**spec.__dict__, "time_step": SCENARIOS[spec.scenario].time_step})
     load0 = os.getloadavg()
     if args.breakdown:
         breakdown(spec, args.engine, args.breakdown)
     rows, memory = [], []
-    for workers in (int(w) for w in args.workers.split(",")):
+    for workers in (int(w) for w in args.workers.split(",") if int(w) > 0):
         worker_rss: dict = {}
         cpu0 = time.process_time()
         cpu = {}
@@ -166,6 +185,8 @@ def main(argv=None) -> int:
                    "driver": cpu.pop("driver")[1],
                    "Ray": sum(c for p, (nm, c) in cpu.items() if p not in pids and p != os.getpid())}
         rows.append((workers, n, s["wall_s"], 60.0 * n / s["wall_s"], mean, ok, by_kind))
+    if not rows:
+        return 0
     load = os.getloadavg()
     print(f"campaign benchmark: {spec.scenario}, engine {args.engine}, time step {spec.time_step} s, "
           f"{'full task' if args.full_task else 'campaign task'}, {os.cpu_count()} CPUs, load average (1 min) "

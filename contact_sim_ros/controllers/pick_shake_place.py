@@ -255,7 +255,13 @@ class PickShakePlace:
                           f"(measured {grip:.2f} N): nothing between the fingers")
                 return True
             elif elapsed > 2.0:
-                self.fail(f"grasp: grip force {grip:.2f} N did not reach {p.grip_force:.2f} N within 2 s")
+                self.numbers["close_grip_force_N"] = grip
+                if grip > p.grip_force:
+                    self.fail(f"grasp: grip force overshoot: {grip:.2f} N above the commanded {p.grip_force:.2f} N, "
+                              f"not within 5 % of it after 2 s")
+                else:
+                    self.fail(f"grasp: grip force undershoot: {grip:.2f} N did not reach the commanded "
+                              f"{p.grip_force:.2f} N within 5 % in 2 s")
                 return True
         elif ph == "hold":
             if elapsed >= p.hold_time / 3:

@@ -23,15 +23,22 @@ mass or density and pose; meshes/ is the object set), ``controller.<field>``,
 ``sensor.ft_noise_std``. Distributions: a number (constant), ``{uniform: [low, high]}``,
 ``{normal: {mean, std}}``, ``{truncated_normal: {mean, std, low, high}}``, ``{choice: [a, b, ...]}``.
 
+The file is checked against the scenario before any trial runs (``load_campaign``): object names against its
+scene, controller fields against its Params class (a misspelling names the valid ones), sampled values against
+their ranges (friction >= 0, scales > 0, a controller field's type), time_step <= MAX_TIME_STEP.
+
 Trial k is reproducible alone: its parameters depend only on (seed, k), and the physics is deterministic, so
 ``--trial K`` reruns it bit-identically. Results stream to ``<out>/results/part-*.parquet`` as trials finish
-(one row per trial and engine: parameters, verdict, failure mode, phase, key numbers, wall time); an
-interrupted campaign resumes from the rows already written.
+(one row per trial and engine: parameters, verdict, failure mode, phase, key numbers, wall time), every part with
+the campaign's schema (``results.py``); an interrupted campaign (Ctrl-C: the rows done are written) resumes from
+the rows already written.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import math
 import os
 import sys
@@ -53,10 +60,11 @@ from ..model.loader import _resolve_urdf_path, resolve_mesh_path
 from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
+from ..sim.simulator import MAX_TIME_STEP
+from .results import (FAILURE_MODES, PartWriter, campaign_schema, finished_trials, parameter_unit,  # noqa: F401
+                      read_results, results_dir, same_columns, stored_schema, value_order, value_type, wilson_interval)
 from .runner import REPO, SCENARIOS, _load
 
-FAILURE_MODES = ("missed", "dropped_during_lift", "dropped_during_shake", "dropped_during_place",
-                 "solver_failure", "other")
 # phase of the pick_shake_place controller at a failure -> failure mode
 _MODE_OF_PHASE = {"approach": "missed", "descend": "missed", "close": "missed", "grasp": "missed",
                   "lift": "dropped_during_lift", "hold": "dropped_during_lift",
@@ -64,8 +72,6 @@ _MODE_OF_PHASE = {"approach": "missed", "descend": "missed", "close": "missed", 
                   "transfer": "dropped_during_place", "lower": "dropped_during_place",
                   "place": "dropped_during_place", "release": "dropped_during_place",
                   "retreat": "dropped_during_place"}
-
-
 # ------------------------------------------------------------------------------------------- distributions
 
 @dataclass(frozen=True)
@@ -78,6 +84,8 @@ class Distribution:
     @classmethod
     def parse(cls, value, where: str) -> "Distribution":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: {value!r} is not a finite number")
             return cls("constant", (float(value),))
         if not isinstance(value, dict) or len(value) != 1:
             raise ConfigError(f"{where}: expected a number or one of {{uniform: [low, high]}}, {{normal: {{mean, "
@@ -87,30 +95,51 @@ class Distribution:
         try:
             if kind == "uniform":
                 low, high = (float(x) for x in arg)
-                if not low <= high:
+                if not (low <= high and math.isfinite(high - low)):
                     raise ValueError
                 return cls(kind, (low, high))
             if kind == "normal":
                 check_keys(arg, ("mean", "std"), where)
                 mean, std = float(arg["mean"]), float(arg["std"])
-                if not std >= 0:
+                if not (std >= 0 and math.isfinite(mean + std)):
                     raise ValueError
                 return cls(kind, (mean, std))
             if kind == "truncated_normal":
                 check_keys(arg, ("mean", "std", "low", "high"), where)
                 mean, std, low, high = (float(arg[k]) for k in ("mean", "std", "low", "high"))
-                if not (std > 0 and low < high):
+                if not (std > 0 and low < high and math.isfinite(mean + std + high - low)):
                     raise ValueError
                 return cls(kind, (mean, std, low, high))
             if kind == "choice":
                 options = tuple(arg)
                 if not options:
                     raise ValueError
+                value_type(options)
                 return cls(kind, options)
         except (TypeError, ValueError, AttributeError):
             raise ConfigError(f"{where}: invalid {kind} arguments {arg!r}") from None
         raise ConfigError(f"{where}: unknown distribution {kind!r}; valid: uniform, normal, truncated_normal, "
                           f"choice (or a number)")
+
+    @property
+    def values_type(self) -> str:
+        """The Arrow type name of its values (results.value_type): float64, or a choice's int64/string/bool."""
+        return value_type(self.args) if self.kind == "choice" else "float64"
+
+    def possible(self) -> tuple:
+        """(lowest, highest) value it can sample (+-inf for a normal) when numeric; else its options."""
+        a = self.args
+        if self.kind == "constant":
+            return a[0], a[0]
+        if self.kind == "uniform":
+            return a
+        if self.kind == "normal":
+            return (-math.inf, math.inf) if a[1] > 0 else (a[0], a[0])
+        if self.kind == "truncated_normal":
+            return a[2], a[3]
+        if self.values_type in ("int64", "float64"):
+            return min(a), max(a)
+        return a
 
     def sample(self, rng: np.random.Generator):
         a = self.args
@@ -148,6 +177,11 @@ class CampaignSpec:
     period: float | None = None
     duration: float | None = None
 
+    def schema(self):
+        """The Arrow schema of its result rows (results.campaign_schema: base and ``p.*`` columns; the ``n.*``
+        columns are added as the controller reports them)."""
+        return campaign_schema({n: d.values_type for n, d in self.parameters.items()})
+
     def trial_parameters(self, k: int) -> dict:
         """The randomized values of trial k (depend only on seed and k)."""
         rng = np.random.default_rng([self.seed, int(k)])
@@ -155,46 +189,183 @@ class CampaignSpec:
 
 
 def load_campaign(path: str | Path) -> CampaignSpec:
-    """Read and validate a campaign file; ConfigError names the file and the problem."""
+    """Read and validate a campaign file against its scenario before any trial runs: the scenario, engines, the
+    parameter names against the scene's objects and the controller's fields (a misspelling names the valid
+    ones), every value a distribution can sample against its range (friction >= 0, scales > 0, controller
+    fields of the type of their default), time_step <= MAX_TIME_STEP and the period a whole number of steps.
+    ConfigError names the file and the problem in one line."""
     data = read_mapping(path, "a campaign")
     where = str(path)
     check_keys(data, _KEYS, where)
     scenario = data.get("scenario")
-    if scenario not in SCENARIOS:
+    if not isinstance(scenario, str) or scenario not in SCENARIOS:
         raise ConfigError(f"{where}: scenario {scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
     engines = data.get("engines", ["tamsi"])
-    engines = [engines] if isinstance(engines, str) else list(engines)
+    engines = [engines] if isinstance(engines, str) else engines
+    if not isinstance(engines, (list, tuple)):
+        raise ConfigError(f"{where}: engines must be a list of engine names, got {engines!r}")
     unknown = [e for e in engines if e not in engine_names()]
     if not engines or unknown:
         raise ConfigError(f"{where}: engines {unknown or engines}; valid engines: {', '.join(engine_names())}")
     trials, seed = data.get("trials", 10), data.get("seed", 0)
-    if not (isinstance(trials, int) and trials >= 1 and isinstance(seed, int) and seed >= 0):
-        raise ConfigError(f"{where}: trials must be an integer >= 1 and seed an integer >= 0")
+    if not (isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1 and isinstance(seed, int)
+            and not isinstance(seed, bool) and seed >= 0):
+        raise ConfigError(f"{where}: trials must be an integer >= 1 and seed an integer >= 0, got trials {trials!r}, "
+                          f"seed {seed!r}")
+    raw_params = data.get("parameters") or {}
+    if not isinstance(raw_params, dict):
+        raise ConfigError(f"{where}: parameters must be a mapping (name: distribution, e.g. "
+                          f"'object.bottle.friction: {{uniform: [0.3, 1.2]}}'), got a {type(raw_params).__name__}")
+    controller = data.get("controller") or {}
+    if not isinstance(controller, dict):
+        raise ConfigError(f"{where}: controller must be a mapping of controller fields (e.g. '{{motion_time: 0.5}}'), "
+                          f"got a {type(controller).__name__}")
+    sc = SCENARIOS[scenario]
+    names = _ScenarioNames(sc)
     params = {}
-    for name, value in sorted((data.get("parameters") or {}).items()):
-        _check_parameter_name(name, where)
+    for name, value in sorted(raw_params.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}: parameter name {name!r} is not text")
+        names.check_parameter(name, where)
         params[name] = Distribution.parse(value, f"{where}: parameters.{name}")
-    controller = dict(data.get("controller") or {})
+        names.check_values(name, params[name], f"{where}: parameters.{name}")
+    for key, value in controller.items():
+        names.check_parameter(f"controller.{key}", where, fixed=True)
+        names.check_values(f"controller.{key}", Distribution("choice", (value,)) if not isinstance(value, (list, tuple))
+                           else Distribution("choice", (tuple(value),)), f"{where}: controller.{key}")
     numbers = {}
     for key in ("time_step", "period", "duration"):
         if data.get(key) is not None:
-            try:
-                numbers[key] = float(data[key])
-            except (TypeError, ValueError):
-                numbers[key] = float("nan")
-            if not (numbers[key] > 0 and math.isfinite(numbers[key])):
-                raise ConfigError(f"{where}: {key} must be a finite number > 0 s, got {data[key]!r}")
-    return CampaignSpec(where, scenario, tuple(engines), trials, seed, params, controller, **numbers)
+            value = data[key]
+            x = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+            limit = MAX_TIME_STEP if key == "time_step" else math.inf
+            if not (math.isfinite(x) and 0 < x <= limit):
+                bound = f" and <= {MAX_TIME_STEP:g} s (MAX_TIME_STEP)" if key == "time_step" else ""
+                raise ConfigError(f"{where}: {key} must be a finite number of seconds > 0{bound}, got {value!r}")
+            numbers[key] = x
+    dt, period = numbers.get("time_step", sc.time_step), numbers.get("period", sc.period)
+    steps = round(period / dt)
+    if steps < 1 or abs(steps * dt - period) > 1e-9:
+        raise ConfigError(f"{where}: the control period {period:g} s is not a whole number of time steps of {dt:g} s")
+    return CampaignSpec(where, scenario, tuple(engines), trials, seed, params, dict(controller), **numbers)
 
 
-def _check_parameter_name(name: str, where: str) -> None:
-    parts = name.split(".")
-    ok = (parts[0] == "controller" and len(parts) == 2) or name == "sensor.ft_noise_std" or \
-        (parts[0] == "object" and len(parts) == 3 and
-         parts[2] in ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale", "mesh"))
+# ranges of the object and sensor parameters: (lowest, highest, lowest included)
+_RANGES = {"friction": (0.0, math.inf, True), "mass_scale": (0.0, math.inf, False),
+           "size_scale": (0.0, math.inf, False), "ft_noise_std": (0.0, math.inf, True)}
+
+
+def _did_you_mean(word: str, valid) -> str:
+    close = difflib.get_close_matches(word, list(valid), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _ScenarioNames:
+    """The scenario's real names: its scene's objects (and whether each is a primitive shape / has a mass) and
+    its controller's parameter fields with their defaults."""
+
+    def __init__(self, sc):
+        scene_file = REPO / sc.scene
+        scene = load_yaml(scene_file.read_text()) or {}
+        self.scenario = sc.name
+        self.objects = {o.get("name"): o for o in scene.get("objects", []) if isinstance(o, dict)}
+        params = _load(sc.params)
+        self.params_class = params.__name__
+        self.fields = {f.name: (f.default if f.default is not dataclasses.MISSING else
+                                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+                       for f in dataclasses.fields(params)}
+
+    def check_parameter(self, name: str, where: str, fixed: bool = False) -> None:
+        parts = name.split(".")
+        if parts[0] == "object" and len(parts) == 3:
+            obj, attr = parts[1], parts[2]
+            if obj not in self.objects:
+                raise ConfigError(f"{where}: parameter {name!r}: the scene of scenario {self.scenario} has no object "
+                                  f"{obj!r}{_did_you_mean(obj, self.objects)}; objects: "
+                                  f"{', '.join(map(str, self.objects)) or 'none'}")
+            if attr not in _OBJECT_ATTRIBUTES:
+                raise ConfigError(f"{where}: parameter {name!r}: no object attribute {attr!r}"
+                                  f"{_did_you_mean(attr, _OBJECT_ATTRIBUTES)}; valid: {', '.join(_OBJECT_ATTRIBUTES)}")
+            o = self.objects[obj]
+            if attr == "size_scale" and not isinstance(o.get("shape"), dict):
+                raise ConfigError(f"{where}: parameter {name!r}: only primitive shapes can be scaled (object {obj!r} "
+                                  f"is {o.get('urdf') or o.get('shape')!r})")
+            if attr == "mass_scale" and "urdf" not in o and "mass" not in o and "density" not in o:
+                raise ConfigError(f"{where}: parameter {name!r}: object {obj!r} has no mass to scale")
+            return
+        if parts[0] == "controller" and len(parts) == 2:
+            if parts[1] not in self.fields:
+                what = "controller field" if fixed else "parameter"
+                shown = parts[1] if fixed else name
+                raise ConfigError(f"{where}: {what} {shown!r}: {self.params_class} (scenario {self.scenario}) has no "
+                                  f"field {parts[1]!r}{_did_you_mean(parts[1], self.fields)}; fields: "
+                                  f"{', '.join(self.fields)}")
+            return
+        if name == "sensor.ft_noise_std":
+            return
+        valid = [f"object.{o}.{a}" for o in self.objects for a in _OBJECT_ATTRIBUTES] + \
+            [f"controller.{f}" for f in self.fields] + ["sensor.ft_noise_std"]
+        raise ConfigError(f"{where}: parameter {name!r}{_did_you_mean(name, valid)}; valid names: object.<name>."
+                          f"{{{','.join(_OBJECT_ATTRIBUTES)}}} (objects: {', '.join(map(str, self.objects))}), "
+                          f"controller.<field> (fields of {self.params_class}), sensor.ft_noise_std")
+
+    def check_values(self, name: str, dist: "Distribution", where: str) -> None:
+        """Every value ``dist`` can sample fits the parameter: in range, of the controller field's type."""
+        parts = name.split(".")
+        if parts[0] == "object" and parts[-1] == "mesh":      # a mesh file per trial (model/mesh_object.py)
+            values = dist.args if dist.kind == "choice" else [dist.args] if dist.kind == "constant" else None
+            if values is None or not all(isinstance(v, str) and v for v in values):
+                raise ConfigError(f"{where}: a mesh is chosen from file names (choice or constant), got "
+                                  f"{dist.kind} {dist.args!r}")
+            return
+        if parts[0] in ("object", "sensor"):
+            if dist.values_type != "float64" and dist.values_type != "int64":
+                raise ConfigError(f"{where}: must be numbers, got {dist.args!r}")
+            lo, hi = dist.possible()
+            low, high, closed = _RANGES.get(parts[-1], (-math.inf, math.inf, True))
+            if lo < low or (lo == low and not closed) or hi > high:
+                lowest = "a negative value" if low == 0 and lo < 0 else f"{lo:g}"
+                also = (" (a normal distribution is unbounded: use truncated_normal with low "
+                        f"{'>=' if closed else '>'} {low:g}, or uniform)" if dist.kind == "normal" else "")
+                raise ConfigError(f"{where}: {dist.kind} {dist.args} can give {lowest}; {parts[-1]} must be "
+                                  f"{'>=' if closed else '>'} {low:g}{also}")
+            return
+        default = self.fields[parts[1]]
+        values = dist.args if dist.kind == "choice" else dist.possible()
+        for v in values:
+            _check_field_value(parts[1], default, v, dist, where)
+
+
+_OBJECT_ATTRIBUTES = ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale", "mesh")
+
+
+def _check_field_value(field_name: str, default, v, dist, where: str) -> None:
+    """A controller field's value: of its default's type; a number finite, and >= 0 when its default is > 0
+    (grip forces, times, speeds, heights do not change sign)."""
+    def number(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    if isinstance(default, bool):
+        ok = isinstance(v, bool)
+        kind = "true or false"
+    elif isinstance(default, int):
+        ok = number(v) and math.isfinite(v) and float(v).is_integer() and dist.kind in ("choice", "constant")
+        kind = "a whole number (a constant or a choice)"
+    elif number(default):
+        ok = number(v) and math.isfinite(v)
+        kind = "a finite number"
+    elif isinstance(default, str):
+        ok = isinstance(v, str)
+        kind = "text"
+    elif isinstance(default, (tuple, list)):
+        ok = isinstance(v, (tuple, list)) and len(v) == len(default) and all(number(x) and math.isfinite(x)
+                                                                              for x in v)
+        kind = f"a list of {len(default)} finite numbers"
+    else:
+        return
     if not ok:
-        raise ConfigError(f"{where}: parameter {name!r}; valid names: object.<name>.{{x,y,z,yaw,mass_scale,friction,"
-                          f"size_scale,mesh}}, controller.<field>, sensor.ft_noise_std")
+        raise ConfigError(f"{where}: {field_name} must be {kind} (default {default!r}), got {v!r}")
+    if number(default) and not isinstance(default, bool) and default > 0 and v < 0:
+        raise ConfigError(f"{where}: {field_name} must be >= 0 (default {default!r}), got {v!r}")
 
 
 # ------------------------------------------------------------------------------------------- one trial
@@ -386,95 +557,52 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
 
 # ------------------------------------------------------------------------------------------- the campaign
 
-def results_dir(out: str | Path) -> Path:
-    return Path(out) / "results"
-
-
-def finished_trials(out: str | Path) -> set:
-    """(trial, engine) pairs already in ``<out>/results/*.parquet`` (resume)."""
-    import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
-    done = set()
-    for part in sorted(results_dir(out).glob("part-*.parquet")):
-        table = pq.read_table(part, columns=["trial", "engine"])
-        done.update(zip(table.column("trial").to_pylist(), table.column("engine").to_pylist()))
-    return done
-
-
-def read_results(out: str | Path):
-    """Every result row of a campaign as a pyarrow Table (columns: trial, engine, p.*, success, ...)."""
-    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
-    import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
-    parts = sorted(results_dir(out).glob("part-*.parquet"))
-    if not parts:
-        raise ConfigError(f"{out}: no results (results/part-*.parquet)")
-    return pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
-
-
-class _PartWriter:
-    """Rows to ``part-<n>.parquet`` files, one small file per flush, so that a crash loses at most the rows not
-    yet flushed and a resumed campaign appends new parts."""
-
-    def __init__(self, out: Path, flush_every: int = 8):
-        self.dir = results_dir(out)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.rows: list[dict] = []
-        self.flush_every = flush_every
-        self.n = len(list(self.dir.glob("part-*.parquet")))
-
-    def add(self, row: dict) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.flush_every:
-            self.flush()
-
-    def flush(self) -> None:
-        import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
-        import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
-        if not self.rows:
-            return
-        table = pa.Table.from_pylist(self.rows)
-        tmp = self.dir / f".part-{self.n:06d}.parquet.tmp"
-        pq.write_table(table, tmp)
-        tmp.rename(self.dir / f"part-{self.n:06d}.parquet")     # atomic: a part is whole or absent
-        self.n += 1
-        self.rows = []
-
-
 def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = None, workers: int | None = None,
                  trials: int | None = None, progress: bool = True, max_retries: int = 2,
                  trial_fn=None, on_row=None) -> dict:
     """Run every (trial, engine) not yet in ``out`` as Ray tasks (local Ray by default; ``address`` or
-    RAY_ADDRESS: an existing cluster), streaming rows to Parquet as trials finish. Returns a summary.
-    ``on_row(row, n)``: called in the driver after each of the n rows recorded so far (e.g. to sample memory)."""
-    import ray  # deferred: optional, pip only (no rosdep key)
+    RAY_ADDRESS: an existing cluster), streaming rows to Parquet (the campaign's schema) as trials finish.
+    Returns a summary; ``summary["interrupted"]``: a KeyboardInterrupt (Ctrl-C) stopped it, the rows done so far
+    are written (the same call resumes). ``on_row(row, n)``: called in the driver after each of the n rows
+    recorded so far (e.g. to sample memory). ConfigError when ``out`` holds results of another campaign."""
     out = Path(out)
+    schema = spec.schema()
+    stored = stored_schema(out)
+    if stored is not None and not same_columns(stored, schema):
+        raise ConfigError(f"{out}: holds results of a campaign with other parameters (columns "
+                          f"{', '.join(n for n in stored.names if n.startswith('p.'))}; this one: "
+                          f"{', '.join(n for n in schema.names if n.startswith('p.'))}): give another --out")
     out.mkdir(parents=True, exist_ok=True)
     (out / "campaign.yaml").write_text(Path(spec.source).read_text())
     n_trials = spec.trials if trials is None else int(trials)
     done = finished_trials(out)
     todo = [(k, e) for k in range(n_trials) for e in spec.engines if (k, e) not in done]
-    summary = {"done_before": len(done), "run": 0, "failed_tasks": 0, "lost": 0, "wall_s": 0.0}
+    summary = {"done_before": len(done), "run": 0, "failed_tasks": 0, "lost": 0, "wall_s": 0.0,
+               "interrupted": False, "not_run": 0}
     if not todo:
         return summary
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    address = address or os.environ.get("RAY_ADDRESS")
-    started = False
-    if not ray.is_initialized():
-        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-        if address:
-            ray.init(address=address, **kwargs)
-        else:
-            _init_local_ray(ray, num_cpus=workers or os.cpu_count(), **kwargs)
-        started = True
-    # a worker process that dies (killed, out of memory) loses only its trial: Ray retries the task
-    task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(trial_fn or run_trial)
-    writer = _PartWriter(out)
+    writer = PartWriter(out, schema)
     wall0 = time.monotonic()
-    pending = {task.remote(spec, k, e): (k, e) for k, e in todo}
-    bar = None
-    if progress:
-        from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
-        bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True)
+    started, bar, pending, ray = False, None, {}, None
     try:
+        # deferred: optional, pip only (no rosdep key), ~1 s to import; inside the try so that a Ctrl-C while it
+        # loads or while the local node starts is an interrupted campaign, not a traceback
+        import ray
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        address = address or os.environ.get("RAY_ADDRESS")
+        if not ray.is_initialized():
+            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            started = True
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                _init_local_ray(ray, num_cpus=workers or os.cpu_count(), **kwargs)
+        # a worker process that dies (killed, out of memory) loses only its trial: Ray retries the task
+        task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(trial_fn or run_trial)
+        pending = {task.remote(spec, k, e): (k, e) for k, e in todo}
+        if progress:
+            from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
+            bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
@@ -500,6 +628,15 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(success=row["success"])
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        summary["not_run"] = len(todo) - summary["run"] - summary["lost"]
+        if ray is not None and pending:
+            try:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+            except Exception:   # noqa: BLE001, S110 - best effort: the Ray shutdown below ends them anyway
+                pass
     finally:
         writer.flush()
         if bar is not None:
@@ -536,21 +673,93 @@ def _lost_with_its_node(exc) -> bool:
 
 # ------------------------------------------------------------------------------------------- the report
 
-def value_order(v):
-    """Sort key of parameter values: numbers numerically (8 before 12), then the others by their text."""
-    numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
-    return (0, float(v), "") if numeric else (1, 0.0, str(v))
+def _bins(values, bins: int):
+    """(labels, bin index of each value): quantile bins of a numeric parameter with more than ``bins`` values,
+    else one bin per value (sorted, numbers numerically)."""
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if numeric and len(set(values)) > bins:
+        x = np.asarray(values, float)
+        edges = np.quantile(x, np.linspace(0, 1, bins + 1))
+        labels = [f"[{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(bins)]
+        return labels, np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    keys = sorted(set(values), key=value_order)
+    return [f"{k:g}" if isinstance(k, float) else str(k) for k in keys], np.array([keys.index(v) for v in values])
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (95 % by default); (0, 1) for n = 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+def _axis_label(name: str) -> str:
+    """``name [unit]`` (a scale factor or a coefficient says so; no unit known: the name)."""
+    unit = parameter_unit(name)
+    if unit == "1":
+        unit = "scale factor" if name.endswith("_scale") else "dimensionless"
+    return f"{name} [{unit}]" if unit else name
+
+
+def _success_plot(plt, title, xlabel, labels, rates, path) -> None:
+    """Success rate per bin with Wilson 95 % bars, the engines side by side within each bin."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    engines = list(rates)
+    width = 0.6 / max(len(engines), 1)
+    for i, e in enumerate(engines):
+        p = np.array([s / n if n else np.nan for s, n in rates[e]])
+        ci = np.array([wilson_interval(s, n) for s, n in rates[e]])
+        x = np.arange(len(labels)) + (i - (len(engines) - 1) / 2) * width
+        ax.errorbar(x, p, yerr=np.clip([p - ci[:, 0], ci[:, 1] - p], 0.0, None), marker="o", capsize=3,
+                    linestyle="none", label=e)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("success rate (share of trials)\nWilson 95 %")
+    ax.set_title(f"success against {title}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _failure_mode_plot(plt, title, xlabel, labels, engines, engine_of, which, succ, modes_of, path) -> None:
+    """Failed trials per bin, stacked by failure mode, one bar per engine side by side in each bin."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    width = 0.8 / max(len(engines), 1)
+    colours = plt.get_cmap("tab10")
+    hatches = ["", "//", "..", "xx"]
+    for i, e in enumerate(engines):
+        x = np.arange(len(labels)) + (i - (len(engines) - 1) / 2) * width
+        bottom = np.zeros(len(labels))
+        for j, mode in enumerate(FAILURE_MODES):
+            h = np.array([np.sum((engine_of == e) & (which == b) & ~succ & (modes_of == mode))
+                          for b in range(len(labels))], float)
+            if h.any():
+                ax.bar(x, h, width * 0.95, bottom=bottom, color=colours(j), hatch=hatches[i % len(hatches)],
+                       edgecolor="k", linewidth=0.3, label=f"{mode.replace('_', ' ')} ({e})")
+                bottom += h
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("failed trials (count)")
+    ax.set_title(f"failure modes against {title} (bars: " + ", ".join(engines) + ")")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _agreement_plot(plt, params, agreement, labels, path) -> None:
+    """Share of trials where every engine gives the same verdict, per bin of each parameter (Wilson 95 %)."""
+    fig, axes = plt.subplots(len(params), 1, figsize=(6.5, 2.2 * len(params)), squeeze=False)
+    for ax, name in zip(axes[:, 0], params):
+        counts = agreement[name]
+        p = np.array([a / n if n else np.nan for a, n in counts])
+        ci = np.array([wilson_interval(a, n) for a, n in counts])
+        ax.errorbar(range(len(counts)), p, yerr=np.clip([p - ci[:, 0], ci[:, 1] - p], 0.0, None), marker="o",
+                    capsize=3, linestyle="none")
+        ax.set_xticks(range(len(counts)), labels[name], fontsize=6)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel(_axis_label(name[2:]), fontsize=8)
+        ax.set_ylabel("engines agree\n(share of trials)", fontsize=7)
+    fig.suptitle("engine agreement (same verdict from every engine), Wilson 95 %", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
@@ -584,50 +793,41 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
     params = sorted(c for c in table.column_names if c.startswith("p."))
     if params:
         lines += ["", "## Success against each parameter", ""]
+    plt = None
     if plots and params:
         import matplotlib  # deferred: matplotlib (~0.5 s to import), only for the plots
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s to import), only for the plots
         (Path(out) / "plots").mkdir(exist_ok=True)
+    succ = np.array([bool(r["success"]) for r in rows])
+    engine_of = np.array([r["engine"] for r in rows])
+    modes_of = np.array([r["failure_mode"] or "" for r in rows])
+    agreement, bin_labels = {}, {}               # parameter -> per bin (trials where every engine agrees, trials)
     for name in params:
-        values = np.array([r[name] for r in rows], dtype=object)
-        numeric = all(isinstance(v, (int, float)) for v in values)
-        lines.append(f"### {name[2:]}")
+        values = [r[name] for r in rows]
+        labels, which = _bins(values, bins)
+        bin_labels[name] = labels
+        lines.append(f"### {_axis_label(name[2:])}")
         lines += ["", "| bin | " + " | ".join(engines) + " |", "| --- |" + " --- |" * len(engines)]
-        if numeric and len(set(values)) > bins:
-            x = values.astype(float)
-            edges = np.quantile(x, np.linspace(0, 1, bins + 1))
-            labels = [f"[{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(bins)]
-            which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
-        else:
-            keys = sorted(set(values), key=value_order)
-            labels = [str(k) for k in keys]
-            which = np.array([keys.index(v) for v in values])
-        rates = {}
-        for e in engines:
-            sel = np.array([r["engine"] == e for r in rows])
-            succ = np.array([bool(r["success"]) for r in rows])
-            rates[e] = [(int(succ[sel & (which == b)].sum()), int((sel & (which == b)).sum()))
-                        for b in range(len(labels))]
+        rates = {e: [(int(succ[(engine_of == e) & (which == b)].sum()), int(((engine_of == e) & (which == b)).sum()))
+                     for b in range(len(labels))] for e in engines}
         for b, label in enumerate(labels):
             lines.append(f"| {label} | " + " | ".join(f"{s}/{n}" for s, n in (rates[e][b] for e in engines)) + " |")
         lines.append("")
-        if plots:
-            fig, ax = plt.subplots(figsize=(6, 3.5))
-            for e in engines:
-                p = [s / n if n else np.nan for s, n in rates[e]]
-                ci = [wilson_interval(s, n) for s, n in rates[e]]
-                ax.errorbar(range(len(labels)), p, yerr=np.clip([[pi - lo for pi, (lo, _) in zip(p, ci)],
-                                                               [hi - pi for pi, (_, hi) in zip(p, ci)]], 0.0, None),
-                            marker="o", capsize=3, label=e)
-            ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-            ax.set_ylim(-0.05, 1.05)
-            ax.set_ylabel("success rate (Wilson 95 %)")
-            ax.set_title(name[2:])
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(Path(out) / "plots" / f"{name[2:].replace('.', '_')}.png", dpi=100)
-            plt.close(fig)
+        if len(engines) > 1:
+            bin_of_trial = {r["trial"]: which[i] for i, r in enumerate(rows)}
+            agreement[name] = [(sum(len(set(v.values())) == 1 for k, v in by_trial.items()
+                                    if len(v) == len(engines) and bin_of_trial[k] == b),
+                                sum(1 for k, v in by_trial.items() if len(v) == len(engines) and bin_of_trial[k] == b))
+                               for b in range(len(labels))]
+        if plt is not None:
+            stem = name[2:].replace(".", "_")
+            xlabel = _axis_label(name[2:])
+            _success_plot(plt, name[2:], xlabel, labels, rates, Path(out) / "plots" / f"{stem}.png")
+            _failure_mode_plot(plt, name[2:], xlabel, labels, engines, engine_of, which, succ, modes_of,
+                               Path(out) / "plots" / f"failure_modes_{stem}.png")
+    if plt is not None and agreement:
+        _agreement_plot(plt, params, agreement, bin_labels, Path(out) / "plots" / "engine_agreement.png")
     text = "\n".join(lines) + "\n"
     (Path(out) / "report.md").write_text(text)
     return text
@@ -637,27 +837,41 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
 
 def main(argv=None) -> int:
     """``contact-sim campaign CAMPAIGN.yaml [--out DIR] [--trials N] [--workers N] [--address A] [--trial K]``
-    and ``contact-sim campaign report RESULTS_DIR`` (``contact-sim campaign compare`` is scenarios/compare.py's
-    ``main``, which cli.py dispatches: compare reads the campaign's results, never the other way round)."""
+    and ``contact-sim campaign report RESULTS_DIR`` (``contact-sim campaign compare``: cli.py hands it to
+    scenarios/compare.py). Exit status: 0 done, 2 a bad file or argument (one line), 130 interrupted (Ctrl-C:
+    what was done is written; the same command resumes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["report"]:
-        ap = argparse.ArgumentParser(prog="contact-sim campaign report")
-        ap.add_argument("results", help="a campaign's output directory")
-        ap.add_argument("--bins", type=int, default=5)
-        ap.add_argument("--no-plots", action="store_true")
-        args = ap.parse_args(argv[1:])
-        try:
-            print(report(args.results, bins=args.bins, plots=not args.no_plots))
-        except ConfigError as exc:
-            print(f"contact-sim campaign report: error: {exc}", file=sys.stderr)
-            return 2
-        return 0
+    try:
+        if argv[:1] == ["report"]:
+            return _report_main(argv[1:])
+        return _campaign_main(argv)
+    except KeyboardInterrupt:
+        print("contact-sim campaign: interrupted", file=sys.stderr)
+        return 130
+
+
+def _report_main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="contact-sim campaign report")
+    ap.add_argument("results", help="a campaign's output directory")
+    ap.add_argument("--bins", type=int, default=5)
+    ap.add_argument("--no-plots", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        print(report(args.results, bins=args.bins, plots=not args.no_plots))
+    except ConfigError as exc:
+        print(f"contact-sim campaign report: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _campaign_main(argv) -> int:
     ap = argparse.ArgumentParser(prog="contact-sim campaign", description=__doc__.split("\n\n")[0])
     ap.add_argument("campaign", help="campaign YAML (see scenes/campaigns/)")
     ap.add_argument("--out", default=None, help="output directory (default: out/campaigns/<file stem>)")
     ap.add_argument("--trials", type=int, default=None, help="run only the first N trials (default: the file's)")
     ap.add_argument("--workers", type=int, default=None, help="local Ray workers (default: the CPUs)")
-    ap.add_argument("--address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS, else local)")
+    ap.add_argument("--address", default=None, help="an existing Ray cluster, HOST:PORT of its head (default: "
+                    "RAY_ADDRESS, else a local Ray; docs/scenarios.md 'On a Ray cluster')")
     ap.add_argument("--trial", type=int, default=None, help="rerun trial K alone (no Ray, nothing written) and "
                                                             "print its row")
     ap.add_argument("--engine", default=None, help="with --trial: only this engine")
@@ -675,9 +889,18 @@ def main(argv=None) -> int:
     if not (math.isfinite(args.real_time_factor) and args.real_time_factor >= 0):
         ap.error(f"--real-time-factor must be a finite number >= 0 (0: as fast as possible), got "
                  f"{args.real_time_factor}")
+    if args.trials is not None and args.trials < 1:
+        ap.error(f"--trials must be >= 1, got {args.trials}")
+    if args.workers is not None and args.workers < 1:
+        ap.error(f"--workers must be >= 1, got {args.workers}")
     try:
         spec = load_campaign(args.campaign)
+        if args.engine is not None and args.engine not in spec.engines:
+            raise ConfigError(f"--engine {args.engine!r}: not an engine of {args.campaign} "
+                              f"({', '.join(spec.engines)})")
         if args.trial is not None:
+            if args.trial < 0:
+                raise ConfigError(f"--trial {args.trial}: trials are numbered from 0")
             watch = TrialViewer(args.viewer_port, args.real_time_factor) if args.viewer else None
             try:
                 for e in ([args.engine] if args.engine else spec.engines):
@@ -692,6 +915,11 @@ def main(argv=None) -> int:
         out = args.out or str(Path("out") / "campaigns" / Path(args.campaign).stem)
         summary = run_campaign(spec, out, address=args.address, workers=args.workers, trials=args.trials,
                                progress=not args.no_progress)
+        if summary["interrupted"]:
+            print(f"contact-sim campaign: interrupted: {summary['run']} trial run(s) of this run saved in "
+                  f"{results_dir(out)} ({summary['done_before'] + summary['run']} in all), {summary['not_run']} "
+                  f"not run; run the same command again to resume", file=sys.stderr)
+            return 130
         print(f"{summary['run']} trial run(s) in {summary['wall_s']:.1f} s ({summary['done_before']} already done, "
               f"{summary['failed_tasks']} failed tasks); results in {results_dir(out)}")
         if summary["lost"]:

@@ -23,6 +23,11 @@
 * ``condition`` (optional): a label to group the trials by (set-up, day, object batch). Without it the
   conditions are the values of the campaign's ``choice`` parameters (e.g. each commanded grip force).
 
+The file is read with the ``csv`` module (quoted fields hold commas and line breaks); each row is validated (field
+count, success word, trial id, numbers with an optional unit that converts to the parameter's: ``4 mm``,
+``16 N``, ``5 deg``, ``110 %``; failure mode); a bad row is skipped and listed in the report with the CSV line it
+starts on and the reason (``--strict``: an error). Example: ``scenes/campaigns/real_trials_example.csv``.
+
 Per engine of the campaign the report gives: verdict agreement (share of real trials whose outcome equals the
 matched simulated verdict, Wilson 95 %), the confusion matrix (simulated verdict against the real outcome, and the
 failure modes where both failed), agreement per condition, agreement against each parameter (binned, PNG), and
@@ -31,8 +36,10 @@ successes among the ``k`` campaign trials nearest to the real trial's parameters
 max(5, round(sqrt(trials))) unless given): the reliability table/plot bins it and sets it against the real
 success frequency (Wilson 95 %); the Brier score ``mean((p - y_real)^2)`` is printed next to the Brier score of
 the same p against the simulation's own verdicts of the matched trials (what a perfect sim-to-real match would
-score): their difference, the excess Brier score, is 0 when the real cell behaves as simulated. Also the expected
-calibration error ``ECE = sum_b n_b / n |mean p_b - real frequency_b|``.
+score): their difference, the excess Brier score, is 0 when the real cell behaves as simulated, > 0 when it
+departs, and can be < 0 when the real outcomes follow the k-neighbour probability more closely than the single
+matched trial's verdict (near-edge trials; docs/scenarios.md "Reading the calibration metrics"); the report gives
+its 95 % interval. Also the expected calibration error ``ECE = sum_b n_b / n |mean p_b - real frequency_b|``.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,24 +55,33 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from .campaign import FAILURE_MODES, read_results, value_order, wilson_interval
+from .results import FAILURE_MODES, parameter_unit, read_results, value_order, wilson_interval
 
 _TRUE = {"1", "true", "yes", "y", "success", "succeeded", "ok"}
 _FALSE = {"0", "false", "no", "n", "failure", "failed", "fail"}
 MISMATCH = 1000.0          # distance added by a differing non-numeric parameter (normalized units)
 CALIBRATION_BINS = 5       # equal-width bins of the simulated success probability
+# units a value in the CSV may carry, per parameter unit (results.parameter_unit): factor to that unit
+UNITS = {"m": {"m": 1.0, "cm": 1e-2, "mm": 1e-3}, "rad": {"rad": 1.0, "deg": math.pi / 180, "°": math.pi / 180},
+         "N": {"N": 1.0, "kN": 1e3}, "s": {"s": 1.0, "ms": 1e-3}, "m/s": {"m/s": 1.0, "cm/s": 1e-2, "mm/s": 1e-3},
+         "Hz": {"Hz": 1.0}, "N/m": {"N/m": 1.0, "N/mm": 1e3}, "1": {"%": 1e-2}}
+_QUANTITY = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)$")
 
 
 @dataclass
 class RealTrial:
-    row: int                    # line number in the CSV (1 = first data line)
+    row: int                    # line number in the CSV file (1 = the header line)
     trial: int | None           # campaign trial id, if given
-    values: dict                # parameter name -> value as measured
+    values: dict                # parameter name -> value as measured (in the campaign file's units)
     success: bool
     failure_mode: str
     condition: str = ""
 
 
+@dataclass
+class SkippedRow:
+    line: int                   # line number in the CSV file (1 = the header line)
+    reason: str
 @dataclass
 class EngineComparison:
     """One engine's comparison (see the module docstring); arrays are per real trial, in CSV order."""
@@ -81,6 +98,7 @@ class EngineComparison:
     confusion: dict = field(default_factory=dict)   # (sim, real) in {success, failure}^2 -> count
     brier: float = 0.0
     brier_self: float = 0.0
+    excess_brier_se: float = math.nan   # standard error of the excess Brier score (paired over the real trials)
     ece: float = 0.0
     k: int = 0                  # campaign trials per simulated probability
 
@@ -89,65 +107,116 @@ class EngineComparison:
         return np.flatnonzero(self.sim_success != self.real_success)
 
 
-def _parse_success(text: str, where: str) -> bool:
+def _parse_success(text: str) -> bool:
     t = text.strip().lower()
     if t in _TRUE:
         return True
     if t in _FALSE:
         return False
-    raise ConfigError(f"{where}: success {text!r}; expected 1/0, true/false, yes/no or success/failure")
+    raise ValueError(f"success {text!r}: expected 1/0, true/false, yes/no or success/failure")
 
 
-def _value(text: str):
-    try:
-        return float(text)
-    except ValueError:
-        return text.strip()
+def parse_quantity(text: str, name: str, unit: str) -> float:
+    """A measured value: a number, or a number and a unit that converts to the parameter's ``unit``
+    (``12 N``, ``4 mm`` for m, ``5 deg`` for rad, ``110 %`` for a scale); ValueError with the reason."""
+    m = _QUANTITY.match(text.strip())
+    if m is None:
+        raise ValueError(f"{name} {text!r} is not a number (with an optional unit)")
+    value, given = float(m.group(1)), m.group(2)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} {text!r} is not finite")
+    if not given:
+        return value
+    factors = UNITS.get(unit, {})
+    if unit and unit != "1" and given == unit:
+        return value
+    if given in factors:
+        return value * factors[given]
+    if not unit:
+        raise ValueError(f"{name} {text!r}: the unit of {name} is not known here; give the plain number in the "
+                         f"campaign file's units")
+    valid = sorted({unit, *factors} - {"1"})
+    raise ValueError(f"{name} {text!r}: unit {given!r} is not {'a scale (no unit, or %)' if unit == '1' else unit}"
+                     f"; accepted: {', '.join(valid) or 'none'}")
 
 
-def read_real_trials(path: str | Path, parameters) -> tuple[list[RealTrial], list[str], list[str]]:
-    """The CSV's trials; returns (trials, parameter names found, ignored columns). ConfigError names the file,
-    line and problem."""
+def read_real_trials(path: str | Path, parameters, strict: bool = False
+                     ) -> tuple[list[RealTrial], list[str], list[str], list[SkippedRow]]:
+    """The CSV's trials (a real CSV parser: quoted fields may hold commas, quotes and line breaks), each row
+    validated: returns (trials, parameter names found, ignored columns, skipped rows with their line numbers and
+    reasons). ``parameters``: the campaign's parameter names -> True for a numeric one (its values are parsed,
+    units converted; ``parse_quantity``), False for a text one. ``strict``: a bad row is a ConfigError. A file
+    without a success column, or without one valid row, is a ConfigError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file (real trials CSV)")
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        if "success" not in header:
-            raise ConfigError(f"{path}: no 'success' column (columns: {', '.join(header) or 'none'}); schema: "
-                              f"docs/scenarios.md, 'Against the real robot'")
-        params = set(parameters)
-        column_of = {}
-        for h in header:
-            name = h[2:] if h.startswith("p.") else h
-            if name in params:
-                column_of[name] = h
-        ignored = [h for h in header if h not in column_of.values()
-                   and h not in ("trial", "success", "failure_mode", "condition")]
-        trials = []
-        for i, raw in enumerate(reader, start=1):
-            row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
-            where = f"{path}, data line {i}"
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader, records, start = csv.reader(fh), [], 1
+            for rec in reader:              # (the line a record starts on: a quoted field may span lines)
+                records.append((start, rec))
+                start = reader.line_num + 1
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise ConfigError(f"{path}: not a readable CSV file ({exc})") from None
+    records = [(n, r) for n, r in records if any(f.strip() for f in r)]
+    if not records:
+        raise ConfigError(f"{path}: empty (a header line and one row per real trial; docs/scenarios.md, 'Against "
+                          f"the real robot')")
+    header_line, header = records[0][0], [h.strip() for h in records[0][1]]
+    duplicated = sorted({h for h in header if header.count(h) > 1 and h})
+    if duplicated:
+        raise ConfigError(f"{path}, line {header_line}: column(s) {', '.join(duplicated)} appear twice")
+    if "success" not in header:
+        raise ConfigError(f"{path}: no 'success' column (columns: {', '.join(header) or 'none'}); schema: "
+                          f"docs/scenarios.md, 'Against the real robot'")
+    column_of = {}
+    for h in header:
+        name = h[2:] if h.startswith("p.") else h
+        if name in parameters:
+            column_of[name] = h
+    ignored = [h for h in header if h and h not in column_of.values()
+               and h not in ("trial", "success", "failure_mode", "condition")]
+    trials, skipped = [], []
+    for line, fields in records[1:]:
+        try:
+            if len(fields) != len(header):
+                hint = (": an unquoted comma in a field? Quote it (\"a, b\")" if len(fields) > len(header) else "")
+                raise ValueError(f"{len(fields)} fields, the header has {len(header)}{hint}")
+            row = {h: f.strip() for h, f in zip(header, fields)}
             trial = None
             if row.get("trial"):
                 try:
-                    trial = int(float(row["trial"]))
+                    x = float(row["trial"])
                 except ValueError:
-                    raise ConfigError(f"{where}: trial {row['trial']!r} is not an integer") from None
+                    x = math.nan
+                if not (math.isfinite(x) and x.is_integer() and x >= 0):
+                    raise ValueError(f"trial {row['trial']!r} is not a whole number >= 0")
+                trial = int(x)
             values = {}
             for name, col in column_of.items():
-                if row.get(col, "") == "":
-                    raise ConfigError(f"{where}: no value for {col}")
-                values[name] = _value(row[col])
+                if row[col] == "":
+                    raise ValueError(f"no value for {col}")
+                values[name] = parse_quantity(row[col], col, parameter_unit(name)) if parameters[name] \
+                    else row[col]
+            success = _parse_success(row["success"])
             mode = row.get("failure_mode", "")
             if mode and mode not in FAILURE_MODES:
-                raise ConfigError(f"{where}: failure_mode {mode!r}; valid: {', '.join(FAILURE_MODES)} (or empty)")
-            trials.append(RealTrial(i, trial, values, _parse_success(row["success"], where), mode,
-                                    row.get("condition", "")))
+                raise ValueError(f"failure_mode {mode!r}; valid: {', '.join(FAILURE_MODES)} (or empty)")
+            if mode and success:
+                raise ValueError(f"failure_mode {mode!r} on a success")
+            trials.append(RealTrial(line, trial, values, success, mode, row.get("condition", "")))
+        except ValueError as exc:
+            skipped.append(SkippedRow(line, str(exc)))
+    if skipped and strict:
+        raise ConfigError(f"{path}: {len(skipped)} bad row(s) (--strict): " +
+                          "; ".join(f"line {s.line}: {s.reason}" for s in skipped[:10]) +
+                          (" ..." if len(skipped) > 10 else ""))
     if not trials:
-        raise ConfigError(f"{path}: no trials")
-    return trials, sorted(column_of), ignored
+        raise ConfigError(f"{path}: no valid trials" + (f" ({len(skipped)} row(s) skipped; line {skipped[0].line}: "
+                                                        f"{skipped[0].reason})" if skipped else ""))
+    return trials, sorted(column_of), ignored, skipped
 
 
 def _features(values_list, names, scales, categorical):
@@ -174,14 +243,21 @@ def _distances(A, B, cat_mask, chunk: int = 256) -> np.ndarray:
 
 
 def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = None, k: int | None = None,
-            bins: int = 5, plots: bool = True) -> tuple[str, dict]:
+            bins: int = 5, plots: bool = True, strict: bool = False) -> tuple[str, dict]:
     """Compare the campaign in ``results`` with ``real_csv``; writes ``<out>/compare.md`` and
-    ``<out>/plots/*.png`` (``out`` default ``<results>/compare``). Returns (markdown, {engine: EngineComparison})."""
+    ``<out>/plots/*.png`` (``out`` default ``<results>/compare``). Bad CSV rows are skipped and listed in the
+    report (``strict``: a ConfigError instead). Returns (markdown, {engine: EngineComparison}); the skipped rows
+    are ``text``'s "Rows skipped" section and ``compare.skipped`` of the last call."""
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     results = Path(results)
     out = Path(out) if out is not None else results / "compare"
-    rows = read_results(results).to_pylist()
-    param_names = sorted(c[2:] for c in rows[0] if c.startswith("p."))
-    real, names, ignored = read_real_trials(real_csv, param_names)
+    table = read_results(results)
+    rows = table.to_pylist()
+    param_names = sorted(c[2:] for c in table.column_names if c.startswith("p."))
+    numeric = {n: pa.types.is_integer(table.schema.field(f"p.{n}").type) or
+               pa.types.is_floating(table.schema.field(f"p.{n}").type) for n in param_names}
+    real, names, ignored, skipped = read_real_trials(real_csv, numeric, strict=strict)
+    compare.skipped = skipped
     unmeasured = [n for n in param_names if n not in names]
     engines = sorted({r["engine"] for r in rows})
     # normalization: each parameter's spread over the campaign's trials; categorical: non-numeric values
@@ -223,6 +299,8 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
         y, ys = real_success.astype(float), c.sim_success.astype(float)
         c.brier = float(np.mean((p_sim - y) ** 2))
         c.brier_self = float(np.mean((p_sim - ys) ** 2))
+        d = (p_sim - y) ** 2 - (p_sim - ys) ** 2          # per real trial: its share of the excess Brier score
+        c.excess_brier_se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
         which = np.minimum((p_sim * CALIBRATION_BINS).astype(int), CALIBRATION_BINS - 1)
         c.ece = float(sum(np.sum(which == b) / len(real) * abs(p_sim[which == b].mean() - y[which == b].mean())
                           for b in range(CALIBRATION_BINS) if np.any(which == b)))
@@ -230,11 +308,11 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
         comps[e] = c
     # conditions (without a condition column): parameters with few values in the campaign (choice parameters)
     discrete = [n for n in names if len({str(r[f"p.{n}"]) for r in rows}) <= 8]
-    text = _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots)
+    text = _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots, skipped)
     return text, comps
 
 
-def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots) -> str:
+def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots, skipped) -> str:
     n = len(real)
     first = next(iter(comps.values()))
     n_id = int(first.match_by_id.sum())
@@ -251,6 +329,10 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
         lines.append(f"Campaign parameters not in the CSV (left out of the matching): {', '.join(unmeasured)}.")
     if ignored:
         lines.append(f"CSV columns ignored: {', '.join(ignored)}.")
+    if skipped:
+        lines += ["", f"## Rows skipped ({len(skipped)})", "", "Not compared (`--strict` makes them an error):", "",
+                  "| CSV line | reason |", "| --- | --- |"]
+        lines += [f"| {r.line} | {r.reason.replace('|', '/')} |" for r in skipped]
     lines += ["", "## Verdict agreement", "",
               "| engine | agreement | Wilson 95 % | real success rate | Wilson 95 % | simulated (matched) | Wilson 95 % |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -305,11 +387,21 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
     lines += ["", "## Calibration", "",
               f"Simulated success probability of a real trial: the share of successes among the k nearest campaign "
               f"trials (k = {first.k}). Brier score against the real outcomes and against the simulation's own "
-              f"verdicts of the matched trials (excess = the part due to sim-to-real disagreement); ECE over "
+              f"verdicts of the matched trials; excess = their difference, with its 95 % interval (+-1.96 standard "
+              f"errors, paired over the real trials): above 0 the real cell departs from the simulation; within "
+              f"the interval of 0 no departure is detected; below 0 the real outcomes follow the simulated "
+              f"probability more closely than the matched trials' own verdicts do (they disagree where the matched "
+              f"trial is an outlier among its neighbours: near the edge of the success region). ECE over "
               f"{CALIBRATION_BINS} bins.", "",
-              "| engine | Brier (real) | Brier (simulated verdicts) | excess Brier | ECE |", "| --- | --- | --- | --- | --- |"]
+              "| engine | Brier (real) | Brier (simulated verdicts) | excess Brier | 95 % | reading | ECE |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for e, c in comps.items():
-        lines.append(f"| {e} | {c.brier:.4f} | {c.brier_self:.4f} | {c.brier - c.brier_self:+.4f} | {c.ece:.4f} |")
+        x, half = c.brier - c.brier_self, 1.96 * c.excess_brier_se
+        reading = ("real departs from the simulation" if x - half > 0 else
+                   "real follows the simulated probability more closely than the matched verdicts" if x + half < 0
+                   else "no departure detected")
+        lines.append(f"| {e} | {c.brier:.4f} | {c.brier_self:.4f} | {x:+.4f} | [{x - half:+.4f}, {x + half:+.4f}] | "
+                     f"{reading} | {c.ece:.4f} |")
     edges = np.linspace(0, 1, CALIBRATION_BINS + 1)
     for e, c in comps.items():
         which = np.minimum((c.p_sim * CALIBRATION_BINS).astype(int), CALIBRATION_BINS - 1)
@@ -431,14 +523,24 @@ def main(argv) -> int:
                                                         "(default: max(5, sqrt(trials)))")
     ap.add_argument("--bins", type=int, default=5, help="quantile bins per parameter")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--strict", action="store_true", help="a bad CSV row is an error (default: skipped, listed in "
+                                                          "the report with its line number and reason)")
     args = ap.parse_args(argv)
     if args.k is not None and args.k < 1:
         ap.error("--k must be >= 1")
+    if args.bins < 1:
+        ap.error("--bins must be >= 1")
     try:
         text, _ = compare(args.results, args.real_trials, args.out, k=args.k, bins=args.bins,
-                          plots=not args.no_plots)
+                          plots=not args.no_plots, strict=args.strict)
     except ConfigError as exc:
         print(f"contact-sim campaign compare: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("contact-sim campaign compare: interrupted", file=sys.stderr)
+        return 130
     print(text)
+    if compare.skipped:
+        print(f"contact-sim campaign compare: {len(compare.skipped)} row(s) of {args.real_trials} skipped (listed in "
+              f"the report; --strict makes them an error)", file=sys.stderr)
     return 0
