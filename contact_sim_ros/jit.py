@@ -46,6 +46,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.geometry.pair_bounds": 1.5,       # the bounding-capsule test of the pairs from q (issue 18)
     "contact_sim_ros.model.free_body_motion": 0.5,
     "contact_sim_ros.sim.divergence": 0.5,
+    "contact_sim_ros.sim.penetration": 0.3,        # the deep-interpenetration bound (issue 31)
     "contact_sim_ros.sim.step_kernels": 1.5,
     "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
     "contact_sim_ros.engines.tamsi_kernels": 7.0,
@@ -55,7 +56,7 @@ COMPILE_SECONDS = {
 }
 _COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.geometry.pair_bounds",
            "contact_sim_ros.model.free_body_motion", "contact_sim_ros.sim.divergence",
-           "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
+           "contact_sim_ros.sim.penetration", "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
 # kernel modules each engine's step calls (besides the contact query's, the free-body motion's and the free-body
 # models' (sim/free_body_step.FreeBodies), which every engine's step calls)
 ENGINE_KERNELS = {
