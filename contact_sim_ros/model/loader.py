@@ -25,7 +25,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
-from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
+from ..yaml_files import check_keys, parse_pose, parse_vector, missing_file, read_mapping, read_text_file
 from .materials import ContactMaterial
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel
 from .robot_description import split_description, urdf_from_description
@@ -124,8 +124,12 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
     else:
         path = Path(text)
         if not path.is_file():
-            raise ModelError(f"URDF file not found: {path}")
-        source, xml_text, base_dir = str(path), path.read_text(), str(path.parent)
+            raise ModelError(f"URDF {path}: {missing_file(path)}")
+        try:
+            xml_text = read_text_file(path, "URDF")
+        except ConfigError as exc:        # not readable, not text
+            raise ModelError(str(exc)) from None
+        source, base_dir = str(path), str(path.parent)
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -298,7 +302,7 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
             if not path.is_file():
                 raise ConfigError(unknown_choice("robot", text, robot_preset_names()))
         if not path.is_file():
-            raise ConfigError(f"robot preset file not found: {path}")
+            raise ConfigError(f"robot preset {path}: {missing_file(path)}")
         source, base = str(path), path.parent
         data = read_mapping(path, "a robot preset")
     check_keys(data, _PRESET_KEYS, source)

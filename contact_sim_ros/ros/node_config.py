@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError, unknown_choice
-from ..yaml_files import parse_yaml, read_mapping
+from ..yaml_files import missing_file, parse_yaml, read_mapping
 
 
 DEFAULT_ROBOT = "iiwa_wsg"
@@ -127,7 +127,7 @@ class NodeConfig:
             from ..model.robot_description import split_description
             urdf_path = split_description(self.urdf)[0]     # "robot.urdf.xacro arm_id:=fr3": xacro arguments
             if not Path(urdf_path).is_file():
-                raise ConfigError(f"parameter 'urdf': file not found: {urdf_path}")
+                raise ConfigError(f"parameter 'urdf': {missing_file(urdf_path)}: {urdf_path}")
         from ..sim.simulator import MAX_TIME_STEP
         if not (math.isfinite(self.time_step) and 0.0 < self.time_step <= MAX_TIME_STEP):
             raise ConfigError(f"parameter 'time_step': must be in (0, {MAX_TIME_STEP:g}] s, got {self.time_step!r}")
@@ -140,8 +140,10 @@ class NodeConfig:
                 raise ConfigError(f"parameter {name!r}: must be a rate >= 0 Hz (0 = off), got {value!r}")
         if not (math.isfinite(self.max_lag) and self.max_lag >= 0.0):
             raise ConfigError(f"parameter 'max_lag': must be >= 0 s, got {self.max_lag!r}")
-        if self.step_count < 1:
-            raise ConfigError(f"parameter 'step_count': must be >= 1, got {self.step_count!r}")
+        from .stepping import MAX_STEPS_PER_REQUEST
+        if not 1 <= self.step_count <= MAX_STEPS_PER_REQUEST:
+            raise ConfigError(f"parameter 'step_count': must be >= 1 and <= {MAX_STEPS_PER_REQUEST}, "
+                              f"got {self.step_count!r}")
         if self.base_pose and (len(self.base_pose) != 6
                                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in self.base_pose)):
             raise ConfigError(f"parameter 'base_pose': expected [x, y, z, roll, pitch, yaw] (m, rad), "
@@ -217,7 +219,7 @@ def _read_yaml(path, what) -> dict:
         except ImportError:
             cand = p
         if not cand.is_file():
-            raise ConfigError(f"{what}: file not found: {path}")
+            raise ConfigError(f"{what}: {missing_file(path)}: {path}")
         p = cand
     return read_mapping(p, what)
 
@@ -385,7 +387,8 @@ def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "")
     for path in paths:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"parameter file not found: {path}")
+            raise ConfigError(f"parameter file is a directory, not a file: {path}" if p.is_dir() else
+                              f"parameter file not found: {path}")
         data = read_mapping(p, "a ROS parameter file ('/**: {ros__parameters: {...}}')")
         for key, section in data.items():
             if key not in keys or not isinstance(section, dict):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ConfigError
-from ...yaml_files import read_mapping
+from ...yaml_files import missing_file, read_mapping, read_text_file
 
 CONTROLLER_MANAGER = "controller_manager"
 
@@ -220,7 +220,7 @@ def read_ros2_control(path: str | Path, xacro_args: dict | None = None) -> Hardw
     """``<ros2_control>`` blocks of a URDF file or a xacro file (expanded with ``xacro_args``)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"ros2_control description not found: {path}")
+        raise ConfigError(f"ros2_control description {path}: {missing_file(path)}")
     if path.suffix == ".xacro":
         try:
             import xacro
@@ -234,7 +234,7 @@ def read_ros2_control(path: str | Path, xacro_args: dict | None = None) -> Hardw
         text = doc.toxml()
         doc.unlink()             # minidom's nodes refer to their parents: free them now, not at the next full GC
     else:
-        text = path.read_text()
+        text = read_text_file(path, "ros2_control description")
     return parse_ros2_control(text, str(path))
 
 
