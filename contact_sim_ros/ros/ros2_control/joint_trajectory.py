@@ -45,7 +45,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ...errors import ConfigError
+from ...errors import ConfigError, unknown_choice
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
 from ..state_messages import has_readers, stamp
 from .base import Controller
@@ -144,6 +144,11 @@ class JointTrajectoryController(Controller):
             raise ConfigError(f"{self.where}: constraints.goal_time must be >= 0 s, got {self.goal_time}")
         self.path_tol = np.array([self.param(f"constraints.{j}.trajectory", 0.0, float) for j in self.joints])
         self.goal_tol = np.array([self.param(f"constraints.{j}.goal", 0.0, float) for j in self.joints])
+        valid = {"constraints.stopped_velocity_tolerance", "constraints.goal_time"} | {
+            f"constraints.{j}.{k}" for j in self.joints for k in ("trajectory", "goal")}
+        typos = sorted(k for k in self.params if k.startswith("constraints.") and k not in valid)
+        if typos:          # the real controller ignores them: a tolerance that silently does not apply
+            raise ConfigError(f"{self.where}: " + unknown_choice("parameter", typos[0], valid))
         monitor = self.param("action_monitor_rate", 20.0, float)
         if not monitor >= 0.1:
             raise ConfigError(f"{self.where}: action_monitor_rate must be >= 0.1 Hz, got {monitor}")
