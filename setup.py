@@ -58,7 +58,7 @@ setup(
     entry_points={
         "console_scripts": [
             "contact-sim = contact_sim_ros.cli:main",
-            "sim_node = contact_sim_ros.ros:sim_node_main",
+            "sim_node = contact_sim_ros.ros.sim_node_entry:main",
         ],
     },
 )

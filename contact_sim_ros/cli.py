@@ -12,8 +12,8 @@
         play a robot's rosbag2 (commands, joint states, wrist F/T) into the simulation: residuals and plots
     contact-sim engines                list the registered engines
     contact-sim compile-kernels [--status] [--engines E ...]
-        compile the engines' numba kernels into the shared on-disk cache (contact_sim_ros/jit.py; make venv does
-        it), so that the first step of a new process loads them instead of compiling for 15-60 s
+        compile the engines' numba kernels into the shared on-disk cache (contact_sim_ros/kernel_cache.py; make
+        venv does it), so that the first step of a new process loads them instead of compiling for 15-60 s
 
 Exit status of ``run``: 0 when every step succeeded, 1 when a step failed (solver failure or divergence: the
 run stops there and says ``FAILED: the run diverged|failed at t = ...``), 2 for invalid arguments or input
@@ -28,11 +28,18 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
+from . import kernel_cache
+from .engines.registry import engine_class, engine_names
 from .errors import ConfigError, ContactSimError
-from .sim.simulator import MAX_TIME_STEP
+from .kernel_cache import cold_start_note
+from .sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
+from .sim.simulator import MAX_TIME_STEP, Simulator
+from .viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
+from .viewer.scene_viewer import ViewerProcess
 from .yaml_files import parse_yaml
 
 
@@ -108,17 +115,19 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     if log_path:
         _check_log_path(log_path)
     out = out or sys.stdout
-    from .sim.simulator import Simulator
-    from .viewer.run_controls import pace
-    sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
-    from .jit import cold_start_note
+    with warnings.catch_warnings():              # printed below
+        warnings.simplefilter("ignore", DefaultGainsWarning)
+        sim = Simulator(scene, engine=engine, time_step=time_step, engine_options=engine_options)
+    robots = ", ".join(r.name for r in sim.scene.robots)
+    drives = (describe_default_gains(sim.default_gains, robots, sim.passive_joints)
+              or describe_passive_joints(sim.passive_joints))
+    if drives:
+        print(("warning: " if sim.default_gains else "") + drives, file=out, flush=True)
     note = cold_start_note(engine)
     if note:
         print(note, file=out, flush=True)
     viewer = None
     if viewer_port is not None:
-        from .viewer.run_controls import publish_if_due, serve_until_interrupted, viewer_controls
-        from .viewer.scene_viewer import ViewerProcess
         viewer = ViewerProcess(sim.model, port=viewer_port)
         print(f"viewer: {viewer.url}", file=out, flush=True)
         viewer.set_paused(start_paused)
@@ -251,9 +260,14 @@ def main(argv=None) -> int:
                    "(contact-sim campaign -h)", add_help=False)
     sub.add_parser("replay", help="replay a robot's rosbag2 in the simulation: joint and wrench residuals "
                    "(contact-sim replay -h)", add_help=False)
+    # the subcommands' own modules are imported when they run: the node and replay import rclpy, campaign and
+    # compare the in-process link and Ray's driver code; `contact-sim run` needs none of them
     if argv and argv[0] == "node":
         from .ros.sim_node import main as node_main
         return node_main(argv[1:]) or 0
+    if argv[:2] == ["campaign", "compare"]:
+        from .scenarios.compare import main as compare_main
+        return compare_main(argv[2:])
     if argv and argv[0] == "campaign":
         from .scenarios.campaign import main as campaign_main
         return campaign_main(argv[1:])
@@ -263,13 +277,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "engines":
-            from .engines.registry import engine_class, engine_names
             for name in engine_names():
                 print(f"{name:20s} {engine_class(name).description}")
             return 0
         if args.command == "compile-kernels":
-            from . import jit
-            return jit.main((["--status"] if args.status else []) + (["--engines", *args.engines]
+            return kernel_cache.main((["--status"] if args.status else []) + (["--engines", *args.engines]
                                                                      if args.engines else []))
         if args.paused and not args.viewer:
             parser.error("--paused needs --viewer (its Resume button starts the run)")

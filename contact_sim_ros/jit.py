@@ -19,64 +19,20 @@ compiled again (and its entries replaced).
 
 If that folder cannot be written, numba's own locations are used (``__pycache__``, then its user-wide cache).
 
-Filling the cache: ``warm_up()`` steps every engine that has kernels a few times on a small scene with contacts
-(``contact-sim compile-kernels``; ``scripts/ensure_venv.sh`` runs it after building the venv, and after a colcon
-build ``ros2 run contact_sim_ros contact-sim compile-kernels`` does). ``cold_start_note(engine)`` says, before
-the first step, whether the engine's kernels still have to be compiled and about how long that takes.
+This module is the bottom layer: the kernel modules import only it (and numpy, math). Filling the cache and
+asking what it holds (the warm-up, which steps a Simulator) is ``contact_sim_ros.kernel_cache``, at the top.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 from numba import njit as _numba_njit
 from numba.core import caching as _caching
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the folder holding the package
-
-# CPU seconds to compile each kernel module on the project's 2-core machine (benchmarks/node/run.py --startup,
-# 2026-11-25 10:07 UTC, load ~1.4: a node's first start took 12.4 s with an empty cache against 2.3 s with it for
-# TAMSI (contact query + tamsi_kernels), 22.2 s against 2.2 s for Lagged (contact query + icf_kernels); lcp_minimal
-# + lemke ~5 s in the warm-up); wall time grows with the machine's load. Used for the announced estimate only.
-COMPILE_SECONDS = {
-    "contact_sim_ros.geometry.contact_kernels": 6.0,   # + the analytic sphere and box-halfspace pairs (issue 18)
-    "contact_sim_ros.geometry.pair_bounds": 1.5,       # the bounding-capsule test of the pairs from q (issue 18)
-    "contact_sim_ros.model.free_body_motion": 0.5,
-    "contact_sim_ros.sim.divergence": 0.5,
-    "contact_sim_ros.sim.penetration": 0.3,        # the deep-interpenetration bound (issue 31)
-    "contact_sim_ros.sim.step_kernels": 1.5,
-    "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
-    "contact_sim_ros.engines.tamsi_kernels": 7.0,
-    "contact_sim_ros.engines.icf_kernels": 17.0,    # the whole step, deferred contacts, SAP line search (issue 18)
-    "contact_sim_ros.engines.lcp_minimal": 2.0,
-    "contact_sim_ros.solvers.lemke": 3.0,
-}
-_COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.geometry.pair_bounds",
-           "contact_sim_ros.model.free_body_motion", "contact_sim_ros.sim.divergence",
-           "contact_sim_ros.sim.penetration", "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
-# kernel modules each engine's step calls (besides the contact query's, the free-body motion's and the free-body
-# models' (sim/free_body_step.FreeBodies), which every engine's step calls)
-ENGINE_KERNELS = {
-    "tamsi": ("contact_sim_ros.engines.tamsi_kernels",),
-    "lagged": ("contact_sim_ros.engines.icf_kernels",),
-    "similar": ("contact_sim_ros.engines.icf_kernels",),
-    "sap": ("contact_sim_ros.engines.icf_kernels",),
-    "lcp_minimal": ("contact_sim_ros.engines.lcp_minimal", "contact_sim_ros.solvers.lemke"),
-    "quasistatic_lcp": ("contact_sim_ros.solvers.lemke",),
-}
-# the engines warm_up() runs, each on a scene that makes its kernels run (contacts, free bodies)
-WARM_UP_RUNS = (
-    ("tamsi", "scenes/default.yaml"),
-    ("tamsi", "scenes/icf_falling_sphere.yaml"),     # free bodies only: sim/free_body_step.py's fused step
-    ("lagged", "scenes/default.yaml"),
-    ("similar", "scenes/default.yaml"),
-    ("sap", "scenes/default.yaml"),
-    ("lcp_minimal", "scenes/lcp_incline.yaml"),
-    ("quasistatic_lcp", "scenes/quasistatic_iiwa_box.yaml"),
-)
 
 KERNELS: list = []   # (module name, dispatcher) of every function decorated with njit below, in definition order
 
@@ -137,109 +93,8 @@ def njit(*args, **kwargs):
     return lambda func: register(decorator(func))
 
 
-# ------------------------------------------------------------------------------------------- cache state
-
-def _import_kernel_modules(modules) -> None:
-    import importlib
-    for module in modules:
-        importlib.import_module(module)
-
-
-def _has_cached_code(dispatcher) -> bool:
-    """True when the dispatcher's cache index holds entries for the current source of its module."""
-    try:
-        return bool(dispatcher._cache._cache_file._load_index())
-    except Exception:   # noqa: BLE001 - numba internals; unknown means "not known to be cached"
-        return False
-
-
-def uncached_modules(modules=None) -> list[str]:
-    """The kernel modules (default: all of ``COMPILE_SECONDS``) none of whose functions has compiled code in
-    the cache for the module's current source: their first call compiles."""
-    modules = list(COMPILE_SECONDS) if modules is None else list(modules)
-    _import_kernel_modules(modules)
-    cached = {module for module, dispatcher in KERNELS if _has_cached_code(dispatcher)}
-    return [m for m in modules if m not in cached]
-
-
-def engine_kernel_modules(engine: str) -> tuple[str, ...]:
-    """The kernel modules the step of ``engine`` calls (the contact query's, the free-body motion's and the
-    engine's own)."""
-    return _COMMON + ENGINE_KERNELS.get(engine, ())
-
-
-def cold_start_note(engine: str) -> str | None:
-    """A one-line announcement when the first step of ``engine`` will compile kernels (cache missing or stale),
-    else None."""
-    missing = uncached_modules(engine_kernel_modules(engine))
-    if not missing:
-        return None
-    seconds = sum(COMPILE_SECONDS.get(m, 5.0) for m in missing)
-    names = ", ".join(m.rsplit(".", 1)[1] for m in missing)
-    return (f"compiling kernels, first start only: ~{seconds:.0f} s ({names}: no compiled code in {cache_dir()}; "
-            "the first step waits for it; 'contact-sim compile-kernels' or 'make venv' fills the cache)")
-
-
-def kernel_stats() -> dict[str, dict]:
-    """Per kernel ``module.function``: the signatures numba loaded from the cache (``hits``) and the ones it
-    compiled in this process (``misses``), from the dispatchers' ``stats``."""
-    out = {}
-    for module, dispatcher in KERNELS:
-        stats = dispatcher.stats
-        hits, misses = dict(stats.cache_hits), dict(stats.cache_misses)
-        if hits or misses:
-            out[f"{module}.{dispatcher.py_func.__name__}"] = {"hits": sum(hits.values()),
-                                                             "misses": sum(misses.values())}
-    return out
-
-
-# ------------------------------------------------------------------------------------------------ warm-up
-
-def warm_up(engines=None, steps: int = 30, out=None) -> dict:
-    """Compile (or load) the kernels of ``engines`` (default: every engine of ``WARM_UP_RUNS``) by stepping each
-    ``steps`` times on its warm-up scene, so that the cache holds them. Returns per engine the seconds it took.
-    Prints one line per engine to ``out`` (default stderr)."""
-    from .resources import share_dir
-    from .sim.simulator import Simulator
-    out = out or sys.stderr
-    runs = [(e, s) for e, s in WARM_UP_RUNS if engines is None or e in engines]
-    if engines is not None:
-        known = {e for e, _ in WARM_UP_RUNS}
-        runs += [(e, "scenes/default.yaml") for e in engines if e not in known]
-    times = {}
-    print(f"compiling the kernels into {cache_dir()}", file=out, flush=True)
-    for engine, scene in runs:
-        start = time.perf_counter()
-        sim = Simulator(str(share_dir() / scene), engine=engine, time_step=1e-3)
-        for _ in range(steps):
-            report = sim.step()
-            if not report.ok:
-                raise RuntimeError(f"warm-up of engine {engine!r} on {scene}: step failed: {report.message}")
-        times[engine] = time.perf_counter() - start
-        print(f"  {engine:16s} {scene:34s} {times[engine]:6.1f} s", file=out, flush=True)
-    missing = uncached_modules()
-    if missing:
-        raise RuntimeError(f"kernels not cached after the warm-up: {', '.join(missing)} (cache {cache_dir()})")
-    return times
-
-
-def main(argv=None) -> int:
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m contact_sim_ros.jit",
-                                     description="compile the engines' kernels into the shared cache")
-    parser.add_argument("--engines", nargs="*", help="engines to warm up (default: all with kernels)")
-    parser.add_argument("--status", action="store_true", help="only print which kernel modules are cached")
-    args = parser.parse_args(argv)
-    if args.status:
-        missing = uncached_modules()
-        print(f"cache {cache_dir()}: " + ("all kernel modules cached" if not missing
-                                           else "not cached: " + ", ".join(missing)))
-        return 0 if not missing else 1
-    warm_up(args.engines or None)
-    return 0
-
-
 if __name__ == "__main__":
-    # run the package's module, not this __main__ copy (the kernel modules register with contact_sim_ros.jit)
-    from contact_sim_ros import jit as _jit
-    sys.exit(_jit.main())
+    # `python -m contact_sim_ros.jit` (scripts/ensure_venv.sh's step 6) = `python -m contact_sim_ros.kernel_cache`.
+    # Script-only code: not run on import, so this is no arrow from the decorator up to the warm-up.
+    from contact_sim_ros.kernel_cache import main
+    sys.exit(main())

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 import yaml
 
 from .errors import ConfigError
@@ -107,7 +108,6 @@ def parse_vector(value, n: int, where: str) -> np.ndarray:
 
 def parse_pose(value, where: str):
     """``{xyz: [x, y, z], rpy: [r, p, y]}`` (m, rad; either key optional) or None -> ``pinocchio.SE3``."""
-    import pinocchio as pin
     if value is None:
         return pin.SE3.Identity()
     if not isinstance(value, dict) or set(value) - {"xyz", "rpy"}:

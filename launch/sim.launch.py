@@ -1,10 +1,12 @@
 """ros2 launch contact_sim_ros sim.launch.py robot:=iiwa_wsg engine:=tamsi [time_step:=0.001]
 [real_time_factor:=1.0] [use_sim_time:=true] [config:=my_params.yaml] [scene:=...] [namespace:=...]
-[frame_prefix:=...] [viewer:=true] [viewer_port:=8080]
+[frame_prefix:=...] [viewer:=true] [viewer_port:=8080] [urdf:=my_robot.urdf | urdf:="my_robot.urdf.xacro arg:=v"]
 
-Thin on purpose: arguments -> parameters of the one node. The console command ``sim_node --robot iiwa_wsg
---engine tamsi ...`` (contact_sim_ros/ros/sim_node.py) does the same without launch: it loads config/node.yaml,
-then config/node/<robot>.yaml if present, then --config files, then the flags.
+Thin on purpose: arguments -> parameters of the one node: config/node.yaml, config/node/<robot>.yaml (not with
+urdf:=), config:=, then the arguments, as --params-file in that order (rcl merges them; list-valued parameters
+are lists in every file). The console command ``sim_node --robot iiwa_wsg --engine tamsi ...``
+(contact_sim_ros/ros/sim_node.py) does the same without launch. test/ros/test_launch_files.py starts the node
+with the parameters this file gives, for every robot and engine.
 """
 
 import os
@@ -17,6 +19,7 @@ from launch_ros.actions import Node
 
 ARGUMENTS = {
     "robot": ("iiwa_wsg", "robot preset (config/robots/<robot>.yaml): iiwa_wsg, franka, allegro, barrett"),
+    "urdf": ("", "a URDF (or \"FILE.xacro arg:=value ...\") instead of the robot preset (robot is then ignored)"),
     "engine": ("tamsi", "contact engine: tamsi, lagged, similar, sap, quasistatic_miqp, quasistatic_lcp, "
                         "lcp_minimal, semi_implicit"),
     "time_step": ("0.001", "simulation time step (s)"),
@@ -43,12 +46,11 @@ def _node(context):
     value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
     params = [os.path.join(share, "config", "node.yaml")]
     per_robot = os.path.join(share, "config", "node", f"{value['robot']}.yaml")
-    if os.path.isfile(per_robot):
+    if os.path.isfile(per_robot) and not value["urdf"]:
         params.append(per_robot)
     if value["config"]:
         params.append(value["config"])
     overrides = {
-        "robot": value["robot"],
         "engine": value["engine"],
         "time_step": float(value["time_step"]),
         "real_time_factor": float(value["real_time_factor"]),
@@ -57,6 +59,10 @@ def _node(context):
         "viewer": value["viewer"].lower() in ("true", "1", "yes"),
         "viewer_port": int(value["viewer_port"]),
     }
+    if value["urdf"]:
+        overrides["urdf"] = value["urdf"]
+    else:
+        overrides["robot"] = value["robot"]
     for name in ("scene", "controllers_file", "ros2_control_file", "record"):
         if value[name]:
             overrides[name] = value[name]

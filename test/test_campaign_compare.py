@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
+from contact_sim_ros.cli import main as contact_sim
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.scenarios.campaign import load_campaign, main as campaign_main, read_results, run_campaign, \
-    run_trial
+from contact_sim_ros.scenarios.campaign import load_campaign, read_results, run_campaign, run_trial
 from contact_sim_ros.scenarios.compare import compare
 
 # pick, lift and hold only (stop at the shake): ~2 s of sim time per trial. The weight is 5.0 N and a held load
@@ -117,7 +117,8 @@ def test_rows_without_trial_ids_are_matched_by_nearest_parameters(campaigns, cap
     tmp, spec, sim, real = campaigns
     by_id = compare(tmp / "sim", write_csv(tmp / "real.csv", spec, real), tmp / "a", plots=False)[1]["tamsi"]
     path = write_csv(tmp / "real_noid.csv", spec, real, with_trial=False)
-    assert campaign_main(["compare", str(tmp / "sim"), str(path), "--out", str(tmp / "b"), "--no-plots"]) == 0
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(path), "--out", str(tmp / "b"),
+                        "--no-plots"]) == 0
     text = capsys.readouterr().out
     assert "matched by trial id: 0, by nearest parameters: 16" in text
     nearest = compare(tmp / "sim", path, tmp / "b", plots=False)[1]["tamsi"]
@@ -129,7 +130,7 @@ def test_bad_csv_is_reported_with_file_and_line(campaigns, capsys):
     tmp, spec, sim, _ = campaigns
     bad = tmp / "bad.csv"
     bad.write_text("trial,object.bottle.friction,outcome\n0,0.5,1\n")
-    assert campaign_main(["compare", str(tmp / "sim"), str(bad)]) == 2
+    assert contact_sim(["campaign", "compare", str(tmp / "sim"), str(bad)]) == 2
     assert "no 'success' column" in capsys.readouterr().err
     bad.write_text("trial,object.bottle.friction,controller.grip_force,success\n0,0.5,6,maybe\n")
     with pytest.raises(ConfigError, match="data line 1: success 'maybe'"):

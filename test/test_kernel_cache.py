@@ -1,4 +1,5 @@
-"""The compiled kernels' shared on-disk cache (contact_sim_ros/jit.py): a fresh process loads every kernel its
+"""The compiled kernels' shared on-disk cache (contact_sim_ros/jit.py, the decorator; contact_sim_ros/kernel_cache.py,
+what it holds and the warm-up): a fresh process loads every kernel its
 first steps need from the cache (numba's dispatcher stats: cache hits, no compilation), from any install
 location of the package, and a missing cache is announced before the first step.
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # steps two engines (and the contact query, free bodies) and prints what numba loaded / compiled
 _PROBE = r"""
 import json, sys
-from contact_sim_ros import jit
+from contact_sim_ros import jit, kernel_cache
 from contact_sim_ros.resources import share_dir
 from contact_sim_ros.sim.simulator import Simulator
 for engine in sys.argv[1:]:
@@ -29,7 +30,7 @@ for engine in sys.argv[1:]:
     for _ in range(10):
         assert sim.step().ok
     assert sim.contacts is not None and sim.contacts.size > 0
-print(json.dumps({"stats": jit.kernel_stats(), "uncached": jit.uncached_modules(),
+print(json.dumps({"stats": kernel_cache.kernel_stats(), "uncached": kernel_cache.uncached_modules(),
                   "cache_dir": str(jit.cache_dir()), "jit_file": jit.__file__}))
 """
 
@@ -45,7 +46,7 @@ def _python(code_or_args, env=None, cwd=None, timeout=600):
 @pytest.fixture(scope="module")
 def filled_cache():
     """make venv's warm-up (quick when the cache is already filled)."""
-    _python(["-m", "contact_sim_ros.jit", "--engines", "tamsi", "lagged"])
+    _python(["-m", "contact_sim_ros.kernel_cache", "--engines", "tamsi", "lagged"])
 
 
 def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(filled_cache):
@@ -66,7 +67,7 @@ def test_icf_engines_load_their_step_from_the_cache_on_scenes_unlike_the_warm_up
     loads its one compiled step (icf_kernels.icf_step) from the cache and compiles none of the ICF kernels."""
     code = r"""
 import json
-from contact_sim_ros import jit
+from contact_sim_ros import kernel_cache
 from contact_sim_ros.resources import share_dir
 from contact_sim_ros.sim.simulator import Simulator
 for scene, engine in (("scenes/icf_falling_sphere.yaml", "lagged"), ("scenes/icf_falling_sphere.yaml", "sap"),
@@ -74,7 +75,7 @@ for scene, engine in (("scenes/icf_falling_sphere.yaml", "lagged"), ("scenes/icf
     sim = Simulator(str(share_dir() / scene), engine=engine, time_step=1e-3)
     for _ in range(5):
         assert sim.step().ok
-print(json.dumps(jit.kernel_stats()))
+print(json.dumps(kernel_cache.kernel_stats()))
 """
     stats = json.loads(_python(code).stdout.splitlines()[-1])
     icf = {name: s for name, s in stats.items() if ".icf_kernels." in name}
@@ -87,14 +88,14 @@ def test_the_fused_free_body_step_loads_from_the_cache(filled_cache):
     pairs with TAMSI (sim/free_body_step.py, one compiled call per step) loads that call and compiles nothing."""
     code = r"""
 import json
-from contact_sim_ros import jit
+from contact_sim_ros import kernel_cache
 from contact_sim_ros.resources import share_dir
 from contact_sim_ros.sim.simulator import Simulator
 sim = Simulator(str(share_dir() / "scenes/icf_falling_sphere.yaml"), engine="tamsi", time_step=2e-3)
 assert sim._fused is not None
 for _ in range(5):
     assert sim.step().ok
-print(json.dumps(jit.kernel_stats()))
+print(json.dumps(kernel_cache.kernel_stats()))
 """
     stats = json.loads(_python(code).stdout.splitlines()[-1])
     assert stats["contact_sim_ros.sim.free_body_step.free_body_tamsi_step"]["hits"] == 1, stats
@@ -118,9 +119,9 @@ def test_another_install_location_shares_the_cache(tmp_path, filled_cache):
 
 def test_cache_location_and_cold_start_announcement(tmp_path, filled_cache):
     empty = tmp_path / "numba"
-    code = ("import json; from contact_sim_ros import jit; "
-            "print(json.dumps([str(jit.cache_dir()), jit.cold_start_note('tamsi'), jit.cold_start_note('lagged'),"
-            " jit.uncached_modules()]))")
+    code = ("import json; from contact_sim_ros import jit, kernel_cache as kc; "
+            "print(json.dumps([str(jit.cache_dir()), kc.cold_start_note('tamsi'), kc.cold_start_note('lagged'),"
+            " kc.uncached_modules()]))")
     where, tamsi, lagged, uncached = json.loads(_python(code, env={"NUMBA_CACHE_DIR": str(empty)}).stdout)
     assert where == str(empty)
     assert tamsi.startswith("compiling kernels, first start only: ~") and "tamsi_kernels" in tamsi
@@ -130,7 +131,7 @@ def test_cache_location_and_cold_start_announcement(tmp_path, filled_cache):
     # nothing was compiled by asking: the per-module folders exist, no compiled code in them
     assert not list(empty.rglob("*.nbc"))
     # with the cache filled (the venv's), nothing is announced
-    code = "from contact_sim_ros import jit; print(repr(jit.cold_start_note('tamsi')))"
+    code = "from contact_sim_ros import kernel_cache; print(repr(kernel_cache.cold_start_note('tamsi')))"
     assert _python(code).stdout.strip() == "None"
 
 
@@ -146,3 +147,30 @@ def test_cache_dir_fallbacks(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "prefix", "/usr")                    # not a venv: the user's cache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert jit.cache_dir() == tmp_path / "xdg" / "contact_sim_ros" / "numba"
+
+
+def test_the_decorator_module_still_runs_the_warm_up_as_a_script(filled_cache):
+    """``python -m contact_sim_ros.jit`` (scripts/ensure_venv.sh's step 6) is ``python -m
+    contact_sim_ros.kernel_cache``: the warm-up, which fails unless the engines' kernel modules are then cached."""
+    proc = _python(["-m", "contact_sim_ros.jit", "--engines", "tamsi"])
+    assert "compiling the kernels into" in proc.stderr and "tamsi" in proc.stderr
+
+
+def test_every_kernel_module_is_warmed_up_by_some_engine():
+    """The kernel table is the engines' own ``kernel_modules``: every module whose functions carry the njit
+    decorator is called by every engine's step (the contact query's, the free bodies') or named by an engine
+    that has a warm-up scene, and every module an engine names holds kernels."""
+    from contact_sim_ros import jit, kernel_cache
+    from contact_sim_ros.engines.registry import engine_class, engine_names
+    kernel_cache.uncached_modules()                    # imports every module of COMPILE_SECONDS
+    for name in engine_names():
+        engine_class(name)
+    decorated = {module for module, _ in jit.KERNELS}
+    named = {m for modules in kernel_cache.engine_kernels().values() for m in modules}
+    assert named <= decorated, named - decorated
+    assert decorated == set(kernel_cache.COMPILE_SECONDS), decorated ^ set(kernel_cache.COMPILE_SECONDS)
+    assert decorated == named | set(kernel_cache.engine_kernel_modules("semi_implicit")), \
+        decorated - named - set(kernel_cache.engine_kernel_modules("semi_implicit"))
+    runs = kernel_cache.warm_up_runs()
+    assert {engine for engine, _ in runs} == set(kernel_cache.engine_kernels())
+    assert all((ROOT / scene).is_file() for _, scene in runs)

@@ -257,3 +257,45 @@ def test_scene_read_into_a_dict_names_its_file_and_resolves_against_its_folder(t
     monkeypatch.chdir(tmp_path / "robots")                  # not the scene's folder
     scene = load_scene(read_mapping(path, "a scene"), source=str(path))
     assert scene.source == str(path) and scene.model.joint_names == ("j1",)
+
+
+@pytest.mark.parametrize("robot", ["franka", "barrett"])
+def test_mimic_expansion_reproduces_pinocchios_mimic_kinematics(robot):
+    """MimicExpansion (the one place the URDF <mimic> rule is applied to the actuated joints' state): the robot
+    built WITHOUT mimic joints (each mimic joint free), set to the actuated q, v and the expansion's mimic q, v,
+    puts every link where Pinocchio's mimic model puts it and moves it with the same spatial velocity."""
+    import pinocchio as pin
+
+    from contact_sim_ros.model.composition import build_scene_model
+    from contact_sim_ros.model.multibody_model import MimicExpansion
+    preset = load_robot_preset(robot)
+    model = build_scene_model(preset, [], [])
+    mimic = MimicExpansion.of(model)
+    assert len(mimic) >= 1 and set(mimic.names) == {mj.name for mj in model.mimic_joints}
+    pm = model.pin_model
+    free = pin.buildModelFromUrdf(str(preset.urdf))           # every URDF joint a degree of freedom
+    assert free.nv == pm.nv + len(mimic)
+    dm, df = pm.createData(), free.createData()
+    rng = np.random.default_rng(7)
+    lo, hi = np.asarray(model.position_lower), np.asarray(model.position_upper)
+    for _ in range(5):
+        qa = rng.uniform(np.where(np.isfinite(lo), lo, -1.0), np.where(np.isfinite(hi), hi, 1.0))
+        va = rng.normal(size=qa.size)
+        q, v = pin.neutral(pm), np.zeros(pm.nv)
+        q[model.joint_q_index], v[model.joint_v_index] = qa, va
+        qf, vf = pin.neutral(free), np.zeros(free.nv)
+        for name, qj, vj in zip((*model.joint_names, *mimic.names), (*qa, *mimic.positions(qa)),
+                                (*va, *mimic.velocities(va))):
+            joint = free.joints[free.getJointId(name)]
+            qf[joint.idx_q], vf[joint.idx_v] = qj, vj
+        pin.forwardKinematics(pm, dm, q, v)
+        pin.updateFramePlacements(pm, dm)
+        pin.forwardKinematics(free, df, qf, vf)
+        pin.updateFramePlacements(free, df)
+        links = [f.name for f in free.frames if f.type == pin.FrameType.BODY]
+        for link in links:
+            fm, ff = pm.getFrameId(link), free.getFrameId(link)
+            assert np.allclose(dm.oMf[fm].homogeneous, df.oMf[ff].homogeneous, atol=1e-12), link
+            vm = pin.getFrameVelocity(pm, dm, fm, pin.LOCAL_WORLD_ALIGNED).vector
+            vff = pin.getFrameVelocity(free, df, ff, pin.LOCAL_WORLD_ALIGNED).vector
+            assert np.allclose(vm, vff, atol=1e-12), link

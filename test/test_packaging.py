@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARE_FOLDERS = ("launch", "config", "urdf", "scenes")
 CONSOLE_SCRIPTS = {
     "contact-sim": "contact_sim_ros.cli:main",
-    "sim_node": "contact_sim_ros.ros.sim_node:main",
+    "sim_node": "contact_sim_ros.ros.sim_node_entry:main",
 }
 
 # import name -> rosdep key in package.xml (ROS packages whose key is their own name are not listed)
@@ -375,3 +375,184 @@ def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
     proc = subprocess.run(["make", "-n", "--no-print-directory", "demo", "ROS_DOMAIN_ID=7"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert "--isolated" not in proc.stdout and "ROS_DOMAIN_ID=7" in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------------ layering
+
+PACKAGE = ROOT / "contact_sim_ros"
+# The only places that may import rclpy, relative to contact_sim_ros/ (a folder ends with '/'): the ROS 2 package,
+# and the scenario controllers' links to a robot's ROS 2 interface: robot_link (over ROS 2) and inprocess_link (the
+# same interface in process; it turns the node's serialized publications back into messages).
+RCLPY_PLACES = ("ros/", "controllers/robot_link.py", "controllers/inprocess_link.py")
+# what a kernel module (one with a function decorated with njit) may import besides other kernel modules
+KERNEL_MODULE_IMPORTS = {"__future__", "math", "numpy", "contact_sim_ros.jit"}
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_main_guard(node) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Name)
+            and node.test.left.id == "__name__" and len(node.test.comparators) == 1
+            and isinstance(node.test.comparators[0], ast.Constant) and node.test.comparators[0].value == "__main__")
+
+
+def _imports(tree):
+    """Every import statement of a module, at module level or inside a function or class alike, with the
+    enclosing function (None at module level); not those under ``if __name__ == "__main__":`` (script code, not
+    run on import)."""
+    out = []
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            if _is_main_guard(child):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                out.append((child, function))
+            visit(child, child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function)
+    visit(tree, None)
+    return out
+
+
+def _package_modules():
+    return {_module_of(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _import_graph():
+    """The package's import graph from its sources: {module: {imported name: [(line, function or None)]}}, where
+    an imported name is the package module it loads (``from . import x`` of a submodule x: that submodule; of a
+    name defined in a package: the package's __init__) or, outside the package, the full dotted module name."""
+    modules = _package_modules()
+    graph = {}
+    for module, path in modules.items():
+        edges = graph.setdefault(module, {})
+        is_package = path.name == "__init__.py"
+        for node, function in _imports(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    full = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    full = node.module
+                targets = [f"{full}.{a.name}" if f"{full}.{a.name}" in modules else full for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == "contact_sim_ros":
+                    while target not in modules:          # an attribute of a module: the module
+                        target = target.rsplit(".", 1)[0]
+                if target != module:
+                    edges.setdefault(target, []).append((node.lineno, function))
+    return graph
+
+
+def _cycles(graph):
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(t for t in graph[root] if t in graph)))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(t for t in graph[w] if t in graph))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_import_graph_builder_sees_every_kind_of_import():
+    """The graph the layering tests check: module-level, function-local and relative imports, submodules and
+    attributes, and the script-only code under ``if __name__ == "__main__":`` left out."""
+    graph = _import_graph()
+    assert set(graph) == set(_package_modules())
+    assert "contact_sim_ros.engines.base" in graph["contact_sim_ros.engines"]                  # from .base import
+    assert "contact_sim_ros.sim.simulator" in graph["contact_sim_ros.kernel_cache"]
+    assert "numba" in graph["contact_sim_ros.jit"]
+    assert "contact_sim_ros.kernel_cache" not in graph["contact_sim_ros.jit"]                 # under __main__
+    tree = ast.parse("import a.b\ndef f():\n    from c import d\nif __name__ == '__main__':\n    import e\n")
+    assert [(type(n).__name__, f) for n, f in _imports(tree)] == [("Import", None), ("ImportFrom", "f")]
+    cyclic = {"a": {"b": []}, "b": {"c": []}, "c": {"a": [], "d": []}, "d": {}}
+    assert _cycles(cyclic) == [["a", "b", "c"]] and _cycles({"a": {"b": []}, "b": {}}) == []
+
+
+def test_no_import_cycle_between_the_packages_modules():
+    """No circle in the package's import graph, counting function-local imports too (a deferred import only
+    hides a circle): a module is importable, and testable, without the modules above it."""
+    graph = _import_graph()
+    cycles = _cycles(graph)
+    detail = ["  " + " | ".join(f"{m.removeprefix('contact_sim_ros.')} -> "
+                                 + ", ".join(t.removeprefix("contact_sim_ros.") for t in sorted(graph[m]) if t in c)
+                                 for m in c) for c in cycles]
+    assert not cycles, f"{len(cycles)} import cycle(s) (module -> the modules of its cycle it imports):\n" + \
+        "\n".join(detail)
+
+
+def test_kernel_modules_import_only_the_jit_decorator_numpy_and_math():
+    """A kernel module (its functions carry contact_sim_ros.jit's njit) is the bottom layer: it imports only the
+    decorator, numpy, math and other kernel modules, so compiled code never pulls in the model, an engine or
+    the simulator, and the warm-up (kernel_cache.py) may import the Simulator without a circle."""
+    graph = _import_graph()
+    kernels = set()
+    for module, path in _package_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    (d.func if isinstance(d, ast.Call) else d).__dict__.get("id") == "njit"
+                    for d in node.decorator_list):
+                kernels.add(module)
+    assert {"contact_sim_ros.engines.tamsi_kernels", "contact_sim_ros.engines.icf_kernels"} <= kernels
+    extra = {m: sorted(t for t in graph[m] if t not in KERNEL_MODULE_IMPORTS and t not in kernels)
+             for m in sorted(kernels)}
+    extra = {m: t for m, t in extra.items() if t}
+    assert not extra, f"kernel modules importing more than the jit decorator, numpy, math and other kernels: {extra}"
+
+
+def test_rclpy_is_imported_only_in_its_places():
+    graph = _import_graph()
+    allowed = [f"contact_sim_ros.{p.rstrip('/').removesuffix('.py').replace('/', '.')}" for p in RCLPY_PLACES]
+    outside = {}
+    for module, edges in graph.items():
+        if any(module == a or module.startswith(a + ".") for a in allowed):
+            continue
+        lines = [line for target, where in edges.items() if target.split(".")[0] == "rclpy" for line, _ in where]
+        if lines:
+            outside[module] = sorted(lines)
+    assert not outside, f"rclpy imported outside {', '.join(RCLPY_PLACES)} (module: lines): {outside}"
+
+
+def test_readme_engine_table_lists_exactly_the_registered_engines():
+    """The engine names are written once, in the registry (the engines' ``name``); the README's table and the kernel
+    table (the engines' ``kernel_modules``) follow it."""
+    from contact_sim_ros.engines.registry import engine_names
+    section = (ROOT / "README.md").read_text().split("\n## Engines", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
+    assert listed == set(engine_names()), listed ^ set(engine_names())

@@ -6,7 +6,7 @@
   with every compliant engine); the step fails with the reason, keeps the state, and the same scene with its
   10 N grip steps without a failure; a ball pushed through the ground fails the fused free-body step the same way
   (sim/penetration.py);
-* step counts of a ~/step / StepSimulation request are bounded (ros/stepping.py).
+* step counts of a ~/step / StepSimulation request are bounded (driver/loop.py).
 """
 
 from __future__ import annotations
@@ -168,14 +168,15 @@ def test_penetration_limit_is_configurable_and_checked():
 
 def test_step_counts_are_bounded_and_a_huge_wait_never_overflows():
     import threading
-    from contact_sim_ros.ros.stepping import MAX_STEPS_PER_REQUEST, SteppingLoop, step_count_problem, \
+    from contact_sim_ros.driver.loop import MAX_STEPS_PER_REQUEST, SteppingLoop, step_count_problem, \
         step_wait_timeout
+    from contact_sim_ros.driver.system import SimulatorSystem
     assert step_count_problem(0) == "" and step_count_problem(MAX_STEPS_PER_REQUEST) == ""
     for n in (2 ** 63 - 1, 2 ** 64 - 1, MAX_STEPS_PER_REQUEST + 1):
         assert f"{n} steps exceed the bound of {MAX_STEPS_PER_REQUEST} steps per request" in step_count_problem(n)
     assert "must be >= 0" in step_count_problem(-1)
     assert step_wait_timeout(10 ** 12) == threading.TIMEOUT_MAX and step_wait_timeout(10) == 30.0
-    loop = SteppingLoop(_falling(), real_time_factor=0.0, start_paused=True)
+    loop = SteppingLoop(SimulatorSystem(_falling()), real_time_factor=0.0, start_paused=True)
     loop.start()
     try:
         ran, why = loop.run_steps(2 ** 63 - 1, timeout=1e300)        # refused, not an OverflowError

@@ -23,7 +23,7 @@ For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess,
 ``--startup`` measures instead the time from starting the ``sim_node`` process to the first /joint_states
 this process receives, per engine: once with an empty compiled-kernel cache (``NUMBA_CACHE_DIR`` a new
 temporary folder: the kernels compile on the first step, as on a machine where ``make venv`` never filled the
-cache) and ``--startup-repeats`` times with the shared cache filled (``python -m contact_sim_ros.jit`` first;
+cache) and ``--startup-repeats`` times with the shared cache filled (``python -m contact_sim_ros.kernel_cache`` first;
 target <= 3 s), and whether the node's log announced the compilation ("compiling kernels, first start only").
 
 ``--record`` measures instead what recording (``record:=PATH``, contact_sim_ros/ros/bag_recorder.py) costs:
@@ -216,7 +216,8 @@ def startup(probe, engine, scene, dt, cache=None):
 def startup_table(probe, engines, scene, dt, repeats):
     rows = []
     for engine in engines:
-        subprocess.run([sys.executable, "-m", "contact_sim_ros.jit", "--engines", engine], cwd=REPO, check=True,
+        subprocess.run([sys.executable, "-m", "contact_sim_ros.kernel_cache", "--engines", engine], cwd=REPO,
+                       check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)    # the shared cache filled
         with tempfile.TemporaryDirectory(prefix="numba_cold_") as empty:
             load = os.getloadavg()[0]
@@ -383,7 +384,7 @@ def parts_table(engine, scene, dt, n=2000):
             best = min(best, (time.thread_time() - t0) / calls)
         return 1e6 * best
     rows = [("Simulator.step (physics)", 1.0, per_call(sim.step)),
-            ("commands + controllers + gravity compensation", 1.0, per_call(loop._apply_commands))]
+            ("commands + controllers + gravity compensation", 1.0, per_call(loop._cycle))]
     rows += [(f"hook {h.name} (every {h.every})", 1.0 / h.every,
               per_call(lambda h=h: h.fn(sim), max(n // h.every, 200))) for h in loop.hooks]
     load = os.getloadavg()[0]

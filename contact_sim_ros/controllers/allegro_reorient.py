@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pick_shake_place import Verdict
+from .robot_link import TickTrajectory, positions_of
 
 FLEX = ["joint_1.0", "joint_2.0", "joint_3.0", "joint_5.0", "joint_6.0", "joint_7.0", "joint_9.0", "joint_10.0",
         "joint_11.0"]
@@ -44,7 +45,6 @@ class AllegroReorient:
         self.log_t, self.log_q, self.log_v, self.log_grip, self.log_load, self.log_phase = [], [], [], [], [], []
 
     def setup(self, link, t0, urdf):
-        from .robot_link import TickTrajectory, positions_of
         p = self.p
         self.link, self.T, self.t0 = link, link.period_ns, t0
         st = link.state(need=("ext",))

@@ -17,6 +17,7 @@ import numpy as np
 import pinocchio as pin
 
 from .pick_shake_place import PickShakePlace, PickShakePlaceParams, Verdict
+from .robot_link import gripper_measurements
 
 
 @dataclass
@@ -65,7 +66,6 @@ class FrankaStress(PickShakePlace):
             self.phase_end = self.move_to(t_k, here, p.circle_duration, offsets)
 
     def tick(self, t_k: int, st: dict) -> bool:
-        from .robot_link import gripper_measurements
         p = self.p
         js = st["js"]
         load, grip, width = gripper_measurements(self.ik, self.q_full, st, self.FINGERS, p.ft_frame)

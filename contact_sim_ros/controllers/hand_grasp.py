@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pick_shake_place import Verdict
+from .robot_link import TickTrajectory, efforts_of, positions_of
 
 HAND = ["bh_spread_joint", "bh_finger_1_proximal_joint", "bh_finger_2_proximal_joint", "bh_finger_3_proximal_joint"]
 LIFT = ["lift_joint"]
@@ -49,7 +50,6 @@ class HandGrasp:
         self.log_t, self.log_q, self.log_v, self.log_grip, self.log_load, self.log_phase = [], [], [], [], [], []
 
     def setup(self, link, t0, urdf):
-        from .robot_link import TickTrajectory, positions_of
         self.link, self.T = link, link.period_ns
         st = link.state(need=("ext",))
         self.hand = TickTrajectory(HAND, positions_of(st["js"], HAND), self.T)
@@ -69,7 +69,6 @@ class HandGrasp:
         return int(times[-1])
 
     def tick(self, t_k, st):
-        from .robot_link import efforts_of
         p = self.p
         js = st["js"]
         lift_tau = float(efforts_of(st["ext"], LIFT)[0])

@@ -21,6 +21,7 @@ import pinocchio as pin
 
 from .ik import JacobianIK, interpolate_pose, joint_path, min_jerk
 from .pick_shake_place import G, Verdict
+from .robot_link import TickTrajectory, gripper_measurements, positions_of
 
 ROBOTS = ("left", "right")
 
@@ -46,7 +47,6 @@ class Arm:
     """One arm of the two: IK on its robot_description, its committed arm / finger plans, its measurements."""
 
     def __init__(self, name: str, link, urdf: str, st: dict, period_ns: int):
-        from .robot_link import TickTrajectory, positions_of
         self.name, self.link = name, link
         p = f"{name}_"
         self.joints = [f"{p}iiwa_joint_{i}" for i in range(1, 8)]
@@ -72,7 +72,6 @@ class Arm:
 
     def measure(self, st: dict) -> tuple[float, float, float]:
         """(wrist load along gravity in N, minus the tare once taken; finger force N; finger opening m)."""
-        from .robot_link import gripper_measurements
         load, grip, width = gripper_measurements(self.ik, self.q_full, st, self.fingers, self.ft_frame)
         return load - (self.tare or 0.0), grip, width
 

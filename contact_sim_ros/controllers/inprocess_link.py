@@ -2,50 +2,42 @@
 :class:`~contact_sim_ros.controllers.robot_link.RobotLink` (``start``, ``state``, ``publish``, ``advance``,
 ``close``) over direct calls into a :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
 
-Same message semantics and rates as the node in lock-step mode: the robot's emulated ros2_control controllers
-(the very classes of ``ros/ros2_control``, from the same controllers file, run by the same
-:class:`ControllerManager` with the in-process transport: no actions, no services) receive the trajectories
-(``publish(controller, msg)`` is the ``<controller>/joint_trajectory`` subscription) and the joint_state /
-force-torque broadcasters publish into this link's mailboxes (messages, not serialized bytes); the same
-:class:`SteppingLoop` code applies the command interfaces, gravity compensation and the controllers' update
-before every step. External joint
-torques and contact wrenches are computed as the node's publications compute them. One control period =
-``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick (as the node does
-when paused after ``~/step``). A trial then costs only physics.
+Same message semantics and rates as the node in lock-step mode: the robot's driver (contact_sim_ros/driver/: the
+hardware System over the Simulator, the emulated ros2_control controllers from the same controllers file, run by the
+same :class:`ControllerManager` and :class:`SteppingLoop`) with this module's transport (``InProcessHost``: no
+actions, no services): ``publish(controller, msg)`` is the ``<controller>/joint_trajectory`` subscription, and the
+joint_state / force-torque broadcasters publish their messages into the host's mailboxes (``box``: topic -> the
+latest message). External joint torques and contact wrenches are computed as the node's publications compute them.
+One control period = ``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick
+(as the node does when paused after ``~/step``). A trial then costs only physics.
 """
 
 from __future__ import annotations
 
+import array
 import logging
 
 import numpy as np
+import yaml
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
+from ..driver.command_validation import JointLimits
+from ..driver.config import resolve_controllers
+from ..driver.controller_manager import ControllerManager
+from ..driver.controllers.base import ControllerIO, ControllerTransport
+from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
+from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
+from ..driver.controllers.joint_trajectory import JointTrajectoryController
+from ..driver.loop import SteppingLoop
+from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
+from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
+from ..ros.sim_node import _default_param_files, topic_token
+from ..ros.state_messages import body_wrenches, fill_external_torques, fill_wrench, stamp
+from ..sim.sensors import ContactWrenchAccumulator
+from ..sim.simulator import Simulator
 from .robot_link import ControllerError, stamp_ns
-
-
-class _Mailbox:
-    """A publisher of the in-process transport: keeps the latest message of its topic (a publication as
-    serialized CDR bytes, as the node's joint_state broadcaster makes, is kept as its message of ``msg_type``)."""
-
-    def __init__(self, box: dict, topic: str, msg_type=None):
-        self.box, self.topic, self.msg_type = box, topic.lstrip("/"), msg_type
-
-    def publish(self, msg) -> None:
-        if isinstance(msg, (bytes, bytearray, memoryview)):
-            from rclpy.serialization import deserialize_message
-            msg = deserialize_message(bytes(msg), self.msg_type)
-        self.box[self.topic] = msg
-
-
-class _Subscription:
-    """A subscription of the in-process transport: its topic name (the callback is in the host's table; a handle
-    that held the callback would tie the controller that keeps it to itself)."""
-
-    def __init__(self, topic: str):
-        self.topic_name = topic
 
 
 def _noisy_wrench(msg: WrenchStamped, dfx: float, dfy: float, dfz: float) -> WrenchStamped:
@@ -79,42 +71,80 @@ class _Logger:
         self._log.error(msg)
 
 
-class InProcessHost:
-    """What the emulated controllers use of the simulation node, for the in-process transport: publishers are
-    mailboxes, subscriptions are callbacks the link calls, warnings go to Python logging."""
+class _JointStates(ControllerIO):
+    """A joint_state_broadcaster's ``joint_states`` in process: a new sensor_msgs/JointState per publication (the
+    reader keeps it)."""
 
-    def __init__(self, sim, loop, config, limits):
-        self.sim, self.loop, self.config, self.limits = sim, loop, config, limits
+    def __init__(self, c, box: dict):
+        self.c, self.box = c, box
+        self.topic = (f"{c.name}/" if c.local else "") + "joint_states"
+
+    def publish(self) -> None:
+        c = self.c
+        out = c.values()
+        msg = JointState()
+        msg.name = list(c.names)
+        stamp(c.ctx.state.time, msg.header.stamp)
+        for k, name in c.rows:
+            setattr(msg, name, array.array("d", out[k].tobytes()))
+        self.box[self.topic] = msg
+
+
+class _Wrench(ControllerIO):
+    """A force_torque_sensor_broadcaster's ``<name>/wrench`` in process."""
+
+    def __init__(self, c, box: dict, frame_prefix: str):
+        self.c, self.box, self.topic = c, box, f"{c.name}/wrench"
+        self.frame_id = frame_prefix + c.frame_id
+
+    def publish(self) -> None:
+        c = self.c
+        w = WrenchStamped()
+        w.header.frame_id = self.frame_id
+        stamp(c.ctx.state.time, w.header.stamp)
+        fx, fy, fz, tx, ty, tz = c.reading().tolist()
+        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = fx, fy, fz
+        w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = tx, ty, tz
+        self.box[self.topic] = w
+
+
+class InProcessHost(ControllerTransport):
+    """The in-process transport of one robot's controllers: broadcasters publish into ``box`` (topic -> latest
+    message), trajectory controllers' ``joint_trajectory`` subscriptions are callbacks in ``subscriptions`` (the
+    link calls them), reports go to Python logging and to the loop's counters (``loop``, set once it exists)."""
+
+    def __init__(self, frame_prefix: str = ""):
+        self.loop = None
+        self.frame_prefix = frame_prefix
         self.box: dict = {}
         self.subscriptions: dict = {}
         self.rejected: list[str] = []
         self._logger = _Logger()
 
-    def create_publisher(self, msg_type, topic, qos=None):
-        return _Mailbox(self.box, topic, msg_type)
+    def attach(self, controller):
+        if isinstance(controller, JointTrajectoryController):
+            self.subscriptions[f"{controller.name}/joint_trajectory"] = controller.on_trajectory
+        elif isinstance(controller, JointStateBroadcaster):
+            return _JointStates(controller, self.box)
+        elif isinstance(controller, ForceTorqueSensorBroadcaster):
+            return _Wrench(controller, self.box, self.frame_prefix)
+        return None
 
-    def create_subscription(self, msg_type, topic, callback, qos=None, **_):
-        self.subscriptions[topic.lstrip("/")] = callback
-        return _Subscription(topic)
-
-    def get_logger(self):
-        return self._logger
+    def info(self, message: str) -> None:
+        self._logger.info(message)
 
     def warn_throttled(self, message: str, key: str | None = None) -> None:
         self._logger.warn(message)
 
     def reject_command(self, exc) -> None:
         self.rejected.append(str(exc))
-        self.loop.count_rejection(exc.kind)
+        if self.loop is not None:
+            self.loop.count_rejection(exc.kind)
         self._logger.warn(f"command rejected ({exc.kind}): {exc}")
 
     def note_clamped(self, notes, source) -> None:
-        if notes:
+        if notes and self.loop is not None:
             self.loop.count_clamped(len(notes))
-
-    def contact_forces(self, sim) -> np.ndarray:
-        """World contact forces (N, 3) of the last step, as the node's (Simulator.contact_forces_world)."""
-        return sim.contact_forces_world()
 
     def close(self) -> None:
         """Drop the subscriptions (the controllers' callbacks) and the mailboxes' last messages."""
@@ -148,10 +178,6 @@ def build_simulation(scene: str, engine: str, time_step: float, *, robot_params:
     """(NodeConfig, Simulator) as the node builds them: its parameter files (config/node.yaml and, for
     ``robot_params``, config/node/<robot>.yaml) under ``scene``, ``engine``, ``time_step`` (s), lock-step (real-time
     factor 0), ``engine_options``, ``inactive_controllers`` (None: the robots' defaults) and ``overrides``."""
-    import yaml
-    from ..ros.node_config import NodeConfig, read_param_files
-    from ..ros.sim_node import _default_param_files
-    from ..sim.simulator import Simulator
     values = read_param_files(_default_param_files(robot_params), "contact_sim")
     values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
                    "real_time_factor": 0.0, **(overrides or {})})
@@ -171,8 +197,6 @@ class ContactWrenchTopics:
     of ``model``."""
 
     def __init__(self, model, topics, robots=()):
-        from ..ros.sim_node import topic_token
-        from ..sim.sensors import ContactWrenchAccumulator
         known = {topic_token(b): b for r in robots for b in list(r.contact_bodies) + list(r.fingertip_frames)}
         known.update({topic_token(b.name): b.name for b in model.free_bodies})
         bodies = {}
@@ -188,7 +212,6 @@ class ContactWrenchTopics:
         """{topic: WrenchStamped} of the last step (N, N m, stamped with the simulation time)."""
         if self._acc is None:
             return {}
-        from ..ros.state_messages import body_wrenches, fill_wrench
         out = {}
         for topic, wrench in zip(self.topics, body_wrenches(self._acc, sim, sim.contact_forces_world())):
             msg = WrenchStamped()
@@ -221,12 +244,6 @@ class InProcessLink:
                  trajectory_controllers=(), wrench_topics=(), inactive_controllers=None,
                  engine_options: dict | None = None, timeout: float = 60.0, overrides: dict | None = None,
                  ft_noise_std: float = 0.0, noise_seed=0, on_period=None):
-        from ..ros.command_validation import JointLimits
-        from ..ros.node_config import _scene_robot_name
-        from ..ros.ros2_control.config import resolve_controllers
-        from ..ros.ros2_control.controller_manager import ControllerManager
-        from ..ros.ros2_control.hardware import JointCommandInterfaces
-        from ..ros.stepping import SteppingLoop
         self.steps, self.period_ns = control_period_steps(period, time_step)
         # the node's parameter files: config/node.yaml and the scene robot's config/node/<robot>.yaml
         self.config, self.sim = cfg, sim = build_simulation(
@@ -234,15 +251,14 @@ class InProcessLink:
             engine_options=engine_options, inactive_controllers=inactive_controllers, overrides=overrides)
         self.model = m = sim.model
         self.robot = sim.scene.robot
-        limits = JointLimits.from_model(m)
-        self.loop = SteppingLoop(sim, 0.0, [], gravity_compensation=cfg.gravity_compensation,
-                                 hardware=JointCommandInterfaces(m.joint_names))
-        self.host = InProcessHost(sim, self.loop, cfg, limits)
+        self.system = SimulatorSystem(sim, gravity_compensation=cfg.gravity_compensation)
+        self.host = InProcessHost(cfg.frame_prefix)
         file, inactive = resolve_controllers(cfg.controllers_file, self.robot, m.joint_names,
                                              cfg.inactive_controllers)
-        self.cm = ControllerManager(self.host, self.loop, file, inactive, self.robot, ros=False)
-        self.loop.hooks.extend(self.cm.hooks)
-        self.loop.control = self.cm
+        self.cm = ControllerManager(self.system, file, inactive, self.robot, transport=self.host,
+                                    limits=JointLimits.from_model(m), engine=sim.engine,
+                                    default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate})
+        self.loop = self.host.loop = SteppingLoop(self.system, self.cm, real_time_factor=0.0)
         self.ft_topic = ft_topic
         missing = [c for c in trajectory_controllers if f"{c}/joint_trajectory" not in self.host.subscriptions]
         if missing:
@@ -262,7 +278,6 @@ class InProcessLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
-        from ..ros.state_messages import fill_external_torques
         sim, m = self.sim, self.model
         self.loop.publish_now()                  # every broadcaster publishes the state at this tick
         box = dict(self.host.box)

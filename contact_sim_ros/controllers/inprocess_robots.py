@@ -4,10 +4,10 @@
 :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
 
 The world is built as the simulation node builds it for a scene with ``robots:``: one
-:class:`~contact_sim_ros.ros.robot_port.RobotPort` per robot (its controllers file, joints and prefixed joint names,
-its <ros2_control> block, its emulated :class:`ControllerManager` over its joints) and one
-:class:`~contact_sim_ros.ros.stepping.SteppingLoop` running every robot's controller manager
-(:class:`~contact_sim_ros.ros.robot_port.ControllerManagers`). Each robot's publishers are the mailboxes of its
+:class:`~contact_sim_ros.driver.robot.Robot` per robot (its controllers file, joints and prefixed joint names,
+its <ros2_control> block, its emulated :class:`ControllerManager` over its joints) on one hardware System, and one
+:class:`~contact_sim_ros.driver.loop.SteppingLoop` running every robot's controller manager
+(:class:`~contact_sim_ros.driver.controller_manager.ControllerManagers`). Each robot's publishers are the mailboxes of its
 own :class:`~contact_sim_ros.controllers.inprocess_link.InProcessHost` (what ``<ns>/<robot>/...`` topics carry over
 ROS); contact wrenches are computed as the node publishes them in the simulation's namespace. One control period
 = ``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick.
@@ -19,29 +19,17 @@ import weakref
 
 from sensor_msgs.msg import JointState
 
+from ..driver.command_validation import JointLimits
+from ..driver.controller_manager import ControllerManagers
+from ..driver.loop import SteppingLoop
+from ..driver.robot import Robot, merge_hardware_infos
+from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
-from .inprocess_link import (ContactWrenchTopics, InProcessHost, _Logger, build_simulation, control_period_steps,
+from ..ros.robot_port import preset_inactive_controllers
+from ..ros.state_messages import fill_external_torques
+from .inprocess_link import (ContactWrenchTopics, InProcessHost, build_simulation, control_period_steps,
                              release_world, run_control_period)
 from .robot_link import ControllerError, stamp_ns
-
-
-class _World:
-    """What a RobotPort reads of "the simulation node" (config, model, simulator, loop, limits, warnings)."""
-
-    def __init__(self, sim, config, limits):
-        self.sim, self.model, self.config, self.limits = sim, sim.model, config, limits
-        self.loop = None
-        self.rejected: list[str] = []
-        self.log = _Logger()
-
-    def reject_command(self, exc) -> None:
-        self.rejected.append(str(exc))
-        self.loop.count_rejection(exc.kind)
-        self.log.warn(f"command rejected ({exc.kind}): {exc}")
-
-    def note_clamped(self, notes, source) -> None:
-        if notes:
-            self.loop.count_clamped(len(notes))
 
 
 class InProcessRobot:
@@ -101,10 +89,6 @@ class InProcessMultiRobotLink:
     def __init__(self, scene: str, robots, engine: str, time_step: float, period: float, *,
                  ft_topic: str | None = None, trajectory_controllers=(), wrench_topics=(),
                  inactive_controllers=None, engine_options: dict | None = None, overrides: dict | None = None):
-        from ..ros.command_validation import JointLimits
-        from ..ros.robot_port import ControllerManagers, RobotPort, merge_hardware_infos
-        from ..ros.ros2_control.hardware import JointCommandInterfaces
-        from ..ros.stepping import SteppingLoop
         self.steps, self.period_ns = control_period_steps(period, time_step)
         # inactive_controllers: the node parameter, every robot's default
         self.config, self.sim = cfg, sim = build_simulation(
@@ -117,22 +101,29 @@ class InProcessMultiRobotLink:
             raise ConfigError(f"{scene}: no robot(s) {unknown} in the scene; its robots: {sorted(presets)}")
         self.robots = list(robots)
         instances = {r.name: r for r in m.robots}
-        world = self.world = _World(sim, cfg, JointLimits.from_model(m))
+        limits = JointLimits.from_model(m)
         ports, hosts = [], {}
-        for r in presets.values():      # every robot of the world, as the node builds them
-            host = hosts[r.name] = InProcessHost(sim, None, cfg, world.limits)
-            ports.append(RobotPort(world, r, instances.get(r.name), host, cfg.frame_prefix + (r.frame_prefix or "")))
-        hardware = JointCommandInterfaces(m.joint_names, merge_hardware_infos([p.hardware_info() for p in ports]))
-        self.loop = world.loop = SteppingLoop(sim, 0.0, [], gravity_compensation=cfg.gravity_compensation,
-                                              hardware=hardware)
+        for r in presets.values():      # every robot of the world, as the node builds them (each its own namespace)
+            hosts[r.name] = InProcessHost(cfg.frame_prefix + (r.frame_prefix or ""))
+            ports.append(Robot(r, instances.get(r.name), m))
+        self.system = SimulatorSystem(sim, merge_hardware_infos([p.hardware_info(sim) for p in ports]),
+                                      gravity_compensation=cfg.gravity_compensation)
+        rates = {"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate}
         managers = []
         for port in ports:
-            hosts[port.name].loop = self.loop
-            managers.append(port.build_controller_manager(self.loop, cfg.inactive_controllers, ros=False))
+            robot = port.robot
+            inactive = getattr(robot, "inactive_controllers", None)
+            if inactive is None and not cfg.inactive_controllers:
+                inactive = preset_inactive_controllers(robot.preset_name or robot.name)
+            inactive = list(cfg.inactive_controllers if inactive is None else inactive)
+            managers.append(port.build_controller_manager(self.system, cfg.controllers_file, inactive,
+                                                          hosts[port.name], limits=limits, engine=sim.engine,
+                                                          default_rates=rates, name_errors=True))
         self.cm = managers[0] if len(managers) == 1 else ControllerManagers(managers)
         self._hosts = list(hosts.values())
-        self.loop.hooks.extend(self.cm.hooks)
-        self.loop.control = self.cm
+        self.loop = SteppingLoop(self.system, self.cm, real_time_factor=0.0)
+        for host in self._hosts:
+            host.loop = self.loop
         self.links = {p.name: InProcessRobot(self, p.name, hosts[p.name], p) for p in ports if p.name in self.robots}
         missing = [c for c in trajectory_controllers
                    if not any(f"{c}/joint_trajectory" in link.host.subscriptions for link in self.links.values())]
@@ -150,14 +141,13 @@ class InProcessMultiRobotLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> None:
-        from ..ros.state_messages import fill_external_torques
         sim = self.sim
         self.loop.publish_now()               # every robot's broadcasters publish the state at this tick
         wrenches = self._wrenches.messages(sim)
         for r, link in self.links.items():
             box = link.host.box
             ext = self._ext[r]
-            fill_external_torques(ext, sim, link.port._v_index)
+            fill_external_torques(ext, sim, link.port.v_index)
             st = {"js": box["joint_states"], "ext": ext, **wrenches}
             if self.ft_topic and self.ft_topic in box:
                 st["ft"] = box[self.ft_topic]
@@ -188,4 +178,4 @@ class InProcessMultiRobotLink:
 
     @property
     def rejected(self) -> list[str]:
-        return self.world.rejected + [x for link in self.links.values() for x in link.host.rejected]
+        return [x for host in self._hosts for x in host.rejected]

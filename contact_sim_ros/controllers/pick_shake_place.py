@@ -30,6 +30,7 @@ import numpy as np
 import pinocchio as pin
 
 from .ik import JacobianIK, interpolate_pose, joint_path, min_jerk
+from .robot_link import RobotLink, TickTrajectory, gripper_measurements, positions_of
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
 FINGERS = ["wsg_finger_left_joint", "wsg_finger_right_joint"]
@@ -85,7 +86,6 @@ class PickShakePlace:
 
     # ------------------------------------------------------------------ setup
     def setup(self, link, t0: int, urdf: str):
-        from .robot_link import TickTrajectory, positions_of
         p = self.p
         self.link = link
         self.T = link.period_ns
@@ -194,7 +194,6 @@ class PickShakePlace:
 
     def tick(self, t_k: int, st: dict) -> bool:
         """One control period at tick time t_k (ns) with the measurements ``st``; returns True when done."""
-        from .robot_link import gripper_measurements, positions_of
         p = self.p
         js = st["js"]
         q = np.array(js.position)
@@ -356,7 +355,6 @@ def main(argv=None) -> int:
     ap.add_argument("--period", type=float, default=0.02, help="control period (s)")
     ap.add_argument("--grip-force", type=float, default=20.0, help="N per finger")
     args = ap.parse_args(argv)
-    from .robot_link import RobotLink
     c = PickShakePlace(PickShakePlaceParams(grip_force=args.grip_force))
     link = RobotLink(args.namespace, args.period, args.mode, ft_topic=c.ft_topic,
                      trajectory_controllers=c.trajectory_controllers)

@@ -131,6 +131,11 @@ class ContactEngine(abc.ABC):
     # True for an engine that reads ``StepInputs.gravity_force`` (the quasistatic ones); the simulator computes g(q)
     # (pin.computeGeneralizedGravity, ~1 us for a 9-dof arm) only for those and passes None to the others
     uses_gravity_force: ClassVar[bool] = False
+    # the kernel modules (decorated with contact_sim_ros.jit.njit) of this engine's own step, besides the contact
+    # query's and the free bodies' that every engine's step calls, and the scenes (relative to share_dir()) whose
+    # steps make them all run: contact_sim_ros.kernel_cache's cold-start note and warm-up (compile-kernels)
+    kernel_modules: ClassVar[tuple[str, ...]] = ()
+    warm_up_scenes: ClassVar[tuple[str, ...]] = ()
 
     @dataclass
     class Options:

@@ -22,7 +22,9 @@ All per-contact model constants are packed in one (N, NPARAM) array (columns bel
 from __future__ import annotations
 
 import numpy as np
+
 from ..jit import njit
+from ..solvers.rtsafe import rtsafe_start, rtsafe_step
 
 # columns of the per-contact parameter array
 P_MU, P_PHI0, P_DTK, P_D, P_HCVHAT, P_GN0, P_EPS, P_RT, P_RN, P_VHAT = range(10)
@@ -1222,34 +1224,19 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
             return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval, 0
         alpha = 1.0
         if f1 > 0.0:
-            # rtsafe (Numerical Recipes 9.4) on the bracket [0, 1]: Newton from alpha = 1, bisection fallback
+            # rtsafe (solvers/rtsafe.py) on the bracket [0, 1]: Newton from alpha = 1, bisection fallback
             f_tol = 1e-6 * abs(f0)
             lo, hi = 0.0, 1.0
-            alpha = 1.0 - f1 / fp1 if fp1 > 0.0 else 0.5
-            if not (lo < alpha < hi):
-                alpha = 0.5
-            dx_old = 1.0
+            alpha, dx_old = rtsafe_start(lo, hi, f1, fp1)
             for _ in range(line_search_max_iterations):
                 n_eval += 1
                 f, fp = _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a_act, c_act,
                                           L_act, v, dv, g1, G1)
                 if not (np.isfinite(f) and np.isfinite(fp)):
                     return LINE_SEARCH_NONFINITE, iterations, residual_ratio, iteration, n_eval, 0
-                if abs(f) <= f_tol:
+                done, alpha, lo, hi, dx_old = rtsafe_step(alpha, f, fp, lo, hi, dx_old, f_tol)
+                if done:
                     break
-                if f < 0.0:
-                    lo = alpha
-                else:
-                    hi = alpha
-                if hi - lo <= 1e-9 * hi:
-                    break
-                newton = alpha - f / fp if fp > 0.0 else -1.0
-                if lo < newton < hi and abs(newton - alpha) < 0.5 * dx_old:
-                    dx_old = abs(newton - alpha)
-                    alpha = newton
-                else:
-                    dx_old = hi - lo
-                    alpha = 0.5 * (lo + hi)
         for d in range(nv):
             v[d] += alpha * dv[d]
         for c in range(nc):

@@ -64,9 +64,11 @@ import numpy as np
 import scipy.linalg
 
 from ..errors import ConfigError
+from ..solvers import rtsafe
+from ..solvers.rtsafe import rtsafe_start, rtsafe_step
+from . import icf_kernels
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
-from . import icf_kernels
 
 __all__ = ["ConvexICFEngine", "LaggedEngine", "SimilarEngine", "SapEngine", "hunt_crossley_impulse"]
 
@@ -102,6 +104,9 @@ class ConvexICFEngine(ContactEngine):
     """Shared Newton solver of the convex Irrotational-Contact-Field approximations (see module docstring).
 
     Subclasses set ``name`` and ``contact_model`` ('lagged', 'similar' or 'sap')."""
+
+    kernel_modules = (icf_kernels.__name__, rtsafe.__name__)
+    warm_up_scenes = ("scenes/default.yaml",)
 
     contact_model: str = "lagged"
 
@@ -735,31 +740,16 @@ class ConvexICFEngine(ContactEngine):
         f_tol = 1e-6 * abs(f0)
         if abs(f_hi) <= f_tol:
             return float(hi)
-        # start from the end of the bracket with the smaller |f| (Newton from hi if it lands inside)
-        alpha = hi - f_hi / fp_hi if fp_hi > 0 else 0.5 * (lo + hi)
-        if not lo < alpha < hi:
-            alpha = 0.5 * (lo + hi)
-        dx_old = hi - lo
+        # rtsafe (solvers/rtsafe.py, the compiled step's rule): Newton from hi if it lands inside, else bisection
+        alpha, dx_old = rtsafe_start(float(lo), float(hi), float(f_hi), float(fp_hi))
         for _ in range(max_iterations):
             fa, fpa = fun(np.array([alpha]))
             f, fp = fa[0], fpa[0]
             if not (np.isfinite(f) and np.isfinite(fp)):
                 return None
-            if abs(f) <= f_tol:
+            done, alpha, lo, hi, dx_old = rtsafe_step(alpha, float(f), float(fp), lo, hi, dx_old, f_tol)
+            if done:
                 return float(alpha)
-            if f < 0.0:
-                lo = alpha
-            else:
-                hi = alpha
-            if hi - lo <= 1e-9 * hi:
-                return float(alpha)
-            newton = alpha - f / fp if fp > 0.0 else np.nan
-            if lo < newton < hi and abs(newton - alpha) < 0.5 * dx_old:
-                dx_old = abs(newton - alpha)
-                alpha = newton
-            else:
-                dx_old = hi - lo
-                alpha = 0.5 * (lo + hi)
         return float(alpha)
 
     # ------------------------------------------------------------------------------------------------------

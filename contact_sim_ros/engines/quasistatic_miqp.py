@@ -1,7 +1,7 @@
 """Quasistatic time stepping as a mixed-integer QP (Pang & Tedrake, IROS 2018), and Trinkle's LCP baseline.
 
-Paper: T. Pang, R. Tedrake, "A Robust Time-Stepping Scheme for Quasistatic Rigid Multibody Systems", IROS 2018
-(``shared/papers/quasistatic-miqp-time-stepping.md``); the LCP baseline is J. Trinkle, S. Berard, J.-S. Pang,
+Paper: T. Pang, R. Tedrake, "A Robust Time-Stepping Scheme for Quasistatic Rigid Multibody Systems", IROS 2018;
+the LCP baseline is J. Trinkle, S. Berard, J.-S. Pang,
 "A time-stepping scheme for quasistatic multibody systems", ISATP 2005 (the paper's ref. [14], section III).
 
 State = configuration only. One step advances q by the tangent increment dq (nv,) (``v_next = dq / h``; the
@@ -71,6 +71,8 @@ import pinocchio as pin
 
 from ..errors import ConfigError, EngineError, unknown_choice
 from ..geometry.contact_set import ContactSet
+from ..solvers import lemke_kernels
+from ..solvers.lemke import LemkeSolver
 from ..solvers.miqp import (MIQP, MIQP_BACKENDS, MIQPSolution, ScipPersistent, daqp_fixed_mode, fixed_mode_start,
                             import_lp_solver, least_impulse_fixed_motion, polish_fixed_mode)
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
@@ -280,6 +282,19 @@ class _QuasistaticBase(ContactEngine):
             cv_plus_g = pin.rnea(self.model.pin_model, self._pin_data, inputs.q, inputs.v, self._zero_v)
             tau += cv_plus_g - inputs.gravity_force
         return tau
+
+    def _step_start(self, inputs: StepInputs, backend: str):
+        """What every quasistatic step starts with: (dq_bar, tau, rows) from the commanded increment and the applied
+        force, a fresh ``last_solve_info`` for ``backend``, and with contacts ``rows`` = (Jn, Jf, bias_f, phi),
+        phi = signed distance + h bias_n (m, includes prescribed surface motion); ``rows`` is None without contacts
+        (the step is then ``_no_contact_step``)."""
+        dq_bar = self.commanded_increment(inputs)
+        tau = self.applied_force(inputs)
+        self.last_solve_info = QuasistaticSolveInfo(backend=backend)
+        if inputs.contacts.size == 0:
+            return dq_bar, tau, None
+        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        return dq_bar, tau, (Jn, Jf, bias_f, inputs.contacts.signed_distance + inputs.dt * bias_n)
 
     def contact_rows(self, inputs: StepInputs):
         """(Jn (nc, nv), Jf (nc nd, nv), bias_n (nc,), bias_f (nc nd,)): normal rows (eq. 3) and polyhedral
@@ -492,15 +507,11 @@ class QuasistaticMIQPEngine(_QuasistaticBase):
         h = inputs.dt
         nv, nc, nd = self.model.nv, c.size, len(self._dcoef)
         ia, iu = self._ia, self._iu
-        dq_bar = self.commanded_increment(inputs)
-        tau = self.applied_force(inputs)
-        self.last_solve_info = QuasistaticSolveInfo(backend=o.solver)
-        if nc == 0:
+        dq_bar, tau, rows = self._step_start(inputs, o.solver)
+        if rows is None:
             return self._no_contact_step(inputs, dq_bar, tau)
-
-        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        Jn, Jf, bias_f, phi = rows
         nf = nc * nd
-        phi = c.signed_distance + h * bias_n                        # m, includes prescribed surface motion
         K = (np.full(nc, float(o.hypothetical_penetration_stiffness))
              if o.hypothetical_penetration_stiffness is not None else np.asarray(c.stiffness, float))
         mu = np.asarray(c.friction, float)
@@ -810,6 +821,8 @@ class QuasistaticLCPEngine(_QuasistaticBase):
 
     name = "quasistatic_lcp"
     description = "Trinkle's quasistatic LCP time stepping (baseline of the MIQP engine), Lemke's method"
+    kernel_modules = (lemke_kernels.__name__,)
+    warm_up_scenes = ("scenes/quasistatic_iiwa_box.yaml",)
 
     @dataclass
     class Options:
@@ -818,7 +831,6 @@ class QuasistaticLCPEngine(_QuasistaticBase):
 
     def __init__(self, model, options=None):
         super().__init__(model, options)
-        from ..solvers.lemke import LemkeSolver
         self._lemke = LemkeSolver(max_pivots=self.options.max_pivots)
         self.last_solve_info = QuasistaticSolveInfo(backend="lemke")
 
@@ -827,14 +839,11 @@ class QuasistaticLCPEngine(_QuasistaticBase):
         h = inputs.dt
         nv, nc, nd = self.model.nv, c.size, len(self._dcoef)
         ia, iu = self._ia, self._iu
-        dq_bar = self.commanded_increment(inputs)
-        tau = self.applied_force(inputs)
-        self.last_solve_info = QuasistaticSolveInfo(backend="lemke")
-        if nc == 0:
+        dq_bar, tau, rows = self._step_start(inputs, "lemke")
+        if rows is None:
             return self._no_contact_step(inputs, dq_bar, tau)
-        Jn, Jf, bias_n, bias_f = self.contact_rows(inputs)
+        Jn, Jf, bias_f, phi = rows
         nf, nu = nc * nd, iu.size
-        phi = c.signed_distance + h * bias_n
         # scaled units (conditioning): dq' = dq / L, Gamma' = Gamma / L, P' = P / S
         L = max(float(np.abs(dq_bar).max(initial=0.0)), float(np.abs(phi).min(initial=1.0)), 1e-4)
         S = h * max(float(np.abs(tau[iu]).max(initial=0.0)), 1e-6)

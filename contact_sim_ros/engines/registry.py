@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from pathlib import Path
+
 from ..errors import EngineError, unknown_choice
 
 _ENGINES: dict[str, type] = {}
@@ -37,18 +41,11 @@ _loaded = False
 
 
 def _load_builtin_engines() -> None:
-    """Import the engine modules so that their @register_engine decorators run (each optional module may be
-    missing its optional dependency; it then simply does not register)."""
+    """Import every module of this package so that the engines' @register_engine decorators run: an engine is
+    its module, named nowhere else (a missing dependency inside a module is a bug unless the engine guards it)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    import importlib
-    for module in ("semi_implicit", "tamsi", "lagged", "quasistatic_miqp", "lcp_minimal"):
-        try:
-            importlib.import_module(f"{__package__}.{module}")
-        except ModuleNotFoundError as exc:
-            # Only a missing engine module itself is tolerated; a missing dependency inside it is a bug
-            # unless the engine guards it.
-            if exc.name != f"{__package__}.{module}":
-                raise
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{module.name}")

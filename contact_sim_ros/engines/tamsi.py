@@ -1,7 +1,7 @@
 """TAMSI: Transition-Aware Modified Semi-Implicit time stepping for compliant contact with regularized friction.
 
 Castro, Qu, Kuppuswamy, Alspach, Sherman, "A Transition-Aware Method for the Simulation of Compliant Contact
-with Regularized Friction", RA-L 2020 (``/work/shared/papers/tamsi-transition-aware-semi-implicit.md``).
+with Regularized Friction", RA-L 2020.
 Equation numbers below refer to that paper.
 
 Contact model (section II-B), per contact i, with the package's sign conventions (``geometry/contact_set.py``:
@@ -65,6 +65,7 @@ import numpy as np
 from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
 
 from ..errors import ConfigError
+from . import tamsi_kernels
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
@@ -85,6 +86,9 @@ class TamsiEngine(ContactEngine):
     name = "tamsi"
     description = ("TAMSI: compliant Hunt & Crossley point contact, regularized Coulomb friction, frozen "
                    "configuration, implicit penetration (eq. 19), Newton on v with TALS line search")
+    kernel_modules = (tamsi_kernels.__name__,)
+    # the default scene's contacts; a scene of free bodies only runs sim/free_body_step.py's fused TAMSI step
+    warm_up_scenes = ("scenes/default.yaml", "scenes/icf_falling_sphere.yaml")
 
     @dataclass
     class Options:
@@ -155,11 +159,6 @@ class TamsiEngine(ContactEngine):
         self._history_count = 0
         self._kernels = None
         if self.options.kernel == "numba":
-            try:
-                from . import tamsi_kernels
-            except ImportError as exc:
-                raise ConfigError(f"engine 'tamsi': kernel 'numba' needs numba ({exc}); install the requirements "
-                                  f"or use the option kernel: numpy") from None
             self._kernels = tamsi_kernels
             self.results_checked = True          # the kernel's CONVERGED guarantees finite results
             K = tamsi_kernels

@@ -55,6 +55,7 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..model.materials import combine_materials
 from ..model.multibody_model import MultibodyModel
+from . import contact_kernels
 from .contact_set import ContactSet
 from .line_intersection import LineCaster
 from .pair_bounds import PairBounds
@@ -269,7 +270,6 @@ class ContactQuery:
         self._an_joint_placement = np.eye(4)[None].copy()     # their world placements by slot (slot 0: the world)
         self._placement_source = None                         # set_placement_source
         if kernel == "numba":
-            from . import contact_kernels
             self._kernels = contact_kernels
             self._support, self._column_dof = joint_column_support(pm)
             self._joint_columns = contact_kernels.joint_columns_packed(self._support)

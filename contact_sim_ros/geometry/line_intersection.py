@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import coal
 import numpy as np
+from scipy.spatial import ConvexHull
 
 # Lines closer than this to the surface (m) count as touching it: patch points sit on edges and corners.
 DEFAULT_TOLERANCE = 1e-7
@@ -142,7 +143,6 @@ def capsule_intervals(p, u, radius, half_length, tol):
 
 def convex_planes(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Face planes of the convex hull of ``points`` (K, 3) m: outward unit normals (F, 3), offsets (F,) m."""
-    from scipy.spatial import ConvexHull
     hull = ConvexHull(np.asarray(points, dtype=float))
     eq = hull.equations                     # n . x + c <= 0 inside, n outward unit
     key = np.round(eq, 9)                   # merge coplanar triangles (Qhull reports one row per triangle)

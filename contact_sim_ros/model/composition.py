@@ -1,5 +1,6 @@
-"""Several robots in ONE physics model: what the scene key ``robots:`` (docs/design.md, "Scene files"; parsed in
-sim/scene.py) builds.
+"""The scene's ONE physics model (``build_scene_model``): robot(s) + free objects + static environment -> an
+immutable ``MultibodyModel``, from what ``loader.py`` reads. Several robots: what the scene key ``robots:``
+(docs/design.md, "Scene files"; parsed in sim/scene.py) builds.
 
 Each robot of a scene is a ``RobotPreset`` whose names already carry the robot's ``prefix`` (``prefixed_preset``):
 joint groups, gains, initial positions, armature, F/T sensor, tool and fingertip frames, contact bodies, materials
@@ -18,7 +19,7 @@ into ``MultibodyModel.joint_names``, links, base frame, mount), in the scene's o
 from __future__ import annotations
 
 import dataclasses
-import xml.etree.ElementTree as ET
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,50 +27,14 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
-from .multibody_model import MultibodyModel, RobotInstance
+from ..yaml_files import parse_vector
+from .loader import (EnvironmentSpec, JointGroup, ObjectSpec, _check_preset_against_model, _resolve_urdf_path,
+                     load_urdf, urdf_dir)
+from .materials import ContactMaterial
+from .multibody_model import FreeBody, MimicJoint, MultibodyModel, RobotInstance
+from .robot_description import prefix_urdf_xml
 
 # ---------------------------------------------------------------------------------------- names
-
-
-def prefix_urdf(root: ET.Element, prefix: str) -> None:
-    """Prepend ``prefix`` in place to every link and joint name of a parsed URDF ``<robot>`` and to every
-    reference to them: joint ``<parent>``/``<child>`` links, ``<mimic joint>``, the joints (and sensors) of
-    ``<ros2_control>`` blocks and ``<transmission>``s, ``<gazebo reference>``. Material names are global to the
-    file and stay. Pinocchio names frames after links and joints and collision geometries ``<link>_<k>``, so
-    every name of the robot in the model carries the prefix."""
-    if not prefix:
-        return
-
-    def add(el, attr):
-        if el is not None and el.get(attr):
-            el.set(attr, prefix + el.get(attr))
-    for link in root.findall("link"):
-        add(link, "name")
-    for joint in root.findall("joint"):
-        add(joint, "name")
-        add(joint.find("parent"), "link")
-        add(joint.find("child"), "link")
-        add(joint.find("mimic"), "joint")
-    for block in root.iter("ros2_control"):
-        for el in block.findall("joint") + block.findall("sensor"):
-            add(el, "name")
-            for param in el.findall("param"):     # mimic leader, a sensor's links and frame
-                if param.get("name") in ("mimic", "parent_link", "child_link", "frame_id") and param.text:
-                    if param.get("name") != "mimic" or param.text.strip() != "urdf":
-                        param.text = prefix + param.text.strip()
-    for tr in root.findall("transmission"):
-        for el in tr.findall("joint"):
-            add(el, "name")
-    for gz in root.findall("gazebo"):
-        add(gz, "reference")
-
-
-def prefix_urdf_xml(xml_text: str, prefix: str) -> str:
-    """``prefix_urdf`` on a URDF document (e.g. a robot's ``robot_description`` for its own namespace, or a
-    ``<ros2_control>`` file): the prefixed XML text."""
-    root = ET.fromstring(xml_text)
-    prefix_urdf(root, prefix)
-    return ET.tostring(root, encoding="unicode")
 
 
 def prefixed_preset(preset, prefix: str, **changes):
@@ -78,7 +43,6 @@ def prefixed_preset(preset, prefix: str, **changes):
     frames, contact bodies, per-link materials, disabled collisions) and ``changes`` applied (name, base_pose,
     parent, namespace, ...). Group and controller names and the F/T topic stay (they live in the robot's
     namespace)."""
-    from .loader import JointGroup
     p = prefix
 
     def names(seq):
@@ -92,6 +56,7 @@ def prefixed_preset(preset, prefix: str, **changes):
         joint_groups={g: JointGroup(grp.name, names(grp.joints), grp.controller)
                       for g, grp in preset.joint_groups.items()},
         gains={p + k: v for k, v in preset.gains.items()},
+        driven_joints=names(preset.driven_joints),
         armature={p + k: v for k, v in preset.armature.items()},
         ft_sensor=ft,
         tool_frame=p + preset.tool_frame if preset.tool_frame else preset.tool_frame,
@@ -177,7 +142,6 @@ def compose_robots(model: pin.Model, geom: pin.GeometryModel, robots, source: st
     """Append ``robots`` (None, one ``RobotPreset`` or a sequence) to ``model``/``geom`` (see the module
     docstring). Raises ConfigError for robots sharing joint or link names (give them prefixes), an unknown parent
     link, a repeated name or a cycle; ModelError for preset names that are not in the robot's URDF."""
-    from .loader import _check_preset_against_model, load_urdf
     if robots is None:
         robots = []
     elif not isinstance(robots, (list, tuple)):
@@ -270,3 +234,228 @@ def robot_description_xml(robot) -> str:
     """The URDF text of a scene robot as it is in the model (prefixed), e.g. for its ``robot_description``."""
     text = Path(robot.urdf).read_text()
     return prefix_urdf_xml(text, robot.prefix) if robot.prefix else text
+
+
+# ------------------------------------------------------------------------------- the scene's model
+
+def build_scene_model(robot, objects: list[ObjectSpec], environment: list[EnvironmentSpec],
+                      materials: dict | None = None, disabled_collisions=(), gravity=(0.0, 0.0, -9.81),
+                      source: str = "<scene>") -> MultibodyModel:
+    """Compose robot(s) + free objects + static environment into one MultibodyModel (see multibody_model.py).
+
+    ``robot``: None, one ``RobotPreset`` or a sequence of them (``Scene.robots``: prefixed, possibly mounted on
+    each other's links; model/composition.py). The model's ``robots`` holds one ``RobotInstance`` per robot."""
+    model, geom = pin.Model(), pin.GeometryModel()
+    disabled = [tuple(p) for p in disabled_collisions]
+    composed = compose_robots(model, geom, robot, source)
+    model, geom = composed.model, composed.geometry
+    link_parents: dict[str, str] = composed.link_parents
+    mimics: tuple[MimicJoint, ...] = composed.mimic_joints
+    material_overrides: dict[str, dict] = composed.material_overrides
+    disabled += composed.disabled_collisions
+    robot_sources = composed.sources
+    geometry_link: list[str] = []      # the link / object / environment name owning each geometry
+    geometry_link += [model.frames[go.parentFrame].name for go in geom.geometryObjects]
+
+    names = [o.name for o in objects] + [e.name for e in environment]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise ConfigError(f"{source}: object/environment names must be unique; repeated: {sorted(dupes)}")
+
+    free_joint_names = []
+    for obj in objects:
+        obj_model, obj_geom = _object_model(obj, source)
+        try:
+            model, geom = pin.appendModel(model, obj_model, geom, obj_geom, 0, pin.SE3.Identity())
+        except ValueError as exc:
+            raise ModelError(f"{source}: object {obj.name!r} cannot be added: {exc} (rename its links)") from None
+        free_joint_names.append(free_joint_name(obj.name))
+        n_new = len(obj_geom.geometryObjects)
+        geometry_link += [obj.name] * n_new
+        if obj.material:
+            material_overrides[obj.name] = obj.material
+
+    # appendModel keeps the geometries ordered by joint: an object appended after several robots moves the later
+    # robots' world-fixed geometries (their base links) forward, so the owners are read off the final order
+    object_of_joint = {model.getJointId(free_joint_name(o.name)): o.name for o in objects}
+    geometry_link = [object_of_joint.get(go.parentJoint, model.frames[go.parentFrame].name)
+                     for go in geom.geometryObjects]
+    for env in environment:
+        for name, placement, shape in _environment_geometries(env, source):
+            geom.addGeometryObject(pin.GeometryObject(name, 0, 0, placement, shape))
+            geometry_link.append(env.name)
+        if env.material:
+            material_overrides[env.name] = env.material
+
+    model.gravity = pin.Motion(np.concatenate([parse_vector(gravity, 3, f"{source}: gravity"), np.zeros(3)]))
+    finished = _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials or {},
+                             material_overrides, disabled, source if not robot_sources else
+                             f"{source} (robot{'s' if len(robot_sources) > 1 else ''} {', '.join(robot_sources)})")
+    return composed.instances(finished)
+
+
+def _environment_geometries(env: EnvironmentSpec, source: str):
+    """(name, world placement, coal shape) of a static environment entry: a primitive, or every collision
+    geometry of a URDF whose links are all fixed (e.g. urdf/objects/table.urdf)."""
+    if env.urdf is None:
+        if env.shape is None:
+            raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape' or a 'urdf'")
+        return [(env.name, env.pose, env.shape.collision_geometry())]
+    path = _resolve_urdf_path(env.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
+    if path is None:
+        raise ModelError(f"{source}: environment {env.name!r}: URDF {env.urdf!r} not found "
+                         f"(looked relative to the scene and in {urdf_dir()})")
+    urdf = load_urdf(path)
+    if urdf.model.nv:
+        raise ModelError(f"{path}: environment {env.name!r} must have only fixed joints (it has "
+                         f"{urdf.model.nv} degrees of freedom); make it an object instead")
+    return [(f"{env.name}/{go.name}", env.pose * go.placement, go.geometry)
+            for go in urdf.collision_model.geometryObjects]
+
+
+FREE_JOINT_SUFFIX = "_freejoint"
+
+
+def free_joint_name(object_name: str) -> str:
+    """Name of a free object's free-flyer joint; its body frame carries the object's own name (shapes) or
+    its URDF root link's name."""
+    return object_name + FREE_JOINT_SUFFIX
+
+
+def _object_model(obj: ObjectSpec, source: str):
+    if obj.urdf is not None:
+        if obj.urdf.lstrip().startswith("<"):       # a URDF document (SpawnEntity's resource_string)
+            path = obj.urdf
+        else:
+            path = _resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
+        if path is None:
+            raise ModelError(f"{source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
+                             f"(looked relative to the scene and in {urdf_dir()})")
+        urdf = load_urdf(path, floating_base_name=free_joint_name(obj.name))
+        model, geom = urdf.model, urdf.collision_model
+        # the object's pose is its initial configuration, not a fixed placement
+        return model, geom
+    if obj.shape is None:
+        raise ConfigError(f"{source}: object {obj.name!r} needs either 'shape' or 'urdf'")
+    if obj.mass is None or not np.isfinite(obj.mass) or obj.mass <= 0:
+        raise ConfigError(f"{source}: object {obj.name!r} needs a mass > 0 kg (or a density), got {obj.mass!r}")
+    model = pin.Model()
+    jid = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), free_joint_name(obj.name))
+    model.appendBodyToJoint(jid, obj.shape.inertia(obj.mass), pin.SE3.Identity())
+    jframe = model.addJointFrame(jid, 0)
+    fid = model.addBodyFrame(obj.name, jid, pin.SE3.Identity(), jframe)
+    geom = pin.GeometryModel()
+    geom.addGeometryObject(pin.GeometryObject(obj.name, jid, fid, pin.SE3.Identity(),
+                                              obj.shape.collision_geometry()))
+    return model, geom
+
+
+def _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials,
+                  material_overrides, disabled, source) -> MultibodyModel:
+    mimic_names = {m.name for m in mimics}
+    joint_names, q_idx, v_idx, lower, upper, vel, eff = [], [], [], [], [], [], []
+    actuated = np.zeros(model.nv, dtype=bool)
+    free_bodies = []
+    for jid in range(1, model.njoints):
+        j, name = model.joints[jid], model.names[jid]
+        if name in free_joint_names:
+            body_frames = [f.name for f in model.frames if f.parentJoint == jid and f.type == pin.FrameType.BODY]
+            free_bodies.append(FreeBody(name[:-len(FREE_JOINT_SUFFIX)], jid, body_frames[0],
+                                        slice(j.idx_q, j.idx_q + 7), slice(j.idx_v, j.idx_v + 6),
+                                        float(model.inertias[jid].mass)))
+            continue
+        if name in mimic_names or j.nv == 0:
+            continue
+        if j.nv != 1:
+            raise ModelError(f"{source}: joint {name!r} of type {j.shortname()} is not supported in a robot "
+                             f"(1-dof revolute, prismatic or continuous joints only)")
+        joint_names.append(name)
+        q_idx.append(j.idx_q)
+        v_idx.append(j.idx_v)
+        actuated[j.idx_v] = True
+        if j.nq == 1:
+            lo, hi = model.lowerPositionLimit[j.idx_q], model.upperPositionLimit[j.idx_q]
+            if not lo < hi:
+                lo, hi = -np.inf, np.inf
+        else:  # continuous joint (cos, sin)
+            lo, hi = -np.inf, np.inf
+        lower.append(lo)
+        upper.append(hi)
+        v_lim, e_lim = model.velocityLimit[j.idx_v], model.effortLimit[j.idx_v]
+        vel.append(v_lim if v_lim > 0 else np.inf)
+        eff.append(e_lim if e_lim > 0 else np.inf)
+
+    # Materials per geometry: default <- scene materials.default <- per link/object/geometry overrides.
+    default = ContactMaterial.from_dict(materials.get("default", {}), where=f"{source}: materials.default")
+    overrides = {**material_overrides, **{k: v for k, v in materials.items() if k != "default"}}
+    if "default" in material_overrides:
+        default = ContactMaterial.from_dict(material_overrides["default"], default, f"{source}: materials.default")
+    geometry_names = tuple(go.name for go in geom.geometryObjects)
+    mats = []
+    for g, go in enumerate(geom.geometryObjects):
+        mat = default
+        for key in (geometry_link[g], go.name):
+            if key in overrides and key != "default":
+                mat = ContactMaterial.from_dict(overrides[key], mat, f"{source}: materials.{key}")
+        mats.append(mat)
+    known = set(geometry_names) | set(geometry_link) | {"default"}
+    unknown = set(overrides) - known
+    if unknown:
+        raise ConfigError(f"{source}: materials for unknown link/geometry {sorted(unknown)}; "
+                          f"known: {sorted(known - {'default'})}")
+
+    pairs = _collision_pairs(model, geom, geometry_link, link_parents, disabled, source)
+
+    slices = []
+    roots = [jid for jid in range(1, model.njoints) if model.parents[jid] == 0]
+    for k, root in enumerate(roots):
+        end = model.joints[roots[k + 1]].idx_v if k + 1 < len(roots) else model.nv
+        begin = model.joints[root].idx_v
+        if end > begin:
+            slices.append(slice(begin, end))
+
+    def ro(a, dtype=float):
+        arr = np.array(a, dtype=dtype)
+        arr.setflags(write=False)
+        return arr
+
+    return MultibodyModel(
+        pin_model=model, collision_model=geom, source=source,
+        joint_names=tuple(joint_names), joint_q_index=ro(q_idx, int), joint_v_index=ro(v_idx, int),
+        position_lower=ro(lower), position_upper=ro(upper), velocity_limit=ro(vel), effort_limit=ro(eff),
+        mimic_joints=tuple(mimics),
+        joint_damping=ro(model.damping.copy()), joint_friction=ro(model.friction.copy()), actuated=ro(actuated, bool),
+        free_bodies=tuple(free_bodies), tree_velocity_slices=tuple(slices),
+        geometry_names=geometry_names,
+        geometry_parent_joint=ro([go.parentJoint for go in geom.geometryObjects], int),
+        geometry_stiffness=ro([m.stiffness for m in mats]), geometry_dissipation=ro([m.dissipation for m in mats]),
+        geometry_friction=ro([m.friction for m in mats]), geometry_restitution=ro([m.restitution for m in mats]),
+        collision_pairs=ro(pairs, int).reshape(-1, 2),
+        gravity=ro(model.gravity.linear.copy()),
+    )
+
+
+def _collision_pairs(model, geom, geometry_link, link_parents, disabled, source) -> list:
+    """Candidate pairs: different bodies, not both static, not URDF parent/child links, not disabled."""
+    names = [go.name for go in geom.geometryObjects]
+    known = set(names) | set(geometry_link)
+    for a, b in disabled:
+        for n in (a, b):
+            if n not in known:
+                raise ConfigError(f"{source}: disabled_collisions names {n!r}, which is neither a link nor a "
+                                  f"geometry; known: {sorted(known)}")
+    disabled_set = {frozenset(p) for p in disabled}
+    pairs = []
+    joints = [go.parentJoint for go in geom.geometryObjects]
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            if joints[a] == joints[b]:
+                continue  # same body (includes static vs static)
+            la, lb = geometry_link[a], geometry_link[b]
+            if link_parents.get(la) == lb or link_parents.get(lb) == la:
+                continue
+            if any(p in disabled_set for p in (frozenset((la, lb)), frozenset((names[a], names[b])),
+                                                frozenset((la, names[b])), frozenset((names[a], lb)))):
+                continue
+            pairs.append((a, b))
+    return pairs

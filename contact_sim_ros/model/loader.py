@@ -1,13 +1,11 @@
-"""URDF / robot preset / scene description -> immutable ``MultibodyModel``.
-
-Everything that reads a description file lives here; errors name the file and the problem.
+"""Reading descriptions: URDFs, robot presets and the scene's body specs (``ShapeSpec``, ``ObjectSpec``,
+``EnvironmentSpec``). Errors name the file and the problem. ``model/composition.py`` builds the scene's one
+``MultibodyModel`` from them (it imports this module, never the other way round).
 
 * ``load_urdf``: a URDF (path or XML string) -> Pinocchio model + collision ``GeometryModel``
   (``<mimic>`` joints become Pinocchio mimic joints; triangle meshes become convex hulls, because coal's
   signed distances for BVH meshes are wrong in penetration).
 * ``load_robot_preset``: ``config/robots/<name>.yaml`` (or a path) -> ``RobotPreset``.
-* ``build_scene_model``: robot(s) + free objects + static environment -> one ``MultibodyModel`` (several robots,
-  prefixed and mounted on each other: ``model/composition.py``).
 """
 
 from __future__ import annotations
@@ -25,55 +23,12 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
-from ..yaml_files import check_keys, parse_pose, parse_vector, missing_file, read_mapping, read_text_file
-from .materials import ContactMaterial
-from .multibody_model import FreeBody, MimicJoint, MultibodyModel
-from .robot_description import split_description, urdf_from_description
+from ..resources import share_dir
+from ..yaml_files import check_keys, missing_file, parse_pose, read_mapping, read_text_file
+from .multibody_model import MimicJoint
+from .robot_description import (default_package_dirs, prefix_urdf, resolve_uri, split_description,
+                                urdf_from_description)
 from .validation import validate_mass_properties
-
-# ----------------------------------------------------------------------------------- package paths
-
-
-def default_package_dirs(extra=None) -> list[str]:
-    """Folders that CONTAIN ROS packages, searched for ``package://pkg/...`` URIs, in order: explicit dirs,
-    ``ROS_PACKAGE_PATH``, ``<prefix>/share`` of every ``AMENT_PREFIX_PATH`` entry, the share folder of
-    cmeel wheels (example-robot-data) and this package's own share/source folder."""
-    dirs = [str(d) for d in (extra or [])]
-    dirs += [d for d in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if d]
-    dirs += [os.path.join(p, "share") for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    for entry in sys.path:
-        cmeel = os.path.join(entry, "cmeel.prefix", "share")
-        if os.path.isdir(cmeel):
-            dirs.append(cmeel)
-    own = Path(__file__).resolve().parents[2]      # source checkout: <root>/ holds urdf/, config/
-    dirs.append(str(own.parent))                   # so that package://<checkout dir name>/... would work
-    seen, out = set(), []
-    for d in dirs:
-        if d not in seen and os.path.isdir(d):
-            seen.add(d)
-            out.append(d)
-    return out
-
-
-def resolve_uri(uri: str, base_dir: str | None, package_dirs: list[str]) -> str | None:
-    """Resolve a mesh URI (package://, file:// or a relative/absolute path) to an existing file or None."""
-    if uri.startswith("package://"):
-        rel = uri[len("package://"):]
-        pkg = rel.split("/", 1)[0]
-        for d in package_dirs:
-            cand = os.path.join(d, rel)
-            if os.path.isfile(cand):
-                return cand
-        if pkg == "contact_sim_ros":
-            own = Path(__file__).resolve().parents[2] / rel.split("/", 1)[1]
-            if own.is_file():
-                return str(own)
-        return None
-    path = uri[len("file://"):] if uri.startswith("file://") else uri
-    if not os.path.isabs(path) and base_dir:
-        path = os.path.join(base_dir, path)
-    return path if os.path.isfile(path) else None
-
 
 @contextlib.contextmanager
 def _captured_stderr():
@@ -137,7 +92,6 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
     if root.tag != "robot":
         raise ModelError(f"{source}: not a URDF: the root element is <{root.tag}>, expected <robot>")
     if prefix:
-        from .composition import prefix_urdf
         prefix_urdf(root, prefix)
         xml_text = ET.tostring(root, encoding="unicode")
 
@@ -225,12 +179,10 @@ def _meshes_to_convex(collision: pin.GeometryModel, source: str) -> None:
 
 
 def presets_dir() -> Path:
-    from ..resources import share_dir
     return Path(share_dir()) / "config" / "robots"
 
 
 def urdf_dir() -> Path:
-    from ..resources import share_dir
     return Path(share_dir()) / "urdf"
 
 
@@ -275,6 +227,9 @@ class RobotPreset:
     frame_prefix: str | None = None            # for the ROS side only: prefix of its TF frames
     controllers_file: str | None = None        # for the ROS side only: its controller_manager YAML (absolute)
     inactive_controllers: tuple | None = None  # for the ROS side only: its controllers loaded inactive
+    # joints its URDF declares driven: a <ros2_control> <joint> with a <command_interface>, or a <transmission>'s
+    # <joint> (urdf_driven_joints); with its gains and a scene's joint_targets they get a drive (sim/default_gains.py)
+    driven_joints: tuple = ()
 
     def __post_init__(self):
         if not self.preset_name:
@@ -337,7 +292,7 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
         if not np.isfinite(armature[str(joint)]) or armature[str(joint)] < 0:
             raise ConfigError(f"{source}: armature of {joint!r} must be a number >= 0 (kg*m^2), got {value!r}")
     return RobotPreset(
-        armature=armature,
+        armature=armature, driven_joints=urdf_driven_joints(urdf),
         name=str(data.get("name", Path(source).stem)), source=source, urdf=str(urdf),
         base_pose=parse_pose(data.get("base_pose"), f"{source}: base_pose"),
         initial_positions={str(k): float(v) for k, v in (data.get("initial_positions") or {}).items()},
@@ -348,6 +303,20 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
         disabled_collisions=tuple(tuple(p) for p in (data.get("disabled_collisions") or ())),
         package_dirs=tuple(str((base / p).resolve()) for p in (data.get("package_dirs") or ())),
     )
+
+
+def urdf_driven_joints(urdf_path) -> tuple[str, ...]:
+    """The joints a URDF says are driven, in file order: the ``<joint>``s of its ``<ros2_control>`` blocks that
+    have a ``<command_interface>``, and the ``<joint>``s of its ``<transmission>``s (ROS 1 / gazebo_ros_control
+    style). Empty for a bare URDF (or one that cannot be parsed here: the model loader reports that)."""
+    try:
+        root = ET.parse(str(urdf_path)).getroot()
+    except (ET.ParseError, OSError):
+        return ()
+    names = [j.get("name") for block in root.iter("ros2_control") for j in block.findall("joint")
+             if j.find("command_interface") is not None]
+    names += [j.get("name") for tr in root.iter("transmission") for j in tr.findall("joint")]
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def _resolve_urdf_path(value: str, base: Path) -> Path | None:
@@ -434,119 +403,6 @@ class EnvironmentSpec:
     material: dict = field(default_factory=dict)
 
 
-def build_scene_model(robot, objects: list[ObjectSpec], environment: list[EnvironmentSpec],
-                      materials: dict | None = None, disabled_collisions=(), gravity=(0.0, 0.0, -9.81),
-                      source: str = "<scene>") -> MultibodyModel:
-    """Compose robot(s) + free objects + static environment into one MultibodyModel (see multibody_model.py).
-
-    ``robot``: None, one ``RobotPreset`` or a sequence of them (``Scene.robots``: prefixed, possibly mounted on
-    each other's links; model/composition.py). The model's ``robots`` holds one ``RobotInstance`` per robot."""
-    from .composition import compose_robots
-    model, geom = pin.Model(), pin.GeometryModel()
-    disabled = [tuple(p) for p in disabled_collisions]
-    composed = compose_robots(model, geom, robot, source)
-    model, geom = composed.model, composed.geometry
-    link_parents: dict[str, str] = composed.link_parents
-    mimics: tuple[MimicJoint, ...] = composed.mimic_joints
-    material_overrides: dict[str, dict] = composed.material_overrides
-    disabled += composed.disabled_collisions
-    robot_sources = composed.sources
-    geometry_link: list[str] = []      # the link / object / environment name owning each geometry
-    geometry_link += [model.frames[go.parentFrame].name for go in geom.geometryObjects]
-
-    names = [o.name for o in objects] + [e.name for e in environment]
-    dupes = {n for n in names if names.count(n) > 1}
-    if dupes:
-        raise ConfigError(f"{source}: object/environment names must be unique; repeated: {sorted(dupes)}")
-
-    free_joint_names = []
-    for obj in objects:
-        obj_model, obj_geom = _object_model(obj, source)
-        try:
-            model, geom = pin.appendModel(model, obj_model, geom, obj_geom, 0, pin.SE3.Identity())
-        except ValueError as exc:
-            raise ModelError(f"{source}: object {obj.name!r} cannot be added: {exc} (rename its links)") from None
-        free_joint_names.append(free_joint_name(obj.name))
-        n_new = len(obj_geom.geometryObjects)
-        geometry_link += [obj.name] * n_new
-        if obj.material:
-            material_overrides[obj.name] = obj.material
-
-    # appendModel keeps the geometries ordered by joint: an object appended after several robots moves the later
-    # robots' world-fixed geometries (their base links) forward, so the owners are read off the final order
-    object_of_joint = {model.getJointId(free_joint_name(o.name)): o.name for o in objects}
-    geometry_link = [object_of_joint.get(go.parentJoint, model.frames[go.parentFrame].name)
-                     for go in geom.geometryObjects]
-    for env in environment:
-        for name, placement, shape in _environment_geometries(env, source):
-            geom.addGeometryObject(pin.GeometryObject(name, 0, 0, placement, shape))
-            geometry_link.append(env.name)
-        if env.material:
-            material_overrides[env.name] = env.material
-
-    model.gravity = pin.Motion(np.concatenate([parse_vector(gravity, 3, f"{source}: gravity"), np.zeros(3)]))
-    finished = _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials or {},
-                             material_overrides, disabled, source if not robot_sources else
-                             f"{source} (robot{'s' if len(robot_sources) > 1 else ''} {', '.join(robot_sources)})")
-    return composed.instances(finished)
-
-
-def _environment_geometries(env: EnvironmentSpec, source: str):
-    """(name, world placement, coal shape) of a static environment entry: a primitive, or every collision
-    geometry of a URDF whose links are all fixed (e.g. urdf/objects/table.urdf)."""
-    if env.urdf is None:
-        if env.shape is None:
-            raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape' or a 'urdf'")
-        return [(env.name, env.pose, env.shape.collision_geometry())]
-    path = _resolve_urdf_path(env.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
-    if path is None:
-        raise ModelError(f"{source}: environment {env.name!r}: URDF {env.urdf!r} not found "
-                         f"(looked relative to the scene and in {urdf_dir()})")
-    urdf = load_urdf(path)
-    if urdf.model.nv:
-        raise ModelError(f"{path}: environment {env.name!r} must have only fixed joints (it has "
-                         f"{urdf.model.nv} degrees of freedom); make it an object instead")
-    return [(f"{env.name}/{go.name}", env.pose * go.placement, go.geometry)
-            for go in urdf.collision_model.geometryObjects]
-
-
-FREE_JOINT_SUFFIX = "_freejoint"
-
-
-def free_joint_name(object_name: str) -> str:
-    """Name of a free object's free-flyer joint; its body frame carries the object's own name (shapes) or
-    its URDF root link's name."""
-    return object_name + FREE_JOINT_SUFFIX
-
-
-def _object_model(obj: ObjectSpec, source: str):
-    if obj.urdf is not None:
-        if obj.urdf.lstrip().startswith("<"):       # a URDF document (SpawnEntity's resource_string)
-            path = obj.urdf
-        else:
-            path = _resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
-        if path is None:
-            raise ModelError(f"{source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
-                             f"(looked relative to the scene and in {urdf_dir()})")
-        urdf = load_urdf(path, floating_base_name=free_joint_name(obj.name))
-        model, geom = urdf.model, urdf.collision_model
-        # the object's pose is its initial configuration, not a fixed placement
-        return model, geom
-    if obj.shape is None:
-        raise ConfigError(f"{source}: object {obj.name!r} needs either 'shape' or 'urdf'")
-    if obj.mass is None or not np.isfinite(obj.mass) or obj.mass <= 0:
-        raise ConfigError(f"{source}: object {obj.name!r} needs a mass > 0 kg (or a density), got {obj.mass!r}")
-    model = pin.Model()
-    jid = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), free_joint_name(obj.name))
-    model.appendBodyToJoint(jid, obj.shape.inertia(obj.mass), pin.SE3.Identity())
-    jframe = model.addJointFrame(jid, 0)
-    fid = model.addBodyFrame(obj.name, jid, pin.SE3.Identity(), jframe)
-    geom = pin.GeometryModel()
-    geom.addGeometryObject(pin.GeometryObject(obj.name, jid, fid, pin.SE3.Identity(),
-                                              obj.shape.collision_geometry()))
-    return model, geom
-
-
 def _check_preset_against_model(robot: RobotPreset, model: pin.Model, mimics) -> None:
     names = [n for n in model.names[1:]]
     for group in robot.joint_groups.values():
@@ -558,114 +414,3 @@ def _check_preset_against_model(robot: RobotPreset, model: pin.Model, mimics) ->
         if j not in names:
             raise ModelError(f"{robot.source}: joint {j!r} (initial_positions/gains/armature) is not in {robot.urdf}; "
                              f"joints there: {', '.join(names)}")
-
-
-def _finish_model(model, geom, geometry_link, link_parents, mimics, free_joint_names, materials,
-                  material_overrides, disabled, source) -> MultibodyModel:
-    mimic_names = {m.name for m in mimics}
-    joint_names, q_idx, v_idx, lower, upper, vel, eff = [], [], [], [], [], [], []
-    actuated = np.zeros(model.nv, dtype=bool)
-    free_bodies = []
-    for jid in range(1, model.njoints):
-        j, name = model.joints[jid], model.names[jid]
-        if name in free_joint_names:
-            body_frames = [f.name for f in model.frames if f.parentJoint == jid and f.type == pin.FrameType.BODY]
-            free_bodies.append(FreeBody(name[:-len(FREE_JOINT_SUFFIX)], jid, body_frames[0],
-                                        slice(j.idx_q, j.idx_q + 7), slice(j.idx_v, j.idx_v + 6),
-                                        float(model.inertias[jid].mass)))
-            continue
-        if name in mimic_names or j.nv == 0:
-            continue
-        if j.nv != 1:
-            raise ModelError(f"{source}: joint {name!r} of type {j.shortname()} is not supported in a robot "
-                             f"(1-dof revolute, prismatic or continuous joints only)")
-        joint_names.append(name)
-        q_idx.append(j.idx_q)
-        v_idx.append(j.idx_v)
-        actuated[j.idx_v] = True
-        if j.nq == 1:
-            lo, hi = model.lowerPositionLimit[j.idx_q], model.upperPositionLimit[j.idx_q]
-            if not lo < hi:
-                lo, hi = -np.inf, np.inf
-        else:  # continuous joint (cos, sin)
-            lo, hi = -np.inf, np.inf
-        lower.append(lo)
-        upper.append(hi)
-        v_lim, e_lim = model.velocityLimit[j.idx_v], model.effortLimit[j.idx_v]
-        vel.append(v_lim if v_lim > 0 else np.inf)
-        eff.append(e_lim if e_lim > 0 else np.inf)
-
-    # Materials per geometry: default <- scene materials.default <- per link/object/geometry overrides.
-    default = ContactMaterial.from_dict(materials.get("default", {}), where=f"{source}: materials.default")
-    overrides = {**material_overrides, **{k: v for k, v in materials.items() if k != "default"}}
-    if "default" in material_overrides:
-        default = ContactMaterial.from_dict(material_overrides["default"], default, f"{source}: materials.default")
-    geometry_names = tuple(go.name for go in geom.geometryObjects)
-    mats = []
-    for g, go in enumerate(geom.geometryObjects):
-        mat = default
-        for key in (geometry_link[g], go.name):
-            if key in overrides and key != "default":
-                mat = ContactMaterial.from_dict(overrides[key], mat, f"{source}: materials.{key}")
-        mats.append(mat)
-    known = set(geometry_names) | set(geometry_link) | {"default"}
-    unknown = set(overrides) - known
-    if unknown:
-        raise ConfigError(f"{source}: materials for unknown link/geometry {sorted(unknown)}; "
-                          f"known: {sorted(known - {'default'})}")
-
-    pairs = _collision_pairs(model, geom, geometry_link, link_parents, disabled, source)
-
-    slices = []
-    roots = [jid for jid in range(1, model.njoints) if model.parents[jid] == 0]
-    for k, root in enumerate(roots):
-        end = model.joints[roots[k + 1]].idx_v if k + 1 < len(roots) else model.nv
-        begin = model.joints[root].idx_v
-        if end > begin:
-            slices.append(slice(begin, end))
-
-    def ro(a, dtype=float):
-        arr = np.array(a, dtype=dtype)
-        arr.setflags(write=False)
-        return arr
-
-    return MultibodyModel(
-        pin_model=model, collision_model=geom, source=source,
-        joint_names=tuple(joint_names), joint_q_index=ro(q_idx, int), joint_v_index=ro(v_idx, int),
-        position_lower=ro(lower), position_upper=ro(upper), velocity_limit=ro(vel), effort_limit=ro(eff),
-        mimic_joints=tuple(mimics),
-        joint_damping=ro(model.damping.copy()), joint_friction=ro(model.friction.copy()), actuated=ro(actuated, bool),
-        free_bodies=tuple(free_bodies), tree_velocity_slices=tuple(slices),
-        geometry_names=geometry_names,
-        geometry_parent_joint=ro([go.parentJoint for go in geom.geometryObjects], int),
-        geometry_stiffness=ro([m.stiffness for m in mats]), geometry_dissipation=ro([m.dissipation for m in mats]),
-        geometry_friction=ro([m.friction for m in mats]), geometry_restitution=ro([m.restitution for m in mats]),
-        collision_pairs=ro(pairs, int).reshape(-1, 2),
-        gravity=ro(model.gravity.linear.copy()),
-    )
-
-
-def _collision_pairs(model, geom, geometry_link, link_parents, disabled, source) -> list:
-    """Candidate pairs: different bodies, not both static, not URDF parent/child links, not disabled."""
-    names = [go.name for go in geom.geometryObjects]
-    known = set(names) | set(geometry_link)
-    for a, b in disabled:
-        for n in (a, b):
-            if n not in known:
-                raise ConfigError(f"{source}: disabled_collisions names {n!r}, which is neither a link nor a "
-                                  f"geometry; known: {sorted(known)}")
-    disabled_set = {frozenset(p) for p in disabled}
-    pairs = []
-    joints = [go.parentJoint for go in geom.geometryObjects]
-    for a in range(len(names)):
-        for b in range(a + 1, len(names)):
-            if joints[a] == joints[b]:
-                continue  # same body (includes static vs static)
-            la, lb = geometry_link[a], geometry_link[b]
-            if link_parents.get(la) == lb or link_parents.get(lb) == la:
-                continue
-            if any(p in disabled_set for p in (frozenset((la, lb)), frozenset((names[a], names[b])),
-                                                frozenset((la, names[b])), frozenset((names[a], lb)))):
-                continue
-            pairs.append((a, b))
-    return pairs

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from ..errors import ModelError, unknown_choice
+
 
 @dataclass(frozen=True)
 class MimicJoint:
@@ -30,6 +32,39 @@ class MimicJoint:
     primary: str
     multiplier: float
     offset: float
+
+
+@dataclass(frozen=True)
+class MimicExpansion:
+    """The state of a model's mimic joints from its actuated joints' (the URDF ``<mimic>`` rule, written once):
+    q_m = multiplier q_primary + offset (rad or m), v_m = multiplier v_primary, no effort of their own. In the
+    order of ``MultibodyModel.mimic_joints`` (what /joint_states lists after the actuated joints)."""
+
+    names: tuple[str, ...]
+    primary: np.ndarray        # (m,) index of each one's primary joint in the actuated joints (``joint_names``)
+    multiplier: np.ndarray     # (m,)
+    offset: np.ndarray         # (m,) rad or m
+
+    @staticmethod
+    def of(model: "MultibodyModel") -> "MimicExpansion":
+        mimic = model.mimic_joints
+        return MimicExpansion(tuple(mj.name for mj in mimic),
+                              np.array([model.joint_index(mj.primary) for mj in mimic], dtype=int),
+                              np.array([mj.multiplier for mj in mimic], dtype=float),
+                              np.array([mj.offset for mj in mimic], dtype=float))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def positions(self, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """(m,) positions from the actuated joints' q (into ``out`` when given)."""
+        out = np.multiply(q[self.primary], self.multiplier, out=out)
+        out += self.offset
+        return out
+
+    def velocities(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """(m,) velocities from the actuated joints' v (into ``out`` when given)."""
+        return np.multiply(v[self.primary], self.multiplier, out=out)
 
 
 @dataclass(frozen=True)
@@ -118,7 +153,6 @@ class MultibodyModel:
         try:
             return self.joint_names.index(name)
         except ValueError:
-            from ..errors import ModelError, unknown_choice
             raise ModelError(f"{self.source}: " + unknown_choice("joint", name, self.joint_names)) from None
 
     def robot(self, name: str) -> RobotInstance:
@@ -126,7 +160,6 @@ class MultibodyModel:
         for r in self.robots:
             if r.name == name:
                 return r
-        from ..errors import ModelError, unknown_choice
         raise ModelError(f"{self.source}: " + unknown_choice("robot", name, [r.name for r in self.robots]))
 
     def robot_of_joint(self, name: str) -> RobotInstance | None:
@@ -140,7 +173,6 @@ class MultibodyModel:
         for body in self.free_bodies:
             if body.name == name:
                 return body
-        from ..errors import ModelError, unknown_choice
         raise ModelError(f"{self.source}: " + unknown_choice("free body", name, [b.name for b in self.free_bodies]))
 
 
@@ -150,3 +182,12 @@ def model_body_names(model: MultibodyModel) -> list[str]:
     links = [f.name for f in model.pin_model.frames
              if f.type == pin.FrameType.BODY and f.parentJoint not in free]
     return [b.name for b in model.free_bodies] + links
+
+
+def parent_link_frame(pin_model, frame_id: int) -> int:
+    """The BODY frame of the parent link of link ``frame_id`` (0 for the universe): the TF tree's parent and the
+    F/T sensors' link chains."""
+    f = pin_model.frames[frame_id].parentFrame
+    while f > 0 and pin_model.frames[f].type != pin.FrameType.BODY:
+        f = pin_model.frames[f].parentFrame
+    return f

@@ -1,4 +1,5 @@
-"""Robot descriptions that are not plain URDF files: xacro (``*.xacro``, ``*.urdf.xacro``) with arguments.
+"""A robot description's text, below the loader: xacro (``*.xacro``, ``*.urdf.xacro``) with arguments, where packages
+and mesh URIs are found (``default_package_dirs``, ``resolve_uri``), and name prefixes (``prefix_urdf``).
 
 A xacro file is expanded with the ``xacro`` Python package (the same code as ROS 2's ``xacro`` command) into a
 URDF that is written to a private cache folder (``<tmp>/contact_sim_ros-xacro-<uid>/<stem>-<hash>.urdf``,
@@ -12,7 +13,7 @@ the same file, so repeated loads do not accumulate files.
   file for a xacro.
 
 Inside a xacro, ``$(find pkg)`` resolves through the ament index (a ROS 2 install) and, failing that, in the
-folders of ``loader.default_package_dirs`` (``ROS_PACKAGE_PATH``, cmeel wheels such as example-robot-data, this
+folders of ``default_package_dirs`` (``ROS_PACKAGE_PATH``, cmeel wheels such as example-robot-data, this
 package's share folder), so that description packages that are not installed as ROS packages still expand.
 Relative mesh file names in the expanded URDF are made absolute against the xacro file's folder (they would
 otherwise resolve against the cache folder). ``package://`` URIs are left to the loader.
@@ -27,6 +28,7 @@ import contextlib
 import hashlib
 import io
 import os
+import sys
 import tempfile
 import threading
 import xml.etree.ElementTree as ET
@@ -156,7 +158,6 @@ def _find_fallback(substitution_args):
         try:
             return original(pkg)
         except Exception as exc:   # ament_index_python missing, or PackageNotFoundError
-            from .loader import default_package_dirs
             for d in default_package_dirs():
                 cand = os.path.join(d, pkg)
                 if os.path.isdir(cand):
@@ -188,3 +189,91 @@ def _absolute_mesh_paths(xml_text: str, src: Path) -> str:
     if not changed:
         return xml_text
     return '<?xml version="1.0" ?>\n' + ET.tostring(root, encoding="unicode")
+
+
+# ----------------------------------------------------------------------------------- package paths
+
+
+def default_package_dirs(extra=None) -> list[str]:
+    """Folders that CONTAIN ROS packages, searched for ``package://pkg/...`` URIs, in order: explicit dirs,
+    ``ROS_PACKAGE_PATH``, ``<prefix>/share`` of every ``AMENT_PREFIX_PATH`` entry, the share folder of
+    cmeel wheels (example-robot-data) and this package's own share/source folder."""
+    dirs = [str(d) for d in (extra or [])]
+    dirs += [d for d in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if d]
+    dirs += [os.path.join(p, "share") for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for entry in sys.path:
+        cmeel = os.path.join(entry, "cmeel.prefix", "share")
+        if os.path.isdir(cmeel):
+            dirs.append(cmeel)
+    own = Path(__file__).resolve().parents[2]      # source checkout: <root>/ holds urdf/, config/
+    dirs.append(str(own.parent))                   # so that package://<checkout dir name>/... would work
+    seen, out = set(), []
+    for d in dirs:
+        if d not in seen and os.path.isdir(d):
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def resolve_uri(uri: str, base_dir: str | None, package_dirs: list[str]) -> str | None:
+    """Resolve a mesh URI (package://, file:// or a relative/absolute path) to an existing file or None."""
+    if uri.startswith("package://"):
+        rel = uri[len("package://"):]
+        pkg = rel.split("/", 1)[0]
+        for d in package_dirs:
+            cand = os.path.join(d, rel)
+            if os.path.isfile(cand):
+                return cand
+        if pkg == "contact_sim_ros":
+            own = Path(__file__).resolve().parents[2] / rel.split("/", 1)[1]
+            if own.is_file():
+                return str(own)
+        return None
+    path = uri[len("file://"):] if uri.startswith("file://") else uri
+    if not os.path.isabs(path) and base_dir:
+        path = os.path.join(base_dir, path)
+    return path if os.path.isfile(path) else None
+
+
+# ------------------------------------------------------------------------------------- name prefixes
+
+
+def prefix_urdf(root: ET.Element, prefix: str) -> None:
+    """Prepend ``prefix`` in place to every link and joint name of a parsed URDF ``<robot>`` and to every
+    reference to them: joint ``<parent>``/``<child>`` links, ``<mimic joint>``, the joints (and sensors) of
+    ``<ros2_control>`` blocks and ``<transmission>``s, ``<gazebo reference>``. Material names are global to the
+    file and stay. Pinocchio names frames after links and joints and collision geometries ``<link>_<k>``, so
+    every name of the robot in the model carries the prefix."""
+    if not prefix:
+        return
+
+    def add(el, attr):
+        if el is not None and el.get(attr):
+            el.set(attr, prefix + el.get(attr))
+    for link in root.findall("link"):
+        add(link, "name")
+    for joint in root.findall("joint"):
+        add(joint, "name")
+        add(joint.find("parent"), "link")
+        add(joint.find("child"), "link")
+        add(joint.find("mimic"), "joint")
+    for block in root.iter("ros2_control"):
+        for el in block.findall("joint") + block.findall("sensor"):
+            add(el, "name")
+            for param in el.findall("param"):     # mimic leader, a sensor's links and frame
+                if param.get("name") in ("mimic", "parent_link", "child_link", "frame_id") and param.text:
+                    if param.get("name") != "mimic" or param.text.strip() != "urdf":
+                        param.text = prefix + param.text.strip()
+    for tr in root.findall("transmission"):
+        for el in tr.findall("joint"):
+            add(el, "name")
+    for gz in root.findall("gazebo"):
+        add(gz, "reference")
+
+
+def prefix_urdf_xml(xml_text: str, prefix: str) -> str:
+    """``prefix_urdf`` on a URDF document (e.g. a robot's ``robot_description`` for its own namespace, or a
+    ``<ros2_control>`` file): the prefixed XML text."""
+    root = ET.fromstring(xml_text)
+    prefix_urdf(root, prefix)
+    return ET.tostring(root, encoding="unicode")

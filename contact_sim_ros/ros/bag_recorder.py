@@ -43,9 +43,10 @@ import weakref
 from pathlib import Path
 
 from rclpy.qos import QoSProfile
-from rclpy.serialization import serialize_message
+from rclpy.serialization import deserialize_message, serialize_message  # noqa: F401 - the bags' CDR, for replay too
 
 from ..errors import ConfigError
+from ..resources import share_dir
 
 BAG_VERSION = 9                         # rosbag2 metadata version written by Jazzy
 MAX_QUEUED = 200_000                    # messages waiting for the writer thread (~ 1 min at sim_node's default rates)
@@ -62,7 +63,7 @@ def msgtype_name(msg_class) -> str:
 
 def make_typestore(msgtypes=()):
     """rosbags type store of ROS 2 Jazzy plus the packages of ``msgtypes`` that it lacks (from .msg files)."""
-    from rosbags.typesys import Stores, get_typestore
+    from rosbags.typesys import Stores, get_typestore  # deferred: optional, pip only (no rosdep key)
     store = get_typestore(Stores.ROS2_JAZZY)
     for msgtype in msgtypes:
         _ensure_type(store, msgtype)
@@ -74,16 +75,15 @@ def _msg_dirs(pkg: str) -> list[Path]:
     own = Path(__file__).resolve().parents[2] / "msgs" / pkg / "msg"       # source checkout
     dirs.append(own)
     try:
-        from ..resources import share_dir
         dirs.append(Path(share_dir()) / "msgs" / pkg / "msg")
-    except Exception:   # pragma: no cover - resources not importable in an odd install
+    except ConfigError:   # no share directory (an odd install): the other places
         pass
     return [d for d in dirs if d.is_dir()]
 
 
 def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
     """Register ``msgtype``'s whole package from its .msg files if the store lacks it, then its dependencies."""
-    from rosbags.typesys import get_types_from_msg
+    from rosbags.typesys import get_types_from_msg  # deferred: optional, pip only (no rosdep key)
     if msgtype in store.fielddefs:
         missing = _missing_dependencies(store, msgtype)
         for dep in missing:
@@ -107,7 +107,7 @@ def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
 
 
 def _missing_dependencies(store, msgtype: str) -> list[str]:
-    from rosbags.typesys.base import Nodetype
+    from rosbags.typesys.base import Nodetype  # deferred: optional, pip only (no rosdep key)
     out = []
     for _, (kind, detail) in store.fielddefs[msgtype][1]:
         if kind in (Nodetype.ARRAY, Nodetype.SEQUENCE):
@@ -125,7 +125,7 @@ def stamp_offset(store, msgtype: str) -> int | None:
     stamp, or None: 4 if the first field is a Header or Time; 8 if the first field is a sequence of messages
     whose first field is a Header (the first element's stamp, after the uint32 length; -8 flags 'needs a
     non-empty sequence')."""
-    from rosbags.typesys.base import Nodetype
+    from rosbags.typesys.base import Nodetype  # deferred: optional, pip only (no rosdep key)
     fields = store.fielddefs[msgtype][1]
     if not fields:
         return None
@@ -144,6 +144,7 @@ def stamp_offset(store, msgtype: str) -> int | None:
 def _qos_for_bag(qos: QoSProfile):
     """rclpy QoSProfile -> rosbags Qos (stored as the topic's offered_qos_profiles: transient local topics are
     replayed latched)."""
+    # deferred: optional, pip only (no rosdep key)
     from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
     def enum(cls, policy):
@@ -197,7 +198,7 @@ class BagRecorder:
     created) in MCAP storage, on its own writer thread. See the module docstring."""
 
     def __init__(self, path, logger=None, max_queued: int = MAX_QUEUED):
-        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.rosbag2 import StoragePlugin, Writer  # deferred: optional, pip only (no rosdep key)
         self.path = Path(path)
         self.log = logger
         self.counts: dict[str, int] = {}          # topic -> messages written

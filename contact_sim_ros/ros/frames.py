@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pinocchio as pin
 
+from ..model.multibody_model import parent_link_frame
+
 
 @dataclass(frozen=True)
 class TfEdge:
@@ -15,14 +17,6 @@ class TfEdge:
     parent_frame: int  # Pinocchio frame index (0 = universe)
     child_frame: int
     static: bool       # True when no degree of freedom lies between parent and child
-
-
-def link_parent(pin_model, frame_id: int) -> int:
-    """BODY frame of the parent link of link ``frame_id`` (0 = universe)."""
-    f = pin_model.frames[frame_id].parentFrame
-    while f > 0 and pin_model.frames[f].type != pin.FrameType.BODY:
-        f = pin_model.frames[f].parentFrame
-    return f
 
 
 def tf_edges(model, frame_prefix: str = "", world_frame: str = "world",
@@ -46,7 +40,7 @@ def tf_edges(model, frame_prefix: str = "", world_frame: str = "world",
         if fid == 0 or frame.type != pin.FrameType.BODY or frame.name in seen:
             continue
         seen.add(frame.name)
-        parent = link_parent(pm, fid)
+        parent = parent_link_frame(pm, fid)
         static = pm.frames[parent].parentJoint == frame.parentJoint
         pname = world_frame if parent == 0 else frame_id(pm.frames[parent].name)
         cname = frame_id(free_frames.get(fid, frame.name))

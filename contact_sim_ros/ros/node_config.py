@@ -4,72 +4,107 @@ flags of the console entry point mapped onto ROS arguments (no rclpy here: unit-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
 
+from ..driver.parameters import Parameter, ParameterTable
+from ..driver.loop import MAX_STEPS_PER_REQUEST
+from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
+from ..model.loader import load_robot_preset, robot_preset_names
+from ..model.robot_description import split_description
+from ..resources import share_dir
+from ..sim.scene import load_scene
+from ..sim.simulator import MAX_TIME_STEP
 from ..yaml_files import missing_file, parse_yaml, read_mapping
 
 
 DEFAULT_ROBOT = "iiwa_wsg"
 
 
+def _p(default, kind: str, unit: str = "", description: str = "", **bounds):
+    """A NodeConfig field declared with its parameter (driver.parameters.Parameter: type, unit, default, bounds,
+    read-only, description); the field's name is the parameter's."""
+    meta = {"parameter": Parameter("", kind, default, unit, description, **bounds)}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _rate(default, description):
+    return _p(default, "double", "Hz", description + " (0 = off)", lower=0.0, what="a rate")
+
+
 @dataclass
 class NodeConfig:
-    """Parameters of the simulation node (ROS parameter names = field names). Rates in Hz, times in s."""
+    """Parameters of the simulation node (ROS parameter names = field names), each declared once with its type,
+    unit, default, bounds and description: from these come the validation (``from_mapping``), the ROS parameter
+    descriptors (sim_node) and docs (``NODE_PARAMETERS.rows()``). All are read-only while the node runs but
+    ``step_count``."""
 
-    robot: str = ""                    # robot preset in config/robots/ (overrides a scene's robot; with
-    #                                    neither robot, urdf nor scene: DEFAULT_ROBOT)
-    urdf: str = ""                     # a URDF path instead of a preset
-    scene: str = ""                    # scene YAML (objects, environment); '' = the robot (on a ground plane)
-    ground: bool = True                # without a scene: add the ground plane z = 0 (off for the hands)
-    engine: str = "tamsi"
-    engine_options: str = ""           # YAML mapping of the engine's options, e.g. "{max_iterations: 50}"
-    time_step: float = 1e-3
-    real_time_factor: float = 1.0      # 1 = paced to the wall clock, 0 = as fast as possible
-    start_paused: bool = False
-    max_lag: float = 0.5               # s of wall time the paced loop may fall behind and still catch up (steps
-    #                                    without sleeping); beyond, the schedule is re-anchored (time is lost)
-    gravity_compensation: bool = True  # add g(q) to the effort of position/velocity-controlled joints (as the
-    #                                    iiwa's and Panda's own controllers do); effort commands stay raw
-    frame_prefix: str = ""             # prepended to every TF frame but the world frame
-    world_frame: str = "world"
-    base_pose: list = field(default_factory=list)   # [x, y, z, roll, pitch, yaw] overriding the preset's
-    publish_clock: bool = True
-    clock_rate: float = 1000.0
-    joint_states_rate: float = 500.0
-    tf_rate: float = 100.0
-    wrench_rate: float = 250.0         # wrist F/T sensor and external joint torques
-    contact_wrench_rate: float = 50.0  # net contact wrench per body (contact_wrench/<body>)
-    contacts_rate: float = 50.0        # per-contact detail (contact_sim_msgs/ContactArray)
-    markers_rate: float = 10.0         # visualization_msgs/MarkerArray of contact forces
-    diagnostics_rate: float = 1.0
-    contact_bodies: list = field(default_factory=list)   # bodies with a net contact wrench topic ([] = preset's
-    #                                                       contact_bodies + fingertip frames + free objects)
-    marker_force_scale: float = 0.01   # m of arrow per N
-    step_count: int = 1                # steps executed per call of the ~/step service
-    viewer: bool = False               # serve the live browser view (viser, in a child process)
-    viewer_port: int = 8080
-    viewer_rate: float = 30.0          # Hz of frames sent to the viewer (at most, in wall time)
-    warn_throttle_s: float = 2.0
-    on_failure: str = "pause"          # after 10 consecutive failed steps: 'pause' (~/reset recovers) or 'exit'
-    #                                    (the process exits 1 with the cause; respawn restarts it)
+    robot: str = _p("", "string", description="robot preset in config/robots/ (overrides a scene's robot; with "
+                    "neither robot, urdf nor scene: DEFAULT_ROBOT)")
+    urdf: str = _p("", "string", description="a URDF path (or 'file.urdf.xacro arg:=value') instead of a preset")
+    scene: str = _p("", "string", description="scene YAML (objects, environment); '' = the robot (on a ground "
+                    "plane)")
+    ground: bool = _p(True, "bool", description="without a scene: add the ground plane z = 0 (off for the hands)")
+    passive_joints: list = _p([], "string_array", description="joints left without a drive (with the scene's "
+                              "own passive_joints; sim/default_gains.py)")
+    engine: str = _p("tamsi", "string", description="contact engine (engines/registry.py)")
+    engine_options: str = _p("", "string", description="YAML mapping of the engine's options, e.g. "
+                             "\"{max_iterations: 50}\"")
+    time_step: float = _p(1e-3, "double", "s", "simulation time step", lower=0.0, lower_open=True,
+                          upper=MAX_TIME_STEP)
+    real_time_factor: float = _p(1.0, "double", "", "1 = paced to the wall clock, 0 = as fast as possible",
+                                 lower=0.0)
+    start_paused: bool = _p(False, "bool", description="start paused (~/pause, ~/step)")
+    max_lag: float = _p(0.5, "double", "s", "wall time the paced loop may fall behind and still catch up (steps "
+                        "without sleeping); beyond, the schedule is re-anchored (time is lost)", lower=0.0)
+    gravity_compensation: bool = _p(True, "bool", description="add g(q) to the effort of position/velocity-"
+                                    "controlled joints (as the iiwa's and Panda's own controllers do); effort "
+                                    "commands stay raw")
+    frame_prefix: str = _p("", "string", description="prepended to every TF frame but the world frame")
+    world_frame: str = _p("world", "string", description="the fixed frame (not empty)")
+    base_pose: list = _p([], "double_array", "m, rad", "[x, y, z, roll, pitch, yaw] overriding the preset's")
+    publish_clock: bool = _p(True, "bool", description="publish /clock (sim time)")
+    clock_rate: float = _rate(1000.0, "/clock")
+    joint_states_rate: float = _rate(500.0, "joint_states")
+    tf_rate: float = _rate(100.0, "/tf")
+    wrench_rate: float = _rate(250.0, "wrist F/T sensor and external joint torques")
+    contact_wrench_rate: float = _rate(50.0, "net contact wrench per body (contact_wrench/<body>)")
+    contacts_rate: float = _rate(50.0, "per-contact detail (contact_sim_msgs/ContactArray)")
+    markers_rate: float = _rate(10.0, "visualization_msgs/MarkerArray of contact forces")
+    diagnostics_rate: float = _rate(1.0, "/diagnostics")
+    contact_bodies: list = _p([], "string_array", description="bodies with a net contact wrench topic ([] = the "
+                              "preset's contact_bodies + fingertip frames + free objects)")
+    marker_force_scale: float = _p(0.01, "double", "m/N", "arrow length per N of contact force")
+    step_count: int = _p(1, "int", description="steps executed per call of the ~/step service (settable while "
+                         "running)", lower=1, upper=MAX_STEPS_PER_REQUEST, read_only=False)
+    viewer: bool = _p(False, "bool", description="serve the live browser view (viser, in a child process)")
+    viewer_port: int = _p(8080, "int", description="port of the browser view")
+    viewer_rate: float = _rate(30.0, "frames sent to the viewer (at most, in wall time)")
+    warn_throttle_s: float = _p(2.0, "double", "s", "a warning of one kind at most once per this time")
+    on_failure: str = _p("pause", "string", description="after 10 consecutive failed steps: 'pause' (~/reset "
+                         "recovers) or 'exit' (the process exits 1 with the cause; respawn restarts it)",
+                         choices=("pause", "exit"))
     # ros2_control emulation (docs/ros_interface.md, "ros2_control and MoveIt")
-    controllers_file: str = ""         # controller_manager parameter YAML as on hardware; '' = the robot's shipped
-    #                                    config/ros2_control/<robot>_controllers.yaml (or a default set for a bare
-    #                                    URDF); 'none' = no emulated controllers (joint_command in, raw joint
-    #                                    states out on joint_states_topic: the topic_based_ros2_control route)
-    inactive_controllers: list = field(default_factory=list)   # loaded but not activated (spawner --inactive)
-    ros2_control_file: str = ""        # URDF/xacro with the <ros2_control> block; '' = the robot URDF's own
-    #                                    block, else the shipped urdf/ros2_control/<robot>.ros2_control.xacro
-    joint_states_topic: str = "joint_states"   # raw joint states when controllers_file is 'none'
-    record: str = ""                   # rosbag2 (MCAP) directory recording the node's own publications; '' = off
-
-    RATE_FIELDS = ("clock_rate", "joint_states_rate", "tf_rate", "wrench_rate", "contact_wrench_rate",
-                   "contacts_rate", "markers_rate", "diagnostics_rate", "viewer_rate")
+    controllers_file: str = _p("", "string", description="controller_manager parameter YAML as on hardware; '' = "
+                               "the robot's shipped config/ros2_control/<robot>_controllers.yaml (or a default set "
+                               "for a bare URDF); 'none' = no emulated controllers (joint_command in, raw joint "
+                               "states out on joint_states_topic: the topic_based_ros2_control route)")
+    inactive_controllers: list = _p([], "string_array", description="controllers loaded but not activated "
+                                    "(spawner --inactive)")
+    ros2_control_file: str = _p("", "string", description="URDF/xacro with the <ros2_control> block; '' = the robot "
+                                "URDF's own block, else the shipped urdf/ros2_control/<robot>.ros2_control.xacro")
+    joint_states_topic: str = _p("joint_states", "string", description="raw joint states when controllers_file is "
+                                 "'none'")
+    record: str = _p("", "string", description="rosbag2 (MCAP) directory recording the node's own publications; "
+                     "'' = off")
 
     @classmethod
     def names(cls) -> list[str]:
@@ -117,33 +152,18 @@ class NodeConfig:
         return cfg
 
     def validate(self) -> None:
-        from ..engines.registry import engine_names
         engines = engine_names()
         if self.engine not in engines:
             raise ConfigError("parameter 'engine': " + unknown_choice("engine", self.engine, engines))
         if self.robot and not self.urdf and self.robot not in robot_names() and not self.robot.endswith(".yaml"):
             raise ConfigError("parameter 'robot': " + unknown_choice("robot", self.robot, robot_names()))
         if self.urdf:
-            from ..model.robot_description import split_description
             urdf_path = split_description(self.urdf)[0]     # "robot.urdf.xacro arm_id:=fr3": xacro arguments
             if not Path(urdf_path).is_file():
                 raise ConfigError(f"parameter 'urdf': {missing_file(urdf_path)}: {urdf_path}")
-        from ..sim.simulator import MAX_TIME_STEP
-        if not (math.isfinite(self.time_step) and 0.0 < self.time_step <= MAX_TIME_STEP):
-            raise ConfigError(f"parameter 'time_step': must be in (0, {MAX_TIME_STEP:g}] s, got {self.time_step!r}")
-        if not (math.isfinite(self.real_time_factor) and self.real_time_factor >= 0.0):
-            raise ConfigError(f"parameter 'real_time_factor': must be >= 0 (1 = real time, 0 = as fast as "
-                              f"possible), got {self.real_time_factor!r}")
-        for name in self.RATE_FIELDS:
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0.0):
-                raise ConfigError(f"parameter {name!r}: must be a rate >= 0 Hz (0 = off), got {value!r}")
-        if not (math.isfinite(self.max_lag) and self.max_lag >= 0.0):
-            raise ConfigError(f"parameter 'max_lag': must be >= 0 s, got {self.max_lag!r}")
-        from .stepping import MAX_STEPS_PER_REQUEST
-        if not 1 <= self.step_count <= MAX_STEPS_PER_REQUEST:
-            raise ConfigError(f"parameter 'step_count': must be >= 1 and <= {MAX_STEPS_PER_REQUEST}, "
-                              f"got {self.step_count!r}")
+        for p in NODE_PARAMETERS:          # bounds and finiteness from the table (arrays: checked below)
+            if not p.is_array:
+                p.check(getattr(self, p.name))
         if self.base_pose and (len(self.base_pose) != 6
                                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in self.base_pose)):
             raise ConfigError(f"parameter 'base_pose': expected [x, y, z, roll, pitch, yaw] (m, rad), "
@@ -152,8 +172,6 @@ class NodeConfig:
             self.engine_options_dict()
         if not self.world_frame:
             raise ConfigError("parameter 'world_frame': must not be empty")
-        if self.on_failure not in ("pause", "exit"):
-            raise ConfigError(f"parameter 'on_failure': must be 'pause' or 'exit', got {self.on_failure!r}")
 
     def engine_options_dict(self) -> dict:
         opts = parse_yaml(self.engine_options, "parameter 'engine_options'") if self.engine_options else {}
@@ -173,20 +191,17 @@ class NodeConfig:
     def load_scene(self, spec=None):
         """The Scene of ``spec`` (default: ``scene_spec()``), named after the ``scene`` file when there is one:
         errors name it and relative paths in it (URDFs, controllers files) resolve against its folder."""
-        from ..sim.scene import load_scene
         return load_scene(self.scene_spec() if spec is None else spec,
                           source=str(Path(self.scene).resolve()) if self.scene else None)
 
     def scene_spec(self):
         """The scene for ``load_scene``: a path, or a dict built from robot/urdf/scene/base_pose."""
-        from ..model.loader import load_robot_preset
         data = None
         if self.scene:
             data = _read_yaml(self.scene, "parameter 'scene'")
         else:
             data = {"environment": [{"name": "ground", "shape": "halfspace"}]} if self.ground else {}
         if self.urdf:
-            from ..model.robot_description import split_description
             path, xacro_args = split_description(self.urdf)
             robot = {"urdf": str(Path(path).resolve()), "xacro_args": xacro_args}
         elif self.robot:
@@ -206,18 +221,21 @@ class NodeConfig:
                                   "rpy": list(map(float, self.base_pose[3:]))}
         if robot is not None:
             data["robot"] = robot
+        if self.passive_joints:
+            data["passive_joints"] = list(dict.fromkeys(list(data.get("passive_joints") or [])
+                                                        + [str(j) for j in self.passive_joints]))
         return data
+
+
+NODE_PARAMETERS = ParameterTable(*(dataclasses.replace(f.metadata["parameter"], name=f.name)
+                                   for f in fields(NodeConfig)))
 
 
 def _read_yaml(path, what) -> dict:
     p = Path(path)
     if not p.is_file():
-        try:
-            from ..resources import share_dir
-            cand = Path(share_dir()) / "scenes" / p
-            cand = cand if cand.suffix else cand.with_suffix(".yaml")
-        except ImportError:
-            cand = p
+        cand = Path(share_dir()) / "scenes" / p
+        cand = cand if cand.suffix else cand.with_suffix(".yaml")
         if not cand.is_file():
             raise ConfigError(f"{what}: {missing_file(path)}: {path}")
         p = cand
@@ -225,21 +243,12 @@ def _read_yaml(path, what) -> dict:
 
 
 def robot_names() -> list[str]:
-    try:
-        from ..model.loader import robot_preset_names
-        return robot_preset_names()
-    except ImportError:
-        return []
+    return robot_preset_names()
 
 
 def share_path(*parts) -> Path:
     """A file of the package's share directory (config/, scenes/, ...), installed or in the source tree."""
-    try:
-        from ..resources import share_dir
-        base = Path(share_dir())
-    except ImportError:
-        base = Path(__file__).resolve().parents[2]
-    return base.joinpath(*parts)
+    return Path(share_dir()).joinpath(*parts)
 
 
 FASTDDS_PROFILES_VARIABLE = "FASTRTPS_DEFAULT_PROFILES_FILE"    # Fast DDS 2.x (rmw_fastrtps_cpp in Jazzy)
@@ -250,7 +259,6 @@ def use_fastdds_writer_profile(environ=None) -> str | None:
     NACK-suppression time; why: the file's comment), unless the user set a profiles file (their choice wins) or
     ``RMW_IMPLEMENTATION`` names another middleware. ``environ``: the process environment (default os.environ).
     Returns the profile's path if it was set, else None."""
-    import os
     environ = os.environ if environ is None else environ
     rmw = environ.get("RMW_IMPLEMENTATION", "")
     if FASTDDS_PROFILES_VARIABLE in environ or (rmw and not rmw.startswith("rmw_fastrtps")):
@@ -350,20 +358,47 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
         extra += ["-p", "viewer:=true"]
     if args.use_sim_time:
         extra += ["-p", "use_sim_time:=true"]
-    robot = args.robot
     node_name, namespace = args.node_name or "contact_sim", args.namespace or ""
     for a in ros_part:
-        if a.startswith("robot:=") and robot is None:
-            robot = a.split(":=", 1)[1]
-        elif a.startswith("__node:="):
+        if a.startswith("__node:="):
             node_name = a.split(":=", 1)[1]
         elif a.startswith("__ns:="):
             namespace = a.split(":=", 1)[1]
-    if robot is None and (args.scene or args.urdf):
-        # a scene's preset: its config/node/<robot>.yaml applies too; a robot mapping or a URDF: none ("")
-        robot = (_scene_robot_name(args.scene) if args.scene and args.urdf is None else None) or ""
+    # robot, urdf and scene as the node will have them (--config files, --params-file files as launch passes
+    # them, -p values, then the flags): they choose config/node/<robot>.yaml
+    config_args = [x for path in args.config for x in ("--params-file", path)]
+    given = {**_ros_args_parameters(config_args + ros_part, node_name, namespace),
+             **{k: getattr(args, k) for k in ("robot", "urdf", "scene") if getattr(args, k) is not None}}
+    robot, urdf, scene = (str(given[k]) if given.get(k) is not None else None for k in ("robot", "urdf", "scene"))
+    if urdf:      # a URDF instead of a preset (NodeConfig: urdf wins): no preset's node file
+        robot = ""
+    elif not robot and scene:
+        # a scene's preset: its config/node/<robot>.yaml applies too; a robot mapping: none ("")
+        robot = _scene_robot_name(scene) or ""
+    elif not robot:
+        robot = None    # neither robot, urdf nor scene: main() takes DEFAULT_ROBOT's file, as NodeConfig the robot
     return CommandLine(ros_part + (extra if len(extra) > 1 else []), robot, list(args.config), node_name,
                        namespace)
+
+
+def _ros_args_parameters(ros_args: list[str], node_name: str, namespace: str) -> dict:
+    """robot, urdf and scene of ROS arguments as rcl gives them to the node: ``--params-file`` files in order,
+    then ``-p name:=value``. Unreadable files are skipped here (rcl reports them)."""
+    files, values = [], {}
+    for flag, value in zip(ros_args, ros_args[1:]):
+        if flag == "--params-file":
+            files.append(value)
+        elif flag in ("-p", "--param") and value.split(":=", 1)[0] in ("robot", "urdf", "scene") and ":=" in value:
+            name, text = value.split(":=", 1)
+            try:
+                values[name] = yaml.safe_load(text)
+            except yaml.YAMLError:
+                values[name] = text
+    try:
+        merged = read_param_files(files, node_name, namespace.strip("/"), strict=False) if files else {}
+    except ConfigError:
+        merged = {}
+    return {**{k: merged[k] for k in ("robot", "urdf", "scene") if k in merged}, **values}
 
 
 def _scene_robot_name(scene: str) -> str | None:
@@ -376,9 +411,10 @@ def _scene_robot_name(scene: str) -> str | None:
     return robot if isinstance(robot, str) and robot in robot_names() else None
 
 
-def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "") -> dict:
+def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "", strict: bool = True) -> dict:
     """Merge the ``ros__parameters`` of ROS parameter YAML files (later files win) for this node: sections
-    ``/**``, ``<node_name>``, ``/<node_name>``, ``<ns>/<node_name>``. Unknown parameters are a ConfigError."""
+    ``/**``, ``<node_name>``, ``/<node_name>``, ``<ns>/<node_name>``. Unknown parameters are a ConfigError
+    (``strict`` False: ignored)."""
     ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
     keys = {"/**", "**", node_name, "/" + node_name, f"{ns}/{node_name}", f"{ns}/{node_name}".lstrip("/"),
             f"{ns}/**"}
@@ -397,7 +433,7 @@ def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "")
             if not isinstance(params, dict):
                 raise ConfigError(f"parameter file {path}: {key}.ros__parameters must be a mapping")
             unknown = sorted(set(params) - valid)
-            if unknown:
+            if unknown and strict:
                 raise ConfigError(f"parameter file {path}: " + unknown_choice("parameter", unknown[0], valid))
             merged.update(params)
     return merged

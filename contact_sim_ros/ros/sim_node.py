@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 import numpy as np
 import pinocchio as pin
@@ -23,6 +24,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, TransformStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.srv import GetParameters
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -34,15 +36,23 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
+from ..driver.command_validation import CommandRejected, JointLimits
+from ..driver.controller_manager import ControllerManagers
+from ..driver.loop import PublishHook, SteppingLoop, Transport, loop_status, step_wait_timeout
+from ..driver.robot import merge_hardware_infos, validate_joint_command
+from ..driver.system import SimulatorSystem
 from ..errors import ConfigError, ContactSimError
-from .command_validation import (CommandRejected, JointLimits, reject_unsupported_effort,
-                                 validate_joint_state_command)
+from ..kernel_cache import cold_start_note
+from ..model.multibody_model import model_body_names
+from ..sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
+from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
+from ..sim.simulator import Simulator
 from .frames import tf_edges
-from .node_config import (DEFAULT_ROBOT, NodeConfig, plain_args_to_ros_args, read_param_files, share_path,
-                          use_fastdds_writer_profile)
-from .state_messages import (TransformsCdr, body_wrenches, clock_cdr, fill_wrench, has_readers,
-                             stamp)  # stamp: also imported from here by the controllers
-from .stepping import MAX_STEPS_PER_REQUEST, PublishHook, SteppingLoop, loop_status, step_wait_timeout
+from .node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, plain_args_to_ros_args, read_param_files,
+                          share_path, use_fastdds_writer_profile)
+from .robot_port import RobotNode, RobotPort, full_namespace
+from .simulation_interfaces import attach_simulation_interfaces
+from .state_messages import TransformsCdr, body_wrenches, clock_cdr, fill_wrench, has_readers, stamp
 
 try:
     from tf2_msgs.msg import TFMessage
@@ -54,6 +64,20 @@ except ImportError:
     Contact = ContactArray = None
 
 NODE_NAME = "contact_sim"
+
+
+def parameter_descriptor(p) -> ParameterDescriptor:
+    """The ROS parameter descriptor of a declared parameter (driver.parameters.Parameter): its description with
+    the unit, its type, bounds and read-only flag as constraints. Dynamic typing: lists are accepted as arrays or
+    as YAML strings, numbers as integers or floats; the values are checked by NodeConfig.from_mapping (one-line
+    errors naming the parameter) and, while running, by the parameter callback."""
+    unit = f" [{p.unit}]" if p.unit else ""
+    constraints = [p.type]
+    if p.bounds_text():
+        constraints.append(p.bounds_text())
+    constraints.append("read-only while running" if p.read_only else "settable while running")
+    return ParameterDescriptor(name=p.name, description=p.description + unit,
+                               additional_constraints="; ".join(constraints), dynamic_typing=True)
 
 
 def topic_token(name: str) -> str:
@@ -77,35 +101,36 @@ class SimNode(Node):
         """``param_defaults``: parameter values that replace the built-in defaults (from parameter files);
         ROS parameter overrides (-p, --params-file) still win."""
         super().__init__(node_name, **kwargs)
-        dyn = ParameterDescriptor(dynamic_typing=True)
         defaults = NodeConfig()
         param_defaults = param_defaults or {}
         values = {}
-        for name in NodeConfig.names():
-            default = param_defaults.get(name, getattr(defaults, name))
+        for p in NODE_PARAMETERS:
+            default = param_defaults.get(p.name, getattr(defaults, p.name))
             if isinstance(default, list) and not default:
                 default = ""   # lists as YAML strings or arrays (dynamic typing)
-            param = self.declare_parameter(name, default, dyn)
+            param = self.declare_parameter(p.name, default, parameter_descriptor(p))
             value = param.value
-            values[name] = list(value) if isinstance(value, (list, tuple, array.array)) else value
+            values[p.name] = list(value) if isinstance(value, (list, tuple, array.array)) else value
         self.config = NodeConfig.from_mapping(values)
         cfg = self.config
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.log = self.get_logger()
 
-        from ..sim.simulator import Simulator
-        self.sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
-                             engine_options=cfg.engine_options_dict())
+        with warnings.catch_warnings():          # said in the node's log below
+            warnings.simplefilter("ignore", DefaultGainsWarning)
+            self.sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
+                                 engine_options=cfg.engine_options_dict())
         sim = self.sim
         self.model = sim.model
-        from ..jit import cold_start_note
         note = cold_start_note(cfg.engine)          # kernels missing from the compiled-code cache
         if note:
             self.get_logger().warn(note)
         if sim.default_gains:
-            from ..sim.default_gains import describe_default_gains
             self.get_logger().warn(describe_default_gains(sim.default_gains,
-                                                          sim.scene.robot.name if sim.scene.robot else "robot"))
+                                                          sim.scene.robot.name if sim.scene.robot else "robot",
+                                                          sim.passive_joints))
+        elif sim.passive_joints:
+            self.get_logger().info(describe_passive_joints(sim.passive_joints))
         self.limits = JointLimits.from_model(self.model)
         self.robot = sim.scene.robot
         self.prefix = cfg.frame_prefix
@@ -116,14 +141,14 @@ class SimNode(Node):
         self._refuse_a_second_simulator()      # before this node publishes or serves anything
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
-            from .bag_recorder import attach_recorder
+            from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
             self.recorder = attach_recorder(self, cfg.record)
         self._build_robot_ports()
         self._build_publishers()
         hooks = self._build_hooks()
         self.viewer = None
         if cfg.viewer:
-            from ..viewer.scene_viewer import ViewerProcess
+            from ..viewer.scene_viewer import ViewerProcess   # deferred: viser, only with the viewer
             self.viewer = ViewerProcess(self.model, port=cfg.viewer_port, update_rate=cfg.viewer_rate)
             self._viewer_clock = (time.monotonic(), sim.t)
             hooks.append(PublishHook("viewer", cfg.decimation(cfg.viewer_rate), self._pub_viewer))
@@ -131,17 +156,17 @@ class SimNode(Node):
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))
             self.log.info(f"viewer: {self.viewer.url}")
         self._warned: dict[str, float] = {}
-        from .robot_port import merge_hardware_infos
-        from .ros2_control.hardware import JointCommandInterfaces
-        hardware_info = merge_hardware_infos([p.hardware_info() for p in self.ports])
-        self.loop = SteppingLoop(sim, cfg.real_time_factor, hooks, start_paused=cfg.start_paused,
-                                 gravity_compensation=cfg.gravity_compensation, max_lag_s=cfg.max_lag,
-                                 hardware=JointCommandInterfaces(self.model.joint_names, hardware_info))
+        # the robot's driver (driver/): the hardware System over the Simulator, each robot's controller manager,
+        # the stepping loop with this node as its transport (publish hooks, failure reports)
+        self.system = SimulatorSystem(sim, merge_hardware_infos([p.hardware_info() for p in self.ports]),
+                                      gravity_compensation=cfg.gravity_compensation)
         self.controller_manager = self._build_controller_manager()
         self._init_failure_policy()
+        self.loop = SteppingLoop(self.system, self.controller_manager,
+                                 Transport(hooks, self._on_step_failure, self._on_loop_error),
+                                 cfg.real_time_factor, start_paused=cfg.start_paused, max_lag_s=cfg.max_lag)
         self._build_subscriptions()
         self._build_services()
-        from .simulation_interfaces import attach_simulation_interfaces
         self.simulation_interfaces = attach_simulation_interfaces(self)
         if cfg.diagnostics_rate > 0:
             self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
@@ -202,7 +227,6 @@ class SimNode(Node):
         out["_tf_frames"] = [(int(e.parent_frame), int(e.child_frame)) for e in moving]
 
         # contact wrench per body
-        from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
         pm = m.pin_model
         bodies = list(cfg.contact_bodies)
         if not bodies:
@@ -215,7 +239,6 @@ class SimNode(Node):
             bodies += [b.name for b in m.free_bodies]
         bodies = list(dict.fromkeys(bodies))
         if publishers is not None:
-            from ..model.multibody_model import model_body_names
             known = set(model_body_names(m))
             bodies = [b for b in bodies if b in known]
         out["wrench_bodies"] = accumulator = ContactWrenchAccumulator(m, bodies)
@@ -416,7 +439,6 @@ class SimNode(Node):
     def _build_robot_ports(self):
         """One RobotPort per robot of the scene (robot_port.py): in the node itself for a scene with one robot
         and no namespace, else each in its own namespace (a robot of several without one: its name)."""
-        from .robot_port import RobotNode, RobotPort, full_namespace
         cfg, m = self.config, self.model
         presets = list(self.sim.scene.robots)
         instances = {r.name: r for r in m.robots}
@@ -448,7 +470,6 @@ class SimNode(Node):
         else the node parameter controllers_file, else the preset's shipped config/ros2_control/<robot>_
         controllers.yaml, else a default set for a bare URDF). Several robots: the loop runs a
         ControllerManagers over them."""
-        from .robot_port import ControllerManagers
         cfg = self.config
         if self.no_controllers:
             self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
@@ -456,16 +477,13 @@ class SimNode(Node):
             return None
         managers = []
         for port in self.ports:
-            cm = port.build_controller_manager(self.loop, cfg.inactive_controllers)
+            cm = port.build_controller_manager(self.system, cfg.inactive_controllers)
             managers.append(cm)
             active = [n for n, c in cm.controllers.items() if c.active]
             where = f" of robot {port.name!r} in {port.node.get_namespace()}" if port.own_node else ""
             self.log.info(f"controllers{where} from {cm.source} at {cm.update_rate:g} Hz: active {active}, "
                           f"inactive {[n for n in cm.controllers if n not in active]}")
-        control = managers[0] if len(managers) == 1 else ControllerManagers(managers)
-        self.loop.hooks.extend(control.hooks)
-        self.loop.control = control
-        return control
+        return managers[0] if len(managers) == 1 else ControllerManagers(managers)
 
     def _build_subscriptions(self):
         self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
@@ -492,9 +510,8 @@ class SimNode(Node):
 
     def _on_joint_command(self, msg: JointState):
         try:
-            cmd = validate_joint_state_command(self.limits, msg.name, msg.position, msg.velocity, msg.effort,
-                                               source="joint_command")
-            reject_unsupported_effort(cmd, self.sim.engine)
+            cmd = validate_joint_command(self.limits, self.sim.engine, msg.name, msg.position, msg.velocity,
+                                         msg.effort)
         except CommandRejected as exc:
             self.reject_command(exc)
             return
@@ -539,7 +556,6 @@ class SimNode(Node):
         built) if it answers a parameter request within 2 s; one that does not (the stale graph entry of a killed
         process, before its lease expires: a respawn after ``on_failure: exit``) is only warned about. Nodes that
         start at once could each miss the other: a timer looks again 3 s later and logs an ERROR."""
-        from rcl_interfaces.srv import GetParameters
         for other in self.other_simulators():
             client = self.create_client(GetParameters, other + "/get_parameters")
             try:
@@ -599,17 +615,12 @@ class SimNode(Node):
         ``loop.max_failed_steps`` in a row the loop pauses itself (on_failure: pause) or the process exits 1
         (on_failure: exit); a dead stepping thread always exits the process (1) with the cause."""
         self.exit_code: int | None = None       # set by fatal(): main() ends the process with it
-        if self.controller_manager is not None:   # while paused, the joint_state_broadcaster repeats the state
-            from .ros2_control.joint_state_broadcaster import JointStateBroadcaster
-            jsb = {f"controller {n}" for port in self.ports for n, c in port.controller_manager.controllers.items()
-                   if isinstance(c, JointStateBroadcaster)}
-            for hook in self.loop.hooks:
-                hook.while_paused = hook.while_paused or hook.name in jsb
         self._error_throttle = 0.0
-        self.loop.on_failure = self._on_step_failure
-        self.loop.on_error = lambda exc: self.fatal(
-            f"the stepping thread died at t = {self.sim.t:.6f} s: {exc!r}\n"
-            + "".join(traceback.format_exception(exc)).rstrip())
+
+    def _on_loop_error(self, exc) -> None:
+        """Stepping thread: an exception ended the loop."""
+        self.fatal(f"the stepping thread died at t = {self.sim.t:.6f} s: {exc!r}\n"
+                   + "".join(traceback.format_exception(exc)).rstrip())
 
     def _on_step_failure(self, report, gave_up):
         """Stepping thread, after every failed step."""
@@ -643,20 +654,25 @@ class SimNode(Node):
         watchdog.start()
 
     def _on_set_parameters(self, params):
+        """While running: the parameters the table marks settable (step_count), checked against it; the others
+        are read-only."""
         for p in params:
-            if p.name == "step_count":
-                try:
-                    n = int(p.value)
-                except (TypeError, ValueError):
-                    n = 0
-                if n < 1 or (isinstance(p.value, float) and p.value != n) or n > MAX_STEPS_PER_REQUEST:
-                    return SetParametersResult(successful=False, reason=f"step_count must be an integer in "
-                                                                        f"[1, {MAX_STEPS_PER_REQUEST}], got {p.value!r}")
-                self.step_count = n
-            elif p.name in NodeConfig.names() and p.name not in ("step_count", "use_sim_time"):
+            declared = NODE_PARAMETERS.find(p.name)
+            if declared is None or p.name == "use_sim_time":
+                continue
+            if declared.read_only:
+                settable = [q.name for q in NODE_PARAMETERS if not q.read_only]
                 return SetParametersResult(successful=False,
                                            reason=f"parameter {p.name!r} is read-only while running; "
-                                                  f"run-time parameters: step_count")
+                                                  f"run-time parameters: {', '.join(settable)}")
+            try:
+                if isinstance(p.value, float) and p.value != int(p.value):
+                    raise ConfigError("not an integer")
+                value = declared.convert(p.value)
+            except (ConfigError, TypeError, ValueError, OverflowError):
+                return SetParametersResult(successful=False,
+                                           reason=f"{p.name} must be an integer {declared.bounds_text()}")
+            setattr(self, p.name, value)
         return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------------- diagnostics
@@ -736,6 +752,24 @@ def main(argv=None) -> int:
     Parameter precedence (lowest first): built-in defaults, config/node.yaml, config/node/<robot>.yaml,
     --config files, then -p values and flags.
     """
+    # one handler for SIGINT (also the second one ros2 launch forwards) and SIGTERM: ask the spin loop below to
+    # stop; installed first (Ctrl-C at any moment of start-up: no KeyboardInterrupt); rclpy's own handlers are not
+    # installed (they shut the context down under running callbacks: "failed to initialize wait set",
+    # KeyboardInterrupt tracebacks from the clean-up)
+    # While the node is being built (seconds; more with kernels to compile: model, controllers, publishers) a
+    # signal raises StartUpInterrupted: main() stops building, cleans up what exists and returns 0 (issue 31,
+    # defect 11); a second one (the first swallowed somewhere inside an extension) ends the process at once (ros2
+    # launch sends SIGTERM 5 s after SIGINT and SIGKILL 10 s later)
+    stop = threading.Event()
+    building = threading.Event()
+
+    def on_signal(signum, frame):
+        if stop.is_set() and building.is_set():
+            os._exit(0)
+        stop.set()
+        if building.is_set():
+            raise StartUpInterrupted()
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cmd = plain_args_to_ros_args(argv)
@@ -743,42 +777,32 @@ def main(argv=None) -> int:
         defaults = read_param_files(files, cmd.node_name, cmd.namespace)
     except ConfigError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return 2
-    # one handler for SIGINT (also the second one ros2 launch forwards) and SIGTERM: ask the spin loop below to
-    # stop; rclpy's own handlers are not installed (they shut the context down under running callbacks: "failed
-    # to initialize wait set", KeyboardInterrupt tracebacks from the clean-up)
-    # While the node is being built (2-5 s: model, controllers, publishers) the handler leaves at once: it raises
-    # StartUpInterrupted, main() cleans up what exists and returns 0 (issue 31, defect 11)
-    stop = threading.Event()
-    starting = [True]
-
-    def on_signal(signum, frame):
-        stop.set()
-        if starting[0]:
-            raise StartUpInterrupted()
     writer_profile = use_fastdds_writer_profile()     # read by Fast DDS when rclpy.init creates the participant
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         rclpy.init(args=["sim_node"] + cmd.ros_args, signal_handler_options=SignalHandlerOptions.NO)
-    except StartUpInterrupted:
-        starting[0] = False
-        if rclpy.ok():
-            rclpy.shutdown()
-        return 0
     except Exception as exc:   # rcl rejects malformed ROS arguments / parameter files
         print(f"sim_node: error: invalid ROS arguments {cmd.ros_args}: {exc}", file=sys.stderr)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return 2
     node = executor = None
     code = 0
     try:
+        if stop.is_set():        # Ctrl-C before the node was built: not built
+            raise ExternalShutdownException()
+        building.set()
         node = SimNode(param_defaults=defaults)
+        building.clear()
         if writer_profile:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
         executor.add_node(node)
         for robot_node in node.robot_nodes:      # several robots: each robot's namespace
             executor.add_node(robot_node)
-        starting[0] = False
         while not stop.is_set() and node.exit_code is None and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
         code = node.exit_code or 0
@@ -788,7 +812,7 @@ def main(argv=None) -> int:
     except (ExternalShutdownException, StartUpInterrupted):
         pass
     finally:
-        starting[0] = False
+        building.clear()
         if node is not None:
             node.shutdown()
         if executor is not None:

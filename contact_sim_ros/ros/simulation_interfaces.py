@@ -41,7 +41,13 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 
 from ..errors import ContactSimError, ModelError
-from .stepping import step_count_problem, step_wait_timeout
+from ..model.composition import free_joint_name
+from ..model.loader import load_urdf, urdf_dir
+from ..model.materials import ContactMaterial
+from ..model.robot_description import default_package_dirs, is_xacro, resolve_uri, urdf_from_description
+from ..driver.loop import step_count_problem, step_wait_timeout
+from ..sim.scene import parse_shape
+from .state_messages import stamp
 
 try:
     from simulation_interfaces.action import SimulateSteps
@@ -91,8 +97,6 @@ def parse_primitive(uri: str) -> tuple[str, dict]:
     """``primitive://<shape>?size=a,b,c&mass=kg`` (or ``density=kg/m^3``) with optional material keys
     (friction, restitution, stiffness, dissipation) -> (default name, scene object mapping without name and pose).
     SpawnError RESOURCE_PARSE_ERROR naming the problem."""
-    from ..sim.scene import parse_shape
-    from ..model.materials import ContactMaterial
     bad = SpawnEntity.Response.RESOURCE_PARSE_ERROR
     parts = urlsplit(uri)
     kind = parts.netloc or parts.path.strip("/")
@@ -221,7 +225,6 @@ class SimulationInterfaces:
     def _state(self, sim, name: str, out=None):
         """EntityState of ``name`` (stepping thread)."""
         st = out or EntityState()
-        from .sim_node import stamp
         stamp(sim.t, st.header.stamp)
         st.header.frame_id = self.world
         cat, kind = self.entities(sim)[name]
@@ -591,8 +594,6 @@ class SimulationInterfaces:
         return name
 
     def _urdf_file(self, uri: str) -> tuple[str, dict]:
-        from ..model.loader import default_package_dirs, resolve_uri, urdf_dir
-        from ..model.robot_description import is_xacro, urdf_from_description
         R = SpawnEntity.Response
         parts = urlsplit(uri)
         if parts.scheme not in ("", "file", "package"):
@@ -654,7 +655,6 @@ class SimulationInterfaces:
     @staticmethod
     def _check_urdf(xml: str, name: str) -> None:
         """Load the object alone to give the spec's codes (missing meshes, bad mass properties ...)."""
-        from ..model.loader import free_joint_name, load_urdf
         R = SpawnEntity.Response
         try:
             load_urdf(xml, floating_base_name=free_joint_name(name))

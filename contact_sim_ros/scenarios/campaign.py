@@ -29,8 +29,10 @@ interrupted campaign resumes from the rows already written.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
+import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -38,9 +40,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
+import yaml
 
+from ..controllers.inprocess_link import InProcessLink
+from ..controllers.pick_shake_place import run_controller
+from ..engines.registry import engine_names
 from ..errors import ConfigError
+from ..model.loader import _resolve_urdf_path
+from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
+from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
+from .runner import REPO, SCENARIOS, _load
 
 FAILURE_MODES = ("missed", "dropped_during_lift", "dropped_during_shake", "dropped_during_place",
                  "solver_failure", "other")
@@ -143,8 +154,6 @@ class CampaignSpec:
 
 def load_campaign(path: str | Path) -> CampaignSpec:
     """Read and validate a campaign file; ConfigError names the file and the problem."""
-    from .runner import SCENARIOS
-    from ..engines.registry import engine_names
     data = read_mapping(path, "a campaign")
     where = str(path)
     check_keys(data, _KEYS, where)
@@ -210,9 +219,6 @@ def _scaled_urdf(path: Path, mass_scale: float, out_dir: Path) -> Path:
 
 def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
     """The scenario's scene with the trial's object parameters applied, written to ``out_dir``."""
-    import pinocchio as pin
-    import yaml
-    from ..model.loader import _resolve_urdf_path
     scene = load_yaml(scene_file.read_text()) or {}
     objects = {o.get("name"): o for o in scene.get("objects", [])}
     for name, value in values.items():
@@ -267,17 +273,14 @@ class TrialViewer:
     (``wait``), then close the viewer."""
 
     def __init__(self, port: int = 8080, real_time_factor: float = 1.0, out=None):
-        import sys
         self.port, self.real_time_factor = int(port), float(real_time_factor)
         self.out = out or sys.stdout
         self.viewer = self.sim = None
         self._pace_origin = self._frame_clock = None
 
     def __call__(self, sim) -> None:
-        from ..viewer.run_controls import pace, publish_if_due, viewer_controls
         if sim is not self.sim:           # the trial's first period (or the next engine's trial: the same page)
             if self.viewer is None:
-                from ..viewer.scene_viewer import ViewerProcess
                 self.viewer = ViewerProcess(sim.model, port=self.port)
                 print(f"viewer: {self.viewer.url}", file=self.out, flush=True)
             else:
@@ -298,7 +301,6 @@ class TrialViewer:
         try:
             self.viewer.publish_simulator(self.sim)
             if wait:
-                from ..viewer.run_controls import serve_until_interrupted
                 serve_until_interrupted(self.viewer, self.sim, self.out, None)
         finally:
             self.close()
@@ -331,9 +333,6 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     ``values``: parameter values to use instead of trial k's (same names; e.g. a held-apart "real" cell with
     other friction or mass: the test data of ``campaign compare``). ``on_period(sim)``: called after every
     control period (``TrialViewer``: the browser view of the trial; it only reads the simulation)."""
-    from .runner import REPO, SCENARIOS, _load
-    from ..controllers.inprocess_link import InProcessLink
-    from ..controllers.pick_shake_place import run_controller
     sc = SCENARIOS[spec.scenario]
     values = spec.trial_parameters(k) if values is None else dict(values)
     controller_params = {**spec.controller, **{n.split(".", 1)[1]: v for n, v in values.items()
@@ -379,7 +378,7 @@ def results_dir(out: str | Path) -> Path:
 
 def finished_trials(out: str | Path) -> set:
     """(trial, engine) pairs already in ``<out>/results/*.parquet`` (resume)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
     done = set()
     for part in sorted(results_dir(out).glob("part-*.parquet")):
         table = pq.read_table(part, columns=["trial", "engine"])
@@ -389,8 +388,8 @@ def finished_trials(out: str | Path) -> set:
 
 def read_results(out: str | Path):
     """Every result row of a campaign as a pyarrow Table (columns: trial, engine, p.*, success, ...)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
+    import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
     parts = sorted(results_dir(out).glob("part-*.parquet"))
     if not parts:
         raise ConfigError(f"{out}: no results (results/part-*.parquet)")
@@ -414,8 +413,8 @@ class _PartWriter:
             self.flush()
 
     def flush(self) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
+        import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
         if not self.rows:
             return
         table = pa.Table.from_pylist(self.rows)
@@ -432,7 +431,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     """Run every (trial, engine) not yet in ``out`` as Ray tasks (local Ray by default; ``address`` or
     RAY_ADDRESS: an existing cluster), streaming rows to Parquet as trials finish. Returns a summary.
     ``on_row(row, n)``: called in the driver after each of the n rows recorded so far (e.g. to sample memory)."""
-    import ray
+    import ray  # deferred: optional, pip only (no rosdep key)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "campaign.yaml").write_text(Path(spec.source).read_text())
@@ -459,7 +458,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     pending = {task.remote(spec, k, e): (k, e) for k, e in todo}
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
         bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True)
     try:
         while pending:
@@ -516,7 +515,7 @@ def _lost_with_its_node(exc) -> bool:
     ``ray stop`` of another user on the machine, or the machine lost): such trials are not recorded, so the same
     command reruns them. A worker process that crashed (WorkerCrashedError) more than max_retries times is a
     result of the trial (recorded as failure mode 'other')."""
-    import ray.exceptions as rx
+    import ray.exceptions as rx  # deferred: optional, pip only (no rosdep key)
     return isinstance(exc, (rx.LocalRayletDiedError, rx.NodeDiedError, rx.RaySystemError, rx.ObjectLostError,
                             rx.OwnerDiedError))
 
@@ -572,9 +571,9 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
     if params:
         lines += ["", "## Success against each parameter", ""]
     if plots and params:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib (~0.5 s to import), only for the plots
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s to import), only for the plots
         (Path(out) / "plots").mkdir(exist_ok=True)
     for name in params:
         values = np.array([r[name] for r in rows], dtype=object)
@@ -624,14 +623,9 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
 
 def main(argv=None) -> int:
     """``contact-sim campaign CAMPAIGN.yaml [--out DIR] [--trials N] [--workers N] [--address A] [--trial K]``
-    and ``contact-sim campaign report RESULTS_DIR``, ``contact-sim campaign compare RESULTS_DIR REAL.csv``
-    (scenarios/compare.py)."""
-    import argparse
-    import sys
+    and ``contact-sim campaign report RESULTS_DIR`` (``contact-sim campaign compare`` is scenarios/compare.py's
+    ``main``, which cli.py dispatches: compare reads the campaign's results, never the other way round)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["compare"]:
-        from .compare import main as compare_main
-        return compare_main(argv[1:])
     if argv[:1] == ["report"]:
         ap = argparse.ArgumentParser(prog="contact-sim campaign report")
         ap.add_argument("results", help="a campaign's output directory")

@@ -37,8 +37,10 @@ calibration error ``ECE = sum_b n_b / n |mean p_b - real frequency_b|``.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -326,9 +328,9 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
         lines += ["", "## Agreement against each parameter", ""]
     plt = None
     if plots:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib (~0.5 s to import), only for the plots
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s to import), only for the plots
         (out / "plots").mkdir(parents=True, exist_ok=True)
     for name in names:
         vals = [t.values[name] for t in real]
@@ -419,8 +421,6 @@ def _reliability_plot(plt, c: EngineComparison, path: Path) -> None:
 
 def main(argv) -> int:
     """``contact-sim campaign compare RESULTS REAL_TRIALS.csv [--out DIR] [--k K] [--bins N] [--no-plots]``."""
-    import argparse
-    import sys
     ap = argparse.ArgumentParser(prog="contact-sim campaign compare",
                                  description="Compare a campaign's simulated verdicts with real trials "
                                              "(CSV schema: docs/scenarios.md, 'Against the real robot').")

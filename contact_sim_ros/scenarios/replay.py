@@ -36,15 +36,28 @@ joint-position residual (measured - simulated; rad or m) and, per wrench axis, t
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import math
+import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
+from builtin_interfaces.msg import Duration
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from ..controllers.inprocess_link import InProcessLink
+from ..controllers.pick_shake_place import run_controller
 from ..errors import ConfigError
+from ..ros.bag_recorder import _ensure_type, deserialize_message, make_typestore, msgtype_name, serialize_message
+from ..sim.scene import load_scene
+from ..yaml_files import load_yaml
+from .campaign import trial_scene
+from .runner import REPO, SCENARIOS, _load
 
 JOINT_STATES = "joint_states"
 WRENCH_AXES = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
@@ -111,8 +124,6 @@ def _reference_trajectory(states: list, trajectory_name: str, topic: str, t0: in
     the samples fall on the knots of a linearly interpolated command, else within a dt^2/8 of the reference's
     acceleration), starting at the first stamp: what the robot's controller executed, whatever sent it the goals
     (FollowJointTrajectory, topics). Returns a command entry (bag time, sim name, topic, message)."""
-    from builtin_interfaces.msg import Duration
-    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
     first = _stamp_ns(states[0].header.stamp)
     msg = JointTrajectory()
     _set_stamp(msg.header.stamp, first)
@@ -133,8 +144,7 @@ def _reference_trajectory(states: list, trajectory_name: str, topic: str, t0: in
 def read_bag(path: str | Path, namespace: str = "", mapping: dict | None = None) -> BagData:
     """Read joint_states, every WrenchStamped topic and the command topics (JointTrajectory,
     Float64MultiArray) of a rosbag2 directory; other topics are listed in ``ignored``."""
-    from rclpy.serialization import deserialize_message
-    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2 import Reader  # deferred: optional, pip only (no rosdep key)
     path = Path(path)
     if not (path / "metadata.yaml").is_file():
         raise ConfigError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
@@ -254,9 +264,6 @@ class ReplayResult:
 
 def _initial_scene(scene: Path, positions: dict, out_dir: Path) -> Path:
     """A copy of ``scene`` (relative object URDFs resolved) starting at ``positions`` (joint -> rad or m)."""
-    import yaml
-    from .campaign import trial_scene
-    from ..yaml_files import load_yaml
     copy = trial_scene(scene, {}, out_dir)
     data = load_yaml(copy.read_text()) or {}
     data["initial_positions"] = {**dict(data.get("initial_positions") or {}),
@@ -272,8 +279,6 @@ def replay(bag: str | Path, scene: str | Path, engine: str = "tamsi", time_step:
     controllers through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink`); see the module
     docstring. ``tare`` (s): subtract each wrench signal's mean over its first ``tare`` s. ``duration`` (s): stop
     after this much bag time (default: its last joint_states)."""
-    from ..controllers.inprocess_link import InProcessLink
-    from ..sim.scene import load_scene
     data = read_bag(bag, namespace, mapping)
     model_joints = set(load_scene(str(scene)).model.joint_names)
     start = {n: float(data.js_q[0, i]) for i, n in enumerate(data.js_names)
@@ -293,7 +298,6 @@ def replay(bag: str | Path, scene: str | Path, engine: str = "tamsi", time_step:
 def _run(link, data: BagData, engine, tare, duration) -> ReplayResult:
     """Step the simulation through the bag: at every step time, first sample the states due (the bag's
     joint_states / wrench stamps nearest to it), then deliver the commands received up to it, then step."""
-    import time
     sim, loop, host = link.sim, link.loop, link.host
     joints = [n for n in data.js_names if n in sim.model.joint_names]
     loop.publish_now()                         # the broadcasters' topics (which wrench the robot publishes)
@@ -393,9 +397,9 @@ def write_report(result: ReplayResult, out: str | Path, plots: bool = True) -> s
             lines.append(f"| {a} | {ws[a][0]:.3e} | {ws[a][1]:.3e} | {np.sqrt(np.mean(r.w_bag[:, i] ** 2)):.3e} |")
         lines.append(f"| force (norm) | {ws['force'][0]:.3e} | {ws['force'][1]:.3e} | |")
     if plots:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib (~0.5 s to import), only for the plots
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s to import), only for the plots
         (out / "plots").mkdir(exist_ok=True)
         fig, ax = plt.subplots(figsize=(8, 4))
         for j, n in enumerate(r.joints):
@@ -433,7 +437,6 @@ class _RecordingLink:
     controller_state as they publish it) to a rosbag2 writer."""
 
     def __init__(self, link, writer, store):
-        from rclpy.serialization import serialize_message
         self._link, self._writer, self._store, self._ser = link, writer, store, serialize_message
         self._conns, self._last = {}, {}
 
@@ -441,7 +444,6 @@ class _RecordingLink:
         return getattr(self._link, name)
 
     def _write(self, topic: str, msg, t_ns: int) -> None:
-        from ..ros.bag_recorder import _ensure_type, msgtype_name
         conn = self._conns.get(topic)
         if conn is None:
             msgtype = msgtype_name(type(msg))
@@ -483,12 +485,7 @@ def record_scenario_bag(path: str | Path, scenario: str = "pick_shake_place", en
     the wrist F/T) to the new rosbag2 directory ``path`` (``storage`` mcap or sqlite3). ``scene_values``: campaign
     parameters of the scene (e.g. ``{"object.bottle.mass_scale": 0.8}``: a held-apart "real" cell). Returns the
     controller's verdict."""
-    from rosbags.rosbag2 import StoragePlugin, Writer
-    from .campaign import trial_scene
-    from ..ros.bag_recorder import make_typestore
-    from .runner import REPO, SCENARIOS, _load
-    from ..controllers.inprocess_link import InProcessLink
-    from ..controllers.pick_shake_place import run_controller
+    from rosbags.rosbag2 import StoragePlugin, Writer  # deferred: optional, pip only (no rosdep key)
     plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
     if storage not in plugins:
         raise ConfigError(f"storage {storage!r}; valid: mcap, sqlite3")
@@ -514,9 +511,6 @@ def record_scenario_bag(path: str | Path, scenario: str = "pick_shake_place", en
 def main(argv=None) -> int:
     """``contact-sim replay BAG (--scenario NAME | --scene FILE) [--engine E] [--time-step DT] [--namespace NS]
     [--map BAG_TOPIC=SIM_NAME ...] [--tare S] [--duration S] [--out DIR] [--no-plots]``."""
-    import argparse
-    import sys
-    from .runner import REPO, SCENARIOS
     ap = argparse.ArgumentParser(prog="contact-sim replay", description=__doc__.split("\n\n")[0],
                                  epilog="Topics, types and name mapping: docs/scenarios.md, 'Replaying a robot's bag'.")
     ap.add_argument("bag", help="rosbag2 directory (MCAP or sqlite3)")

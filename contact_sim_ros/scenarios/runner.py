@@ -14,6 +14,7 @@ Exit code 0 when every run succeeded, 1 when a scenario failed, 2 on bad argumen
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import subprocess
@@ -24,8 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from ..controllers.inprocess_link import InProcessLink
+from ..controllers.inprocess_robots import InProcessMultiRobotLink
+from ..controllers.pick_shake_place import run_controller
+from ..controllers.robot_link import MultiRobotLink, RobotLink
+from ..engines.registry import engine_names
 from ..errors import ConfigError
+from ..yaml_files import parse_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,7 +94,6 @@ SCENARIOS = {
 
 
 def _load(ref: str):
-    import importlib
     mod, attr = ref.split(":")
     return getattr(importlib.import_module(mod), attr)
 
@@ -113,7 +120,6 @@ def _node_command(spec: ScenarioSpec, engine: str, namespace: str, time_step: fl
            "--namespace", namespace]
     opts = {**spec.engine_options, **(engine_options or {})}
     if opts:
-        import yaml
         cmd += ["--engine-options", yaml.safe_dump(opts, default_flow_style=True).strip()]
     cmd += ["--ros-args", "-p", f"step_count:={steps}", "-p", "contacts_rate:=0.0", "-p", "markers_rate:=0.0",
             "-p", "tf_rate:=10.0", "-p", "publish_clock:=false", *extra]
@@ -143,11 +149,9 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     Params = _load(spec.params)
     p = Params(**(params or {}))
     controller = _load(spec.factory)(p)
-    from ..controllers.pick_shake_place import run_controller
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots)
-    from ..controllers.robot_link import MultiRobotLink, RobotLink
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
                             stdout=log, stderr=subprocess.STDOUT)
@@ -201,17 +205,14 @@ def _result(spec, engine, controller, verdict, node_output: str, poses: dict) ->
 def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots=None) -> RunResult:
     """The scenario against a Simulator in this process: InProcessLink, or InProcessMultiRobotLink for a
     scenario that drives several robots of one world."""
-    from ..controllers.pick_shake_place import run_controller
     link_args = dict(ft_topic=getattr(controller, "ft_topic", None),
                      trajectory_controllers=controller.trajectory_controllers,
                      wrench_topics=getattr(controller, "wrench_topics", ()),
                      inactive_controllers=spec.inactive_controllers,
                      engine_options={**spec.engine_options, **(engine_options or {})})
     if robots:
-        from ..controllers.inprocess_robots import InProcessMultiRobotLink
         link = InProcessMultiRobotLink(REPO / spec.scene, robots, engine, dt, T, **link_args)
     else:
-        from ..controllers.inprocess_link import InProcessLink
         link = InProcessLink(REPO / spec.scene, engine, dt, T, **link_args)
     try:
         verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
@@ -252,8 +253,6 @@ def main(argv=None) -> int:
         for s in SCENARIOS.values():
             print(f"{s.name:20s} {s.description}  (scene {s.scene})")
         return 0
-    from ..engines.registry import engine_names
-    from ..yaml_files import parse_yaml
     try:
         if args.scenario not in SCENARIOS:
             raise ConfigError(f"unknown scenario {args.scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")

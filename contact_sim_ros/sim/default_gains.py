@@ -26,11 +26,22 @@ Why these numbers:
   error is g_i / kp_i, up to 0.1 rad on a joint whose gravity torque reaches its effort limit.
 
 Mimic joints are not degrees of freedom and get no gains; free bodies are not actuated.
+
+Which joints are driven (``drive_plan``): a robot that declares its drives - a ``<ros2_control>`` joint with a
+command interface or a ``<transmission>`` in its URDF (``RobotPreset.driven_joints``), a preset's ``gains``, the
+scene's ``inputs.joint_targets`` - drives exactly those joints; its other joints are passive (no PD, no effort:
+a caster, a free hinge, a prismatic slide move freely). A robot that declares none (a bare URDF) keeps a drive with
+these default gains on every joint, and the Simulator, ``contact-sim run`` and the node say so
+(``describe_default_gains``). The scene key ``passive_joints`` (node parameter ``passive_joints``) names joints
+left passive whatever the robot declares. Joints of free objects (a URDF object with a hinge) count as one more
+robot that declares nothing.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
@@ -65,12 +76,67 @@ def default_gains(model, q0: np.ndarray, joints=None, bandwidth: float = DEFAULT
     return out
 
 
+class DefaultGainsWarning(UserWarning):
+    """The Simulator gave joints default PD gains (``describe_default_gains``): filter it with
+    ``warnings.simplefilter('ignore', DefaultGainsWarning)`` once you know."""
+
+
+@dataclass(frozen=True)
+class DrivePlan:
+    """Which joints of a scene get a drive (module docstring)."""
+
+    given: dict              # joint -> (kp, kd) from the robots' gains
+    defaults: tuple          # driven joints without gains: they get ``default_gains``
+    passive: tuple           # joints without a drive (no PD, efforts ignored)
+    declaring: tuple         # names of the robots that declare their drives (the others: every joint driven)
+
+
+def drive_plan(scene) -> DrivePlan:
+    """The drive of every actuated joint of ``scene`` (a ``Scene``), in model order (module docstring)."""
+    m = scene.model
+    scripted = {s.joint for s in scene.joint_scripts}
+    named_passive = set(scene.passive_joints)
+    groups, owned = [], set()
+    for r in scene.robots:
+        inst = next((i for i in m.robots if i.name == r.name), None)
+        joints = list(inst.joint_names) if inst is not None else [j for j in m.joint_names if j in r.gains]
+        owned.update(joints)
+        groups.append((r.name, joints, dict(r.gains), set(r.driven_joints)))
+    others = [j for j in m.joint_names if j not in owned]      # joints of free objects
+    if others:
+        groups.append((None, others, {}, set()))
+    given, defaults, passive, declaring = {}, [], [], []
+    for name, joints, gains, driven in groups:
+        declared = (set(gains) | driven | scripted) & set(joints)
+        if declared and name is not None:
+            declaring.append(name)
+        for j in joints:
+            if j in named_passive or (declared and j not in declared):
+                passive.append(j)
+            elif j in gains:
+                given[j] = gains[j]
+            else:
+                defaults.append(j)
+    order = {j: k for k, j in enumerate(m.joint_names)}
+    return DrivePlan(given, tuple(sorted(defaults, key=order.get)), tuple(sorted(passive, key=order.get)),
+                     tuple(declaring))
+
+
+def warn_default_gains(gains: dict, robot_name: str = "the robot", passive=()) -> None:
+    """``describe_default_gains`` as a ``DefaultGainsWarning`` (the Python API's way of saying it)."""
+    text = describe_default_gains(gains, robot_name, passive)
+    if text:
+        warnings.warn(text, DefaultGainsWarning, stacklevel=3)
+
+
 def _max_error(pm, joint_name: str) -> float:
     shortname = pm.joints[pm.getJointId(joint_name)].shortname()
-    return MAX_POSITION_ERROR_PRISMATIC if "Prismatic" in shortname else MAX_POSITION_ERROR
+    # axis-aligned prismatic joints are JointModelPX / PY / PZ, the others JointModelPrismaticUnaligned
+    prismatic = shortname in ("JointModelPX", "JointModelPY", "JointModelPZ") or "Prismatic" in shortname
+    return MAX_POSITION_ERROR_PRISMATIC if prismatic else MAX_POSITION_ERROR
 
 
-def describe_default_gains(gains: dict, robot_name: str = "the robot") -> str:
+def describe_default_gains(gains: dict, robot_name: str = "the robot", passive=()) -> str:
     """The start-up warning for joints that got default gains (empty string if none), e.g.
 
     ``ur5: no PD gains given for 6 joints; using defaults derived from the model (critically damped on the
@@ -85,4 +151,15 @@ def describe_default_gains(gains: dict, robot_name: str = "the robot") -> str:
             f"the model (critically damped on the joint-space inertia at the initial configuration, "
             f"{DEFAULT_BANDWIDTH / (2 * math.pi):g} Hz, kp capped at effort limit / {MAX_POSITION_ERROR:g} rad "
             f"or / {MAX_POSITION_ERROR_PRISMATIC:g} m): {parts}; set them with the robot's 'gains' "
-            f"{{joint: {{kp, kd}}}} in a preset or scene (docs/design.md)")
+            f"{{joint: {{kp, kd}}}} in a preset or scene (docs/design.md). A joint without a drive (a free hinge or "
+            f"slide): name it in the scene's 'passive_joints: [...]' (node parameter passive_joints), or declare the "
+            f"driven joints in the URDF (<ros2_control> command interfaces or <transmission>s): the others stay "
+            f"passive" + (f". Passive (no drive): {', '.join(passive)}" if passive else ""))
+
+
+def describe_passive_joints(passive) -> str:
+    """The start-up note for joints left without a drive (empty string if none)."""
+    if not passive:
+        return ""
+    return (f"passive joints (no drive: no PD, efforts ignored; the robot declares drives for its other joints, "
+            f"or they are named in passive_joints): {', '.join(passive)}")

@@ -281,12 +281,12 @@ class FreeBodyTamsiStep:
 
     @staticmethod
     def qualifies(sim) -> bool:
-        """True for a Simulator whose scene and engine this path covers exactly (module docstring)."""
-        from ..engines.tamsi import TamsiEngine
+        """True for a Simulator whose scene and engine this path covers exactly (module docstring): the engine
+        is TAMSI with its compiled kernel (``TamsiEngine._kernels`` is tamsi_kernels, which no other engine has)."""
         pm = sim.model.pin_model
         cq = sim.contact_query
         free = sim._free_motion
-        return (isinstance(sim.engine, TamsiEngine) and sim.engine._kernels is not None
+        return (getattr(sim.engine, "_kernels", None) is tamsi_kernels
                 and sim._free_bodies is not None and len(free.q_index) == pm.njoints - 1
                 and pm.nq == 7 * len(free.q_index)
                 and cq._all_analytic and not sim.scene.joint_scripts and not sim.scene.surface_velocities)

@@ -26,7 +26,7 @@ import coal
 import numpy as np
 
 from ..errors import ConfigError
-from ..jit import njit
+from .penetration_kernels import deepest_excess
 
 # Why 1 (measured in-process, TAMSI, worst depth / thickness of the thinner body over each run): pick_shake_place
 # 0.023, barrett_box 0.018, barrett_cylinder 0.030, franka_rod 0.009, the other shipped scenes <= 0.05, allegro_mug
@@ -34,26 +34,6 @@ from ..jit import njit
 # handle's opening); the 1e9 N squeeze through the mug: 2.05
 DEFAULT_FRACTION = 1.0     # of the thinner body's thickness: deeper, the bodies have passed through each other
 DEEP_PENETRATION = "deep interpenetration:"     # how a failed step's message starts
-
-
-@njit(cache=True)
-def deepest_excess(signed_distance, geometry_a, geometry_b, thickness, fraction):
-    """The contact whose penetration -signed_distance[i] exceeds ``fraction`` times the smaller thickness of its
-    geometries by the largest ratio, or -1 when none does. ``signed_distance`` (N,) m, ``geometry_a``,
-    ``geometry_b`` (N,) int indices into ``thickness`` (m per geometry)."""
-    worst = -1
-    worst_ratio = 1.0
-    for i in range(signed_distance.shape[0]):
-        depth = -signed_distance[i]
-        if depth <= 0.0:
-            continue
-        thin = min(thickness[geometry_a[i]], thickness[geometry_b[i]])
-        bound = fraction * thin
-        if depth > bound:
-            ratio = depth / bound if bound > 0.0 else math.inf
-            if worst < 0 or ratio > worst_ratio:
-                worst, worst_ratio = i, ratio
-    return worst
 
 
 def shape_thickness(shape) -> float:

@@ -15,10 +15,10 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ContactSimError, unknown_choice
-from ..model.composition import mount_order, prefixed_preset
-from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, build_scene_model,
-                            load_robot_preset)
+from ..model.composition import build_scene_model, mount_order, prefixed_preset
+from ..model.loader import EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset
 from ..model.multibody_model import MultibodyModel, model_body_names
+from ..resources import share_dir
 from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
 
 # ------------------------------------------------------------------------------ time expressions
@@ -245,6 +245,8 @@ class Scene:
     # every robot (``robot:`` first, then ``robots:``; model/composition.py), its names prefixed; ``robot`` is the
     # first of them (or None), for callers that know one robot
     robots: list = field(default_factory=list)
+    # joints left without a drive whatever the robot declares (scene key passive_joints; sim/default_gains.py)
+    passive_joints: tuple = ()
 
     def __post_init__(self):
         if not self.robots and self.robot is not None:
@@ -255,12 +257,11 @@ class Scene:
         for r in self.robots:
             if r.name == name:
                 return r
-        from ..errors import unknown_choice
         raise ConfigError(f"{self.source}: " + unknown_choice("robot", name, [r.name for r in self.robots]))
 
 
 _SCENE_KEYS = {"gravity", "robot", "robots", "objects", "environment", "materials", "disabled_collisions",
-               "contact_margin", "inputs", "description", "initial_positions"}
+               "contact_margin", "inputs", "description", "initial_positions", "passive_joints"}
 
 
 def load_scene(scene, source: str | None = None) -> Scene:
@@ -274,7 +275,6 @@ def load_scene(scene, source: str | None = None) -> Scene:
     else:
         path = Path(str(scene))
         if not path.is_file():
-            from ..resources import share_dir
             cand = Path(share_dir()) / "scenes" / path
             cand = cand if cand.suffix else cand.with_suffix(".yaml")
             if not cand.is_file():
@@ -378,13 +378,19 @@ def _build(data: dict, source: str) -> Scene:
         model.joint_index(name)
         scripts.append(JointScript(name, *(time_function(j[k], f"{where}.{k}") if k in j else None
                                           for k in ("position", "velocity", "effort"))))
+    passive = data.get("passive_joints") or []
+    if not isinstance(passive, (list, tuple)) or not all(isinstance(j, str) for j in passive):
+        raise ConfigError(f"passive_joints: a list of joint names (left without a drive), got {passive!r}")
+    for name in passive:
+        if name not in model.joint_names:
+            raise ConfigError("passive_joints: " + unknown_choice("joint", name, model.joint_names))
     surface_by_geom = {}
     for name, f in surface.items():
         for g, link in enumerate(model.geometry_names):
             if link == name or link.startswith(name + "/"):
                 surface_by_geom[g] = f
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
-                 robots)
+                 robots, tuple(dict.fromkeys(passive)))
 
 
 def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]:
@@ -395,5 +401,4 @@ def _body_joint(model: MultibodyModel, body: str, where: str) -> tuple[int, int]
     if pm.existFrame(body):
         fid = pm.getFrameId(body)
         return int(pm.frames[fid].parentJoint), fid
-    from ..errors import unknown_choice
     raise ConfigError(f"{where}: " + unknown_choice("body", body, model_body_names(model)))

@@ -15,6 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, unknown_choice
+from ..model.multibody_model import parent_link_frame
 from ..model.robots_only import RobotsOnly, robots_only
 
 
@@ -43,14 +44,6 @@ def _body_frame_of_geometry(model, geometry_index: int) -> int:
     return frame
 
 
-def _parent_body_frame(pin_model, frame_id: int) -> int:
-    """The BODY frame of the parent link of link ``frame_id`` (0 for the universe)."""
-    f = pin_model.frames[frame_id].parentFrame
-    while f > 0 and pin_model.frames[f].type != pin.FrameType.BODY:
-        f = pin_model.frames[f].parentFrame
-    return f
-
-
 def _frames_below(pin_model, top: int, frames) -> dict:
     """{BODY frame: whether its chain of parent links reaches link ``top``} for ``frames`` and the links on their
     chains (each chain walked once)."""
@@ -59,7 +52,7 @@ def _frames_below(pin_model, top: int, frames) -> dict:
         chain, f = [], fid
         while f not in below and f != top and f > 0:
             chain.append(f)
-            f = _parent_body_frame(pin_model, f)
+            f = parent_link_frame(pin_model, f)
         value = below.setdefault(f, f == top)
         for c in chain:
             below[c] = value
@@ -174,9 +167,9 @@ class ForceTorqueSensor:
         self.parent_link, self.child_link = parent_link, child_link
         parent_f = _link_frame(pm, parent_link, "F/T sensor parent link")
         child_f = _link_frame(pm, child_link, "F/T sensor child link")
-        if _parent_body_frame(pm, child_f) != parent_f:
+        if parent_link_frame(pm, child_f) != parent_f:
             raise ConfigError(f"F/T sensor: link {child_link!r} is not a child of link {parent_link!r} "
-                              f"(its parent is {pm.frames[_parent_body_frame(pm, child_f)].name!r})")
+                              f"(its parent is {pm.frames[parent_link_frame(pm, child_f)].name!r})")
         self.frame = frame or child_link
         sensor_f = _link_frame(pm, self.frame, "F/T sensor frame")
         self.joint = pm.frames[child_f].parentJoint          # the joint carrying the child link
@@ -204,7 +197,7 @@ class ForceTorqueSensor:
             for j in range(1, pm.njoints):
                 if pm.parents[j] == self.joint:
                     jf = pm.getFrameId(pm.names[j], pin.FrameType.JOINT)
-                    if in_subtree.get(_parent_body_frame(pm, jf), False):
+                    if in_subtree.get(parent_link_frame(pm, jf), False):
                         self.child_joints.append(j)
         ngeom = len(model.collision_model.geometryObjects)
         self.fixed_geometry = np.array([_body_frame_of_geometry(model, g) in fixed_links for g in range(ngeom)],

@@ -23,8 +23,8 @@ from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
-from ..model.multibody_model import model_body_names
-from .default_gains import default_gains
+from ..model.multibody_model import MimicExpansion, model_body_names
+from .default_gains import default_gains, drive_plan, warn_default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
@@ -102,14 +102,20 @@ class Simulator:
         self._rows = np.zeros((step_kernels.N_ROWS, nv))
         self._kp = self._rows[step_kernels.KP]
         self._kd = self._rows[step_kernels.KD]
-        # joints without gains get defaults derived from the model (sim/default_gains.py); the node warns
+        # the joints the robots declare driven get their gains or defaults derived from the model, the others stay
+        # passive (sim/default_gains.py: drive_plan); a DefaultGainsWarning names the joints that got defaults
         self.default_gains: dict = {}           # joint -> (kp, kd) of the joints that got defaults
+        self.passive_joints: tuple = ()         # joints without a drive: no PD, efforts ignored
         if self.scene.robots:      # every robot's gains (prefixed names)
-            given = {j: g for r in self.scene.robots for j, g in r.gains.items()}
-            self.default_gains = default_gains(m, self.scene.q0, [j for j in m.joint_names if j not in given])
-            for joint, (kp, kd) in {**given, **self.default_gains}.items():
+            plan = drive_plan(self.scene)
+            self.default_gains = default_gains(m, self.scene.q0, plan.defaults)
+            self.passive_joints = plan.passive
+            for joint, (kp, kd) in {**plan.given, **self.default_gains}.items():
                 vi = m.joint_v_index[m.joint_index(joint)]
                 self._kp[vi], self._kd[vi] = kp, kd
+            warn_default_gains(self.default_gains, ", ".join(r.name for r in self.scene.robots),
+                               self.passive_joints)
+        self._passive_v = np.array([m.joint_v_index[m.joint_index(j)] for j in self.passive_joints], dtype=np.intp)
         self._effort_limit = np.full(nv, np.inf)
         self._effort_limit[m.joint_v_index] = m.effort_limit
         self._q_target = np.zeros(nq)
@@ -258,12 +264,21 @@ class Simulator:
         if self._divergence is not None:
             self._divergence.set_time(self._t)
         self.default_gains = dict(old.default_gains)
+        m = self.model
+        self.passive_joints = tuple(j for j in old.passive_joints if j in m.joint_names)
+        self._passive_v = np.array([m.joint_v_index[m.joint_index(j)] for j in self.passive_joints], dtype=np.intp)
         self._update_kinematics()
 
     # --------------------------------------------------------------------------------- commands
 
     def set_gains(self, kp: dict | None = None, kd: dict | None = None) -> None:
-        """PD gains per joint name (N*m/rad, N*m*s/rad or N/m, N*s/m)."""
+        """PD gains per joint name (N*m/rad, N*m*s/rad or N/m, N*s/m); a passive joint given gains is driven."""
+        named = set(kp or {}) | set(kd or {})
+        if named & set(self.passive_joints):
+            self.passive_joints = tuple(j for j in self.passive_joints if j not in named)
+            m = self.model
+            self._passive_v = np.array([m.joint_v_index[m.joint_index(j)] for j in self.passive_joints],
+                                       dtype=np.intp)
         for gains, out in ((kp, self._kp), (kd, self._kd)):
             for name, value in (gains or {}).items():
                 value = float(value)
@@ -331,6 +346,8 @@ class Simulator:
             self._effort[vi] = float(efforts[name]) if has_e else 0.0
             self._position_mode[vi] = has_p
             self._velocity_mode[vi] = has_v and not has_p
+        if self._passive_v.size:         # passive joints: no actuator (their gains are 0)
+            self._effort[self._passive_v] = 0.0
         return clamped
 
     def set_joint_command_arrays(self, position_mode: np.ndarray, velocity_mode: np.ndarray, positions: np.ndarray,
@@ -378,6 +395,8 @@ class Simulator:
         np.copyto(value, velocities, where=has_v)
         self._v_target.put(vi, value)
         self._effort.put(vi, efforts)
+        if self._passive_v.size:         # passive joints: no actuator (e.g. the node's gravity feed-forward)
+            self._effort[self._passive_v] = 0.0
         self._position_mode.put(vi, position_mode)
         np.greater(velocity_mode, position_mode, out=flag)          # velocity mode and not position mode
         self._velocity_mode.put(vi, flag)
@@ -700,12 +719,9 @@ class Simulator:
         return self.actuation_force[self.model.joint_v_index]
 
     def mimic_positions(self) -> dict:
-        m = self.model
-        out = {}
-        pos = dict(zip(m.joint_names, self.joint_positions()))
-        for mj in m.mimic_joints:
-            out[mj.name] = mj.multiplier * pos[mj.primary] + mj.offset
-        return out
+        """mimic joint name -> position (rad or m), from the actuated joints' (``MimicExpansion``)."""
+        mimic = MimicExpansion.of(self.model)
+        return dict(zip(mimic.names, mimic.positions(self.joint_positions()).tolist()))
 
     def kinetic_energy(self) -> float:
         return float(pin.computeKineticEnergy(self._pm, self.pin_data, self._q, self._v))

@@ -17,9 +17,9 @@ nonLinearEffects:
 model whose joints are all vector-space joints, revolute or prismatic, with q_next = q0 + dt v_next computed there:
 what ``pin.integrate`` computes for them, without its call and the dt v_next array):
 
-* the free bodies' frozen-frame update (``free_body_motion._frozen_frame_update``) into q_next and v_out;
+* the free bodies' frozen-frame update (``free_body_kernels._frozen_frame_update``) into q_next and v_out;
 * finiteness of q_next and v_out;
-* the divergence bounds (``divergence.bounds_exceeded``);
+* the divergence bounds (``divergence_kernels.bounds_exceeded``);
 * the joint limits: limited joints clamped to [lower, upper], the velocity into the limit removed
   (``Simulator._enforce_joint_limits``), only when the state is accepted.
 
@@ -33,8 +33,8 @@ import math
 import numpy as np
 
 from ..jit import njit
-from ..model.free_body_motion import _frozen_frame_update, frame_rotation_velocity
-from .divergence import bounds_exceeded
+from ..model.free_body_kernels import _frozen_frame_update, frame_rotation_velocity
+from .divergence_kernels import bounds_exceeded
 
 # rows of prepare_step's ``rows`` (N_ROWS, nv) block: the simulator's gains, the model's damping and friction, the
 # scripted external force, and the step's outputs, as views (a compiled call costs ~0.1-0.2 us per argument)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import ConfigError
+import scipy.sparse as sp
 
 
 def import_lp_solver():
@@ -84,7 +85,7 @@ _SCIP_SETTINGS = {"presolving": "setPresolve", "heuristics": "setHeuristics", "s
 
 def _scip_model(p: MIQP, params: dict):
     """A pyscipopt Model with the engine's settings and the user's ``params``."""
-    import pyscipopt as scip
+    import pyscipopt as scip  # deferred: optional MIQP back-end
 
     m = scip.Model()
     m.hideOutput()
@@ -124,7 +125,7 @@ def _stacked_rows(p: MIQP) -> tuple[np.ndarray, np.ndarray, int]:
 def _scip_add_rows(m, terms, AB, rhs, n_eq) -> list:
     """The linear rows AB (x, z) = rhs (first n_eq) / <= rhs as SCIP constraints built directly from term
     dictionaries (pyscipopt's quicksum of coef * var products costs ~10 us per term in Python)."""
-    import pyscipopt as scip
+    import pyscipopt as scip  # deferred: optional MIQP back-end
 
     cons = []
     for r, b in enumerate(rhs.tolist()):
@@ -191,7 +192,7 @@ class ScipPersistent:
         if not params.pop("reuse_model", True) or params.get("objective_form", "separable") != "separable":
             return _solve_scip(p)
         params.pop("objective_form", None)
-        import pyscipopt as scip
+        import pyscipopt as scip  # deferred: optional MIQP back-end
 
         build = time.process_time()
         n, nb = p.c.size, p.n_bin
@@ -241,7 +242,7 @@ class ScipPersistent:
         return _scip_result(m, x, z, build, cpu)
 
     def _build(self, p, params, AB, rhs, qcols):
-        import pyscipopt as scip
+        import pyscipopt as scip  # deferred: optional MIQP back-end
 
         m = _scip_model(p, params)
         x = [m.addVar(lb=_bound(lo), ub=_bound(hi), vtype="C", obj=float(c)) for lo, hi, c in zip(p.lb, p.ub, p.c)]
@@ -266,7 +267,7 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
     min sum t_j; each t_j is a univariate convex constraint whose tangent cuts are exact at the point of tangency)
     or 'epigraph' (one t >= sum q_j x_j^2 + c^T x: SCIP's outer approximation of the whole sum is much weaker,
     so it branches more). Linear rows: ``_scip_add_rows``."""
-    import pyscipopt as scip
+    import pyscipopt as scip  # deferred: optional MIQP back-end
 
     build = time.process_time()
     params = dict(p.params)
@@ -310,7 +311,7 @@ def _solve_scip(p: MIQP) -> MIQPSolution:
 
 
 def _solve_gurobi(p: MIQP) -> MIQPSolution:
-    import gurobipy as gp
+    import gurobipy as gp  # deferred: optional MIQP back-end
 
     env = _gurobi_env()
     m = gp.Model(env=env)
@@ -326,7 +327,6 @@ def _solve_gurobi(p: MIQP) -> MIQPSolution:
         m.addConstr(p.A_eq @ x == p.b_eq)
     if p.A_ub.shape[0]:
         m.addConstr(p.A_ub @ x + p.B_ub @ z <= p.b_ub)
-    import scipy.sparse as sp
     m.update()
     m.setMObjective(sp.diags(np.concatenate([p.qdiag, np.zeros(nb)])).tocsr(),
                     np.concatenate([p.c, np.zeros(nb)]), float(p.const), sense=gp.GRB.MINIMIZE)
@@ -359,7 +359,7 @@ _GUROBI_ENV = None
 def _gurobi_env():
     global _GUROBI_ENV
     if _GUROBI_ENV is None:
-        import gurobipy as gp
+        import gurobipy as gp  # deferred: optional MIQP back-end
         env = gp.Env(empty=True)
         env.setParam("OutputFlag", 0)
         env.setParam("Threads", 1)
@@ -411,7 +411,7 @@ def daqp_fixed_mode(p: MIQP, z: np.ndarray, regularization: float = DAQP_REGULAR
     single-variable rows (y <= 0 with y >= 0): as separate inequalities they make the active-set method's working
     set degenerate and DAQP reported feasible modes infeasible. Here each opposite pair becomes one two-sided row
     (an equality where its sides meet) and each single-variable row a bound."""
-    import daqp
+    import daqp  # deferred: optional MIQP back-end
 
     n = p.c.size
     rhs = p.b_ub - p.B_ub @ z
@@ -471,7 +471,7 @@ def solve_daqp(p: MIQP) -> MIQPSolution:
     stopped by it, by DAQP's iteration limit or by cycling returns status "error" with its best mode (if any) so
     that the engine's fallback back-end can continue from it; at p.time_limit_s it is "time_limit".
     Times are CPU times of the whole call (start included)."""
-    import daqp
+    import daqp  # deferred: optional MIQP back-end
 
     cpu = time.process_time()
     params = dict(p.params)

@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+import base64
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -52,7 +53,7 @@ class HeadlessChromium:
             raise
 
     def _connect(self, url: str) -> None:
-        from websockets.sync.client import connect
+        from websockets.sync.client import connect  # deferred: only the viewer's tests need it
 
         port_file = Path(self._profile) / "DevToolsActivePort"
         deadline = time.monotonic() + self.timeout
@@ -152,7 +153,6 @@ class HeadlessChromium:
             time.sleep(settle)
 
     def screenshot(self, path) -> None:
-        import base64
         data = self.command("Page.captureScreenshot", format="png")["data"]
         Path(path).write_bytes(base64.b64decode(data))
 
@@ -182,7 +182,7 @@ class HeadlessChromium:
 def object_pixel_fraction(png) -> float:
     """Fraction of a viewer screenshot's scene pixels (a 1000 x 700 window, without the side panel's blue buttons,
     the notice and the axes gizmo) in the objects' blue (scene_viewer.OBJECT_COLOR under the scene's lighting)."""
-    import matplotlib.image
+    import matplotlib.image  # deferred: matplotlib (~0.5 s to import), only for the plots
     image = matplotlib.image.imread(str(png))[200:480, 100:640, :3]
     r, g, b = image[..., 0], image[..., 1], image[..., 2]
     return float((((b - r) > 0.25) & (b > g)).mean())

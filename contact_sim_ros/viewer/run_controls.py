@@ -7,6 +7,7 @@ of the wall clock (``pace``), a frame with the shown real-time factor once per v
 
 from __future__ import annotations
 
+import signal
 import time
 
 
@@ -33,7 +34,6 @@ def serve_until_interrupted(viewer, sim, out, real_time_factor: float | None) ->
     """After the run: keep the viewer's page up, showing the final state and the run's real-time factor, until
     Ctrl-C (or SIGTERM). The page's button shows Resume (nothing advances any more); Reset shows the initial
     state."""
-    import signal
     viewer.publish_simulator(sim, real_time_factor)
     viewer.set_paused(True)
     print(f"run finished; the viewer stays up at {viewer.url} until Ctrl-C (--exit-after-run: do not wait)",

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from contact_sim_ros.ros.command_validation import (CommandRejected, JointLimits, TrajectorySampler,
+from contact_sim_ros.driver.command_validation import (CommandRejected, JointLimits, TrajectorySampler,
                                                     validate_group_command, validate_joint_state_command,
                                                     validate_trajectory)
 
@@ -112,7 +112,7 @@ def test_topic_based_nan_fields_and_mimic_echoes():
 
 def test_pure_effort_commands_are_rejected_for_engines_that_ignore_efforts():
     from contact_sim_ros.engines.registry import engine_class
-    from contact_sim_ros.ros.command_validation import reject_unsupported_effort
+    from contact_sim_ros.driver.command_validation import reject_unsupported_effort
     limits = JointLimits(("a",), np.array([-1.0]), np.array([1.0]), np.array([2.0]), np.array([5.0]))
     effort = validate_joint_state_command(limits, ["a"], effort=[1.0], source="joint_command")
     with pytest.raises(CommandRejected) as exc:

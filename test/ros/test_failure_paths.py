@@ -24,13 +24,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builtin_interfaces.msg import Duration
+from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import NodeProcess, wait_until
+from ros_testing import ActionClient, NodeProcess, wait_until
 
 NO_CLOCK = str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")
 FAILING_TAMSI = ("--engine", "tamsi", "--engine-options", "{max_iterations: 1}")
@@ -237,6 +240,40 @@ def test_pause_and_reset_answer_during_a_long_step_and_preempt_it(nodes, ros):
     assert res.success
 
 
+def test_goals_sent_while_paused_hold_no_executor_thread(nodes, ros):
+    """50 FollowJointTrajectory goals sent while the simulation is paused (more than the executor's 6 threads)
+    wait without holding a thread: ~/pause false still answers within 1 s, and then the goals proceed (each new
+    goal preempts the one before: 49 CANCELED, the last SUCCEEDED)."""
+    procs, topics, _ = nodes
+    ns = "main"
+    assert timed_call(ros, SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=True))[0].success
+    arm = [f"iiwa_joint_{i}" for i in range(1, 8)]
+    js = topics[ns][-1]
+    q = dict(zip(js.name, js.position))
+    client = ActionClient(ros.node, FollowJointTrajectory, f"/{ns}/arm_controller/follow_joint_trajectory")
+    try:
+        assert client.wait_for_server(timeout_sec=30)
+        sent = []
+        for _ in range(50):
+            goal = FollowJointTrajectory.Goal()
+            goal.trajectory = JointTrajectory(joint_names=arm, points=[JointTrajectoryPoint(
+                positions=[q[j] for j in arm], time_from_start=Duration(sec=0, nanosec=200_000_000))])
+            sent.append(client.send_goal_async(goal))   # one after the other, as a retrying client does (50 at
+            wait_until(sent[-1].done, 30, what="the goal response")   # once overflow the goal service's queue)
+        assert all(f.result().accepted for f in sent)
+        res, elapsed = timed_call(ros, SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=False))
+        assert res.success and elapsed < 1.0, elapsed
+        statuses = []
+        for f in sent:                     # results asked one after the other too (the result service's queue)
+            result = f.result().get_result_async()
+            wait_until(result.done, 60, what="a goal result")
+            statuses.append(result.result().status)
+        assert statuses == [5] * 49 + [4], statuses                    # CANCELED by preemption, SUCCEEDED
+    finally:
+        client.destroy()
+        ros.call(SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=False))
+
+
 def test_a_far_position_command_moves_at_most_at_the_velocity_limit(nodes, ros):
     procs, topics, _ = nodes
     js = topics["main"]
@@ -270,11 +307,13 @@ def test_diagnostics_are_never_ok_without_steps(nodes):
 
 def test_stalled_loop_is_reported(tmp_path):
     """No DDS: a loop whose step never completes (a publication hook blocks) says WARN "stalled"."""
-    from contact_sim_ros.ros.stepping import WARN, PublishHook, SteppingLoop, loop_status
+    from contact_sim_ros.driver.loop import WARN, PublishHook, SteppingLoop, Transport, loop_status
+    from contact_sim_ros.driver.system import SimulatorSystem
     from contact_sim_ros.sim.simulator import Simulator
     sim = Simulator({"robot": "iiwa_wsg"}, engine="semi_implicit", time_step=1e-3)
     release = threading.Event()
-    loop = SteppingLoop(sim, 0.0, [PublishHook("block", 5, lambda s: release.wait(10.0))])
+    loop = SteppingLoop(SimulatorSystem(sim), None, Transport([PublishHook("block", 5, lambda s: release.wait(10.0))]),
+                        0.0)
     level, msg = loop_status(loop.stats(), 0.0)                     # no step yet
     assert level == WARN and msg.startswith("starting: compiling kernels"), msg
     loop.start()

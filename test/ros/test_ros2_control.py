@@ -1,6 +1,9 @@
 """The emulated ros2_control stack over real DDS, driven as MoveIt and the ros2_control tools drive hardware:
 FollowJointTrajectory and GripperCommand action clients (rclpy.action), controller_manager services, a user's
-own controllers.yaml and <ros2_control> block (UR5 from example-robot-data).
+own controllers.yaml and <ros2_control> block (UR5 from example-robot-data). These prove the wiring (one test per
+interface: the action servers with feedback, cancel and preemption statuses, controller_state, the services); the
+controllers' rules (tolerances, error codes, preemption by the topic, stall, switch strictness) are tested in sim
+time without DDS in test/test_driver_controllers.py.
 
 Nodes (started together, one namespace each, as fast as possible unless said otherwise):
   iiwa   iiwa_wsg on the ground, real time (cancel / preemption are timed against the wall clock)
@@ -222,41 +225,6 @@ def test_controller_state_is_published(nodes, ros):
                                atol=1e-9)
 
 
-def test_trajectory_into_the_floor_is_aborted_by_a_tolerance(nodes, ros):
-    """Joint 2 driven 1.2 rad forward puts the gripper ~0.3 m below the floor: the arm stops on the floor, the
-    error grows past the 0.2 rad path tolerance (or the goal is never reached)."""
-    js = nodes["iiwa"][1]
-    q0 = positions(js, IIWA)
-    target = q0 + np.array([0, 1.2, 0, 0.3, 0, 0, 0])
-    goal = Goal(ros, "iiwa", "arm_controller", IIWA, [q0 + 0.5 * (target - q0), target], [1.0, 2.0])
-    status, result = goal.result()
-    assert status == STATUS_ABORTED
-    assert result.error_code in (R.PATH_TOLERANCE_VIOLATED, R.GOAL_TOLERANCE_VIOLATED), result.error_string
-    assert "iiwa_joint_" in result.error_string
-    # the controller holds where it stopped: back to the start with a new goal
-    back = Goal(ros, "iiwa", "arm_controller", IIWA, [q0], [1.5])
-    status, result = back.result()
-    assert status == STATUS_SUCCEEDED, result.error_string
-
-
-def test_invalid_goals_get_their_error_codes(nodes, ros):
-    js = nodes["iiwa"][1]
-    q0 = positions(js, IIWA)
-    bad = Goal(ros, "iiwa", "arm_controller", IIWA[:6] + ["no_such_joint"], [q0], [1.0])
-    assert bad.result()[1].error_code == R.INVALID_JOINTS
-    partial = Goal(ros, "iiwa", "arm_controller", IIWA[:3], [q0[:3]], [1.0])   # allow_partial_joints_goal false
-    assert partial.result()[1].error_code == R.INVALID_JOINTS
-    unordered = Goal(ros, "iiwa", "arm_controller", IIWA, [q0, q0], [1.0, 0.5])
-    assert unordered.result()[1].error_code == R.INVALID_GOAL
-    # stamped 1 s, one point at 2 s, sent when the simulation is past t = 3 s: ends in the past
-    wait_until(lambda: stamp_s(js) > 3.0, 30, what="sim time 3 s")
-    q1 = positions(js, IIWA)
-    old = Goal(ros, "iiwa", "arm_controller", IIWA, [q1 + 0.5], [2.0], stamp=1.0)
-    status, result = old.result()
-    assert status == STATUS_ABORTED and result.error_code == R.OLD_HEADER_TIMESTAMP
-    assert np.max(np.abs(positions(js, IIWA) - q1)) < 0.01     # not executed (it would jump 0.5 rad)
-
-
 def test_cancel_stops_the_arm_and_holds(nodes, ros):
     js = nodes["iiwa"][1]
     q0 = positions(js, IIWA)
@@ -272,10 +240,8 @@ def test_cancel_stops_the_arm_and_holds(nodes, ros):
     t_result = stamp_s(js)
     wait_until(lambda: stamp_s(js) > t_result + 0.1, 30, what="0.1 s after the cancel result")
     q_cancel = positions(js, IIWA)
-    assert 0.02 < q_cancel[0] - q0[0] < 0.4                   # stopped on the way (0.1 rad/s planned)
-    t1 = stamp_s(js)
-    wait_until(lambda: stamp_s(js) > t1 + 1.0, 30, what="1 s after cancel")
-    assert np.max(np.abs(positions(js, IIWA) - q_cancel)) < 5e-3   # holds there
+    assert 0.02 < q_cancel[0] - q0[0] < 0.4                   # stopped on the way (0.1 rad/s planned); that it
+    #                                                           holds there: test_driver_controllers (sim time)
 
 
 def test_a_new_goal_preempts_the_active_one(nodes, ros):
@@ -295,18 +261,6 @@ def test_a_new_goal_preempts_the_active_one(nodes, ros):
     t_result = stamp_s(js)
     wait_until(lambda: stamp_s(js) > t_result + 0.1, 30, what="0.1 s after the result")
     assert abs(positions(js, IIWA)[6] - target[6]) < 0.02
-
-
-def test_a_topic_trajectory_preempts_the_action_goal(nodes, ros):
-    js = nodes["iiwa"][1]
-    q0 = positions(js, IIWA)
-    goal = Goal(ros, "iiwa", "arm_controller", IIWA, [q0 + np.array([0.5, 0, 0, 0, 0, 0, 0])], [10.0])
-    assert goal.accepted()
-    msg = JointTrajectory(joint_names=IIWA,
-                          points=[JointTrajectoryPoint(positions=q0.tolist(), time_from_start=Duration(sec=1))])
-    ros.publish(JointTrajectory, "/iiwa/arm_controller/joint_trajectory", msg)
-    status, result = goal.result()
-    assert status == STATUS_ABORTED and "topic" in result.error_string
 
 
 @pytest.mark.parametrize("ns,joint,max_effort", [("wsg", "wsg_finger_left_joint", 40.0),

@@ -6,10 +6,9 @@ import textwrap
 
 import pytest
 
+from contact_sim_ros.driver.config import default_controllers, parse_ros2_control, read_controllers_file, read_ros2_control
+from contact_sim_ros.driver.controllers.registry import CONTROLLER_TYPES, controller_class
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.ros.ros2_control.config import (default_controllers, parse_ros2_control,
-                                                     read_controllers_file, read_ros2_control)
-from contact_sim_ros.ros.ros2_control.registry import CONTROLLER_TYPES, controller_class
 
 
 def write(tmp_path, name, text):

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contact_sim_ros.ros.command_validation import (JointLimits, TrajectorySampler, validate_group_command,
-                                                    validate_joint_state_command, validate_trajectory)
-from contact_sim_ros.ros.stepping import PublishHook, SteppingLoop
+from contact_sim_ros.driver.command_validation import (JointLimits, TrajectorySampler, validate_group_command,
+                                                       validate_joint_state_command, validate_trajectory)
+from contact_sim_ros.driver.loop import PublishHook, SteppingLoop, Transport
+from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.sim.simulator import Simulator
 
 SCENE = {"robot": "iiwa_wsg", "environment": [{"name": "ground", "shape": "halfspace"}]}
@@ -20,16 +21,20 @@ def sim():
     return Simulator(SCENE, engine="semi_implicit", time_step=2e-3)
 
 
+def make_loop(sim, real_time_factor=1.0, hooks=(), controllers=None, on_step_failure=None, **kw):
+    """A stepping loop over ``sim`` as its hardware System, with ``hooks`` as its transport's publications."""
+    return SteppingLoop(SimulatorSystem(sim), controllers, Transport(hooks, on_step_failure), real_time_factor, **kw)
+
+
 def run_steps(loop, n):
     for _ in range(n):
-        loop._apply_commands()
-        loop.sim.step()
+        loop.step_now()
 
 
 def test_paused_loop_steps_exactly_n_and_resets(sim):
     sim.reset()
     published = []
-    loop = SteppingLoop(sim, 1.0, [PublishHook("t", 1, lambda s: published.append(s.t))], start_paused=True)
+    loop = make_loop(sim, 1.0, [PublishHook("t", 1, lambda s: published.append(s.t))], start_paused=True)
     loop.start()
     try:
         time.sleep(0.1)
@@ -52,7 +57,7 @@ def test_paused_loop_steps_exactly_n_and_resets(sim):
 
 def test_paced_loop_is_never_ahead_of_the_wall_clock(sim):
     sim.reset()
-    loop = SteppingLoop(sim, 2.0)   # 2x real time: 4 ms of sim time per 2 ms of wall time at most
+    loop = make_loop(sim, 2.0)   # 2x real time: 4 ms of sim time per 2 ms of wall time at most
     t0 = time.monotonic()
     loop.start()
     time.sleep(0.3)
@@ -70,7 +75,7 @@ def test_stepping_thread_cpu_per_step_is_measured_apart_from_sleeping(sim):
         end = time.thread_time() + 1e-3
         while time.thread_time() < end:
             pass
-    loop = SteppingLoop(sim, 0.5, [PublishHook("busy", 1, busy)])   # paced: 4 ms of wall time per 2 ms step
+    loop = make_loop(sim, 0.5, [PublishHook("busy", 1, busy)])   # paced: 4 ms of wall time per 2 ms step
     loop.start()
     try:
         deadline = time.monotonic() + 120.0           # the first step of a fresh process may compile kernels
@@ -87,7 +92,7 @@ def test_stepping_thread_cpu_per_step_is_measured_apart_from_sleeping(sim):
 
 def test_gravity_compensated_hold_and_commands(sim):
     sim.reset()
-    loop = SteppingLoop(sim, 0.0)
+    loop = make_loop(sim, 0.0)
     limits = JointLimits.from_model(sim.model)
     q0 = sim.joint_positions().copy()
     run_steps(loop, 200)
@@ -114,37 +119,36 @@ def test_a_scene_without_actuated_joints_makes_no_gravity_data():
     ball = Path(__file__).resolve().parents[2] / "scenes" / "icf_falling_sphere.yaml"     # one free sphere
     alone = Simulator(ball, engine="tamsi", time_step=2e-3)
     sim = Simulator(ball, engine="tamsi", time_step=2e-3)
-    loop = SteppingLoop(sim, 0.0)
-    assert loop.gravity_compensation and loop._gravity is None
+    loop = make_loop(sim, 0.0)
+    assert loop.system.gravity_compensation and loop.system._gravity is None
     for _ in range(100):
         alone.step()
         loop.step_now()
     np.testing.assert_array_equal(sim.q, alone.q)
-    robot = SteppingLoop(Simulator(SCENE, engine="semi_implicit", time_step=2e-3), 0.0)
+    robot = SimulatorSystem(Simulator(SCENE, engine="semi_implicit", time_step=2e-3))
     assert robot._gravity is not None                         # a robot's joints are compensated
 
 
 def test_trajectory_is_sampled_in_sim_time(sim):
-    """The loop's control hook (what the controller manager plugs in) runs before every step and writes the
-    command interfaces: a trajectory sampled there at the end of each step is followed in sim time."""
+    """The loop's controllers (what the controller manager is) run before every step and write the command
+    interfaces: a trajectory sampled there at the end of each step is followed in sim time."""
     sim.reset()
-    loop = SteppingLoop(sim, 0.0)
+    system = SimulatorSystem(sim)
     limits = JointLimits.from_model(sim.model)
     q0 = sim.joint_positions()[0]
     traj = validate_trajectory(limits, ["iiwa_joint_1"], [0.5, 1.0], [[q0 + 0.2], [q0 + 0.3]])
     sampler = TrajectorySampler(traj, 0.0, np.array([q0]), np.zeros(1))
 
     class Control:
-        every = 1
+        hooks = ()
 
-        def update(self, s):
-            pos, vel, _ = sampler.sample(s.t + s.time_step)
-            loop.hw.write_position(traj.indices, pos, vel)
-    loop.control = Control()
+        def cycle(self, step, t):
+            pos, vel, _ = sampler.sample(t + sim.time_step)
+            system.command.write_position(traj.indices, pos, vel)
+    loop = SteppingLoop(system, Control(), real_time_factor=0.0)
     errors = []
     for k in range(750):
-        loop._apply_commands()
-        sim.step()
+        loop.step_now()
         t = sim.t
         expected = q0 + (0.4 * t if t <= 0.5 else 0.2 + 0.2 * (t - 0.5)) if t <= 1.0 else q0 + 0.3
         errors.append(abs(sim.joint_positions()[0] - expected))
@@ -171,7 +175,7 @@ def test_solver_failures_are_counted_and_stepping_goes_on():
             result.stats.message = "injected failure"
         return result
     sim.engine._do_step = flaky
-    loop = SteppingLoop(sim, 0.0, start_paused=True)
+    loop = make_loop(sim, 0.0, start_paused=True)
     loop.start()
     try:
         assert loop.request_steps(20, timeout=30.0)
@@ -198,9 +202,9 @@ def test_persistent_failures_are_reported_before_the_loop_pauses():
         result.stats.status, result.stats.message = SolverStatus.FAILED, "injected failure"
         return result
     sim.engine._do_step = failing
-    loop = SteppingLoop(sim, 0.0)
     seen = []
-    loop.on_failure = lambda report, gave_up: seen.append((gave_up, loop.paused, loop.stats(False).paused))
+    loop = make_loop(sim, 0.0, on_step_failure=lambda report, gave_up: seen.append(
+        (gave_up, loop.paused, loop.stats(False).paused)))
     loop.start()
     try:
         wait_deadline = time.monotonic() + 20.0
@@ -219,7 +223,7 @@ def test_a_failing_publication_does_not_stop_the_simulation(sim):
 
     def broken(s):
         raise RuntimeError("publisher gone")
-    loop = SteppingLoop(sim, 0.0, [PublishHook("broken", 5, broken)], start_paused=True)
+    loop = make_loop(sim, 0.0, [PublishHook("broken", 5, broken)], start_paused=True)
     loop.start()
     try:
         assert loop.request_steps(20, timeout=30.0)
@@ -244,7 +248,7 @@ def test_a_rate_limited_hook_that_skipped_a_state_gets_it_on_pause(sim):
     def pause_click(s):                   # a Pause click that arrives after the viewer skipped step 33
         if s.step_count == 33:
             loop.set_paused(True)
-    loop = SteppingLoop(sim, 0.0, [PublishHook("viewer", 1, viewer), PublishHook("click", 1, pause_click)])
+    loop = make_loop(sim, 0.0, [PublishHook("viewer", 1, viewer), PublishHook("click", 1, pause_click)])
     loop.start()
     try:
         deadline = time.monotonic() + 20.0

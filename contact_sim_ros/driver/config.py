@@ -24,8 +24,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import ConfigError
-from ...yaml_files import missing_file, read_mapping, read_text_file
+from ..errors import ConfigError
+from ..resources import share_dir
+from ..yaml_files import missing_file, read_mapping, read_text_file
 
 CONTROLLER_MANAGER = "controller_manager"
 
@@ -223,7 +224,7 @@ def read_ros2_control(path: str | Path, xacro_args: dict | None = None) -> Hardw
         raise ConfigError(f"ros2_control description {path}: {missing_file(path)}")
     if path.suffix == ".xacro":
         try:
-            import xacro
+            import xacro   # deferred: an optional dependency, only for .xacro files
         except ImportError:
             raise ConfigError(f"{path}: the 'xacro' package is needed to read a .xacro file (pip install xacro)") \
                 from None
@@ -277,7 +278,6 @@ def resolve_controllers(controllers_file: str, robot, joint_names, inactive=()) 
     """The controllers a robot runs: ``controllers_file`` if given, else the robot's shipped
     ``config/ros2_control/<robot>_controllers.yaml``, else :func:`default_controllers` of its joint groups.
     Returns (file, names to load inactive): ``inactive`` plus, for a default set, its forward controllers."""
-    from ...resources import share_dir
     inactive = list(inactive)
     if controllers_file:
         return read_controllers_file(controllers_file), inactive

@@ -1,5 +1,9 @@
-"""The fixed-rate stepping loop that owns the Simulator (no rclpy: ROS callbacks talk to it only through
-the thread-safe :class:`CommandBuffer` and the request methods of :class:`SteppingLoop`).
+"""The fixed-rate stepping loop of the driver (no rclpy): each cycle hands the commands of the transports to the
+command interfaces, runs the controllers due (``update(time, period)``), writes the commands to the hardware
+System and steps it (system.py: the one seam to the Simulator), then calls the publish hooks due. Transports (the
+ROS node in ros/, the in-process link in controllers/) talk to it only through the thread-safe
+``system.commands`` buffer and the request methods of :class:`SteppingLoop`, and plug in at construction
+through a :class:`Transport` (publish hooks, failure reports).
 
 Pacing: with real_time_factor r > 0 the loop keeps absolute deadlines on the monotonic clock,
 ``deadline_k = deadline_0 + k * dt / r``, and sleeps until the next one; a step that ends after its deadline
@@ -8,11 +12,11 @@ now (time is lost rather than caught up in one long burst). With r = 0 it steps 
 
 Failure paths (docs/ros_interface.md, "When things go wrong"): a failed step (the Simulator already retried it
 with 2, 4 ... 16 sub-steps) keeps the state and publishes nothing; ``max_failed_steps`` consecutive failed steps
-call ``on_failure`` (the node logs the cause) and then pause the loop with a reason (``pause_reason``), so the
-cause is in the log before the pause shows anywhere (diagnostics, ~/pause); ``~/reset`` recovers. While paused, the
-hooks marked ``while_paused`` (joint states) are republished every ``paused_publish_period`` s of wall time with
-the frozen state. An exception escaping the loop ends the thread and calls ``on_error`` (the node exits).
-Position targets are rate-limited to the joints' velocity limits (``_limit_rates``).
+call the transport's ``on_step_failure`` (the node logs the cause) and then pause the loop with a reason
+(``pause_reason``), so the cause is in the log before the pause shows anywhere (diagnostics, ~/pause); ``~/reset``
+recovers. While paused, the hooks marked ``while_paused`` (joint states) are republished every
+``paused_publish_period`` s of wall time with the frozen state. An exception escaping the loop ends the thread and
+calls the transport's ``on_error`` (the node exits).
 """
 
 from __future__ import annotations
@@ -24,9 +28,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..sim.gravity_feed_forward import GravityFeedForward
-from .command_validation import REJECTION_KINDS, JointCommand
-from .ros2_control.hardware import EFFORT, POSITION, VELOCITY, JointCommandInterfaces
+from .command_validation import REJECTION_KINDS
+from .system import SimulatorSystem
 
 
 # steps one ~/step, StepSimulation or SimulateSteps request may ask for: 1e6 s of sim time at 1 ms, days of wall
@@ -54,27 +57,6 @@ def step_wait_timeout(n: int, per_step_s: float = 1e-2, minimum_s: float = 30.0)
     return min(max(minimum_s, per_step_s * float(n)), threading.TIMEOUT_MAX)
 
 
-class CommandBuffer:
-    """Lock-protected hand-over of validated commands from ROS callbacks to the stepping thread."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._commands: list[JointCommand] = []
-        self.pending = False
-
-    def push_command(self, command: JointCommand) -> None:
-        with self._lock:
-            self._commands.append(command)
-            self.pending = True
-
-    def drain(self) -> list[JointCommand]:
-        with self._lock:
-            commands = self._commands
-            self._commands = []
-            self.pending = False
-        return commands
-
-
 @dataclass
 class PublishHook:
     """``fn(sim)`` is called from the stepping thread after every ``every`` steps (and once when idle). A ``fn``
@@ -86,6 +68,25 @@ class PublishHook:
     fn: Callable
     last: int = -1      # loop step counter at the last publication (-1: the current state is not published)
     while_paused: bool = False   # republished every paused_publish_period s of wall time while paused
+
+
+class Transport:
+    """What a transport gives the stepping loop, passed at construction: ``hooks`` (PublishHook list: its
+    publications of the state), ``on_step_failure(report, gave_up)`` (stepping thread, after every failed step;
+    ``gave_up``: the loop pauses next) and ``on_error(exc)`` (stepping thread, an exception ended the loop).
+    Without arguments: publishes nothing, reports nothing."""
+
+    def __init__(self, hooks=(), on_step_failure: Callable | None = None, on_error: Callable | None = None):
+        self.hooks = list(hooks)
+        self._on_step_failure, self._on_error = on_step_failure, on_error
+
+    def on_step_failure(self, report, gave_up: bool) -> None:
+        if self._on_step_failure is not None:
+            self._on_step_failure(report, gave_up)
+
+    def on_error(self, exc: BaseException) -> None:
+        if self._on_error is not None:
+            self._on_error(exc)
 
 
 @dataclass
@@ -167,28 +168,23 @@ class _Window:
 
 
 class SteppingLoop:
-    """Owns a Simulator and steps it in a dedicated thread."""
+    """Steps a hardware System (system.py) in a dedicated thread, with its controllers (a ControllerManager or
+    ControllerManagers: ``cycle(step, time)``, ``preempt(command)``, ``reset()``, ``hooks``; None: commands go to
+    the System as they arrive) and a :class:`Transport` (publish hooks, failure reports). ``sim`` is the System's
+    Simulator (what publish hooks get)."""
 
-    def __init__(self, sim, real_time_factor: float = 1.0, hooks: list[PublishHook] | None = None,
-                 start_paused: bool = False, max_lag_s: float = 0.5, gravity_compensation: bool = True,
-                 hardware: JointCommandInterfaces | None = None):
-        self.sim = sim
-        self.dt = float(sim.time_step)
+    def __init__(self, system: SimulatorSystem, controllers=None, transport: Transport | None = None,
+                 real_time_factor: float = 1.0, start_paused: bool = False, max_lag_s: float = 0.5):
+        self.system = system
+        self.dt = system.dt
         self.real_time_factor = float(real_time_factor)
-        self.hooks = list(hooks or [])
+        self.control = controllers
+        self.transport = transport if transport is not None else Transport()
+        self.hooks = list(self.transport.hooks) + list(controllers.hooks if controllers is not None else ())
         self.max_lag_s = float(max_lag_s)
-        self.commands = CommandBuffer()
-        self.joint_names = tuple(sim.model.joint_names)
-        self.v_prev = np.array(sim.v, dtype=float)   # velocity before the last step (for accelerations)
+        self.commands = system.commands
+        self.joint_names = system.joint_names
         self.last_report = None
-        self.gravity_compensation = bool(gravity_compensation)
-        self.gravity_tolerance = 1e-3   # N*m or N
-        # g(q) of the actuated joints on the robots alone (sim/gravity_feed_forward.py); None: nothing to hold
-        self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
-        # the robot's command interfaces (ros2_control hardware); controllers write them from ``control``
-        self.hw = hardware if hardware is not None else JointCommandInterfaces(self.joint_names)
-        self.control = None           # ControllerManager-like: update(sim) -> bool, every, preempt(cmd), reset()
-        self._init_targets()
         self._cv = threading.Condition()
         self._running = False
         self._paused = bool(start_paused)
@@ -208,36 +204,22 @@ class SteppingLoop:
         self.error: BaseException | None = None
         self.max_failed_steps = 10          # consecutive failed steps (each after all sub-step levels) -> pause
         self.paused_publish_period = 0.1    # s of wall time between republications of the frozen state
-        self.on_failure: Callable | None = None   # fn(report, gave_up: bool), stepping thread, every failed step
-        self.on_error: Callable | None = None     # fn(exc), stepping thread, when an exception ends the loop
         self._failures = 0
         self._failure_paused = False
         self._single_done = 0          # steps executed for ~/step requests
         self._in_single = False
         self._preempt_gen = 0          # incremented when pause/reset/a failure cancels pending ~/step steps
         self._preempt_reason = ""
-        # rate limit of position targets: |q_sent - q_sent_prev| <= v_max * dt per step
-        self.ramp_acceleration_time = 0.25   # s to reach the profile's speed on a jump
-        self.ramp_speed_fraction = 0.95      # of the velocity limit: room for the PD's overshoot (a few %)
-        v_max = np.asarray(sim.model.velocity_limit, dtype=float)
-        v_max = np.where(np.isfinite(v_max) & (v_max > 0), v_max, np.inf)
-        self._dq_max = v_max * self.dt
-        self._v_max = self.ramp_speed_fraction * v_max
-        a_max = self._v_max / self.ramp_acceleration_time
-        self._two_a, self._a_dt = 2.0 * a_max, a_max * self.dt
-        self._v_sent = np.zeros(len(self.joint_names))
-        self._lo = np.zeros(len(self.joint_names))
-        self._dq = np.zeros(len(self.joint_names))
-        self._v_ramp = np.zeros(len(self.joint_names))
-        self._work = np.zeros(len(self.joint_names))
-        self._pos = np.zeros(len(self.joint_names), dtype=bool)
-        self._cmd_position = np.zeros(len(self.joint_names), dtype=bool)    # joints handed over in position mode
-        self._cmd_velocity = np.zeros(len(self.joint_names), dtype=bool)    # ... in velocity mode
-        self._was_pos = np.ones(len(self.joint_names), dtype=bool)   # position mode at the last rate limiting
-        self._was_all_pos = True                                      # ... of every joint
-        self._not_pos = np.zeros(len(self.joint_names), dtype=bool)
-        self._clip = np.zeros(len(self.joint_names), dtype=bool)
-        self._ramping = False
+
+    @property
+    def sim(self):
+        """The System's Simulator (replaced by ``replace_simulator``)."""
+        return self.system.sim
+
+    @property
+    def v_prev(self) -> np.ndarray:
+        """Generalized velocity before the last step (for accelerations)."""
+        return self.system.v_prev
 
     # ------------------------------------------------------------------ control (any thread)
 
@@ -369,7 +351,10 @@ class SteppingLoop:
                 self._idle_published = False
                 return out
         if self._thread is None or not self._thread.is_alive():
-            return fn()
+            try:
+                return fn()
+            finally:
+                self.system.read()
         call = [fn, None, None, False]
         with self._cv:
             self._calls.append(call)
@@ -394,9 +379,7 @@ class SteppingLoop:
 
         def swap():
             sim.carry_over(self.sim)
-            self.sim = sim
-            self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
-            self.v_prev = np.array(sim.v, dtype=float)
+            self.system.replace_simulator(sim)
             if then is not None:
                 then(sim)
         self.request_call(swap, timeout, publish=True)
@@ -410,6 +393,7 @@ class SteppingLoop:
             except Exception as exc:   # noqa: BLE001 - raised in the caller's thread
                 call[2] = exc
             call[3] = True
+        self.system.read()          # a call may have changed the state (SetEntityState, reset of an entity)
         self._cv.notify_all()
 
     def count_rejection(self, kind: str) -> None:
@@ -458,8 +442,7 @@ class SteppingLoop:
             with self._cv:
                 self._running = False
                 self._cv.notify_all()
-            if self.on_error is not None:
-                self.on_error(exc)
+            self.transport.on_error(exc)
 
     def _call(self, hook):
         """Run one publish hook; an exception is counted (diagnostics) instead of stopping the simulation. A hook
@@ -478,9 +461,8 @@ class SteppingLoop:
     def step_now(self):
         """One step on the caller's thread (the loop's thread must not run): commands and controllers applied,
         the velocity before the step kept for the sensors, as the stepping thread does. Returns the StepReport."""
-        self._apply_commands()
-        np.copyto(self.v_prev, self.sim.v)
-        return self.sim.step()
+        self._cycle()
+        return self.system.step()
 
     def detach_control(self) -> None:
         """Drop the publish hooks and the controller manager (the world ends: they refer back to this loop)."""
@@ -556,10 +538,9 @@ class SteppingLoop:
                     last_start = None
                     self._resync = False
             start = time.monotonic()
-            if self.commands.pending or self.control is not None or self._gravity is not None or self._ramping:
-                self._apply_commands()
-            np.copyto(self.v_prev, sim.v)
-            report = sim.step()
+            if self.control is not None or self.system.needs_write:
+                self._cycle()
+            report = self.system.step()
             self.last_report = report
             if single:
                 with self._cv:
@@ -624,8 +605,8 @@ class SteppingLoop:
         """A step failed after every sub-step level (state kept); ``max_failed_steps`` in a row pause."""
         self._failures += 1
         gave_up = self._failures >= self.max_failed_steps
-        if self.on_failure is not None:       # first: the cause is logged before diagnostics can show the pause
-            self.on_failure(report, gave_up)
+        # first: the cause is logged before diagnostics can show the pause
+        self.transport.on_step_failure(report, gave_up)
         if gave_up:
             self.set_paused(True, reason=f"{self._failures} consecutive failed steps at t = {report.t:.6f} s: "
                                          f"{report.message}")
@@ -633,141 +614,19 @@ class SteppingLoop:
     def _do_reset(self):
         for hook in self.hooks:
             hook.last = -1
-        self.sim.reset()
-        self.commands.drain()
-        self._init_targets()
+        self.system.reset()
         if self.control is not None:
-            self.control.reset(self.sim)
-        np.copyto(self.v_prev, self.sim.v)
+            self.control.reset()
 
-    # ------------------------------------------------------------------ joint targets
-
-    def _init_targets(self):
-        """Every actuated joint holds its current position (the Simulator's state after reset)."""
-        hw = self.hw
-        hw.hold(np.arange(len(self.joint_names)), self.sim.joint_positions())
-        self._g_applied = np.full(len(self.joint_names), np.inf)
-        self._g = np.zeros(len(self.joint_names))             # g(q) on the actuated joints (N*m or N)
-        self._g_dev = np.zeros(len(self.joint_names))         # |g - g_applied|
-        self._effort_sent = np.zeros(len(self.joint_names))   # effort + g handed to the simulator
-        self._is_effort = np.zeros(len(self.joint_names), dtype=bool)
-        self._any_effort = False                              # _is_effort.any(), updated with the modes
-        self._q_sent = np.array(hw.position, dtype=float)   # position targets handed to the simulator
-        self._ramping = False
-
-    def _apply_commands(self):
-        """Write new hardware-level commands (joint_command topic, forward controllers) into the command
-        interfaces (latest command per joint wins; a command preempts a controller's trajectory on its joints),
-        run the controllers' update when due, and hand the targets to the simulator (with gravity
-        compensation g(q) added to the effort of position- and velocity-controlled joints)."""
-        hw = self.hw
-        if self.commands.pending:
-            for c in self.commands.drain():
-                hw.write_command(c)
-                if self.control is not None:
-                    self.control.preempt(c)
-        control = self.control
-        if control is not None and self.sim.step_count % control.every == 0:
-            control.update(self.sim)
-        changed = hw.changed
-        hw.changed = False
-        self._push_targets(changed)
-
-    def _push_targets(self, changed: bool):
-        """Hand the targets to the simulator: always after a command or a controller's write; for gravity
-        compensation only when g(q) moved by more than ``gravity_tolerance`` (N*m or N) since it was last
-        applied (Simulator.set_joint_command_arrays)."""
-        hw = self.hw
-        mode = hw.mode
-        effort = hw.effort
-        moved = changed or self._ramping
-        if moved:
-            self._limit_rates()
-        if self._gravity is not None:
-            g, dev = self._g, self._g_dev      # preallocated: this test runs every step
-            self._gravity.compute(self.sim.q, g)
-            if changed:                        # the modes change only with a write to the command interfaces
-                np.equal(mode, EFFORT, out=self._is_effort)
-                self._any_effort = bool(self._is_effort.any())
-            if self._any_effort:
-                np.copyto(g, 0.0, where=self._is_effort)
-            if not moved:                      # the targets stand: hand g over only when it moved enough
-                np.subtract(g, self._g_applied, out=dev)
-                # max |dev| <= tol: certain when dev.dev <= tol^2 (the usual hold), else checked element-wise
-                tol = self.gravity_tolerance
-                if dev.dot(dev) <= tol * tol:
-                    return
-                np.abs(dev, out=dev)
-                if np.maximum.reduce(dev, initial=0.0) <= tol:
-                    return
-            self._g_applied[:] = g
-            effort = np.add(effort, g, out=self._effort_sent)
-        elif not moved:
-            return
-        # position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint
-        # its effort (feed-forward or alone) - set_joint_targets' semantics, as arrays in joint order
-        np.equal(mode, POSITION, out=self._cmd_position)
-        np.equal(mode, VELOCITY, out=self._cmd_velocity)
-        self.sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp, effort)
-
-    def _limit_rates(self) -> None:
-        """The position targets handed to the simulator follow the commanded ones (``hw.position``) within the
-        URDF velocity limits, as a real driver's interpolator does: a target within v_max * dt of the last one
-        sent is taken as it is (trajectories below the limit are not delayed); a farther one (a jump) is reached
-        on a trapezoidal profile at 95 % of v_max, ``ramp_acceleration_time`` s to reach that speed, with the
-        profile's speed as velocity feed-forward (the PD with the presets' gains overshoots a sudden ramp speed
-        by 10-20 %, this profile by < 5 %).
-        A joint that was in velocity or effort mode, or that a controller holds (``hw.snap``), starts from its
-        measured / held position. Allocation-free (preallocated arrays)."""
-        hw = self.hw
-        pos, clip, work, lo, q_sent, v_sent, dq = (self._pos, self._clip, self._work, self._lo, self._q_sent,
-                                                   self._v_sent, self._dq)
-        np.equal(hw.mode, POSITION, out=pos)
-        # every joint in position mode now and at the last call (the usual case): the mode masks are skipped
-        all_pos = bool(pos.all()) and self._was_all_pos
-        was_ramping = self._ramping
-        if hw.snapped:
-            np.copyto(q_sent, hw.position, where=hw.snap)
-            np.copyto(v_sent, 0.0, where=hw.snap)
-            hw.snap[:] = False
-            hw.snapped = False
-        if not all_pos:
-            # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
-            np.logical_not(pos, out=self._not_pos)
-            np.logical_not(self._was_pos, out=clip)
-            np.logical_or(clip, self._not_pos, out=clip)
-            if clip.any():
-                np.copyto(q_sent, self.sim.joint_positions(), where=clip)
-                np.copyto(v_sent, 0.0, where=clip)
-            np.copyto(self._was_pos, pos)
-            self._was_all_pos = bool(pos.all())
-        np.subtract(hw.position, q_sent, out=dq)
-        np.abs(dq, out=work)
-        np.greater(work, self._dq_max, out=clip)          # jumps: on the profile
-        if not all_pos:
-            np.logical_and(clip, pos, out=clip)
-        np.copyto(self._v_ramp, hw.velocity)
-        self._ramping = bool(clip.any())
-        if self._ramping:
-            if not was_ramping:                   # a new jump's profile starts at rest
-                v_sent[:] = 0.0
-            # speed that still stops at the target: sqrt(2 a |dq|), at most v_max, within a * dt of the last
-            np.multiply(work, self._two_a, out=work)
-            np.sqrt(work, out=work)
-            np.minimum(work, self._v_max, out=work)
-            np.copysign(work, dq, out=work)
-            np.subtract(v_sent, self._a_dt, out=lo)
-            np.maximum(work, lo, out=work)
-            np.add(v_sent, self._a_dt, out=lo)
-            np.minimum(work, lo, out=work)
-            np.multiply(work, self.dt, out=lo)            # the profile's step
-            np.copyto(dq, lo, where=clip)
-            np.copyto(v_sent, work, where=clip)
-            np.copyto(self._v_ramp, work, where=clip)     # feed-forward: the profile's speed
-            np.logical_not(clip, out=clip)                # the others: as commanded
-            np.divide(dq, self.dt, out=v_sent, where=clip)
-        else:
-            np.divide(dq, self.dt, out=v_sent)
-        np.add(q_sent, dq, out=q_sent)
-        if not all_pos:
-            np.copyto(v_sent, 0.0, where=self._not_pos)   # no profile state for joints not in position mode
+    def _cycle(self) -> None:
+        """One control cycle before a step: the transports' commands into the command interfaces (a command
+        preempts a controller's trajectory on its joints), the controllers due update from the state interfaces
+        to the command interfaces, and the System writes the commands to the Simulator."""
+        system, control = self.system, self.control
+        if system.commands.pending:
+            for c in system.take_commands():
+                if control is not None:
+                    control.preempt(c)
+        if control is not None:
+            control.cycle(system.sim.step_count, system.state.time)
+        system.write()

@@ -1,4 +1,5 @@
-"""The simulated robot as ros2_control hardware: per-joint command interfaces and their claims (no rclpy).
+"""The simulated robot as ros2_control hardware: per-joint command and state interfaces and the claims of the
+command interfaces (no rclpy).
 
 Every actuated joint has the command interfaces ``position``, ``velocity`` and ``effort`` and the state
 interfaces of the same names (rad or m, rad/s or m/s, N*m or N). A command interface holds its last written
@@ -13,13 +14,19 @@ Writers: the controllers (from the stepping thread, in their ``update``) and the
 ``mimic`` of another joint (``followers``) are driven with their leader by the controllers that command a single
 gripper joint (``multiplier * leader + offset``), as the WSG 50's one motor drives both fingers. Claims record which controller owns which command interface
 (``list_hardware_interfaces``, conflict checks of ``switch_controller``).
+
+:class:`StateInterfaces` is what controllers read: the joints' position, velocity and effort at the sim time
+``time``, and the force/torque sensors' wrenches. The hardware System (system.py) fills them in ``read()``; a
+value is computed on its first use in a cycle, so an interface no controller reads costs nothing.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
-from ..command_validation import JointCommand
+from .command_validation import JointCommand
 
 POSITION, VELOCITY, EFFORT = 0, 1, 2
 COMMAND_INTERFACES = ("position", "velocity", "effort")
@@ -41,6 +48,10 @@ class JointCommandInterfaces:
         self.snap = np.zeros(n, dtype=bool)   # held joints: the loop's rate limit starts from the held position
         self.snapped = False                  # snap has a joint set (the loop clears both)
         self.claims: dict[str, str] = {}                 # "joint/interface" -> controller name
+        # actuation limit (N*m or N) of each joint below its URDF effort limit (a gripper's force setting); nan:
+        # the URDF limit. ``limits_changed``: the System hands them to the simulator at its next write()
+        self.effort_limit = np.full(n, np.nan)
+        self.limits_changed = False
         followers, leaders, mult, off = [], [], [], []
         if hardware_info is not None:
             for j in hardware_info.joints:
@@ -107,6 +118,11 @@ class JointCommandInterfaces:
     def _written(self) -> None:
         self.changed = True
 
+    def limit_effort(self, idx, limit: float | None) -> None:
+        """Limit the actuation of the joints ``idx`` to ``limit`` (N*m or N; None or 0: their URDF limit)."""
+        self.effort_limit[idx] = limit if limit else np.nan
+        self.limits_changed = True
+
     def followers(self, leader: int) -> list[tuple[int, float, float]]:
         """(index, multiplier, offset) of the joints the <ros2_control> block marks mimic of ``leader``."""
         return [(int(f), float(m), float(o)) for f, lead, m, o in
@@ -137,3 +153,69 @@ class JointCommandInterfaces:
             for s in info.sensors:
                 out += [f"{s.name}/{i}" for i in s.state_interfaces]
         return out
+
+
+class StateInterfaces:
+    """State interfaces of the actuated joints (``joint_names`` order) and of the force/torque sensors, as the
+    hardware System's last ``read()`` left them: ``time`` (s, sim time), ``position`` (rad or m), ``velocity``
+    (rad/s or m/s), ``effort`` (the simulated actuator's force, N*m or N), ``wrench(sensor)`` (N, N*m in the
+    sensor frame). ``period`` is the time step (s). The arrays are computed on first use after a read (one
+    array each, refilled in place: read them, do not keep them across cycles)."""
+
+    def __init__(self, joint_names, time_step: float):
+        self.joint_names = tuple(joint_names)
+        self.index = {name: i for i, name in enumerate(self.joint_names)}
+        n = len(self.joint_names)
+        self.period = float(time_step)
+        self.time = 0.0
+        self._position, self._velocity, self._effort = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._fresh = [False, False, False]
+        self._system = None         # the System that fills these interfaces (weak reference)
+        self._sensors: dict = {}    # sensor name -> fn() -> wrench (6,)
+        self._wrenches: dict = {}   # sensor name -> the wrench of this cycle
+
+    def connect(self, system) -> None:
+        """(the System) ``system.fill_state(kind, out)`` fills ``out`` with the joints' kind 0 position, 1
+        velocity, 2 effort; ``system.force_torque_sensor(parent_link, child_link, frame)`` -> fn() -> wrench of a
+        new F/T sensor. Held by a weak reference: the System owns these interfaces (no reference cycle)."""
+        self._system = weakref.proxy(system)
+
+    def add_sensor(self, name: str, parent_link: str, child_link: str, frame: str) -> None:
+        """A 6-axis force/torque sensor ``name`` measuring the wrench between two links, in ``frame``; its state
+        interfaces are ``wrench(name)``. KeyError / ValueError: links or frame unknown."""
+        self._sensors[name] = self._system.force_torque_sensor(parent_link, child_link, frame)
+
+    def invalidate(self, time: float) -> None:
+        """(the System's read) a new state at ``time`` (s)."""
+        self.time = time
+        self._fresh[0] = self._fresh[1] = self._fresh[2] = False
+        if self._wrenches:
+            self._wrenches.clear()
+
+    def _get(self, kind: int, out: np.ndarray) -> np.ndarray:
+        if not self._fresh[kind]:
+            self._system.fill_state(kind, out)
+            self._fresh[kind] = True
+        return out
+
+    @property
+    def position(self) -> np.ndarray:
+        return self._get(0, self._position)
+
+    @property
+    def velocity(self) -> np.ndarray:
+        return self._get(1, self._velocity)
+
+    @property
+    def effort(self) -> np.ndarray:
+        return self._get(2, self._effort)
+
+    def has_sensor(self, name: str) -> bool:
+        return name in self._sensors
+
+    def wrench(self, name: str) -> np.ndarray:
+        """The wrench (fx, fy, fz, tx, ty, tz; N, N*m) the force/torque sensor ``name`` measures."""
+        w = self._wrenches.get(name)
+        if w is None:
+            w = self._wrenches[name] = self._sensors[name]()
+        return w

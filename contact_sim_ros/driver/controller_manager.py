@@ -1,0 +1,236 @@
+"""The emulated controller manager (no rclpy): loads the controllers of a controllers file, activates them (all
+but the ``inactive`` ones, as ``spawner`` / ``spawner --inactive`` do), runs their ``update(time, period)`` every
+``period = 1 / update_rate`` s of sim time on the stepping thread, and switches them (``switch``). Its services
+(``controller_manager/list_controllers``, ``switch_controller`` ...) are the transport's (ros/controllers.py).
+
+Claims: two active controllers never share a command interface. ``switch`` with STRICT (or AUTO, FORCE_AUTO)
+fails as a whole on an unknown name, an activation of an active controller, a deactivation of an inactive one, or
+a claim conflict; BEST_EFFORT (and 0, as in ros2_control) skips those and switches the rest. Deactivation comes
+before activation, so a trajectory controller can be swapped for a forward controller on the same joints in one
+call.
+
+:class:`ControllerManagers` runs several robots' managers in one world (each at its own rate).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import ConfigError
+from .command_validation import JointLimits
+from .controllers.base import NO_IO, Controller, ControllerContext, ControllerTransport
+from .controllers.registry import CONTROLLER_TYPES, controller_class
+from .loop import PublishHook
+
+BEST_EFFORT, STRICT, AUTO, FORCE_AUTO = 1, 2, 3, 4
+__all__ = ["BEST_EFFORT", "STRICT", "AUTO", "FORCE_AUTO", "CONTROLLER_TYPES", "ControllerManager",
+           "ControllerManagers"]
+
+
+class ControllerManager:
+    """Owns the emulated controllers of one robot; see the module docstring."""
+
+    def __init__(self, system, controllers_file, inactive=(), robot=None, joints=None,
+                 transport: ControllerTransport | None = None, limits=None, engine=None,
+                 default_rates: dict | None = None):
+        """``system``: the hardware System (system.py; its state and command interfaces, command hand-over);
+        ``joints``: the robot's actuated joints when the world holds several robots (None: every joint);
+        ``transport``: attaches each controller's topics and actions and receives the reports (warnings,
+        rejected commands); ``limits``: JointLimits of the model; ``engine``: the Simulator's contact engine;
+        ``default_rates``: Hz of the broadcasters without an update_rate ('joint_states', 'wrench')."""
+        self.system = system
+        self.transport = transport if transport is not None else ControllerTransport()
+        self.source = controllers_file.source
+        self.update_rate = controllers_file.update_rate
+        dt = float(system.dt)
+        self.every = max(1, int(round(1.0 / (self.update_rate * dt))))
+        self.period = self.every * dt
+        self.lock = threading.Lock()
+        if limits is None:
+            limits = JointLimits.from_model(system.sim.model)
+        ctx = ControllerContext(state=system.state, command=system.command, commands=system.commands,
+                                model=system.sim.model, limits=limits, update_rate=self.update_rate, time_step=dt,
+                                transport=self.transport, robot=robot,
+                                joints=tuple(joints) if joints is not None else None, engine=engine,
+                                default_rates=dict(default_rates or {}))
+        self.ctx = ctx
+        self.controllers = {}
+        for spec in controllers_file.controllers:
+            cls = controller_class(spec.type, spec.name, self.source)
+            try:
+                self.controllers[spec.name] = cls(spec.name, spec.type, spec.params, ctx)
+            except ConfigError as exc:
+                raise ConfigError(f"{self.source}: {exc}") from None
+        unknown = [n for n in inactive if n not in self.controllers]
+        if unknown:
+            self.transport.warn_throttled(f"inactive_controllers: {unknown} are not in {self.source} (ignored); "
+                                          f"its controllers: {', '.join(self.controllers)}")
+        for c in self.controllers.values():      # the transport side: topics, actions, publishers
+            io = self.transport.attach(c)
+            if io is not None:
+                c.io = io
+        start = [c for n, c in self.controllers.items() if n not in inactive]
+        error = self._conflicts(start)
+        if error:
+            raise ConfigError(f"{self.source}: cannot activate every controller at start: {error}; list the ones "
+                              f"to load inactive in the node parameter 'inactive_controllers'")
+        for c in start:
+            self._activate(c)
+        self._updaters = []
+        self._refresh()
+        self.hooks = [PublishHook(f"controller {c.name}", c.publish_every, self._publisher(c),
+                                  while_paused=c.republish_while_paused)
+                      for c in self.controllers.values() if c.publish_every > 0]
+        for c in self.controllers.values():
+            extra = c.unhonoured_parameters()
+            if extra:
+                self.transport.info(f"controller '{c.name}': parameter(s) {extra} are not emulated (ignored)")
+
+    # ------------------------------------------------------------------------------ stepping thread
+
+    def _publisher(self, controller):
+        def publish(sim):
+            if controller.active:
+                controller.io.publish()
+        return publish
+
+    def cycle(self, step: int, time: float) -> None:
+        """Before the step ``step`` at sim time ``time`` (s): the controllers' update if this manager is due."""
+        if step % self.every == 0:
+            self.update(time, self.period)
+
+    def update(self, time: float, period: float) -> None:
+        """Every active controller's update (stepping thread)."""
+        with self.lock:
+            for c in self._updaters:
+                c.update(time, period)
+
+    def preempt(self, command) -> None:
+        indices = set(command.indices.tolist())
+        with self.lock:
+            for c in self._updaters:
+                c.preempt(indices)
+
+    def reset(self) -> None:
+        """After the System's reset (its state interfaces hold the initial state)."""
+        with self.lock:
+            for c in self.controllers.values():
+                c.reset()
+                if c.active:
+                    c.on_activate()
+
+    def on_model_changed(self, model) -> None:
+        """The physics model was rebuilt (stepping thread): every controller, active or not, is told."""
+        with self.lock:
+            self.ctx.model = model
+            for c in self.controllers.values():
+                c.on_model_changed(model)
+
+    def shutdown(self) -> None:
+        """Finish what waits on the controllers (pending goals) and detach their transport sides (which refer back
+        to them: no reference cycle outlives the world)."""
+        for c in self.controllers.values():
+            c.shutdown()
+            c.io = NO_IO
+
+    # ------------------------------------------------------------------------------ activation
+
+    def _refresh(self):
+        self._updaters = [c for c in self.controllers.values()
+                          if c.active and type(c).update is not Controller.update]
+
+    def _conflicts(self, active) -> str:
+        owner = {}
+        for c in active:
+            for i in c.command_interfaces():
+                if i in owner:
+                    return f"'{c.name}' and '{owner[i]}' both claim {i}"
+                owner[i] = c.name
+        return ""
+
+    def _activate(self, c):
+        c.on_activate()
+        c.state = "active"
+        for i in c.command_interfaces():
+            self.ctx.command.claims[i] = c.name
+
+    def _deactivate(self, c):
+        c.on_deactivate()
+        c.state = "inactive"
+        for i in c.command_interfaces():
+            self.ctx.command.claims.pop(i, None)
+
+    def switch(self, activate, deactivate, strictness: int) -> tuple[bool, str]:
+        """Apply a switch_controller request; (ok, message)."""
+        strictness = strictness or BEST_EFFORT
+        if strictness not in (BEST_EFFORT, STRICT, AUTO, FORCE_AUTO):
+            return False, f"unknown strictness {strictness}; valid: 1 (BEST_EFFORT), 2 (STRICT), 3, 4"
+        strict = strictness != BEST_EFFORT
+        problems = []
+        act, deact = [], []
+        for name in deactivate:
+            c = self.controllers.get(name)
+            if c is None:
+                problems.append(f"unknown controller '{name}'")
+            elif not c.active:
+                problems.append(f"'{name}' is not active")
+            else:
+                deact.append(c)
+        for name in activate:
+            c = self.controllers.get(name)
+            if c is None:
+                problems.append(f"unknown controller '{name}'")
+            elif c.active and c not in deact:
+                problems.append(f"'{name}' is already active")
+            else:
+                act.append(c)
+        if problems and strict:
+            return False, "; ".join(problems)
+        with self.lock:
+            remaining = [c for c in self.controllers.values() if c.active and c not in deact]
+            accepted = []
+            for c in act:
+                error = self._conflicts(remaining + accepted + [c])
+                if error:
+                    if strict:
+                        return False, f"claim conflict: {error}"
+                    problems.append(f"not activating '{c.name}': {error}")
+                    continue
+                accepted.append(c)
+            for c in deact:
+                self._deactivate(c)
+            for c in accepted:
+                self._activate(c)
+            self._refresh()
+        message = (f"activated {[c.name for c in accepted]}, deactivated {[c.name for c in deact]}"
+                   + (f"; skipped: {'; '.join(problems)}" if problems else ""))
+        return True, message
+
+
+class ControllerManagers:
+    """Several robots' controller managers in one world (each at its own update rate): what the stepping loop
+    runs (``cycle``, ``preempt``, ``reset``, ``hooks``) and the node tells (``on_model_changed``, ``shutdown``)."""
+
+    def __init__(self, managers):
+        self.managers = list(managers)
+        self.hooks = [h for cm in self.managers for h in cm.hooks]
+
+    def cycle(self, step: int, time: float) -> None:
+        for cm in self.managers:
+            cm.cycle(step, time)
+
+    def preempt(self, command) -> None:
+        for cm in self.managers:
+            cm.preempt(command)
+
+    def reset(self) -> None:
+        for cm in self.managers:
+            cm.reset()
+
+    def on_model_changed(self, model) -> None:
+        for cm in self.managers:
+            cm.on_model_changed(model)
+
+    def shutdown(self) -> None:
+        for cm in self.managers:
+            cm.shutdown()

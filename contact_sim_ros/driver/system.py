@@ -1,0 +1,294 @@
+"""The simulated robot as a ros2_control hardware System (as mujoco_ros2_control's MujocoSystemInterface): the
+one seam between the Simulator and the emulated controllers (no rclpy).
+
+* ``read()``: the state interfaces (hardware.StateInterfaces) take the Simulator's state after a step (joint
+  positions, velocities, actuator efforts at the sim time; force/torque sensor wrenches);
+* controllers ``update(time, period)`` read state interfaces and write command interfaces
+  (hardware.JointCommandInterfaces);
+* ``write()``: the command interfaces go to the Simulator (``Simulator.set_joint_command_arrays``), through what
+  a real robot's driver adds between the controller and the motors: the position targets rate-limited to the
+  joints' velocity limits (``_limit_rates``, a driver's interpolator) and the gravity feed-forward g(q) added to the
+  effort of position- and velocity-controlled joints (as the iiwa's and Panda's own joint controllers do;
+  sim/gravity_feed_forward.py), and the joints' actuation limits (a gripper's force setting);
+* ``step()``: one step of the Simulator (the velocity before it kept for the sensors' accelerations).
+
+Commands that bypass the controllers (the hardware-level ``joint_command`` topic, forward controllers) arrive from
+transport threads through ``commands`` (:class:`CommandBuffer`, thread-safe) and are written into the command
+interfaces at the start of a cycle (``take_commands``).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from ..sim.gravity_feed_forward import GravityFeedForward
+from ..sim.sensors import ForceTorqueSensor
+from .command_validation import JointCommand
+from .hardware import EFFORT, POSITION, VELOCITY, JointCommandInterfaces, StateInterfaces
+
+
+class CommandBuffer:
+    """Lock-protected hand-over of validated commands from transport threads to the stepping thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._commands: list[JointCommand] = []
+        self.pending = False
+
+    def push_command(self, command: JointCommand) -> None:
+        with self._lock:
+            self._commands.append(command)
+            self.pending = True
+
+    def drain(self) -> list[JointCommand]:
+        with self._lock:
+            commands = self._commands
+            self._commands = []
+            self.pending = False
+        return commands
+
+
+class SimulatorSystem:
+    """The Simulator as the robot's hardware (module docstring). ``hardware_info``: the <ros2_control> blocks
+    (mimic joints, sensors, offered interfaces); ``gravity_compensation``: add g(q) to the effort of position- and
+    velocity-controlled joints."""
+
+    def __init__(self, sim, hardware_info=None, gravity_compensation: bool = True):
+        self.sim = sim
+        self.dt = float(sim.time_step)
+        self.joint_names = tuple(sim.model.joint_names)
+        n = len(self.joint_names)
+        self.commands = CommandBuffer()
+        self.command = JointCommandInterfaces(self.joint_names, hardware_info)
+        self.state = StateInterfaces(self.joint_names, self.dt)
+        self.state.connect(self)
+        self._sensor_links: list = []     # (parent, child, frame, sensor) of the F/T sensors: rebuilt with the model
+        self.v_prev = np.array(sim.v, dtype=float)   # velocity before the last step (for accelerations)
+        self.gravity_compensation = bool(gravity_compensation)
+        self.gravity_tolerance = 1e-3   # N*m or N
+        # g(q) of the actuated joints on the robots alone (sim/gravity_feed_forward.py); None: nothing to hold
+        self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
+        # rate limit of position targets: |q_sent - q_sent_prev| <= v_max * dt per step
+        self.ramp_acceleration_time = 0.25   # s to reach the profile's speed on a jump
+        self.ramp_speed_fraction = 0.95      # of the velocity limit: room for the PD's overshoot (a few %)
+        v_max = np.asarray(sim.model.velocity_limit, dtype=float)
+        v_max = np.where(np.isfinite(v_max) & (v_max > 0), v_max, np.inf)
+        self._dq_max = v_max * self.dt
+        self._v_max = self.ramp_speed_fraction * v_max
+        a_max = self._v_max / self.ramp_acceleration_time
+        self._two_a, self._a_dt = 2.0 * a_max, a_max * self.dt
+        self._v_sent = np.zeros(n)
+        self._lo = np.zeros(n)
+        self._dq = np.zeros(n)
+        self._v_ramp = np.zeros(n)
+        self._work = np.zeros(n)
+        self._pos = np.zeros(n, dtype=bool)
+        self._cmd_position = np.zeros(n, dtype=bool)    # joints handed over in position mode
+        self._cmd_velocity = np.zeros(n, dtype=bool)    # ... in velocity mode
+        self._was_pos = np.ones(n, dtype=bool)          # position mode at the last rate limiting
+        self._was_all_pos = True                        # ... of every joint
+        self._not_pos = np.zeros(n, dtype=bool)
+        self._clip = np.zeros(n, dtype=bool)
+        self._ramping = False
+        self._limit_applied = np.full(n, np.nan)     # effort limits handed to the simulator (nan: URDF's)
+        self.read()
+        self._init_targets()
+
+    # ------------------------------------------------------------------ the seam
+
+    def read(self) -> None:
+        """The state interfaces take the Simulator's current state (values computed on first use)."""
+        self.state.invalidate(self.sim.t)
+
+    def fill_state(self, kind: int, out: np.ndarray) -> None:
+        """(StateInterfaces) the joints' position (kind 0), velocity (1) or effort (2) into ``out``."""
+        sim, m = self.sim, self.sim.model
+        if kind == 0:
+            np.take(sim.q, m.joint_q_index, out=out)
+        elif kind == 1:
+            np.take(sim.v, m.joint_v_index, out=out)
+        else:
+            out[:] = sim.joint_efforts()
+
+    def force_torque_sensor(self, parent: str, child: str, frame: str):
+        """(StateInterfaces) fn() -> the wrench (N, N*m in ``frame``) transmitted from ``child`` to ``parent``
+        (sim/sensors.ForceTorqueSensor) in the current state."""
+        entry = [parent, child, frame, ForceTorqueSensor(self.sim.model, parent, child, frame)]
+        self._sensor_links.append(entry)
+        system = weakref.proxy(self)      # the state interfaces keep this function: no cycle back to the System
+
+        def measure():
+            sim = system.sim
+            forces = sim.contact_forces_world()
+            a = (sim.v - system.v_prev) / sim.time_step
+            return entry[3].compute(sim.q, sim.v, a, sim.contacts if forces.shape[0] else None, forces)
+        return measure
+
+    @property
+    def needs_write(self) -> bool:
+        """A write can change what the Simulator has: new commands, gravity to follow, a ramp in progress."""
+        return self.commands.pending or self._gravity is not None or self._ramping or self.command.changed
+
+    def take_commands(self) -> list[JointCommand]:
+        """The commands handed over since the last cycle, written into the command interfaces (latest per joint
+        wins); returned so that the controllers can stop commanding their joints."""
+        commands = self.commands.drain()
+        for c in commands:
+            self.command.write_command(c)
+        return commands
+
+    def write(self) -> None:
+        """The command interfaces to the Simulator (module docstring)."""
+        hw = self.command
+        if hw.limits_changed:
+            hw.limits_changed = False
+            for j in np.flatnonzero(~((hw.effort_limit == self._limit_applied)
+                                      | (np.isnan(hw.effort_limit) & np.isnan(self._limit_applied)))):
+                limit = float(hw.effort_limit[j])
+                self.sim.set_effort_limit(self.joint_names[j], None if np.isnan(limit) else limit)
+                self._limit_applied[j] = limit
+        changed = hw.changed
+        hw.changed = False
+        self._push_targets(changed)
+
+    def step(self):
+        """One step of the Simulator; returns its StepReport."""
+        np.copyto(self.v_prev, self.sim.v)
+        report = self.sim.step()
+        self.read()
+        return report
+
+    def reset(self) -> None:
+        """The Simulator back to its initial state, every joint holding its initial position."""
+        self.sim.reset()
+        self.commands.drain()
+        self.read()
+        self._init_targets()
+        np.copyto(self.v_prev, self.sim.v)
+
+    def replace_simulator(self, sim) -> None:
+        """(between two steps) Swap in ``sim`` (same robot, another model: Simulator.carry_over took the state):
+        the per-model scratch and the F/T sensors are rebuilt."""
+        self.sim = sim
+        self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
+        self.v_prev = np.array(sim.v, dtype=float)
+        for entry in self._sensor_links:      # the robot's links are unchanged: cannot fail
+            entry[3] = ForceTorqueSensor(sim.model, entry[0], entry[1], entry[2])
+        self.read()
+
+    # ------------------------------------------------------------------ joint targets
+
+    def _init_targets(self):
+        """Every actuated joint holds its current position (the Simulator's state after reset)."""
+        hw = self.command
+        hw.hold(np.arange(len(self.joint_names)), self.state.position)
+        self._g_applied = np.full(len(self.joint_names), np.inf)
+        self._g = np.zeros(len(self.joint_names))             # g(q) on the actuated joints (N*m or N)
+        self._g_dev = np.zeros(len(self.joint_names))         # |g - g_applied|
+        self._effort_sent = np.zeros(len(self.joint_names))   # effort + g handed to the simulator
+        self._is_effort = np.zeros(len(self.joint_names), dtype=bool)
+        self._any_effort = False                              # _is_effort.any(), updated with the modes
+        self._q_sent = np.array(hw.position, dtype=float)   # position targets handed to the simulator
+        self._ramping = False
+
+    def _push_targets(self, changed: bool):
+        """Hand the targets to the simulator: always after a command or a controller's write; for gravity
+        compensation only when g(q) moved by more than ``gravity_tolerance`` (N*m or N) since it was last
+        applied (Simulator.set_joint_command_arrays)."""
+        hw = self.command
+        mode = hw.mode
+        effort = hw.effort
+        moved = changed or self._ramping
+        if moved:
+            self._limit_rates()
+        if self._gravity is not None:
+            g, dev = self._g, self._g_dev      # preallocated: this test runs every step
+            self._gravity.compute(self.sim.q, g)
+            if changed:                        # the modes change only with a write to the command interfaces
+                np.equal(mode, EFFORT, out=self._is_effort)
+                self._any_effort = bool(self._is_effort.any())
+            if self._any_effort:
+                np.copyto(g, 0.0, where=self._is_effort)
+            if not moved:                      # the targets stand: hand g over only when it moved enough
+                np.subtract(g, self._g_applied, out=dev)
+                # max |dev| <= tol: certain when dev.dev <= tol^2 (the usual hold), else checked element-wise
+                tol = self.gravity_tolerance
+                if dev.dot(dev) <= tol * tol:
+                    return
+                np.abs(dev, out=dev)
+                if np.maximum.reduce(dev, initial=0.0) <= tol:
+                    return
+            self._g_applied[:] = g
+            effort = np.add(effort, g, out=self._effort_sent)
+        elif not moved:
+            return
+        # position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint
+        # its effort (feed-forward or alone) - set_joint_targets' semantics, as arrays in joint order
+        np.equal(mode, POSITION, out=self._cmd_position)
+        np.equal(mode, VELOCITY, out=self._cmd_velocity)
+        self.sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp, effort)
+
+    def _limit_rates(self) -> None:
+        """The position targets handed to the simulator follow the commanded ones (``hw.position``) within the
+        URDF velocity limits, as a real driver's interpolator does: a target within v_max * dt of the last one
+        sent is taken as it is (trajectories below the limit are not delayed); a farther one (a jump) is reached
+        on a trapezoidal profile at 95 % of v_max, ``ramp_acceleration_time`` s to reach that speed, with the
+        profile's speed as velocity feed-forward (the PD with the presets' gains overshoots a sudden ramp speed
+        by 10-20 %, this profile by < 5 %).
+        A joint that was in velocity or effort mode, or that a controller holds (``hw.snap``), starts from its
+        measured / held position. Allocation-free (preallocated arrays)."""
+        hw = self.command
+        pos, clip, work, lo, q_sent, v_sent, dq = (self._pos, self._clip, self._work, self._lo, self._q_sent,
+                                                   self._v_sent, self._dq)
+        np.equal(hw.mode, POSITION, out=pos)
+        # every joint in position mode now and at the last call (the usual case): the mode masks are skipped
+        all_pos = bool(pos.all()) and self._was_all_pos
+        was_ramping = self._ramping
+        if hw.snapped:
+            np.copyto(q_sent, hw.position, where=hw.snap)
+            np.copyto(v_sent, 0.0, where=hw.snap)
+            hw.snap[:] = False
+            hw.snapped = False
+        if not all_pos:
+            # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
+            np.logical_not(pos, out=self._not_pos)
+            np.logical_not(self._was_pos, out=clip)
+            np.logical_or(clip, self._not_pos, out=clip)
+            if clip.any():
+                np.copyto(q_sent, self.state.position, where=clip)
+                np.copyto(v_sent, 0.0, where=clip)
+            np.copyto(self._was_pos, pos)
+            self._was_all_pos = bool(pos.all())
+        np.subtract(hw.position, q_sent, out=dq)
+        np.abs(dq, out=work)
+        np.greater(work, self._dq_max, out=clip)          # jumps: on the profile
+        if not all_pos:
+            np.logical_and(clip, pos, out=clip)
+        np.copyto(self._v_ramp, hw.velocity)
+        self._ramping = bool(clip.any())
+        if self._ramping:
+            if not was_ramping:                   # a new jump's profile starts at rest
+                v_sent[:] = 0.0
+            # speed that still stops at the target: sqrt(2 a |dq|), at most v_max, within a * dt of the last
+            np.multiply(work, self._two_a, out=work)
+            np.sqrt(work, out=work)
+            np.minimum(work, self._v_max, out=work)
+            np.copysign(work, dq, out=work)
+            np.subtract(v_sent, self._a_dt, out=lo)
+            np.maximum(work, lo, out=work)
+            np.add(v_sent, self._a_dt, out=lo)
+            np.minimum(work, lo, out=work)
+            np.multiply(work, self.dt, out=lo)            # the profile's step
+            np.copyto(dq, lo, where=clip)
+            np.copyto(v_sent, work, where=clip)
+            np.copyto(self._v_ramp, work, where=clip)     # feed-forward: the profile's speed
+            np.logical_not(clip, out=clip)                # the others: as commanded
+            np.divide(dq, self.dt, out=v_sent, where=clip)
+        else:
+            np.divide(dq, self.dt, out=v_sent)
+        np.add(q_sent, dq, out=q_sent)
+        if not all_pos:
+            np.copyto(v_sent, 0.0, where=self._not_pos)   # no profile state for joints not in position mode

@@ -1,0 +1,465 @@
+"""The emulated ros2_control controllers over ROS 2: each controller's topics, action server and publishers
+(the transport side of driver/controllers/*), and the controller manager's services. The controllers themselves
+(goal checks, execution, switching) are in driver/; what is here only turns messages into their calls and their
+values into messages.
+
+* ``RosControllerTransport``: what a robot's ControllerManager gets at construction (``attach`` per controller,
+  reports to the simulation node's throttled warnings and rejection counters);
+* one ``*IO`` class per controller type: joint_trajectory (``<name>/joint_trajectory``,
+  ``<name>/follow_joint_trajectory``, ``<name>/controller_state``), gripper (``<name>/gripper_cmd``), forward
+  command (``<name>/commands``), joint_state_broadcaster (``joint_states``, ``dynamic_joint_states``),
+  force_torque_sensor_broadcaster (``<name>/wrench``);
+* ``ControllerManagerServices``: ``controller_manager/list_controllers``, ``list_hardware_interfaces``,
+  ``switch_controller``, ``list_controller_types``, ``load_controller``, ``configure_controller``,
+  ``unload_controller`` (relative to the node's namespace, where ``ros2 control ... -c`` and ``spawner`` look).
+
+Action goals: the goal request is checked in the goal callback (a bad GripperCommand is rejected there; a bad
+trajectory is accepted and aborted at once with its error code and reason, so that a client sees why). The
+execute callbacks are coroutines that never hold an executor thread while the stepping thread executes the goal
+(goals sent while the simulation is paused wait without blocking services, diagnostics or signals): a coroutine
+gives its thread back (``_next_wake``) and the executor resumes it at its next wake-up, which a guard condition
+triggers when the stepping thread finishes the goal and a wall-clock timer at the controller's
+``action_monitor_rate`` triggers for feedback while goals run.
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+import time
+
+import numpy as np
+from geometry_msgs.msg import WrenchStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import GoalEvent
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from ..driver.controller_manager import CONTROLLER_TYPES
+from ..driver.controllers.base import ControllerIO, ControllerTransport
+from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
+from ..driver.controllers.forward_command import ForwardCommandController
+from ..driver.controllers.gripper_action import GoalRejected as GripperGoalRejected
+from ..driver.controllers.gripper_action import GripperActionController
+from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
+from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
+from .state_messages import JointStateCdr, has_readers, stamp
+
+try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs, msgs/controller_manager_msgs)
+    from control_msgs.action import FollowJointTrajectory, GripperCommand
+    from control_msgs.msg import DynamicJointState, InterfaceValue, JointTrajectoryControllerState
+    from controller_manager_msgs.msg import ControllerState, HardwareInterface
+    from controller_manager_msgs.srv import (ConfigureController, ListControllers, ListControllerTypes,
+                                             ListHardwareInterfaces, LoadController, SwitchController,
+                                             UnloadController)
+except ImportError:
+    FollowJointTrajectory = GripperCommand = DynamicJointState = JointTrajectoryControllerState = None
+    ControllerState = None
+
+
+
+class _NextWake:
+    """Awaitable: the coroutine gives its executor thread back; the executor resumes it at its next wake-up (rclpy's
+    executors resume every task in progress before they wait for new work)."""
+
+    def __await__(self):
+        yield
+
+
+class GoalWaits:
+    """What wakes the executor for the goals of one action server: ``done()`` (any thread: a goal finished; a
+    guard condition) and, while goals run, a steady timer every ``period`` s (feedback)."""
+
+    def __init__(self, node, period: float):
+        self._guard = node.create_guard_condition(lambda: None)
+        self._timer = node.create_timer(period, lambda: None, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._timer.cancel()
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def done(self) -> None:
+        self._guard.trigger()
+
+    def __enter__(self):
+        with self._lock:
+            self._running += 1
+            if self._running == 1:
+                self._timer.reset()
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                self._timer.cancel()
+
+
+def _seconds(d) -> float:
+    return d.sec + 1e-9 * d.nanosec
+
+
+class RosControllerTransport(ControllerTransport):
+    """The ROS side of one robot's controllers: their entities on ``node`` (the simulation node itself, or the
+    robot's RobotNode in its namespace), reports to ``sim_node`` (throttled warnings, rejection counters; tagged
+    with the robot's namespace when ``node`` is its own), ``frame_prefix`` on the F/T frames."""
+
+    def __init__(self, node, sim_node, frame_prefix: str):
+        self.node, self.sim_node, self.frame_prefix = node, sim_node, frame_prefix
+        self.tag = node.get_namespace() if node is not sim_node else ""
+
+    def attach(self, controller):
+        for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
+                        (ForwardCommandController, ForwardCommandIO), (JointStateBroadcaster, JointStateIO),
+                        (ForceTorqueSensorBroadcaster, WrenchIO)):
+            if isinstance(controller, cls):
+                return io(controller, self)
+        return None
+
+    def reject_command(self, exc) -> None:
+        self.sim_node.reject_command(exc)
+
+    def note_clamped(self, notes, source) -> None:
+        self.sim_node.note_clamped(notes, source)
+
+    def warn_throttled(self, message: str, key: str | None = None) -> None:
+        if self.tag:
+            message, key = f"[{self.tag}] {message}", (None if key is None else f"{self.tag}/{key}")
+        self.sim_node.warn_throttled(message, key=key)
+
+    def info(self, message: str) -> None:
+        self.node.get_logger().info(message)
+
+    @property
+    def running(self) -> bool:
+        """The stepping thread runs (goals waiting on it end when it stops)."""
+        return self.sim_node.loop.running
+
+
+def _finish_goal(goal_handle, status: str) -> None:
+    """The goal's end as the real controllers report it (a goal preempted by a newer one: CANCELED)."""
+    if status == "succeeded":
+        goal_handle.succeed()
+    elif status == "canceled":
+        if not goal_handle.is_cancel_requested:
+            goal_handle._update_state(GoalEvent.CANCEL_GOAL)   # preempted by a newer goal
+        goal_handle.canceled()
+    else:
+        goal_handle.abort()
+
+
+# ------------------------------------------------------------------------------------------ trajectory
+
+
+class JointTrajectoryIO(ControllerIO):
+    """``<name>/joint_trajectory``, ``<name>/follow_joint_trajectory``, ``<name>/controller_state``."""
+
+    def __init__(self, c: JointTrajectoryController, transport: RosControllerTransport):
+        self.c, self.transport = c, transport
+        node = transport.node
+        self.sub = node.create_subscription(JointTrajectoryMsg, f"{c.name}/joint_trajectory", c.on_trajectory, 10)
+        self.state_pub = None
+        if JointTrajectoryControllerState is not None:
+            self.state_pub = node.create_publisher(JointTrajectoryControllerState, f"{c.name}/controller_state", 10)
+            self._state = JointTrajectoryControllerState()
+            self._state.joint_names = list(c.joints)
+        self.action = None
+        if FollowJointTrajectory is not None:
+            self.waits = GoalWaits(node, c.monitor_period)
+            self.action = ActionServer(node, FollowJointTrajectory, f"{c.name}/follow_joint_trajectory",
+                                       execute_callback=self._execute, goal_callback=self._goal_callback,
+                                       cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                                       callback_group=ReentrantCallbackGroup())
+
+    def _goal_callback(self, goal):
+        c = self.c
+        if not c.active:
+            self.transport.warn_throttled(f"{c.name}/follow_joint_trajectory: goal rejected, controller "
+                                          f"'{c.name}' is {c.state}", key=f"{c.name}/inactive")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def _execute(self, goal_handle):
+        c = self.c
+        result = FollowJointTrajectory.Result()
+        try:
+            ex = c.goal(goal_handle.request, goal_handle)
+        except GoalRejected as exc:
+            result.error_code, result.error_string = exc.code, str(exc)
+            self.transport.node.get_logger().warn(f"{c.name}: goal aborted: {exc}")
+            goal_handle.abort()
+            return result
+        ex.on_done = self.waits.done
+        c.submit(ex)
+        next_feedback = time.monotonic() + c.monitor_period
+        with self.waits:
+            while not ex.done.is_set():
+                if goal_handle.is_cancel_requested:
+                    ex.cancel_requested = True
+                if time.monotonic() >= next_feedback and ex.feedback is not None:
+                    next_feedback = max(next_feedback + c.monitor_period, time.monotonic())
+                    goal_handle.publish_feedback(self._feedback(ex.feedback))
+                if not self.transport.running:
+                    ex.finish("aborted", INVALID_GOAL, "the simulation stopped")
+                    break
+                await _NextWake()
+        result.error_code, result.error_string = ex.error_code, ex.error_string
+        _finish_goal(goal_handle, ex.status)
+        return result
+
+    def _feedback(self, fb):
+        t, qd, vd, q, v = fb
+        msg = FollowJointTrajectory.Feedback()
+        stamp(t, msg.header.stamp)
+        msg.joint_names = list(self.c.joints)
+        msg.desired = JointTrajectoryPoint(positions=qd.tolist(), velocities=vd.tolist())
+        msg.actual = JointTrajectoryPoint(positions=q.tolist(), velocities=v.tolist())
+        msg.error = JointTrajectoryPoint(positions=(qd - q).tolist(), velocities=(vd - v).tolist())
+        return msg
+
+    def publish_state(self, execution) -> None:
+        if self.state_pub is None or not has_readers(self.state_pub):
+            return
+        c = self.c
+        state, hw, idx = c.ctx.state, c.ctx.command, c.idx
+        msg = self._state               # one message, its points refilled (array.array: no per-element checks)
+        stamp(state.time, msg.header.stamp)
+        q, v = state.position[idx], state.velocity[idx]
+        ref_q, ref_v = hw.position[idx], hw.velocity[idx]
+        for point, pos, vel in ((msg.reference, ref_q, ref_v), (msg.feedback, q, v),
+                                (msg.error, ref_q - q, ref_v - v), (msg.output, ref_q, ref_v)):
+            point.positions = array.array("d", pos.tobytes())
+            point.velocities = array.array("d", vel.tobytes())
+        msg.speed_scaling_factor = 1.0
+        self.state_pub.publish(msg)
+
+
+# ------------------------------------------------------------------------------------------ gripper
+
+
+class GripperIO(ControllerIO):
+    """``<name>/gripper_cmd`` (control_msgs/action/GripperCommand)."""
+
+    def __init__(self, c: GripperActionController, transport: RosControllerTransport):
+        self.c, self.transport = c, transport
+        self.action = None
+        if GripperCommand is not None:
+            self.waits = GoalWaits(transport.node, c.monitor_period)
+            self.action = ActionServer(transport.node, GripperCommand, f"{c.name}/gripper_cmd",
+                                       execute_callback=self._execute, goal_callback=self._goal_callback,
+                                       cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                                       callback_group=ReentrantCallbackGroup())
+
+    def _goal_callback(self, goal):
+        """The goal request checked where it is received: a bad one is rejected with its reason (warned)."""
+        c = self.c
+        if not c.active:
+            return GoalResponse.REJECT
+        try:
+            c.goal(goal.command.position, goal.command.max_effort)
+        except GripperGoalRejected as exc:
+            self.transport.warn_throttled(f"goal rejected: {exc}", key=f"{c.name}/bad_goal")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def _execute(self, goal_handle):
+        c = self.c
+        cmd = goal_handle.request.command
+        result = GripperCommand.Result()
+        try:
+            g = c.goal(cmd.position, cmd.max_effort, goal_handle)
+        except GripperGoalRejected:       # checked by the goal callback already
+            goal_handle.abort()
+            return result
+        g.on_done = self.waits.done
+        c.submit(g)
+        next_feedback = time.monotonic() + c.monitor_period
+        with self.waits:
+            while not g.done.is_set():
+                if goal_handle.is_cancel_requested:
+                    g.cancel_requested = True
+                if time.monotonic() >= next_feedback and g.started:
+                    next_feedback = max(next_feedback + c.monitor_period, time.monotonic())
+                    fb = GripperCommand.Feedback()
+                    fb.position, fb.effort, fb.stalled, fb.reached_goal = g.measured
+                    goal_handle.publish_feedback(fb)
+                if not self.transport.running:
+                    g.finish("aborted")
+                    break
+                await _NextWake()
+        result.position, result.effort, result.stalled, result.reached_goal = g.measured
+        _finish_goal(goal_handle, g.status)
+        return result
+
+
+# ------------------------------------------------------------------------------------------ forward
+
+
+class ForwardCommandIO(ControllerIO):
+    """``<name>/commands`` (std_msgs/Float64MultiArray)."""
+
+    def __init__(self, c: ForwardCommandController, transport: RosControllerTransport):
+        self.c = c
+        self.sub = transport.node.create_subscription(Float64MultiArray, c.topic,
+                                                      lambda msg: c.on_commands(msg.data), 10)
+
+
+# ------------------------------------------------------------------------------------------ broadcasters
+
+
+class JointStateIO(ControllerIO):
+    """``joint_states`` (serialized bytes: no rclpy message conversion) and ``dynamic_joint_states`` (at most
+    DYNAMIC_RATE_HZ) of a joint_state_broadcaster."""
+
+    def __init__(self, c: JointStateBroadcaster, transport: RosControllerTransport):
+        self.c = c
+        node = transport.node
+        prefix = f"{c.name}/" if c.local else ""
+        self._msg = JointState()
+        self._msg.name = list(c.names)
+        self._msg.header.frame_id = c.frame_id
+        self._cdr = JointStateCdr(c.frame_id, list(c.names)) if len(c.rows) == 3 and c.names else None
+        self.pub = node.create_publisher(JointState, prefix + "joint_states", 10)
+        self.pub_dynamic = None
+        if DynamicJointState is not None:
+            self.pub_dynamic = node.create_publisher(DynamicJointState, prefix + "dynamic_joint_states", 10)
+            self._dyn = DynamicJointState()
+            self._dyn.header.frame_id = c.frame_id
+            self._dyn.joint_names = list(c.names)
+            names = [name for _, name in c.rows]
+            self._dyn.interface_values = [InterfaceValue(interface_names=names) for _ in c.names]
+        self._published = 0
+
+    def publish(self) -> None:
+        c = self.c
+        self._published += 1         # counts the joint_states periods (the dynamic ones are every k-th of them)
+        states = has_readers(self.pub)
+        dynamic = (self.pub_dynamic is not None and self._published % c.dynamic_every == 0
+                   and has_readers(self.pub_dynamic))
+        if not (states or dynamic):
+            return
+        out = c.values()
+        t = c.ctx.state.time
+        if states and self._cdr is not None:
+            self.pub.publish(self._cdr.encode(t, out))
+        elif states:
+            msg = self._msg
+            stamp(t, msg.header.stamp)
+            for k, name in c.rows:
+                setattr(msg, name, array.array("d", out[k].tobytes()))
+            self.pub.publish(msg)
+        if dynamic:
+            dyn = self._dyn
+            stamp(t, dyn.header.stamp)
+            rows = [k for k, _ in c.rows]
+            per_joint = np.ascontiguousarray(out[rows].T)      # (joints, interfaces)
+            for value, row in zip(dyn.interface_values, per_joint):
+                value.values = array.array("d", row.tobytes())
+            self.pub_dynamic.publish(dyn)
+
+
+class WrenchIO(ControllerIO):
+    """``<name>/wrench`` (geometry_msgs/WrenchStamped, in the sensor frame with the robot's frame prefix)."""
+
+    def __init__(self, c: ForceTorqueSensorBroadcaster, transport: RosControllerTransport):
+        self.c = c
+        self._msg = WrenchStamped()
+        self._msg.header.frame_id = transport.frame_prefix + c.frame_id
+        self.pub = transport.node.create_publisher(WrenchStamped, f"{c.name}/wrench", 10)
+
+    def publish(self) -> None:
+        if not has_readers(self.pub):
+            return
+        c = self.c
+        fx, fy, fz, tx, ty, tz = c.reading().tolist()
+        w = self._msg
+        stamp(c.ctx.state.time, w.header.stamp)
+        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = fx, fy, fz
+        w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = tx, ty, tz
+        self.pub.publish(w)
+
+
+# ------------------------------------------------------------------------------------------ services
+
+SERVICE_NS = "controller_manager"
+
+
+class ControllerManagerServices:
+    """The controller_manager services of one robot's ControllerManager on ``node``."""
+
+    def __init__(self, cm, node):
+        self.cm, self.node = cm, node
+        if ControllerState is None:
+            return
+        group = MutuallyExclusiveCallbackGroup()
+        for srv, name, fn in ((ListControllers, "list_controllers", self._srv_list),
+                              (ListHardwareInterfaces, "list_hardware_interfaces", self._srv_hardware),
+                              (SwitchController, "switch_controller", self._srv_switch),
+                              (ListControllerTypes, "list_controller_types", self._srv_types),
+                              (LoadController, "load_controller", self._srv_load),
+                              (ConfigureController, "configure_controller", self._srv_configure),
+                              (UnloadController, "unload_controller", self._srv_unload)):
+            node.create_service(srv, f"{SERVICE_NS}/{name}", fn, callback_group=group)
+
+    def _srv_list(self, request, response):
+        cm = self.cm
+        out = []
+        for c in cm.controllers.values():
+            s = ControllerState()
+            s.name, s.state, s.type = c.name, c.state, c.type
+            s.is_async = False
+            s.update_rate = int(round(cm.update_rate))
+            s.claimed_interfaces = list(c.command_interfaces()) if c.active else []
+            s.required_command_interfaces = list(c.command_interfaces())
+            s.required_state_interfaces = list(c.state_interfaces())
+            s.is_chainable = s.is_chained = False
+            out.append(s)
+        response.controller = out
+        return response
+
+    def _srv_hardware(self, request, response):
+        hw = self.cm.ctx.command
+        claims = dict(hw.claims)
+        response.command_interfaces = [HardwareInterface(name=n, data_type="double", is_available=True,
+                                                         is_claimed=n in claims)
+                                       for n in hw.available_command_interfaces()]
+        response.state_interfaces = [HardwareInterface(name=n, data_type="double", is_available=True,
+                                                       is_claimed=False)
+                                     for n in hw.available_state_interfaces()]
+        return response
+
+    def _srv_switch(self, request, response):
+        ok, message = self.cm.switch(list(request.activate_controllers), list(request.deactivate_controllers),
+                                     int(request.strictness))
+        log = self.node.get_logger()
+        if ok:   # one call site per severity: rclpy refuses a severity change at the same call site
+            log.info(f"switch_controller: {message}")
+        else:
+            log.warn(f"switch_controller: {message}")
+        response.ok, response.message = ok, message
+        return response
+
+    def _srv_types(self, request, response):
+        response.types = sorted(CONTROLLER_TYPES)
+        response.base_classes = ["controller_interface::ControllerInterface"] * len(response.types)
+        return response
+
+    def _srv_load(self, request, response):
+        cm = self.cm
+        response.ok = request.name in cm.controllers   # every controller of the file is loaded at start
+        if not response.ok:
+            self.node.get_logger().warn(f"load_controller: '{request.name}' is not in {cm.source} (controllers "
+                                        f"are read from the controllers file at start-up)")
+        return response
+
+    def _srv_configure(self, request, response):
+        response.ok = request.name in self.cm.controllers
+        return response
+
+    def _srv_unload(self, request, response):
+        c = self.cm.controllers.get(request.name)
+        response.ok = c is not None and not c.active   # stays loaded (inactive); it can be activated again
+        return response

@@ -1,0 +1,355 @@
+"""The emulated controllers in sim time, without DDS (as ros2_controllers tests its controllers): a two-joint arm
+and a one-finger gripper (URDF below, no contacts) stepped update by update through the driver (hardware System,
+controller manager, stepping loop on the caller's thread). Deterministic: no wall clock, no thread.
+
+Covered: the joint_trajectory_controller's goal checks and error codes, path and goal tolerances, success,
+preemption by a new goal, cancel (holds), a command on the joints aborting it; the gripper's stall (presses with
+max_effort) and its goal checks; switch_controller's claims and strictness; parameter tables (a ``.nan``
+tolerance refused, not emulated parameters listed)."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from builtin_interfaces.msg import Duration, Time
+from control_msgs.msg import JointTolerance
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from contact_sim_ros.driver.command_validation import JointLimits, validate_joint_state_command
+from contact_sim_ros.driver.config import ControllersFile, ControllerSpec
+from contact_sim_ros.driver.controller_manager import BEST_EFFORT, STRICT, ControllerManager
+from contact_sim_ros.driver.controllers.base import ControllerTransport
+from contact_sim_ros.driver.controllers.gripper_action import GoalRejected as GripperGoalRejected
+from contact_sim_ros.driver.controllers.joint_trajectory import (GOAL_TOLERANCE_VIOLATED, INVALID_GOAL,
+                                                                  INVALID_JOINTS, OLD_HEADER_TIMESTAMP,
+                                                                  PATH_TOLERANCE_VIOLATED, SUCCESSFUL, GoalRejected)
+from contact_sim_ros.driver.hardware import EFFORT
+from contact_sim_ros.driver.loop import SteppingLoop
+from contact_sim_ros.driver.system import SimulatorSystem
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.sim.simulator import Simulator
+
+DT = 1e-3
+ARM = ["j1", "j2"]
+
+URDF = """<?xml version="1.0"?>
+<robot name="planar">
+  <link name="base"/>
+  <link name="l1"><inertial><mass value="1.0"/><origin xyz="0.15 0 0"/>
+    <inertia ixx="0.002" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="l2"><inertial><mass value="0.5"/><origin xyz="0.1 0 0"/>
+    <inertia ixx="0.001" iyy="0.004" izz="0.004" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="finger"><inertial><mass value="0.05"/>
+    <inertia ixx="1e-5" iyy="1e-5" izz="1e-5" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
+    <limit lower="-2.5" upper="2.5" velocity="2.0" effort="50"/></joint>
+  <joint name="j2" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0.3 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-2.5" upper="2.5" velocity="2.0" effort="20"/></joint>
+  <joint name="finger_joint" type="prismatic"><parent link="l2"/><child link="finger"/><origin xyz="0.2 0 0"/>
+    <axis xyz="1 0 0"/><limit lower="0" upper="0.04" velocity="0.2" effort="40"/></joint>
+</robot>
+"""
+
+JTC = "joint_trajectory_controller/JointTrajectoryController"
+GRIPPER = "position_controllers/GripperActionController"
+FORWARD = "position_controllers/JointGroupPositionController"
+
+
+class Reports(ControllerTransport):
+    """The transport's reports, kept (no topics: goals are handed to the controllers directly)."""
+
+    def __init__(self):
+        self.warnings, self.rejected, self.infos = [], [], []
+
+    def warn_throttled(self, message, key=None):
+        self.warnings.append(message)
+
+    def reject_command(self, exc):
+        self.rejected.append(exc)
+
+    def info(self, message):
+        self.infos.append(message)
+
+
+@pytest.fixture(scope="module")
+def urdf(tmp_path_factory):
+    path = tmp_path_factory.mktemp("planar") / "planar.urdf"
+    path.write_text(URDF)
+    return path
+
+
+def make_world(urdf, arm_params=None, gripper_params=None, inactive=("forward",), update_rate=1000.0):
+    sim = Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT)
+    system = SimulatorSystem(sim)
+    specs = (ControllerSpec("arm", JTC, {"joints": ARM, **(arm_params or {})}),
+             ControllerSpec("gripper", GRIPPER, {"joint": "finger_joint", **(gripper_params or {})}),
+             ControllerSpec("forward", FORWARD, {"joints": ARM}))
+    reports = Reports()
+    cm = ControllerManager(system, ControllersFile("<test>", update_rate, specs), list(inactive),
+                           transport=reports, limits=JointLimits.from_model(sim.model), engine=sim.engine)
+    loop = SteppingLoop(system, cm, real_time_factor=0.0)
+    return SimpleNamespace(sim=sim, system=system, cm=cm, loop=loop, reports=reports,
+                           arm=cm.controllers["arm"], gripper=cm.controllers["gripper"])
+
+
+def trajectory(joints, points, velocities=None, start=0.0):
+    """A trajectory_msgs/JointTrajectory: points [(time s, [positions])], optional velocities per point."""
+    msg = JointTrajectory(joint_names=list(joints))
+    msg.header.stamp = Time(sec=int(start), nanosec=int(round((start % 1) * 1e9)))
+    for k, (t, q) in enumerate(points):
+        p = JointTrajectoryPoint(positions=[float(x) for x in q],
+                                 time_from_start=Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9))))
+        if velocities is not None:
+            p.velocities = [float(v) for v in velocities[k]]
+        msg.points.append(p)
+    return msg
+
+
+def goal(msg, path=(), goal_tol=(), goal_time=0.0):
+    """A FollowJointTrajectory goal's fields."""
+    return SimpleNamespace(trajectory=msg, path_tolerance=list(path), goal_tolerance=list(goal_tol),
+                           goal_time_tolerance=Duration(sec=int(goal_time),
+                                                        nanosec=int(round((goal_time % 1) * 1e9))))
+
+
+def tol(name, position):
+    return JointTolerance(name=name, position=float(position))
+
+
+def run_until(w, done, max_steps):
+    for _ in range(max_steps):
+        if done():
+            return
+        report = w.loop.step_now()
+        assert report.ok, report.message
+    assert done(), f"not done after {max_steps} steps (t = {w.sim.t:.3f} s)"
+
+
+def arm_q(w):
+    return w.sim.joint_positions()[:2].copy()
+
+
+# ------------------------------------------------------------------------------------------ trajectory
+
+
+def test_trajectory_goal_succeeds_within_its_tolerances_in_sim_time(urdf):
+    w = make_world(urdf)
+    ex = w.arm.goal(goal(trajectory(ARM, [(0.5, [0.3, -0.2]), (1.0, [0.5, -0.4])]),
+                         goal_tol=[tol("j1", 1e-3), tol("j2", 1e-3)], goal_time=0.5), "handle")
+    w.arm.submit(ex)
+    run_until(w, ex.done.is_set, 2000)
+    assert (ex.status, ex.error_code) == ("succeeded", SUCCESSFUL)
+    assert 1.0 <= w.sim.t < 1.5                               # after the last point, within goal_time
+    np.testing.assert_allclose(arm_q(w), [0.5, -0.4], atol=1e-3)
+    t, qd, _, q, _ = ex.feedback                               # feedback: desired and actual at a sim time
+    assert t <= w.sim.t and qd.shape == q.shape == (2,)
+
+
+def test_path_tolerance_violation_aborts_and_holds(urdf):
+    w = make_world(urdf)
+    # 2 rad in 0.2 s is 10 rad/s: the joints (2 rad/s limit) fall behind the trajectory at once
+    ex = w.arm.goal(goal(trajectory(ARM, [(0.2, [2.0, 0.0])]), path=[tol("j1", 0.05)]), "handle")
+    w.arm.submit(ex)
+    run_until(w, ex.done.is_set, 1000)
+    assert (ex.status, ex.error_code) == ("aborted", PATH_TOLERANCE_VIOLATED)
+    assert "path tolerance violated: joint 'j1'" in ex.error_string and w.sim.t < 0.2
+    held = w.system.command.position[:2].copy()
+    np.testing.assert_allclose(held, arm_q(w), atol=1e-3)      # holds where it was when aborted (one step ago)
+    for _ in range(500):
+        w.loop.step_now()
+    np.testing.assert_allclose(arm_q(w), held, atol=0.02)      # and stays there
+
+
+def test_goal_tolerance_not_met_within_goal_time_aborts(urdf):
+    w = make_world(urdf)
+    ex = w.arm.goal(goal(trajectory(ARM, [(0.3, [0.2, 0.1])]), goal_tol=[tol("j1", 1e-12)], goal_time=0.05),
+                    "handle")
+    w.arm.submit(ex)
+    run_until(w, ex.done.is_set, 1000)
+    assert (ex.status, ex.error_code) == ("aborted", GOAL_TOLERANCE_VIOLATED)
+    assert "0.050 s after the last point: joint 'j1' error" in ex.error_string
+    assert w.sim.t == pytest.approx(0.35, abs=2 * DT)
+
+
+def test_a_new_goal_preempts_the_active_one_which_is_canceled(urdf):
+    w = make_world(urdf)
+    first = w.arm.goal(goal(trajectory(ARM, [(1.0, [0.5, 0.5])])), "first")
+    w.arm.submit(first)
+    for _ in range(200):
+        w.loop.step_now()
+    second = w.arm.goal(goal(trajectory(ARM, [(0.5, [-0.2, 0.1])])), "second")
+    w.arm.submit(second)
+    w.loop.step_now()
+    assert (first.status, first.error_code) == ("canceled", INVALID_GOAL)
+    assert first.error_string == "Current goal cancelled due to new incoming action."
+    run_until(w, second.done.is_set, 2000)
+    assert second.status == "succeeded"
+    np.testing.assert_allclose(arm_q(w), [-0.2, 0.1], atol=0.01)
+
+
+def test_a_topic_trajectory_preempts_the_action_goal(urdf):
+    w = make_world(urdf)
+    ex = w.arm.goal(goal(trajectory(ARM, [(2.0, [1.0, 0.0])])), "handle")
+    w.arm.submit(ex)
+    for _ in range(100):
+        w.loop.step_now()
+    w.arm.on_trajectory(trajectory(ARM, [(0.5, [0.0, 0.2])]))
+    w.loop.step_now()
+    assert (ex.status, ex.error_code) == ("aborted", INVALID_GOAL) and "joint_trajectory topic" in ex.error_string
+    topic = w.arm.current
+    assert topic is not None and topic.goal_handle is None
+    run_until(w, topic.done.is_set, 2000)
+    assert topic.status == "succeeded"
+    np.testing.assert_allclose(arm_q(w), [0.0, 0.2], atol=0.01)
+
+
+def test_cancel_holds_the_current_position(urdf):
+    w = make_world(urdf)
+    ex = w.arm.goal(goal(trajectory(ARM, [(1.0, [1.0, -1.0])])), "handle")
+    w.arm.submit(ex)
+    for _ in range(300):
+        w.loop.step_now()
+    ex.cancel_requested = True
+    w.loop.step_now()
+    assert (ex.status, ex.error_code) == ("canceled", SUCCESSFUL)
+    q_cancel = w.system.command.position[:2].copy()
+    assert 0.05 < q_cancel[0] < 0.95                           # stopped on the way
+    for _ in range(500):
+        w.loop.step_now()
+    np.testing.assert_allclose(arm_q(w), q_cancel, atol=0.02)
+
+
+def test_a_command_on_the_joints_aborts_the_trajectory(urdf):
+    w = make_world(urdf)
+    ex = w.arm.goal(goal(trajectory(ARM, [(1.0, [1.0, -1.0])])), "handle")
+    w.arm.submit(ex)
+    for _ in range(100):
+        w.loop.step_now()
+    cmd = validate_joint_state_command(w.arm.ctx.limits, ["j2"], position=[0.0])
+    w.system.commands.push_command(cmd)
+    w.loop.step_now()
+    assert (ex.status, ex.error_code) == ("aborted", INVALID_GOAL) and "joint_command" in ex.error_string
+
+
+@pytest.mark.parametrize("msg, code, words", [
+    (trajectory(["j1", "nope"], [(1.0, [0.1, 0.1])]), INVALID_JOINTS, "not controlled by 'arm'"),
+    (trajectory(["j1"], [(1.0, [0.1])]), INVALID_JOINTS, "missing and allow_partial_joints_goal is false"),
+    (trajectory(["j1", "j1"], [(1.0, [0.1, 0.1])]), INVALID_JOINTS, "listed more than once"),
+    (trajectory(ARM, []), INVALID_GOAL, "without points"),
+    (trajectory(ARM, [(1.0, [0.1, 0.1])], velocities=[[0.0, math.nan]]), INVALID_GOAL, "is NaN/Inf"),
+    (trajectory(ARM, [(1.0, [0.1, math.inf])]), INVALID_GOAL, "is NaN/Inf"),
+    (trajectory(ARM, [(1.0, [0.1, 0.1])], velocities=[[0.0, 0.3]]), INVALID_GOAL, "non-zero velocity"),
+    (trajectory(ARM, [(0.5, [0.1, 0.1])], start=1.0), OLD_HEADER_TIMESTAMP, "in the past"),
+])
+def test_bad_goals_are_refused_with_the_real_error_codes(urdf, msg, code, words):
+    w = make_world(urdf)
+    if code == OLD_HEADER_TIMESTAMP:
+        for _ in range(2000):                 # t = 2 s: a trajectory stamped at 1 s that lasts 0.5 s is old
+            w.loop.step_now()
+    with pytest.raises(GoalRejected) as err:
+        w.arm.goal(goal(msg), "handle")
+    assert err.value.code == code and words in str(err.value)
+
+
+def test_bad_goal_tolerances_are_refused(urdf):
+    w = make_world(urdf)
+    msg = trajectory(ARM, [(1.0, [0.1, 0.1])])
+    with pytest.raises(GoalRejected, match="unknown joint 'nope'"):
+        w.arm.goal(goal(msg, goal_tol=[tol("nope", 0.1)]), "handle")
+    with pytest.raises(GoalRejected, match="not finite"):
+        w.arm.goal(goal(msg, path=[tol("j1", math.nan)]), "handle")
+
+
+def test_a_bad_trajectory_on_the_topic_is_rejected_and_reported(urdf):
+    w = make_world(urdf)
+    w.arm.on_trajectory(trajectory(ARM, [(1.0, [0.1, math.nan])]))
+    assert [e.kind for e in w.reports.rejected] == ["bad_trajectory"]
+    w.loop.step_now()
+    assert w.arm.current is None
+
+
+# ------------------------------------------------------------------------------------------ gripper
+
+
+def test_gripper_stalls_then_presses_with_max_effort(urdf):
+    """A goal beyond the finger's stroke: the finger stops at its limit, does not move for stall_timeout, the goal
+    aborts as stalled (allow_stalling false) and the finger presses with the goal's max_effort (effort mode)."""
+    w = make_world(urdf, gripper_params={"stall_timeout": 0.2})
+    g = w.gripper.goal(0.1, 7.5)
+    w.gripper.submit(g)
+    run_until(w, g.done.is_set, 3000)
+    position, effort, stalled, reached = g.measured
+    assert g.status == "aborted" and stalled and not reached
+    assert position == pytest.approx(0.04, abs=1e-3) and effort == 7.5
+    i = w.system.command.index["finger_joint"]
+    assert w.system.command.mode[i] == EFFORT and w.system.command.effort[i] == 7.5
+    assert w.sim.t > 0.2
+
+
+def test_gripper_reaches_its_goal(urdf):
+    w = make_world(urdf, gripper_params={"allow_stalling": True})
+    g = w.gripper.goal(0.02, 0.0)
+    w.gripper.submit(g)
+    run_until(w, g.done.is_set, 3000)
+    assert g.status == "succeeded" and g.measured[3]
+    assert g.measured[0] == pytest.approx(0.02, abs=0.01)
+
+
+@pytest.mark.parametrize("position, max_effort", [(math.nan, 10.0), (0.02, -1.0), (0.02, math.nan),
+                                                  (0.02, math.inf), (math.inf, 0.0)])
+def test_gripper_refuses_bad_goals(urdf, position, max_effort):
+    w = make_world(urdf)
+    with pytest.raises(GripperGoalRejected):
+        w.gripper.goal(position, max_effort)
+
+
+# ------------------------------------------------------------------------------------------ switching
+
+
+def test_switch_strict_refuses_as_a_whole_and_best_effort_skips(urdf):
+    w = make_world(urdf)
+    cm = w.cm
+    ok, msg = cm.switch(["forward"], [], STRICT)                 # forward claims the arm's joints
+    assert not ok and "claim conflict" in msg and "j1/position" in msg
+    assert cm.controllers["arm"].active and not cm.controllers["forward"].active
+    ok, msg = cm.switch(["forward", "nope"], ["arm"], STRICT)    # unknown name: nothing changes
+    assert not ok and "unknown controller 'nope'" in msg and cm.controllers["arm"].active
+    ok, msg = cm.switch(["forward", "nope"], ["arm"], BEST_EFFORT)
+    assert ok and "skipped" in msg
+    assert cm.controllers["forward"].active and not cm.controllers["arm"].active
+    assert w.system.command.claims["j1/position"] == "forward"
+    ok, msg = cm.switch(["arm"], ["forward"], STRICT)            # deactivation first: a swap in one call
+    assert ok and cm.controllers["arm"].active and w.system.command.claims["j1/position"] == "arm"
+    ok, msg = cm.switch(["arm"], [], STRICT)
+    assert not ok and "'arm' is already active" in msg
+
+
+def test_deactivating_a_controller_aborts_its_goal_and_holds(urdf):
+    w = make_world(urdf)
+    ex = w.arm.goal(goal(trajectory(ARM, [(1.0, [1.0, 1.0])])), "handle")
+    w.arm.submit(ex)
+    for _ in range(200):
+        w.loop.step_now()
+    ok, _ = w.cm.switch([], ["arm"], STRICT)
+    assert ok and (ex.status, ex.error_code) == ("aborted", INVALID_GOAL) and "deactivated" in ex.error_string
+    held = w.system.command.position[:2].copy()
+    for _ in range(300):
+        w.loop.step_now()
+    np.testing.assert_allclose(arm_q(w), held, atol=0.02)
+
+
+# ------------------------------------------------------------------------------------------ parameters
+
+
+def test_controller_parameters_are_checked_from_their_table(urdf):
+    with pytest.raises(ConfigError, match=r"'constraints.j1.goal': must be a finite number"):
+        make_world(urdf, arm_params={"constraints": {"j1": {"goal": math.nan}}})
+    with pytest.raises(ConfigError, match=r"names joint 'j9', which is not one of its joints"):
+        make_world(urdf, arm_params={"constraints": {"j9": {"goal": 0.1}}})
+    with pytest.raises(ConfigError, match=r"'action_monitor_rate': must be >= 0.1 Hz"):
+        make_world(urdf, arm_params={"action_monitor_rate": 0.0})
+    with pytest.raises(ConfigError, match=r"'stall_timeout': must be >= 0 s"):
+        make_world(urdf, gripper_params={"stall_timeout": -1.0})
+    w = make_world(urdf, arm_params={"open_loop_control": True, "frobnicate": 1})
+    assert any("['open_loop_control', 'frobnicate'] are not emulated" in m for m in w.reports.infos)
