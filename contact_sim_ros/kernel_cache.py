@@ -30,6 +30,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.geometry.pair_bound_kernels": 1.5,   # the bounding-capsule test of the pairs from q (issue 18)
     "contact_sim_ros.model.free_body_kernels": 0.5,
     "contact_sim_ros.sim.divergence_kernels": 0.5,
+    "contact_sim_ros.sim.penetration_kernels": 0.3,   # the deep-interpenetration bound (issue 31)
     "contact_sim_ros.sim.step_kernels": 1.5,
     "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
     "contact_sim_ros.engines.tamsi_kernels": 7.0,
@@ -42,7 +43,8 @@ COMPILE_SECONDS = {
 # (sim/free_body_step.FreeBodies); an engine's own are its class's ``kernel_modules``
 _COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.geometry.pair_bound_kernels",
            "contact_sim_ros.model.free_body_kernels", "contact_sim_ros.sim.divergence_kernels",
-           "contact_sim_ros.sim.step_kernels", "contact_sim_ros.sim.free_body_step")
+           "contact_sim_ros.sim.penetration_kernels", "contact_sim_ros.sim.step_kernels",
+           "contact_sim_ros.sim.free_body_step")
 
 
 def engine_kernels() -> dict[str, tuple[str, ...]]:

@@ -43,13 +43,46 @@ def parse_yaml(text: str, what: str):
         raise ConfigError(f"{what}: malformed YAML {text!r}: {detail}") from None
 
 
+def missing_file(path) -> str:
+    """Why ``path`` cannot be read as a file: 'is a directory, not a file' or 'file not found'."""
+    return "is a directory, not a file" if Path(path).is_dir() else "file not found"
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """The text of the file ``path``; ConfigError naming the file and the problem (not found, a directory, not
+    readable, not UTF-8 text) instead of an OSError. ``what``: e.g. 'controllers file', for the message."""
+    p = Path(path)
+    try:
+        return p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: {what}: is a directory, not a file") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: {what}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what}: not a text file ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: {what}: cannot be read: {exc.strerror or exc}") from None
+
+
+def load_yaml_file(path: str | Path, what: str):
+    """The YAML document in the file ``path`` (None if empty); ConfigError naming the file on an unreadable file
+    (``read_text_file``) or malformed YAML (one line: the problem and its line and column)."""
+    text = read_text_file(path, what)
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{path}: malformed YAML ({what}): {detail}") from None
+
+
 def read_mapping(path: str | Path, what: str) -> dict:
     """The mapping in a YAML file (an empty file is {}); ConfigError naming the file on malformed YAML or a
     non-mapping. ``what``: e.g. 'a robot preset', for the message."""
-    try:
-        data = load_yaml(Path(path).read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+    data = load_yaml_file(path, what)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: {what} is a mapping, got {type(data).__name__}")
     return data

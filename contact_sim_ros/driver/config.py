@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..resources import share_dir
-from ..yaml_files import read_mapping
+from ..yaml_files import missing_file, read_mapping, read_text_file
 
 CONTROLLER_MANAGER = "controller_manager"
 
@@ -221,7 +221,7 @@ def read_ros2_control(path: str | Path, xacro_args: dict | None = None) -> Hardw
     """``<ros2_control>`` blocks of a URDF file or a xacro file (expanded with ``xacro_args``)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"ros2_control description not found: {path}")
+        raise ConfigError(f"ros2_control description {path}: {missing_file(path)}")
     if path.suffix == ".xacro":
         try:
             import xacro   # deferred: an optional dependency, only for .xacro files
@@ -235,7 +235,7 @@ def read_ros2_control(path: str | Path, xacro_args: dict | None = None) -> Hardw
         text = doc.toxml()
         doc.unlink()             # minidom's nodes refer to their parents: free them now, not at the next full GC
     else:
-        text = path.read_text()
+        text = read_text_file(path, "ros2_control description")
     return parse_ros2_control(text, str(path))
 
 

@@ -32,6 +32,31 @@ from .command_validation import REJECTION_KINDS
 from .system import SimulatorSystem
 
 
+# steps one ~/step, StepSimulation or SimulateSteps request may ask for: 1e6 s of sim time at 1 ms, days of wall
+# time; more is refused with a reason (a uint64 -1 from a C++ client is 2^64 - 1). ``run_steps``'s wait is bounded
+# by threading.TIMEOUT_MAX whatever the count (a 1e12-step wait timeout overflowed: issue 31, defect 3)
+MAX_STEPS_PER_REQUEST = 10 ** 9
+
+
+def step_count_problem(n) -> str:
+    """'' if ``n`` is a step count one request may ask for (an integer in [0, MAX_STEPS_PER_REQUEST]), else why
+    not (for the request's answer)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        return f"the step count must be an integer, got {n!r}"
+    if n < 0:
+        return f"the step count must be >= 0, got {n}"
+    if n > MAX_STEPS_PER_REQUEST:
+        return (f"{n} steps exceed the bound of {MAX_STEPS_PER_REQUEST} steps per request (a -1 sent as an "
+                f"unsigned integer?): ask for fewer, or resume the simulation")
+    return ""
+
+
+def step_wait_timeout(n: int, per_step_s: float = 1e-2, minimum_s: float = 30.0) -> float:
+    """Seconds of wall time a request for ``n`` steps waits at most: ``per_step_s`` per step, at least
+    ``minimum_s``, at most threading.TIMEOUT_MAX (a larger timeout raises OverflowError in Condition.wait)."""
+    return min(max(minimum_s, per_step_s * float(n)), threading.TIMEOUT_MAX)
+
+
 @dataclass
 class PublishHook:
     """``fn(sim)`` is called from the stepping thread after every ``every`` steps (and once when idle). A ``fn``
@@ -260,10 +285,13 @@ class SteppingLoop:
 
     def run_steps(self, n: int, timeout: float = 30.0) -> tuple[int, str]:
         """While paused, execute n steps as fast as possible; returns (steps that ran, "" or why fewer ran:
-        preempted by ~/pause or ~/reset, the loop paused itself after failures, timeout, not running). A huge ``n``
-        is a long run (until it completes, is preempted or times out); ``timeout`` is capped to what a wait takes
-        (threading.TIMEOUT_MAX), never an overflow."""
+        preempted by ~/pause or ~/reset, the loop paused itself after failures, timeout, not running, a count
+        beyond MAX_STEPS_PER_REQUEST); ``timeout`` is capped to what a wait takes (threading.TIMEOUT_MAX), never an
+        overflow."""
         n = int(n)
+        why = step_count_problem(n)
+        if why:
+            return 0, why
         timeout = min(float(timeout), threading.TIMEOUT_MAX)
         with self._cv:
             if not self._running:

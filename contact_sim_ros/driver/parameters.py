@@ -54,13 +54,15 @@ class Parameter:
 
     def bounds_text(self) -> str:
         """'in (0, 0.1]', '>= 0', 'one of a, b' (empty without bounds)."""
+        def text(x):     # an integer bound in full (step_count's 1000000000, not 1e+09)
+            return str(x) if isinstance(x, int) else f"{x:g}"
         lo, hi = self.lower, self.upper
         if lo is not None and hi is not None:
-            return f"in {'(' if self.lower_open else '['}{lo:g}, {hi:g}]"
+            return f"in {'(' if self.lower_open else '['}{text(lo)}, {text(hi)}]"
         if lo is not None:
-            return f"{'>' if self.lower_open else '>='} {lo:g}"
+            return f"{'>' if self.lower_open else '>='} {text(lo)}"
         if hi is not None:
-            return f"<= {hi:g}"
+            return f"<= {text(hi)}"
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices))
         return ""

@@ -24,7 +24,7 @@ import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..resources import share_dir
-from ..yaml_files import check_keys, parse_pose, read_mapping
+from ..yaml_files import check_keys, missing_file, parse_pose, read_mapping, read_text_file
 from .mesh_object import MeshSpec, mesh_body
 from .multibody_model import MimicJoint
 from .robot_description import (default_package_dirs, prefix_urdf, resolve_uri, split_description,
@@ -82,8 +82,12 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
     else:
         path = Path(text)
         if not path.is_file():
-            raise ModelError(f"URDF file not found: {path}")
-        source, xml_text, base_dir = str(path), path.read_text(), str(path.parent)
+            raise ModelError(f"URDF {path}: {missing_file(path)}")
+        try:
+            xml_text = read_text_file(path, "URDF")
+        except ConfigError as exc:        # not readable, not text
+            raise ModelError(str(exc)) from None
+        source, base_dir = str(path), str(path.parent)
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -280,7 +284,7 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
             if not path.is_file():
                 raise ConfigError(unknown_choice("robot", text, robot_preset_names()))
         if not path.is_file():
-            raise ConfigError(f"robot preset file not found: {path}")
+            raise ConfigError(f"robot preset {path}: {missing_file(path)}")
         source, base = str(path), path.parent
         data = read_mapping(path, "a robot preset")
     check_keys(data, _PRESET_KEYS, source)

@@ -80,7 +80,8 @@ def urdf_from_description(path, xacro_args: dict | None = None) -> str:
     folder. Raises ModelError naming the file."""
     src = Path(str(path)).expanduser()
     if not src.is_file():
-        raise ModelError(f"robot description file not found: {src}")
+        raise ModelError(f"robot description {src}: " + ("is a directory, not a file" if src.is_dir() else
+                                                          "file not found"))
     src = src.resolve()
     if not is_xacro(src) and not xacro_args:
         return str(src)
@@ -107,7 +108,7 @@ def expand_xacro(path, xacro_args: dict | None = None) -> str:
     as on the command line). Relative mesh file names are made absolute against the file's folder."""
     src = Path(str(path)).resolve()
     if not src.is_file():
-        raise ModelError(f"xacro file not found: {src}")
+        raise ModelError(f"xacro {src}: " + ("is a directory, not a file" if src.is_dir() else "file not found"))
     try:
         import xacro
         from xacro import substitution_args

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..driver.parameters import Parameter, ParameterTable
+from ..driver.loop import MAX_STEPS_PER_REQUEST
 from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
 from ..model.loader import load_robot_preset, robot_preset_names
@@ -20,7 +21,7 @@ from ..model.robot_description import split_description
 from ..resources import share_dir
 from ..sim.scene import load_scene
 from ..sim.simulator import MAX_TIME_STEP
-from ..yaml_files import parse_yaml, read_mapping
+from ..yaml_files import missing_file, parse_yaml, read_mapping
 from .bag_recorder import check_record_path
 
 
@@ -84,7 +85,7 @@ class NodeConfig:
                               "preset's contact_bodies + fingertip frames + free objects)")
     marker_force_scale: float = _p(0.01, "double", "m/N", "arrow length per N of contact force")
     step_count: int = _p(1, "int", description="steps executed per call of the ~/step service (settable while "
-                         "running)", lower=1, read_only=False)
+                         "running)", lower=1, upper=MAX_STEPS_PER_REQUEST, read_only=False)
     viewer: bool = _p(False, "bool", description="serve the live browser view (viser, in a child process)")
     viewer_port: int = _p(8080, "int", description="port of the browser view")
     viewer_rate: float = _rate(30.0, "frames sent to the viewer (at most, in wall time)")
@@ -160,7 +161,7 @@ class NodeConfig:
         if self.urdf:
             urdf_path = split_description(self.urdf)[0]     # "robot.urdf.xacro arm_id:=fr3": xacro arguments
             if not Path(urdf_path).is_file():
-                raise ConfigError(f"parameter 'urdf': file not found: {urdf_path}")
+                raise ConfigError(f"parameter 'urdf': {missing_file(urdf_path)}: {urdf_path}")
         for p in NODE_PARAMETERS:          # bounds and finiteness from the table (arrays: checked below)
             if not p.is_array:
                 p.check(getattr(self, p.name))
@@ -239,7 +240,7 @@ def _read_yaml(path, what) -> dict:
         cand = Path(share_dir()) / "scenes" / p
         cand = cand if cand.suffix else cand.with_suffix(".yaml")
         if not cand.is_file():
-            raise ConfigError(f"{what}: file not found: {path}")
+            raise ConfigError(f"{what}: {missing_file(path)}: {path}")
         p = cand
     return read_mapping(p, what)
 
@@ -425,7 +426,8 @@ def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "",
     for path in paths:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"parameter file not found: {path}")
+            raise ConfigError(f"parameter file is a directory, not a file: {path}" if p.is_dir() else
+                              f"parameter file not found: {path}")
         data = read_mapping(p, "a ROS parameter file ('/**: {ros__parameters: {...}}')")
         for key, section in data.items():
             if key not in keys or not isinstance(section, dict):

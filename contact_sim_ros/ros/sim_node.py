@@ -24,6 +24,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, TransformStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.srv import GetParameters
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -37,7 +38,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from ..driver.command_validation import CommandRejected, JointLimits
 from ..driver.controller_manager import ControllerManagers
-from ..driver.loop import PublishHook, SteppingLoop, Transport, loop_status
+from ..driver.loop import PublishHook, SteppingLoop, Transport, loop_status, step_wait_timeout
 from ..driver.robot import merge_hardware_infos, validate_joint_command
 from ..driver.system import SimulatorSystem
 from ..errors import ConfigError, ContactSimError
@@ -138,6 +139,7 @@ class SimNode(Node):
         self._throttle = cfg.warn_throttle_s
         self.step_count = cfg.step_count
 
+        self._refuse_a_second_simulator()      # before this node publishes or serves anything
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
@@ -527,9 +529,63 @@ class SimNode(Node):
         # reentrant (own group): a long ~/step waits on the stepping loop without blocking ~/pause or ~/reset
         # (they answer at once and preempt it) nor the command subscriptions
         group = ReentrantCallbackGroup()
+        self._sim_services = True
         self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=group)
         self.create_service(SetBool, "~/pause", self._srv_pause, callback_group=group)
         self.create_service(Trigger, "~/step", self._srv_step, callback_group=group)
+
+    def other_simulators(self) -> list[str]:
+        """Fully qualified names of the other simulation nodes in this node's namespace (a node that serves
+        ``<node>/pause`` and ``<node>/step``, as this one does): two would publish the same topics and serve the
+        same simulation_interfaces services. A node of this node's own name counts once this one serves them."""
+        ns = self.get_namespace()
+        mine = self.get_name()
+        found = []
+        entries = self.get_node_names_and_namespaces()
+        for name, node_ns in dict.fromkeys(entries):
+            if node_ns != ns:
+                continue
+            fqn = (ns.rstrip("/") + "/" + name)
+            try:
+                services = {n for n, _ in self.get_service_names_and_types_by_node(name, node_ns)}
+            except Exception:   # noqa: BLE001 - the node left the graph meanwhile
+                continue
+            if {fqn + "/pause", fqn + "/step"} <= services and (name != mine or entries.count((name, node_ns)) > 1
+                                                                or not hasattr(self, "_sim_services")):
+                found.append(fqn)
+        return found
+
+    def _refuse_a_second_simulator(self) -> None:
+        """Before this node publishes or serves anything: ConfigError naming the simulation node that already runs
+        in this namespace (its services are known by now: this node has been on the graph while its Simulator was
+        built) if it answers a parameter request within 2 s; one that does not (the stale graph entry of a killed
+        process, before its lease expires: a respawn after ``on_failure: exit``) is only warned about. Nodes that
+        start at once could each miss the other: a timer looks again 3 s later and logs an ERROR."""
+        for other in self.other_simulators():
+            client = self.create_client(GetParameters, other + "/get_parameters")
+            try:
+                future = client.call_async(GetParameters.Request(names=["robot", "engine"]))
+                rclpy.spin_until_future_complete(self, future, timeout_sec=2.0)
+                answer = future.result() if future.done() else None
+            finally:
+                self.destroy_client(client)
+            if answer is not None:
+                what = ", ".join(f"{n} {v.string_value!r}" for n, v in zip(("robot", "engine"), answer.values)
+                                 if v.string_value)
+                raise ConfigError(f"another simulation node already runs in namespace {self.get_namespace()!r}: "
+                                  f"{other}" + (f" ({what})" if what else "") +
+                                  "; stop it or start this one with another --namespace")
+            self.log.warn(f"{other} is on the ROS graph in this namespace but does not answer (a killed process's "
+                          f"stale entry?): starting anyway")
+
+        def look_again():
+            self._duplicate_timer.cancel()
+            late = self.other_simulators()
+            if late:
+                self.log.error(f"another simulation node runs in namespace {self.get_namespace()!r}: "
+                               f"{', '.join(late)}: both publish the same topics and serve the same services; "
+                               f"stop one of them")
+        self._duplicate_timer = self.create_timer(3.0, look_again, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _srv_reset(self, request, response):
         response.success = self.loop.request_reset()
@@ -551,7 +607,7 @@ class SimNode(Node):
             response.success = False
             response.message = "the simulation is running: pause it first (~/pause with data: true)"
             return response
-        ran, why = self.loop.run_steps(n, timeout=max(30.0, 1e-2 * n))
+        ran, why = self.loop.run_steps(n, timeout=step_wait_timeout(n))
         response.success = ran == n
         response.message = (f"stepped {n} step(s) to t = {self.sim.t:.6f} s" if ran == n
                             else f"stepped {ran} of {n} step(s) to t = {self.sim.t:.6f} s: {why}")
@@ -679,6 +735,10 @@ class SimNode(Node):
             self.viewer.close()
 
 
+class StartUpInterrupted(BaseException):
+    """SIGINT or SIGTERM while main() builds the node: it stops building, cleans up and exits with 0."""
+
+
 def _default_param_files(robot: str | None) -> list[str]:
     """config/node.yaml and, if present, config/node/<robot>.yaml (what launch/sim.launch.py passes)."""
     out = []
@@ -703,14 +763,19 @@ def main(argv=None) -> int:
     # stop; installed first (Ctrl-C at any moment of start-up: no KeyboardInterrupt); rclpy's own handlers are not
     # installed (they shut the context down under running callbacks: "failed to initialize wait set",
     # KeyboardInterrupt tracebacks from the clean-up)
+    # While the node is being built (seconds; more with kernels to compile: model, controllers, publishers) a
+    # signal raises StartUpInterrupted: main() stops building, cleans up what exists and returns 0 (issue 31,
+    # defect 11); a second one (the first swallowed somewhere inside an extension) ends the process at once (ros2
+    # launch sends SIGTERM 5 s after SIGINT and SIGKILL 10 s later)
     stop = threading.Event()
-    building = threading.Event()     # while the node is built (seconds; more with kernels to compile): a second
-    #                                  signal then ends the process at once (ros2 launch sends SIGTERM 5 s after
+    building = threading.Event()
 
-    def on_signal(signum, frame):    # SIGINT and SIGKILL 10 s later)
+    def on_signal(signum, frame):
         if stop.is_set() and building.is_set():
             os._exit(0)
         stop.set()
+        if building.is_set():
+            raise StartUpInterrupted()
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -723,6 +788,7 @@ def main(argv=None) -> int:
             signal.signal(sig, handler)
         return 2
     writer_profile = use_fastdds_writer_profile()     # read by Fast DDS when rclpy.init creates the participant
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         rclpy.init(args=["sim_node"] + cmd.ros_args, signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:   # rcl rejects malformed ROS arguments / parameter files
@@ -750,9 +816,10 @@ def main(argv=None) -> int:
     except ContactSimError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
         code = 2
-    except ExternalShutdownException:
+    except (ExternalShutdownException, StartUpInterrupted):
         pass
     finally:
+        building.clear()
         if node is not None:
             node.shutdown()
         if executor is not None:

@@ -17,9 +17,15 @@ def _exit_now(signum, frame):
     os._exit(0)
 
 
-def main(argv=None) -> int:
+def exit_at_once_on_signals() -> None:
+    """SIGINT and SIGTERM end the process at once with status 0 (until ``sim_node.main`` replaces the handler);
+    also installed by ``contact_sim_ros/ros/__init__.py`` for ``python -m contact_sim_ros.ros.sim_node``."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_now)
+
+
+def main(argv=None) -> int:
+    exit_at_once_on_signals()
     from .sim_node import main as node_main
     return node_main(argv)
 

@@ -46,6 +46,7 @@ from ..model.loader import load_urdf, resolve_mesh_path, urdf_dir
 from ..model.materials import ContactMaterial
 from ..model.mesh_object import load_mesh, parse_mesh_uri
 from ..model.robot_description import default_package_dirs, is_xacro, resolve_uri, urdf_from_description
+from ..driver.loop import step_count_problem, step_wait_timeout
 from ..sim.scene import parse_shape
 from .state_messages import stamp
 
@@ -63,6 +64,9 @@ UNSUPPORTED, NOT_FOUND, INCORRECT_STATE, FAILED = 0, 2, 3, 4          # Result c
 SPAWN_FORMATS = ["urdf", "xacro", "primitive", "mesh"]
 PRIMITIVE_SHAPES = {"box": 3, "sphere": 1, "cylinder": 2, "capsule": 2}
 MATERIAL_KEYS = ("friction", "restitution", "stiffness", "dissipation")
+# kg/m^3: the densest spawnable primitive, 4x osmium (22,590 kg/m^3, the densest element). A 1e12 kg 5 cm box
+# (8e15 kg/m^3) was accepted and sank through the ground, then the divergence bound paused the simulation
+MAX_DENSITY = 1.0e5
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _NAMESPACE = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*/?$")
 
@@ -137,6 +141,10 @@ def parse_primitive(uri: str) -> tuple[str, dict]:
     if value <= 0:
         raise SpawnError(bad, f"{uri}: {key} must be > 0, got {value!r}")
     obj[key] = value
+    density = value if key == "density" else value / shape.volume()
+    if density > MAX_DENSITY:
+        raise SpawnError(bad, f"{uri}: {key} {value:g} gives a density of {density:.3g} kg/m^3, beyond any solid "
+                              f"(bound {MAX_DENSITY:g} kg/m^3; osmium: 22590): no contact could carry it")
     material = {k: number(k) for k in MATERIAL_KEYS if k in query}
     try:
         ContactMaterial.from_dict(material, where="material")
@@ -397,9 +405,12 @@ class SimulationInterfaces:
 
     def _srv_step(self, request, response):
         n = int(request.steps)
+        why = step_count_problem(n)
+        if why:
+            return _result(response, FAILED, f"steps: {why}")
         if not self.loop.paused:
             return _result(response, FAILED, "the simulation is playing: pause it first (set_simulation_state)")
-        if n and not self.loop.request_steps(n, timeout=max(30.0, 1e-2 * n)):
+        if n and not self.loop.request_steps(n, timeout=step_wait_timeout(n)):
             return _result(response, FAILED, f"stepping {n} step(s) did not complete (timed out, preempted by "
                                              f"a pause/reset, or the stepping thread stopped)")
         self._stopped_at = None if n else self._stopped_at
@@ -408,6 +419,10 @@ class SimulationInterfaces:
     def _execute_steps(self, goal_handle):
         n = int(goal_handle.request.steps)
         result = SimulateSteps.Result()
+        why = step_count_problem(n)
+        if why:
+            goal_handle.abort()
+            return _result(result, FAILED, f"steps: {why}")
         if not self.loop.paused:
             goal_handle.abort()
             return _result(result, FAILED, "the simulation is playing: pause it first (set_simulation_state)")
@@ -422,7 +437,7 @@ class SimulationInterfaces:
                 goal_handle.abort()
                 return _result(result, FAILED, f"the simulation was resumed after {done} of {n} steps")
             k = min(batch, n - done)
-            if not self.loop.request_steps(k, timeout=max(30.0, 1e-2 * k)):
+            if not self.loop.request_steps(k, timeout=step_wait_timeout(k)):
                 goal_handle.abort()
                 return _result(result, FAILED, f"stepping stopped after about {done} of {n} steps (preempted "
                                                f"or the stepping thread stopped)")
@@ -483,6 +498,13 @@ class SimulationInterfaces:
 
         def apply():
             sim = self.loop.sim
+            bounds = sim.divergence_bounds()
+            if bounds is not None:      # a twist that the next step would report as diverged: refused now
+                speed, angular = float(np.linalg.norm(twist[:3])), float(np.linalg.norm(twist[3:]))
+                if speed > bounds[0] or angular > bounds[1]:
+                    return FAILED, (f"twist of {name!r} beyond the simulation's divergence bounds at t = {sim.t:.6f} "
+                                    f"s: speed {speed:.4g} m/s (bound {bounds[0]:.4g}), angular speed {angular:.4g} "
+                                    f"rad/s (bound {bounds[1]:.4g}); the step would fail")
             ref = self._frame_pose(sim, st.header.frame_id)
             if ref is None:
                 return NOT_FOUND, f"reference frame {st.header.frame_id!r} is not known"

@@ -7,6 +7,14 @@ mug off at 6.5 km/s). ``DivergenceCheck.check`` runs on every (sub-)step result,
 * the distance of every free body's origin from the world origin (m);
 * the kinetic energy 0.5 v^T M v of the whole system (finite; M of the step), which also covers the robot.
 
+The bounds fit the scene (issue 31, defect 4): a free fall is physical however long it lasts (the Allegro and
+Barrett presets have no ground), so at sim time t the speed bound is ``max_speed + |g| t`` (the speed a body
+that had ``max_speed`` reaches by falling for t), the distance bound ``max_distance + R0 + max_speed t +
+|g| t^2 / 2`` (the ``max_speed t`` term only for a finite ``max_speed``) with R0 the scene's size (the farthest
+joint origin from the world origin in the initial configuration); the angular speed bound is constant.
+``set_time`` refreshes the compiled pass's scales (the Simulator calls it on reset; ``check`` when the pass flags
+a state, so the happy path stays one compiled call: its bounds are those of an earlier time, never looser).
+
 A violation is reported like a solver failure (``Simulator.step`` retries with sub-steps, then the step fails,
 the state is kept and the report's message starts with ``diverged:`` and names the body, the value, the bound and
 the sim time). Cost: one compiled pass over the free bodies and v^T M v (``bounds_exceeded``; the simulator runs
@@ -23,6 +31,7 @@ import math
 from dataclasses import dataclass, fields
 
 import numpy as np
+import pinocchio as pin
 
 from ..errors import ConfigError
 from ..model.multibody_model import MultibodyModel
@@ -95,8 +104,11 @@ class DivergenceCheck:
     (``_first_violation``).
     """
 
-    def __init__(self, model: MultibodyModel, limits: DivergenceLimits):
+    def __init__(self, model: MultibodyModel, limits: DivergenceLimits, q0: np.ndarray | None = None):
+        """``q0``: the scene's initial configuration (its size R0; None: 0 m)."""
         self.limits = limits
+        self.gravity = float(np.linalg.norm(model.pin_model.gravity.linear))     # m/s^2
+        self.scene_size = scene_size(model.pin_model, q0) if q0 is not None else 0.0   # m
         bodies = model.free_bodies
         self.names = [b.name for b in bodies]
         self._n = len(bodies)
@@ -104,41 +116,82 @@ class DivergenceCheck:
         v0 = np.array([b.v_slice.start for b in bodies], dtype=int)
         self._v_index = (v0[:, None] + np.arange(6)).reshape(-1)      # (6n,) linear then angular per body
         self._q_index = (q0[:, None] + np.arange(3)).reshape(-1)      # (3n,) positions
-        inverse = [1.0 / limits.max_speed] * 3 + [1.0 / limits.max_angular_speed] * 3
-        self._v_scale = np.tile(inverse, self._n).astype(float)     # 0 for an infinite bound
-        self._q_scale = np.full(3 * self._n, 1.0 / limits.max_distance)
+        self._linear = np.tile([True] * 3 + [False] * 3, self._n)    # linear entries of _v_scale
+        self._v_scale = np.zeros(6 * self._n)          # 1 / bound (0 for an infinite one); set_time fills them
+        self._q_scale = np.zeros(3 * self._n)
+        self.set_time(0.0)
         self._no_mass_matrix = np.zeros((0, 0))
         self._tree_ptr = tree_velocity_ranges(model.pin_model)
         # bounds_exceeded's index and scale arrays (q_index, q_scale, v_index, v_scale, tree_ptr), for
         # sim/step_kernels.py
         self.kernel_arrays = (self._q_index, self._q_scale, self._v_index, self._v_scale, self._tree_ptr)
 
+    def bounds(self, t: float) -> tuple[float, float, float]:
+        """(speed m/s, angular speed rad/s, distance m) bounds at sim time ``t`` (s; see the module docstring)."""
+        lim, g, t = self.limits, self.gravity, max(float(t), 0.0)
+        reach = lim.max_speed * t if math.isfinite(lim.max_speed) else 0.0   # no speed bound: no reach term
+        return (lim.max_speed + g * t, lim.max_angular_speed,
+                lim.max_distance + self.scene_size + reach + 0.5 * g * t * t)
+
+    def set_time(self, t: float) -> None:
+        """The compiled pass's scales for the bounds at sim time ``t`` (s), in place (also in the arrays
+        ``bind`` gave)."""
+        speed, angular, distance = self.bounds(t)
+        self._v_scale[self._linear] = 1.0 / speed
+        self._v_scale[~self._linear] = 1.0 / angular
+        self._q_scale[:] = 1.0 / distance
+        self._scaled_at = float(t)
+
+    def bind(self, q_scale: np.ndarray, v_scale: np.ndarray) -> None:
+        """Use ``q_scale`` and ``v_scale`` (views into a packed array the compiled step reads:
+        step_kernels.finish_arrays) as the scale arrays, so that ``set_time`` updates them there."""
+        q_scale[:] = self._q_scale
+        v_scale[:] = self._v_scale
+        self._q_scale, self._v_scale = q_scale, v_scale
+        self.kernel_arrays = (self._q_index, q_scale, self._v_index, v_scale, self._tree_ptr)
+
     def check(self, q: np.ndarray, v: np.ndarray, mass_matrix: np.ndarray | None, t: float) -> str:
         """'' if (q, v) at sim time ``t`` (s) is within the bounds, else the reason ('diverged: ...').
         ``q``, ``v`` finite (the simulator checks that first). Costs about 1 us (one compiled call)."""
+        if t != self._scaled_at:
+            self.set_time(t)
         code = bounds_exceeded(q, v, self._no_mass_matrix if mass_matrix is None else mass_matrix,
                                self._q_index, self._q_scale, self._v_index, self._v_scale, self._tree_ptr)
         if code & SPEED_OR_DISTANCE:
-            message = self._first_violation(q, v)
+            message, how = self._first_violation(q, v, t)
             if message:
-                return f"{message} at t = {t:.6f} s"
+                return f"{message} at t = {t:.6f} s{how}"
         # finite v and M can still give an infinite energy (|v| > 1e150)
         if code & ENERGY:
             return f"diverged: kinetic energy is not finite at t = {t:.6f} s"
         return ""
 
-    def _first_violation(self, q: np.ndarray, v: np.ndarray) -> str:
-        """The body and bound with the largest excess, '' if none (the sum over bodies exceeded 1 only)."""
+    def _first_violation(self, q: np.ndarray, v: np.ndarray, t: float) -> tuple[str, str]:
+        """(the body and bound with the largest excess at sim time ``t``, how the bound is made), ('', '') if none
+        (the sum over bodies exceeded 1 only)."""
         vel = v[self._v_index].reshape(self._n, 6)
         pos = q[self._q_index].reshape(self._n, 3)
         lim = self.limits
-        worst, message = 1.0, ""
-        for what, values, bound, unit in (("speed", vel[:, :3], lim.max_speed, "m/s"),
-                                          ("angular speed", vel[:, 3:], lim.max_angular_speed, "rad/s"),
-                                          ("distance from the world origin", pos, lim.max_distance, "m")):
+        speed, angular, distance = self.bounds(t)
+        worst, message, made = 1.0, "", ""
+        for what, values, bound, unit, how in (
+                ("speed", vel[:, :3], speed, "m/s",
+                 f" (bound: max_speed {lim.max_speed:g} m/s + |g| t)" if self.gravity else ""),
+                ("angular speed", vel[:, 3:], angular, "rad/s", ""),
+                ("distance from the world origin", pos, distance, "m",
+                 f" (bound: max_distance {lim.max_distance:g} m + the scene's size {self.scene_size:.3g} m + "
+                 f"max_speed t + |g| t^2 / 2)")):
             norms = np.linalg.norm(values, axis=1)
             k = int(np.argmax(norms))
             if norms[k] > bound and norms[k] / bound > worst:
                 worst = norms[k] / bound
-                message = f"diverged: free body {self.names[k]!r} {what} {norms[k]:.4g} {unit} > {bound:g} {unit}"
-        return message
+                message = f"diverged: free body {self.names[k]!r} {what} {norms[k]:.4g} {unit} > {bound:.4g} {unit}"
+                made = how
+        return message, made
+
+
+def scene_size(pin_model, q0: np.ndarray) -> float:
+    """The largest distance (m) of a joint origin from the world origin in configuration ``q0``."""
+    data = pin.Data(pin_model)
+    pin.forwardKinematics(pin_model, data, np.asarray(q0, dtype=float))
+    return max((float(np.linalg.norm(data.oMi[j].translation)) for j in range(1, pin_model.njoints)), default=0.0)

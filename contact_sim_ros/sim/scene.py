@@ -282,7 +282,8 @@ def load_scene(scene, source: str | None = None) -> Scene:
             cand = Path(share_dir()) / "scenes" / path
             cand = cand if cand.suffix else cand.with_suffix(".yaml")
             if not cand.is_file():
-                raise ConfigError(f"scene file not found: {path} (also looked for {cand})")
+                raise ConfigError(f"scene file {path}: is a directory, not a file" if path.is_dir() else
+                                  f"scene file not found: {path} (also looked for {cand})")
             path = cand
         source = str(path)
         data = read_mapping(path, "a scene")

@@ -27,6 +27,7 @@ from ..model.multibody_model import MimicExpansion, model_body_names
 from .default_gains import default_gains, drive_plan, warn_default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
+from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep
 from .scene import Scene, load_scene
 
@@ -56,9 +57,12 @@ class Simulator:
     """Steps one scene with one engine at a fixed time step (s)."""
 
     def __init__(self, scene, engine: str = "semi_implicit", time_step: float = 1e-3, engine_options=None,
-                 max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3, divergence_limits=None):
+                 max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3, divergence_limits=None,
+                 penetration_limit=None):
         """``divergence_limits``: overrides of ``DivergenceLimits`` (max_speed 100 m/s, max_angular_speed
-        1000 rad/s, max_distance 1000 m, for free bodies), False to switch the check off."""
+        1000 rad/s, max_distance 1000 m, for free bodies), False to switch the check off.
+        ``penetration_limit``: a contact deeper than this fraction of the thinner body's thickness fails the step
+        (sim/penetration.py; default 1: deeper than the thinner body is thick; False: off)."""
         self.scene: Scene = load_scene(scene)
         if not (isinstance(time_step, (int, float)) and np.isfinite(time_step) and time_step > 0):
             raise ConfigError(f"time_step must be a positive number of seconds, got {time_step!r}")
@@ -70,7 +74,8 @@ class Simulator:
         self.joint_stiction_tolerance = float(joint_stiction_tolerance)
         self._settings = dict(engine=engine, time_step=time_step, engine_options=engine_options,
                               max_substep_levels=max_substep_levels,
-                              joint_stiction_tolerance=joint_stiction_tolerance, divergence_limits=divergence_limits)
+                              joint_stiction_tolerance=joint_stiction_tolerance, divergence_limits=divergence_limits,
+                              penetration_limit=penetration_limit)
         self.time_step = float(time_step)
         self.max_substep_levels = int(max_substep_levels)
         self.model = self.scene.model
@@ -87,7 +92,8 @@ class Simulator:
         self._reject_pure_efforts([s.joint for s in self.scene.joint_scripts
                                    if s.effort and not s.position and not s.velocity], "scripted inputs of the scene")
         limits = DivergenceLimits.make(divergence_limits)
-        self._divergence = DivergenceCheck(self.model, limits) if limits is not None else None
+        self._divergence = DivergenceCheck(self.model, limits, self.scene.q0) if limits is not None else None
+        self._penetration = PenetrationCheck.make(self.model, penetration_limit)
         nv, nq = pm.nv, pm.nq
         m = self.model
         # actuation state (per velocity index); gains from the robot preset
@@ -145,6 +151,10 @@ class Simulator:
             self._divergence.kernel_arrays if self._divergence is not None else None,
             np.asarray(m.joint_q_index)[limited], np.asarray(m.joint_v_index)[limited],
             np.asarray(m.position_lower)[limited], np.asarray(m.position_upper)[limited])
+        if self._divergence is not None:      # its bounds grow with sim time (set_time): the packed scales follow
+            ndq, ndv = len(self._divergence.kernel_arrays[0]), len(self._divergence.kernel_arrays[2])
+            values = self._finish_arrays[1]
+            self._divergence.bind(values[:ndq], values[ndq:ndq + ndv])
         # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
         self._vector_space = pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
                                                     for j in range(1, pm.njoints))
@@ -201,7 +211,14 @@ class Simulator:
         self.last_result: StepResult | None = None
         self._last_dt = self.time_step
         self.actuation_force = np.zeros(self._pm.nv)
+        if self._divergence is not None:
+            self._divergence.set_time(0.0)
         self._update_kinematics()
+
+    def divergence_bounds(self) -> tuple[float, float, float] | None:
+        """(speed m/s, angular speed rad/s, distance from the world origin m): what a free body may have at the
+        current sim time before a step fails as diverged (sim/divergence.py); None: no divergence check."""
+        return None if self._divergence is None else self._divergence.bounds(self._t)
 
     def set_state(self, q: np.ndarray, v: np.ndarray) -> None:
         q = np.asarray(q, float)
@@ -244,6 +261,8 @@ class Simulator:
                          "_velocity_mode", "actuation_force"):
                 getattr(self, attr)[vn] = getattr(old, attr)[vo]
         self._t, self.step_count = old._t, old.step_count
+        if self._divergence is not None:
+            self._divergence.set_time(self._t)
         self.default_gains = dict(old.default_gains)
         m = self.model
         self.passive_joints = tuple(j for j in old.passive_joints if j in m.joint_names)
@@ -418,6 +437,8 @@ class Simulator:
                     message = result.stats.message
                     break
                 q, v, t = q_next, result.v_next, t + dt
+            if not ok and message.startswith(DEEP_PENETRATION):
+                break            # the contacts of the step's start (or a sub-step's) are too deep: no retry
             if ok:
                 self._q, self._v, self._t = q, v, t0 + self.time_step
                 self.step_count += 1
@@ -430,9 +451,12 @@ class Simulator:
                 self._update_kinematics()
         # the contact query's buffers now hold the failed attempt's contacts: publish no contact data
         self.contacts, self.last_result = None, None
-        report = StepReport(t0, False, status, 2 ** self.max_substep_levels, iterations,
-                            f"engine {self.engine.name!r} failed at t = {t0:.6f} s even with "
-                            f"{2 ** self.max_substep_levels} sub-steps: {message}; state kept")
+        if message.startswith(DEEP_PENETRATION):
+            report = StepReport(t0, False, status, n, iterations, f"{message}; state kept")
+        else:
+            report = StepReport(t0, False, status, 2 ** self.max_substep_levels, iterations,
+                                f"engine {self.engine.name!r} failed at t = {t0:.6f} s even with "
+                                f"{2 ** self.max_substep_levels} sub-steps: {message}; state kept")
         if strict:
             raise SolverError(report.message)
         return report
@@ -453,7 +477,10 @@ class Simulator:
         if code != step_kernels.OK:
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
                 return None
-        self.contacts = self.contact_query._contact_set(n)
+        contacts = self.contact_query._contact_set(n)
+        if self._penetration is not None and n and self._penetration.check(contacts, t):
+            return None            # the staged step fails with the reason
+        self.contacts = contacts
         self.last_result = StepResult(v, impulse, gen, act, SolverStats(SolverStatus.CONVERGED, iterations,
                                                                         err if iterations else 0.0, elapsed))
         self._last_dt = dt
@@ -476,6 +503,12 @@ class Simulator:
         contacts = self.contact_query.update(data, None,
                                              self._surface_velocity if self.scene.surface_velocities else None,
                                              joint_jacobians=True, q=q)
+        if self._penetration is not None and contacts.size:
+            deep = self._penetration.check(contacts, t)
+            if deep:                   # the start state is the problem: step() does not retry with sub-steps
+                self.contacts = contacts
+                return StepResult(v, np.zeros((contacts.size, 3)), np.zeros(pm.nv), np.zeros(pm.nv),
+                                  SolverStats(SolverStatus.FAILED, 0, 0.0, 0.0, deep)), None
         bodies = self._free_bodies
         if bodies is not None:
             # free bodies only (sim/free_body_step.FreeBodies): M constant in their local velocities, nle and g(q)

@@ -68,7 +68,8 @@ def test_unknown_flag_lists_the_valid_flags(capsys):
     ({"base_pose": [0, 0, 0]}, r"'base_pose': expected \[x, y, z, roll, pitch, yaw\]"),
     ({"engine_options": "[1, 2]"}, r"'engine_options': expected a mapping"),
     ({"urdf": "/no/such.urdf"}, r"'urdf': file not found"),
-    ({"step_count": 0}, r"'step_count': must be >= 1"),
+    ({"step_count": 0}, r"'step_count': must be in \[1, 1000000000\]"),
+    ({"step_count": 10 ** 12}, r"'step_count': must be in \[1, 1000000000\]"),    # bounded (issue 31, defect 3)
     ({"rate": 3}, r"unknown parameter 'rate'; valid parameters: .*joint_states_rate"),
 ])
 def test_bad_parameters_name_the_valid_values(values, match):

@@ -10,7 +10,7 @@ import pytest
 
 from contact_sim_ros.driver.command_validation import (JointLimits, TrajectorySampler, validate_group_command,
                                                        validate_joint_state_command, validate_trajectory)
-from contact_sim_ros.driver.loop import PublishHook, SteppingLoop, Transport
+from contact_sim_ros.driver.loop import MAX_STEPS_PER_REQUEST, PublishHook, SteppingLoop, Transport
 from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.sim.simulator import Simulator
 
@@ -263,15 +263,19 @@ def test_a_rate_limited_hook_that_skipped_a_state_gets_it_on_pause(sim):
     assert shown[-1] == sim.t == pytest.approx(33 * 2e-3, abs=1e-12)    # step 33's state, not step 20's
 
 
-def test_a_huge_step_request_is_a_long_run_not_an_overflow(sim):
-    """~/step with step_count 1e12 or StepSimulation with 2^63 - 1 steps: the wait's timeout (1e-2 s per step) is
-    capped, the steps run until a pause preempts them (issue 31: an OverflowError killed the node)."""
+def test_a_huge_step_request_is_refused_or_a_long_run_never_an_overflow(sim):
+    """StepSimulation with 2^63 - 1 steps (or a -1 wrapped by a C++ client) is refused with its reason; a count at
+    the bound (MAX_STEPS_PER_REQUEST, with a 1e-2 s per step timeout: 1e7 s) is a long run whose wait is capped and
+    which a pause preempts (issue 31: an OverflowError in the wait killed the node)."""
     sim.reset()
     loop = make_loop(sim, 0.0, start_paused=True)
     loop.start()
     try:
+        ran, why = loop.run_steps(2 ** 63 - 1, timeout=1e-2 * (2 ** 63 - 1))
+        assert ran == 0 and "exceed the bound" in why and sim.step_count == 0
         out = []
-        worker = threading.Thread(target=lambda: out.append(loop.run_steps(2 ** 63 - 1, timeout=1e-2 * (2 ** 63 - 1))))
+        worker = threading.Thread(target=lambda: out.append(
+            loop.run_steps(MAX_STEPS_PER_REQUEST, timeout=1e-2 * MAX_STEPS_PER_REQUEST)))
         worker.start()
         deadline = time.monotonic() + 60.0
         while sim.step_count < 5 and time.monotonic() < deadline:
@@ -279,6 +283,6 @@ def test_a_huge_step_request_is_a_long_run_not_an_overflow(sim):
         loop.set_paused(True)
         worker.join(30.0)
         ran, why = out[0]
-        assert 5 <= ran < 2 ** 63 - 1 and why == "preempted by ~/pause"
+        assert 5 <= ran < MAX_STEPS_PER_REQUEST and why == "preempted by ~/pause"
     finally:
         loop.stop()

@@ -42,7 +42,7 @@ import threading
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, unknown_choice
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
 from ..parameters import Parameter, ParameterTable
 from .base import UPDATE_RATE, Controller
@@ -160,6 +160,11 @@ class JointTrajectoryController(Controller):
         self.goal_time = p["constraints.goal_time"]
         self.path_tol = np.array([p[f"constraints.{j}.trajectory"] for j in self.joints])
         self.goal_tol = np.array([p[f"constraints.{j}.goal"] for j in self.joints])
+        valid = {"constraints.stopped_velocity_tolerance", "constraints.goal_time"} | {
+            f"constraints.{j}.{k}" for j in self.joints for k in ("trajectory", "goal")}
+        typos = sorted(k for k in self.params if k.startswith("constraints.") and k not in valid)
+        if typos:          # the real controller ignores them: a tolerance that silently does not apply
+            raise ConfigError(f"{self.where}: " + unknown_choice("parameter", typos[0], valid))
         self.monitor_period = 1.0 / p["action_monitor_rate"]
         self.state_every = ctx.decimation(p["state_publish_rate"])
         self._position = {j: k for k, j in enumerate(self.joints)}

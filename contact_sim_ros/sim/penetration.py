@@ -1,0 +1,110 @@
+"""Deep interpenetration: a contact deeper than a fraction of the thinner of its two bodies fails the step.
+
+A compliant engine (TAMSI, semi-implicit, SAP) under a force far beyond what its contact stiffness holds lets
+bodies sink into each other: a 1e9 N squeeze leaves the finger pads 4.1 cm inside a 4 cm-radius mug with a
+"converged" solution every step (issue 31, defect 7). No bound on speeds or distances sees it, the bodies barely
+move. ``PenetrationCheck.check`` runs on the contacts of every (sub-)step, before the engine: a contact whose
+penetration depth -phi exceeds ``fraction`` times the thickness of the thinner of its two geometries fails the
+step like a solver failure (``Simulator.step``: the state is kept, the report's message starts with
+``deep interpenetration:``, names the two bodies, the depth and the bound; the node counts it, logs it and pauses
+after ``max_failed_steps`` such steps). Retrying with sub-steps cannot help (the step's start state is the
+problem), so the Simulator does not.
+
+The thickness of a geometry (m) is that of its body, the largest of the body's geometries' (a finger's pad counts
+as thick as the finger; the world's geometries each count alone); a shape's thickness is its smallest extent: a
+sphere's or capsule's diameter, a box's smallest side, a cylinder's or cone's smaller of diameter and length, an
+ellipsoid's smallest diameter, a mesh's or convex hull's smallest side of its local bounding box, plus twice
+coal's swept-sphere radius; a halfspace or a plane is infinitely thick. Cost per step: one compiled pass over the
+N contacts (``deepest_excess``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import coal
+import numpy as np
+
+from ..errors import ConfigError
+from .penetration_kernels import deepest_excess
+
+# Why 1 (measured in-process, TAMSI, worst depth / thickness of the thinner body over each run): pick_shake_place
+# 0.023, barrett_box 0.018, barrett_cylinder 0.030, franka_rod 0.009, the other shipped scenes <= 0.05, allegro_mug
+# and iiwa_allegro_mug 0.69 from t = 0 (the thumb's base link inside the mug's convex hull, which fills the
+# handle's opening); the 1e9 N squeeze through the mug: 2.05
+DEFAULT_FRACTION = 1.0     # of the thinner body's thickness: deeper, the bodies have passed through each other
+DEEP_PENETRATION = "deep interpenetration:"     # how a failed step's message starts
+
+
+def shape_thickness(shape) -> float:
+    """The smallest extent (m) of a coal collision shape (see the module docstring); inf for unbounded shapes."""
+    if isinstance(shape, (coal.Halfspace, coal.Plane)):
+        return math.inf
+    if isinstance(shape, coal.Sphere):
+        size = 2.0 * shape.radius
+    elif isinstance(shape, coal.Capsule):
+        size = 2.0 * shape.radius
+    elif isinstance(shape, (coal.Cylinder, coal.Cone)):
+        size = 2.0 * min(shape.radius, shape.halfLength)
+    elif isinstance(shape, coal.Box):
+        size = 2.0 * float(np.min(shape.halfSide))
+    elif isinstance(shape, coal.Ellipsoid):
+        size = 2.0 * float(np.min(shape.radii))
+    else:                                   # meshes, convex hulls: the local bounding box
+        shape.computeLocalAABB()
+        box = shape.aabb_local
+        extent = np.asarray(box.max_, dtype=float) - np.asarray(box.min_, dtype=float)
+        size = float(np.min(extent)) if np.all(np.isfinite(extent)) else math.inf
+    return float(size) + 2.0 * max(float(shape.getSweptSphereRadius()), 0.0)
+
+
+class PenetrationCheck:
+    """The deep-interpenetration bound on one model's contacts (thickness table built once)."""
+
+    def __init__(self, model, fraction: float = DEFAULT_FRACTION):
+        self.fraction = float(fraction)
+        geometry = model.collision_model.geometryObjects
+        own = np.array([shape_thickness(g.geometry) for g in geometry], dtype=float)
+        joints = np.array([g.parentJoint for g in geometry], dtype=int)
+        # a geometry counts as thick as its body: the thickest of the geometries on the same moving joint (a
+        # finger's 3 mm pad on its 14 mm link); the world's geometries (joint 0) each on its own
+        self.thickness = own.copy()
+        for j in np.unique(joints[joints > 0]):
+            on = joints == j
+            self.thickness[on] = own[on].max()
+        self._names = list(model.geometry_names)
+
+    @staticmethod
+    def make(model, value) -> "PenetrationCheck | None":
+        """None / True: the default fraction; False: no check (returns None); a number in (0, inf]: the fraction
+        of the thinner body's thickness (inf: off)."""
+        if value is False:
+            return None
+        if value is None or value is True:
+            return PenetrationCheck(model)
+        try:
+            fraction = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"penetration_limit: expected a fraction of the thinner body's thickness (> 0), "
+                              f"None or False, got {value!r}") from None
+        if math.isnan(fraction) or fraction <= 0.0:
+            raise ConfigError(f"penetration_limit must be > 0 (a fraction of the thinner body's thickness; inf "
+                              f"or False: off), got {value!r}")
+        return None if math.isinf(fraction) else PenetrationCheck(model, fraction)
+
+    def check(self, contacts, t: float) -> str:
+        """'' if no contact of ``contacts`` (a ContactSet) is deeper than the bound, else the reason (at sim
+        time ``t``, s)."""
+        if contacts is None or contacts.size == 0:
+            return ""
+        k = deepest_excess(contacts.signed_distance, contacts.geometry_a, contacts.geometry_b, self.thickness,
+                           self.fraction)
+        if k < 0:
+            return ""
+        a, b = int(contacts.geometry_a[k]), int(contacts.geometry_b[k])
+        thin = a if self.thickness[a] <= self.thickness[b] else b
+        depth = -float(contacts.signed_distance[k])
+        return (f"{DEEP_PENETRATION} {self._names[a]!r} and {self._names[b]!r} overlap by {100 * depth:.3g} cm "
+                f"> {self.fraction:g} x the thickness of the thinner one ({self._names[thin]!r}, "
+                f"{100 * self.thickness[thin]:.3g} cm) at t = {t:.6f} s: the contact cannot carry the forces "
+                f"applied (a force far beyond the contact stiffness?)")

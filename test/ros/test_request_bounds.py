@@ -1,0 +1,324 @@
+"""Requests and files that used to kill, pause or confuse the node, over real DDS (issue 31, defects 3, 4, 7, 10,
+11 and the second node in one namespace):
+
+* StepSimulation with 2^63 - 1 or 2^64 - 1 (a -1 from a C++ client) steps, SimulateSteps with 2^64 - 1 and
+  ``step_count`` 1e12 for ``~/step`` are refused with a reason; the node keeps answering and stepping;
+* a SetEntityState twist of 1e6 m/s and a spawned 1e12 kg box are refused with a reason; the node keeps playing;
+* an object in free fall for 12 s (the Allegro preset has no ground) does not pause the simulation;
+* a 1e9 N squeeze through the mug: each step fails with "deep interpenetration", counted on /diagnostics, and the
+  node pauses itself after 10 such steps;
+* a second node in the namespace of a running one refuses to start, naming it;
+* files the node reads at start-up (controllers file, scene, URDF, robot preset, ros2_control description, ROS
+  parameter file) that are missing, a directory, malformed or not text: exit 2, one line naming the file;
+* SIGINT during the imports or while the node is being built: exit 0 within 2 s, no traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
+from ros_testing import REPO, ActionClient, NodeProcess, wait_until
+
+si = pytest.importorskip("simulation_interfaces")
+from geometry_msgs.msg import PoseStamped  # noqa: E402
+from simulation_interfaces.action import SimulateSteps  # noqa: E402
+from simulation_interfaces.msg import Result  # noqa: E402
+from simulation_interfaces.srv import SetEntityState, SpawnEntity, StepSimulation  # noqa: E402
+
+NS = "/bounds"
+NO_CLOCK = str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")
+FAILED = Result.RESULT_OPERATION_FAILED
+UINT64_MAX, INT64_MAX = 2 ** 64 - 1, 2 ** 63 - 1
+STATUS_ABORTED = 6
+
+
+def assert_clean(output: str):
+    for bad in ("Traceback", "KeyboardInterrupt", "RCLError", "OverflowError"):
+        assert bad not in output, output
+
+
+def stamp_s(stamp) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
+def simulation_status(msgs, ns: str):
+    return [m.status[0] for m in list(msgs) if m.status and m.status[0].name == f"{ns}/contact_sim: simulation"]
+
+
+def value(status, key):
+    return next(kv.value for kv in status.values if kv.key == key)
+
+
+@pytest.fixture(scope="module")
+def node(ros, start_node):
+    """iiwa + WSG, real time, one box spawned by the tests."""
+    proc = start_node("--robot", "iiwa_wsg", "--engine", "tamsi", "--namespace", NS.strip("/"), "--config", NO_CLOCK)
+    js = ros.subscribe(JointState, f"{NS}/joint_states", keep=50)
+    wait_until(lambda: js or proc.proc.poll() is not None, 120, what=f"{NS}/joint_states")
+    assert proc.proc.poll() is None, proc.output()
+    return proc, js
+
+
+def advancing(js) -> bool:
+    """The joint states' stamps advance (the node steps)."""
+    t = stamp_s(js[-1].header.stamp)
+    wait_until(lambda: stamp_s(js[-1].header.stamp) > t + 0.05, 30, what="joint_states to advance")
+    return True
+
+
+def test_huge_step_counts_are_refused_with_a_reason(node, ros):
+    proc, js = node
+    assert ros.call(SetBool, f"{NS}/contact_sim/pause", SetBool.Request(data=True)).success
+    try:
+        for n in (INT64_MAX, UINT64_MAX):
+            res = ros.call(StepSimulation, f"{NS}/step_simulation", StepSimulation.Request(steps=n))
+            assert res.result.result == FAILED
+            assert f"{n} steps exceed the bound of 1000000000 steps per request" in res.result.error_message
+        client = ActionClient(ros.node, SimulateSteps, f"{NS}/simulate_steps")
+        assert client.wait_for_server(timeout_sec=30)
+        goal = client.send_goal_async(SimulateSteps.Goal(steps=UINT64_MAX))
+        wait_until(goal.done, 30, what="goal response")
+        result = goal.result().get_result_async()
+        wait_until(result.done, 30, what="simulate_steps result")
+        assert result.result().status == STATUS_ABORTED
+        assert "exceed the bound" in result.result().result.result.error_message
+        # ~/step: step_count 1e12 is refused by the parameter callback (it was an OverflowError in ~/step)
+        big = Parameter(name="step_count", value=ParameterValue(type=ParameterType.PARAMETER_INTEGER,
+                                                                  integer_value=10 ** 12))
+        res = ros.call(SetParameters, f"{NS}/contact_sim/set_parameters", SetParameters.Request(parameters=[big]))
+        assert not res.results[0].successful and "[1, 1000000000]" in res.results[0].reason
+        t0 = stamp_s(js[-1].header.stamp)
+        step = ros.call(Trigger, f"{NS}/contact_sim/step", Trigger.Request())
+        assert step.success and "stepped 1 step(s)" in step.message, step.message
+        assert ros.call(StepSimulation, f"{NS}/step_simulation", StepSimulation.Request(steps=5)).result.result \
+            == Result.RESULT_OK
+        wait_until(lambda: stamp_s(js[-1].header.stamp) >= t0 + 0.006 - 1e-9, 10, what="6 steps published")
+    finally:
+        assert ros.call(SetBool, f"{NS}/contact_sim/pause", SetBool.Request(data=False)).success
+    assert advancing(js) and proc.proc.poll() is None
+    assert_clean(proc.output())
+
+
+def test_requests_that_would_diverge_are_refused_and_the_node_keeps_playing(node, ros):
+    proc, js = node
+    pose = PoseStamped()
+    pose.pose.position.x, pose.pose.position.z, pose.pose.orientation.w = 1.0, 0.025, 1.0
+    heavy = ros.call(SpawnEntity, f"{NS}/spawn_entity", SpawnEntity.Request(
+        name="anvil", uri="primitive://box?size=0.05,0.05,0.05&mass=1e12", initial_pose=pose))
+    assert heavy.result.result == SpawnEntity.Response.RESOURCE_PARSE_ERROR
+    assert "density of 8e+15 kg/m^3, beyond any solid" in heavy.result.error_message, heavy.result.error_message
+    spawned = ros.call(SpawnEntity, f"{NS}/spawn_entity", SpawnEntity.Request(
+        name="cube", uri="primitive://box?size=0.05,0.05,0.05&mass=0.2", initial_pose=pose))
+    assert spawned.result.result == Result.RESULT_OK, spawned.result.error_message
+    try:
+        request = SetEntityState.Request(entity="cube")
+        request.state.pose = pose.pose
+        request.state.twist.linear.x = 1e6
+        res = ros.call(SetEntityState, f"{NS}/set_entity_state", request)
+        assert res.result.result == FAILED
+        assert re.search(r"twist of 'cube' beyond the simulation's divergence bounds at t = [\d.]+ s: speed 1e\+06 "
+                         r"m/s \(bound \d+(\.\d+)?\)", res.result.error_message), res.result.error_message
+        request.state.twist.linear.x = 2.0          # a physical twist is still taken
+        assert ros.call(SetEntityState, f"{NS}/set_entity_state", request).result.result == Result.RESULT_OK
+        assert advancing(js)
+        diagnostics = ros.subscribe(DiagnosticArray, "/diagnostics")
+        wait_until(lambda: simulation_status(diagnostics, NS), 10, what="diagnostics")
+        status = simulation_status(diagnostics, NS)[-1]
+        assert value(status, "paused") == "False" and value(status, "solver_failures") == "0", status
+    finally:
+        from simulation_interfaces.srv import DeleteEntity
+        ros.call(DeleteEntity, f"{NS}/delete_entity", DeleteEntity.Request(entity="cube"))
+
+
+def test_a_second_node_in_the_namespace_refuses_to_start_naming_the_first(node):
+    for extra in ([], ["--node-name", "sim_two"]):
+        second = NodeProcess(["--robot", "iiwa_wsg", "--namespace", NS.strip("/"), "--config", NO_CLOCK, *extra])
+        try:
+            code = second.proc.wait(120)
+            out = second.output()
+        finally:
+            second.stop()
+        assert code == 2, out
+        assert (f"sim_node: error: another simulation node already runs in namespace '{NS}': {NS}/contact_sim "
+                f"(robot 'iiwa_wsg', engine 'tamsi')") in out, out
+        assert_clean(out)
+    assert node[0].proc.poll() is None
+
+
+# ------------------------------------------------------------------------------------ scene-fitting bounds
+
+def test_a_12_s_free_fall_does_not_pause_and_a_squeeze_through_the_mug_does(ros, start_node, tmp_path):
+    falling = tmp_path / "falling.yaml"
+    falling.write_text("robot: allegro\nobjects:\n  - {name: can, shape: {cylinder: [0.03, 0.1]}, mass: 0.3, "
+                       "pose: {xyz: [0.5, 0, 0.5]}}\n")
+    squeeze = tmp_path / "squeeze.yaml"
+    ramp = "1e9 * min(t / 0.05, 1)"
+    squeeze.write_text(f"""gravity: [0, 0, 0]
+robot:
+  urdf: {REPO / 'scenes' / 'tamsi_gripper.urdf'}
+  initial_positions: {{lift: -0.15, left_finger_slide: 0.0, right_finger_slide: 0.0}}
+  gains:
+    lift: {{kp: 20000.0, kd: 1000.0}}
+objects:
+  - {{name: mug, shape: {{cylinder: [0.04, 0.10]}}, mass: 0.1, pose: {{xyz: [0, 0, -0.15]}}}}
+materials:
+  default: {{stiffness: 2.0e4, dissipation: 5.0, friction: 0.1, restitution: 0.0}}
+inputs:
+  external_forces:
+    - {{body: left_finger, force: ["{ramp}", 0, 0]}}
+    - {{body: right_finger, force: ["-{ramp}", 0, 0]}}
+""")
+    diagnostics = ros.subscribe(DiagnosticArray, "/diagnostics")
+    js = ros.subscribe(JointState, "/fall/joint_states", keep=5)
+    common = ("--real-time-factor", "0", "--config", NO_CLOCK, "--ros-args", "-p", "diagnostics_rate:=4.0")
+    fall = start_node("--scene", str(falling), "--namespace", "fall", *common)
+    squeezed = start_node("--scene", str(squeeze), "--namespace", "squeeze", "--engine", "tamsi", *common)
+    wait_until(lambda: (js and stamp_s(js[-1].header.stamp) >= 12.0) or fall.proc.poll() is not None, 240,
+               what="12 s of free fall")
+    assert fall.proc.poll() is None, fall.output()
+    assert "diverged" not in fall.output() and "step failed" not in fall.output(), fall.output()
+    wait_until(lambda: simulation_status(diagnostics, "/fall"), 10, what="/fall diagnostics")
+    status = simulation_status(diagnostics, "/fall")[-1]
+    assert value(status, "paused") == "False" and value(status, "solver_failures") == "0", status.message
+
+    def paused_by_failure():
+        s = simulation_status(diagnostics, "/squeeze")
+        return s and s[-1].message.startswith("paused by a failure") and s[-1]
+    status = wait_until(lambda: paused_by_failure() or squeezed.proc.poll() is not None, 120,
+                        what="/squeeze to pause itself")
+    assert squeezed.proc.poll() is None, squeezed.output()
+    assert "deep interpenetration: " in value(status, "pause_reason") and int(value(status, "solver_failures")) >= 10
+    out = squeezed.output()
+    assert "10 consecutive failed steps at t = " in out and "deep interpenetration" in out, out
+
+
+# ------------------------------------------------------------------------------------ files read at start-up
+
+BAD_FILES = {
+    # name: (flags, expected text after "sim_node: error: ")
+    "controllers_file missing": (["--ros-args", "-p", "controllers_file:={tmp}/none.yaml"],
+                                 "{tmp}/none.yaml: controllers file: file not found"),
+    "controllers_file directory": (["--ros-args", "-p", "controllers_file:={tmp}"],
+                                   "{tmp}: controllers file: is a directory, not a file"),
+    "controllers_file malformed": (["--ros-args", "-p", "controllers_file:={tmp}/broken.yaml"],
+                                   "{tmp}/broken.yaml: malformed YAML (controllers file): "),
+    "controllers_file binary": (["--ros-args", "-p", "controllers_file:={tmp}/binary.yaml"],
+                                "{tmp}/binary.yaml: controllers file: not a text file"),
+    "controllers_file constraint typo": (["--ros-args", "-p", "controllers_file:={tmp}/typo.yaml"],
+                                         "unknown parameter 'constraints.iiwa_joint_1.gaol'; valid parameters: "),
+    "scene directory": (["--scene", "{tmp}"], "parameter 'scene': is a directory, not a file: {tmp}"),
+    "scene malformed": (["--scene", "{tmp}/broken.yaml"], "{tmp}/broken.yaml: malformed YAML (parameter 'scene')"),
+    "urdf directory": (["--urdf", "{tmp}"], "parameter 'urdf': is a directory, not a file: {tmp}"),
+    "urdf malformed": (["--urdf", "{tmp}/broken.urdf"], "{tmp}/broken.urdf: malformed URDF XML: "),
+    "robot preset malformed": (["--robot", "{tmp}/broken.yaml"], "{tmp}/broken.yaml: malformed YAML (a robot preset)"),
+    "robot preset directory": (["--robot", "{tmp}/folder.yaml"], "robot preset {tmp}/folder.yaml: is a directory"),
+    "ros2_control_file directory": (["--ros-args", "-p", "ros2_control_file:={tmp}"],
+                                    "ros2_control description {tmp}: is a directory, not a file"),
+    "parameter file directory": (["--config", "{tmp}"], "parameter file is a directory, not a file: {tmp}"),
+}
+TYPO = """controller_manager:
+  ros__parameters:
+    update_rate: 500
+    joint_state_broadcaster: {type: joint_state_broadcaster/JointStateBroadcaster}
+    arm_controller: {type: joint_trajectory_controller/JointTrajectoryController}
+arm_controller:
+  ros__parameters:
+    joints: [iiwa_joint_1]
+    constraints:
+      iiwa_joint_1: {trajectory: 0.1, gaol: 0.01}
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad_files")
+    (tmp / "broken.yaml").write_text("robot: iiwa_wsg\nobjects: [\n")
+    (tmp / "binary.yaml").write_bytes(b"\xff\xfe\x00binary")
+    (tmp / "broken.urdf").write_text('<robot name="x"><link name="a"')
+    (tmp / "typo.yaml").write_text(TYPO)
+    (tmp / "folder.yaml").mkdir()
+    results = {}
+    names = list(BAD_FILES)
+    for k in range(0, len(names), 3):           # three at a time: each is a Python + rclpy + Pinocchio start
+        procs = {n: NodeProcess([a.format(tmp=tmp) for a in BAD_FILES[n][0]]) for n in names[k:k + 3]}
+        for name, proc in procs.items():
+            try:
+                code = proc.proc.wait(300)
+            finally:
+                out = proc.output()
+                proc.stop()
+            results[name] = (code, out)
+    return tmp, results
+
+
+@pytest.mark.parametrize("name", list(BAD_FILES))
+def test_a_bad_file_is_one_line_naming_it(bad_files, name):
+    tmp, results = bad_files
+    code, out = results[name]
+    assert code == 2, out
+    errors = [line for line in out.splitlines() if line.startswith("sim_node: error: ")]
+    assert len(errors) == 1 and BAD_FILES[name][1].format(tmp=tmp) in errors[0], out
+    assert_clean(out)
+
+
+# ------------------------------------------------------------------------------------ signals at start-up
+
+def catches(pid: int, sig: int) -> bool:
+    """The process has a handler for ``sig`` (its SigCgt mask in /proc; False once it has ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(mask & (1 << (sig - 1)))
+
+
+def test_sigint_during_the_imports_exits_0_at_once():
+    """As soon as the process handles SIGTERM (Python itself does not: the node's package installs it before the
+    node's module is compiled) and before the node logs anything, SIGINT ends it with 0 within 2 s, quietly."""
+    proc = NodeProcess(["--robot", "iiwa_wsg", "--namespace", "sig_imports", "--config", NO_CLOCK])
+    try:
+        wait_until(lambda: catches(proc.proc.pid, signal.SIGTERM) or proc.proc.poll() is not None, 60, period=0.001,
+                   what="the early signal handlers")
+        assert proc.proc.poll() is None and "contact_sim]" not in proc.output(), proc.output()
+        t0 = time.monotonic()
+        proc.proc.send_signal(signal.SIGINT)
+        proc.proc.wait(10)
+        took = time.monotonic() - t0
+        out = proc.output()
+    finally:
+        proc.stop()
+    assert proc.proc.returncode == 0, out
+    assert took < 2.0 and "simulating" not in out, (took, out)
+    assert_clean(out)
+
+
+def test_sigint_while_the_node_is_built_exits_0_within_2_s():
+    """A bare URDF: the node warns about default gains right after building its Simulator, then builds controllers,
+    publishers and services (~1 s); SIGINT at the warning stops the building: exit 0 within 2 s, quietly, never
+    'simulating' (before, the node finished building first)."""
+    proc = NodeProcess(["--urdf", str(REPO / "scenes" / "tamsi_gripper.urdf"), "--namespace", "sig_build",
+                        "--config", NO_CLOCK])
+    try:
+        wait_until(lambda: "no PD gains given" in proc.output() or proc.proc.poll() is not None, 300,
+                   period=0.002, what="the default gains warning")
+        t0 = time.monotonic()
+        proc.proc.send_signal(signal.SIGINT)
+        proc.proc.wait(10)
+        took = time.monotonic() - t0
+        out = proc.output()
+    finally:
+        proc.stop()
+    assert proc.proc.returncode == 0, out
+    assert took < 2.0 and "simulating" not in out, (took, out)
+    assert_clean(out)
