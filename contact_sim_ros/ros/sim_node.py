@@ -64,6 +64,7 @@ try:
 except ImportError:
     Contact = ContactArray = None
 
+GRAPH_DISCOVERY_S = 3.0    # s on the ROS graph before a node concludes no other simulation node runs in its namespace
 NODE_NAME = "contact_sim"
 
 
@@ -102,6 +103,7 @@ class SimNode(Node):
         """``param_defaults``: parameter values that replace the built-in defaults (from parameter files);
         ROS parameter overrides (-p, --params-file) still win."""
         super().__init__(node_name, **kwargs)
+        self._joined_graph = time.monotonic()     # discovery of the other nodes' services starts now
         defaults = NodeConfig()
         param_defaults = param_defaults or {}
         values = {}
@@ -561,7 +563,13 @@ class SimNode(Node):
         built) if it answers a parameter request within 2 s; one that does not (the stale graph entry of a killed
         process, before its lease expires: a respawn after ``on_failure: exit``) is only warned about. Nodes that
         start at once could each miss the other: a timer looks again 3 s later and logs an ERROR."""
-        for other in self.other_simulators():
+        # DDS discovery of a running node's services takes a while (seconds under load), and the Simulator may be
+        # built faster than that (warm kernel cache): look until this node has been on the graph GRAPH_DISCOVERY_S
+        found = self.other_simulators()
+        while not found and time.monotonic() - self._joined_graph < GRAPH_DISCOVERY_S:
+            time.sleep(0.05)
+            found = self.other_simulators()
+        for other in found:
             client = self.create_client(GetParameters, other + "/get_parameters")
             try:
                 future = client.call_async(GetParameters.Request(names=["robot", "engine"]))
