@@ -7,7 +7,10 @@ preemption by a new goal, cancel (holds), a command on the joints aborting it; t
 max_effort) and its goal checks; switch_controller's claims and strictness; parameter tables (a ``.nan``
 tolerance refused, not emulated parameters listed)."""
 
+import gc
 import math
+import tracemalloc
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,7 +26,8 @@ from contact_sim_ros.driver.controllers.base import ControllerTransport
 from contact_sim_ros.driver.controllers.gripper_action import GoalRejected as GripperGoalRejected
 from contact_sim_ros.driver.controllers.joint_trajectory import (GOAL_TOLERANCE_VIOLATED, INVALID_GOAL,
                                                                   INVALID_JOINTS, OLD_HEADER_TIMESTAMP,
-                                                                  PATH_TOLERANCE_VIOLATED, SUCCESSFUL, GoalRejected)
+                                                                  PATH_TOLERANCE_VIOLATED, SUCCESSFUL, GoalRejected,
+                                                                  JointTrajectoryController)
 from contact_sim_ros.driver.hardware import EFFORT
 from contact_sim_ros.driver.loop import SteppingLoop
 from contact_sim_ros.driver.system import SimulatorSystem
@@ -54,6 +58,7 @@ URDF = """<?xml version="1.0"?>
 JTC = "joint_trajectory_controller/JointTrajectoryController"
 GRIPPER = "position_controllers/GripperActionController"
 FORWARD = "position_controllers/JointGroupPositionController"
+VELOCITY = "velocity_controllers/JointGroupVelocityController"
 
 
 class Reports(ControllerTransport):
@@ -79,12 +84,12 @@ def urdf(tmp_path_factory):
     return path
 
 
-def make_world(urdf, arm_params=None, gripper_params=None, inactive=("forward",), update_rate=1000.0):
+def make_world(urdf, arm_params=None, gripper_params=None, inactive=("forward",), update_rate=1000.0, extra=()):
     sim = Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT)
     system = SimulatorSystem(sim)
     specs = (ControllerSpec("arm", JTC, {"joints": ARM, **(arm_params or {})}),
              ControllerSpec("gripper", GRIPPER, {"joint": "finger_joint", **(gripper_params or {})}),
-             ControllerSpec("forward", FORWARD, {"joints": ARM}))
+             ControllerSpec("forward", FORWARD, {"joints": ARM}), *extra)
     reports = Reports()
     cm = ControllerManager(system, ControllersFile("<test>", update_rate, specs), list(inactive),
                            transport=reports, limits=JointLimits.from_model(sim.model), engine=sim.engine)
@@ -269,6 +274,64 @@ def test_a_bad_trajectory_on_the_topic_is_rejected_and_reported(urdf):
     assert w.arm.current is None
 
 
+def test_a_trajectory_over_the_points_bound_is_refused_naming_the_bound(urdf):
+    """MAX_TRAJECTORY_POINTS + 1 points: the goal refused with INVALID_GOAL and the bound in its reason, the topic's
+    trajectory rejected (the transport's throttled warning) and not executed."""
+    w = make_world(urdf)
+    bound = JointTrajectoryController.MAX_TRAJECTORY_POINTS
+    assert bound == 100_000
+    msg = trajectory(ARM, [(1.0, [0.1, 0.1])])
+    msg.points = [msg.points[0]] * (bound + 1)        # one point object repeated: the count is what is checked
+    with pytest.raises(GoalRejected) as err:
+        w.arm.goal(goal(msg), "handle")
+    assert err.value.code == INVALID_GOAL
+    assert f"{bound + 1} points, more than MAX_TRAJECTORY_POINTS = {bound}" in str(err.value)
+    w.arm.on_trajectory(msg)
+    assert [e.kind for e in w.reports.rejected] == ["bad_trajectory"]
+    assert "MAX_TRAJECTORY_POINTS" in str(w.reports.rejected[0])
+    w.loop.step_now()
+    assert w.arm.current is None
+
+
+def test_a_large_goals_points_are_released_when_it_ends(urdf):
+    """A 50k-point goal (points every 10 us over 0.5 s) runs to success; once it has ended the controller holds no
+    reference to its points (the validated arrays, the sampler) although its Execution lives on (the transport
+    keeps it until the result is sent), and the driver-side memory is back to where it was before the goal."""
+    w = make_world(urdf)
+    warm = w.arm.goal(goal(trajectory(ARM, [(0.05, [0.0, 0.0])])), "warm-up")     # first-use allocations
+    w.arm.submit(warm)
+    run_until(w, warm.done.is_set, 500)
+    n = 50_000
+    t = np.arange(1, n + 1) * 1e-5
+    q = np.stack((0.3 * t / t[-1], -0.2 * t / t[-1]), axis=1)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        msg = trajectory(ARM, [(float(tk), qk) for tk, qk in zip(t, q)])
+        ex = w.arm.goal(goal(msg, goal_tol=[tol("j1", 0.01), tol("j2", 0.01)], goal_time=1.0), "handle")
+        del msg                                      # the transport drops the request's points when it ends
+        assert ex.trajectory.positions.shape == (n, 2)
+        refs = [weakref.ref(ex.trajectory.positions), weakref.ref(ex.trajectory.times)]
+        w.arm.submit(ex)
+        w.loop.step_now()
+        assert w.arm.current is ex and ex.trajectory is None        # the sampler has its own copy
+        refs += [weakref.ref(ex.sampler), weakref.ref(ex.sampler.positions)]
+        run_until(w, ex.done.is_set, 2000)
+        assert (ex.status, ex.error_code) == ("succeeded", SUCCESSFUL)
+        np.testing.assert_allclose(arm_q(w), [0.3, -0.2], atol=0.01)
+        for _ in range(10):                          # and it keeps holding the last point
+            w.loop.step_now()
+        gc.collect()
+        assert ex.trajectory is None and ex.sampler is None and w.arm.current is None
+        assert [r() is None for r in refs] == [True] * len(refs), "points still referenced"
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 200_000, f"{after - before} bytes still allocated after the goal ended"
+    assert ex.status == "succeeded"              # the result is kept
+
+
 # ------------------------------------------------------------------------------------------ gripper
 
 
@@ -323,6 +386,33 @@ def test_switch_strict_refuses_as_a_whole_and_best_effort_skips(urdf):
     assert ok and cm.controllers["arm"].active and w.system.command.claims["j1/position"] == "arm"
     ok, msg = cm.switch(["arm"], [], STRICT)
     assert not ok and "'arm' is already active" in msg
+
+
+def test_strict_switch_refuses_mixed_command_modes_on_a_joint_best_effort_skips(urdf):
+    """A velocity group on the joints of an active position group (different interfaces, same joints): STRICT
+    refuses the switch as a whole (the hardware refuses mixed command modes), BEST_EFFORT skips that controller and
+    switches the rest; a swap in one call (deactivate the position group, activate the velocity group) is fine."""
+    w = make_world(urdf, inactive=("forward", "velocity", "finger_velocity"),
+                   extra=(ControllerSpec("velocity", VELOCITY, {"joints": ["j2"]}),
+                          ControllerSpec("finger_velocity", VELOCITY, {"joints": ["finger_joint"]})))
+    cm = w.cm
+    ok, msg = cm.switch(["forward"], ["arm"], STRICT)
+    assert ok and cm.controllers["forward"].active
+    ok, msg = cm.switch(["velocity"], [], STRICT)
+    assert not ok and "claim conflict" in msg
+    assert "'velocity' claims j2/velocity while 'forward' claims j2/position" in msg and "mixed command" in msg
+    assert not cm.controllers["velocity"].active and "j2/velocity" not in w.system.command.claims
+    ok, msg = cm.switch(["velocity", "finger_velocity"], ["gripper"], STRICT)      # as a whole: nothing changes
+    assert not ok and cm.controllers["gripper"].active and not cm.controllers["finger_velocity"].active
+    ok, msg = cm.switch(["velocity", "finger_velocity"], ["gripper"], BEST_EFFORT)
+    assert ok and "not activating 'velocity'" in msg and "mixed command" in msg
+    assert cm.controllers["finger_velocity"].active and not cm.controllers["gripper"].active
+    assert not cm.controllers["velocity"].active and w.system.command.claims["j2/position"] == "forward"
+    ok, msg = cm.switch(["velocity"], ["forward"], STRICT)                          # a swap: deactivation first
+    assert ok and cm.controllers["velocity"].active and w.system.command.claims["j2/velocity"] == "velocity"
+    assert "j2/position" not in w.system.command.claims
+    with pytest.raises(ConfigError, match="mixed command modes on joint 'j2'"):   # nor both at start-up
+        make_world(urdf, inactive=("forward",), extra=(ControllerSpec("velocity", VELOCITY, {"joints": ["j2"]}),))
 
 
 def test_deactivating_a_controller_aborts_its_goal_and_holds(urdf):

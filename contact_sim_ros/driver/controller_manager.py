@@ -3,7 +3,9 @@ but the ``inactive`` ones, as ``spawner`` / ``spawner --inactive`` do), runs the
 ``period = 1 / update_rate`` s of sim time on the stepping thread, and switches them (``switch``). Its services
 (``controller_manager/list_controllers``, ``switch_controller`` ...) are the transport's (ros/controllers.py).
 
-Claims: two active controllers never share a command interface. ``switch`` with STRICT (or AUTO, FORCE_AUTO)
+Claims: two active controllers never share a command interface, nor command one joint through different
+interfaces (a position group and a velocity group on the same joints: ros2_control's manager would let them,
+the hardware refuses mixed command modes, as Franka's does in ``prepare_command_mode_switch``). ``switch`` with STRICT (or AUTO, FORCE_AUTO)
 fails as a whole on an unknown name, an activation of an active controller, a deactivation of an inactive one, or
 a claim conflict; BEST_EFFORT (and 0, as in ros2_control) skips those and switches the rest. Deactivation comes
 before activation, so a trajectory controller can be swapped for a forward controller on the same joints in one
@@ -140,12 +142,20 @@ class ControllerManager:
                           if c.active and type(c).update is not Controller.update]
 
     def _conflicts(self, active) -> str:
-        owner = {}
+        """Why ``active`` cannot be active together ('' if they can): two controllers claiming the same command
+        interface, or one joint commanded by two controllers through different interfaces (mixed modes)."""
+        owner = {}             # joint -> (the controller commanding it, the interfaces it claims)
         for c in active:
             for i in c.command_interfaces():
-                if i in owner:
-                    return f"'{c.name}' and '{owner[i]}' both claim {i}"
-                owner[i] = c.name
+                joint = i.rpartition("/")[0]
+                other, claimed = owner.setdefault(joint, (c.name, []))
+                if other == c.name:          # one controller, several interfaces of a joint (position + velocity)
+                    claimed.append(i)
+                elif i in claimed:
+                    return f"'{c.name}' and '{other}' both claim {i}"
+                else:
+                    return (f"'{c.name}' claims {i} while '{other}' claims {', '.join(claimed)}: mixed command "
+                            f"modes on joint '{joint}' (the hardware refuses them)")
         return ""
 
     def _activate(self, c):

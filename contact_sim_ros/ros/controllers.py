@@ -139,6 +139,16 @@ class RosControllerTransport(ControllerTransport):
         return self.sim_node.loop.running
 
 
+def _release_trajectory_request(goal_handle) -> None:
+    """Drop a FollowJointTrajectory goal's points once it has ended: rclpy keeps the goal handle, and with it the
+    request (one Python message per point: ~60-80 MB for 100k points), for the action server's result_timeout
+    (900 s) so that clients can still fetch the result; the result needs none of them."""
+    request = goal_handle.request
+    request.trajectory.points = []
+    request.path_tolerance = []
+    request.goal_tolerance = []
+
+
 def _finish_goal(goal_handle, status: str) -> None:
     """The goal's end as the real controllers report it (a goal preempted by a newer one: CANCELED)."""
     if status == "succeeded":
@@ -190,6 +200,7 @@ class JointTrajectoryIO(ControllerIO):
         except GoalRejected as exc:
             result.error_code, result.error_string = exc.code, str(exc)
             self.transport.node.get_logger().warn(f"{c.name}: goal aborted: {exc}")
+            _release_trajectory_request(goal_handle)
             goal_handle.abort()
             return result
         ex.on_done = self.waits.done
@@ -207,6 +218,7 @@ class JointTrajectoryIO(ControllerIO):
                     break
                 await _NextWake()
         result.error_code, result.error_string = ex.error_code, ex.error_string
+        _release_trajectory_request(goal_handle)
         _finish_goal(goal_handle, ex.status)
         return result
 

@@ -12,7 +12,7 @@ Behaviour of the Jazzy controller:
 * Goal checks -> result codes: empty, unknown, duplicated joints, or a partial goal while
   ``allow_partial_joints_goal`` is false: INVALID_JOINTS; no points, times not increasing, wrong sizes,
   non-finite values, a non-zero last velocity while ``allow_nonzero_velocity_at_trajectory_end`` is false, a
-  tolerance for an unknown joint: INVALID_GOAL. (The real controller *rejects* such goals; here they are
+  tolerance for an unknown joint, more than ``MAX_TRAJECTORY_POINTS`` points: INVALID_GOAL. (The real controller *rejects* such goals; here they are
   accepted and aborted at once with the code and reason, so a client sees why. A goal sent to an inactive
   controller is rejected, as in the real one.)
 * Path tolerance (``constraints.<joint>.trajectory``, per goal ``path_tolerance``; 0 = not checked) is
@@ -24,6 +24,11 @@ Behaviour of the Jazzy controller:
 * Cancel: holds the current position, goal CANCELED. A new goal preempts the active one (CANCELED, error
   INVALID_GOAL "Current goal cancelled due to new incoming action.", as the real controller); a trajectory on
   the topic or a command on the joints through ``joint_command`` aborts it.
+* Memory: a trajectory holds at most ``MAX_TRAJECTORY_POINTS`` (100 000) points (a longer one is refused before
+  any per-point work: the action with INVALID_GOAL and the bound in the reason, the topic with a throttled
+  warning); when a goal ends its points are released (``Execution.finish`` drops the validated trajectory and
+  the sampler; the transport drops the goal request's points, which rclpy keeps with the goal handle for the
+  action server's ``result_timeout``).
 * Feedback at ``action_monitor_rate`` (Hz); ``controller_state`` at ``state_publish_rate`` (Hz, default 50:
   the real controller publishes every update).
 
@@ -92,8 +97,11 @@ class Execution:
         self._bad = np.empty(len(idx), dtype=bool)
 
     def finish(self, status: str, code: int = SUCCESSFUL, message: str = "") -> None:
+        """The goal ends: its result is kept, its points (the validated trajectory, the sampler) are released
+        (the Execution itself lives on with the transport until the result is sent)."""
         if not self.done.is_set():
             self.status, self.error_code, self.error_string = status, code, message
+            self.trajectory = self.sampler = None
             self.done.set()
             if self.on_done is not None:      # the transport's wake-up (thread-safe)
                 self.on_done()
@@ -101,6 +109,9 @@ class Execution:
 
 class JointTrajectoryController(Controller):
     TYPES = ("joint_trajectory_controller/JointTrajectoryController",)
+    # points per trajectory (goal or topic message): 100 s at 1 kHz. A bound on what one message may pin in the
+    # node: rclpy turns a 100k-point goal into ~60-80 MB of Python objects (each point its own message)
+    MAX_TRAJECTORY_POINTS = 100_000
     PARAMETERS = ParameterTable(
         Parameter("joints", "string_array", required=True, description="the joints the controller commands"),
         Parameter("command_joints", "string_array", [], description="must equal 'joints' (controller chains and "
@@ -219,6 +230,9 @@ class JointTrajectoryController(Controller):
                                                f"false")
         if not msg.points:
             raise GoalRejected(INVALID_GOAL, "trajectory without points")
+        if len(msg.points) > self.MAX_TRAJECTORY_POINTS:
+            raise GoalRejected(INVALID_GOAL, f"{len(msg.points)} points, more than MAX_TRAJECTORY_POINTS = "
+                                             f"{self.MAX_TRAJECTORY_POINTS} per trajectory (send it in parts)")
         stamp = _seconds(msg.header.stamp)
         end = stamp + _seconds(msg.points[-1].time_from_start)
         if stamp > 0 and end < now:
@@ -301,6 +315,8 @@ class JointTrajectoryController(Controller):
             with self.lock:
                 pending, self._pending = self._pending, []
             for ex in pending:
+                if ex.done.is_set():          # ended before it started (the simulation stopped)
+                    continue
                 if self.current is not None:
                     self._finish_current("canceled" if ex.goal_handle is not None else "aborted",
                                          INVALID_GOAL,
@@ -309,8 +325,12 @@ class JointTrajectoryController(Controller):
                                          "preempted by a trajectory on the joint_trajectory topic", hold=False)
                 start = time if ex.trajectory.start_time is None else ex.trajectory.start_time
                 ex.sampler = TrajectorySampler(ex.trajectory, start, state.position[ex.idx], state.velocity[ex.idx])
+                ex.trajectory = None          # the sampler has its own copy of the points
                 self.current = ex
         ex = self.current
+        sampler = ex.sampler if ex is not None else None
+        if ex is not None and sampler is None:  # finished by another thread (the simulation stopped)
+            self.current = ex = None
         self._updates += 1
         publish = self.state_every and self._updates % self.state_every == 0
         if ex is None:
@@ -321,9 +341,9 @@ class JointTrajectoryController(Controller):
         if ex.cancel_requested:
             self._finish_current("canceled", SUCCESSFUL, "")
             return
-        running = t < ex.sampler.end_time
+        running = t < sampler.end_time
         if running and not ex.monitored:      # nothing reads the state until the last point: sample and write
-            pos, vel, _ = ex.sampler.sample(t + period)
+            pos, vel, _ = sampler.sample(t + period)
             hw.write_position(ex.rows, pos, vel)
             if publish:
                 self.io.publish_state(ex)
@@ -347,13 +367,13 @@ class JointTrajectoryController(Controller):
                                      f"{ex.path_tol[k]:.4g} at t = {t:.3f} s")
                 return
         else:
-            final = ex.sampler.positions[-1]
+            final = sampler.positions[-1]
             err = np.abs(final - q)
             within = bool(np.all((ex.goal_tol <= 0) | (err <= ex.goal_tol)))
             stopped = ex.stopped_velocity <= 0 or bool(np.all(np.abs(v) <= ex.stopped_velocity))
             if within and stopped:
                 self._finish_current("succeeded", SUCCESSFUL, "", hold=False)
-            elif ex.goal_time > 0 and t > ex.sampler.end_time + ex.goal_time:
+            elif ex.goal_time > 0 and t > sampler.end_time + ex.goal_time:
                 bad = (ex.goal_tol > 0) & (err > ex.goal_tol)
                 k = int(np.flatnonzero(bad)[0]) if bad.any() else int(np.argmax(np.abs(v)))
                 name = hw.joint_names[ex.idx[k]]
@@ -362,7 +382,7 @@ class JointTrajectoryController(Controller):
                 self._finish_current("aborted", GOAL_TOLERANCE_VIOLATED,
                                      f"goal tolerance violated {ex.goal_time:.3f} s after the last point: {what}")
                 return
-        pos, vel, _ = ex.sampler.sample(t + period)
+        pos, vel, _ = sampler.sample(t + period)     # (after a success: the last point, held)
         hw.write_position(ex.rows, pos, vel)
         self._ref = (pos.copy(), vel.copy())
         if publish:
