@@ -12,7 +12,7 @@
 #      simulation_interfaces, contact_sim_msgs) into the venv prefix;
 #   5. pip install -e . (editable: tests and tools run on the source tree);
 #   6. compile the engines' numba kernels into the venv's shared cache <venv>/.cache/numba
-#      (python -m contact_sim_ros.jit = contact-sim compile-kernels; contact_sim_ros/kernel_cache.py), so that the first
+#      (python -m contact_sim_ros.jit = contact-sim compile-kernels; contact_sim_ros/jit.py), so that the first
 #      step of every process loads them instead of compiling for 15-60 s.
 #
 # Stamps: .venv/.stamp-env holds the hash of requirements.txt + msgs/ + these scripts; on a change the venv is
