@@ -43,7 +43,7 @@ from ..driver.robot import merge_hardware_infos, validate_joint_command
 from ..driver.system import SimulatorSystem
 from ..errors import ConfigError, ContactSimError
 from ..kernel_cache import cold_start_note
-from ..model.multibody_model import model_body_names
+from ..model.multibody_model import MimicExpansion, model_body_names
 from ..sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
 from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
 from ..sim.simulator import Simulator
@@ -210,12 +210,9 @@ class SimNode(Node):
         self.pub_contacts = self.create_publisher(ContactArray, "contacts", 10) if ContactArray else None
 
         # joint states: actuated joints then mimic joints
-        mimic = m.mimic_joints
+        self._mimic = MimicExpansion.of(m)
         self._js = JointState()
-        self._js.name = list(m.joint_names) + [mj.name for mj in mimic]
-        self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
-        self._mimic_mult = np.array([mj.multiplier for mj in mimic])
-        self._mimic_off = np.array([mj.offset for mj in mimic])
+        self._js.name = list(m.joint_names) + list(self._mimic.names)
 
         vars(self).update(self.model_tables(m))
 
@@ -347,10 +344,11 @@ class SimNode(Node):
         q = sim.joint_positions()
         v = sim.joint_velocities()
         e = sim.joint_efforts()
-        if len(self._mimic_primary):
-            q = np.concatenate((q, self._mimic_mult * q[self._mimic_primary] + self._mimic_off))
-            v = np.concatenate((v, self._mimic_mult * v[self._mimic_primary]))
-            e = np.concatenate((e, np.zeros(len(self._mimic_primary))))
+        mimic = self._mimic
+        if len(mimic):
+            q = np.concatenate((q, mimic.positions(q)))
+            v = np.concatenate((v, mimic.velocities(v)))
+            e = np.concatenate((e, np.zeros(len(mimic))))
         msg.position = array.array("d", q.tobytes())
         msg.velocity = array.array("d", v.tobytes())
         msg.effort = array.array("d", e.tobytes())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ConfigError
+from ...model.multibody_model import MimicExpansion
 from ..parameters import Parameter, ParameterTable
 from .base import UPDATE_RATE, Controller
 
@@ -63,9 +64,7 @@ class JointStateBroadcaster(Controller):
         self.local = p["use_local_topics"]
         self.frame_id = str(p["frame_id"])
         # full vector = actuated joints then mimic joints; pick = indices of the published joints in it
-        self._mimic_primary = np.array([m.joint_index(mj.primary) for mj in mimic], dtype=int)
-        self._mimic_mult = np.array([mj.multiplier for mj in mimic])
-        self._mimic_off = np.array([mj.offset for mj in mimic])
+        self._mimic = MimicExpansion.of(m)
         self._pick = np.array([all_names.index(j) for j in self.joint_names], dtype=int)
         # preallocated (no per-publication arrays): rows position, velocity, effort of every joint (actuated then
         # mimic), and of the published ones (extra joints: zeros)
@@ -89,10 +88,8 @@ class JointStateBroadcaster(Controller):
         full[0, :n] = state.position
         full[1, :n] = state.velocity
         full[2, :n] = state.effort
-        p = self._mimic_primary
-        if len(p):                   # mimic joints: position and velocity from the leader, effort 0
-            np.multiply(full[0, p], self._mimic_mult, out=full[0, n:])
-            full[0, n:] += self._mimic_off
-            np.multiply(full[1, p], self._mimic_mult, out=full[1, n:])
+        if len(self._mimic):         # mimic joints: position and velocity from the leader, effort 0
+            self._mimic.positions(full[0, :n], out=full[0, n:])
+            self._mimic.velocities(full[1, :n], out=full[1, n:])
         np.take(full, self._pick, axis=1, out=out[:, :len(self._pick)])
         return out
