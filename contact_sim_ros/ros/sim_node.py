@@ -585,13 +585,20 @@ class SimNode(Node):
                           f"stale entry?): starting anyway")
 
         def look_again():
-            self._duplicate_timer.cancel()
-            late = self.other_simulators()
+            try:
+                late = self.other_simulators()
+            except Exception:   # noqa: BLE001 - the node was destroyed meanwhile (a short run)
+                return
             if late:
                 self.log.error(f"another simulation node runs in namespace {self.get_namespace()!r}: "
                                f"{', '.join(late)}: both publish the same topics and serve the same services; "
                                f"stop one of them")
-        self._duplicate_timer = self.create_timer(3.0, look_again, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        # a plain thread, not a node timer: a steady-clock rclpy timer on this node (cancelled in its callback)
+        # left the controller_manager services of a node stepping as fast as possible unanswered (make test:
+        # test_ros2_control's switch test, 30 s without a response; passes with this thread)
+        self._duplicate_timer = threading.Timer(3.0, look_again)
+        self._duplicate_timer.daemon = True
+        self._duplicate_timer.start()
 
     def _srv_reset(self, request, response):
         response.success = self.loop.request_reset()
