@@ -136,8 +136,10 @@ def test_camera_start_up_errors(tmp_path):
     fake.mkdir()
     (fake / "moderngl.py").write_text("raise ImportError('No module named moderngl')\n")
     env = {"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi"], env=env)
-    too_fast = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1"])
+    # namespaces of their own: the module's camera node runs in '/' (a second node there is refused first)
+    no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--namespace", "cam_no_backend"], env=env)
+    too_fast = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1", "--namespace",
+                            "cam_too_fast"])
     try:
         codes = {name: proc.proc.wait(300) for name, proc in (("no_backend", no_backend), ("too_fast", too_fast))}
     finally:
