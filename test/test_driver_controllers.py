@@ -388,6 +388,27 @@ def test_switch_strict_refuses_as_a_whole_and_best_effort_skips(urdf):
     assert not ok and "'arm' is already active" in msg
 
 
+def test_switches_requested_from_another_thread_run_between_steps_while_stepping_flat_out(urdf):
+    """switch_controller's service thread hands each switch to the stepping thread (SteppingLoop.request_call):
+    100 swaps while the loop steps as fast as it can all succeed, and each leaves the arm's position interfaces
+    claimed by the controller it activated. (Why: the (de)activation reads the state the stepping thread refills
+    in place; run on the service thread it raised numpy's "WRITEBACKIFCOPY base is read-only" on the Franka over
+    DDS, test_ros2_control's switch test. That race is not reproducible here: this test holds the contract.)"""
+    w = make_world(urdf)
+    w.loop.start()
+    try:
+        for k in range(100):
+            on, off = ("forward", "arm") if k % 2 == 0 else ("arm", "forward")
+            ok, msg = w.loop.request_call(lambda: w.cm.switch([on], [off], STRICT))
+            assert ok, msg
+            assert w.system.command.claims["j1/position"] == on and w.cm.controllers[on].active
+            assert w.loop.running and w.loop.error is None
+        steps = w.loop.stats().steps
+    finally:
+        w.loop.stop()
+    assert steps > 100     # the switches were interleaved with stepping
+
+
 def test_strict_switch_refuses_mixed_command_modes_on_a_joint_best_effort_skips(urdf):
     """A velocity group on the joints of an active position group (different interfaces, same joints): STRICT
     refuses the switch as a whole (the hardware refuses mixed command modes), BEST_EFFORT skips that controller and

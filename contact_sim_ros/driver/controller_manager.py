@@ -171,7 +171,10 @@ class ControllerManager:
             self.ctx.command.claims.pop(i, None)
 
     def switch(self, activate, deactivate, strictness: int) -> tuple[bool, str]:
-        """Apply a switch_controller request; (ok, message)."""
+        """Apply a switch_controller request; (ok, message). Between two steps (the stepping thread, or
+        ``SteppingLoop.request_call`` from another): (de)activation reads the state interfaces and writes the
+        command interfaces, which the stepping thread refills in place (a read from another thread while it runs
+        raised numpy's "WRITEBACKIFCOPY base is read-only" and left the service unanswered)."""
         strictness = strictness or BEST_EFFORT
         if strictness not in (BEST_EFFORT, STRICT, AUTO, FORCE_AUTO):
             return False, f"unknown strictness {strictness}; valid: 1 (BEST_EFFORT), 2 (STRICT), 3, 4"

@@ -400,10 +400,13 @@ SERVICE_NS = "controller_manager"
 
 
 class ControllerManagerServices:
-    """The controller_manager services of one robot's ControllerManager on ``node``."""
+    """The controller_manager services of one robot's ControllerManager on ``node``. ``between_steps(fn)`` runs
+    ``fn()`` on the stepping thread between two steps and returns its result (``SteppingLoop.request_call``): a
+    switch (de)activates controllers, which read the state interfaces and write the command interfaces the
+    stepping thread reads and writes."""
 
-    def __init__(self, cm, node):
-        self.cm, self.node = cm, node
+    def __init__(self, cm, node, between_steps):
+        self.cm, self.node, self.between_steps = cm, node, between_steps
         if ControllerState is None:
             return
         group = MutuallyExclusiveCallbackGroup()
@@ -444,8 +447,14 @@ class ControllerManagerServices:
         return response
 
     def _srv_switch(self, request, response):
-        ok, message = self.cm.switch(list(request.activate_controllers), list(request.deactivate_controllers),
-                                     int(request.strictness))
+        activate, deactivate = list(request.activate_controllers), list(request.deactivate_controllers)
+        try:
+            ok, message = self.between_steps(lambda: self.cm.switch(activate, deactivate, int(request.strictness)))
+        except Exception as exc:   # noqa: BLE001 - no request kills the node: answered, logged as an error
+            ok, message = False, f"not switched: {exc!r}"
+            self.node.get_logger().error(f"switch_controller: {message}")
+            response.ok, response.message = ok, message
+            return response
         log = self.node.get_logger()
         if ok:   # one call site per severity: rclpy refuses a severity change at the same call site
             log.info(f"switch_controller: {message}")

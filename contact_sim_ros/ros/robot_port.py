@@ -110,7 +110,8 @@ class RobotPort:
             limits=sim_node.limits, engine=sim_node.sim.engine,
             default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
             name_errors=self.own_node, passive_joints=sim_node.sim.passive_joints)
-        self.services = ControllerManagerServices(cm, self.node)
+        self.services = ControllerManagerServices(cm, self.node,
+                                                  between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm
         return cm
 

@@ -824,7 +824,12 @@ def main(argv=None) -> int:
         for robot_node in node.robot_nodes:      # several robots: each robot's namespace
             executor.add_node(robot_node)
         while not stop.is_set() and node.exit_code is None and rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except (ExternalShutdownException, KeyboardInterrupt):
+                raise
+            except Exception:   # noqa: BLE001 - a callback's bug is logged; the node and its stepping go on
+                node.log.error("a callback raised (a bug; the simulation keeps running):\n" + traceback.format_exc())
         code = node.exit_code or 0
     except ContactSimError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
