@@ -120,15 +120,6 @@ def _halfspace(geometry) -> tuple[np.ndarray, np.ndarray, pin.SE3]:
     return v, f, pin.SE3(R, n * float(geometry.d))
 
 
-@contextlib.contextmanager
-def _cwd(path):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
 
 def urdf_visuals(urdf_path: str, prefix: str = "", package_dirs=()) -> tuple[pin.Model, pin.GeometryModel]:
     """The URDF's kinematic model and VISUAL geometry (names prefixed as composition.prefix_urdf does)."""
@@ -139,7 +130,7 @@ def urdf_visuals(urdf_path: str, prefix: str = "", package_dirs=()) -> tuple[pin
     model = pin.buildModelFromXML(xml, mimic=True)
     visual = pin.GeometryModel()
     try:
-        with _cwd(path.parent):
+        with contextlib.chdir(path.parent):
             pin.buildGeomFromUrdfString(model, xml, pin.GeometryType.VISUAL, geometry_model=visual,
                                         package_dirs=default_package_dirs(package_dirs))
     except (ValueError, RuntimeError) as exc:

@@ -14,7 +14,6 @@ One control period = ``round(period / time_step)`` steps, then every broadcaster
 
 from __future__ import annotations
 
-import array
 import logging
 
 import numpy as np
@@ -39,7 +38,8 @@ from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
 from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
 from ..ros.sim_node import _default_param_files, topic_token
-from ..ros.state_messages import body_wrenches, fill_external_torques, fill_wrench, stamp
+from ..ros.state_messages import (body_wrenches, fill_external_torques, fill_joint_state,
+                                  fill_trajectory_controller_state, fill_wrench)
 from ..sim.sensors import ContactWrenchAccumulator
 from ..sim.simulator import Simulator
 from .robot_link import ControllerError, stamp_ns
@@ -85,13 +85,8 @@ class _JointStates(ControllerIO):
         self.topic = (f"{c.name}/" if c.local else "") + "joint_states"
 
     def publish(self) -> None:
-        c = self.c
-        out = c.values()
-        msg = JointState()
-        msg.name = list(c.names)
-        stamp(c.ctx.state.time, msg.header.stamp)
-        for k, name in c.rows:
-            setattr(msg, name, array.array("d", out[k].tobytes()))
+        msg = JointState(name=list(self.c.names))
+        fill_joint_state(msg, self.c, self.c.values())
         self.box[self.topic] = msg
 
 
@@ -103,13 +98,9 @@ class _Wrench(ControllerIO):
         self.frame_id = frame_prefix + c.frame_id
 
     def publish(self) -> None:
-        c = self.c
         w = WrenchStamped()
         w.header.frame_id = self.frame_id
-        stamp(c.ctx.state.time, w.header.stamp)
-        fx, fy, fz, tx, ty, tz = c.reading().tolist()
-        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = fx, fy, fz
-        w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = tx, ty, tz
+        fill_wrench(w, self.c.reading(), self.c.ctx.state.time)
         self.box[self.topic] = w
 
 
@@ -121,18 +112,8 @@ class _TrajectoryState(ControllerIO):
         self.c, self.box, self.topic = c, box, f"{c.name}/controller_state"
 
     def publish_state(self, execution) -> None:
-        c = self.c
-        state, hw, idx = c.ctx.state, c.ctx.command, c.idx
-        msg = JointTrajectoryControllerState()
-        msg.joint_names = list(c.joints)
-        stamp(state.time, msg.header.stamp)
-        q, v = state.position[idx], state.velocity[idx]
-        ref_q, ref_v = hw.position[idx], hw.velocity[idx]
-        for point, pos, vel in ((msg.reference, ref_q, ref_v), (msg.feedback, q, v),
-                                (msg.error, ref_q - q, ref_v - v), (msg.output, ref_q, ref_v)):
-            point.positions = array.array("d", pos.tobytes())
-            point.velocities = array.array("d", vel.tobytes())
-        msg.speed_scaling_factor = 1.0
+        msg = JointTrajectoryControllerState(joint_names=list(self.c.joints))
+        fill_trajectory_controller_state(msg, self.c)
         self.box[self.topic] = msg
 
 

@@ -108,7 +108,7 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
                 model = pin.buildModelFromXML(xml_text, pin.JointModelFreeFlyer(), floating_base_name, mimic=True)
             else:
                 model = pin.buildModelFromXML(xml_text, mimic=True)
-            with _cwd(base_dir):
+            with contextlib.chdir(base_dir):
                 # filled in place: without ``geometry_model`` the binding (pin 4.1.0) leaves an extra
                 # GeometryModel alive per call (one more per URDF load: a campaign loads a scene per trial)
                 collision = pin.GeometryModel()
@@ -128,15 +128,6 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
     _meshes_to_convex(collision, source)
     return UrdfModel(model, collision, source, xml_text, link_parents, tuple(mimics), tuple(links))
 
-
-@contextlib.contextmanager
-def _cwd(path):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
 
 
 def _urdf_structure(root, source):

@@ -47,7 +47,8 @@ from ..driver.controllers.gripper_action import GoalRejected as GripperGoalRejec
 from ..driver.controllers.gripper_action import GripperActionController
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
-from .state_messages import JointStateCdr, has_readers, stamp
+from .state_messages import (JointStateCdr, fill_joint_state, fill_trajectory_controller_state, fill_wrench,
+                             has_readers, stamp)
 
 try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs, msgs/controller_manager_msgs)
     from control_msgs.action import FollowJointTrajectory, GripperCommand
@@ -161,6 +162,29 @@ def _finish_goal(goal_handle, status: str) -> None:
         goal_handle.abort()
 
 
+async def _follow_goal(c, execution, goal_handle, waits, transport, feedback, on_stop) -> None:
+    """Hand ``execution`` (a goal of controller ``c``) to the stepping thread and wait, without holding an executor
+    thread, until it ends: a cancel request is passed on, ``feedback()`` (a message, or None while there is none)
+    is published every monitor period (s, wall clock, as the real action servers), ``on_stop()`` ends it if the
+    simulation stops."""
+    execution.on_done = waits.done
+    c.submit(execution)
+    next_feedback = time.monotonic() + c.monitor_period
+    with waits:
+        while not execution.done.is_set():
+            if goal_handle.is_cancel_requested:
+                execution.cancel_requested = True
+            if time.monotonic() >= next_feedback:
+                msg = feedback()
+                if msg is not None:
+                    next_feedback = max(next_feedback + c.monitor_period, time.monotonic())
+                    goal_handle.publish_feedback(msg)
+            if not transport.running:
+                on_stop()
+                break
+            await _NextWake()
+
+
 # ------------------------------------------------------------------------------------------ trajectory
 
 
@@ -203,20 +227,9 @@ class JointTrajectoryIO(ControllerIO):
             _release_trajectory_request(goal_handle)
             goal_handle.abort()
             return result
-        ex.on_done = self.waits.done
-        c.submit(ex)
-        next_feedback = time.monotonic() + c.monitor_period
-        with self.waits:
-            while not ex.done.is_set():
-                if goal_handle.is_cancel_requested:
-                    ex.cancel_requested = True
-                if time.monotonic() >= next_feedback and ex.feedback is not None:
-                    next_feedback = max(next_feedback + c.monitor_period, time.monotonic())
-                    goal_handle.publish_feedback(self._feedback(ex.feedback))
-                if not self.transport.running:
-                    ex.finish("aborted", INVALID_GOAL, "the simulation stopped")
-                    break
-                await _NextWake()
+        await _follow_goal(c, ex, goal_handle, self.waits, self.transport,
+                           feedback=lambda: self._feedback(ex.feedback) if ex.feedback is not None else None,
+                           on_stop=lambda: ex.finish("aborted", INVALID_GOAL, "the simulation stopped"))
         result.error_code, result.error_string = ex.error_code, ex.error_string
         _release_trajectory_request(goal_handle)
         _finish_goal(goal_handle, ex.status)
@@ -235,18 +248,8 @@ class JointTrajectoryIO(ControllerIO):
     def publish_state(self, execution) -> None:
         if self.state_pub is None or not has_readers(self.state_pub):
             return
-        c = self.c
-        state, hw, idx = c.ctx.state, c.ctx.command, c.idx
-        msg = self._state               # one message, its points refilled (array.array: no per-element checks)
-        stamp(state.time, msg.header.stamp)
-        q, v = state.position[idx], state.velocity[idx]
-        ref_q, ref_v = hw.position[idx], hw.velocity[idx]
-        for point, pos, vel in ((msg.reference, ref_q, ref_v), (msg.feedback, q, v),
-                                (msg.error, ref_q - q, ref_v - v), (msg.output, ref_q, ref_v)):
-            point.positions = array.array("d", pos.tobytes())
-            point.velocities = array.array("d", vel.tobytes())
-        msg.speed_scaling_factor = 1.0
-        self.state_pub.publish(msg)
+        fill_trajectory_controller_state(self._state, self.c)     # one message, refilled
+        self.state_pub.publish(self._state)
 
 
 # ------------------------------------------------------------------------------------------ gripper
@@ -286,25 +289,18 @@ class GripperIO(ControllerIO):
         except GripperGoalRejected:       # checked by the goal callback already
             goal_handle.abort()
             return result
-        g.on_done = self.waits.done
-        c.submit(g)
-        next_feedback = time.monotonic() + c.monitor_period
-        with self.waits:
-            while not g.done.is_set():
-                if goal_handle.is_cancel_requested:
-                    g.cancel_requested = True
-                if time.monotonic() >= next_feedback and g.started:
-                    next_feedback = max(next_feedback + c.monitor_period, time.monotonic())
-                    fb = GripperCommand.Feedback()
-                    fb.position, fb.effort, fb.stalled, fb.reached_goal = g.measured
-                    goal_handle.publish_feedback(fb)
-                if not self.transport.running:
-                    g.finish("aborted")
-                    break
-                await _NextWake()
+        await _follow_goal(c, g, goal_handle, self.waits, self.transport,
+                           feedback=lambda: self._feedback(g) if g.started else None,
+                           on_stop=lambda: g.finish("aborted"))
         result.position, result.effort, result.stalled, result.reached_goal = g.measured
         _finish_goal(goal_handle, g.status)
         return result
+
+    @staticmethod
+    def _feedback(g):
+        fb = GripperCommand.Feedback()
+        fb.position, fb.effort, fb.stalled, fb.reached_goal = g.measured
+        return fb
 
 
 # ------------------------------------------------------------------------------------------ forward
@@ -358,11 +354,8 @@ class JointStateIO(ControllerIO):
         if states and self._cdr is not None:
             self.pub.publish(self._cdr.encode(t, out))
         elif states:
-            msg = self._msg
-            stamp(t, msg.header.stamp)
-            for k, name in c.rows:
-                setattr(msg, name, array.array("d", out[k].tobytes()))
-            self.pub.publish(msg)
+            fill_joint_state(self._msg, c, out)
+            self.pub.publish(self._msg)
         if dynamic:
             dyn = self._dyn
             stamp(t, dyn.header.stamp)
@@ -385,13 +378,8 @@ class WrenchIO(ControllerIO):
     def publish(self) -> None:
         if not has_readers(self.pub):
             return
-        c = self.c
-        fx, fy, fz, tx, ty, tz = c.reading().tolist()
-        w = self._msg
-        stamp(c.ctx.state.time, w.header.stamp)
-        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = fx, fy, fz
-        w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = tx, ty, tz
-        self.pub.publish(w)
+        fill_wrench(self._msg, self.c.reading(), self.c.ctx.state.time)
+        self.pub.publish(self._msg)
 
 
 # ------------------------------------------------------------------------------------------ services

@@ -194,3 +194,27 @@ def fill_wrench(msg, wrench: np.ndarray, t: float) -> None:
     f, tau = msg.wrench.force, msg.wrench.torque
     f.x, f.y, f.z = float(wrench[0]), float(wrench[1]), float(wrench[2])
     tau.x, tau.y, tau.z = float(wrench[3]), float(wrench[4]), float(wrench[5])
+
+
+def fill_trajectory_controller_state(msg, controller) -> None:
+    """A joint_trajectory_controller's control_msgs/JointTrajectoryControllerState ``msg`` (its joint_names set)
+    from its state and command interfaces: reference and output are the commanded position (rad or m) and velocity
+    (rad/s or m/s), feedback the measured ones, error their difference; the points' arrays are replaced
+    (array.array: no per-element checks)."""
+    state, hw, idx = controller.ctx.state, controller.ctx.command, controller.idx
+    stamp(state.time, msg.header.stamp)
+    q, v = state.position[idx], state.velocity[idx]
+    ref_q, ref_v = hw.position[idx], hw.velocity[idx]
+    for point, pos, vel in ((msg.reference, ref_q, ref_v), (msg.feedback, q, v),
+                            (msg.error, ref_q - q, ref_v - v), (msg.output, ref_q, ref_v)):
+        point.positions = array.array("d", pos.tobytes())
+        point.velocities = array.array("d", vel.tobytes())
+    msg.speed_scaling_factor = 1.0
+
+
+def fill_joint_state(msg, broadcaster, values: np.ndarray) -> None:
+    """sensor_msgs/JointState ``msg`` of a joint_state_broadcaster: its interface rows of ``values`` (position
+    rad or m, velocity rad/s or m/s, effort N*m or N), stamped with the state's sim time (s)."""
+    stamp(broadcaster.ctx.state.time, msg.header.stamp)
+    for k, name in broadcaster.rows:
+        setattr(msg, name, array.array("d", values[k].tobytes()))
