@@ -160,25 +160,26 @@ def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
         for d in _msg_dirs(pkg, "action"):
             if (d / f"{action}.action").is_file():
                 types = _action_types(pkg, d / f"{action}.action")
-                store.register(types)
-                for t in types:
-                    for dep in _missing_dependencies(store, t):
-                        if depth < 8:
-                            _ensure_type(store, dep, depth + 1)
+                _register(store, types, depth)
                 return
     for d in _msg_dirs(pkg):
         if (d / f"{name}.msg").is_file():
             types = {}
             for f in sorted(d.glob("*.msg")):
                 types.update(get_types_from_msg(f.read_text(), f"{pkg}/msg/{f.stem}"))
-            store.register(types)
-            for t in types:
-                for dep in _missing_dependencies(store, t):
-                    if depth < 8:
-                        _ensure_type(store, dep, depth + 1)
+            _register(store, types, depth)
             return
     raise ConfigError(f"recording: no message definition for {msgtype} (not a ROS 2 Jazzy standard type and no "
                       f"{pkg}/msg/{name}.msg under AMENT_PREFIX_PATH or msgs/)")
+
+
+def _register(store, types: dict, depth: int) -> None:
+    """Register ``types`` (name -> definition) and, at most 8 levels deep, the types they use that are missing."""
+    store.register(types)
+    for t in types:
+        for dep in _missing_dependencies(store, t):
+            if depth < 8:
+                _ensure_type(store, dep, depth + 1)
 
 
 def _missing_dependencies(store, msgtype: str) -> list[str]:
