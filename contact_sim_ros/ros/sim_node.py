@@ -29,6 +29,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter_service import ParameterService
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from rosgraph_msgs.msg import Clock as ClockMsg
@@ -102,7 +103,9 @@ class SimNode(Node):
     def __init__(self, node_name: str = NODE_NAME, param_defaults: dict | None = None, **kwargs):
         """``param_defaults``: parameter values that replace the built-in defaults (from parameter files);
         ROS parameter overrides (-p, --params-file) still win."""
-        super().__init__(node_name, **kwargs)
+        # the parameter services start after the look for another simulation node (_refuse_a_second_simulator):
+        # asking /<ns>/contact_sim/get_parameters, this node would otherwise answer itself
+        super().__init__(node_name, start_parameter_services=False, **kwargs)
         self._joined_graph = time.monotonic()     # discovery of the other nodes' services starts now
         defaults = NodeConfig()
         param_defaults = param_defaults or {}
@@ -142,6 +145,7 @@ class SimNode(Node):
         self.step_count = cfg.step_count
 
         self._refuse_a_second_simulator()      # before this node publishes or serves anything
+        self._parameter_service = ParameterService(self)     # as Node.__init__ does
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
@@ -537,21 +541,20 @@ class SimNode(Node):
     def other_simulators(self) -> list[str]:
         """Fully qualified names of the other simulation nodes in this node's namespace (a node that serves
         ``<node>/pause`` and ``<node>/step``, as this one does): two would publish the same topics and serve the
-        same simulation_interfaces services. A node of this node's own name counts once this one serves them."""
+        same simulation_interfaces services. Counted by the servers of those services, not by node name: the
+        graph's per-node queries see one of two nodes of the same name only."""
         ns = self.get_namespace()
-        mine = self.get_name()
+        serving = hasattr(self, "_sim_services")       # this node's own ~/pause and ~/step exist
+        mine = self.get_fully_qualified_name()
+        names = {n for n, _ in self.get_service_names_and_types()}
         found = []
-        entries = self.get_node_names_and_namespaces()
-        for name, node_ns in dict.fromkeys(entries):
-            if node_ns != ns:
+        for name in sorted(names):
+            if not name.endswith("/pause"):
                 continue
-            fqn = (ns.rstrip("/") + "/" + name)
-            try:
-                services = {n for n, _ in self.get_service_names_and_types_by_node(name, node_ns)}
-            except Exception:   # noqa: BLE001 - the node left the graph meanwhile
+            fqn = name[:-len("/pause")]
+            if (fqn.rsplit("/", 1)[0] or "/") != ns or fqn + "/step" not in names:
                 continue
-            if {fqn + "/pause", fqn + "/step"} <= services and (name != mine or entries.count((name, node_ns)) > 1
-                                                                or not hasattr(self, "_sim_services")):
+            if self.count_services(name) > (1 if serving and fqn == mine else 0):
                 found.append(fqn)
         return found
 

@@ -155,6 +155,43 @@ def test_a_second_node_in_the_namespace_refuses_to_start_naming_the_first(node):
     assert node[0].proc.poll() is None
 
 
+STALE_ENTRY = """
+import sys, rclpy
+from rclpy.node import Node
+from std_srvs.srv import SetBool, Trigger
+rclpy.init()
+node = Node("contact_sim", namespace="/stale")
+node.create_service(SetBool, "~/pause", lambda req, res: res)
+node.create_service(Trigger, "~/step", lambda req, res: res)
+print("on the graph", flush=True)
+sys.stdin.read()        # never spins: on the graph, answers nothing (a killed process's entry before its lease ends)
+"""
+
+
+def test_a_stale_graph_entry_of_the_same_name_is_warned_about_and_the_node_starts(ros):
+    """The graph entry of a killed simulation node (same name and namespace, answering nothing: a respawn after
+    ``on_failure: exit``) does not stop a new one: it starts with a warning. (It used to answer its own parameter
+    request, as the entry's /stale/contact_sim/get_parameters, and refuse to start.)"""
+    import subprocess
+    import sys
+    stale = subprocess.Popen([sys.executable, "-c", STALE_ENTRY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert stale.stdout.readline().strip() == "on the graph"
+        new = NodeProcess(["--robot", "iiwa_wsg", "--namespace", "stale", "--config", NO_CLOCK])
+        try:
+            js = ros.subscribe(JointState, "/stale/joint_states", keep=2)
+            wait_until(lambda: js or new.proc.poll() is not None, 120, what="/stale/joint_states")
+            out = new.output()
+            assert new.proc.poll() is None, out
+            assert "/stale/contact_sim is on the ROS graph in this namespace but does not answer" in out, out
+        finally:
+            new.stop()
+    finally:
+        stale.stdin.close()
+        stale.wait(10)
+
+
 # ------------------------------------------------------------------------------------ scene-fitting bounds
 
 def test_a_12_s_free_fall_does_not_pause_and_a_squeeze_through_the_mug_does(ros, start_node, tmp_path):
