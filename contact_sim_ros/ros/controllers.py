@@ -162,6 +162,13 @@ def _finish_goal(goal_handle, status: str) -> None:
         goal_handle.abort()
 
 
+def _action_server(node, action_type, name: str, io) -> ActionServer:
+    """An action server of a controller's ``io`` (its ``_goal_callback`` and ``_execute``): every cancel request
+    accepted; goals executed concurrently (each waits in its coroutine, not in an executor thread)."""
+    return ActionServer(node, action_type, name, execute_callback=io._execute, goal_callback=io._goal_callback,
+                        cancel_callback=lambda _goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+
+
 async def _follow_goal(c, execution, goal_handle, waits, transport, feedback, on_stop) -> None:
     """Hand ``execution`` (a goal of controller ``c``) to the stepping thread and wait, without holding an executor
     thread, until it ends: a cancel request is passed on, ``feedback()`` (a message, or None while there is none)
@@ -203,10 +210,7 @@ class JointTrajectoryIO(ControllerIO):
         self.action = None
         if FollowJointTrajectory is not None:
             self.waits = GoalWaits(node, c.monitor_period)
-            self.action = ActionServer(node, FollowJointTrajectory, f"{c.name}/follow_joint_trajectory",
-                                       execute_callback=self._execute, goal_callback=self._goal_callback,
-                                       cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                                       callback_group=ReentrantCallbackGroup())
+            self.action = _action_server(node, FollowJointTrajectory, f"{c.name}/follow_joint_trajectory", self)
 
     def _goal_callback(self, goal):
         c = self.c
@@ -263,10 +267,7 @@ class GripperIO(ControllerIO):
         self.action = None
         if GripperCommand is not None:
             self.waits = GoalWaits(transport.node, c.monitor_period)
-            self.action = ActionServer(transport.node, GripperCommand, f"{c.name}/gripper_cmd",
-                                       execute_callback=self._execute, goal_callback=self._goal_callback,
-                                       cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                                       callback_group=ReentrantCallbackGroup())
+            self.action = _action_server(transport.node, GripperCommand, f"{c.name}/gripper_cmd", self)
 
     def _goal_callback(self, goal):
         """The goal request checked where it is received: a bad one is rejected with its reason (warned)."""

