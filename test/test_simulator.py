@@ -326,6 +326,28 @@ def test_divergence_limits_are_configurable_and_checked():
         Simulator(_mug_scene(), divergence_limits={"max_speed": -1.0})
 
 
+def test_the_node_parameters_divergence_limits_and_penetration_limit_reach_the_simulator():
+    """A node user sets the bounds as parameters (ros/node_config.py): a mug at 6.5 km/s diverges with the
+    defaults, steps with ``divergence_limits: "{max_speed: 1e4}"`` and with ``off``; malformed values name the
+    parameter at start-up."""
+    from contact_sim_ros.ros.node_config import NodeConfig
+
+    def mug_at(speed, **params):
+        sim = Simulator(_mug_scene(), **{**NodeConfig.from_mapping(params).simulator_options(), "engine": "tamsi"})
+        v = sim.v.copy()
+        v[0] = speed
+        sim.set_state(sim.q, v)
+        return sim.step()
+    assert "diverged: free body 'mug' speed" in mug_at(6500.0).message
+    assert mug_at(6500.0, divergence_limits="{max_speed: 1e4}").ok
+    assert mug_at(6500.0, divergence_limits="off").ok
+    assert NodeConfig.from_mapping({"penetration_limit": 0.0}).simulator_options()["penetration_limit"] is False
+    with pytest.raises(ConfigError, match=r"parameter divergence_limits: unknown key\(s\) \['max_sped'\]"):
+        NodeConfig.from_mapping({"divergence_limits": "{max_sped: 1}"})
+    with pytest.raises(ConfigError, match=r"parameter 'divergence_limits': expected a mapping"):
+        NodeConfig.from_mapping({"divergence_limits": "[1, 2]"})
+
+
 def test_non_finite_kinetic_energy_is_divergence():
     from contact_sim_ros.sim.divergence import DivergenceCheck, DivergenceLimits
     sim = Simulator(_mug_scene())

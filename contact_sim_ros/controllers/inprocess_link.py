@@ -197,8 +197,7 @@ def build_simulation(scene: str, engine: str, time_step: float, *, robot_params:
     if inactive_controllers is not None:
         values["inactive_controllers"] = list(inactive_controllers)
     cfg = NodeConfig.from_mapping(values)
-    sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
-                    engine_options=cfg.engine_options_dict())
+    sim = Simulator(cfg.load_scene(), **cfg.simulator_options())
     return cfg, sim
 
 

@@ -20,6 +20,7 @@ from ..model.loader import load_robot_preset, robot_preset_names
 from ..model.robot_description import split_description
 from ..resources import share_dir
 from ..sim.scene import load_scene
+from ..sim.divergence import DivergenceLimits
 from ..sim.simulator import MAX_TIME_STEP
 from ..yaml_files import missing_file, parse_yaml, read_mapping
 from .bag_recorder import check_record_path
@@ -59,6 +60,11 @@ class NodeConfig:
     engine: str = _p("tamsi", "string", description="contact engine (engines/registry.py)")
     engine_options: str = _p("", "string", description="YAML mapping of the engine's options, e.g. "
                              "\"{max_iterations: 50}\"")
+    divergence_limits: str = _p("", "string", description="YAML mapping overriding the divergence bounds of free "
+                                "bodies (sim/divergence.py: max_speed m/s, max_angular_speed rad/s, max_distance "
+                                "m; .inf: unbounded), e.g. \"{max_speed: 500}\"; 'off': no divergence check")
+    penetration_limit: float = _p(1.0, "double", "", "a contact deeper than this fraction of the thinner body's "
+                                  "thickness fails the step (sim/penetration.py); 0 = off", lower=0.0)
     time_step: float = _p(1e-3, "double", "s", "simulation time step", lower=0.0, lower_open=True,
                           upper=MAX_TIME_STEP)
     real_time_factor: float = _p(1.0, "double", "", "1 = paced to the wall clock, 0 = as fast as possible",
@@ -171,6 +177,7 @@ class NodeConfig:
                               f"got {self.base_pose!r}")
         if self.engine_options:
             self.engine_options_dict()
+        self.simulator_options()
         if not self.world_frame:
             raise ConfigError("parameter 'world_frame': must not be empty")
         if self.record:    # refused at start-up, before the scene is loaded (one line)
@@ -184,6 +191,24 @@ class NodeConfig:
             raise ConfigError(f"parameter 'engine_options': expected a mapping, e.g. '{{max_iterations: 50}}', "
                               f"got {self.engine_options!r}")
         return opts
+
+    def simulator_options(self) -> dict:
+        """The Simulator's keyword arguments these parameters give (engine, time step, engine options, divergence
+        and penetration limits); ConfigError naming the parameter when one is malformed."""
+        limits = None
+        if self.divergence_limits.strip().lower() == "off":
+            limits = False
+        elif self.divergence_limits.strip():
+            limits = parse_yaml(self.divergence_limits, "parameter 'divergence_limits'")
+            if not isinstance(limits, dict):
+                raise ConfigError(f"parameter 'divergence_limits': expected a mapping, e.g. '{{max_speed: 500}}', "
+                                  f"or 'off', got {self.divergence_limits!r}")
+            try:
+                DivergenceLimits.make(limits)
+            except ConfigError as exc:
+                raise ConfigError(f"parameter {exc}") from None
+        return dict(engine=self.engine, time_step=self.time_step, engine_options=self.engine_options_dict(),
+                    divergence_limits=limits, penetration_limit=self.penetration_limit or False)
 
     def decimation(self, rate: float) -> int:
         """Steps between publications for ``rate`` Hz (0 = never, returned as 0)."""

@@ -124,8 +124,7 @@ class SimNode(Node):
 
         with warnings.catch_warnings():          # said in the node's log below
             warnings.simplefilter("ignore", DefaultGainsWarning)
-            self.sim = Simulator(cfg.load_scene(), engine=cfg.engine, time_step=cfg.time_step,
-                                 engine_options=cfg.engine_options_dict())
+            self.sim = Simulator(cfg.load_scene(), **cfg.simulator_options())
         sim = self.sim
         self.model = sim.model
         note = cold_start_note(cfg.engine)          # kernels missing from the compiled-code cache
