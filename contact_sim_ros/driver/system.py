@@ -209,6 +209,7 @@ class SimulatorSystem:
             self._gravity.compute(self.sim.q, g)
             if changed:                        # the modes change only with a write to the command interfaces
                 np.equal(mode, EFFORT, out=self._is_effort)
+                np.logical_and(self._is_effort, hw.effort_raw, out=self._is_effort)   # raw efforts: no g
                 self._any_effort = bool(self._is_effort.any())
             if self._any_effort:
                 np.copyto(g, 0.0, where=self._is_effort)
