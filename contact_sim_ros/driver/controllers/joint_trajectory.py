@@ -66,10 +66,13 @@ from .pid import STRATEGIES, JointPid
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP, PATH_TOLERANCE_VIOLATED, \
     GOAL_TOLERANCE_VIOLATED = 0, -1, -2, -3, -4, -5
 FUTURE_START_WARNING_S = 60.0      # a trajectory starting later than this is executed with a warning
-# default PID gains (joints without gains.<joint>.*): critical damping of the joint's own inertia M_jj at this
-# bandwidth (rad/s), at most DEFAULT_BANDWIDTH_PERIODS / period so that the sampled loop stays well inside its
-# stability limit (k_d dt / M < 2) at low update rates
-DEFAULT_BANDWIDTH = 2.0 * math.pi * 10.0
+# default PID gains (joints without gains.<joint>.*, ``default_gains``): effort, critical damping of each joint's
+# inertia at DEFAULT_BANDWIDTH (rad/s; 20 Hz: a joint's Coulomb friction f_c then holds it at most f_c / (m w^2)
+# from its target, ~1 mrad for the iiwa's 0.05 N*m on its lightest joint, 4 mrad at 10 Hz); velocity, p =
+# DEFAULT_VELOCITY_BANDWIDTH (1/s) around the drive's own velocity loop; both lowered at low update rates so that
+# the sampled loop stays well inside its stability limit
+DEFAULT_BANDWIDTH = 2.0 * math.pi * 20.0
+DEFAULT_VELOCITY_BANDWIDTH = 2.0 * math.pi * 10.0
 DEFAULT_BANDWIDTH_PERIODS = 0.25
 GAINS = ("p", "i", "d", "i_clamp", "i_clamp_max", "i_clamp_min", "ff_velocity_scale", "u_clamp_max",
          "u_clamp_min", "antiwindup_strategy", "tracking_time_constant", "error_deadband")
@@ -128,22 +131,33 @@ class Execution:
 
 def default_gains(ctx, idx: np.ndarray, interface: str, period: float):
     """(p, d, ff_velocity_scale) arrays for the joints ``idx`` (hardware indices) of a closed-loop trajectory
-    controller without gains: with M_jj the joint's diagonal entry of the joint-space inertia (CRBA, armature
-    included) at the current configuration and w = min(DEFAULT_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / period)
-    rad/s, effort: p = M_jj w^2 (N*m/rad), d = 2 M_jj w (critical damping of the joint alone), ff 0 (the real
-    default); velocity: p = w (1/s), d = 0, ff 1 (the desired velocity as the command's feed-forward)."""
-    w = min(DEFAULT_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / period)
+    controller without gains.
+
+    Effort: with M the joint-space inertia of these joints at the current configuration (CRBA, armature included)
+    and m_j = 1 / (M^-1)_jj the inertia joint j moves when the others are free (<= M_jj: an arm whose axes nearly
+    align, as the iiwa's 1, 3, 5, 7 at its start pose, has m_j far below M_jj, and gains on M_jj make the sampled
+    loop unstable there), p = m_j w^2 (N*m/rad), d = 2 m_j w (critical damping of that joint), ff 0 (the real
+    default), at w = min(DEFAULT_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / (period * l)) rad/s, l the largest
+    eigenvalue of M^-1 diag(m) (the coupled modes' stiffening, ~2-3 for the presets): the fastest mode keeps
+    d l period / m <= 2 DEFAULT_BANDWIDTH_PERIODS, well inside the explicit loop's limit of 2. Velocity: p =
+    min(DEFAULT_VELOCITY_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / period) (1/s), d 0, ff 1 (the desired velocity
+    as the command's feed-forward)."""
+    n = len(idx)
     if interface == "velocity":
-        n = len(idx)
-        return np.full(n, w), np.zeros(n), np.ones(n)
+        return np.full(n, min(DEFAULT_VELOCITY_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / period)), np.zeros(n), np.ones(n)
     model = ctx.model
     pm = model.pin_model
     q = pin.neutral(pm)
     q[np.asarray(model.joint_q_index)] = ctx.state.position
-    m = pin.crba(pm, pm.createData(), q)
     vi = np.asarray(model.joint_v_index)[idx]
-    m_jj = m[vi, vi]
-    return m_jj * w * w, 2.0 * m_jj * w, np.zeros(len(idx))
+    m_full = pin.crba(pm, pm.createData(), q)
+    m_full = np.triu(m_full) + np.triu(m_full, 1).T           # crba fills the upper triangle
+    m_inv = np.linalg.inv(m_full[np.ix_(vi, vi)])
+    m_eff = 1.0 / np.diag(m_inv)
+    root = np.sqrt(m_eff)
+    stiffening = float(np.linalg.eigvalsh(root[:, None] * m_inv * root[None, :]).max())
+    w = min(DEFAULT_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / (period * stiffening))
+    return m_eff * w * w, 2.0 * m_eff * w, np.zeros(n)
 
 
 class JointTrajectoryController(Controller):
