@@ -208,6 +208,7 @@ def test_velocity_jtc_tracks_a_moveit_trajectory():
     assert (ex.status, ex.error_code) == ("succeeded", SUCCESSFUL)
     assert modes == {VELOCITY}
     assert final.max() <= FINAL_TOLERANCE, f"final errors {final} rad"
+    print(f"franka velocity defaults: final error {np.round(final * 1e3, 3)} mrad")
 
     # the user's velocity gains: the command is ff * v_desired + p * e (+ d * e_dot), holding: p * (q_hold - q)
     gains = {j: {"p": 5.0, "ff_velocity_scale": 1.0} for j in FRANKA}
