@@ -300,8 +300,8 @@ class JointTrajectoryController(Controller):
                               f"be less than u_clamp_max ({g['u_clamp_max'][bad[0]]:g})")
         missing = [k for k, j in enumerate(self.joints) if j not in given]
         if missing:
-            kp, kd, ff = default_gains(self.ctx, self.idx[missing], self.closed_loop, 1.0 / self.ctx.update_rate
-                                       if self.ctx.update_rate else self.ctx.time_step)
+            period = self.ctx.decimation(self.ctx.update_rate) * self.ctx.time_step   # the manager's period
+            kp, kd, ff = default_gains(self.ctx, self.idx[missing], self.closed_loop, period)
             g["p"][missing], g["d"][missing], g["ff_velocity_scale"][missing] = kp, kd, ff
             names = [self.joints[k] for k in missing]
             self.ctx.transport.warn_throttled(

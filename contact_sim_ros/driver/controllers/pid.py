@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 STRATEGIES = ("legacy", "none", "conditional_integration", "back_calculation")
+_EPS = float(np.finfo(float).eps)     # control_toolbox's is_zero tolerance
 
 
 class JointPid:
@@ -54,6 +55,8 @@ class JointPid:
         if bad:
             raise ValueError(f"unknown antiwindup strategy {bad[0]!r}; one of {', '.join(STRATEGIES)}")
         self._legacy = np.array([s == "legacy" for s in strategy])
+        self._legacy_f = self._legacy.astype(float)          # masks as 0/1 factors: a ufunc's where= allocates
+        self._not_legacy_f = 1.0 - self._legacy_f
         self._none = np.array([s == "none" for s in strategy])
         self._conditional = np.array([s == "conditional_integration" for s in strategy])
         back = np.array([s == "back_calculation" for s in strategy]) & (self.i != 0.0)
@@ -64,6 +67,7 @@ class JointPid:
         tt = np.where(back & (tt == 0.0), default_tt, tt)
         self._inv_tt = np.where(back, 1.0 / np.where(back, tt, 1.0), 0.0)
         self._back = back
+        self._any_conditional, self._any_back = bool(self._conditional.any()), bool(back.any())
         self._any_legacy, self._any_other = bool(self._legacy.any()), bool((~self._legacy).any())
         self._clamp_output = bool(np.isfinite(self.u_min).any() or np.isfinite(self.u_max).any())
         self.i_term = np.zeros(n)
@@ -72,12 +76,20 @@ class JointPid:
         self._inc, self._work, self._iclip = np.zeros(n), np.zeros(n), np.zeros(n)
         self._active, self._mask, self._mask2 = (np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
                                                  np.zeros(n, dtype=bool))
+        self._factor, self._back_inc = np.zeros(n), np.zeros(n)
 
     def reset(self) -> None:
         """Integral term and last command to zero (the real controller on activation)."""
         self.i_term[:] = 0.0
         self.command[:] = 0.0
         self.command_unsaturated[:] = 0.0
+
+    def _add_where(self, target: np.ndarray, value: np.ndarray, mask: np.ndarray) -> None:
+        """target += value where mask (value finite), without the temporary buffers of a ufunc's where=."""
+        factor, work = self._factor, self._work
+        np.copyto(factor, mask)
+        np.multiply(value, factor, out=work)
+        target += work
 
     def compute(self, error: np.ndarray, error_dot: np.ndarray, dt: float) -> np.ndarray:
         """u (module docstring) for the position errors ``error`` and velocity errors ``error_dot`` over ``dt`` s;
@@ -94,39 +106,45 @@ class JointPid:
         inc *= dt                                                  # i * dt * e
         if self._any_legacy:
             np.logical_and(active, self._legacy, out=mask)
-            np.add(i_term, inc, out=i_term, where=mask)
-        np.clip(i_term, self.i_min, self.i_max, out=iclip)
-        if self._any_other:
-            np.copyto(iclip, i_term, where=~self._legacy)
+            self._add_where(i_term, inc, mask)
+        np.maximum(i_term, self.i_min, out=iclip)          # (ufuncs: np.clip allocates a temporary)
+        np.minimum(iclip, self.i_max, out=iclip)
+        if self._any_other:            # legacy: the clamped integral; the others: the integral as it is
+            np.multiply(iclip, self._legacy_f, out=iclip)
+            np.multiply(i_term, self._not_legacy_f, out=work)
+            iclip += work
         np.multiply(self.p, error, out=u_unsat)
         np.multiply(self.d, error_dot, out=work)
         u_unsat += work
         u_unsat += iclip
         if self._clamp_output:
-            np.clip(u_unsat, self.u_min, self.u_max, out=u)
+            np.maximum(u_unsat, self.u_min, out=u)
+            np.minimum(u, self.u_max, out=u)
         else:
             np.copyto(u, u_unsat)
         if self._any_other:
             np.logical_and(active, self._none, out=mask)
-            np.add(i_term, inc, out=i_term, where=mask)
-            if self._conditional.any():
+            self._add_where(i_term, inc, mask)
+            if self._any_conditional:
                 # integrate unless saturated with the error pushing further into the saturation
                 np.subtract(u_unsat, u, out=work)
                 np.abs(work, out=work)
-                np.greater(work, np.finfo(float).eps, out=mask)
+                np.greater(work, _EPS, out=mask)
                 np.multiply(error, u_unsat, out=work)
                 np.greater(work, 0.0, out=self._mask2)
                 np.logical_and(mask, self._mask2, out=mask)
                 np.logical_not(mask, out=mask)
                 np.logical_and(mask, active, out=mask)
                 np.logical_and(mask, self._conditional, out=mask)
-                np.add(i_term, inc, out=i_term, where=mask)
-            if self._back.any():
-                np.subtract(u, u_unsat, out=work)
-                work *= self._inv_tt
-                work *= dt
-                work += inc
+                self._add_where(i_term, inc, mask)
+            if self._any_back:
+                back = self._back_inc
+                np.subtract(u, u_unsat, out=back)
+                back *= self._inv_tt
+                back *= dt
+                back += inc
                 np.logical_and(active, self._back, out=mask)
-                np.add(i_term, work, out=i_term, where=mask)
-        np.clip(i_term, self.i_min, self.i_max, out=i_term)
+                self._add_where(i_term, back, mask)
+        np.maximum(i_term, self.i_min, out=i_term)
+        np.minimum(i_term, self.i_max, out=i_term)
         return u
