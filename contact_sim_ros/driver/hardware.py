@@ -7,7 +7,8 @@ value, as a hardware component's command buffer does. The joint's *mode* is the 
 
 * position: PD to the position target (velocity target as feed-forward for the D term);
 * velocity: damping to the velocity target;
-* effort: the effort alone.
+* effort: the effort alone (or on top of the gravity compensation g(q) when written with
+  ``gravity_compensated``: the effort joint_trajectory_controller, as the Franka's torque interface).
 
 Writers: the controllers (from the stepping thread, in their ``update``) and the hardware-level
 ``joint_command`` topic (topic_based_ros2_control's convention). Joints that the ``<ros2_control>`` block marks
@@ -44,6 +45,9 @@ class JointCommandInterfaces:
         self.position = np.zeros(n)
         self.velocity = np.zeros(n)
         self.effort = np.zeros(n)
+        # effort-mode joints whose effort is raw (False: the hardware adds its gravity compensation g(q), as the
+        # FR3 / Panda under libfranka's torque control and the LBR's FRI torque mode do)
+        self.effort_raw = np.ones(n, dtype=bool)
         self.changed = True
         self.snap = np.zeros(n, dtype=bool)   # held joints: the loop's rate limit starts from the held position
         self.snapped = False                  # snap has a joint set (the loop clears both)
@@ -95,9 +99,12 @@ class JointCommandInterfaces:
         self.effort[idx] = 0.0
         self._written()
 
-    def write_effort(self, idx, effort) -> None:
+    def write_effort(self, idx, effort, gravity_compensated: bool = False) -> None:
+        """Effort mode (N*m or N); ``gravity_compensated``: the hardware adds g(q) to it (when the node's
+        ``gravity_compensation`` is on), as the Franka's and the LBR's torque interfaces do."""
         self.mode[idx] = EFFORT
         self.effort[idx] = effort
+        self.effort_raw[idx] = not gravity_compensated
         self.velocity[idx] = 0.0
         self._written()
 
@@ -111,6 +118,7 @@ class JointCommandInterfaces:
             self.mode[idx] = VELOCITY
         else:
             self.mode[idx] = EFFORT
+            self.effort_raw[idx] = True
         self.velocity[idx] = 0.0 if c.velocity is None else c.velocity
         self.effort[idx] = 0.0 if c.effort is None else c.effort
         self._written()

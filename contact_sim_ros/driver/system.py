@@ -9,7 +9,8 @@ one seam between the Simulator and the emulated controllers (no rclpy).
   a real robot's driver adds between the controller and the motors: the position targets rate-limited to the
   joints' velocity limits (``_limit_rates``, a driver's interpolator) and the gravity feed-forward g(q) added to the
   effort of position- and velocity-controlled joints (as the iiwa's and Panda's own joint controllers do;
-  sim/gravity_feed_forward.py), and the joints' actuation limits (a gripper's force setting);
+  sim/gravity_feed_forward.py) and of effort-mode joints written as gravity compensated (the effort trajectory
+  controller: the Panda's and LBR's torque interfaces compensate gravity), and the joints' actuation limits (a gripper's force setting);
 * ``step()``: one step of the Simulator (the velocity before it kept for the sensors' accelerations).
 
 Commands that bypass the controllers (the hardware-level ``joint_command`` topic, forward controllers) arrive from
@@ -209,6 +210,7 @@ class SimulatorSystem:
             self._gravity.compute(self.sim.q, g)
             if changed:                        # the modes change only with a write to the command interfaces
                 np.equal(mode, EFFORT, out=self._is_effort)
+                np.logical_and(self._is_effort, hw.effort_raw, out=self._is_effort)   # raw efforts: no g
                 self._any_effort = bool(self._is_effort.any())
             if self._any_effort:
                 np.copyto(g, 0.0, where=self._is_effort)

@@ -36,8 +36,17 @@ The topic, the action server and ``controller_state`` are the transport's (ros/c
 the controller itself: goals checked (``validated``), handed over (``submit``) and executed in ``update``.
 
 Command interfaces: ``position`` (optionally with ``velocity``: the interpolated velocity is the feed-forward
-of the simulated joint's PD). ``effort`` and ``velocity``-only (the real controller's PID ``gains``) are not
-emulated: a clear start-up error.
+of the simulated joint's PD); ``effort`` alone or ``velocity`` alone: the real controller's closed loop, every
+update ``command = ff_velocity_scale * v_desired(t + period) + PID(q_desired(t) - q, v_desired(t) - v)`` per
+joint (JointTrajectoryController::update with ``use_closed_loop_pid_adapter_``; control_toolbox's Pid in
+pid.py) with the gains ``gains.<joint>.{p, i, d, i_clamp, i_clamp_max, i_clamp_min, ff_velocity_scale,
+u_clamp_max, u_clamp_min, antiwindup_strategy, tracking_time_constant, error_deadband}`` (Jazzy's parameters),
+written to the joints' effort (or velocity) command interfaces; with no trajectory the PID holds the last
+desired position. The effort is what the robot's torque interface gets: the hardware adds its gravity
+compensation g(q) (node parameter ``gravity_compensation``, on by default), as the FR3/Panda (libfranka's torque
+control compensates gravity: franka_ros2's GravityCompensationExampleController writes 0) and the LBR's FRI
+torque mode do. Joints without any ``gains.<joint>.*`` get default gains derived from the joint-space inertia
+M_jj at the start configuration (``default_gains``; a start-up warning lists them and says how to set them).
 """
 
 from __future__ import annotations
@@ -46,15 +55,27 @@ import math
 import threading
 
 import numpy as np
+import pinocchio as pin
 
 from ...errors import ConfigError, unknown_choice
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
 from ..parameters import Parameter, ParameterTable
 from .base import UPDATE_RATE, Controller
+from .pid import STRATEGIES, JointPid
 
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP, PATH_TOLERANCE_VIOLATED, \
     GOAL_TOLERANCE_VIOLATED = 0, -1, -2, -3, -4, -5
 FUTURE_START_WARNING_S = 60.0      # a trajectory starting later than this is executed with a warning
+# default PID gains (joints without gains.<joint>.*, ``default_gains``): effort, critical damping of each joint's
+# inertia at DEFAULT_BANDWIDTH (rad/s; 20 Hz: a joint's Coulomb friction f_c then holds it at most f_c / (m w^2)
+# from its target, ~1 mrad for the iiwa's 0.05 N*m on its lightest joint, 4 mrad at 10 Hz); velocity, p =
+# DEFAULT_VELOCITY_BANDWIDTH (1/s) around the drive's own velocity loop; both lowered at low update rates so that
+# the sampled loop stays well inside its stability limit
+DEFAULT_BANDWIDTH = 2.0 * math.pi * 20.0
+DEFAULT_VELOCITY_BANDWIDTH = 2.0 * math.pi * 10.0
+DEFAULT_BANDWIDTH_PERIODS = 0.25
+GAINS = ("p", "i", "d", "i_clamp", "i_clamp_max", "i_clamp_min", "ff_velocity_scale", "u_clamp_max",
+         "u_clamp_min", "antiwindup_strategy", "tracking_time_constant", "error_deadband")
 
 
 def _seconds(d) -> float:
@@ -79,6 +100,7 @@ class Execution:
         self.goal_time = goal_time              # s after the last point; 0: wait forever
         self.stopped_velocity = stopped_velocity
         self.goal_handle = goal_handle
+        self.local = None                       # closed loop: the joints' positions in the controller's joints
         self.sampler: TrajectorySampler | None = None
         self.cancel_requested = False
         self.done = threading.Event()
@@ -107,6 +129,37 @@ class Execution:
                 self.on_done()
 
 
+def default_gains(ctx, idx: np.ndarray, interface: str, period: float):
+    """(p, d, ff_velocity_scale) arrays for the joints ``idx`` (hardware indices) of a closed-loop trajectory
+    controller without gains.
+
+    Effort: with M the joint-space inertia of these joints at the current configuration (CRBA, armature included)
+    and m_j = 1 / (M^-1)_jj the inertia joint j moves when the others are free (<= M_jj: an arm whose axes nearly
+    align, as the iiwa's 1, 3, 5, 7 at its start pose, has m_j far below M_jj, and gains on M_jj make the sampled
+    loop unstable there), p = m_j w^2 (N*m/rad), d = 2 m_j w (critical damping of that joint), ff 0 (the real
+    default), at w = min(DEFAULT_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / (period * l)) rad/s, l the largest
+    eigenvalue of M^-1 diag(m) (the coupled modes' stiffening, ~2-3 for the presets): the fastest mode keeps
+    d l period / m <= 2 DEFAULT_BANDWIDTH_PERIODS, well inside the explicit loop's limit of 2. Velocity: p =
+    min(DEFAULT_VELOCITY_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / period) (1/s), d 0, ff 1 (the desired velocity
+    as the command's feed-forward)."""
+    n = len(idx)
+    if interface == "velocity":
+        return np.full(n, min(DEFAULT_VELOCITY_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / period)), np.zeros(n), np.ones(n)
+    model = ctx.model
+    pm = model.pin_model
+    q = pin.neutral(pm)
+    q[np.asarray(model.joint_q_index)] = ctx.state.position
+    vi = np.asarray(model.joint_v_index)[idx]
+    m_full = pin.crba(pm, pm.createData(), q)
+    m_full = np.triu(m_full) + np.triu(m_full, 1).T           # crba fills the upper triangle
+    m_inv = np.linalg.inv(m_full[np.ix_(vi, vi)])
+    m_eff = 1.0 / np.diag(m_inv)
+    root = np.sqrt(m_eff)
+    stiffening = float(np.linalg.eigvalsh(root[:, None] * m_inv * root[None, :]).max())
+    w = min(DEFAULT_BANDWIDTH, DEFAULT_BANDWIDTH_PERIODS / (period * stiffening))
+    return m_eff * w * w, 2.0 * m_eff * w, np.zeros(n)
+
+
 class JointTrajectoryController(Controller):
     TYPES = ("joint_trajectory_controller/JointTrajectoryController",)
     # points per trajectory (goal or topic message): 100 s at 1 kHz. A bound on what one message may pin in the
@@ -117,7 +170,31 @@ class JointTrajectoryController(Controller):
         Parameter("command_joints", "string_array", [], description="must equal 'joints' (controller chains and "
                   "passive joints are not emulated)"),
         Parameter("command_interfaces", "string_array", ["position"],
-                  description="[position] or [position, velocity] (the velocity is the PD's feed-forward)"),
+                  description="[position], [position, velocity] (the velocity is the PD's feed-forward), "
+                  "[effort] or [velocity] (the PID of 'gains')"),
+        Parameter("gains.{joint}.p", "double", 0.0, "N*m/rad (effort) or 1/s (velocity)",
+                  "proportional gain of the joint's PID (effort or velocity command interface)", lower=0.0),
+        Parameter("gains.{joint}.i", "double", 0.0, "N*m/(rad*s) or 1/s^2", "integral gain", lower=0.0),
+        Parameter("gains.{joint}.d", "double", 0.0, "N*m*s/rad or 1 (velocity)", "derivative gain (on the "
+                  "velocity error)", lower=0.0),
+        Parameter("gains.{joint}.i_clamp", "double", math.inf, "N*m or rad/s", "symmetric bound of the integral "
+                  "term (deprecated in Jazzy for i_clamp_max/min)", lower=0.0, finite=False),
+        Parameter("gains.{joint}.i_clamp_max", "double", math.inf, "N*m or rad/s", "upper bound of the integral "
+                  "term (else i_clamp)", finite=False),
+        Parameter("gains.{joint}.i_clamp_min", "double", -math.inf, "N*m or rad/s", "lower bound of the integral "
+                  "term (else -i_clamp)", finite=False),
+        Parameter("gains.{joint}.ff_velocity_scale", "double", 0.0, "N*m*s/rad or 1",
+                  "feed-forward of the desired velocity", lower=0.0),
+        Parameter("gains.{joint}.u_clamp_max", "double", math.inf, "N*m or rad/s", "upper bound of the PID's "
+                  "output", finite=False),
+        Parameter("gains.{joint}.u_clamp_min", "double", -math.inf, "N*m or rad/s", "lower bound of the PID's "
+                  "output", finite=False),
+        Parameter("gains.{joint}.antiwindup_strategy", "string", "legacy", choices=STRATEGIES,
+                  description="control_toolbox's anti-windup of the integral term"),
+        Parameter("gains.{joint}.tracking_time_constant", "double", 0.0, "s", "back_calculation's time constant "
+                  "(0: sqrt(d / i), or p / i without d)", lower=0.0),
+        Parameter("gains.{joint}.error_deadband", "double", 0.0, "rad or m", "no integration while |error| <= it",
+                  lower=0.0),
         Parameter("state_interfaces", "string_array", ["position", "velocity"],
                   description="position and optionally velocity, acceleration"),
         Parameter("allow_partial_joints_goal", "bool", False, description="goals may name a subset of 'joints'"),
@@ -152,10 +229,12 @@ class JointTrajectoryController(Controller):
             raise ConfigError(f"{self.where}: 'command_joints' different from 'joints' (controller chains, "
                               f"passive joints) is not emulated")
         commands = p["command_interfaces"]
-        if commands not in (["position"], ["position", "velocity"], ["velocity", "position"]):
+        if commands not in (["position"], ["position", "velocity"], ["velocity", "position"], ["effort"],
+                            ["velocity"]):
             raise ConfigError(f"{self.where}: command_interfaces {commands} are not emulated; supported: "
                               f"[position] and [position, velocity] (the simulated joint's PD tracks the "
-                              f"interpolated position with the velocity as feed-forward)")
+                              f"interpolated position with the velocity as feed-forward), [effort] and [velocity] "
+                              f"(the controller's PID with its 'gains')")
         self.commands = commands
         states = p["state_interfaces"]
         bad = [s for s in states if s not in ("position", "velocity", "acceleration")]
@@ -164,6 +243,19 @@ class JointTrajectoryController(Controller):
                               f"acceleration), got {states}")
         self.states = states
         self.idx = ctx.command.indices(self.joints)
+        # closed loop (the real controller's use_closed_loop_pid_adapter_): effort or velocity alone
+        self.closed_loop = commands[0] if len(commands) == 1 and commands[0] in ("effort", "velocity") else None
+        self.pid: JointPid | None = None
+        self.gains: dict = {}
+        if self.closed_loop:
+            if "velocity" not in states:      # the real controller's on_configure check
+                raise ConfigError(f"{self.where}: command_interfaces [{self.closed_loop}] need the 'position' and "
+                                  f"'velocity' state interfaces, got {states}")
+            engine = ctx.engine
+            if self.closed_loop == "effort" and engine is not None and not engine.accepts_effort_commands:
+                raise ConfigError(f"{self.where}: command_interfaces [effort]: engine {engine.name!r} ignores "
+                                  f"effort commands; use [position] (or an engine with efforts: tamsi, lagged)")
+            self._configure_pid(p)
         self.allow_partial = p["allow_partial_joints_goal"]
         self.allow_nonzero_end_velocity = p["allow_nonzero_velocity_at_trajectory_end"]
         self.interpolation = p["interpolation_method"]
@@ -183,6 +275,52 @@ class JointTrajectoryController(Controller):
         self.current: Execution | None = None
         self._ref = None                 # (desired q, desired v) for the current sim time
         self._updates = 0
+
+    def _configure_pid(self, p: dict) -> None:
+        """The PID of the closed loop from ``gains.<joint>.*`` (given, checked by the table) and the defaults of
+        the joints without any (``default_gains``, with a start-up warning)."""
+        n = len(self.joints)
+        given = {j for j in self.joints if any(k.startswith(f"gains.{j}.") for k in self.params)}
+        g = {k: np.array([p[f"gains.{j}.{k}"] for j in self.joints]) for k in GAINS if k != "antiwindup_strategy"}
+        strategy = [p[f"gains.{j}.antiwindup_strategy"] for j in self.joints]
+        for k in ("i_clamp", "i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min"):
+            nan = np.flatnonzero(np.isnan(g[k]))
+            if nan.size:
+                raise ConfigError(f"{self.where}: parameter 'gains.{self.joints[nan[0]]}.{k}': must be a number "
+                                  f"(.inf for none), got nan")
+        i_max = np.where(np.isfinite(g["i_clamp_max"]), g["i_clamp_max"], g["i_clamp"])
+        i_min = np.where(np.isfinite(g["i_clamp_min"]), g["i_clamp_min"], -g["i_clamp"])
+        for k, (lo, hi, what) in enumerate(zip(i_min, i_max, ["i_clamp_min > i_clamp_max"] * n)):
+            if lo > hi:
+                raise ConfigError(f"{self.where}: gains of joint '{self.joints[k]}': {what} ({lo:g} > {hi:g})")
+        bad = np.flatnonzero(g["u_clamp_min"] >= g["u_clamp_max"])
+        if bad.size:
+            j = self.joints[bad[0]]
+            raise ConfigError(f"{self.where}: gains of joint '{j}': u_clamp_min ({g['u_clamp_min'][bad[0]]:g}) must "
+                              f"be less than u_clamp_max ({g['u_clamp_max'][bad[0]]:g})")
+        missing = [k for k, j in enumerate(self.joints) if j not in given]
+        if missing:
+            period = self.ctx.decimation(self.ctx.update_rate) * self.ctx.time_step   # the manager's period
+            kp, kd, ff = default_gains(self.ctx, self.idx[missing], self.closed_loop, period)
+            g["p"][missing], g["d"][missing], g["ff_velocity_scale"][missing] = kp, kd, ff
+            names = [self.joints[k] for k in missing]
+            self.ctx.transport.warn_throttled(
+                f"{self.where}: no PID gains for joint(s) {', '.join(names)} (command_interfaces "
+                f"[{self.closed_loop}]); using defaults from the joint inertia (critical damping): p "
+                f"{np.round(kp, 3).tolist()}, d {np.round(kd, 3).tolist()}, ff_velocity_scale {np.round(ff, 3).tolist()}; "
+                f"set them in the controller's parameters as gains.<joint>.{{p, i, d, i_clamp, ff_velocity_scale}}",
+                key=f"{self.name}/default_gains")
+        self.gains = {"p": g["p"], "i": g["i"], "d": g["d"], "ff_velocity_scale": g["ff_velocity_scale"],
+                      "i_min": i_min, "i_max": i_max}
+        self.pid = JointPid(g["p"], g["i"], g["d"], i_min, i_max, g["u_clamp_min"], g["u_clamp_max"], strategy,
+                            g["tracking_time_constant"], g["error_deadband"])
+        self._ff = g["ff_velocity_scale"]
+        self._local = {int(i): k for k, i in enumerate(self.idx)}    # hardware index -> position in joints
+        self._q, self._v = np.zeros(n), np.zeros(n)                   # measured (state interfaces)
+        self._des_q, self._des_v = np.zeros(n), np.zeros(n)           # desired at the update's time
+        self._next_q, self._next_v = np.zeros(n), np.zeros(n)         # desired one period later
+        self._err_q, self._err_v, self._u = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._holding = False          # the PID writes the joints (False: preempted, or inactive)
 
     def command_interfaces(self):
         return [f"{j}/{i}" for j in self.joints for i in self.commands]
@@ -303,13 +441,62 @@ class JointTrajectoryController(Controller):
         self.current = None
         if hold:
             q = self.ctx.state.position[self.idx]
-            self.ctx.command.hold(self.idx, q)
+            self._hold(q)
             self._ref = (q, np.zeros_like(q))
         ex.finish(status, code, message)
         if ex.goal_handle is None and code in (PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED):
             self.ctx.transport.warn_throttled(f"{self.name}: {message}", key=f"{self.name}/tolerance")
 
+    def _hold(self, q: np.ndarray) -> None:
+        """Hold the measured positions ``q`` (of every joint of the controller): position mode at q, or, closed
+        loop, the PID's desired state (q, 0) from now on (the real controller's hold trajectory)."""
+        if self.pid is None:
+            self.ctx.command.hold(self.idx, q)
+            return
+        self._des_q[:] = q
+        self._next_q[:] = q
+        self._des_v[:] = 0.0
+        self._next_v[:] = 0.0
+        self._holding = True
+
+    def _command(self, ex: Execution, sampler: TrajectorySampler, t: float, period: float):
+        """The trajectory's sample one period ahead (position, velocity: reused arrays) written to the command
+        interfaces (position mode), or kept with the sample at ``t`` for the closed loop's update."""
+        if self.pid is None:
+            pos, vel, _ = sampler.sample(t + period)
+            self.ctx.command.write_position(ex.rows, pos, vel)
+            return pos, vel
+        local = ex.local
+        pos, vel, _ = sampler.sample(t)
+        self._des_q[local] = pos
+        self._des_v[local] = vel
+        pos, vel, _ = sampler.sample(t + period)
+        self._next_q[local] = pos
+        self._next_v[local] = vel
+        return pos, vel
+
+    def _close_loop(self, period: float) -> None:
+        """command = ff_velocity_scale * v_desired(t + period) + PID(q_desired - q, v_desired - v) of every joint,
+        to the effort (on the hardware's gravity compensation) or velocity command interfaces."""
+        state, hw = self.ctx.state, self.ctx.command
+        np.take(state.position, self.idx, out=self._q)
+        np.take(state.velocity, self.idx, out=self._v)
+        np.subtract(self._des_q, self._q, out=self._err_q)
+        np.subtract(self._des_v, self._v, out=self._err_v)
+        u = self.pid.compute(self._err_q, self._err_v, period)
+        np.multiply(self._ff, self._next_v, out=self._u)
+        self._u += u
+        if self.closed_loop == "effort":
+            hw.write_effort(self.idx, self._u, gravity_compensated=True)
+        else:
+            hw.write_velocity(self.idx, self._u)
+
     def update(self, time, period):
+        self._update(time, period)
+        if self.pid is not None and self._holding:
+            self._close_loop(period)
+
+    def _update(self, time, period):
         hw, state = self.ctx.command, self.ctx.state
         if self._pending:
             with self.lock:
@@ -326,6 +513,9 @@ class JointTrajectoryController(Controller):
                 start = time if ex.trajectory.start_time is None else ex.trajectory.start_time
                 ex.sampler = TrajectorySampler(ex.trajectory, start, state.position[ex.idx], state.velocity[ex.idx])
                 ex.trajectory = None          # the sampler has its own copy of the points
+                if self.pid is not None:
+                    ex.local = np.fromiter((self._local[int(i)] for i in ex.idx), dtype=int, count=len(ex.idx))
+                    self._holding = True
                 self.current = ex
         ex = self.current
         sampler = ex.sampler if ex is not None else None
@@ -343,8 +533,7 @@ class JointTrajectoryController(Controller):
             return
         running = t < sampler.end_time
         if running and not ex.monitored:      # nothing reads the state until the last point: sample and write
-            pos, vel, _ = sampler.sample(t + period)
-            hw.write_position(ex.rows, pos, vel)
+            self._command(ex, sampler, t, period)
             if publish:
                 self.io.publish_state(ex)
             return
@@ -382,8 +571,7 @@ class JointTrajectoryController(Controller):
                 self._finish_current("aborted", GOAL_TOLERANCE_VIOLATED,
                                      f"goal tolerance violated {ex.goal_time:.3f} s after the last point: {what}")
                 return
-        pos, vel, _ = sampler.sample(t + period)     # (after a success: the last point, held)
-        hw.write_position(ex.rows, pos, vel)
+        pos, vel = self._command(ex, sampler, t, period)     # (after a success: the last point, held)
         self._ref = (pos.copy(), vel.copy())
         if publish:
             self.io.publish_state(ex)
@@ -391,13 +579,20 @@ class JointTrajectoryController(Controller):
     def on_activate(self):
         q = self.ctx.state.position[self.idx]
         self.ctx.command.hold(self.idx, q)        # set_hold_position, as the real controller on activation
+        if self.pid is not None:                  # closed loop: the PID holds q from the first update
+            self.pid.reset()                      # (the real controller resets its PIDs on activation)
+            self._hold(q)
         self._ref = None
 
     def on_deactivate(self):
         if self.current is not None:
             self._finish_current("aborted", INVALID_GOAL, f"controller '{self.name}' deactivated")
-        else:
-            self.ctx.command.hold(self.idx, self.ctx.state.position[self.idx])
+        if self.pid is not None:
+            self._holding = False
+            self.pid.reset()
+        # the joints hold their position (the simulated drive's PD; the real controller writes 0 effort or
+        # velocity, what the hardware then does is the robot's)
+        self.ctx.command.hold(self.idx, self.ctx.state.position[self.idx])
         with self.lock:
             pending, self._pending = self._pending, []
         for ex in pending:
@@ -409,6 +604,8 @@ class JointTrajectoryController(Controller):
             self.current = None
             self._ref = None
             ex.finish("aborted", INVALID_GOAL, "preempted by a command on the joints (joint_command topic)")
+        if self.pid is not None and indices & set(self.idx.tolist()):
+            self._holding = False         # the command owns the joints until the next trajectory
 
     def reset(self):
         if self.current is not None:
@@ -419,6 +616,9 @@ class JointTrajectoryController(Controller):
         for ex in pending:
             ex.finish("aborted", INVALID_GOAL, "simulation reset")
         self._ref = None
+        if self.pid is not None and self.active:      # hold the reset state
+            self.pid.reset()
+            self._hold(self.ctx.state.position[self.idx])
 
     def shutdown(self):
         if self.current is not None:
