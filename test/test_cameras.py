@@ -2,15 +2,19 @@
 projection against analytic truth, the stereo depth model against its parameters, a wrist camera on a moving arm,
 and the scene file's camera errors."""
 
+from pathlib import Path
+
 import numpy as np
 import pinocchio as pin
 import pytest
+import yaml
 
 from contact_sim_ros.cameras.depth_models import measured_depth
 from contact_sim_ros.cameras.rig import CameraRig
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.sim.scene import load_scene
 
+REPO = Path(__file__).resolve().parents[1]
 DOWN = [0.0, np.pi / 2, 0.0]         # body x (the viewing direction) along world -z
 
 
@@ -220,38 +224,49 @@ def test_stereo_occlusion_shadow_beside_a_box():
 # ------------------------------------------------------------------------------------------ wrist camera
 
 
-def test_wrist_camera_view_moves_with_the_arm():
-    """iiwa + WSG with a camera on iiwa_link_7 (beside the gripper, looking along it) at a ball on the floor: after
-    the arm moves, the sphere's pixel centroid is where the projection through the new flange pose predicts
-    (Pinocchio's kinematics, independent of the renderer), within 1 px, and it moved by many pixels."""
-    cam = {"name": "wrist", "parent": "iiwa_link_7", "pose": {"xyz": [0.10, 0.0, 0.06], "rpy": [0, -1.83, 0]},
-           "width": 320, "height": 240, "fov": 80.0, "near": 0.02, "far": 5.0}
-    objects = [{"name": "ball", "shape": {"sphere": 0.02}, "mass": 0.05, "pose": {"xyz": [0.56, 0.0, 0.02]}}]
-    sc = scene_with([cam], objects, robot="iiwa_wsg")
+@pytest.mark.parametrize("scene_file, robot, link, joints, finger", [
+    ("iiwa_wsg_cameras.yaml", "iiwa_wsg", "iiwa_link_7", ("iiwa_joint_1", "iiwa_joint_6"), "wsg_finger_left"),
+    ("franka_cameras.yaml", "franka", "panda_hand", ("panda_joint1", "panda_joint6"), "panda_leftfinger")])
+def test_shipped_wrist_camera_view_moves_with_the_arm(scene_file, robot, link, joints, finger):
+    """The wrist camera of a shipped scene (its mount and field of view, 320x240) and a ball 0.35 m ahead of it in
+    the start pose: after the arm moves, the ball's pixel centroid is where the projection through the new link
+    pose predicts (Pinocchio's kinematics, independent of the renderer), within 1 px, and it moved by many pixels;
+    the gripper's fingers are in view."""
+    shipped = yaml.safe_load((REPO / "scenes" / scene_file).read_text())
+    cam = {**next(c for c in shipped["cameras"] if c["name"] == "wrist_camera"), "width": 320, "height": 240,
+           "depth_model": "ideal"}
+    sc = scene_with([cam], robot=robot)
     model = sc.model
-    rig = CameraRig(sc)
-    spec = rig.camera("wrist")
-    ball = 1 + [e.name for e in rig.visual.labels].index("ball")
     data = pin.Data(model.pin_model)
-    link7 = model.pin_model.getFrameId("iiwa_link_7")
+    frame = model.pin_model.getFrameId(link)
+    pin.framesForwardKinematics(model.pin_model, data, sc.q0)
+    rig = CameraRig(sc)
+    spec = rig.camera("wrist_camera")
+    ball_xyz = (data.oMf[frame] * spec.optical_pose).act(np.array([0.0, 0.0, 0.35]))
+    rig.release()
+    objects = [{"name": "ball", "shape": {"sphere": 0.02}, "mass": 0.05, "pose": {"xyz": ball_xyz.tolist()}}]
+    sc = scene_with([cam], objects, robot=robot)
+    model = sc.model
+    data = pin.Data(model.pin_model)
+    frame = model.pin_model.getFrameId(link)
+    rig = CameraRig(sc)
+    ball = 1 + [e.name for e in rig.visual.labels].index("ball")
     centroids = []
-    for dq1 in (0.0, 0.1, -0.08):
+    for dq in (0.0, 0.1, -0.08):
         q = sc.q0.copy()
-        q[model.joint_q_index[model.joint_index("iiwa_joint_1")]] += dq1
-        q[model.joint_q_index[model.joint_index("iiwa_joint_6")]] += dq1
-        f = rig.render("wrist", q)
+        for joint in joints:
+            q[model.joint_q_index[model.joint_index(joint)]] += dq
+        f = rig.render("wrist_camera", q)
         pin.framesForwardKinematics(model.pin_model, data, q)
-        T = data.oMf[link7] * spec.optical_pose
-        p = T.actInv(np.array([0.56, 0.0, 0.02]))
+        p = (data.oMf[frame] * spec.optical_pose).actInv(ball_xyz)
         uv = (spec.K @ p)[:2] / p[2]
         v, u = np.nonzero(f.labels == ball)
-        assert len(u) > 200, dq1
+        assert len(u) > 200, dq
         centroid = np.array([u.mean(), v.mean()])
-        assert np.linalg.norm(centroid - uv) < 1.0, (dq1, centroid, uv)
+        assert np.linalg.norm(centroid - uv) < 1.0, (dq, centroid, uv)
         centroids.append(centroid)
-        # the robot's own links are labelled by link name (the fingers are in view)
-        names = {f.label_names[k] for k in np.unique(f.labels)}
-        assert "wsg_finger_left" in names and "ground" in names
+        names = {f.label_names[k] for k in np.unique(f.labels)}      # robot links are labelled by link name
+        assert finger in names and "ground" in names, names
     assert np.linalg.norm(centroids[1] - centroids[0]) > 20 and np.linalg.norm(centroids[2] - centroids[0]) > 20
     rig.release()
 
