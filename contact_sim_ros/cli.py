@@ -36,6 +36,7 @@ import warnings
 import numpy as np
 
 from . import kernel_cache
+from .cameras.frame_writer import FrameWriter
 from .engines.registry import engine_class, engine_names
 from .errors import ConfigError, ContactSimError
 from .kernel_cache import cold_start_note
@@ -103,13 +104,14 @@ def _check_real_time_factor(value) -> float:
 
 def run_scene(scene, engine: str, time_step: float, duration: float, log_path: str | None = None,
               engine_options: dict | None = None, out=None, progress: bool = True, viewer_port: int | None = None,
-              real_time_factor: float = 0.0, start_paused: bool = False, wait_after_run: bool = False) -> dict:
+              real_time_factor: float = 0.0, start_paused: bool = False, wait_after_run: bool = False,
+              cameras=(), frames_dir: str | None = None) -> dict:
     """Run a scene headless (or with the browser viewer on ``viewer_port``). ``real_time_factor`` > 0 paces
     the run to that multiple of the wall clock (0: as fast as possible). ``start_paused`` (with the viewer):
     wait for the viewer's Resume button before the first step. ``wait_after_run`` (with the viewer): after the
     run (and its log) keep serving the page, showing the final state, until Ctrl-C or SIGTERM (the command's
-    default; ``--exit-after-run`` turns it off). Returns a summary dict (steps, wall time, real-time factor,
-    failures)."""
+    default; ``--exit-after-run`` turns it off). ``cameras``: names of the scene's cameras whose images are
+    written as PNG files into ``frames_dir`` (cameras/frame_writer.py; default ``frames/``). Returns a summary dict (steps, wall time, real-time factor, failures, frames written)."""
     if start_paused and viewer_port is None:
         raise ConfigError("start_paused needs the viewer (its Resume button starts the run)")
     duration = _check_seconds(duration, "duration")
@@ -129,6 +131,12 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
     note = cold_start_note(engine)
     if note:
         print(note, file=out, flush=True)
+    frames = None
+    if cameras:
+        frames_dir = frames_dir or "frames"
+        frames = FrameWriter(sim, cameras, frames_dir)
+        print(f"cameras {', '.join(frames.every)}: frames into {frames_dir}/<camera>/ ({frames.renderer.description})",
+              file=out, flush=True)
     viewer = None
     if viewer_port is not None:
         viewer = ViewerProcess(sim.model, port=viewer_port)
@@ -159,6 +167,8 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
         substeps += report.substeps > 1
         if log:
             log.record(sim)
+        if frames is not None:
+            frames.after_step(sim)
         now = time.perf_counter()
         if viewer is not None:
             frame_clock = publish_if_due(viewer, sim, frame_clock, now)
@@ -167,16 +177,23 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
             print(f"  t = {sim.t:8.3f} s  {100.0 * (k + 1) / n_steps:5.1f} %  real-time factor "
                   f"{sim.t / (now - start):7.2f}  contacts {sim.contacts.size if sim.contacts else 0}",
                   file=out, flush=True)
+    if frames is not None:
+        frames.close()
     wall = time.perf_counter() - start
     summary = {"steps": sim.step_count, "sim_time": sim.t, "wall_time": wall,
                "real_time_factor": sim.t / wall if wall > 0 else float("inf"),
-               "failures": failures, "substepped_steps": substeps, "failure": failure}
+               "failures": failures, "substepped_steps": substeps, "failure": failure,
+               "frames": dict(frames.written) if frames is not None else {}}
     print(f"done: {summary['steps']} steps, sim time {sim.t:.3f} s in {wall:.3f} s wall: real-time factor "
           f"{summary['real_time_factor']:.2f}; sub-stepped steps {substeps}; failures {failures}", file=out)
     if failures:
         kind = "diverged" if "diverged" in failure else "failed"
         print(f"FAILED: the run {kind} at t = {sim.t:.3f} s of {duration:g} s (the state before the failed step "
               f"is kept): {failure}", file=out)
+    if frames is not None:
+        print(f"frames written: {', '.join(f'{n} {k}' for n, k in frames.written.items())}"
+              + (f"; render errors {len(frames.render_errors)}: {frames.render_errors[0]}"
+                 if frames.render_errors else ""), file=out)
     if log:
         log.save(log_path)
         print(f"log written to {log_path} (numpy .npz: t, q, v, contact_* arrays)", file=out)
@@ -241,6 +258,10 @@ def main(argv=None) -> int:
                      help="s of simulated time, > 0")
     run.add_argument("--log", type=_argument(_check_log_path), default=None,
                      help="write a .npz log (t, q, v, contacts); its directory must exist (checked before the run)")
+    run.add_argument("--camera", action="append", default=[], metavar="NAME",
+                     help="write the images of the scene's camera NAME as PNG files (repeatable; color, 16-bit "
+                          "depth in mm, 16-bit labels, frames.csv; docs/cameras.md)")
+    run.add_argument("--frames-dir", default=None, help="with --camera: the folder of the frames (default: frames/)")
     run.add_argument("--viewer", action="store_true", help="serve the live browser view (viser)")
     run.add_argument("--viewer-port", type=int, default=8080)
     run.add_argument("--paused", action="store_true", help="with --viewer: wait for the viewer's Resume button")
@@ -298,7 +319,8 @@ def main(argv=None) -> int:
         summary = run_scene(args.scene, args.engine, args.time_step, args.duration, args.log,
                             dict(args.engine_option), viewer_port=args.viewer_port if args.viewer else None,
                             real_time_factor=rtf, start_paused=args.paused,
-                            wait_after_run=args.viewer and not args.exit_after_run)
+                            wait_after_run=args.viewer and not args.exit_after_run, cameras=args.camera,
+                            frames_dir=args.frames_dir)
         return 0 if summary["failures"] == 0 else 1
     except ContactSimError as exc:
         print(f"contact-sim: error: {exc}", file=sys.stderr)

@@ -76,3 +76,11 @@ def noisy_color(spec: CameraSpec, color: np.ndarray, t: float) -> np.ndarray:
     rng = frame_rng(spec.seed + 1_000_003, t)         # independent of the depth noise
     noisy = color + rng.standard_normal(color.shape) * spec.color_noise
     return np.clip(np.round(noisy), 0, 255).astype(np.uint8)
+
+
+def depth_mm(depth_m: np.ndarray) -> np.ndarray:
+    """16UC1 millimetres of a depth image in metres, as realsense2_camera publishes depth: round(1000 z), 0 = no
+    depth (and beyond 65.535 m)."""
+    mm = np.rint(depth_m * 1000.0)
+    mm[(mm > 65535) | ~(depth_m > 0)] = 0
+    return mm.astype(np.uint16)

@@ -108,6 +108,11 @@ class CameraRig:
         """(4, 4) world pose of camera ``name``'s optical frame at configuration ``q``."""
         return self.renderer.camera_pose(self.camera(name), self.renderer.frame_poses(np.asarray(q, float)))
 
+    def label_map(self) -> dict:
+        """Segmentation label (as a string) -> {name, kind, robot} of the entity it marks; "0": nothing."""
+        return {"0": {"name": "", "kind": "none", "robot": ""},
+                **{str(e.label): {"name": e.name, "kind": e.kind, "robot": e.robot} for e in self.visual.labels}}
+
     def release(self) -> None:
         self.renderer.release()
         self.renderer.gl.release()

@@ -18,9 +18,9 @@ TF (static, REP 103): parent -> C_link (the scene pose) -> C_color_frame / C_dep
 depth are rendered from one viewpoint) -> C_color_optical_frame / C_depth_optical_frame (rpy -pi/2, 0, -pi/2).
 Stamps are the sim time of the rendered state.
 
-Threading: the stepping thread only hands a copy of (q, t) to the render thread, at each camera's rate in sim
-time (``hooks``: a PublishHook per camera); the render thread owns the GL context (made there), renders, builds
-and publishes the messages. When rendering falls behind, a camera's newer state replaces its older pending one
+Threading (cameras/render_thread.py): the stepping thread only hands a copy of (q, t) to the render thread, at
+each camera's rate in sim time (``hooks``: a PublishHook per camera); the render thread owns the GL context (made
+there), renders, builds and publishes the messages. When rendering falls behind, a camera's newer state replaces its older pending one
 (the stepping thread never waits). Nothing is rendered for a camera none of whose topics has a reader.
 """
 
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import array
 import json
-import threading
-import time
 
 import numpy as np
 import pinocchio as pin
@@ -38,6 +36,8 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import String
 
+from ..cameras.depth_models import depth_mm
+from ..cameras.render_thread import RenderThread
 from ..cameras.spec import BODY_TO_OPTICAL, CameraSpec, pixel_rays
 from ..driver.loop import PublishHook
 from .state_messages import has_readers, stamp
@@ -56,7 +56,6 @@ POINT_FIELDS = [PointField(name="x", offset=0, datatype=PointField.FLOAT32, coun
                 PointField(name="z", offset=8, datatype=PointField.FLOAT32, count=1),
                 PointField(name="rgb", offset=16, datatype=PointField.FLOAT32, count=1)]
 POINT_STEP = 20
-STARTUP_TIMEOUT_S = 120.0
 
 
 def camera_info(spec: CameraSpec, frame_id: str) -> CameraInfo:
@@ -84,13 +83,6 @@ def image_message(pixels: np.ndarray, encoding: str, frame_id: str) -> Image:
     data.frombytes(np.ascontiguousarray(pixels).view(np.uint8).reshape(-1).data)   # one copy
     msg.data = data
     return msg
-
-
-def depth_mm(depth_m: np.ndarray) -> np.ndarray:
-    """16UC1 millimetres of a depth image in metres: round(1000 z), 0 = no depth (and beyond 65.535 m)."""
-    mm = np.rint(depth_m * 1000.0)
-    mm[(mm > 65535) | ~(depth_m > 0)] = 0
-    return mm.astype(np.uint16)
 
 
 def point_cloud_message(spec: CameraSpec, depth_m: np.ndarray, color: np.ndarray, frame_id: str) -> PointCloud2:
@@ -204,7 +196,8 @@ class _CameraTopics:
 
 
 class CameraPublisher:
-    """The node's cameras: publishers, static TF, the render thread and the stepping-thread hooks.
+    """The node's cameras: publishers, static TF, the render thread (cameras/render_thread.py) and the
+    stepping-thread hooks.
 
     ``node``: the SimNode (publishers are created on it; ``node.world``, ``node.prefix``, ``node.link_prefixes``
     name the parent frames). Raises ContactSimError (the render back-end missing, a bad camera) at start-up, after
@@ -218,22 +211,9 @@ class CameraPublisher:
         for spec in specs:
             spec.check_rate(sim.time_step)
         self.topics = {s.name: _CameraTopics(node, s, node.prefix) for s in specs}
-        self._cond = threading.Condition()
-        self._pending: dict[str, tuple] = {}      # camera -> (scene, t, q): the newest state to render
-        self._stop = False
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
-        self.rendered = {s.name: 0 for s in specs}
-        self.dropped = {s.name: 0 for s in specs}
-        self.render_ms: list[float] = []          # wall time per rendered frame (bounded, for diagnostics)
-        self.errors = 0
-        self._thread = threading.Thread(target=self._run, name="camera-render", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(STARTUP_TIMEOUT_S):
-            raise TimeoutError("the camera render thread did not start within "
-                               f"{STARTUP_TIMEOUT_S:g} s")
-        if self._startup_error is not None:
-            raise self._startup_error
+        self.renderer = RenderThread(sim.scene, sim.time_step, on_frame=lambda name, f: self.topics[name].publish(f),
+                                     on_ready=self._publish_labels, on_error=self._render_error, drop=True)
+        self.log.info(f"cameras {', '.join(self.topics)}: {self.renderer.description}")
         self._publish_static(sim.t)
 
     # ------------------------------------------------------------------------ stepping thread
@@ -247,63 +227,18 @@ class CameraPublisher:
         return out
 
     def request(self, name: str, sim) -> None:
-        """Stepping thread: queue camera ``name``'s image of the current state (a copy); never waits for rendering."""
-        if not self.topics[name].wanted():
-            return
-        job = (sim.scene, sim.t, sim.q.copy())
-        with self._cond:
-            if name in self._pending:
-                self.dropped[name] += 1
-            self._pending[name] = job
-            self._cond.notify()
+        """Stepping thread: queue camera ``name``'s image of the current state (a copy); never waits for rendering.
+        Nothing is rendered for a camera none of whose topics has a reader."""
+        if self.topics[name].wanted():
+            self.renderer.request(name, sim)
 
     # ------------------------------------------------------------------------ render thread
 
-    def _make_rig(self, scene):
-        # deferred: the rig imports trimesh (~11 s at load 42, 4x Pinocchio) and makes the moderngl context;
-        # sim_node imports this module for every scene, and only a scene with cameras needs them
-        from ..cameras.rig import CameraRig
-        return CameraRig(scene, self.sim.time_step)
-
-    def _run(self):
-        try:
-            rig = self._make_rig(self.sim.scene)
-            self._publish_labels(rig)
-            self.log.info(f"cameras {', '.join(self.topics)}: rendering with {rig.renderer.gl.renderer}, "
-                          f"{rig.visual.triangles} triangles, {len(rig.visual.labels)} labels")
-        except BaseException as exc:      # noqa: BLE001 - reported by the constructor in the node's thread
-            self._startup_error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        while True:
-            with self._cond:
-                while not self._pending and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    break
-                jobs = list(self._pending.items())
-                self._pending.clear()
-            for name, (scene, t, q) in jobs:
-                try:
-                    if scene is not rig.scene:       # spawned / deleted entities: the model was rebuilt
-                        rig.release()
-                        rig = self._make_rig(scene)
-                        self._publish_labels(rig)
-                    t0 = time.perf_counter()
-                    frame = rig.render(name, q, t)
-                    self.topics[name].publish(frame)
-                    self.render_ms.append(1e3 * (time.perf_counter() - t0))
-                    del self.render_ms[:-1000]
-                    self.rendered[name] += 1
-                except Exception as exc:     # noqa: BLE001 - the simulation goes on; reported (throttled)
-                    self.errors += 1
-                    self.log.error(f"camera {name!r} at t = {t:.6f} s: {exc!r}", throttle_duration_sec=5.0)
-        rig.release()
+    def _render_error(self, name: str, t: float, exc: Exception) -> None:
+        self.log.error(f"camera {name!r} at t = {t:.6f} s: {exc!r}", throttle_duration_sec=5.0)
 
     def _publish_labels(self, rig) -> None:
-        labels = {str(e.label): {"name": e.name, "kind": e.kind, "robot": e.robot} for e in rig.visual.labels}
-        text = json.dumps({"0": {"name": "", "kind": "none", "robot": ""}, **labels})
+        text = json.dumps(rig.label_map())
         for topics in self.topics.values():
             if topics.label_map is not None:
                 topics.label_map.publish(String(data=text))
@@ -321,7 +256,4 @@ class CameraPublisher:
         self._tf_static.publish(TFMessage(transforms=msgs))
 
     def close(self, timeout: float = 2.0) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-        self._thread.join(timeout)
+        self.renderer.close(timeout)
