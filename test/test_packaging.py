@@ -41,6 +41,7 @@ ROSDEP_KEY = {
     "numba": "python3-numba",
     "websockets": "python3-websockets",
     "matplotlib": "python3-matplotlib",
+    "PIL": "python3-pil",
 }
 # import name -> PyPI distribution in requirements.txt (ROS packages: ros-jazzy-<name with dashes>)
 PYPI_DIST = {
@@ -53,6 +54,7 @@ PYPI_DIST = {
     "pyscipopt": "pyscipopt",
     "daqp": "daqp",
     "matplotlib": "matplotlib",
+    "PIL": "pillow",
     "pytest": "pytest",
     "viser": "viser",
     "numba": "numba",
@@ -88,7 +90,7 @@ ROSDEP_KEYS_JAZZY = {
     "simulation_interfaces",                                                  # simulation_interfaces
     "ament_copyright", "ament_flake8", "ament_pep257",                       # ament_lint
     "python3-numpy", "python3-scipy", "python3-yaml", "python3-numba", "python3-websockets",
-    "python3-pytest", "python3-matplotlib",                                                         # rosdep/python.yaml
+    "python3-pytest", "python3-matplotlib", "python3-pil",                                          # rosdep/python.yaml
 }
 IN_WORKSPACE = {"contact_sim_msgs"}
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
