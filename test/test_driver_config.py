@@ -463,11 +463,13 @@ def test_ur_file_with_its_launch_spawn_lists_refuses_the_first_spawned_ur_type(t
 
 
 def test_ur_file_scaled_trajectory_controller_runs_as_a_jtc_at_full_speed(tmp_path):
-    """The UR launch's lists restricted to the emulated types: the scaled JTC active (MoveIt's default for UR),
-    the JTC and forward controllers inactive; the UR hardware controllers not spawned are one warning."""
+    """The UR launch's lists restricted to the emulated types: the scaled JTC (MoveIt's default for UR) and the
+    speed_scaling_state_broadcaster active, the JTC and forward controllers inactive; the UR hardware controllers
+    not spawned are one warning."""
     emulated = {n for n in UR_ACTIVE + UR_INACTIVE if n in (
-        "joint_state_broadcaster", "scaled_joint_trajectory_controller", "joint_trajectory_controller",
-        "forward_velocity_controller", "forward_position_controller", "forward_effort_controller")}
+        "joint_state_broadcaster", "speed_scaling_state_broadcaster", "scaled_joint_trajectory_controller",
+        "joint_trajectory_controller", "forward_velocity_controller", "forward_position_controller",
+        "forward_effort_controller")}
     active = [n for n in UR_ACTIVE if n in emulated]
     inactive = [n for n in UR_INACTIVE if n in emulated]
     w = world(tmp_path, UR_JOINTS, UR_FILE, active=active, inactive=inactive)
@@ -476,6 +478,9 @@ def test_ur_file_scaled_trajectory_controller_runs_as_a_jtc_at_full_speed(tmp_pa
     assert isinstance(scaled, ScaledJointTrajectoryController) and isinstance(scaled, JointTrajectoryController)
     assert scaled.active and not w.cm.controllers["joint_trajectory_controller"].active
     assert "speed_scaling_interface_name" not in scaled.unhonoured_parameters()
+    speed = w.cm.controllers["speed_scaling_state_broadcaster"]      # its speed_scaling topic: percent, 100 Hz
+    assert speed.active and speed.speed_scaling_percent() == 100.0 and speed.publish_every == 10
+    assert speed.unhonoured_parameters() == []
     [warning] = [m for m in w.reports.warnings if "not loaded" in m]
     for name in ("io_and_status_controller", "force_mode_controller", "tcp_pose_broadcaster"):
         assert f"'{name}'" in warning

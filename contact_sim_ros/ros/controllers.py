@@ -35,7 +35,7 @@ from rclpy.action.server import GoalEvent
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -47,6 +47,7 @@ from ..driver.controllers.gripper_action import GoalRejected as GripperGoalRejec
 from ..driver.controllers.gripper_action import GripperActionController
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
+from ..driver.controllers.speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 from .state_messages import JointStateCdr, has_readers, stamp
 
 try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs, msgs/controller_manager_msgs)
@@ -114,7 +115,7 @@ class RosControllerTransport(ControllerTransport):
     def attach(self, controller):
         for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
                         (ForwardCommandController, ForwardCommandIO), (JointStateBroadcaster, JointStateIO),
-                        (ForceTorqueSensorBroadcaster, WrenchIO)):
+                        (ForceTorqueSensorBroadcaster, WrenchIO), (SpeedScalingStateBroadcaster, SpeedScalingIO)):
             if isinstance(controller, cls):
                 return io(controller, self)
         return None
@@ -392,6 +393,20 @@ class WrenchIO(ControllerIO):
         w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = fx, fy, fz
         w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = tx, ty, tz
         self.pub.publish(w)
+
+
+class SpeedScalingIO(ControllerIO):
+    """``<name>/speed_scaling`` (std_msgs/Float64, percent) of UR's speed_scaling_state_broadcaster."""
+
+    def __init__(self, c: SpeedScalingStateBroadcaster, transport: RosControllerTransport):
+        self.c = c
+        self._msg = Float64()
+        self.pub = transport.node.create_publisher(Float64, f"{c.name}/speed_scaling", 10)
+
+    def publish(self) -> None:
+        if has_readers(self.pub):
+            self._msg.data = self.c.speed_scaling_percent()
+            self.pub.publish(self._msg)
 
 
 # ------------------------------------------------------------------------------------------ services

@@ -9,9 +9,10 @@ from .gripper_action import GripperActionController
 from .joint_state_broadcaster import JointStateBroadcaster
 from .joint_trajectory import JointTrajectoryController
 from .scaled_joint_trajectory import ScaledJointTrajectoryController
+from .speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 
 _CLASSES = (JointStateBroadcaster, ForwardCommandController, JointTrajectoryController, GripperActionController,
-            ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController)
+            ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController, SpeedScalingStateBroadcaster)
 CONTROLLER_TYPES = {t: cls for cls in _CLASSES for t in cls.TYPES}
 
 
