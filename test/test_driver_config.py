@@ -534,3 +534,28 @@ def test_spawning_what_cannot_be_loaded_is_a_start_up_error(tmp_path, active, in
     assert "controllers.yaml" in str(exc.value) and needle in str(exc.value)
     if "spawned" in needle:
         assert "supported types" in str(exc.value)
+
+
+def test_a_robots_prefix_is_added_to_the_joints_of_dotted_parameters(tmp_path):
+    """A vendor file names joints without the robot's prefix (left_): joints, constraints.<joint>.*,
+    gains.<joint>.* and the F/T interface_names.* (rcl's dotted names) get it where the prefixed name exists."""
+    from contact_sim_ros.driver.robot import prefixed_controllers
+    f = write(tmp_path, "c.yaml", """
+        /**:
+          controller_manager:
+            ros__parameters:
+              arm: {type: joint_trajectory_controller/JointTrajectoryController}
+              ft: {type: force_torque_sensor_broadcaster/ForceTorqueSensorBroadcaster}
+          arm:
+            ros__parameters:
+              joints: [j1, j2]
+              constraints: {goal_time: 1.0, j1: {goal: 0.01}}
+              gains: {j2: {p: 50.0}}
+          ft:
+            ros__parameters:
+              interface_names: {force.x: ft_sensor/force.x}
+        """)
+    cf = prefixed_controllers(read_controllers_file(f), "left_", ["left_j1", "left_j2"], ["left_ft_sensor"])
+    assert cf.controller("arm").params == {"joints": ["left_j1", "left_j2"], "constraints.goal_time": 1.0,
+                                           "constraints.left_j1.goal": 0.01, "gains.left_j2.p": 50.0}
+    assert cf.controller("ft").params == {"interface_names.force.x": "left_ft_sensor/force.x"}

@@ -52,12 +52,14 @@ def prefixed_controllers(file, prefix: str, joints, frames=()):
                 v = name(v, frames)
             elif k == "constraints" and isinstance(v, dict):
                 v = {name(j, joints): c for j, c in v.items()}
-            elif k.startswith("constraints.") and k.count(".") >= 2:
-                _, j, rest = k.split(".", 2)
-                k = f"constraints.{name(j, joints)}.{rest}"
+            elif k.startswith(("constraints.", "gains.")) and k.count(".") >= 2:
+                group, j, rest = k.split(".", 2)
+                k = f"{group}.{name(j, joints)}.{rest}"
             elif k == "interface_names" and isinstance(v, dict):
                 v = {a: (name(s.split("/")[0], frames) + "/" + s.split("/", 1)[1] if "/" in str(s) else s)
                      for a, s in v.items()}
+            elif k.startswith("interface_names.") and isinstance(v, str) and "/" in v:   # rcl's dotted form
+                v = name(v.split("/")[0], frames) + "/" + v.split("/", 1)[1]
             out[k] = v
         return out
     specs = tuple(dataclasses.replace(c, params=params(c.params)) for c in file.controllers)
