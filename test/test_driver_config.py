@@ -559,3 +559,12 @@ def test_a_robots_prefix_is_added_to_the_joints_of_dotted_parameters(tmp_path):
     assert cf.controller("arm").params == {"joints": ["left_j1", "left_j2"], "constraints.goal_time": 1.0,
                                            "constraints.left_j1.goal": 0.01, "gains.left_j2.p": 50.0}
     assert cf.controller("ft").params == {"interface_names.force.x": "left_ft_sensor/force.x"}
+
+
+def test_relative_keys_are_read_in_a_namespace_with_a_note(tmp_path):
+    """'controller_manager:' and 'arm:' are, for rclcpp, the nodes of the root namespace; the node in /ur5 reads
+    them anyway (every shipped file has that layout) and says once how the real one would need them."""
+    cf = read_controllers_file(write(tmp_path, "c.yaml", SMALL), namespace="/ur5")
+    assert cf.update_rate == 500 and cf.controller("arm").params == {"joints": ["j1", "j2"]}
+    [note] = cf.notes
+    assert "/ur5/controller_manager" in note and "'/**/controller_manager:'" in note
