@@ -26,13 +26,14 @@ from control_msgs.msg import JointTolerance
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from contact_sim_ros.driver.command_validation import JointLimits
-from contact_sim_ros.driver.config import name_matches, read_controllers_file, read_parameter_file
+from contact_sim_ros.driver.config import name_matches, node_parameters, read_controllers_file, read_parameter_file
 from contact_sim_ros.driver.controller_manager import ControllerManager
 from contact_sim_ros.driver.controllers.base import ControllerTransport
 from contact_sim_ros.driver.controllers.joint_trajectory import SUCCESSFUL, JointTrajectoryController
 from contact_sim_ros.driver.controllers.registry import CONTROLLER_TYPES
 from contact_sim_ros.driver.controllers.scaled_joint_trajectory import ScaledJointTrajectoryController
 from contact_sim_ros.driver.loop import SteppingLoop
+from contact_sim_ros.driver.robot import prefixed_controllers
 from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.sim.simulator import Simulator
@@ -309,7 +310,6 @@ def test_several_top_level_keys_merge_per_parameter_in_rcls_order(tmp_path):
     # first (d of the first block kept, b and c of the second), not replaced by the last block
     assert [e[0] for e in entries] == ["/**", "/arm", "/**/arm", "/*/arm"]
     assert entries[0][2] == {"a": 3, "b": 3, "d": 1, "c": 3}
-    from contact_sim_ros.driver.config import node_parameters
     params, _ = node_parameters(entries, "/arm")
     # '/arm' comes after '/**' (first appearance): its a = 2 wins over the later '/**' block's a = 3; the nested
     # gains.j1.p of 'arm' and the dotted one of '/**/arm' are one parameter (the later wins); '/*/arm' needs a
@@ -539,7 +539,6 @@ def test_spawning_what_cannot_be_loaded_is_a_start_up_error(tmp_path, active, in
 def test_a_robots_prefix_is_added_to_the_joints_of_dotted_parameters(tmp_path):
     """A vendor file names joints without the robot's prefix (left_): joints, constraints.<joint>.*,
     gains.<joint>.* and the F/T interface_names.* (rcl's dotted names) get it where the prefixed name exists."""
-    from contact_sim_ros.driver.robot import prefixed_controllers
     f = write(tmp_path, "c.yaml", """
         /**:
           controller_manager:
