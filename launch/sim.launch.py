@@ -35,6 +35,8 @@ ARGUMENTS = {
                              "config/ros2_control/<robot>_controllers.yaml; none = no emulated controllers)"),
     "ros2_control_file": ("", "URDF/xacro with the robot's <ros2_control> block (empty = the URDF's own or the "
                               "shipped one)"),
+    "active_controllers": ("", "controllers loaded and activated (as spawner NAME), e.g. '[joint_state_broadcaster, "
+                               "arm_controller]' (empty = every controller of the file but the inactive ones)"),
     "inactive_controllers": ("", "controllers loaded but not activated, e.g. '[forward_position_controller]' "
                                  "(empty = config/node/<robot>.yaml's list)"),
     "record": ("", "rosbag2 (MCAP) directory recording the node's publications"),
@@ -66,9 +68,9 @@ def _node(context):
     for name in ("scene", "controllers_file", "ros2_control_file", "record"):
         if value[name]:
             overrides[name] = value[name]
-    if value["inactive_controllers"]:
-        overrides["inactive_controllers"] = [n.strip() for n in value["inactive_controllers"].strip("[]").split(",")
-                                             if n.strip()]
+    for name in ("active_controllers", "inactive_controllers"):     # string arrays (rcl merges them by type)
+        if value[name]:
+            overrides[name] = [n.strip() for n in value[name].strip("[]").split(",") if n.strip()]
     params.append(overrides)
     return [Node(package="contact_sim_ros", executable="sim_node", name="contact_sim",
                  namespace=value["namespace"], parameters=params, output="screen", emulate_tty=True)]

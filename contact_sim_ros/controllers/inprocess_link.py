@@ -267,7 +267,8 @@ class InProcessLink:
                                              cfg.inactive_controllers)
         self.cm = ControllerManager(self.system, file, inactive, self.robot, transport=self.host,
                                     limits=JointLimits.from_model(m), engine=sim.engine,
-                                    default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate})
+                                    default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
+                                    active=cfg.active_controllers)
         self.loop = self.host.loop = SteppingLoop(self.system, self.cm, real_time_factor=0.0)
         self.ft_topic = ft_topic
         missing = [c for c in trajectory_controllers if f"{c}/joint_trajectory" not in self.host.subscriptions]

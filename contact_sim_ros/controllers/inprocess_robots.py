@@ -118,7 +118,8 @@ class InProcessMultiRobotLink:
             inactive = list(cfg.inactive_controllers if inactive is None else inactive)
             managers.append(port.build_controller_manager(self.system, cfg.controllers_file, inactive,
                                                           hosts[port.name], limits=limits, engine=sim.engine,
-                                                          default_rates=rates, name_errors=True))
+                                                          default_rates=rates, name_errors=True,
+                                                          active=cfg.active_controllers))
         self.cm = managers[0] if len(managers) == 1 else ControllerManagers(managers)
         self._hosts = list(hosts.values())
         self.loop = SteppingLoop(self.system, self.cm, real_time_factor=0.0)

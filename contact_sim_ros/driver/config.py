@@ -11,8 +11,16 @@
         ros__parameters:
           joints: [...]
 
-  Node-name keys may carry a namespace or wildcards (``/**/controller_manager``, ``/robot/arm_controller``,
-  ``/**``), as ROS 2 parameter files allow; ``/**: ros__parameters`` values apply to every controller.
+  Read with rcl's rules (rcl_yaml_param_parser, rclcpp's parameter_map_from): node-name keys may be nested
+  (``/**:`` -> ``controller_manager:`` -> ``ros__parameters:`` is the node ``/**/controller_manager``), carry a
+  namespace or wildcards (``/ns/controller_manager``, ``/**/arm_controller``, ``/**``; ``/*`` one token, ``/**``
+  any number) and repeat (a repeated key is merged into its first occurrence parameter by parameter, later values
+  winning). A node's parameters are those of every key matching its fully qualified name, in the order of the
+  keys' first appearance, later ones overriding earlier ones per parameter. Nested parameter mappings are dotted
+  names (``gains: {j1: {p: 50}}`` is ``gains.j1.p``, as ``gains.j1.p: 50`` is).
+  Under the controller manager's parameters, a controller is a group with a ``type`` (or ``params_file``,
+  ``fallback_controllers``, ``node_options_args``); every other key is a parameter of the controller manager
+  itself (``update_rate``, ``overruns.*``, ``diagnostics.*`` ...: :data:`MANAGER_PARAMETERS`).
 * :func:`read_ros2_control`: the ``<ros2_control>`` blocks of a URDF (or of a xacro, expanded first): joints
   with their command and state interfaces, ``initial_value`` parameters and joint parameters (``mimic``,
   ``multiplier``), and ``<sensor>`` blocks with their state interfaces and parameters (``frame_id``).
@@ -20,20 +28,34 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from ..errors import ConfigError
 from ..resources import share_dir
-from ..yaml_files import missing_file, read_mapping, read_text_file
+from ..yaml_files import YamlLoader, missing_file, read_text_file
 
 CONTROLLER_MANAGER = "controller_manager"
+PARAMS_KEY = "ros__parameters"
+
+# Jazzy's controller_manager parameters (controller_manager/src/controller_manager_parameters.yaml and
+# ros2_control_node.cpp): leaves and groups of the manager itself, never controllers
+MANAGER_PARAMETERS = ("update_rate", "enforce_command_limits", "handle_exceptions", "thread_priority",
+                      "cpu_affinity", "lock_memory", "use_sim_time", "robot_description")
+MANAGER_GROUPS = ("hardware_components_initial_state", "defaults", "diagnostics", "overruns",
+                  "hardware_synchronization", "qos_overrides")
+# keys of a controller under the manager's parameters (<controller>.type, ...): what makes a group a controller
+CONTROLLER_KEYS = ("type", "params_file", "fallback_controllers", "node_options_args")
 
 
 @dataclass(frozen=True)
 class ControllerSpec:
-    """One controller of the controllers file: its name, plugin type and ``ros__parameters``."""
+    """One controller of the controllers file: its name, plugin type ('' if the file gives none) and parameters
+    (the controller node's, dotted names as rcl gives them)."""
 
     name: str
     type: str
@@ -42,65 +64,175 @@ class ControllerSpec:
 
 @dataclass(frozen=True)
 class ControllersFile:
-    """update_rate: Hz of the controller manager's update loop; controllers in file order."""
+    """update_rate: Hz of the controller manager's update loop; controllers: every controller the file declares,
+    in file order (loaded are those spawned: controller_manager.spawned_controllers); manager_params: the
+    controller manager's own parameters (dotted names); notes: what the reader noticed (one line each)."""
 
     source: str
     update_rate: float
     controllers: tuple[ControllerSpec, ...]
+    manager_params: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def names(self) -> list[str]:
         return [c.name for c in self.controllers]
 
-
-def _node_key(key: str) -> str:
-    """'/**/arm_controller', '/ns/arm_controller', 'arm_controller' -> 'arm_controller'; '/**' -> '/**'."""
-    key = str(key)
-    if key in ("/**", "**"):
-        return "/**"
-    return key.rstrip("/").split("/")[-1]
+    def controller(self, name: str) -> ControllerSpec | None:
+        return next((c for c in self.controllers if c.name == name), None)
 
 
-def read_controllers_file(path: str | Path, manager_name: str = CONTROLLER_MANAGER) -> ControllersFile:
-    """Parse a controller_manager parameter YAML; ConfigError names the file and what is wrong."""
-    path = Path(path)
-    data = read_mapping(path, "controllers file")
+# ------------------------------------------------------------------------------------------ rcl's rules
+
+_TOKEN = re.compile(r"\*\*?|[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _node_name(keys: list[str], where: str) -> str:
+    """Nested node-name keys joined as rcl joins them ('/' between, none doubled), with rclcpp's leading '/';
+    ConfigError for a name rcl refuses."""
+    name = ""
+    for k in keys:
+        name = k if not name else name + ("" if name.endswith("/") else "/") + k
+    if not name.startswith("/"):
+        name = "/" + name
+    tokens = name[1:].split("/")
+    if not all(_TOKEN.fullmatch(t) for t in tokens):
+        raise ConfigError(f"{where}: '{'/'.join(keys)}' is not a valid node name (rcl refuses the file: tokens of "
+                          f"letters, digits and '_', or the wildcards '*' and '**')")
+    return name
+
+
+def name_matches(node_key: str, fqn: str) -> bool:
+    """rclcpp's match of a parameters-file node name against a node's fully qualified name: '/*' is one token,
+    '/**' any number of them (rclcpp parameter_map.cpp)."""
+    regex = node_key.replace("/*", r"(/\w+)")
+    return re.fullmatch(regex, fqn) is not None
+
+
+def read_parameter_file(path: str | Path, what: str = "parameters file") -> list[tuple[str, str, dict]]:
+    """rcl's parameter structure of a ROS 2 parameters file: [(node name (absolute), key as written, {dotted
+    parameter name: value})] in the order of the node names' first appearance; a repeated node name merged into
+    its first entry parameter by parameter (later values win). ConfigError naming the file and the problem."""
+    text = read_text_file(path, what)
     where = str(path)
-    sections: dict[str, dict] = {}
-    for key, value in data.items():
-        name = _node_key(key)
-        if not isinstance(value, dict) or "ros__parameters" not in value:
-            raise ConfigError(f"{where}: '{key}' must hold a 'ros__parameters' mapping (controller_manager "
-                              f"parameter file format)")
-        params = value["ros__parameters"] or {}
-        if not isinstance(params, dict):
-            raise ConfigError(f"{where}: '{key}.ros__parameters' must be a mapping, got {params!r}")
-        sections.setdefault(name, {}).update(params)
-    common = sections.pop("/**", {})
-    cm = sections.pop(manager_name, None)
-    if cm is None:
-        raise ConfigError(f"{where}: no '{manager_name}: ros__parameters:' section (the controller manager's "
-                          f"update_rate and the controllers with their types)")
+    loader = YamlLoader(text)
+    try:
+        root = loader.get_single_node()
+        entries: dict[str, tuple[str, dict]] = {}
+
+        def params_level(node, prefix: str, out: dict):
+            for knode, vnode in node.value:
+                name = prefix + str(loader.construct_object(knode, deep=True))
+                if isinstance(vnode, yaml.MappingNode):
+                    params_level(vnode, name + ".", out)
+                else:
+                    out[name] = loader.construct_object(vnode, deep=True)
+
+        def node_level(node, keys: list[str]):
+            if not isinstance(node, yaml.MappingNode):
+                what_ = "/".join(keys) or "the file"
+                raise ConfigError(f"{where}: '{what_}' must hold node names or '{PARAMS_KEY}' (a ROS 2 parameters "
+                                  f"file), got {loader.construct_object(node, deep=True)!r}")
+            for knode, vnode in node.value:
+                key = str(loader.construct_object(knode, deep=True))
+                if not key.startswith(PARAMS_KEY):
+                    node_level(vnode, keys + [key])
+                    continue
+                if not keys:
+                    raise ConfigError(f"{where}: '{PARAMS_KEY}' without a node name above it")
+                name = _node_name(keys, where)
+                _, params = entries.setdefault(name, ("/".join(keys), {}))
+                if isinstance(vnode, yaml.ScalarNode) and loader.construct_object(vnode) in (None, ""):
+                    continue
+                if not isinstance(vnode, yaml.MappingNode):
+                    raise ConfigError(f"{where}: '{'/'.join(keys)}.{PARAMS_KEY}' must be a mapping, got "
+                                      f"{loader.construct_object(vnode, deep=True)!r}")
+                params_level(vnode, "", params)
+
+        if root is not None:
+            node_level(root, [])
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{where}: malformed YAML ({what}): {detail}") from None
+    finally:
+        loader.dispose()
+    return [(name, key, params) for name, (key, params) in entries.items()]
+
+
+def node_parameters(entries, fqn: str) -> tuple[dict, list[str]]:
+    """The parameters a node of fully qualified name ``fqn`` gets from ``entries`` (read_parameter_file) and the
+    keys they came from. A relative key naming the node's base name (``arm_controller:``, which rclcpp reads as
+    ``/arm_controller``) is taken for a node in another namespace too (the keys list says so with a '~')."""
+    base = fqn.rsplit("/", 1)[-1]
+    own = [e for e in entries if name_matches(e[0], fqn)]
+    if not any(e[0].rsplit("/", 1)[-1] == base for e in own):
+        own = [e for e in entries if e in own or (not e[1].startswith("/") and e[0] == f"/{base}")]
+    out: dict = {}
+    for _, _, params in own:
+        out.update(params)
+    keys = [key if name_matches(name, fqn) else f"~{key}" for name, key, _ in own]
+    return out, keys
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def read_controllers_file(path: str | Path, manager_name: str = CONTROLLER_MANAGER,
+                          namespace: str = "/") -> ControllersFile:
+    """Parse a controller_manager parameter YAML for the manager ``<namespace>/<manager_name>`` and its
+    controllers ``<namespace>/<controller>`` (module docstring: rcl's rules); ConfigError names the file and what
+    is wrong."""
+    path = Path(path)
+    where = str(path)
+    entries = read_parameter_file(path, "controllers file")
+    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
+    cm_fqn = f"{ns}/{manager_name}"
+    cm, keys = node_parameters(entries, cm_fqn)
+    notes = []
+    if not any(k.lstrip("~").rstrip("/").rsplit("/", 1)[-1] == manager_name for k in keys):
+        elsewhere = [key for name, key, _ in entries if name.rsplit("/", 1)[-1] == manager_name]
+        hint = (f"; its key(s) {elsewhere} are for a controller manager in another namespace (write "
+                f"'/**/{manager_name}:' for any namespace)" if elsewhere else "")
+        raise ConfigError(f"{where}: no '{manager_name}: {PARAMS_KEY}:' section for the controller manager "
+                          f"{cm_fqn} (its update_rate and the controllers with their types){hint}")
+    foreign = [k[1:] for k in keys if k.startswith("~")]
+    if foreign:
+        notes.append(f"{where}: key(s) {foreign} read for {cm_fqn}; the real one reads them in the root namespace "
+                     f"only (write '/**/{manager_name}:' for any namespace)")
     update_rate = cm.get("update_rate", 100)
     try:
         update_rate = float(update_rate)
     except (TypeError, ValueError):
         update_rate = float("nan")
-    if not (update_rate > 0 and update_rate < float("inf")):
+    if isinstance(cm.get("update_rate"), bool) or not (0 < update_rate < float("inf")):
         raise ConfigError(f"{where}: {manager_name}.update_rate must be a rate > 0 Hz, got {cm.get('update_rate')!r}")
-    controllers = []
+    groups: dict[str, dict] = {}
     for name, value in cm.items():
-        if not isinstance(value, dict):
-            continue     # update_rate, thread_priority, ... of the controller manager itself
-        ctype = value.get("type")
-        if not isinstance(ctype, str) or "/" not in ctype:
-            raise ConfigError(f"{where}: controller '{name}' needs 'type: <package>/<Class>' under "
-                              f"{manager_name}.ros__parameters, got {ctype!r}")
-        params = {**{k: v for k, v in common.items() if not isinstance(v, dict)}, **sections.get(name, {})}
-        params.update({k: v for k, v in value.items() if k not in ("type", "params_file")})
-        controllers.append(ControllerSpec(name, ctype, params))
+        head, dot, rest = name.partition(".")
+        if dot and head not in MANAGER_GROUPS:
+            groups.setdefault(head, {})[rest] = value
+    controllers, typeless = [], []
+    for name, group in groups.items():
+        if not any(k in group for k in CONTROLLER_KEYS):
+            typeless.append(name)
+            continue
+        ctype = group.get("type", "")
+        params, _ = node_parameters(entries, f"{ns}/{name}")
+        for extra in _as_list(group.get("params_file") or []):     # the controller's own files override
+            extra_path = Path(str(extra)).expanduser()
+            if not extra_path.is_file():
+                raise ConfigError(f"{where}: {manager_name}.{name}.params_file {str(extra)!r}: "
+                                  f"{missing_file(extra_path)}")
+            params.update(node_parameters(read_parameter_file(extra_path, f"params_file of '{name}'"),
+                                          f"{ns}/{name}")[0])
+        controllers.append(ControllerSpec(name, ctype if isinstance(ctype, str) else repr(ctype), params))
+    if typeless:
+        notes.append(f"{where}: {manager_name} group(s) {typeless} have no 'type': read as parameters of the "
+                     f"controller manager, not as controllers")
     if not controllers:
-        raise ConfigError(f"{where}: {manager_name}.ros__parameters lists no controller (<name>: {{type: ...}})")
-    return ControllersFile(where, update_rate, tuple(controllers))
+        raise ConfigError(f"{where}: {manager_name}.{PARAMS_KEY} lists no controller (<name>: {{type: ...}})"
+                          + (f"; {typeless} have no 'type'" if typeless else ""))
+    return ControllersFile(where, update_rate, tuple(controllers), dict(cm), tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -274,15 +406,17 @@ def default_controllers(joint_names, joint_groups=None,
     return ControllersFile(source, 1000.0, tuple(specs)), inactive
 
 
-def resolve_controllers(controllers_file: str, robot, joint_names, inactive=()) -> tuple[ControllersFile, list[str]]:
+def resolve_controllers(controllers_file: str, robot, joint_names, inactive=(),
+                        namespace: str = "/") -> tuple[ControllersFile, list[str]]:
     """The controllers a robot runs: ``controllers_file`` if given, else the robot's shipped
     ``config/ros2_control/<robot>_controllers.yaml``, else :func:`default_controllers` of its joint groups.
+    ``namespace``: the controller manager's (the file's keys are matched against it).
     Returns (file, names to load inactive): ``inactive`` plus, for a default set, its forward controllers."""
     inactive = list(inactive)
     if controllers_file:
-        return read_controllers_file(controllers_file), inactive
+        return read_controllers_file(controllers_file, namespace=namespace), inactive
     shipped = Path(share_dir()) / "config" / "ros2_control" / f"{robot.name}_controllers.yaml" if robot else None
     if shipped is not None and shipped.is_file():
-        return read_controllers_file(shipped), inactive
+        return read_controllers_file(shipped, namespace=namespace), inactive
     file, default_inactive = default_controllers(joint_names, robot.joint_groups if robot else None)
     return file, list(dict.fromkeys(inactive + default_inactive))

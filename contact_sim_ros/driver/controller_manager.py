@@ -1,7 +1,9 @@
-"""The emulated controller manager (no rclpy): loads the controllers of a controllers file, activates them (all
-but the ``inactive`` ones, as ``spawner`` / ``spawner --inactive`` do), runs their ``update(time, period)`` every
-``period = 1 / update_rate`` s of sim time on the stepping thread, and switches them (``switch``). Its services
-(``controller_manager/list_controllers``, ``switch_controller`` ...) are the transport's (ros/controllers.py).
+"""The emulated controller manager (no rclpy): loads the controllers of a controllers file that are spawned
+(:func:`spawned_controllers`: ``active`` as ``spawner NAME``, ``inactive`` as ``spawner --inactive NAME``; without an
+``active`` list every declared controller of an emulated type but the ``inactive`` ones is spawned active), runs
+their ``update(time, period)`` every ``period = 1 / update_rate`` s of sim time on the stepping thread, and
+switches them (``switch``). Its services (``controller_manager/list_controllers``, ``switch_controller`` ...) are
+the transport's (ros/controllers.py).
 
 Claims: two active controllers never share a command interface, nor command one joint through different
 interfaces (a position group and a velocity group on the same joints: ros2_control's manager would let them,
@@ -26,7 +28,61 @@ from .loop import PublishHook
 
 BEST_EFFORT, STRICT, AUTO, FORCE_AUTO = 1, 2, 3, 4
 __all__ = ["BEST_EFFORT", "STRICT", "AUTO", "FORCE_AUTO", "CONTROLLER_TYPES", "ControllerManager",
-           "ControllerManagers"]
+           "ControllerManagers", "spawned_controllers"]
+
+
+def spawned_controllers(file, active=(), inactive=()):
+    """What the spawners ``spawner ACTIVE...`` and ``spawner --inactive INACTIVE...`` would load from ``file``
+    (config.ControllersFile): (specs to load in file order, names to activate, warnings (one line each)).
+
+    Without ``active``, every declared controller not in ``inactive`` is spawned active (the emulation's default),
+    and one of a type the simulation does not emulate is left out with a warning. A name in ``active`` the file
+    does not declare, a spawned controller without a type or of a type not emulated: ConfigError naming the file,
+    the controller and (for the type) the supported types. A name in ``inactive`` the file does not declare is a
+    warning (a robot's default list may name controllers a user's file does not have)."""
+    source = file.source
+    active = list(dict.fromkeys(str(n) for n in active))
+    inactive = list(dict.fromkeys(str(n) for n in inactive))
+    declared = {c.name: c for c in file.controllers}
+    both = [n for n in active if n in inactive]
+    if both:
+        raise ConfigError(f"{source}: {both} are in both active_controllers and inactive_controllers")
+    unknown = [n for n in active if n not in declared]
+    if unknown:
+        raise ConfigError(f"{source}: active_controllers {unknown} are not declared in the file (a spawner would "
+                          f"fail: no '<name>: {{type: ...}}' under controller_manager); declared: "
+                          f"{', '.join(declared)}")
+    warnings = []
+    unknown = [n for n in inactive if n not in declared]
+    if unknown:
+        warnings.append(f"inactive_controllers: {unknown} are not in {source} (ignored); its controllers: "
+                        f"{', '.join(declared)}")
+    asked = set(active) | set(inactive)
+    load, skipped = [], []
+    for spec in file.controllers:
+        spawned = spec.name in asked or (not active and spec.name not in inactive)
+        if not spawned:
+            if spec.type not in CONTROLLER_TYPES:
+                skipped.append(spec)
+            continue
+        if not spec.type or "/" not in spec.type:
+            raise ConfigError(f"{source}: controller '{spec.name}' needs 'type: <package>/<Class>' under "
+                              f"controller_manager.ros__parameters, got {spec.type or None!r}")
+        if spec.type not in CONTROLLER_TYPES:
+            if spec.name in asked:
+                which = "active_controllers" if spec.name in active else "inactive_controllers"
+                try:
+                    controller_class(spec.type, spec.name, source)
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc} (spawned by the node parameter {which})") from None
+            skipped.append(spec)
+            continue
+        load.append(spec)
+    if skipped:
+        warnings.append(f"{source}: not loaded, types the simulation does not emulate (nobody spawns them): "
+                        + ", ".join(f"'{c.name}' ({c.type or 'no type'})" for c in skipped))
+    start = [c.name for c in load if c.name not in inactive]
+    return load, start, warnings
 
 
 class ControllerManager:
@@ -34,8 +90,9 @@ class ControllerManager:
 
     def __init__(self, system, controllers_file, inactive=(), robot=None, joints=None,
                  transport: ControllerTransport | None = None, limits=None, engine=None,
-                 default_rates: dict | None = None):
-        """``system``: the hardware System (system.py; its state and command interfaces, command hand-over);
+                 default_rates: dict | None = None, active=()):
+        """``inactive``, ``active``: the controllers spawned inactive and active (spawned_controllers);
+        ``system``: the hardware System (system.py; its state and command interfaces, command hand-over);
         ``joints``: the robot's actuated joints when the world holds several robots (None: every joint);
         ``transport``: attaches each controller's topics and actions and receives the reports (warnings,
         rejected commands); ``limits``: JointLimits of the model; ``engine``: the Simulator's contact engine;
@@ -57,25 +114,28 @@ class ControllerManager:
                                 default_rates=dict(default_rates or {}))
         self.ctx = ctx
         self.controllers = {}
-        for spec in controllers_file.controllers:
+        self.manager_params = dict(getattr(controllers_file, "manager_params", {}))
+        load, start_names, warnings = spawned_controllers(controllers_file, active, inactive)
+        for note in getattr(controllers_file, "notes", ()):
+            self.transport.info(note)
+        for message in warnings:
+            self.transport.warn_throttled(message)
+        for spec in load:
             cls = controller_class(spec.type, spec.name, self.source)
             try:
                 self.controllers[spec.name] = cls(spec.name, spec.type, spec.params, ctx)
             except ConfigError as exc:
                 raise ConfigError(f"{self.source}: {exc}") from None
-        unknown = [n for n in inactive if n not in self.controllers]
-        if unknown:
-            self.transport.warn_throttled(f"inactive_controllers: {unknown} are not in {self.source} (ignored); "
-                                          f"its controllers: {', '.join(self.controllers)}")
         for c in self.controllers.values():      # the transport side: topics, actions, publishers
             io = self.transport.attach(c)
             if io is not None:
                 c.io = io
-        start = [c for n, c in self.controllers.items() if n not in inactive]
+        start = [self.controllers[n] for n in start_names]
         error = self._conflicts(start)
         if error:
             raise ConfigError(f"{self.source}: cannot activate every controller at start: {error}; list the ones "
-                              f"to load inactive in the node parameter 'inactive_controllers'")
+                              f"to load inactive in the node parameter 'inactive_controllers' (or the ones to "
+                              f"activate in 'active_controllers')")
         for c in start:
             self._activate(c)
         self._updaters = []

@@ -52,12 +52,14 @@ def prefixed_controllers(file, prefix: str, joints, frames=()):
                 v = name(v, frames)
             elif k == "constraints" and isinstance(v, dict):
                 v = {name(j, joints): c for j, c in v.items()}
-            elif k.startswith("constraints.") and k.count(".") >= 2:
-                _, j, rest = k.split(".", 2)
-                k = f"constraints.{name(j, joints)}.{rest}"
+            elif k.startswith(("constraints.", "gains.")) and k.count(".") >= 2:
+                group, j, rest = k.split(".", 2)
+                k = f"{group}.{name(j, joints)}.{rest}"
             elif k == "interface_names" and isinstance(v, dict):
                 v = {a: (name(s.split("/")[0], frames) + "/" + s.split("/", 1)[1] if "/" in str(s) else s)
                      for a, s in v.items()}
+            elif k.startswith("interface_names.") and isinstance(v, str) and "/" in v:   # rcl's dotted form
+                v = name(v.split("/")[0], frames) + "/" + v.split("/", 1)[1]
             out[k] = v
         return out
     specs = tuple(dataclasses.replace(c, params=params(c.params)) for c in file.controllers)
@@ -143,28 +145,32 @@ class Robot:
             return None
         return read_ros2_control(shipped, {"prefix": robot.prefix} if robot.prefix else None)
 
-    def controllers_file(self, controllers_file: str, inactive, passive_joints=()):
-        """(ControllersFile, names to load inactive) of this robot (module docstring: which file), joint names
-        prefixed with the robot's prefix where the file names them without it."""
+    def controllers_file(self, controllers_file: str, inactive, passive_joints=(), namespace: str = "/"):
+        """(ControllersFile, names to load inactive) of this robot (module docstring: which file) for a controller
+        manager in ``namespace``."""
         robot = self.robot
         own_file = getattr(robot, "controllers_file", None) if robot is not None else None
         if own_file:
-            file = read_controllers_file(own_file)
+            file = read_controllers_file(own_file, namespace=namespace)
         else:
             shipped_robot = (dataclasses.replace(robot, name=robot.preset_name or robot.name)
                              if robot is not None else None)
             passive = set(passive_joints)          # a default set drives the driven joints only
             file, inactive = resolve_controllers(controllers_file, shipped_robot,
-                                                 [j for j in self.joint_names if j not in passive], inactive)
+                                                 [j for j in self.joint_names if j not in passive], inactive,
+                                                 namespace=namespace)
         return file, list(inactive)
 
     def build_controller_manager(self, system, controllers_file: str, inactive, transport=None, limits=None,
                                  engine=None, default_rates=None, name_errors: bool = False,
-                                 passive_joints=()):
+                                 passive_joints=(), active=(), namespace: str = "/"):
         """The robot's emulated ControllerManager over ``system`` (module docstring: which controllers file);
-        ``transport``: its controllers' transport side; ``name_errors``: a ConfigError names the robot."""
+        ``inactive``, ``active``: the controllers spawned inactive / active (controller_manager.
+        spawned_controllers); ``namespace``: the controller manager's; ``transport``: its controllers' transport
+        side; ``name_errors``: a ConfigError names the robot. Joint names in the file are prefixed with the
+        robot's prefix where it names them without it."""
         robot = self.robot
-        file, inactive = self.controllers_file(controllers_file, inactive, passive_joints)
+        file, inactive = self.controllers_file(controllers_file, inactive, passive_joints, namespace)
         if robot is not None and robot.prefix:
             frames = [f.name for f in self.model.pin_model.frames]
             info = system.command.hardware_info
@@ -173,7 +179,7 @@ class Robot:
                                         frames + sensors)
         try:
             cm = ControllerManager(system, file, inactive, robot, joints=self.joint_names, transport=transport,
-                                   limits=limits, engine=engine, default_rates=default_rates)
+                                   limits=limits, engine=engine, default_rates=default_rates, active=active)
         except ConfigError as exc:
             if not name_errors:
                 raise

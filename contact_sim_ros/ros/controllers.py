@@ -35,7 +35,7 @@ from rclpy.action.server import GoalEvent
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -47,6 +47,7 @@ from ..driver.controllers.gripper_action import GoalRejected as GripperGoalRejec
 from ..driver.controllers.gripper_action import GripperActionController
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
+from ..driver.controllers.speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 from .state_messages import (JointStateCdr, fill_joint_state, fill_trajectory_controller_state, fill_wrench,
                              has_readers, stamp)
 
@@ -115,7 +116,7 @@ class RosControllerTransport(ControllerTransport):
     def attach(self, controller):
         for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
                         (ForwardCommandController, ForwardCommandIO), (JointStateBroadcaster, JointStateIO),
-                        (ForceTorqueSensorBroadcaster, WrenchIO)):
+                        (ForceTorqueSensorBroadcaster, WrenchIO), (SpeedScalingStateBroadcaster, SpeedScalingIO)):
             if isinstance(controller, cls):
                 return io(controller, self)
         return None
@@ -381,6 +382,20 @@ class WrenchIO(ControllerIO):
             return
         fill_wrench(self._msg, self.c.reading(), self.c.ctx.state.time)
         self.pub.publish(self._msg)
+
+
+class SpeedScalingIO(ControllerIO):
+    """``<name>/speed_scaling`` (std_msgs/Float64, percent) of UR's speed_scaling_state_broadcaster."""
+
+    def __init__(self, c: SpeedScalingStateBroadcaster, transport: RosControllerTransport):
+        self.c = c
+        self._msg = Float64()
+        self.pub = transport.node.create_publisher(Float64, f"{c.name}/speed_scaling", 10)
+
+    def publish(self) -> None:
+        if has_readers(self.pub):
+            self._msg.data = self.c.speed_scaling_percent()
+            self.pub.publish(self._msg)
 
 
 # ------------------------------------------------------------------------------------------ services

@@ -104,6 +104,9 @@ class NodeConfig:
                                "the robot's shipped config/ros2_control/<robot>_controllers.yaml (or a default set "
                                "for a bare URDF); 'none' = no emulated controllers (joint_command in, raw joint "
                                "states out on joint_states_topic: the topic_based_ros2_control route)")
+    active_controllers: list = _p([], "string_array", description="controllers of the controllers file loaded "
+                                  "and activated (spawner NAME); [] = every declared controller of an emulated "
+                                  "type but the inactive ones")
     inactive_controllers: list = _p([], "string_array", description="controllers loaded but not activated "
                                     "(spawner --inactive)")
     ros2_control_file: str = _p("", "string", description="URDF/xacro with the <ros2_control> block; '' = the robot "

@@ -109,7 +109,8 @@ class RobotPort:
             system, cfg.controllers_file, inactive, RosControllerTransport(self.node, sim_node, self.frame_prefix),
             limits=sim_node.limits, engine=sim_node.sim.engine,
             default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
-            name_errors=self.own_node, passive_joints=sim_node.sim.passive_joints)
+            name_errors=self.own_node, passive_joints=sim_node.sim.passive_joints, active=cfg.active_controllers,
+            namespace=self.node.get_namespace())
         self.services = ControllerManagerServices(cm, self.node,
                                                   between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm

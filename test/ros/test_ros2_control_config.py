@@ -32,17 +32,19 @@ def test_controllers_file_with_namespaces_wildcards_and_nested_parameters(tmp_pa
           ros__parameters:
             use_sim_time: true
         """)
-    cf = read_controllers_file(f)
+    cf = read_controllers_file(f, namespace="/robot")
     assert cf.update_rate == 500 and cf.names() == ["jsb", "arm"]
     arm = cf.controllers[1]
     assert arm.type.endswith("JointTrajectoryController")
-    assert arm.params["joints"] == ["a", "b"] and arm.params["constraints"]["a"]["goal"] == 0.01
+    assert arm.params["joints"] == ["a", "b"] and arm.params["constraints.a.goal"] == 0.01   # rcl's dotted names
     assert arm.params["use_sim_time"] is True
+    # '/robot/arm' is the node arm in /robot only (rclcpp's match): a manager in '/' does not give it to its arm
+    assert read_controllers_file(f).controller("arm").params == {"use_sim_time": True}
 
 
 @pytest.mark.parametrize("text,needle", [
     ("arm: {ros__parameters: {joints: [a]}}\n", "no 'controller_manager"),
-    ("controller_manager: {ros__parameters: {update_rate: 100, arm: {joints: [a]}}}\n", "needs 'type"),
+    ("controller_manager: {ros__parameters: {update_rate: 100, arm: {joints: [a]}}}\n", "have no 'type'"),
     ("controller_manager: {ros__parameters: {update_rate: -5, arm: {type: a/B}}}\n", "update_rate"),
     ("controller_manager: {ros__parameters: {update_rate: 100}}\n", "lists no controller"),
     ("controller_manager: [1, 2]\n", "ros__parameters"),

@@ -8,9 +8,11 @@ from .forward_command import ForwardCommandController
 from .gripper_action import GripperActionController
 from .joint_state_broadcaster import JointStateBroadcaster
 from .joint_trajectory import JointTrajectoryController
+from .scaled_joint_trajectory import ScaledJointTrajectoryController
+from .speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 
 _CLASSES = (JointStateBroadcaster, ForwardCommandController, JointTrajectoryController, GripperActionController,
-            ForceTorqueSensorBroadcaster)
+            ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController, SpeedScalingStateBroadcaster)
 CONTROLLER_TYPES = {t: cls for cls in _CLASSES for t in cls.TYPES}
 
 
