@@ -486,6 +486,11 @@ def test_load_configure_activate_command_and_unload_a_controller_not_in_the_file
     ok, msg = cm.switch(["new_position"], ["arm"], STRICT)
     assert not ok and "'new_position' is unconfigured" in msg and cm.controllers["arm"].active
     cm.configure("new_position")
+    cm.cleanup("new_position")                      # set_controller_state unconfigured: not activatable again
+    assert c.state == "unconfigured" and not cm.switch(["new_position"], ["arm"], STRICT)[0]
+    with pytest.raises(ConfigError, match="cannot be cleaned up from its state 'unconfigured'"):
+        cm.cleanup("new_position")
+    cm.configure("new_position")
     ok, msg = cm.switch(["new_position"], ["arm"], STRICT)
     assert ok, msg
     c.on_commands([0.3, -0.2])

@@ -259,6 +259,16 @@ class ControllerManager:
             raise ConfigError(f"controller '{name}' is active: deactivate it before configuring it")
         c.state = "inactive"
 
+    def cleanup(self, name: str) -> None:
+        """cleanup_controller: an inactive controller becomes unconfigured (configure_controller again before it can
+        be activated); ConfigError otherwise (not loaded, active, already unconfigured), as the real one refuses."""
+        c = self.controllers.get(name)
+        if c is None:
+            raise ConfigError(f"no controller named '{name}' is loaded")
+        if c.state != "inactive":
+            raise ConfigError(f"controller '{name}' cannot be cleaned up from its state '{c.state}' (inactive only)")
+        c.state = "unconfigured"
+
     def unload(self, name: str) -> Controller:
         """unload_controller: the controller is removed (its transport side detached, its publish hook dropped
         from ``hooks``; returns it). Refused (ConfigError) while it is active, as the real controller_manager

@@ -5,8 +5,8 @@ controller has a node of its own (``<robot namespace>/<controller name>``) holdi
 so that ``spawner``, ``ros2 control ...`` and ``ros2 param get/set`` work as on hardware.
 
 Services (``~/<name>``): list_controllers, list_controller_types, list_hardware_interfaces,
-list_hardware_components (when the venv's controller_manager_msgs has it), load_controller, configure_controller,
-switch_controller, unload_controller. Parameters: ``update_rate`` (Hz, int as in Jazzy; read at start-up, as the
+list_hardware_components and cleanup_controller (when the venv's controller_manager_msgs has them), load_controller,
+configure_controller, switch_controller, unload_controller. Parameters: ``update_rate`` (Hz, int as in Jazzy; read at start-up, as the
 real controller manager reads it), ``<controller>.type`` of every loaded controller; ``<controller>.type`` and
 ``<controller>.params_file`` (string or string array) of a controller not yet loaded, as spawner sets them before
 ``load_controller``; any other parameter is accepted and kept (the real node allows undeclared parameters).
@@ -40,10 +40,10 @@ except ImportError:
     ControllerState = None
 try:   # added to msgs/controller_manager_msgs later: a venv built before serves everything else
     from controller_manager_msgs.msg import HardwareComponentState
-    from controller_manager_msgs.srv import ListHardwareComponents
+    from controller_manager_msgs.srv import CleanupController, ListHardwareComponents
     from lifecycle_msgs.msg import State as LifecycleState
 except ImportError:
-    ListHardwareComponents = None
+    ListHardwareComponents = CleanupController = None
 
 NODE_NAME = "controller_manager"
 
@@ -105,7 +105,8 @@ class ControllerManagerNode(Node):
                     (ConfigureController, "configure_controller", self._srv_configure),
                     (UnloadController, "unload_controller", self._srv_unload)]
         if ListHardwareComponents is not None:
-            services.append((ListHardwareComponents, "list_hardware_components", self._srv_components))
+            services += [(ListHardwareComponents, "list_hardware_components", self._srv_components),
+                         (CleanupController, "cleanup_controller", self._srv_cleanup)]
         for srv, name, fn in services:
             self.create_service(srv, f"~/{name}", fn, callback_group=group)
 
@@ -268,6 +269,16 @@ class ControllerManagerNode(Node):
             self.between_steps(lambda: self.cm.configure(request.name))
         except ContactSimError as exc:
             self.get_logger().error(f"configure_controller '{request.name}': {exc}")
+            response.ok = False
+            return response
+        response.ok = True
+        return response
+
+    def _srv_cleanup(self, request, response):
+        try:
+            self.between_steps(lambda: self.cm.cleanup(request.name))
+        except ContactSimError as exc:
+            self.get_logger().error(f"cleanup_controller '{request.name}': {exc}")
             response.ok = False
             return response
         response.ok = True

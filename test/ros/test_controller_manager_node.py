@@ -3,7 +3,7 @@
 a controller not in the controllers file loaded from a params file as spawner loads it (set_parameters
 ``<name>.type`` and ``<name>.params_file``, load_controller, configure_controller, switch_controller) and then
 commanded, its own node's parameters, unload_controller refused while active and done when inactive,
-list_hardware_components. The load / configure / unload rules are tested in sim time in
+configure / cleanup_controller (``ros2 control set_controller_state``), list_hardware_components. The load / configure / unload rules are tested in sim time in
 test/test_driver_controllers.py.
 
 One node: iiwa_wsg in namespace /cm, real time."""
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from controller_manager_msgs.srv import (ConfigureController, ListControllers, LoadController,
-                                         UnloadController)
+from controller_manager_msgs.srv import (CleanupController, ConfigureController, ListControllers,
+                                         ListHardwareComponents, LoadController, UnloadController)
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
 from sensor_msgs.msg import JointState
@@ -116,6 +116,12 @@ def test_spawner_sequence_loads_a_new_controller_from_a_params_file_and_it_moves
     # loaded again from the same parameters (its node and topics were destroyed and are made anew)
     assert call(ros, LoadController, "load_controller", "new_arm_position")
     assert controllers(ros)["new_arm_position"].state == "unconfigured"
+    # ros2 control set_controller_state new_arm_position inactive, then unconfigured (configure, cleanup)
+    assert not call(ros, CleanupController, "cleanup_controller", "new_arm_position")    # not inactive
+    assert call(ros, ConfigureController, "configure_controller", "new_arm_position")
+    assert controllers(ros)["new_arm_position"].state == "inactive"
+    assert call(ros, CleanupController, "cleanup_controller", "new_arm_position")
+    assert controllers(ros)["new_arm_position"].state == "unconfigured"
 
 
 def test_load_of_an_unknown_type_or_bad_parameters_is_refused_and_nothing_is_loaded(ros, node, tmp_path):
@@ -130,3 +136,17 @@ def test_load_of_an_unknown_type_or_bad_parameters_is_refused_and_nothing_is_loa
     listed = controllers(ros)
     assert not {"mystery", "bad_position", "nobody"} & set(listed)
     assert not call(ros, LoadController, "load_controller", "arm_controller")   # already loaded, as the real one
+
+
+def test_list_hardware_components_names_the_simulated_system_with_its_interfaces(ros, node):
+    res = ros.call(ListHardwareComponents, f"{CM}/list_hardware_components", ListHardwareComponents.Request())
+    assert len(res.component) == 1
+    c = res.component[0]
+    assert c.type == "system" and c.state.label == "active" and c.name
+    command = {i.name: i.is_claimed for i in c.command_interfaces}
+    state = {i.name for i in c.state_interfaces}
+    assert {f"{j}/position" for j in IIWA} <= set(command) and {f"{j}/velocity" for j in IIWA} <= state
+    active = {n for n, ctl in controllers(ros).items() if ctl.state == "active"}
+    claimed = {n for n, is_claimed in command.items() if is_claimed}
+    expected = {i for n, ctl in controllers(ros).items() if n in active for i in ctl.claimed_interfaces}
+    assert claimed == expected and f"{IIWA[0]}/position" in claimed
