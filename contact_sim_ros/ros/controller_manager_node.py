@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -64,7 +65,8 @@ class ControllerNode(Node):
         for key, value in sorted(controller.params.items()):
             try:
                 self.declare_parameter(key, value)
-            except (TypeError, ValueError):   # a value ROS parameters cannot hold (mixed list, None): not shown
+            except (TypeError, ValueError, ParameterException):   # a value or name ROS parameters cannot hold
+                # (a mixed list, None, a name with '/'): not shown
                 continue
         self.add_on_set_parameters_callback(self._on_set)
 
