@@ -73,6 +73,14 @@ def test_controller_manager_parameters_over_get_parameters(ros, node):
     assert (arm_type.type, arm_type.string_value) == (ParameterType.PARAMETER_STRING, JTC)
     joints, = get_params(ros, f"{NS}/arm_controller", ["joints"])        # the controller's own node
     assert list(joints.string_array_value) == IIWA
+    # ros2 param set: update_rate accepted (read at start-up, as the real one), a controller's parameter refused
+    rate = Parameter(name="update_rate", value=ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=500))
+    result, = ros.call(SetParameters, f"{CM}/set_parameters", SetParameters.Request(parameters=[rate])).results
+    assert result.successful, result.reason
+    result, = set_params(ros, f"{NS}/arm_controller", joints=["iiwa_joint_1"])
+    assert not result.successful and "unload it and load it again" in result.reason
+    joints, = get_params(ros, f"{NS}/arm_controller", ["joints"])
+    assert list(joints.string_array_value) == IIWA
 
 
 def test_spawner_sequence_loads_a_new_controller_from_a_params_file_and_it_moves_the_joint(ros, node, tmp_path):
