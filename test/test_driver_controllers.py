@@ -537,3 +537,22 @@ def test_a_loaded_broadcaster_gets_a_publish_hook_and_loses_it_when_unloaded(urd
     cm.configure("extra_states")
     cm.unload("extra_states")
     assert "controller extra_states" not in [h.name for h in cm.hooks]
+
+
+def test_controller_parameters_from_files_finds_the_keys_spawner_accepts_later_files_win(tmp_path):
+    """The layouts spawner's get_params_files_with_controller_parameters accepts, flattened; a later file wins;
+    another node's section and another namespace's are not read."""
+    from contact_sim_ros.driver.controller_manager import controller_parameters_from_files
+    a = tmp_path / "a.yaml"
+    a.write_text("/**:\n  ros__parameters:\n    use_sim_time: true\n"
+                 "  c:\n    ros__parameters:\n      joints: [j1]\n      constraints: {goal_time: 1.0}\n"
+                 "/other/c:\n  ros__parameters:\n    joints: [j9]\n"
+                 "d:\n  ros__parameters:\n    joints: [j9]\n")
+    b = tmp_path / "b.yaml"
+    b.write_text("/robot/c:\n  ros__parameters:\n    type: " + FORWARD + "\n    joints: [j1, j2]\n")
+    assert controller_parameters_from_files([a], "c", "/robot") == {"use_sim_time": True, "joints": ["j1"],
+                                                                    "constraints.goal_time": 1.0}
+    assert controller_parameters_from_files([a, b], "c", "/robot")["joints"] == ["j1", "j2"]
+    assert controller_parameters_from_files([b], "c", "/") == {}
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        controller_parameters_from_files([tmp_path / "nope.yaml"], "c", "/")
