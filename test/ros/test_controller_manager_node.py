@@ -144,6 +144,13 @@ def test_load_of_an_unknown_type_or_bad_parameters_is_refused_and_nothing_is_loa
     listed = controllers(ros)
     assert not {"mystery", "bad_position", "nobody"} & set(listed)
     assert not call(ros, LoadController, "load_controller", "arm_controller")   # already loaded, as the real one
+    # a controller of the controllers file, unloaded, loads again from the file (its type and parameters)
+    assert call(ros, UnloadController, "unload_controller", "arm_velocity_controller")
+    assert "arm_velocity_controller" not in controllers(ros)
+    assert call(ros, LoadController, "load_controller", "arm_velocity_controller")
+    assert call(ros, ConfigureController, "configure_controller", "arm_velocity_controller")
+    listed = controllers(ros)["arm_velocity_controller"]
+    assert listed.state == "inactive" and listed.required_command_interfaces == [f"{j}/velocity" for j in IIWA]
 
 
 def test_list_hardware_components_names_the_simulated_system_with_its_interfaces(ros, node):
