@@ -222,7 +222,7 @@ import rclpy, pinocchio, coal, yaml, scipy, numpy            # noqa: F401
 from tf2_msgs.msg import TFMessage                          # noqa: F401
 from contact_sim_msgs.msg import Contact, ContactArray      # noqa: F401
 from control_msgs.action import FollowJointTrajectory, GripperCommand   # noqa: F401
-from controller_manager_msgs.srv import ListControllers, SwitchController   # noqa: F401
+from controller_manager_msgs.srv import ListControllers, ListHardwareComponents, SwitchController   # noqa: F401
 from simulation_interfaces.srv import SpawnEntity, GetSimulatorFeatures     # noqa: F401
 import xacro, rosbags                                       # noqa: F401
 import moderngl, glcontext                                  # noqa: F401

@@ -462,3 +462,95 @@ def test_controller_parameters_are_checked_from_their_table(urdf):
         make_world(urdf, gripper_params={"stall_timeout": -1.0})
     w = make_world(urdf, arm_params={"open_loop_control": True, "frobnicate": 1})
     assert any("['open_loop_control', 'frobnicate'] are not emulated" in m for m in w.reports.infos)
+
+
+# ------------------------------------------------------------------------------------------ load / unload
+
+
+def test_load_configure_activate_command_and_unload_a_controller_not_in_the_file(urdf, tmp_path):
+    """As spawner NAME -p params.yaml: parameters from a params file (spawner's keys: '/**/NAME'), loaded
+    unconfigured (not activatable), configured, activated in place of the trajectory controller, commanded (the
+    arm reaches the commanded positions in sim time), then unload refused while active and done when inactive."""
+    from contact_sim_ros.driver.controller_manager import controller_parameters_from_files
+    params = tmp_path / "velocity.yaml"
+    params.write_text("/**/new_position:\n  ros__parameters:\n    type: " + FORWARD + "\n    joints: [j1, j2]\n"
+                      "other_node:\n  ros__parameters:\n    joints: [finger_joint]\n")
+    p = controller_parameters_from_files([params], "new_position", "/")
+    assert p == {"joints": ["j1", "j2"]}
+    w = make_world(urdf)
+    cm = w.cm
+    c = cm.load(ControllerSpec("new_position", FORWARD, p))
+    assert cm.controllers["new_position"] is c and c.state == "unconfigured"
+    ok, msg = cm.switch(["new_position"], ["arm"], STRICT)
+    assert not ok and "'new_position' is unconfigured" in msg and cm.controllers["arm"].active
+    cm.configure("new_position")
+    cm.cleanup("new_position")                      # set_controller_state unconfigured: not activatable again
+    assert c.state == "unconfigured" and not cm.switch(["new_position"], ["arm"], STRICT)[0]
+    with pytest.raises(ConfigError, match="cannot be cleaned up from its state 'unconfigured'"):
+        cm.cleanup("new_position")
+    cm.configure("new_position")
+    ok, msg = cm.switch(["new_position"], ["arm"], STRICT)
+    assert ok, msg
+    c.on_commands([0.3, -0.2])
+    run_until(w, lambda: np.allclose(arm_q(w), [0.3, -0.2], atol=0.01), 3000)
+    with pytest.raises(ConfigError, match="'new_position' is active: deactivate it before unloading it"):
+        cm.unload("new_position")
+    assert "new_position" in cm.controllers
+    ok, msg = cm.switch(["arm"], ["new_position"], STRICT)
+    assert ok, msg
+    assert cm.unload("new_position") is c and "new_position" not in cm.controllers
+    with pytest.raises(ConfigError, match="no controller named 'new_position' is loaded"):
+        cm.unload("new_position")
+    ok, msg = cm.switch(["new_position"], [], STRICT)
+    assert not ok and "unknown controller 'new_position'" in msg
+    for _ in range(50):           # the manager runs on without it
+        assert w.loop.step_now().ok
+
+
+def test_load_refuses_a_loaded_name_an_unknown_type_and_bad_parameters_and_loads_nothing(urdf, tmp_path):
+    w = make_world(urdf)
+    cm = w.cm
+    before = dict(cm.controllers)
+    with pytest.raises(ConfigError, match="'arm' is already loaded"):
+        cm.load(ControllerSpec("arm", JTC, {"joints": ARM}))
+    with pytest.raises(ConfigError, match="does not emulate; supported types"):
+        cm.load(ControllerSpec("mystery", "acme_controllers/Mystery", {}))
+    with pytest.raises(ConfigError, match=r"unknown joint\(s\) \['j9'\]"):
+        cm.load(ControllerSpec("bad", FORWARD, {"joints": ["j9"]}))
+    with pytest.raises(ConfigError, match="'arm' is active"):
+        cm.unload("arm")
+    assert cm.controllers == before
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("new_position:\n  joints: [j1]\n")
+    with pytest.raises(ConfigError, match="'new_position' must hold a 'ros__parameters' mapping"):
+        from contact_sim_ros.driver.controller_manager import controller_parameters_from_files
+        controller_parameters_from_files([bad], "new_position", "/")
+
+
+def test_a_loaded_broadcaster_gets_a_publish_hook_and_loses_it_when_unloaded(urdf):
+    w = make_world(urdf)
+    cm = w.cm
+    cm.load(ControllerSpec("extra_states", "joint_state_broadcaster/JointStateBroadcaster", {"update_rate": 100.0}))
+    assert [h.name for h in cm.hooks].count("controller extra_states") == 1
+    cm.configure("extra_states")
+    cm.unload("extra_states")
+    assert "controller extra_states" not in [h.name for h in cm.hooks]
+
+
+def test_controller_parameters_from_files_finds_the_keys_spawner_accepts_later_files_win(tmp_path):
+    """The layouts spawner's get_params_files_with_controller_parameters accepts, flattened; a later file wins;
+    another node's section and another namespace's are not read."""
+    from contact_sim_ros.driver.controller_manager import controller_parameters_from_files
+    a = tmp_path / "a.yaml"
+    a.write_text("/**:\n  ros__parameters:\n    use_sim_time: true\n"
+                 "  c:\n    ros__parameters:\n      joints: [j1]\n      constraints: {goal_time: 1.0}\n"
+                 "/other/c:\n  ros__parameters:\n    joints: [j9]\n"
+                 "d:\n  ros__parameters:\n    joints: [j9]\n")
+    b = tmp_path / "b.yaml"
+    b.write_text("/robot/c:\n  ros__parameters:\n    type: " + FORWARD + "\n    joints: [j1, j2]\n")
+    assert controller_parameters_from_files([a], "c", "/robot") == {"use_sim_time": True, "joints": ["j1"],
+                                                                    "constraints.goal_time": 1.0}
+    assert controller_parameters_from_files([a, b], "c", "/robot")["joints"] == ["j1", "j2"]
+    assert controller_parameters_from_files([b], "c", "/") == {}
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        controller_parameters_from_files([tmp_path / "nope.yaml"], "c", "/")

@@ -21,14 +21,15 @@ from __future__ import annotations
 import threading
 
 from ..errors import ConfigError
+from ..yaml_files import read_mapping
 from .command_validation import JointLimits
-from .controllers.base import NO_IO, Controller, ControllerContext, ControllerTransport
+from .controllers.base import NO_IO, Controller, ControllerContext, ControllerTransport, flatten
 from .controllers.registry import CONTROLLER_TYPES, controller_class
 from .loop import PublishHook
 
 BEST_EFFORT, STRICT, AUTO, FORCE_AUTO = 1, 2, 3, 4
 __all__ = ["BEST_EFFORT", "STRICT", "AUTO", "FORCE_AUTO", "CONTROLLER_TYPES", "ControllerManager",
-           "ControllerManagers", "spawned_controllers"]
+           "ControllerManagers", "controller_parameters_from_files", "spawned_controllers"]
 
 
 def spawned_controllers(file, active=(), inactive=()):
@@ -113,6 +114,7 @@ class ControllerManager:
                                 joints=tuple(joints) if joints is not None else None, engine=engine,
                                 default_rates=dict(default_rates or {}))
         self.ctx = ctx
+        self.specs = {spec.name: spec for spec in controllers_file.controllers}   # declared: name -> spec
         self.controllers = {}
         self.manager_params = dict(getattr(controllers_file, "manager_params", {}))
         load, start_names, warnings = spawned_controllers(controllers_file, active, inactive)
@@ -255,6 +257,8 @@ class ControllerManager:
                 problems.append(f"unknown controller '{name}'")
             elif c.active and c not in deact:
                 problems.append(f"'{name}' is already active")
+            elif c.state == "unconfigured":
+                problems.append(f"'{name}' is unconfigured (configure_controller first)")
             else:
                 act.append(c)
         if problems and strict:
@@ -278,6 +282,99 @@ class ControllerManager:
         message = (f"activated {[c.name for c in accepted]}, deactivated {[c.name for c in deact]}"
                    + (f"; skipped: {'; '.join(problems)}" if problems else ""))
         return True, message
+
+    # ------------------------------------------------------------------------------ load / unload
+
+    def load(self, spec) -> Controller:
+        """Load the controller ``spec`` (config.ControllerSpec: name, type, parameters) as load_controller does: built
+        by its type's class from its checked parameters, its transport side attached, 'unconfigured' until
+        ``configure``; a broadcaster's publish hook is appended to ``hooks`` (the caller hands it to the stepping
+        loop). Between two steps (``SteppingLoop.request_call``), as ``switch``. ConfigError (nothing loaded): a
+        controller of that name is loaded, the type is not emulated, a parameter is missing or wrong."""
+        if spec.name in self.controllers:
+            raise ConfigError(f"a controller named '{spec.name}' is already loaded")
+        cls = controller_class(spec.type, spec.name, "load_controller")
+        c = cls(spec.name, spec.type, spec.params, self.ctx)
+        io = self.transport.attach(c)
+        if io is not None:
+            c.io = io
+        c.state = "unconfigured"
+        with self.lock:
+            self.controllers[spec.name] = c
+        if c.publish_every > 0:
+            self.hooks.append(PublishHook(f"controller {c.name}", c.publish_every, self._publisher(c),
+                                          while_paused=c.republish_while_paused))
+        extra = c.unhonoured_parameters()
+        if extra:
+            self.transport.info(f"controller '{c.name}': parameter(s) {extra} are not emulated (ignored)")
+        return c
+
+    def configure(self, name: str) -> None:
+        """configure_controller: an unconfigured (or inactive) controller becomes inactive; ConfigError: not
+        loaded, or active (the real controller_manager refuses to configure an active controller)."""
+        c = self.controllers.get(name)
+        if c is None:
+            raise ConfigError(f"no controller named '{name}' is loaded")
+        if c.active:
+            raise ConfigError(f"controller '{name}' is active: deactivate it before configuring it")
+        c.state = "inactive"
+
+    def cleanup(self, name: str) -> None:
+        """cleanup_controller: an inactive controller becomes unconfigured (configure_controller again before it can
+        be activated); ConfigError otherwise (not loaded, active, already unconfigured), as the real one refuses."""
+        c = self.controllers.get(name)
+        if c is None:
+            raise ConfigError(f"no controller named '{name}' is loaded")
+        if c.state != "inactive":
+            raise ConfigError(f"controller '{name}' cannot be cleaned up from its state '{c.state}' (inactive only)")
+        c.state = "unconfigured"
+
+    def unload(self, name: str) -> Controller:
+        """unload_controller: the controller is removed (its transport side detached, its publish hook dropped
+        from ``hooks``; returns it). Refused (ConfigError) while it is active, as the real controller_manager
+        refuses; or when no controller of that name is loaded. Between two steps, as ``switch``."""
+        c = self.controllers.get(name)
+        if c is None:
+            raise ConfigError(f"no controller named '{name}' is loaded")
+        if c.active:
+            raise ConfigError(f"controller '{name}' is active: deactivate it before unloading it")
+        with self.lock:
+            del self.controllers[name]
+            self._refresh()
+        self.hooks = [h for h in self.hooks if h.name != f"controller {name}"]
+        c.shutdown()
+        self.transport.detach(c)
+        c.io = NO_IO
+        return c
+
+
+def controller_parameters_from_files(paths, name: str, namespace: str = "/") -> dict:
+    """The parameters of controller ``name`` (in node namespace ``namespace``) in the ROS 2 parameter files
+    ``paths`` (a spawner's ``-p`` / ``--param-file``, set as ``<name>.params_file`` on the controller manager),
+    later files winning, found under the keys spawner and rcl accept for the controller's node: ``name``,
+    ``/ns/name``, ``/**/name``, ``/**/ns/name``, the same nested under ``/**``, and ``/**: ros__parameters``
+    (every node). Flattened to dotted names; ``type`` (read by the controller manager) dropped. ConfigError names
+    the file when one is unreadable or a section is not ``{ros__parameters: {...}}``."""
+    ns = "" if namespace.strip("/") == "" else "/" + namespace.strip("/")
+    keys = [name, f"{ns}/{name}", f"/**/{name}", f"/**{ns}/{name}"]
+    out: dict = {}
+    for path in paths:
+        data = read_mapping(path, "controller parameters file")
+        sections = []
+        wild = data.get("/**")
+        if isinstance(wild, dict):
+            if "ros__parameters" in wild:
+                sections.append(("/**", wild))
+            sections += [(f"/**: {k}", wild[k]) for k in dict.fromkeys(keys) if k in wild]
+        sections += [(k, data[k]) for k in dict.fromkeys(keys) if k in data]
+        for key, section in sections:
+            params = section.get("ros__parameters") if isinstance(section, dict) else None
+            if not isinstance(params, dict):
+                raise ConfigError(f"{path}: '{key}' must hold a 'ros__parameters' mapping (ROS 2 parameter file "
+                                  f"format)")
+            out.update(flatten(params))
+    out.pop("type", None)
+    return out
 
 
 class ControllerManagers:

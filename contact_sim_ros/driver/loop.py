@@ -487,7 +487,6 @@ class SteppingLoop:
         period = self.dt / self.real_time_factor if self.real_time_factor > 0 else 0.0
         deadline = time.monotonic()
         last_start = None
-        keep_alive = [h for h in self.hooks if h.while_paused]
         while True:
             with self._cv:
                 next_publish = time.monotonic() + self.paused_publish_period
@@ -506,7 +505,7 @@ class SteppingLoop:
                         next_publish = now + self.paused_publish_period
                         self._cv.release()
                         try:
-                            for hook in keep_alive:
+                            for hook in [h for h in self.hooks if h.while_paused]:   # also one loaded since
                                 self._call(hook)
                         finally:
                             self._cv.acquire()

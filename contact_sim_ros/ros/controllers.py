@@ -9,9 +9,8 @@ values into messages.
   ``<name>/follow_joint_trajectory``, ``<name>/controller_state``), gripper (``<name>/gripper_cmd``), forward
   command (``<name>/commands``), joint_state_broadcaster (``joint_states``, ``dynamic_joint_states``),
   force_torque_sensor_broadcaster (``<name>/wrench``);
-* ``ControllerManagerServices``: ``controller_manager/list_controllers``, ``list_hardware_interfaces``,
-  ``switch_controller``, ``list_controller_types``, ``load_controller``, ``configure_controller``,
-  ``unload_controller`` (relative to the node's namespace, where ``ros2 control ... -c`` and ``spawner`` look).
+* the controller manager's services and parameters are the ``controller_manager`` node's
+  (controller_manager_node.py).
 
 Action goals: the goal request is checked in the goal callback (a bad GripperCommand is rejected there; a bad
 trajectory is accepted and aborted at once with its error code and reason, so that a client sees why). The
@@ -32,14 +31,15 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import GoalEvent
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
+from rclpy.publisher import Publisher
+from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ..driver.controller_manager import CONTROLLER_TYPES
 from ..driver.controllers.base import ControllerIO, ControllerTransport
 from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from ..driver.controllers.forward_command import ForwardCommandController
@@ -54,13 +54,8 @@ from .state_messages import (JointStateCdr, fill_joint_state, fill_trajectory_co
 try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs, msgs/controller_manager_msgs)
     from control_msgs.action import FollowJointTrajectory, GripperCommand
     from control_msgs.msg import DynamicJointState, InterfaceValue, JointTrajectoryControllerState
-    from controller_manager_msgs.msg import ControllerState, HardwareInterface
-    from controller_manager_msgs.srv import (ConfigureController, ListControllers, ListControllerTypes,
-                                             ListHardwareInterfaces, LoadController, SwitchController,
-                                             UnloadController)
 except ImportError:
     FollowJointTrajectory = GripperCommand = DynamicJointState = JointTrajectoryControllerState = None
-    ControllerState = None
 
 
 
@@ -120,6 +115,21 @@ class RosControllerTransport(ControllerTransport):
             if isinstance(controller, cls):
                 return io(controller, self)
         return None
+
+    def detach(self, controller) -> None:
+        """The controller is unloaded: its topics, action server and timers are destroyed (its names vanish from
+        the graph, as with the real controller's node)."""
+        io, node = controller.io, self.node
+        for value in list(vars(io).values()):
+            if isinstance(value, GoalWaits):
+                node.destroy_timer(value._timer)
+                node.destroy_guard_condition(value._guard)
+            elif isinstance(value, ActionServer):
+                value.destroy()
+            elif isinstance(value, Publisher):
+                node.destroy_publisher(value)
+            elif isinstance(value, Subscription):
+                node.destroy_subscription(value)
 
     def reject_command(self, exc) -> None:
         self.sim_node.reject_command(exc)
@@ -396,95 +406,3 @@ class SpeedScalingIO(ControllerIO):
         if has_readers(self.pub):
             self._msg.data = self.c.speed_scaling_percent()
             self.pub.publish(self._msg)
-
-
-# ------------------------------------------------------------------------------------------ services
-
-SERVICE_NS = "controller_manager"
-
-
-class ControllerManagerServices:
-    """The controller_manager services of one robot's ControllerManager on ``node``. ``between_steps(fn)`` runs
-    ``fn()`` on the stepping thread between two steps and returns its result (``SteppingLoop.request_call``): a
-    switch (de)activates controllers, which read the state interfaces and write the command interfaces the
-    stepping thread reads and writes."""
-
-    def __init__(self, cm, node, between_steps):
-        self.cm, self.node, self.between_steps = cm, node, between_steps
-        if ControllerState is None:
-            return
-        group = MutuallyExclusiveCallbackGroup()
-        for srv, name, fn in ((ListControllers, "list_controllers", self._srv_list),
-                              (ListHardwareInterfaces, "list_hardware_interfaces", self._srv_hardware),
-                              (SwitchController, "switch_controller", self._srv_switch),
-                              (ListControllerTypes, "list_controller_types", self._srv_types),
-                              (LoadController, "load_controller", self._srv_load),
-                              (ConfigureController, "configure_controller", self._srv_configure),
-                              (UnloadController, "unload_controller", self._srv_unload)):
-            node.create_service(srv, f"{SERVICE_NS}/{name}", fn, callback_group=group)
-
-    def _srv_list(self, request, response):
-        cm = self.cm
-        out = []
-        for c in cm.controllers.values():
-            s = ControllerState()
-            s.name, s.state, s.type = c.name, c.state, c.type
-            s.is_async = False
-            s.update_rate = int(round(cm.update_rate))
-            s.claimed_interfaces = list(c.command_interfaces()) if c.active else []
-            s.required_command_interfaces = list(c.command_interfaces())
-            s.required_state_interfaces = list(c.state_interfaces())
-            s.is_chainable = s.is_chained = False
-            out.append(s)
-        response.controller = out
-        return response
-
-    def _srv_hardware(self, request, response):
-        hw = self.cm.ctx.command
-        claims = dict(hw.claims)
-        response.command_interfaces = [HardwareInterface(name=n, data_type="double", is_available=True,
-                                                         is_claimed=n in claims)
-                                       for n in hw.available_command_interfaces()]
-        response.state_interfaces = [HardwareInterface(name=n, data_type="double", is_available=True,
-                                                       is_claimed=False)
-                                     for n in hw.available_state_interfaces()]
-        return response
-
-    def _srv_switch(self, request, response):
-        activate, deactivate = list(request.activate_controllers), list(request.deactivate_controllers)
-        try:
-            ok, message = self.between_steps(lambda: self.cm.switch(activate, deactivate, int(request.strictness)))
-        except Exception as exc:   # noqa: BLE001 - no request kills the node: answered, logged as an error
-            ok, message = False, f"not switched: {exc!r}"
-            self.node.get_logger().error(f"switch_controller: {message}")
-            response.ok, response.message = ok, message
-            return response
-        log = self.node.get_logger()
-        if ok:   # one call site per severity: rclpy refuses a severity change at the same call site
-            log.info(f"switch_controller: {message}")
-        else:
-            log.warn(f"switch_controller: {message}")
-        response.ok, response.message = ok, message
-        return response
-
-    def _srv_types(self, request, response):
-        response.types = sorted(CONTROLLER_TYPES)
-        response.base_classes = ["controller_interface::ControllerInterface"] * len(response.types)
-        return response
-
-    def _srv_load(self, request, response):
-        cm = self.cm
-        response.ok = request.name in cm.controllers   # every controller of the file is loaded at start
-        if not response.ok:
-            self.node.get_logger().warn(f"load_controller: '{request.name}' is not in {cm.source} (controllers "
-                                        f"are read from the controllers file at start-up)")
-        return response
-
-    def _srv_configure(self, request, response):
-        response.ok = request.name in self.cm.controllers
-        return response
-
-    def _srv_unload(self, request, response):
-        c = self.cm.controllers.get(request.name)
-        response.ok = c is not None and not c.active   # stays loaded (inactive); it can be activated again
-        return response

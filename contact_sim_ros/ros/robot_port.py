@@ -1,6 +1,7 @@
 """One robot of the simulated world on ROS 2, as its real driver stack would present it (docs/ros_interface.md,
 "Several robots"): the robot's ``robot_description``, its emulated ``controller_manager`` with its controllers
-(``joint_states`` from its joint_state_broadcaster, trajectory / gripper / forward controllers over ITS joints),
+(its ``controller_manager`` node and a node per controller, ros/controller_manager_node.py;
+``joint_states`` from its joint_state_broadcaster, trajectory / gripper / forward controllers over ITS joints),
 ``external_joint_torques`` of its joints and a hardware-level ``joint_command`` topic. The robot's driver itself
 (its joints, <ros2_control> block, controllers file, controller manager) is driver/robot.py; this is its rclpy side.
 
@@ -22,7 +23,8 @@ from std_msgs.msg import String
 
 from ..driver.command_validation import CommandRejected
 from ..driver.robot import Robot
-from .controllers import ControllerManagerServices, RosControllerTransport
+from .controller_manager_node import ControllerManagerNode
+from .controllers import RosControllerTransport
 from .node_config import read_param_files, share_path
 from .state_messages import JointStateCdr, has_readers
 
@@ -67,6 +69,7 @@ class RobotPort:
         self.joint_names = self.driver.joint_names
         self.frame_prefix = frame_prefix
         self.controller_manager = None
+        self.cm_node = None
         self.own_node = node is not sim_node
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -111,8 +114,8 @@ class RobotPort:
             default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
             name_errors=self.own_node, passive_joints=sim_node.sim.passive_joints, active=cfg.active_controllers,
             namespace=self.node.get_namespace())
-        self.services = ControllerManagerServices(cm, self.node,
-                                                  between_steps=lambda fn: sim_node.loop.request_call(fn))
+        # the robot's /<namespace>/controller_manager node (its services and parameters) and a node per controller
+        self.cm_node = ControllerManagerNode(self, cm, between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm
         return cm
 

@@ -469,6 +469,12 @@ class SimNode(Node):
                     self.recorder.follow(node)
             self.ports.append(RobotPort(self, r, inst, node, prefix))
 
+    def extra_nodes(self) -> list:
+        """The nodes spun with this one: each robot's RobotNode (several robots), its controller_manager node and
+        its controllers' nodes (those loaded now)."""
+        cm_nodes = [n for p in self.ports if p.cm_node is not None for n in p.cm_node.nodes()]
+        return list(self.robot_nodes) + cm_nodes
+
     @property
     def no_controllers(self) -> bool:
         return self.config.controllers_file.strip().lower() == "none"
@@ -823,7 +829,7 @@ def main(argv=None) -> int:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
         executor.add_node(node)
-        for robot_node in node.robot_nodes:      # several robots: each robot's namespace
+        for robot_node in node.extra_nodes():    # robots' namespaces, controller_manager and controller nodes
             executor.add_node(robot_node)
         while not stop.is_set() and node.exit_code is None and rclpy.ok():
             try:
@@ -845,7 +851,7 @@ def main(argv=None) -> int:
         if executor is not None:
             executor.shutdown(timeout_sec=0.5)
         if node is not None:
-            for robot_node in node.robot_nodes:
+            for robot_node in node.extra_nodes():
                 robot_node.destroy_node()
             node.destroy_node()
         if rclpy.ok():

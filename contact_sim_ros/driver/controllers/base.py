@@ -32,6 +32,9 @@ class ControllerTransport:
     def attach(self, controller):
         return None
 
+    def detach(self, controller) -> None:
+        """The controller is unloaded: destroy what ``attach`` built for it."""
+
     def reject_command(self, exc) -> None:
         pass
 
