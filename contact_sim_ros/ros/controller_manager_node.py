@@ -274,20 +274,17 @@ class ControllerManagerNode(Node):
         return c
 
     def _srv_configure(self, request, response):
-        try:
-            self.between_steps(lambda: self.cm.configure(request.name))
-        except ContactSimError as exc:
-            self.get_logger().error(f"configure_controller '{request.name}': {exc}")
-            response.ok = False
-            return response
-        response.ok = True
-        return response
+        return self._transition("configure_controller", self.cm.configure, request, response)
 
     def _srv_cleanup(self, request, response):
+        return self._transition("cleanup_controller", self.cm.cleanup, request, response)
+
+    def _transition(self, service: str, fn, request, response):
+        """``fn(name)`` between two steps; ok, or not ok with the reason logged."""
         try:
-            self.between_steps(lambda: self.cm.cleanup(request.name))
+            self.between_steps(lambda: fn(request.name))
         except ContactSimError as exc:
-            self.get_logger().error(f"cleanup_controller '{request.name}': {exc}")
+            self.get_logger().error(f"{service} '{request.name}': {exc}")
             response.ok = False
             return response
         response.ok = True
