@@ -115,47 +115,50 @@ def read_parameter_file(path: str | Path, what: str = "parameters file") -> list
     text = read_text_file(path, what)
     where = str(path)
     loader = YamlLoader(text)
+    entries: dict[str, tuple[str, dict]] = {}
     try:
         root = loader.get_single_node()
-        entries: dict[str, tuple[str, dict]] = {}
-
-        def params_level(node, prefix: str, out: dict):
-            for knode, vnode in node.value:
-                name = prefix + str(loader.construct_object(knode, deep=True))
-                if isinstance(vnode, yaml.MappingNode):
-                    params_level(vnode, name + ".", out)
-                else:
-                    out[name] = loader.construct_object(vnode, deep=True)
-
-        def node_level(node, keys: list[str]):
-            if not isinstance(node, yaml.MappingNode):
-                what_ = "/".join(keys) or "the file"
-                raise ConfigError(f"{where}: '{what_}' must hold node names or '{PARAMS_KEY}' (a ROS 2 parameters "
-                                  f"file), got {loader.construct_object(node, deep=True)!r}")
-            for knode, vnode in node.value:
-                key = str(loader.construct_object(knode, deep=True))
-                if not key.startswith(PARAMS_KEY):
-                    node_level(vnode, keys + [key])
-                    continue
-                if not keys:
-                    raise ConfigError(f"{where}: '{PARAMS_KEY}' without a node name above it")
-                name = _node_name(keys, where)
-                _, params = entries.setdefault(name, ("/".join(keys), {}))
-                if isinstance(vnode, yaml.ScalarNode) and loader.construct_object(vnode) in (None, ""):
-                    continue
-                if not isinstance(vnode, yaml.MappingNode):
-                    raise ConfigError(f"{where}: '{'/'.join(keys)}.{PARAMS_KEY}' must be a mapping, got "
-                                      f"{loader.construct_object(vnode, deep=True)!r}")
-                params_level(vnode, "", params)
-
         if root is not None:
-            node_level(root, [])
+            _node_level(loader, root, [], entries, where)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise ConfigError(f"{where}: malformed YAML ({what}): {detail}") from None
     finally:
         loader.dispose()
     return [(name, key, params) for name, (key, params) in entries.items()]
+
+
+def _params_level(loader, node, prefix: str, out: dict) -> None:
+    """(read_parameter_file) the parameters under a ``ros__parameters`` mapping, nested names dotted."""
+    for knode, vnode in node.value:
+        name = prefix + str(loader.construct_object(knode, deep=True))
+        if isinstance(vnode, yaml.MappingNode):
+            _params_level(loader, vnode, name + ".", out)
+        else:
+            out[name] = loader.construct_object(vnode, deep=True)
+
+
+def _node_level(loader, node, keys: list[str], entries: dict, where: str) -> None:
+    """(read_parameter_file) node-name keys down to their ``ros__parameters``, merged into ``entries``."""
+    if not isinstance(node, yaml.MappingNode):
+        what_ = "/".join(keys) or "the file"
+        raise ConfigError(f"{where}: '{what_}' must hold node names or '{PARAMS_KEY}' (a ROS 2 parameters "
+                          f"file), got {loader.construct_object(node, deep=True)!r}")
+    for knode, vnode in node.value:
+        key = str(loader.construct_object(knode, deep=True))
+        if not key.startswith(PARAMS_KEY):
+            _node_level(loader, vnode, keys + [key], entries, where)
+            continue
+        if not keys:
+            raise ConfigError(f"{where}: '{PARAMS_KEY}' without a node name above it")
+        name = _node_name(keys, where)
+        _, params = entries.setdefault(name, ("/".join(keys), {}))
+        if isinstance(vnode, yaml.ScalarNode) and loader.construct_object(vnode) in (None, ""):
+            continue
+        if not isinstance(vnode, yaml.MappingNode):
+            raise ConfigError(f"{where}: '{'/'.join(keys)}.{PARAMS_KEY}' must be a mapping, got "
+                              f"{loader.construct_object(vnode, deep=True)!r}")
+        _params_level(loader, vnode, "", params)
 
 
 def node_parameters(entries, fqn: str) -> tuple[dict, list[str]]:
