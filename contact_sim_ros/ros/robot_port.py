@@ -23,6 +23,7 @@ from std_msgs.msg import String
 from ..driver.command_validation import CommandRejected
 from ..driver.robot import Robot
 from .controllers import ControllerManagerServices, RosControllerTransport
+from .franka import FrankaInterfaces
 from .node_config import read_param_files, share_path
 from .state_messages import JointStateCdr, has_readers
 
@@ -67,6 +68,7 @@ class RobotPort:
         self.joint_names = self.driver.joint_names
         self.frame_prefix = frame_prefix
         self.controller_manager = None
+        self.franka = None           # franka_ros2's gripper node and robot state (ros/franka.py)
         self.own_node = node is not sim_node
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -114,11 +116,14 @@ class RobotPort:
         self.services = ControllerManagerServices(cm, self.node,
                                                   between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm
+        self.franka = FrankaInterfaces.of(self, cm)
         return cm
 
     def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as
-        franka_ros2 publishes them."""
+        franka_ros2 publishes them (and a Franka's franka_robot_state_broadcaster, ros/franka.py)."""
+        if self.franka is not None:
+            self.franka.publish(sim)
         if not has_readers(self.pub_ext_torques):
             return
         res, tau = sim.last_result, self._ext_tau
