@@ -2,7 +2,7 @@
 preset ``franka``), as MoveIt and force controllers use them (docs/ros_interface.md, "franka_ros2"):
 
 * the ``franka_gripper`` node (franka_gripper/launch/gripper.launch.py: node name ``franka_gripper`` in the
-  launch's namespace, here the simulation node's): actions ``~/homing``, ``~/move``, ``~/grasp``
+  launch's namespace, here the simulation node's; node parameter ``franka_gripper_name``): actions ``~/homing``, ``~/move``, ``~/grasp``
   (franka_msgs/action/*) and ``~/gripper_action`` (control_msgs/action/GripperCommand), ``~/joint_states``
   (both finger joints at width / 2, ``state_publish_rate``) and its parameters (default_speed,
   default_grasp_epsilon.inner/outer, state_publish_rate, feedback_publish_rate, joint_names). The rules are
@@ -108,7 +108,7 @@ class FrankaGripperNode(Node):
     """The ``franka_gripper`` node (see the module docstring) on the gripper controller ``controller``."""
 
     def __init__(self, sim_node, namespace: str, controller: GripperActionController, joint_names):
-        super().__init__("franka_gripper", namespace=namespace, context=sim_node.context,
+        super().__init__(sim_node.config.franka_gripper_name, namespace=namespace, context=sim_node.context,
                          use_global_arguments=False)
         self.sim_node = sim_node
         sim = sim_node.sim

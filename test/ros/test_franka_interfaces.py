@@ -5,7 +5,7 @@ epsilon, the wrench estimate) are tested in sim time in test/test_franka_driver.
 
 Nodes (one namespace each, as fast as possible):
   grip   franka with the cube between the open fingers
-  press  franka with a static table 2 cm under the fingertips
+  press  franka with a static table 2 cm under the fingertips, its gripper node named fr3_gripper
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def nodes(ros, start_node, tmp_path_factory):
     out = {}
     for k, name in enumerate(("grip", "press")):
         cmd = ["--scene", str(scenes[name]), "--real-time-factor", "0", "--namespace", name, "--engine", "tamsi"]
-        if k:
-            cmd += ["--config", str(SCENES / "no_clock.yaml")]
+        if k:      # press: the gripper node named as MoveIt's FR3 config expects it
+            cmd += ["--config", str(SCENES / "no_clock.yaml"), "--ros-args", "-p", "franka_gripper_name:=fr3_gripper"]
         proc = start_node(*cmd)
         out[name] = (proc, ros.subscribe(JointState, f"/{name}/joint_states", keep=200))
     for name, (proc, js) in out.items():
@@ -176,3 +176,8 @@ def test_robot_state_external_wrench_equals_the_hand_contact_wrench(nodes, ros):
     f_est = np.array([est.x, est.y, est.z])
     assert np.linalg.norm(f_est - f) <= 0.05 * np.linalg.norm(f), (f_est, f)
     assert match[-1].o_t_ee.pose.position.z < z0            # the hand went down onto the table
+
+
+def test_gripper_node_name_as_moveit_fr3_config_expects(nodes, ros):
+    client = ActionClient(ros.node, GripperCommand, "/press/fr3_gripper/gripper_action")
+    assert client.wait_for_server(timeout_sec=30)
