@@ -16,17 +16,16 @@ Goals wait without holding an executor thread (ros/controllers.py ``_follow_goal
 
 from __future__ import annotations
 
-import numpy as np
-import pinocchio as pin
-from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.action import GoalResponse
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from ..driver.controllers.franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from ..driver.controllers.gripper_action import GoalRejected, GripperActionController
-from ..driver.franka import DEFAULT_EPSILON, DEFAULT_SPEED, ExternalWrenchEstimate, FrankaGripper
+from ..driver.franka import DEFAULT_EPSILON, DEFAULT_SPEED, FrankaGripper
 from .controllers import GoalWaits, _action_server, _follow_goal
-from .state_messages import fill_wrench, has_readers, stamp
+from .franka_state import FrankaStatePublisher
+from .state_messages import has_readers, stamp
 
 try:   # built into the venv by scripts/ensure_venv.sh (msgs/franka_msgs, msgs/control_msgs)
     from control_msgs.action import GripperCommand
@@ -184,80 +183,6 @@ class FrankaGripperNode(Node):
         self.pub_joint_states.publish(js)
 
 
-def _set_pose(msg: PoseStamped, T: np.ndarray) -> None:
-    p, o = msg.pose.position, msg.pose.orientation
-    p.x, p.y, p.z = (float(x) for x in T[:3, 3])
-    qx, qy, qz, qw = pin.Quaternion(T[:3, :3]).coeffs()
-    o.x, o.y, o.z, o.w = float(qx), float(qy), float(qz), float(qw)
-
-
-class FrankaStatePublisher:
-    """``franka_robot_state_broadcaster/*`` of one Franka arm (see the module docstring), on ``port.node``."""
-
-    def __init__(self, port, frame_prefix: str):
-        node, model = port.node, port.sim_node.model
-        self.port = port
-        joints = port.joint_names
-        self.arm = [joints.index(j) for j in ARM_JOINTS]
-        self.arm_v = port.driver.v_index[self.arm]
-        self._estimate = None
-        self._model_id = None
-        self.msg = FrankaRobotState()
-        m = self.msg
-        base = frame_prefix + BASE_FRAME
-        for js in (m.measured_joint_state, m.desired_joint_state, m.measured_joint_motor_state,
-                   m.tau_ext_hat_filtered):
-            js.name = list(ARM_JOINTS)
-            js.header.frame_id = base
-        m.header.frame_id = base
-        m.o_f_ext_hat_k.header.frame_id = base
-        m.k_f_ext_hat_k.header.frame_id = frame_prefix + EE_FRAME
-        m.o_t_ee.header.frame_id = base
-        m.robot_mode = FrankaRobotState.ROBOT_MODE_MOVE
-        m.control_command_success_rate = 1.0
-        self.pub = node.create_publisher(FrankaRobotState, f"{STATE_NODE}/robot_state", 10)
-        self.pub_o_f = node.create_publisher(WrenchStamped, f"{STATE_NODE}/external_wrench_in_base_frame", 10)
-        self.pub_k_f = node.create_publisher(WrenchStamped, f"{STATE_NODE}/external_wrench_in_stiffness_frame", 10)
-        self.pub_pose = node.create_publisher(PoseStamped, f"{STATE_NODE}/current_pose", 10)
-        self._tau = np.zeros(len(joints))
-
-    def _estimator(self, model) -> ExternalWrenchEstimate:
-        if self._model_id is not id(model.pin_model):     # rebuilt when the model is (objects spawned)
-            pm = model.pin_model
-            self._estimate = ExternalWrenchEstimate(pm, self.arm_v, pm.getFrameId(BASE_FRAME),
-                                                    pm.getFrameId(EE_FRAME))
-            self._model_id = id(model.pin_model)
-        return self._estimate
-
-    def publish(self, sim) -> None:
-        pubs = (self.pub, self.pub_o_f, self.pub_k_f, self.pub_pose)
-        if not any(has_readers(p) for p in pubs):
-            return
-        res = sim.last_result
-        tau_ext = np.zeros(len(self.arm))
-        if res is not None:
-            tau_ext = np.asarray(res.generalized_contact_force)[self.arm_v]
-        T, o_f, k_f = self._estimator(sim.model).compute(sim.q, tau_ext)
-        state = self.port.sim_node.system.state
-        q, v, tau = state.position, state.velocity, state.effort
-        idx = self.port.driver.joint_indices[self.arm]
-        m, t = self.msg, sim.t
-        for h in (m.header, m.measured_joint_state.header, m.tau_ext_hat_filtered.header, m.o_t_ee.header):
-            stamp(t, h.stamp)
-        m.time = float(t)
-        m.measured_joint_state.position = q[idx].tolist()
-        m.measured_joint_state.velocity = v[idx].tolist()
-        m.measured_joint_state.effort = tau[idx].tolist()          # tau_J: the joints' actuator torques, N*m
-        m.tau_ext_hat_filtered.effort = tau_ext.tolist()
-        fill_wrench(m.o_f_ext_hat_k, o_f, t)
-        fill_wrench(m.k_f_ext_hat_k, k_f, t)
-        _set_pose(m.o_t_ee, T)
-        self.pub.publish(m)
-        self.pub_o_f.publish(m.o_f_ext_hat_k)
-        self.pub_k_f.publish(m.k_f_ext_hat_k)
-        self.pub_pose.publish(m.o_t_ee)
-
-
 class FrankaInterfaces:
     """Both of one Franka arm's interfaces, or None when the robot is not a Franka / the parameter is off."""
 
@@ -271,9 +196,13 @@ class FrankaInterfaces:
         return FrankaInterfaces(port, cm)
 
     def __init__(self, port, cm):
-        self.state = FrankaStatePublisher(port, port.frame_prefix)
+        controllers = list(cm.controllers.values()) if cm is not None else []
+        self.state = None        # a spawned franka_robot_state_broadcaster publishes it instead (FrankaStateIO)
+        if not any(isinstance(c, FrankaRobotStateBroadcaster) for c in controllers):
+            self.state = FrankaStatePublisher(port.node, port.sim_node, STATE_NODE, ARM_JOINTS, BASE_FRAME, EE_FRAME,
+                                              port.frame_prefix)
         self.gripper_node = None
-        grippers = [c for c in (cm.controllers.values() if cm is not None else ())
+        grippers = [c for c in controllers
                     if isinstance(c, GripperActionController) and c.joint.endswith(FINGER_JOINT)]
         if grippers:
             c = grippers[0]
@@ -287,6 +216,7 @@ class FrankaInterfaces:
 
     def publish(self, sim) -> None:
         """The robot state and the gripper's joint states (stepping thread, at the node's wrench_rate)."""
-        self.state.publish(sim)
+        if self.state is not None:
+            self.state.publish(sim)
         if self.gripper_node is not None:
             self.gripper_node.publish_state(sim.t)

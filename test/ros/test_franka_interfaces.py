@@ -5,10 +5,14 @@ epsilon, the wrench estimate) are tested in sim time in test/test_franka_driver.
 
 Nodes (one namespace each, as fast as possible):
   grip   franka with the cube between the open fingers
-  press  franka with a static table 2 cm under the fingertips, its gripper node named fr3_gripper
+  press  franka with a static table 2 cm under the fingertips, its gripper node named fr3_gripper, a controllers
+         file that spawns franka_robot_state_broadcaster (the controller publishes robot_state; grip: the preset's
+         publisher does)
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -21,7 +25,9 @@ from franka_msgs.msg import FrankaRobotState
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import SCENES, ActionClient, wait_until
+from ros_testing import SCENES, ActionClient, active_controllers, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]
 HAND_BODIES = {"panda_hand", "panda_leftfinger", "panda_rightfinger"}
@@ -46,6 +52,13 @@ def _scenes(tmp):
         path = tmp / f"franka_{name}.yaml"
         path.write_text(yaml.safe_dump({"robot": "franka", "environment": env}))
         out[name] = path
+    # the shipped controllers file plus franka_ros2's broadcaster, declared as franka_bringup's file declares it
+    controllers = yaml.safe_load((ROOT / "config" / "ros2_control" / "franka_controllers.yaml").read_text())
+    controllers["controller_manager"]["ros__parameters"]["franka_robot_state_broadcaster"] = {
+        "type": "franka_robot_state_broadcaster/FrankaRobotStateBroadcaster", "state_interfaces": "robot_state"}
+    controllers["franka_robot_state_broadcaster"] = {"ros__parameters": {"convenience_publish_rate": 250}}
+    out["controllers"] = tmp / "franka_controllers_with_state_broadcaster.yaml"
+    out["controllers"].write_text(yaml.safe_dump(controllers))
     return out
 
 
@@ -55,8 +68,9 @@ def nodes(ros, start_node, tmp_path_factory):
     out = {}
     for k, name in enumerate(("grip", "press")):
         cmd = ["--scene", str(scenes[name]), "--real-time-factor", "0", "--namespace", name, "--engine", "tamsi"]
-        if k:      # press: the gripper node named as MoveIt's FR3 config expects it
-            cmd += ["--config", str(SCENES / "no_clock.yaml"), "--ros-args", "-p", "franka_gripper_name:=fr3_gripper"]
+        if k:      # press: the gripper node named as MoveIt's FR3 config expects it, the spawned state broadcaster
+            cmd += ["--config", str(SCENES / "no_clock.yaml"), "--ros-args", "-p", "franka_gripper_name:=fr3_gripper",
+                    "-p", f"controllers_file:={scenes['controllers']}"]
         proc = start_node(*cmd)
         out[name] = (proc, ros.subscribe(JointState, f"/{name}/joint_states", keep=200))
     for name, (proc, js) in out.items():
@@ -88,20 +102,21 @@ def _finger_state(js):
 
 def test_franka_gripper_homing_grasp_of_the_cube_and_move(nodes, ros):
     js = nodes["grip"][1]
+    states = ros.subscribe(FrankaRobotState, "/grip/franka_robot_state_broadcaster/robot_state", keep=2)
     gripper_states = ros.subscribe(JointState, "/grip/franka_gripper/joint_states", keep=10)
     out = _run(ros, Homing, "/grip/franka_gripper/homing", Homing.Goal())
     assert out.status == STATUS_SUCCEEDED and out.result.success, out.result.error
-    assert _finger_state(js)[0] * 2 == pytest.approx(0.08, abs=0.004)
+    # joint_states arrive after the result: wait for the width rather than read the last message at once
+    wait_until(lambda: abs(2 * _finger_state(js)[0] - 0.08) < 0.004, 30, what="width 80 mm")
 
     goal = Grasp.Goal(width=0.03, speed=0.05, force=30.0)
     goal.epsilon.inner = goal.epsilon.outer = 0.005
     out = _run(ros, Grasp, "/grip/franka_gripper/grasp", goal)
     assert out.status == STATUS_SUCCEEDED and out.result.success, out.result.error
-    width = 2 * _finger_state(js)[0]
-    assert 0.025 <= width <= 0.035                          # on the 30 mm cube, within epsilon
     t = js[-1].header.stamp.sec + 1e-9 * js[-1].header.stamp.nanosec
     wait_until(lambda: js[-1].header.stamp.sec + 1e-9 * js[-1].header.stamp.nanosec > t + 0.3, 30,
                what="0.3 s after the grasp")
+    assert 0.025 <= 2 * _finger_state(js)[0] <= 0.035       # on the 30 mm cube, within epsilon
     assert abs(_finger_state(js)[1]) == pytest.approx(30.0, rel=0.10)    # pressing with the grasp force
 
     # a grasp expecting a 50 mm object fails: the fingers stop on the 30 mm cube
@@ -112,12 +127,14 @@ def test_franka_gripper_homing_grasp_of_the_cube_and_move(nodes, ros):
 
     out = _run(ros, Move, "/grip/franka_gripper/move", Move.Goal(width=0.06, speed=0.1))
     assert out.status == STATUS_SUCCEEDED and out.result.success, out.result.error
-    assert 2 * _finger_state(js)[0] == pytest.approx(0.06, abs=0.004)
+    wait_until(lambda: abs(2 * _finger_state(js)[0] - 0.06) < 0.004, 30, what="width 60 mm")
 
     # franka_gripper's own joint states: both fingers at width / 2
     wait_until(lambda: gripper_states and abs(gripper_states[-1].position[0] * 2 - 0.06) < 0.004,
                30, what="franka_gripper/joint_states at 60 mm")
     assert list(gripper_states[-1].name) == ["panda_finger_joint1", "panda_finger_joint2"]
+    wait_until(lambda: states, 30, what="the preset's robot_state")
+    assert list(states[-1].measured_joint_state.name) == PANDA
 
     # GripperCommand (MoveIt's franka_gripper/gripper_action): closing on the cube is a grasp with max_effort
     goal = GripperCommand.Goal()
@@ -131,6 +148,9 @@ def test_robot_state_external_wrench_equals_the_hand_contact_wrench(nodes, ros):
     states = ros.subscribe(FrankaRobotState, "/press/franka_robot_state_broadcaster/robot_state", keep=100)
     contacts = ros.subscribe(ContactArray, "/press/contacts", keep=5)
     wait_until(lambda: states, 60, what="robot_state")
+    # one publisher: the spawned controller's, not also the preset's
+    assert "franka_robot_state_broadcaster" in active_controllers(ros, "/press")
+    assert ros.node.count_publishers("/press/franka_robot_state_broadcaster/robot_state") == 1
     s = states[-1]
     assert list(s.measured_joint_state.name) == PANDA
     assert np.allclose(s.measured_joint_state.position, READY, atol=0.02)
