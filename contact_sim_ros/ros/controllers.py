@@ -8,7 +8,7 @@ values into messages.
 * one ``*IO`` class per controller type: joint_trajectory (``<name>/joint_trajectory``,
   ``<name>/follow_joint_trajectory``, ``<name>/controller_state``), gripper (``<name>/gripper_cmd``), forward
   command (``<name>/commands``), joint_state_broadcaster (``joint_states``, ``dynamic_joint_states``),
-  force_torque_sensor_broadcaster (``<name>/wrench``);
+  force_torque_sensor_broadcaster (``<name>/wrench``), franka_robot_state_broadcaster (ros/franka_state.py);
 * ``ControllerManagerServices``: ``controller_manager/list_controllers``, ``list_hardware_interfaces``,
   ``switch_controller``, ``list_controller_types``, ``load_controller``, ``configure_controller``,
   ``unload_controller`` (relative to the node's namespace, where ``ros2 control ... -c`` and ``spawner`` look).

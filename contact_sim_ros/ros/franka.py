@@ -2,14 +2,15 @@
 preset ``franka``), as MoveIt and force controllers use them (docs/ros_interface.md, "franka_ros2"):
 
 * the ``franka_gripper`` node (franka_gripper/launch/gripper.launch.py: node name ``franka_gripper`` in the
-  launch's namespace, here the simulation node's; node parameter ``franka_gripper_name``): actions ``~/homing``, ``~/move``, ``~/grasp``
-  (franka_msgs/action/*) and ``~/gripper_action`` (control_msgs/action/GripperCommand), ``~/joint_states``
-  (both finger joints at width / 2, ``state_publish_rate``) and its parameters (default_speed,
+  launch's namespace, here the simulation node's; node parameter ``franka_gripper_name``): actions
+  ``~/homing``, ``~/move``, ``~/grasp`` (franka_msgs/action/*) and ``~/gripper_action``
+  (control_msgs/action/GripperCommand), ``~/joint_states`` (both finger joints at width / 2, ``state_publish_rate``) and its parameters (default_speed,
   default_grasp_epsilon.inner/outer, state_publish_rate, feedback_publish_rate, joint_names). The rules are
   driver/franka.py's on the emulated gripper controller of the finger joint;
 * ``franka_robot_state_broadcaster/robot_state`` (franka_msgs/msg/FrankaRobotState) with
   ``franka_robot_state_broadcaster/external_wrench_in_base_frame`` and ``.../external_wrench_in_stiffness_frame``
-  (geometry_msgs/WrenchStamped) and ``.../current_pose`` (PoseStamped), at the node's ``wrench_rate``.
+  (geometry_msgs/WrenchStamped) and ``.../current_pose`` (PoseStamped), at the node's ``wrench_rate``
+  (ros/franka_state.py), unless the controllers file spawns a franka_robot_state_broadcaster controller.
 
 Goals wait without holding an executor thread (ros/controllers.py ``_follow_goal``).
 """
