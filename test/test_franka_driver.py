@@ -1,13 +1,19 @@
 """Rules of the Franka driver-side interfaces in sim time, without DDS (driver/franka.py): libfranka's grasp
-success by epsilon and the external wrench estimate of FrankaRobotState (pinv(J^T) tau_ext) against the contact
-forces on the hand of a Panda pressing on a table."""
+success by epsilon, the external wrench estimate of FrankaRobotState (pinv(J^T) tau_ext) against the contact
+forces on the hand of a Panda pressing on a table, and the franka_robot_state_broadcaster controller type loaded
+from an FR3-style controllers file."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from contact_sim_ros.driver.command_validation import JointLimits
+from contact_sim_ros.driver.config import read_controllers_file
+from contact_sim_ros.driver.controller_manager import ControllerManager
+from contact_sim_ros.driver.controllers.base import ControllerTransport
 from contact_sim_ros.driver.franka import ExternalWrenchEstimate, FrankaGripperGoal, grasp_succeeded
+from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.sim.simulator import Simulator
 
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]
@@ -60,3 +66,37 @@ def test_external_wrench_estimate_equals_the_contact_wrench_on_the_hand():
     R = T[:3, :3]
     assert np.allclose(k_f[:3], R.T @ o_f[:3])           # the same force in the EE (stiffness) frame's axes
     assert T[2, 3] == pytest.approx(sim.body_pose("panda_hand_tcp").translation[2], abs=1e-9)
+
+
+FR3_STYLE_FILE = """
+/**:
+  controller_manager:
+    ros__parameters:
+      update_rate: 1000
+      joint_state_broadcaster:
+        type: joint_state_broadcaster/JointStateBroadcaster
+      franka_robot_state_broadcaster:
+        type: franka_robot_state_broadcaster/FrankaRobotStateBroadcaster
+/**:
+  franka_robot_state_broadcaster:
+    ros__parameters:
+      arm_id: fr3
+      lock_try_count: 5
+      lock_sleep_interval: 5
+      convenience_publish_rate: 250
+"""
+
+
+def test_franka_robot_state_broadcaster_controller_on_the_panda(tmp_path):
+    """The controller type loads from an FR3-style file on the Panda preset (no fr3_joint*: panda_joint1..7),
+    claims no command interface and publishes every 4 steps at 250 Hz (1 ms steps)."""
+    cfile = tmp_path / "controllers.yaml"
+    cfile.write_text(FR3_STYLE_FILE)
+    sim = Simulator({"robot": "franka", "environment": [{"name": "ground", "shape": "halfspace"}]}, engine="tamsi")
+    cm = ControllerManager(SimulatorSystem(sim), read_controllers_file(cfile), [], transport=ControllerTransport(),
+                           limits=JointLimits.from_model(sim.model), engine=sim.engine,
+                           active=["joint_state_broadcaster", "franka_robot_state_broadcaster"])
+    c = cm.controllers["franka_robot_state_broadcaster"]
+    assert c.active and c.joints == PANDA and c.command_interfaces() == []
+    assert (c.base_frame, c.ee_frame) == ("panda_link0", "panda_hand_tcp")
+    assert c.publish_every == 4
