@@ -9,7 +9,7 @@
 #   3. fix the wheels' CMake config files, which name include dirs of the machine that built the wheels
 #      (/opt/python/cp311-cp311/...), to this venv's Python and numpy include dirs;
 #   4. cmake/make/make install each package of msgs/ (tf2_msgs, control_msgs, controller_manager_msgs,
-#      simulation_interfaces, contact_sim_msgs) into the venv prefix;
+#      simulation_interfaces, franka_msgs, contact_sim_msgs) into the venv prefix;
 #   5. pip install -e . (editable: tests and tools run on the source tree);
 #   6. compile the engines' numba kernels into the venv's shared cache <venv>/.cache/numba
 #      (python -m contact_sim_ros.jit = contact-sim compile-kernels; contact_sim_ros/jit.py), so that the first
@@ -26,7 +26,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${CONTACT_SIM_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3.11}"
-MSG_PACKAGES=(tf2_msgs control_msgs controller_manager_msgs simulation_interfaces contact_sim_msgs)   # build order
+MSG_PACKAGES=(tf2_msgs control_msgs controller_manager_msgs simulation_interfaces franka_msgs contact_sim_msgs)   # build order
 
 log() { echo "[ensure_venv] $*" >&2; }
 die() { echo "[ensure_venv] ERROR: $*" >&2; exit 1; }
@@ -224,6 +224,8 @@ from contact_sim_msgs.msg import Contact, ContactArray      # noqa: F401
 from control_msgs.action import FollowJointTrajectory, GripperCommand   # noqa: F401
 from controller_manager_msgs.srv import ListControllers, ListHardwareComponents, SwitchController   # noqa: F401
 from simulation_interfaces.srv import SpawnEntity, GetSimulatorFeatures     # noqa: F401
+from franka_msgs.msg import FrankaRobotState                # noqa: F401
+from franka_msgs.action import Grasp, Homing, Move          # noqa: F401
 import xacro, rosbags                                       # noqa: F401
 import moderngl, glcontext                                  # noqa: F401
 from rosgraph_msgs.msg import Clock                         # noqa: F401

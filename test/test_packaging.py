@@ -88,6 +88,7 @@ ROSDEP_KEYS_JAZZY = {
     "urdfdom_py",                                                             # urdf_parser_py
     "control_msgs", "controller_manager_msgs", "xacro",                      # control_msgs, ros2_control, xacro
     "simulation_interfaces",                                                  # simulation_interfaces
+    "franka_msgs",                                  # franka_ros2 (apt ros-jazzy-franka-msgs; jazzy branch 3.4.0)
     "ament_copyright", "ament_flake8", "ament_pep257",                       # ament_lint
     "python3-numpy", "python3-scipy", "python3-yaml", "python3-numba", "python3-websockets",
     "python3-pytest", "python3-matplotlib", "python3-pil",                                          # rosdep/python.yaml
@@ -97,7 +98,7 @@ IN_WORKSPACE = {"contact_sim_msgs"}
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
 BUILT_FROM_MSGS = {"tf2_msgs", "contact_sim_msgs", "control_msgs", "controller_manager_msgs",
-                   "simulation_interfaces"}
+                   "simulation_interfaces", "franka_msgs"}
 
 
 def _package_xml():
@@ -229,7 +230,8 @@ def test_every_required_import_works_in_this_environment():
 def test_interface_package_sources_declare_their_messages():
     for pkg, msgs in {"tf2_msgs": ["TFMessage"], "contact_sim_msgs": ["Contact", "ContactArray"],
                       "control_msgs": ["JointTrajectoryControllerState", "GripperCommand", "DynamicJointState"],
-                      "controller_manager_msgs": ["ControllerState", "HardwareInterface"]}.items():
+                      "controller_manager_msgs": ["ControllerState", "HardwareInterface"],
+                      "franka_msgs": ["FrankaRobotState", "Errors", "CollisionIndicators", "Elbow"]}.items():
         src = ROOT / "msgs" / pkg
         manifest = ET.parse(src / "package.xml").getroot()
         assert manifest.findtext("name") == pkg

@@ -8,7 +8,7 @@ values into messages.
 * one ``*IO`` class per controller type: joint_trajectory (``<name>/joint_trajectory``,
   ``<name>/follow_joint_trajectory``, ``<name>/controller_state``), gripper (``<name>/gripper_cmd``), forward
   command (``<name>/commands``), joint_state_broadcaster (``joint_states``, ``dynamic_joint_states``),
-  force_torque_sensor_broadcaster (``<name>/wrench``);
+  force_torque_sensor_broadcaster (``<name>/wrench``), franka_robot_state_broadcaster (ros/franka_state.py);
 * the controller manager's services and parameters are the ``controller_manager`` node's
   (controller_manager_node.py).
 
@@ -43,11 +43,13 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from ..driver.controllers.base import ControllerIO, ControllerTransport
 from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from ..driver.controllers.forward_command import ForwardCommandController
+from ..driver.controllers.franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from ..driver.controllers.gripper_action import GoalRejected as GripperGoalRejected
 from ..driver.controllers.gripper_action import GripperActionController
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
 from ..driver.controllers.speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
+from .franka_state import FrankaStateIO
 from .state_messages import (JointStateCdr, fill_joint_state, fill_trajectory_controller_state, fill_wrench,
                              has_readers, stamp)
 
@@ -111,7 +113,8 @@ class RosControllerTransport(ControllerTransport):
     def attach(self, controller):
         for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
                         (ForwardCommandController, ForwardCommandIO), (JointStateBroadcaster, JointStateIO),
-                        (ForceTorqueSensorBroadcaster, WrenchIO), (SpeedScalingStateBroadcaster, SpeedScalingIO)):
+                        (ForceTorqueSensorBroadcaster, WrenchIO), (SpeedScalingStateBroadcaster, SpeedScalingIO),
+                        (FrankaRobotStateBroadcaster, FrankaStateIO)):
             if isinstance(controller, cls):
                 return io(controller, self)
         return None

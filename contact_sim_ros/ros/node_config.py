@@ -109,6 +109,13 @@ class NodeConfig:
                                   "type but the inactive ones")
     inactive_controllers: list = _p([], "string_array", description="controllers loaded but not activated "
                                     "(spawner --inactive)")
+    franka_interfaces: bool = _p(True, "bool", description="a Franka arm (robot preset 'franka'): serve "
+                                 "franka_ros2's franka_gripper node (~/homing, ~/move, ~/grasp, ~/gripper_action, "
+                                 "~/joint_states) and franka_robot_state_broadcaster/robot_state "
+                                 "(franka_msgs/FrankaRobotState); other robots: ignored")
+    franka_gripper_name: str = _p("franka_gripper", "string", description="node name of the emulated "
+                                  "franka_gripper (franka_gripper's launch: franka_gripper; MoveIt's FR3 config "
+                                  "expects fr3_gripper/gripper_action: fr3_gripper)")
     ros2_control_file: str = _p("", "string", description="URDF/xacro with the <ros2_control> block; '' = the robot "
                                 "URDF's own block, else the shipped urdf/ros2_control/<robot>.ros2_control.xacro")
     joint_states_topic: str = _p("joint_states", "string", description="raw joint states when controllers_file is "

@@ -25,6 +25,7 @@ from ..driver.command_validation import CommandRejected
 from ..driver.robot import Robot
 from .controller_manager_node import ControllerManagerNode
 from .controllers import RosControllerTransport
+from .franka import FrankaInterfaces
 from .node_config import read_param_files, share_path
 from .state_messages import JointStateCdr, has_readers
 
@@ -70,6 +71,7 @@ class RobotPort:
         self.frame_prefix = frame_prefix
         self.controller_manager = None
         self.cm_node = None
+        self.franka = None           # franka_ros2's gripper node and robot state (ros/franka.py)
         self.own_node = node is not sim_node
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -117,11 +119,14 @@ class RobotPort:
         # the robot's /<namespace>/controller_manager node (its services and parameters) and a node per controller
         self.cm_node = ControllerManagerNode(self, cm, between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm
+        self.franka = FrankaInterfaces.of(self, cm)
         return cm
 
     def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as
-        franka_ros2 publishes them."""
+        franka_ros2 publishes them (and a Franka's franka_robot_state_broadcaster, ros/franka.py)."""
+        if self.franka is not None:
+            self.franka.publish(sim)
         if not has_readers(self.pub_ext_torques):
             return
         res, tau = sim.last_result, self._ext_tau

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...errors import ConfigError
 from .force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from .forward_command import ForwardCommandController
+from .franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from .gripper_action import GripperActionController
 from .joint_state_broadcaster import JointStateBroadcaster
 from .joint_trajectory import JointTrajectoryController
@@ -12,7 +13,8 @@ from .scaled_joint_trajectory import ScaledJointTrajectoryController
 from .speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 
 _CLASSES = (JointStateBroadcaster, ForwardCommandController, JointTrajectoryController, GripperActionController,
-            ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController, SpeedScalingStateBroadcaster)
+            ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController, SpeedScalingStateBroadcaster,
+            FrankaRobotStateBroadcaster)
 CONTROLLER_TYPES = {t: cls for cls in _CLASSES for t in cls.TYPES}
 
 
