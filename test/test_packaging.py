@@ -88,12 +88,13 @@ ROSDEP_KEYS_JAZZY = {
     "urdfdom_py",                                                             # urdf_parser_py
     "control_msgs", "controller_manager_msgs", "xacro",                      # control_msgs, ros2_control, xacro
     "simulation_interfaces",                                                  # simulation_interfaces
-    "franka_msgs",                                  # franka_ros2 (apt ros-jazzy-franka-msgs; jazzy branch 3.4.0)
     "ament_copyright", "ament_flake8", "ament_pep257",                       # ament_lint
     "python3-numpy", "python3-scipy", "python3-yaml", "python3-numba", "python3-websockets",
     "python3-pytest", "python3-matplotlib", "python3-pil",                                          # rosdep/python.yaml
 }
-IN_WORKSPACE = {"contact_sim_msgs"}
+# built from msgs/ in the same workspace (colcon finds msgs/*/package.xml under src/): franka_msgs is franka_ros2's
+# (jazzy branch 3.4.0), whose presence in rosdistro's jazzy/distribution.yaml was not checked
+IN_WORKSPACE = {"contact_sim_msgs", "franka_msgs"}
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
