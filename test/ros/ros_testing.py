@@ -126,6 +126,17 @@ def wait_until(predicate, timeout: float, period: float = 0.01, what: str = "con
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def wait_for_joint_states(started: dict, timeout: float = 120.0) -> None:
+    """Every node of ``started`` ({name: (NodeProcess, its received joint_states)}) publishes joint states; a node
+    that exited instead fails with its output."""
+    for name, (proc, js) in started.items():
+        try:
+            wait_until(lambda: js or proc.proc.poll() is not None, timeout, what=f"/{name}/joint_states")
+        except AssertionError:
+            raise AssertionError(proc.output()) from None
+        assert proc.proc.poll() is None, proc.output()
+
+
 def quat_to_matrix(x, y, z, w):
     return [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
             [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],

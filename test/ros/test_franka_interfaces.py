@@ -25,7 +25,7 @@ from franka_msgs.msg import FrankaRobotState
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import SCENES, ActionClient, active_controllers, wait_until
+from ros_testing import SCENES, ActionClient, active_controllers, wait_for_joint_states, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,12 +73,7 @@ def nodes(ros, start_node, tmp_path_factory):
                     "-p", f"controllers_file:={scenes['controllers']}"]
         proc = start_node(*cmd)
         out[name] = (proc, ros.subscribe(JointState, f"/{name}/joint_states", keep=200))
-    for name, (proc, js) in out.items():
-        try:
-            wait_until(lambda: js or proc.proc.poll() is not None, 120, what=f"/{name}/joint_states")
-        except AssertionError:
-            raise AssertionError(proc.output())
-        assert proc.proc.poll() is None, proc.output()
+    wait_for_joint_states(out)
     return out
 
 

@@ -16,7 +16,6 @@ Nodes (started together, one namespace each, as fast as possible unless said oth
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +24,14 @@ import pytest
 import yaml
 from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory, GripperCommand
-from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
+from control_msgs.msg import JointTrajectoryControllerState
 from controller_manager_msgs.srv import ListControllers, ListHardwareInterfaces
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ros_testing import SCENES, ActionClient, active_controllers, switch_controllers, wait_until
+from ros_testing import (SCENES, ActionClient, active_controllers, switch_controllers, wait_for_joint_states,
+                         wait_until)
 
 IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]
@@ -120,12 +120,7 @@ def nodes(ros, start_node, tmp_path_factory):
             cmd += ["--ros-args", *ros_params[name]]
         proc = start_node(*cmd)
         out[name] = (proc, ros.subscribe(JointState, f"/{name}/joint_states", keep=2000))
-    for name, (proc, js) in out.items():
-        try:
-            wait_until(lambda: js or proc.proc.poll() is not None, 120, what=f"/{name}/joint_states")
-        except AssertionError:
-            raise AssertionError(proc.output())
-        assert proc.proc.poll() is None, proc.output()
+    wait_for_joint_states(out)
     return out
 
 
