@@ -78,7 +78,7 @@ PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "mcap", "ray", "pyarrow", "
 # which --from-paths src resolves. Add a key here only after finding it in those files.
 ROSDEP_KEYS_JAZZY = {
     "rclpy",                                                                  # rclpy
-    "builtin_interfaces", "rcl_interfaces", "rosgraph_msgs",                 # rcl_interfaces
+    "builtin_interfaces", "rcl_interfaces", "rosgraph_msgs", "lifecycle_msgs",  # rcl_interfaces
     "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs",
     "visualization_msgs", "diagnostic_msgs",                                 # common_interfaces
     "tf2_msgs",                                                               # geometry2
