@@ -359,7 +359,9 @@ def test_viewer_stays_up_after_the_run_with_its_panel_until_ctrl_c(tmp_path):
         for field in ("sim time (s)", "real-time factor"):
             x, y, w, h = (int(round(v)) for v in layout[field]["rect"])
             text = image[y + 2:y + h - 2, x + 2:x + w - 2].max(axis=2) < 0.5
-            assert text.mean() > 0.01, f"no text drawn in the field {field!r}"
+            # an empty field has no dark pixel; a short value ("0.97", 4 glyphs) darkens ~1 % of it (0.0100 was
+            # measured once: the 0.01 bound failed make test)
+            assert text.mean() > 0.003, f"no text drawn in the field {field!r}"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0, "".join(lines)
         reader.join(5)
