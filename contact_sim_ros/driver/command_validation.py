@@ -268,6 +268,13 @@ class TrajectorySampler:
     tangents, a linear segment's slope) is computed once when the time enters the segment, into preallocated
     arrays, with the same floating-point operations in the same order as the textbook formulas (the samples are
     bit-identical to evaluating them directly).
+
+    Times are kept in integer nanoseconds (the start, the points, the sampled time rounded to the ns): the
+    interpolation parameter of a time is then exact, whatever the trajectory's start. A trajectory stamped t_k
+    whose first segment repeats the segment [t_k, t_k + T] of the previous one therefore gives bit-identical
+    targets in that segment, whether the controller received it before or during the tick (the lock-step
+    controllers' determinism, docs/scenarios.md). In float seconds, (t - t_{k-1}) - T and t - t_k differ in
+    the last bits for about one sample in four.
     """
 
     def __init__(self, trajectory: JointTrajectory, start_time: float, q0: np.ndarray, v0: np.ndarray):
@@ -284,14 +291,15 @@ class TrajectorySampler:
             vel = None if trajectory.velocities is None else np.vstack((np.asarray(v0, float)[None, :],
                                                                         trajectory.velocities))
         self.velocities = vel
-        self.end_time = self.start_time + self.times[-1]
+        self._start_ns = round(self.start_time * 1e9)
+        self._times_ns = [round(x * 1e9) for x in self.times.tolist()]   # (ints: exact differences)
+        self.end_time = (self._start_ns + self._times_ns[-1]) * 1e-9
         n = len(self.indices)
         self._out = np.empty((2, n))               # rows: the sampled positions, velocities (returned views)
         self._pos, self._vel = self._out[0], self._out[1]
-        self._time_list = self.times.tolist()      # bisect on floats = searchsorted(side="right") on the array
-        self._last_time = self._time_list[-1]
+        self._last_time = self._times_ns[-1]
         self._k = -1                               # the segment of the last sample (-1: none yet)
-        self._h = 1.0
+        self._h, self._h_ns = 1.0, 1
         if vel is None:       # linear segment: p0 + s (p1 - p0), slope (p1 - p0) / h
             self._p0, self._dp, self._slope = None, np.empty(n), np.empty(n)
         else:                 # Hermite: rows p0, m0 = v0 h, p1, m1 = v1 h; coefficients (2, 4): position, velocity
@@ -302,8 +310,9 @@ class TrajectorySampler:
     def _enter(self, k: int) -> None:
         """Segment k [times[k], times[k + 1]]: its constants."""
         self._k = k
-        times, p = self._time_list, self.positions
-        h = self._h = times[k + 1] - times[k]
+        times, p = self._times_ns, self.positions
+        self._h_ns = times[k + 1] - times[k]
+        h = self._h = self._h_ns * 1e-9
         if self.velocities is None:
             self._p0 = p[k]
             np.subtract(p[k + 1], p[k], out=self._dp)
@@ -316,8 +325,8 @@ class TrajectorySampler:
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, bool]:
         """(position target, velocity target, finished) at simulation time t (s). Arrays are reused."""
-        tau = t - self.start_time
-        times = self._time_list
+        tau = round(t * 1e9) - self._start_ns      # ns
+        times = self._times_ns
         if tau >= self._last_time or len(times) == 1:
             self._pos[:] = self.positions[-1]
             self._vel[:] = 0.0
@@ -331,7 +340,7 @@ class TrajectorySampler:
             self._enter(bisect.bisect_right(times, tau) - 1)
             k = self._k
         h = self._h
-        s = (tau - times[k]) / h
+        s = (tau - times[k]) / self._h_ns
         if self.velocities is None:
             np.multiply(self._dp, s, out=self._pos)
             np.add(self._p0, self._pos, out=self._pos)

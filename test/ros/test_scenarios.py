@@ -14,6 +14,7 @@ import pytest
 
 from contact_sim_ros.controllers.pick_shake_place import PickShakePlaceParams
 from contact_sim_ros.controllers.robot_link import TickTrajectory
+from contact_sim_ros.driver.command_validation import JointLimits, TrajectorySampler, validate_trajectory
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.runner import main as runner_main, run_scenario
 
@@ -98,6 +99,40 @@ def test_tick_trajectory_keeps_the_committed_segment():
     assert msg.header.stamp.nanosec == (3 * T) % 1_000_000_000
     with pytest.raises(ValueError):
         plan.replace_after(3 * T, [4 * T], [[0.0, 0.0]])
+
+
+def test_a_command_received_during_its_tick_gives_the_same_targets_as_one_received_before():
+    """Determinism, the node's side: the trajectory sent at tick t_k (stamp t_k, first segment = the old
+    plan's [t_k, t_k + T]) sampled at the node's sub-steps inside that tick gives bit-identical targets to the
+    previous trajectory, which the node executes until the new one arrives (the CI run of 6200126 differed)."""
+    T, dt_ns = 20_000_000, 2_000_000
+    rng = np.random.default_rng(0)
+    plan = TickTrajectory(["a", "b"], [0.3, -1.2], T)
+    limits = JointLimits(("a", "b"), np.full(2, -10.0), np.full(2, 10.0), np.full(2, 1e3), np.full(2, 1e3))
+
+    def sampler(msg):
+        times = [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points]
+        traj = validate_trajectory(limits, ["a", "b"], times, [p.positions for p in msg.points],
+                                   [[] for _ in msg.points], start_time=msg.header.stamp.sec + 1e-9 *
+                                   msg.header.stamp.nanosec)
+        return TrajectorySampler(traj, traj.start_time, np.zeros(2), np.zeros(2))
+
+    previous, compared = None, 0
+    for k in range(1, 120):
+        t_k = k * T
+        if k % 30 == 1:      # a longer move now and then, else the force loop's one-point commands
+            msg = plan.replace_after(t_k, t_k + T * np.arange(2, 9), rng.normal(size=(7, 2)))
+        else:
+            msg = plan.replace_after(t_k, [t_k + 2 * T], rng.normal(size=(1, 2)))
+        new = sampler(msg)
+        if previous is not None:
+            for step in range(t_k // dt_ns, (t_k + T) // dt_ns):
+                for t in (step * 2e-3, (step + 1) * 2e-3):       # the update's time and one period ahead
+                    a, b = previous.sample(t)[0].copy(), new.sample(t)[0].copy()
+                    assert np.array_equal(a, b), (k, step, a - b)
+                    compared += 1
+        previous = new
+    assert compared == 2 * 10 * 118
 
 
 def test_runner_rejects_bad_scenario_and_engine(capsys):
