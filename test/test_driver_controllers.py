@@ -528,13 +528,18 @@ def test_load_refuses_a_loaded_name_an_unknown_type_and_bad_parameters_and_loads
 
 
 def test_a_loaded_broadcaster_gets_a_publish_hook_and_loses_it_when_unloaded(urdf):
+    """Loaded and unloaded between two steps (as the controller_manager node does): the manager's hooks and the
+    stepping loop's, which collects them after the call."""
     w = make_world(urdf)
     cm = w.cm
-    cm.load(ControllerSpec("extra_states", "joint_state_broadcaster/JointStateBroadcaster", {"update_rate": 100.0}))
+    spec = ControllerSpec("extra_states", "joint_state_broadcaster/JointStateBroadcaster", {"update_rate": 100.0})
+    w.loop.request_call(lambda: cm.load(spec))
     assert [h.name for h in cm.hooks].count("controller extra_states") == 1
-    cm.configure("extra_states")
-    cm.unload("extra_states")
+    assert [h.name for h in w.loop.hooks].count("controller extra_states") == 1
+    w.loop.request_call(lambda: cm.configure("extra_states"))
+    w.loop.request_call(lambda: cm.unload("extra_states"))
     assert "controller extra_states" not in [h.name for h in cm.hooks]
+    assert "controller extra_states" not in [h.name for h in w.loop.hooks]
 
 
 def test_controller_parameters_from_files_finds_the_keys_spawner_accepts_later_files_win(tmp_path):

@@ -383,7 +383,11 @@ class ControllerManagers:
 
     def __init__(self, managers):
         self.managers = list(managers)
-        self.hooks = [h for cm in self.managers for h in cm.hooks]
+
+    @property
+    def hooks(self) -> list:
+        """Every manager's publish hooks (a controller loaded or unloaded since changes them)."""
+        return [h for cm in self.managers for h in cm.hooks]
 
     def cycle(self, step: int, time: float) -> None:
         for cm in self.managers:

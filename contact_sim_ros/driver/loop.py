@@ -80,6 +80,11 @@ class Transport:
         self.hooks = list(hooks)
         self._on_step_failure, self._on_error = on_step_failure, on_error
 
+    def drop_hooks(self, name: str) -> None:
+        """Stop the publications named ``name`` (call it between two steps: ``SteppingLoop.request_call``; the
+        loop takes the change after the call)."""
+        self.hooks = [h for h in self.hooks if h.name != name]
+
     def on_step_failure(self, report, gave_up: bool) -> None:
         if self._on_step_failure is not None:
             self._on_step_failure(report, gave_up)
@@ -180,7 +185,8 @@ class SteppingLoop:
         self.real_time_factor = float(real_time_factor)
         self.control = controllers
         self.transport = transport if transport is not None else Transport()
-        self.hooks = list(self.transport.hooks) + list(controllers.hooks if controllers is not None else ())
+        self.hooks: list[PublishHook] = []
+        self._collect_hooks()
         self.max_lag_s = float(max_lag_s)
         self.commands = system.commands
         self.joint_names = system.joint_names
@@ -356,6 +362,7 @@ class SteppingLoop:
                 return fn()
             finally:
                 self.system.read()
+                self._collect_hooks()
         call = [fn, None, None, False]
         with self._cv:
             self._calls.append(call)
@@ -395,7 +402,14 @@ class SteppingLoop:
                 call[2] = exc
             call[3] = True
         self.system.read()          # a call may have changed the state (SetEntityState, reset of an entity)
+        self._collect_hooks()       # ... or the publications (a controller loaded or unloaded, the viewer gone)
         self._cv.notify_all()
+
+    def _collect_hooks(self) -> None:
+        """The publish hooks the loop calls: the transport's and the controller managers' (they change only
+        between two steps, in request_call, after which they are collected again; each keeps its own timing)."""
+        control = self.control.hooks if self.control is not None else ()
+        self.hooks = list(self.transport.hooks) + list(control)
 
     def count_rejection(self, kind: str) -> None:
         with self._stats_lock:

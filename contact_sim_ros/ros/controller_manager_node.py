@@ -252,7 +252,7 @@ class ControllerManagerNode(Node):
         log = self.get_logger()
         try:
             spec = self.spec(name)
-            c = self.between_steps(lambda: self._load(spec))
+            c = self.between_steps(lambda: self.cm.load(spec))   # its publish hook: the loop collects it
         except ContactSimError as exc:
             log.error(f"load_controller '{name}': {exc}")
             response.ok = False
@@ -265,13 +265,6 @@ class ControllerManagerNode(Node):
         log.info(f"load_controller: loaded '{name}' ({c.type}), unconfigured")
         response.ok = True
         return response
-
-    def _load(self, spec):
-        """(stepping thread) load, and hand the controller's publish hook to the stepping loop."""
-        c = self.cm.load(spec)
-        hooks = self.sim_node.loop.hooks
-        hooks.extend(h for h in self.cm.hooks if h.name == f"controller {c.name}" and h not in hooks)
-        return c
 
     def _srv_configure(self, request, response):
         return self._transition("configure_controller", self.cm.configure, request, response)
@@ -293,7 +286,7 @@ class ControllerManagerNode(Node):
     def _srv_unload(self, request, response):
         name = request.name
         try:
-            self.between_steps(lambda: self._unload(name))
+            self.between_steps(lambda: self.cm.unload(name))
         except ContactSimError as exc:
             self.get_logger().error(f"unload_controller '{name}': {exc}")
             response.ok = False
@@ -306,9 +299,3 @@ class ControllerManagerNode(Node):
         self.get_logger().info(f"unload_controller: unloaded '{name}'")
         response.ok = True
         return response
-
-    def _unload(self, name):
-        """(stepping thread) unload, and drop the controller's publish hook from the stepping loop."""
-        self.cm.unload(name)
-        hooks = self.sim_node.loop.hooks
-        hooks[:] = [h for h in hooks if h.name != f"controller {name}"]

@@ -210,7 +210,6 @@ class FrankaInterfaces:
             fingers = [c.joint] + [j for j in c.limited_joints[1:]]
             self.gripper_node = FrankaGripperNode(port.sim_node, port.node.get_namespace(), c,
                                                   fingers if len(fingers) == 2 else [c.joint, c.joint[:-1] + "2"])
-            port.sim_node.robot_nodes.append(self.gripper_node)     # spun by the node's executor
         else:
             port.sim_node.log.warn("franka_interfaces: no GripperActionController on panda_finger_joint1 in the "
                                    "controllers file: the franka_gripper node is not served")

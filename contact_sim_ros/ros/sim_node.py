@@ -471,9 +471,11 @@ class SimNode(Node):
 
     def extra_nodes(self) -> list:
         """The nodes spun with this one: each robot's RobotNode (several robots), its controller_manager node and
-        its controllers' nodes (those loaded now)."""
+        its controllers' nodes (those loaded now), a Franka's franka_gripper node (ros/franka.py)."""
         cm_nodes = [n for p in self.ports if p.cm_node is not None for n in p.cm_node.nodes()]
-        return list(self.robot_nodes) + cm_nodes
+        franka = [p.franka.gripper_node for p in self.ports
+                  if p.franka is not None and p.franka.gripper_node is not None]
+        return list(self.robot_nodes) + cm_nodes + franka
 
     @property
     def no_controllers(self) -> bool:

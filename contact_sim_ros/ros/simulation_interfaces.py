@@ -712,7 +712,7 @@ class SimulationInterfaces:
             if scene is not None:     # the view's frames from now on: the new model's moving geometries
                 node.viewer.use_scene(scene)
             elif node.viewer is not None:
-                loop.hooks[:] = [h for h in loop.hooks if h.name != "viewer"]
+                loop.transport.drop_hooks("viewer")
             if new_static != old_static:
                 node._tf_static_msg = None
                 node._publish_static()
