@@ -3,7 +3,7 @@
     python benchmarks/node/run.py [--engines tamsi lagged] [--duration 20] [--warmup 3]
                                   [--scene test/ros/scenes/iiwa_wsg_bottle_hold.yaml]
                                   [--memory-minutes 10] [--startup [--startup-repeats 3]]
-                                  [--record [--record-repeats 3]] [--parts]
+                                  [--record [--record-repeats 3]] [--parts] [--swaps 3]
 
 For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess, twice: paced to the wall clock
 (real_time_factor 1) and as fast as possible (real_time_factor 0). This process subscribes to /joint_states,
@@ -38,6 +38,13 @@ engine, a ``SimNode`` paused, this thread's CPU time per call, best of 3 runs of
 /joint_states and /tf as in the other modes: the node builds and writes only the messages of topics someone reads):
 the physics step, commands + controllers + gravity compensation, each publish hook, and per step with the hooks'
 rates. Parts timed alone, hot in the caches: the running loop costs more (see docs/benchmarks/earlier.md).
+
+``--swaps N`` measures instead what swapping the model costs afterwards (issue 16; this was a timed assertion in
+test_simulation_interfaces before): the Franka node (first engine, real time, ``MALLOC_ARENA_MAX=1``), its
+stepping thread's CPU per step (median of ``--duration`` one-second diagnostics windows) fresh, then after each of
+N cycles of 20 boxes spawned one by one through simulation_interfaces and deleted again (40 model swaps per
+cycle), with the node's resident size after each cycle. Target: after the swaps within 10 % of after the first
+cycle (the first cycle's one-time costs: executor, action and service paths run once).
 
 ``--memory-minutes M`` adds a paced run of M minutes sampling the node's resident size every 5 s (target:
 growth < 5 MB after the first minute of warm-up). Plots go to benchmarks/node/out/*.png (matplotlib Agg).
@@ -125,10 +132,10 @@ class Probe:
         self.node.destroy_node()
 
 
-def start_node(engine, rtf, scene, dt, env=None, tag="", ros_args=()):
+def start_node(engine, rtf, scene, dt, env=None, tag="", ros_args=(), robot="iiwa_wsg"):
     args = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--engine", engine, "--time-step", str(dt),
             "--real-time-factor", str(rtf)]
-    args += ["--scene", scene] if scene else ["--robot", "iiwa_wsg"]
+    args += ["--scene", scene] if scene else ["--robot", robot]
     args += ["--ros-args", *ros_args] if ros_args else []
     log = open(OUT / f"node_{engine}_rtf{rtf}{tag}.log", "w")
     return subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
@@ -404,6 +411,58 @@ def parts_table(engine, scene, dt, n=2000):
     return rows
 
 
+def swaps_table(probe, engine, dt, cycles, duration):
+    """The stepping thread's CPU per step before and after model swaps (see the module docstring)."""
+    from geometry_msgs.msg import PoseStamped
+    from simulation_interfaces.srv import DeleteEntity, SpawnEntity
+
+    def thread_ms(windows):
+        k, windows = len(probe.diag), int(windows)
+        if not wait_for(lambda: len(probe.diag) >= k + windows, 30 + 2 * windows):
+            raise RuntimeError("no diagnostics from the node")
+        return float(np.median([float(d["step_cpu_mean_ms"]) for _, d in probe.diag[k:k + windows]]))
+
+    def call(client, request):
+        future = client.call_async(request)
+        if not wait_for(future.done, 60):
+            raise RuntimeError(f"{client.srv_name} did not answer")
+        return future.result()
+
+    proc, log = start_node(engine, 1.0, "", dt, env={"MALLOC_ARENA_MAX": "1"}, tag="_swaps", robot="franka")
+    spawn = probe.node.create_client(SpawnEntity, "/spawn_entity")
+    delete = probe.node.create_client(DeleteEntity, "/delete_entity")
+    rows = []
+    try:
+        if not wait_for(lambda: len(probe.js_wall) > 10 or proc.poll() is not None, 120) or proc.poll() is not None:
+            raise RuntimeError(f"node did not start: see {log.name}")
+        spawn.wait_for_service(timeout_sec=30)
+        delete.wait_for_service(timeout_sec=30)
+        rows.append(("fresh", thread_ms(duration), proc_rss_mb(proc.pid)))
+        uri = "primitive://box?size=0.04,0.04,0.04&mass=0.1&friction=1.0"
+        for cycle in range(cycles):
+            for k in range(20):
+                pose = PoseStamped()
+                pose.pose.position.x, pose.pose.position.y = -0.45 - 0.12 * (k % 5), -0.25 + 0.15 * (k // 5)
+                pose.pose.position.z = 0.02
+                res = call(spawn, SpawnEntity.Request(name=f"box_{k}", uri=uri, initial_pose=pose))
+                if res.result.result != 1:
+                    raise RuntimeError(f"spawn box_{k}: {res.result.error_message}")
+            for k in range(20):
+                call(delete, DeleteEntity.Request(entity=f"box_{k}"))
+            rows.append((f"after cycle {cycle + 1} ({40 * (cycle + 1)} swaps)", thread_ms(duration),
+                         proc_rss_mb(proc.pid)))
+    finally:
+        stop_node(proc, log)
+    print(f"\nsim_node (franka, {engine}, real time, time step {dt * 1e3:g} ms): the stepping thread's CPU per "
+          f"step (median of {duration:g} one-second windows) around model swaps; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'state':28} {'thread ms/step':>14} {'vs cycle 1':>10} {'RSS MB':>7}")
+    ref = rows[1][1] if len(rows) > 1 else rows[0][1]
+    for name, ms, rss in rows:
+        print(f"{name:28} {ms:14.3f} {100 * (ms / ref - 1):+9.1f}% {rss:7.1f}")
+    print("target: after the swaps within 10 % of after the first cycle")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engines", nargs="+", default=["tamsi", "lagged"])
@@ -420,6 +479,8 @@ def main(argv=None):
     parser.add_argument("--record-repeats", type=int, default=3, help="interleaved pairs without/with record")
     parser.add_argument("--parts", action="store_true",
                         help="only measure in-process what each part of a step costs the stepping thread")
+    parser.add_argument("--swaps", type=int, default=0, metavar="N",
+                        help="only measure the CPU per step before and after N cycles of 20 spawns + 20 deletes")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     if args.parts:
@@ -437,6 +498,13 @@ def main(argv=None):
     if args.startup:
         try:
             startup_table(probe, args.engines, args.scene, args.time_step, args.startup_repeats)
+        finally:
+            probe.close()
+            rclpy.shutdown()
+        return
+    if args.swaps:
+        try:
+            swaps_table(probe, args.engines[0], args.time_step, args.swaps, args.duration)
         finally:
             probe.close()
             rclpy.shutdown()
