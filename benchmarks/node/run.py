@@ -4,6 +4,7 @@
                                   [--scene test/ros/scenes/iiwa_wsg_bottle_hold.yaml]
                                   [--memory-minutes 10] [--startup [--startup-repeats 3]]
                                   [--record [--record-repeats 3]] [--parts] [--swaps 3]
+                                  [--sigint [--sigint-repeats 5]]
 
 For each engine, starts ``sim_node`` (iiwa_wsg, time step 1 ms) in a subprocess, twice: paced to the wall clock
 (real_time_factor 1) and as fast as possible (real_time_factor 0). This process subscribes to /joint_states,
@@ -45,6 +46,11 @@ stepping thread's CPU per step (median of ``--duration`` one-second diagnostics 
 N cycles of 20 boxes spawned one by one through simulation_interfaces and deleted again (40 model swaps per
 cycle), with the node's resident size after each cycle. Target: after the swaps within 10 % of after the first
 cycle (the first cycle's one-time costs: executor, action and service paths run once).
+
+``--sigint`` measures instead how long the node takes to exit after one SIGINT (issue 31: within 2 s at any
+moment; ``ros2 launch`` escalates to SIGTERM after 5 s), ``--sigint-repeats`` times for each moment: during the
+imports (0.3 s after the start), while the Simulator and the controllers are built (at the first line the node
+logs), and while it simulates (after the first /joint_states); the exit code and whether a traceback was printed.
 
 ``--memory-minutes M`` adds a paced run of M minutes sampling the node's resident size every 5 s (target:
 growth < 5 MB after the first minute of warm-up). Plots go to benchmarks/node/out/*.png (matplotlib Agg).
@@ -463,6 +469,43 @@ def swaps_table(probe, engine, dt, cycles, duration):
     print("target: after the swaps within 10 % of after the first cycle")
 
 
+def sigint_table(probe, engine, dt, repeats):
+    """Seconds from SIGINT to the node's exit at three moments of its life (see the module docstring)."""
+    import signal
+    rows = {"imports": [], "building": [], "simulating": []}
+    bad = []
+    for k in range(repeats):
+        for moment in rows:
+            probe.reset()
+            proc, log = start_node(engine, 1.0, "", dt, tag=f"_sigint_{moment}")
+            path = Path(log.name)
+            try:
+                if moment == "imports":
+                    time.sleep(0.3)
+                elif moment == "building":
+                    wait_for(lambda: "[contact_sim]" in path.read_text() or proc.poll() is not None, 60)
+                else:
+                    wait_for(lambda: len(probe.js_wall) > 0 or proc.poll() is not None, 120)
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the node ended before the signal: see {log.name}")
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                proc.wait(30)
+                rows[moment].append(time.monotonic() - t0)
+            finally:
+                stop_node(proc, log)
+            out = path.read_text()
+            if proc.returncode != 0 or "Traceback" in out:
+                bad.append(f"{moment} #{k}: exit {proc.returncode}{', traceback' if 'Traceback' in out else ''}")
+    print(f"\nsim_node (iiwa_wsg, {engine}, real time): seconds from one SIGINT to the exit, {repeats} runs per "
+          f"moment; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'moment':12} {'median s':>9} {'max s':>7}")
+    for moment, took in rows.items():
+        print(f"{moment:12} {np.median(took):9.3f} {max(took):7.3f}")
+    print("target: < 2 s at any moment (launch escalates at 5 s); exit 0 without a traceback: "
+          + ("every run" if not bad else "NOT " + "; ".join(bad)))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engines", nargs="+", default=["tamsi", "lagged"])
@@ -481,6 +524,9 @@ def main(argv=None):
                         help="only measure in-process what each part of a step costs the stepping thread")
     parser.add_argument("--swaps", type=int, default=0, metavar="N",
                         help="only measure the CPU per step before and after N cycles of 20 spawns + 20 deletes")
+    parser.add_argument("--sigint", action="store_true",
+                        help="only measure SIGINT -> exit during the imports, the building and the simulation")
+    parser.add_argument("--sigint-repeats", type=int, default=5)
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     if args.parts:
@@ -498,6 +544,13 @@ def main(argv=None):
     if args.startup:
         try:
             startup_table(probe, args.engines, args.scene, args.time_step, args.startup_repeats)
+        finally:
+            probe.close()
+            rclpy.shutdown()
+        return
+    if args.sigint:
+        try:
+            sigint_table(probe, args.engines[0], args.time_step, args.sigint_repeats)
         finally:
             probe.close()
             rclpy.shutdown()
