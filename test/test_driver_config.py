@@ -17,6 +17,7 @@ two-joint arm whose joints carry the vendor's first two joint names.
 """
 
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -567,3 +568,43 @@ def test_relative_keys_are_read_in_a_namespace_with_a_note(tmp_path):
     assert cf.update_rate == 500 and cf.controller("arm").params == {"joints": ["j1", "j2"]}
     [note] = cf.notes
     assert "/ur5/controller_manager" in note and "'/**/controller_manager:'" in note
+
+
+# ------------------------------------------------------------------------------------------ the LBR stack
+
+LBR_FILE = Path(__file__).resolve().parent / "data" / "vendor" / "lbr_controllers.yaml"
+LBR_JOINTS = [f"lbr_A{i}" for i in range(1, 8)]
+
+
+def test_lbr_stacks_own_file_with_its_mock_launch_spawns_runs_a_trajectory(tmp_path):
+    """lbr_fri_ros2_stack's lbr_controllers.yaml as it ships (``/**/controller_manager``, ``/**/<controller>``
+    sections, LBR controller types the simulation does not emulate), read in the namespace its launch files give
+    (``lbr``) with what mock.launch.py spawns (joint_state_broadcaster and its default ctrl,
+    joint_trajectory_controller), on the package's iiwa (its preset's drive gains) with the LBR description's
+    joint and link names: the two
+    load, the manager runs at the file's 100 Hz, the unemulated types are one warning naming them, and a
+    FollowJointTrajectory goal ends within its 1 mrad goal tolerance in sim time."""
+    iiwa = (Path(__file__).resolve().parents[1] / "urdf" / "iiwa.urdf").read_text()
+    urdf = tmp_path / "lbr.urdf"
+    urdf.write_text(iiwa.replace("iiwa_joint_", "lbr_A").replace("iiwa_link_", "lbr_link_"))
+    gains = dict(zip(LBR_JOINTS, ({"kp": kp, "kd": kp / 25.0} for kp in (2000, 2000, 1000, 1000, 500, 200, 100))))
+    sim = Simulator({"robot": {"urdf": str(urdf), "gains": gains}}, engine="semi_implicit", time_step=DT)
+    system = SimulatorSystem(sim)
+    reports = Reports()
+    cm = ControllerManager(system, read_controllers_file(LBR_FILE, namespace="/lbr"), [], transport=reports,
+                           limits=JointLimits.from_model(sim.model), engine=sim.engine,
+                           active=["joint_state_broadcaster", "joint_trajectory_controller"])
+    w = SimpleNamespace(sim=sim, cm=cm, loop=SteppingLoop(system, cm, real_time_factor=0.0), reports=reports)
+    assert set(cm.controllers) == {"joint_state_broadcaster", "joint_trajectory_controller"}
+    assert cm.every * DT == pytest.approx(1 / 100.0)          # update_rate: 100
+    jtc = cm.controllers["joint_trajectory_controller"]
+    assert list(jtc.joints) == LBR_JOINTS and jtc.commands == ["position"]
+    unemulated = " ".join(reports.warnings + reports.infos)
+    for t in ("LBRStateBroadcaster", "AdmittanceController", "TwistController"):
+        assert t in unemulated, unemulated
+    target = [0.3, -0.2, 0.1, -0.4, 0.2, 0.3, -0.1]
+    ex = run_trajectory(w, "joint_trajectory_controller", LBR_JOINTS, target)
+    assert (ex.status, ex.error_code) == ("succeeded", SUCCESSFUL), ex.error_string
+    idx = [list(sim.model.joint_names).index(j) for j in LBR_JOINTS]
+    np.testing.assert_allclose(system.state.position[idx], target, atol=1e-3)
+
