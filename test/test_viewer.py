@@ -370,3 +370,82 @@ def test_viewer_stays_up_after_the_run_with_its_panel_until_ctrl_c(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ------------------------------------------------------------------------------------------ camera frusta
+
+
+def test_camera_slots_round_trip_keeps_the_pose_and_every_kth_pixel():
+    from contact_sim_ros.viewer.scene_viewer import CameraSlots, CameraView
+    import pinocchio as pin
+    slots = CameraSlots([CameraView("wide", 0.8, 1280, 720), CameraView("small", 0.6, 64, 48)])
+    assert slots.read(0, -1) is None                            # nothing written yet
+    M = pin.SE3(pin.rpy.rpyToMatrix(0.3, -0.2, 1.1), np.array([0.5, -0.1, 0.9]))
+    color = np.random.default_rng(0).integers(0, 255, (720, 1280, 3), dtype=np.uint8)
+    slots.write("wide", M.homogeneous, color)
+    seq, pose, image = slots.read(0, -1)
+    np.testing.assert_allclose(pose[:3], M.translation)
+    np.testing.assert_allclose(pin.Quaternion(pose[3], *pose[4:]).matrix(), M.rotation, atol=1e-12)
+    assert image.shape == (180, 320, 3)                         # every 4th pixel: at most 320 px wide
+    np.testing.assert_array_equal(image, color[::4, ::4])
+    assert slots.read(0, seq) is None and slots.read(1, -1) is None
+
+
+def _look_at(eye, target) -> np.ndarray:
+    """(4, 4) optical frame (z forward, x right, y down) at ``eye`` looking at ``target``, z up in the world."""
+    z = np.asarray(target, float) - eye
+    z /= np.linalg.norm(z)
+    x = np.cross(z, [0.0, 0.0, 1.0])
+    x /= np.linalg.norm(x)
+    M = np.eye(4)
+    M[:3, :3] = np.column_stack((x, np.cross(z, x), z))
+    M[:3, 3] = eye
+    return M
+
+
+def test_camera_frustum_shows_the_live_image_where_the_camera_is(tmp_path):
+    """A camera of the scene in the out-of-process viewer (what the node and `contact-sim run --viewer` use): no
+    frustum is drawn before its first image; once an image (solid magenta) is published with a pose between the
+    page's view and the scene, looking the same way, the page shows magenta pixels; a browser connected makes
+    the viewer 'watched' (the node renders for it)."""
+    from contact_sim_ros.viewer.scene_viewer import CameraView
+    assert CHROMIUM, "Debian's chromium is not installed (the project's set-up installs it)"
+    sim = Simulator(_ball_on_ground(), engine="semi_implicit")
+    viewer = ViewerProcess(sim.model, port=_free_port(), cameras=[CameraView("table", 0.8, 640, 480)])
+
+    def magenta(image):
+        r, g, b = image[..., 0], image[..., 1], image[..., 2]
+        return float(np.mean((r > 0.8) & (b > 0.8) & (g < 0.3)))
+    try:
+        viewer.publish_simulator(sim, 1.0)
+        with HeadlessChromium(viewer.url, timeout=60.0) as browser:
+            deadline = time.monotonic() + 90.0
+            while not viewer.watched and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert viewer.watched, "the viewer process never saw the browser"
+            before = None
+            while time.monotonic() < deadline:
+                browser.screenshot(tmp_path / "before.png")
+                before = matplotlib.image.imread(str(tmp_path / "before.png"))[..., :3]
+                r, g, b = before[..., 0], before[..., 1], before[..., 2]
+                if ((r > g) & (g > b) & (r - b > 0.04)).mean() > 0.01:     # the scene (the floor) is drawn
+                    break
+                time.sleep(0.5)
+            assert magenta(before) == 0.0
+            eye, target = np.array([1.6, -1.4, 1.2]), np.array([0.3, 0.0, 0.3])    # the page's initial view
+            pose = _look_at(eye + 0.45 * (target - eye), target)
+            viewer.publish_camera("table", pose, np.full((480, 640, 3), (255, 0, 255), np.uint8))
+            shown = 0.0
+            while time.monotonic() < deadline and shown < 2e-3:
+                time.sleep(0.3)
+                browser.screenshot(tmp_path / "after.png")
+                shown = magenta(matplotlib.image.imread(str(tmp_path / "after.png"))[..., :3])
+            assert shown >= 2e-3, f"the camera's image is not drawn ({shown:.2e} of the page magenta)"
+            # on the page's line of sight to the scene's centre: around the middle of the page
+            image = matplotlib.image.imread(str(tmp_path / "after.png"))[..., :3]
+            r, g, b = image[..., 0], image[..., 1], image[..., 2]
+            rows, cols = np.nonzero((r > 0.8) & (b > 0.8) & (g < 0.3))
+            h, w = image.shape[:2]
+            assert abs(cols.mean() / w - 0.5) < 0.1 and abs(rows.mean() / h - 0.5) < 0.1, (cols.mean(), rows.mean())
+    finally:
+        viewer.close()

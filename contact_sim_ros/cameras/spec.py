@@ -92,6 +92,11 @@ class CameraSpec:
         return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
 
     @property
+    def fov_y(self) -> float:
+        """Vertical field of view (rad) of the pinhole: 2 atan(height / (2 fy))."""
+        return float(2.0 * np.arctan(self.height / (2.0 * self.fy)))
+
+    @property
     def optical_pose(self) -> pin.SE3:
         """The optical frame in ``parent``."""
         return self.pose * BODY_TO_OPTICAL

@@ -203,15 +203,16 @@ class CameraPublisher:
     name the parent frames). Raises ContactSimError (the render back-end missing, a bad camera) at start-up, after
     the render thread tried to make its GL context."""
 
-    def __init__(self, node, sim):
+    def __init__(self, node, sim, viewer=None):
         self.node = node
         self.sim = sim
+        self.viewer = viewer          # the browser view (ViewerProcess): the frusta with their live images
         self.log = node.get_logger()
         specs = list(sim.scene.cameras)
         for spec in specs:
             spec.check_rate(sim.time_step)
         self.topics = {s.name: _CameraTopics(node, s, node.prefix) for s in specs}
-        self.renderer = RenderThread(sim.scene, sim.time_step, on_frame=lambda name, f: self.topics[name].publish(f),
+        self.renderer = RenderThread(sim.scene, sim.time_step, on_frame=self._on_frame,
                                      on_ready=self._publish_labels, on_error=self._render_error, drop=True)
         self.log.info(f"cameras {', '.join(self.topics)}: {self.renderer.description}")
         self._publish_static(sim.t)
@@ -228,9 +229,15 @@ class CameraPublisher:
 
     def request(self, name: str, sim) -> None:
         """Stepping thread: queue camera ``name``'s image of the current state (a copy); never waits for rendering.
-        Nothing is rendered for a camera none of whose topics has a reader."""
-        if self.topics[name].wanted():
+        Nothing is rendered for a camera none of whose topics has a reader and no browser watches."""
+        if self.topics[name].wanted() or (self.viewer is not None and self.viewer.watched):
             self.renderer.request(name, sim)
+
+    def _on_frame(self, name: str, frame) -> None:
+        """Render thread: the frame on the camera's topics, and in the browser view's frustum."""
+        self.topics[name].publish(frame)
+        if self.viewer is not None:
+            self.viewer.publish_camera(name, frame.world_T_optical, frame.color)
 
     # ------------------------------------------------------------------------ render thread
 

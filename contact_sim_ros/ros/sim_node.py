@@ -152,19 +152,21 @@ class SimNode(Node):
         self._build_robot_ports()
         self._build_publishers()
         hooks = self._build_hooks()
-        self.cameras = None
-        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a render thread of their own (camera_publisher)
-            self.cameras = CameraPublisher(self, sim)
-            hooks += self.cameras.hooks()
         self.viewer = None
         if cfg.viewer:
-            from ..viewer.scene_viewer import ViewerProcess   # deferred: viser, only with the viewer
-            self.viewer = ViewerProcess(self.model, port=cfg.viewer_port, update_rate=cfg.viewer_rate)
+            from ..viewer.scene_viewer import CameraView, ViewerProcess   # deferred: viser, only with the viewer
+            self.viewer = ViewerProcess(self.model, port=cfg.viewer_port, update_rate=cfg.viewer_rate,
+                                        cameras=[CameraView(c.name, c.fov_y, c.width, c.height)
+                                                 for c in sim.scene.cameras])
             self._viewer_clock = (time.monotonic(), sim.t)
             hooks.append(PublishHook("viewer", cfg.decimation(cfg.viewer_rate), self._pub_viewer))
             self._viewer_timer = self.create_timer(0.1, self._viewer_events,
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))
             self.log.info(f"viewer: {self.viewer.url}")
+        self.cameras = None
+        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a render thread of their own (camera_publisher)
+            self.cameras = CameraPublisher(self, sim, self.viewer)
+            hooks += self.cameras.hooks()
         self._warned: dict[str, float] = {}
         # the robot's driver (driver/): the hardware System over the Simulator, each robot's controller manager,
         # the stepping loop with this node as its transport (publish hooks, failure reports)

@@ -189,6 +189,7 @@ class SceneViewer:
         self.pause_button = gui.add_button("Pause")
         self.reset_button = gui.add_button("Reset")
         self._on_pause = on_pause
+        self._frusta = {}        # camera name -> viser frustum handle (add_camera)
         self._scene_nodes = []   # every scene node of the geometries (removed by set_geometries)
         self._build_geometries(geometries)
         self.contact_count = 0
@@ -359,6 +360,25 @@ class SceneViewer:
         self._points = scene.add_point_cloud("/contacts/points", points, colors=CONTACT_COLOR, point_size=0.01)
         self.messages_sent += 2
 
+    def add_camera(self, name: str, fov_y: float, aspect: float, scale: float = 0.15) -> None:
+        """A simulated camera's frustum (``fov_y``: vertical field of view, rad; ``aspect``: width / height),
+        placed and filled by ``show_camera``; hidden until then."""
+        self._frusta[name] = self.server.scene.add_camera_frustum(
+            f"/cameras/{name}", fov=float(fov_y), aspect=float(aspect), scale=scale, color=(255, 140, 0),
+            visible=False, variant="wireframe")
+
+    def show_camera(self, name: str, pose: np.ndarray, image: np.ndarray | None = None) -> None:
+        """Camera ``name``'s optical frame (x, y, z, qw, qx, qy, qz; z forward, x right, y down: viser's frustum
+        convention) and its newest color image (H, W, 3) uint8 drawn in the frustum."""
+        h = self._frusta[name]
+        with self.server.atomic():
+            h.position = pose[:3]
+            h.wxyz = pose[3:]
+            if image is not None:
+                h.image = image
+            h.visible = True
+        self.messages_sent += 1
+
     def close(self) -> None:
         self.server.stop()
 
@@ -410,7 +430,7 @@ class FrameBuffer:
     """
 
     (SEQ, N_DRAWN, N_TOTAL, PAUSED, PAUSE_REQ, PAUSE_VALUE, RESET_REQ, PAUSE_ACK, CLOSING, HAS_RTF, SHOWN,
-     N_MOVING, SCENE) = range(13)
+     N_MOVING, SCENE, CLIENTS) = range(14)
     HEADER_SIZE = 16
     EXTRA_POSES = 1024        # room for this many more moving geometries than at start (spawned objects)
 
@@ -561,6 +581,72 @@ class FrameBuffer:
         self.header[self.RESET_REQ] += 1
 
 
+@dataclass(frozen=True)
+class CameraView:
+    """What the viewer draws of a simulated camera: its name, vertical field of view (rad) and image size (px)."""
+
+    name: str
+    fov_y: float
+    width: int
+    height: int
+
+
+class CameraSlots:
+    """The newest image and optical-frame pose of each simulated camera in shared memory (one writer: the render
+    thread; one reader: the viewer process), with the same seqlock as FrameBuffer: the writer never waits. Images
+    are kept at most ``MAX_WIDTH`` px wide (every k-th pixel): the frustum's picture, not the sensor's."""
+
+    MAX_WIDTH = 320
+
+    def __init__(self, cameras: "list[CameraView]", context=None):
+        ctx = context or multiprocessing.get_context("spawn")
+        self.cameras = list(cameras)
+        self.stride = [max(1, -(-c.width // self.MAX_WIDTH)) for c in self.cameras]
+        self.shapes = [(-(-c.height // k), -(-c.width // k), 3) for c, k in zip(self.cameras, self.stride)]
+        self._raw = [(ctx.RawArray("q", 1), ctx.RawArray("d", 7), ctx.RawArray("B", int(np.prod(shape))))
+                     for shape in self.shapes]
+        self._views()
+        self.index = {c.name: k for k, c in enumerate(self.cameras)}
+
+    def _views(self) -> None:
+        self.seq = [np.frombuffer(r[0], dtype=np.int64) for r in self._raw]
+        self.pose = [np.frombuffer(r[1], dtype=np.float64) for r in self._raw]
+        self.image = [np.frombuffer(r[2], dtype=np.uint8).reshape(shape) for r, shape in zip(self._raw, self.shapes)]
+
+    def __getstate__(self):
+        return {"cameras": self.cameras, "stride": self.stride, "shapes": self.shapes, "_raw": self._raw,
+                "index": self.index}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._views()
+
+    def write(self, name: str, pose_world: np.ndarray, color: np.ndarray) -> None:
+        """(writer) Camera ``name``'s optical frame (4, 4) in the world and its color image (H, W, 3) uint8."""
+        k = self.index[name]
+        seq, step = self.seq[k], self.stride[k]
+        seq[0] += 1                                               # odd: being written
+        M = np.asarray(pose_world, float)
+        self.pose[k][:3] = M[:3, 3]
+        self.pose[k][3:] = pin.Quaternion(M[:3, :3]).coeffs()[[3, 0, 1, 2]]       # (w, x, y, z)
+        self.image[k][:] = color[::step, ::step, :3]
+        seq[0] += 1                                               # even: complete
+
+    def read(self, k: int, last_seq: int) -> "tuple[int, np.ndarray, np.ndarray] | None":
+        """(reader) (sequence number, pose (7,), image copy) of camera k if newer than ``last_seq``, else None."""
+        for _ in range(100):
+            seq = int(self.seq[k][0])
+            if seq == last_seq or seq == 0:
+                return None
+            if seq % 2:
+                time.sleep(1e-5)
+                continue
+            pose, image = self.pose[k].copy(), self.image[k].copy()
+            if int(self.seq[k][0]) == seq:
+                return seq, pose, image
+        return None
+
+
 class ViewerProcess:
     """A SceneViewer in its own process; the simulation pays only for copying the poses and contacts into shared
     memory at the update rate (``publish_simulator``; ``due()`` says when).
@@ -579,12 +665,13 @@ class ViewerProcess:
 
     def __init__(self, model: MultibodyModel, port: int = 8080, host: str = "127.0.0.1", update_rate: float = 30.0,
                  force_scale: float = 0.01, start_timeout: float = 60.0, contact_capacity: int = 512,
-                 nice: int = 10):
+                 nice: int = 10, cameras: "list[CameraView]" = ()):
         if update_rate <= 0:
             raise ValueError(f"viewer update_rate must be > 0 Hz, got {update_rate}")
         ctx = multiprocessing.get_context("spawn")
         geometries = describe_scene(model)
         self.buffer = FrameBuffer(moving_geometry_ids(geometries), contact_capacity, ctx)
+        self.cameras = CameraSlots(cameras, ctx)      # frusta with their live images (publish_camera)
         self.update_period = 1.0 / float(update_rate)
         self._last_update = -np.inf
         self._scenes = {0: self.buffer.geometry_ids}     # scene number -> moving geometry ids (sent, not used)
@@ -594,7 +681,7 @@ class ViewerProcess:
         self._process = ctx.Process(
             target=_viewer_main, daemon=True, name="contact_sim_viewer",
             args=(geometries, self.buffer, host, port,
-                  force_scale, float(update_rate), int(nice), os.getpid(), ready_send, scene_recv))
+                  force_scale, float(update_rate), int(nice), os.getpid(), ready_send, scene_recv, self.cameras))
         self._process.start()
         ready_send.close()
         scene_recv.close()
@@ -632,6 +719,16 @@ class ViewerProcess:
 
     def set_paused(self, paused: bool) -> None:
         self.buffer.set_paused(paused)
+
+    def publish_camera(self, name: str, pose_world: np.ndarray, color: np.ndarray) -> None:
+        """Hand the viewer camera ``name``'s newest image and optical-frame pose (4, 4) (the thread that renders;
+        never blocks)."""
+        self.cameras.write(name, pose_world, color)
+
+    @property
+    def watched(self) -> bool:
+        """A browser is connected (as the viewer process last saw it)."""
+        return bool(self.buffer.header[FrameBuffer.CLIENTS])
 
     def send_scene(self, model: MultibodyModel) -> int:
         """Send the child the description of ``model`` (a changed scene); returns its number for ``use_scene``.
@@ -692,7 +789,7 @@ def _receive_scenes(scene_recv, scenes: dict) -> None:
 
 
 def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, update_rate,
-                 nice, parent_pid, ready, scene_recv) -> None:
+                 nice, parent_pid, ready, scene_recv, cameras: CameraSlots) -> None:
     """The viewer process: serve the page, then draw the newest frame at most ``update_rate`` times a second
     until the owner closes it or dies; a frame of a new scene first replaces the page's geometries."""
     try:
@@ -714,6 +811,8 @@ def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, updat
 
         viewer = SceneViewer(geometries, host=host, port=port, force_scale=force_scale, on_pause=on_pause,
                              on_reset=on_reset)
+        for c in cameras.cameras:
+            viewer.add_camera(c.name, c.fov_y, c.width / c.height)
     except Exception as exc:  # noqa: BLE001 - reported to the owner, which raises it
         ready.send(("error", repr(exc)))
         return
@@ -723,9 +822,16 @@ def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, updat
     threading.Thread(target=_receive_scenes, args=(scene_recv, scenes), daemon=True,
                      name="contact_sim_viewer_scenes").start()
     period, seq = 1.0 / update_rate, -1
+    camera_seqs = [-1] * len(cameras.cameras)
     try:
         while not buffer.header[FrameBuffer.CLOSING] and os.getppid() == parent_pid:
             start = time.monotonic()
+            buffer.header[FrameBuffer.CLIENTS] = viewer.client_count
+            for k, c in enumerate(cameras.cameras if viewer.client_count else ()):
+                shot = cameras.read(k, camera_seqs[k])
+                if shot is not None:
+                    camera_seqs[k] = shot[0]
+                    viewer.show_camera(c.name, shot[1], shot[2])
             # nobody watching: draw nothing (the frame stays in shared memory; the first browser to connect
             # gets the newest one at the next period)
             got = buffer.read(seq) if viewer.client_count else None
