@@ -104,6 +104,21 @@ def test_bad_pick_sources_are_named(tmp_path, extra, sources, message):
     assert message in str(exc.value) and str(tmp_path / "c.yaml") in str(exc.value)
 
 
+def test_a_pick_source_as_a_controller_field_or_parameter_is_checked_and_gets_the_camera_scene(tmp_path):
+    p = tmp_path / "f.yaml"
+    p.write_text("scenario: pick_shake_place\ncontroller: {pick_source: perception}\n")
+    spec = load_campaign(p)
+    assert spec.scene() == "scenes/scenario_pick_shake_place_cameras.yaml" and spec.runs(0) == [{}]
+    p.write_text("scenario: pick_shake_place\nparameters: {controller.pick_source: {choice: [truth, given]}}\n")
+    assert load_campaign(p).scene() == "scenes/scenario_pick_shake_place_cameras.yaml"
+    p.write_text("scenario: pick_shake_place\ncontroller: {pick_source: camera}\n")
+    with pytest.raises(ConfigError, match="controller.pick_source: unknown pick source 'camera'; valid pick "
+                                          "sources: given, perception, truth"):
+        load_campaign(p)
+    p.write_text("scenario: pick_shake_place\n")
+    assert load_campaign(p).scene() == "scenes/scenario_pick_shake_place.yaml"
+
+
 def test_a_scenario_without_a_pick_source_refuses_pick_sources(tmp_path):
     p = tmp_path / "f.yaml"
     p.write_text("scenario: franka_rod\npick_sources: [perception]\n")

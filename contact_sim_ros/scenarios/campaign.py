@@ -203,7 +203,18 @@ class CampaignSpec:
         """The scene file of its trials (relative to the package root): the scenario's, or with pick_sources its
         scene with cameras (one world for every source)."""
         sc = SCENARIOS[self.scenario]
-        return sc.perception_scene if self.pick_sources and sc.perception_scene else sc.scene
+        return sc.perception_scene if self.pick_sources_used() and sc.perception_scene else sc.scene
+
+    def pick_sources_used(self) -> tuple:
+        """Every pick source a run can use: pick_sources, a fixed ``controller: {pick_source: ...}`` or the
+        values of a ``controller.pick_source`` parameter."""
+        used = list(self.pick_sources)
+        if "pick_source" in self.controller:
+            used.append(self.controller["pick_source"])
+        dist = self.parameters.get(PICK_SOURCE)
+        if dist is not None:
+            used += list(dist.args)
+        return tuple(dict.fromkeys(used))
 
     def trial_parameters(self, k: int) -> dict:
         """The randomized values of trial k (depend only on seed and k)."""
@@ -278,6 +289,16 @@ def load_campaign(path: str | Path) -> CampaignSpec:
 def _pick_sources(value, sc, names, params, controller, where: str) -> tuple:
     """A campaign's ``pick_sources``: distinct values of the scenario controller's pick_source; 'perception' needs
     the scenario's scene with cameras; the source is then not also a parameter or a fixed controller field."""
+    fixed = [controller["pick_source"]] if "pick_source" in controller else []
+    fixed += list(params[PICK_SOURCE].args) if PICK_SOURCE in params else []
+    if value is None and fixed:      # one source per run, set as a controller field or parameter: checked alike
+        if "pick_source" not in names.fields or sc.perception_scene is None:
+            return ()                # (the field check already named a controller without it)
+        bad = [v for v in fixed if v not in PICK_SOURCES]
+        if bad:
+            raise ConfigError(f"{where}: controller.pick_source: " + unknown_choice("pick source", str(bad[0]),
+                                                                                     PICK_SOURCES))
+        return ()
     if value is None:
         return ()
     if isinstance(value, str):
