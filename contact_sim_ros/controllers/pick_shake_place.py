@@ -35,8 +35,8 @@ from .ik import JacobianIK, interpolate_pose, joint_path, min_jerk
 from .robot_link import ControllerError, RobotLink, TickTrajectory, gripper_measurements, positions_of
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
-PICK_SOURCES = ("given", "truth", "perception")
 FINGERS = ["wsg_finger_left_joint", "wsg_finger_right_joint"]
+PICK_SOURCES = ("given", "truth", "perception")   # where the grasp goes: PickShakePlaceParams.pick_source
 G = 9.81
 
 
