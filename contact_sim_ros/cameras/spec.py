@@ -10,7 +10,7 @@ square pixels and the principal point at the image centre ((W - 1) / 2, (H - 1) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pinocchio as pin
@@ -85,6 +85,14 @@ class CameraSpec:
     color_noise: float = 0.0          # std of additive Gaussian color noise, 8-bit units
     seed: int = 0
     source: str = "<scene>"           # the scene file (for messages)
+    # the camera's own frames (C_link, C_color_frame, ...) that the robot's URDF already has (a vendor description
+    # such as realsense2_description's _d435.urdf.xacro): the node publishes them with the robot's TF, so the
+    # camera publisher does not publish them again
+    urdf_frames: tuple = ()
+    # the URDF's depth optical frame is not where the images are rendered from (one viewpoint: its color optical
+    # frame; a D435's color imager is 15 mm beside the depth one): depth images and the point cloud are labelled
+    # with the color optical frame, where they were rendered, instead of C_depth_optical_frame
+    depth_in_color_frame: bool = False
 
     @property
     def K(self) -> np.ndarray:
@@ -232,16 +240,70 @@ def parse_camera(entry, index: int, valid_parents, source: str) -> CameraSpec:
                       color_noise, seed, source)
 
 
+# a camera C's frames as realsense2_description names them (and the camera publisher publishes them): the body
+# frame C_link, the color and depth frames (x forward) and their optical frames (z forward)
+CAMERA_FRAMES = ("{}_link", "{}_color_frame", "{}_depth_frame", "{}_color_optical_frame", "{}_depth_optical_frame")
+
+
+def _depth_frame_offset(pin_model, name: str) -> bool:
+    """Whether the URDF's ``<name>_depth_optical_frame`` differs (by more than 1 um / 1 urad) from its
+    ``<name>_color_optical_frame`` (both fixed to the same joint, as a vendor camera's frames are)."""
+    ids = [pin_model.getFrameId(f"{name}_{k}_optical_frame", pin.FrameType.BODY) for k in ("color", "depth")]
+    if any(i >= len(pin_model.frames) for i in ids):
+        return False
+    c, d = (pin_model.frames[i] for i in ids)
+    if c.parentJoint != d.parentJoint:
+        return True
+    rel = c.placement.actInv(d.placement)
+    return bool(np.linalg.norm(rel.translation) > 1e-6 or np.linalg.norm(pin.log3(rel.rotation)) > 1e-6)
+
+
+def urdf_camera(entry, index: int, links) -> tuple[dict, pin.SE3, tuple] | None:
+    """A ``cameras:`` entry whose camera the robot's URDF already mounts (the model has a link ``<name>_link``,
+    as realsense2_description's ``sensor_d435`` macro makes; with ``use_nominal_extrinsics`` also the color and
+    depth frames and their optical frames): (the entry with its parent set to the URDF frame images are rendered
+    from, that frame -> ``<name>_link``-like body frame pose, the camera frames the URDF has); None for a camera
+    the scene mounts. The image's optical frame is the URDF's ``<name>_color_optical_frame`` where it has one,
+    else ``<name>_color_frame`` or ``<name>_link`` turned by REP 103's (-pi/2, 0, -pi/2). ConfigError when the
+    entry also gives ``parent`` or ``pose`` (the URDF fixes them)."""
+    name = entry.get("name") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or f"{name}_link" not in links:
+        return None
+    given = [k for k in ("parent", "pose") if k in entry]
+    if given:
+        raise ConfigError(f"cameras[{index}] ({name}): the robot's URDF already mounts this camera (link "
+                          f"'{name}_link'): remove {' and '.join(repr(k) for k in given)} (its frames come from "
+                          f"the URDF)")
+    frames = tuple(f.format(name) for f in CAMERA_FRAMES if f.format(name) in links)
+    if f"{name}_color_optical_frame" in links:
+        parent, pose = f"{name}_color_optical_frame", BODY_TO_OPTICAL.inverse()
+    else:
+        parent = f"{name}_color_frame" if f"{name}_color_frame" in links else f"{name}_link"
+        pose = pin.SE3.Identity()
+    return {**entry, "parent": parent}, pose, frames
+
+
 def parse_cameras(entries, model: MultibodyModel, source: str) -> list[CameraSpec]:
     """The scene's ``cameras:`` list -> CameraSpecs; ConfigError naming the camera (the scene loader prefixes
-    the file)."""
+    the file). A camera named like a camera of the robot's URDF (link ``<name>_link``) is that camera
+    (:func:`urdf_camera`)."""
     if entries is None:
         return []
     if not isinstance(entries, list):
         raise ConfigError(f"cameras: a list of camera entries ({{name, parent, pose, width, height, fov, ...}}), "
                           f"got {entries!r}")
     parents = set(model_body_names(model))
-    cameras = [parse_camera(e, i, parents, source) for i, e in enumerate(entries)]
+    cameras = []
+    for i, e in enumerate(entries):
+        mounted = urdf_camera(e, i, parents)
+        if mounted is None:
+            cameras.append(parse_camera(e, i, parents, source))
+        else:
+            entry, pose, frames = mounted
+            offset = entry["parent"].endswith("_color_optical_frame") and \
+                f"{entry['name']}_depth_optical_frame" in frames and _depth_frame_offset(model.pin_model, entry["name"])
+            cameras.append(replace(parse_camera(entry, i, parents, source), pose=pose, urdf_frames=frames,
+                                   depth_in_color_frame=offset))
     names = [c.name for c in cameras]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -286,6 +286,7 @@ class InProcessLink:
         self.ft_noise_std = float(ft_noise_std)
         self._rng = np.random.default_rng(noise_seed)
         self.on_period = on_period
+        self._rig = None                         # cameras.rig.CameraRig, made at the first camera_frame()
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
@@ -334,5 +335,30 @@ class InProcessLink:
         self.t_ns += self.period_ns
         return self.t_ns
 
+    # ------------------------------------------------------------------ perception (in process only)
+    def camera_frame(self, camera: str):
+        """Camera ``camera`` of the scene rendered now, from the state at the current tick: a
+        :class:`~contact_sim_ros.cameras.rig.CameraFrame` (color, depth as its depth model measures it, labels).
+        The renderer (its GL context) is made at the first call, in this thread, and released by ``close``."""
+        if self._rig is None:
+            # deferred: the renderer imports moderngl / EGL, needed only by a controller that perceives
+            from ..cameras.rig import CameraRig
+            self._rig = CameraRig(self.sim.scene)
+        return self._rig.render_simulator(self.sim, camera)
+
+    def camera_label_map(self) -> dict:
+        """The cameras' segmentation labels: label (str) -> {name, kind (link/object/environment), robot}."""
+        if self._rig is None:
+            raise ControllerError("in-process link: camera_label_map() before any camera_frame()")
+        return self._rig.label_map()
+
+    def object_position(self, name: str) -> np.ndarray:
+        """The true position (m, world) of free object ``name`` now (ground truth: a controller's 'truth' pick
+        source, and the reported perception error)."""
+        return self.sim.body_pose(name).translation.copy()
+
     def close(self) -> None:
+        if self._rig is not None:
+            self._rig.release()
+            self._rig = None
         release_world(self.loop, self.cm, [self.host])

@@ -29,11 +29,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
+from ..cameras.perception import PerceptionError, locate_upright_cylinder, segment_object
+from ..errors import ConfigError, unknown_choice
 from .ik import JacobianIK, interpolate_pose, joint_path, min_jerk
-from .robot_link import RobotLink, TickTrajectory, gripper_measurements, positions_of
+from .robot_link import ControllerError, RobotLink, TickTrajectory, gripper_measurements, positions_of
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
 FINGERS = ["wsg_finger_left_joint", "wsg_finger_right_joint"]
+PICK_SOURCES = ("given", "truth", "perception")   # where the grasp goes: PickShakePlaceParams.pick_source
 G = 9.81
 
 
@@ -63,6 +66,16 @@ class PickShakePlaceParams:
     hold_time: float = 0.6              # s of static hold (grip force statistics over its last 2/3)
     motion_time: float = 1.0            # s per keyframe move
     stop_at: str = ""                   # end the run successfully when this phase begins (shortened tests)
+    # where the bottle is (docs/cameras.md "Perception in the loop"): 'given' = pick_xy; 'truth' = the object's
+    # true position now (in process: ground truth); 'perception' = located in one depth image of `camera`, taken
+    # with the grasp centre at look_height over pick_xy (in process: the link renders it at that moment)
+    pick_source: str = "given"
+    pick_object: str = "bottle"         # the object to pick (truth; perception with segmentation 'labels')
+    camera: str = "wrist_camera"        # a camera of the scene (perception)
+    segmentation: str = "height"        # 'height' (above the floor, minus the robot's pixels) or 'labels'
+    look_height: float = 0.45           # m, grasp centre height when taking the image (camera ~0.4 m over the top)
+    search_radius: float = 0.15         # m, horizontal: object points are searched this close to pick_xy
+    support_z: float = 0.0              # m, height of the surface the object stands on
 
 
 @dataclass
@@ -82,11 +95,18 @@ class PickShakePlace:
 
     def __init__(self, params: PickShakePlaceParams | None = None):
         self.p = params or PickShakePlaceParams()
+        if self.p.pick_source not in PICK_SOURCES:
+            raise ConfigError(unknown_choice("pick_source", self.p.pick_source, PICK_SOURCES))
         self.log_t, self.log_q, self.log_v, self.log_grip, self.log_load, self.log_phase = [], [], [], [], [], []
 
     # ------------------------------------------------------------------ setup
     def setup(self, link, t0: int, urdf: str):
         p = self.p
+        if p.pick_source != "given" and not hasattr(link, "object_position" if p.pick_source == "truth"
+                                                    else "camera_frame"):
+            raise ControllerError(f"pick_source {p.pick_source!r} needs a link that "
+                                  f"{'knows the true object poses' if p.pick_source == 'truth' else 'renders cameras'}"
+                                  f": the in-process link (--transport inprocess), not {type(link).__name__}")
         self.link = link
         self.T = link.period_ns
         self.Ts = self.T * 1e-9
@@ -107,6 +127,10 @@ class PickShakePlace:
         self.verdict: Verdict | None = None
         self._load_window = []
         self._shake_grip = []
+        self.pick_xy = tuple(map(float, p.pick_xy))      # where the grasp goes (pick_source may change it)
+        if p.pick_source == "truth":
+            self.pick_xy = tuple(float(x) for x in link.object_position(p.pick_object)[:2])
+            self.numbers.update(pick_x_m=self.pick_xy[0], pick_y_m=self.pick_xy[1])
         self.enter("tare", t0)
 
     def pose(self, x, y, z) -> pin.SE3:
@@ -152,9 +176,11 @@ class PickShakePlace:
     def enter(self, phase: str, t_k: int):
         p = self.p
         self.phase, self.phase_t0 = phase, t_k
-        px, py = p.pick_xy
+        px, py = self.pick_xy
         qx, qy = p.place_xy
-        if phase == "approach":
+        if phase == "look":
+            self.phase_end = self.move_to(t_k, self.pose(px, py, p.look_height), p.motion_time)
+        elif phase == "approach":
             self.phase_end = self.move_to(t_k, self.pose(px, py, p.grasp_z + p.approach_height), p.motion_time)
         elif phase == "descend":
             self.phase_end = self.move_to(t_k, self.pose(px, py, p.grasp_z), p.motion_time)
@@ -188,6 +214,24 @@ class PickShakePlace:
             here = self.ik.forward(self.arm.points[-1], self.q_full)
             self.phase_end = self.move_to(t_k, pin.SE3(here.rotation, here.translation + [0, 0, p.approach_height]),
                                           p.motion_time)
+
+    def perceive(self) -> None:
+        """Locate the object in one depth image of ``p.camera`` rendered now; the grasp goes there. Numbers:
+        the perceived axis and top (m), the points used, and the error against the truth (read for the report
+        only, never for control)."""
+        p = self.p
+        frame = self.link.camera_frame(p.camera)
+        robot = [int(k) for k, e in self.link.camera_label_map().items() if e["kind"] == "link"]
+        points = segment_object(frame, segmentation=p.segmentation, object_name=p.pick_object, robot_labels=robot,
+                                support_z=p.support_z, near_xy=p.pick_xy, search_radius=p.search_radius)
+        est = locate_upright_cylinder(points)
+        self.pick_xy = (float(est.axis_xy[0]), float(est.axis_xy[1]))
+        self.perceived = est
+        self.numbers.update(pick_x_m=self.pick_xy[0], pick_y_m=self.pick_xy[1], perceived_top_z_m=est.top_z,
+                            perceived_points=float(est.points), perception_sim_time_s=frame.t)
+        if hasattr(self.link, "object_position"):
+            true_xy = self.link.object_position(p.pick_object)[:2]
+            self.numbers["perception_error_m"] = float(np.linalg.norm(np.asarray(self.pick_xy) - true_xy))
 
     def fail(self, reason: str):
         self.verdict = Verdict(False, reason, self.numbers)
@@ -224,7 +268,16 @@ class PickShakePlace:
             if elapsed >= 0.3:
                 self.F0 = float(np.mean(self._load_window))
                 self.numbers["tare_load_N"] = self.F0
-                self.enter("approach", t_k)
+                self.enter("look" if p.pick_source == "perception" else "approach", t_k)
+        elif ph == "look" and t_k >= self.phase_end:
+            self.phase, self.phase_t0 = "perceive", t_k
+        elif ph == "perceive" and elapsed >= 0.2:          # the arm at rest over the pick location: one image
+            try:
+                self.perceive()
+            except PerceptionError as exc:
+                self.fail(f"perception: camera {p.camera!r} did not find the {p.pick_object}: {exc}")
+                return True
+            self.enter("approach", t_k)
         elif ph in ("approach", "descend", "lift", "transfer", "retreat") and t_k >= self.phase_end:
             nxt = {"approach": "descend", "descend": "close", "lift": "hold", "transfer": "lower",
                    "retreat": "settle"}[ph]

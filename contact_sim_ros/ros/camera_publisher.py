@@ -127,6 +127,21 @@ def _transform(parent: str, child: str, M: pin.SE3, t: float) -> TransformStampe
     return ts
 
 
+def camera_static_transforms(spec: CameraSpec, parent_frame: str, frame_prefix: str, t: float) -> list:
+    """A camera's static TF: parent -> C_link (the scene pose) -> C_color_frame / C_depth_frame (identity) -> their
+    optical frames (REP 103), minus the frames the robot's URDF already has (``spec.urdf_frames``: the node
+    publishes them with the robot's TF, as robot_state_publisher does beside the real driver): no frame gets two
+    publishers. Frame names ``frame_prefix + C...``; stamped ``t`` (s)."""
+    base = frame_prefix + spec.name
+    link = f"{base}_link"
+    out = [_transform(parent_frame, link, spec.pose, t)]
+    for kind in ("color", "depth"):
+        out.append(_transform(link, f"{base}_{kind}_frame", pin.SE3.Identity(), t))
+        out.append(_transform(f"{base}_{kind}_frame", f"{base}_{kind}_optical_frame", BODY_TO_OPTICAL, t))
+    urdf = {frame_prefix + f for f in spec.urdf_frames}
+    return [ts for ts in out if ts.child_frame_id not in urdf]
+
+
 class _CameraTopics:
     """One camera's publishers and frame names."""
 
@@ -134,9 +149,11 @@ class _CameraTopics:
         self.spec = spec
         ns = f"{spec.name}/{spec.name}"
         base = frame_prefix + spec.name
+        self.prefix = frame_prefix
         self.link = f"{base}_link"
         self.color_frame = f"{base}_color_optical_frame"
-        self.depth_frame = f"{base}_depth_optical_frame"
+        # (a URDF camera whose depth optical frame is beside the rendered viewpoint: where it was rendered)
+        self.depth_frame = self.color_frame if spec.depth_in_color_frame else f"{base}_depth_optical_frame"
         s = set(spec.streams)
         img = qos_profile_system_default
 
@@ -160,12 +177,7 @@ class _CameraTopics:
         return any(has_readers(p) for p in self.all)
 
     def static_transforms(self, parent_frame: str, t: float) -> list:
-        spec, base = self.spec, self.link[:-len("_link")]
-        out = [_transform(parent_frame, self.link, spec.pose, t)]
-        for kind, optical in (("color", self.color_frame), ("depth", self.depth_frame)):
-            out.append(_transform(self.link, f"{base}_{kind}_frame", pin.SE3.Identity(), t))
-            out.append(_transform(f"{base}_{kind}_frame", optical, BODY_TO_OPTICAL, t))
-        return out
+        return camera_static_transforms(self.spec, parent_frame, self.prefix, t)
 
     def publish(self, frame) -> None:
         """Every wanted message of one rendered frame (render thread)."""
@@ -259,6 +271,8 @@ class CameraPublisher:
             parent = topics.spec.parent
             parent_frame = node.world if parent == "world" else node.link_prefixes.get(parent, node.prefix) + parent
             msgs += topics.static_transforms(parent_frame, t)
+        if not msgs:            # every camera frame is the URDF's: the node's robot TF has them
+            return
         self._tf_static = node.create_publisher(TFMessage, "/tf_static", LATCHED)
         self._tf_static.publish(TFMessage(transforms=msgs))
 

@@ -15,12 +15,17 @@ A campaign file (YAML; example: ``scenes/campaigns/pick_shake_place.yaml``)::
       object.bottle.friction: {uniform: [0.6, 1.2]}                 # Coulomb coefficient of the object
       controller.grip_force: {choice: [15.0, 20.0, 25.0]}           # N (any field of the scenario's Params)
       sensor.ft_noise_std: {uniform: [0.0, 0.5]}                    # N, Gaussian noise on the wrist F/T
+    pick_sources: [truth, perception]   # optional: every trial runs once per source of the object's pose
 
 Parameter names: ``object.<name>.{x,y,z,yaw}`` (m, rad: offsets of the object's initial pose),
 ``object.<name>.{mass_scale,friction,size_scale}`` (size_scale: primitive shapes only), ``object.<name>.mesh``
 (a mesh file, e.g. ``{choice: [mug.obj, bowl.obj, bottle.obj]}``: the object becomes that mesh object, with its
 mass or density and pose; meshes/ is the object set), ``controller.<field>``,
-``sensor.ft_noise_std``. Distributions: a number (constant), ``{uniform: [low, high]}``,
+``sensor.ft_noise_std``. ``pick_sources`` (perception in the loop, docs/scenarios.md): each trial runs once
+with each listed value of the controller's ``pick_source`` (``given``: the nominal ``pick_xy``; ``truth``: the
+object's true position; ``perception``: located in the wrist depth image), on the scenario's scene with cameras
+(the same world for every source), with the same sampled parameters; the source is the row's
+``p.controller.pick_source`` and the report compares them trial by trial. Distributions: a number (constant), ``{uniform: [low, high]}``,
 ``{normal: {mean, std}}``, ``{truncated_normal: {mean, std, low, high}}``, ``{choice: [a, b, ...]}``.
 
 The file is checked against the scenario before any trial runs (``load_campaign``): object names against its
@@ -55,7 +60,7 @@ import yaml
 from ..controllers.inprocess_link import InProcessLink
 from ..controllers.pick_shake_place import run_controller
 from ..engines.registry import engine_names
-from ..errors import ConfigError
+from ..errors import ConfigError, unknown_choice
 from ..model.loader import _resolve_urdf_path, resolve_mesh_path
 from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from ..viewer.scene_viewer import ViewerProcess
@@ -66,7 +71,7 @@ from .results import (FAILURE_MODES, PartWriter, campaign_schema, finished_trial
 from .runner import REPO, SCENARIOS, _load
 
 # phase of the pick_shake_place controller at a failure -> failure mode
-_MODE_OF_PHASE = {"approach": "missed", "descend": "missed", "close": "missed", "grasp": "missed",
+_MODE_OF_PHASE = {"look": "missed", "perceive": "missed", "approach": "missed", "descend": "missed", "close": "missed", "grasp": "missed",
                   "lift": "dropped_during_lift", "hold": "dropped_during_lift",
                   "shake": "dropped_during_shake", "after_shake": "dropped_during_shake",
                   "transfer": "dropped_during_place", "lower": "dropped_during_place",
@@ -161,7 +166,9 @@ class Distribution:
 # ------------------------------------------------------------------------------------------- campaign spec
 
 _KEYS = ("scenario", "engines", "trials", "seed", "time_step", "period", "duration", "controller", "parameters",
-         "description")
+         "description", "pick_sources")
+PICK_SOURCE = "controller.pick_source"     # the parameter a campaign's pick_sources set, one run per value
+PICK_SOURCES = ("given", "truth", "perception")
 
 
 @dataclass(frozen=True)
@@ -176,11 +183,38 @@ class CampaignSpec:
     time_step: float | None = None
     period: float | None = None
     duration: float | None = None
+    pick_sources: tuple = ()             # values of the controller's pick_source, one run of each trial per value
 
     def schema(self):
         """The Arrow schema of its result rows (results.campaign_schema: base and ``p.*`` columns; the ``n.*``
         columns are added as the controller reports them)."""
-        return campaign_schema({n: d.values_type for n, d in self.parameters.items()})
+        types = {n: d.values_type for n, d in self.parameters.items()}
+        if self.pick_sources:
+            types[PICK_SOURCE] = "string"
+        return campaign_schema(types)
+
+    def runs(self, k: int) -> list[dict]:
+        """The parameter values of each run of trial k: its randomized values, once per pick source (the
+        source as ``controller.pick_source``), or once without pick_sources."""
+        values = self.trial_parameters(k)
+        return [{**values, PICK_SOURCE: s} for s in self.pick_sources] or [values]
+
+    def scene(self) -> str:
+        """The scene file of its trials (relative to the package root): the scenario's, or with pick_sources its
+        scene with cameras (one world for every source)."""
+        sc = SCENARIOS[self.scenario]
+        return sc.perception_scene if self.pick_sources_used() and sc.perception_scene else sc.scene
+
+    def pick_sources_used(self) -> tuple:
+        """Every pick source a run can use: pick_sources, a fixed ``controller: {pick_source: ...}`` or the
+        values of a ``controller.pick_source`` parameter."""
+        used = list(self.pick_sources)
+        if "pick_source" in self.controller:
+            used.append(self.controller["pick_source"])
+        dist = self.parameters.get(PICK_SOURCE)
+        if dist is not None:
+            used += list(dist.args)
+        return tuple(dict.fromkeys(used))
 
     def trial_parameters(self, k: int) -> dict:
         """The randomized values of trial k (depend only on seed and k)."""
@@ -247,7 +281,42 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     steps = round(period / dt)
     if steps < 1 or abs(steps * dt - period) > 1e-9:
         raise ConfigError(f"{where}: the control period {period:g} s is not a whole number of time steps of {dt:g} s")
-    return CampaignSpec(where, scenario, tuple(engines), trials, seed, params, dict(controller), **numbers)
+    sources = _pick_sources(data.get("pick_sources"), sc, names, params, controller, where)
+    return CampaignSpec(where, scenario, tuple(engines), trials, seed, params, dict(controller), **numbers,
+                        pick_sources=sources)
+
+
+def _pick_sources(value, sc, names, params, controller, where: str) -> tuple:
+    """A campaign's ``pick_sources``: distinct values of the scenario controller's pick_source; 'perception' needs
+    the scenario's scene with cameras; the source is then not also a parameter or a fixed controller field."""
+    fixed = [controller["pick_source"]] if "pick_source" in controller else []
+    fixed += list(params[PICK_SOURCE].args) if PICK_SOURCE in params else []
+    if value is None and fixed:      # one source per run, set as a controller field or parameter: checked alike
+        if "pick_source" not in names.fields or sc.perception_scene is None:
+            return ()                # (the field check already named a controller without it)
+        bad = [v for v in fixed if v not in PICK_SOURCES]
+        if bad:
+            raise ConfigError(f"{where}: controller.pick_source: " + unknown_choice("pick source", str(bad[0]),
+                                                                                     PICK_SOURCES))
+        return ()
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not (isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value)
+            and len(set(value)) == len(value)):
+        raise ConfigError(f"{where}: pick_sources must be a list of distinct names from {', '.join(PICK_SOURCES)}, "
+                          f"got {value!r}")
+    if "pick_source" not in names.fields or sc.perception_scene is None:     # (runner.ScenarioSpec)
+        raise ConfigError(f"{where}: pick_sources: the controller of scenario {sc.name} does not locate its object "
+                          f"(no pick_source and scene with cameras): it is always told where the object is")
+    bad = [v for v in value if v not in PICK_SOURCES]
+    if bad:
+        raise ConfigError(f"{where}: pick_sources: " + unknown_choice("pick source", bad[0], PICK_SOURCES))
+    if PICK_SOURCE in params or "pick_source" in controller:
+        raise ConfigError(f"{where}: pick_source is set by pick_sources (one run per source); remove it from "
+                          f"{'parameters' if PICK_SOURCE in params else 'controller'}")
+    return tuple(value)
 
 
 # ranges of the object and sensor parameters: (lowest, highest, lowest included)
@@ -525,7 +594,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     wall0, cpu0 = time.monotonic(), time.process_time()
     row = {"trial": int(k), "engine": engine, "seed": int(spec.seed), **{f"p.{n}": v for n, v in values.items()}}
     with tempfile.TemporaryDirectory(prefix="contact_sim_trial_") as tmp:
-        scene = trial_scene(REPO / sc.scene, values, Path(tmp))
+        scene = trial_scene(REPO / spec.scene(), values, Path(tmp))
         controller = _load(sc.factory)(_load(sc.params)(**controller_params))
         dt = spec.time_step or sc.time_step
         T = spec.period or sc.period
@@ -575,8 +644,10 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     out.mkdir(parents=True, exist_ok=True)
     (out / "campaign.yaml").write_text(Path(spec.source).read_text())
     n_trials = spec.trials if trials is None else int(trials)
-    done = finished_trials(out)
-    todo = [(k, e) for k in range(n_trials) for e in spec.engines if (k, e) not in done]
+    keys = (f"p.{PICK_SOURCE}",) if spec.pick_sources else ()
+    done = finished_trials(out, keys)
+    todo = [(k, e, v) for k in range(n_trials) for v in spec.runs(k) for e in spec.engines
+            if (k, e, *(v[PICK_SOURCE] for _ in keys)) not in done]
     summary = {"done_before": len(done), "run": 0, "failed_tasks": 0, "lost": 0, "wall_s": 0.0,
                "interrupted": False, "not_run": 0}
     if not todo:
@@ -599,14 +670,15 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                 _init_local_ray(ray, num_cpus=workers or os.cpu_count(), **kwargs)
         # a worker process that dies (killed, out of memory) loses only its trial: Ray retries the task
         task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(trial_fn or run_trial)
-        pending = {task.remote(spec, k, e): (k, e) for k, e in todo}
+        pending = {(task.remote(spec, k, e, v) if spec.pick_sources else task.remote(spec, k, e)): (k, e, v)
+                   for k, e, v in todo}
         if progress:
             from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
             bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                k, e = pending.pop(ref)
+                k, e, values = pending.pop(ref)
                 try:
                     row = ray.get(ref)
                 except Exception as exc:   # noqa: BLE001 - the worker died more than max_retries times
@@ -620,7 +692,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                            "phase": "", "reason": f"task failed: {type(exc).__name__}: {str(exc)[:300]}",
                            "solver_failures": 0, "wall_time_s": float("nan"), "sim_time_s": float("nan"),
                            "cpu_time_s": float("nan"), "worker_pid": -1, "worker_rss_mb": float("nan"),
-                           **{f"p.{n}": v for n, v in spec.trial_parameters(k).items()}}
+                           **{f"p.{n}": v for n, v in values.items()}}
                 writer.add(row)
                 summary["run"] += 1
                 if on_row is not None:
@@ -762,6 +834,42 @@ def _agreement_plot(plt, params, agreement, labels, path) -> None:
     plt.close(fig)
 
 
+def _pick_source_section(rows, engines, sources, column) -> list[str]:
+    """The report's comparison of the pick sources (perceived against true poses): success per engine and
+    source, trial by trial (the same trial's parameters with each source), and the perception error."""
+    lines = ["", "## Success by pick source (perceived against true poses)", "",
+             "Each trial ran once per pick source with the same parameters (docs/scenarios.md).", "",
+             "| engine | " + " | ".join(f"{s}: successes / trials (Wilson 95 %)" for s in sources) + " |",
+             "| --- |" + " --- |" * len(sources)]
+    outcome = {}        # (engine, source) -> trial -> success
+    for r in rows:
+        outcome.setdefault((r["engine"], r[column]), {})[r["trial"]] = bool(r["success"])
+    for e in engines:
+        cells = []
+        for s in sources:
+            o = outcome.get((e, s), {})
+            k = sum(o.values())
+            lo, hi = wilson_interval(k, len(o))
+            cells.append(f"{k} / {len(o)} ({k / max(len(o), 1):.3f}, [{lo:.3f}, {hi:.3f}])")
+        lines.append(f"| {e} | " + " | ".join(cells) + " |")
+    if len(sources) > 1:
+        lines += ["", "| engine | sources | trials with both | both succeed | only the first | only the second |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for e in engines:
+            for i, a in enumerate(sources):
+                for b in sources[i + 1:]:
+                    oa, ob = outcome.get((e, a), {}), outcome.get((e, b), {})
+                    both = sorted(set(oa) & set(ob))
+                    lines.append(f"| {e} | {a}, {b} | {len(both)} | {sum(oa[k] and ob[k] for k in both)} | "
+                                 f"{sum(oa[k] and not ob[k] for k in both)} | {sum(ob[k] and not oa[k] for k in both)} |")
+    err = np.array([r["n.perception_error_m"] for r in rows if r.get("n.perception_error_m") is not None], float)
+    if len(err):
+        lines += ["", f"Perception error (horizontal distance of the perceived axis to the true one) over "
+                      f"{len(err)} perceived runs: median {np.median(err) * 1e3:.2f} mm, 95th percentile "
+                      f"{np.percentile(err, 95) * 1e3:.2f} mm, max {err.max() * 1e3:.2f} mm."]
+    return lines
+
+
 def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
     """Markdown report of a campaign's results (written to <out>/report.md, plots to <out>/plots/*.png)."""
     table = read_results(out)
@@ -780,9 +888,14 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
         rs = [r for r in rows if r["engine"] == e]
         lines.append(f"| {e} | " + " | ".join(str(sum(r["failure_mode"] == m for r in rs)) for m in FAILURE_MODES)
                      + " |")
-    by_trial: dict[int, dict] = {}
+    source_column = f"p.{PICK_SOURCE}"
+    sources = sorted({r[source_column] for r in rows}) if source_column in table.column_names else []
+
+    def run_of(r):          # a trial's run: the trial, and its pick source when the campaign has several
+        return (r["trial"], r.get(source_column)) if sources else r["trial"]
+    by_trial: dict = {}      # run -> engine -> success
     for r in rows:
-        by_trial.setdefault(r["trial"], {})[r["engine"]] = bool(r["success"])
+        by_trial.setdefault(run_of(r), {})[r["engine"]] = bool(r["success"])
     if len(engines) > 1:
         complete = [v for v in by_trial.values() if len(v) == len(engines)]
         agree = sum(len(set(v.values())) == 1 for v in complete)
@@ -790,6 +903,8 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
                   f"{agree} of {len(complete)} trials ({agree / max(len(complete), 1):.3f}) get the same verdict from "
                   f"every engine; the others mark grasps the simulation cannot decide: "
                   f"{sorted(k for k, v in by_trial.items() if len(v) == len(engines) and len(set(v.values())) > 1)[:20]}"]
+    if sources:
+        lines += _pick_source_section(rows, engines, sources, source_column)
     params = sorted(c for c in table.column_names if c.startswith("p."))
     if params:
         lines += ["", "## Success against each parameter", ""]
@@ -815,7 +930,7 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
             lines.append(f"| {label} | " + " | ".join(f"{s}/{n}" for s, n in (rates[e][b] for e in engines)) + " |")
         lines.append("")
         if len(engines) > 1:
-            bin_of_trial = {r["trial"]: which[i] for i, r in enumerate(rows)}
+            bin_of_trial = {run_of(r): which[i] for i, r in enumerate(rows)}
             agreement[name] = [(sum(len(set(v.values())) == 1 for k, v in by_trial.items()
                                     if len(v) == len(engines) and bin_of_trial[k] == b),
                                 sum(1 for k, v in by_trial.items() if len(v) == len(engines) and bin_of_trial[k] == b))
@@ -903,9 +1018,10 @@ def _campaign_main(argv) -> int:
                 raise ConfigError(f"--trial {args.trial}: trials are numbered from 0")
             watch = TrialViewer(args.viewer_port, args.real_time_factor) if args.viewer else None
             try:
-                for e in ([args.engine] if args.engine else spec.engines):
-                    row = run_trial(spec, args.trial, e, on_period=watch)
-                    print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+                for values in spec.runs(args.trial):
+                    for e in ([args.engine] if args.engine else spec.engines):
+                        row = run_trial(spec, args.trial, e, values, on_period=watch)
+                        print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
                 if watch is not None:
                     watch.finish(wait=not args.exit_after_run)
             finally:

@@ -222,11 +222,12 @@ def check_part_schema(part, part_schema, schema) -> None:
             raise ConfigError(f"{part}: column {f.name!r} ({f.type}) is not a column of a campaign")
 
 
-def finished_trials(out: str | Path) -> set:
-    """(trial, engine) pairs already in ``<out>/results/*.parquet`` (resume)."""
+def finished_trials(out: str | Path, keys=()) -> set:
+    """(trial, engine) pairs already in ``<out>/results/*.parquet`` (resume); with ``keys`` (column names, e.g.
+    ``p.controller.pick_source``) tuples (trial, engine, *their values)."""
     done = set()
-    for table in _part_tables(out, columns=["trial", "engine"])[1]:
-        done.update(zip(table.column("trial").to_pylist(), table.column("engine").to_pylist()))
+    for table in _part_tables(out, columns=["trial", "engine", *keys])[1]:
+        done.update(zip(*(table.column(c).to_pylist() for c in ("trial", "engine", *keys))))
     return done
 
 

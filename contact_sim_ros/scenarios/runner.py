@@ -51,6 +51,18 @@ class ScenarioSpec:
     engine_options: dict = field(default_factory=dict)
     # controllers loaded inactive (node parameter inactive_controllers); None: the robot's default
     inactive_controllers: tuple | None = None
+    # the scene with the cameras a controller perceiving the object uses (pick_source: perception): the same
+    # world plus cameras (docs/cameras.md "Perception in the loop"); None: the scenario cannot perceive
+    perception_scene: str | None = None
+
+    def scene_for(self, params) -> str:
+        """The scene a run with controller ``params`` uses: the perception scene when it perceives."""
+        if getattr(params, "pick_source", "given") == "perception":
+            if self.perception_scene is None:
+                raise ConfigError(f"scenario {self.name} has no scene with cameras: pick_source perception "
+                                  f"is not available")
+            return self.perception_scene
+        return self.scene
 
 
 # the arm scenarios stream the fingers' positions (force loop) through gripper_controller (a trajectory
@@ -63,7 +75,8 @@ SCENARIOS = {
     "pick_shake_place": ScenarioSpec(
         "pick_shake_place", "iiwa + WSG 50: pick the bottle, shake it, place it (force feedback; TAMSI VI-C)",
         "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.controllers.pick_shake_place:PickShakePlace",
-        "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams", inactive_controllers=_STREAMED_GRIPPER),
+        "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams", inactive_controllers=_STREAMED_GRIPPER,
+        perception_scene="scenes/scenario_pick_shake_place_cameras.yaml"),
     "franka_rod": ScenarioSpec(
         "franka_rod", "Franka: grasp the bronze rod, drive a 3 cm circle at a chosen frequency, time to failure "
         "(ICF XII-B)", "scenes/scenario_franka_rod.yaml", "contact_sim_ros.controllers.franka_stress:FrankaStress",
@@ -111,11 +124,11 @@ class RunResult:
 
 
 def _node_command(spec: ScenarioSpec, engine: str, namespace: str, time_step: float, period: float,
-                  engine_options: dict | None, extra: list[str]) -> list[str]:
+                  engine_options: dict | None, extra: list[str], scene: str | None = None) -> list[str]:
     steps = int(round(period / time_step))
     if steps < 1 or abs(steps * time_step - period) > 1e-9:
         raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
-    cmd = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--scene", str(REPO / spec.scene),
+    cmd = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--scene", str(REPO / (scene or spec.scene)),
            "--engine", engine, "--time-step", repr(time_step), "--real-time-factor", "0", "--paused",
            "--namespace", namespace]
     opts = {**spec.engine_options, **(engine_options or {})}
@@ -150,10 +163,11 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     p = Params(**(params or {}))
     controller = _load(spec.factory)(p)
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
+    scene = spec.scene_for(p)
     if transport == "inprocess":
-        return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots)
+        return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots, scene)
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
-    proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or []), cwd=REPO,
+    proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or [], scene), cwd=REPO,
                             stdout=log, stderr=subprocess.STDOUT)
     link = None
     poses = {}
@@ -202,7 +216,8 @@ def _result(spec, engine, controller, verdict, node_output: str, poses: dict) ->
                      dict(poses))
 
 
-def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots=None) -> RunResult:
+def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots=None,
+                    scene: str | None = None) -> RunResult:
     """The scenario against a Simulator in this process: InProcessLink, or InProcessMultiRobotLink for a
     scenario that drives several robots of one world."""
     link_args = dict(ft_topic=getattr(controller, "ft_topic", None),
@@ -211,9 +226,9 @@ def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, p
                      inactive_controllers=spec.inactive_controllers,
                      engine_options={**spec.engine_options, **(engine_options or {})})
     if robots:
-        link = InProcessMultiRobotLink(REPO / spec.scene, robots, engine, dt, T, **link_args)
+        link = InProcessMultiRobotLink(REPO / (scene or spec.scene), robots, engine, dt, T, **link_args)
     else:
-        link = InProcessLink(REPO / spec.scene, engine, dt, T, **link_args)
+        link = InProcessLink(REPO / (scene or spec.scene), engine, dt, T, **link_args)
     try:
         verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
                                  progress=progress)
