@@ -470,3 +470,26 @@ def test_visual_mesh_with_its_colours_is_drawn_instead_of_the_collision_mesh(tmp
     with pytest.raises(ConfigError, match=r"visual\.color: \[r, g, b\] or \[r, g, b, a\] with each in 0\.\.1"):
         load_scene({"objects": [{"name": "part", "mesh": str(tmp_path / "box.obj"), "mass": 0.2,
                                  "visual": {"mesh": str(tmp_path / "blue_ball.ply"), "color": [300, 0, 0]}}]})
+
+
+def test_visual_mesh_colours_from_materials_and_textures(tmp_path):
+    """An OBJ's material colour (Kd, no UVs) and a GLB's texture (left half red, right half blue, sampled at the
+    vertices) become the parts' colours."""
+    from PIL import Image
+    from contact_sim_ros.cameras.visual_scene import mesh_file_visuals
+    (tmp_path / "green.mtl").write_text("newmtl green\nKd 0.1 0.8 0.2\n")
+    box = trimesh.creation.box(extents=[1, 1, 1])
+    lines = ["mtllib green.mtl", *(f"v {x} {y} {z}" for x, y, z in box.vertices), "usemtl green",
+             *(f"f {a + 1} {b + 1} {c + 1}" for a, b, c in box.faces)]
+    (tmp_path / "green.obj").write_text("\n".join(lines) + "\n")
+    parts = mesh_file_visuals(str(tmp_path / "green.obj"), (0.1, 0.1, 0.1))
+    assert len(parts) == 1 and parts[0][2] == pytest.approx((0.1, 0.8, 0.2, 1.0), abs=1 / 255) and parts[0][3]
+    assert np.ptp(parts[0][0], axis=0) == pytest.approx([0.1, 0.1, 0.1])          # scaled
+    uv = np.c_[np.where(box.vertices[:, 0] > 0, 0.95, 0.05), np.full(len(box.vertices), 0.5)]
+    box.visual = trimesh.visual.TextureVisuals(uv=uv, image=Image.fromarray(np.array([[[255, 0, 0], [0, 0, 255]]],
+                                                                                      np.uint8)))
+    box.export(tmp_path / "textured.glb")
+    parts = mesh_file_visuals(str(tmp_path / "textured.glb"))
+    colors = {tuple(np.round(c[:3], 2)): len(f) for _, f, c, _ in parts}
+    assert colors[(1.0, 0.0, 0.0)] == 2 and colors[(0.0, 0.0, 1.0)] == 2       # the -x face red, the +x face blue
+    assert sum(colors.values()) == 12

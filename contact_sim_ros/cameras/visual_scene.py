@@ -116,6 +116,23 @@ def shape_mesh(geometry, where: str) -> tuple[np.ndarray, np.ndarray, bool] | No
 MAX_COLORS = 64                 # distinct colours of a visual mesh before they are quantised to 3 bits per channel
 
 
+def _face_colors(geom) -> np.ndarray:
+    """(m, 4) RGBA 0..1 per face: the face / vertex colours, a texture sampled at the vertices (averaged per
+    face), a material's colour (an OBJ's ``Kd`` without UVs), else ``OBJECT_COLOR``."""
+    visual = geom.visual
+    n = len(geom.faces)
+    if visual.kind in ("face", "vertex"):
+        return np.asarray(visual.face_colors, float) / 255.0
+    material = getattr(visual, "material", None)
+    if getattr(visual, "uv", None) is not None and material is not None:
+        vc = np.asarray(visual.to_color().vertex_colors, float)          # the texture at each vertex
+        if vc.shape == (len(geom.vertices), 4):
+            return trimesh.visual.color.vertex_to_face_color(vc.astype(np.uint8), geom.faces) / 255.0
+    if material is not None:
+        return np.tile(np.asarray(material.main_color, float) / 255.0, (n, 1))
+    return np.tile(np.asarray(OBJECT_COLOR, float), (n, 1))
+
+
 def mesh_file_visuals(path: str, scale=(1.0, 1.0, 1.0), color=None) -> list[tuple]:
     """A mesh file as ``(vertices float32 (n, 3) m, faces int32 (m, 3), rgba 0..1, closed)`` parts, one per colour
     (every geometry of a GLB/DAE/OBJ scene in the file's frame, scaled per axis). ``color``: one RGBA for all;
@@ -139,13 +156,7 @@ def mesh_file_visuals(path: str, scale=(1.0, 1.0, 1.0), color=None) -> list[tupl
         if color is not None:
             rgba = np.tile(np.asarray(color, float), (len(geom.faces), 1))
         else:
-            visual = geom.visual
-            if visual.kind == "texture":
-                visual = visual.to_color()        # the texture (or material colour) sampled at the vertices
-            if visual.kind in ("face", "vertex"):
-                rgba = np.asarray(visual.face_colors, float) / 255.0
-            else:
-                rgba = np.tile(np.asarray(OBJECT_COLOR, float), (len(geom.faces), 1))
+            rgba = _face_colors(geom)
         parts.append((geom, rgba))
     if not parts:
         raise ModelError(f"{path}: the visual mesh is empty (no triangles)")
