@@ -214,7 +214,8 @@ def main() -> None:
         print()
         print("| scenario 1 (pick, shake, place), tamsi, in process | outcome | CPU s | steps | CPU ms / step |")
         print("|---|---|---|---|---|")
-        for label, mesh in (("URDF bottle (one cylinder)", None), ("the set's mug, decomposed", "mug.obj")):
+        for label, mesh in (("URDF bottle (one cylinder)", None), ("the set's mug, decomposed", "mug.obj"),
+                            ("the set's bottle, decomposed", "bottle.obj")):
             ok, reason, cpu, steps, per = pick_cost(mesh)
             print(f"| {label} | {'success' if ok else 'failed: ' + reason[:80]} | {cpu:.2f} | {steps:.0f} "
                   f"| {per:.3f} |", flush=True)
