@@ -395,3 +395,101 @@ def test_wsg_grasps_and_lifts_the_decomposed_bottle_of_the_object_set():
         scene, "bottle", "wsg_tcp", {"wsg_finger_left_joint": 0.0, "wsg_finger_right_joint": 0.0}, arm, up)
     _check_lift(rise, hand_rise, vmax)
     assert {"wsg_finger_left", "wsg_finger_right"} <= touching
+
+
+# ------------------------------------------------------------------------------------------------ visuals
+
+
+def _top_camera(height=0.5, fov=40.0):
+    return {"name": "top", "pose": {"xyz": [0.0, 0.0, height], "rpy": [0.0, np.pi / 2, 0.0]}, "width": 160,
+            "height": 160, "fov": fov, "near": 0.05, "far": 4.0}
+
+
+def test_camera_draws_the_mesh_not_its_collision_hull(mesh_dir):
+    """A ring (torus) whose collision is its hull (a disc: the hole filled) is drawn as the torus: seen from
+    above, the pixels over the hole see the floor, those over the tube the ring."""
+    from contact_sim_ros.cameras.rig import CameraRig
+    generate.ring().export(mesh_dir / "ring.obj")
+    scene = load_scene({"objects": [{"name": "ring", "mesh": str(mesh_dir / "ring.obj"), "mass": 0.05,
+                                     "collision": "hull"}],
+                        "environment": [{"name": "ground", "shape": "halfspace"}], "cameras": [_top_camera()]})
+    assert scene.model.geometry_names == ("ring", "ground")       # one convex piece: the hole is not in the physics
+    rig = CameraRig(scene)
+    try:
+        f = rig.render("top", scene.q0)
+    finally:
+        rig.release()
+    ring = next(k for k, v in f.label_names.items() if v == "ring")
+    # the world point under each pixel from its depth: radial distance from the ring's axis
+    v, u = np.mgrid[0:f.spec.height, 0:f.spec.width]
+    rays = np.stack([(u - f.spec.cx) / f.spec.fx, (v - f.spec.cy) / f.spec.fy, np.ones(u.shape)], axis=-1)
+    pts = (rays * f.depth[..., None]) @ f.world_T_optical[:3, :3].T + f.world_T_optical[:3, 3]
+    radial = np.hypot(pts[..., 0], pts[..., 1])
+    hole = radial < 0.03 - 0.008 - 0.003                     # inside the tube's inner edge (major - minor)
+    tube = np.abs(radial - 0.03) < 0.004                     # over the tube's crest
+    assert hole.sum() > 50 and tube.sum() > 50
+    assert np.all(f.labels[hole] != ring) and np.all(np.abs(pts[hole][:, 2]) < 1e-3)     # the floor
+    assert np.all(f.labels[tube] == ring) and np.all(pts[tube][:, 2] > 0.012)             # the ring's top
+
+
+def test_visual_mesh_with_its_colours_is_drawn_instead_of_the_collision_mesh(tmp_path):
+    """Collision: a 10 cm box mesh; visual: a blue 3 cm sphere (face colours, PLY). The camera sees the sphere's
+    disc (its area in pixels, not the box's square) in the sphere's blue, not the default object colour."""
+    from contact_sim_ros.cameras.rig import CameraRig
+    trimesh.creation.box(extents=[0.1, 0.1, 0.1]).export(tmp_path / "box.obj")
+    sphere = trimesh.creation.icosphere(subdivisions=4, radius=0.03)
+    sphere.visual.face_colors = np.tile([20, 40, 230, 255], (len(sphere.faces), 1))
+    sphere.export(tmp_path / "blue_ball.ply")
+    cam = _top_camera(height=0.6)
+    scene = load_scene({"objects": [{"name": "part", "mesh": str(tmp_path / "box.obj"), "mass": 0.2,
+                                     "visual": str(tmp_path / "blue_ball.ply"), "pose": {"xyz": [0, 0, 0.05]}}],
+                        "cameras": [cam]}, source=str(tmp_path / "scene.yaml"))
+    assert scene.model.geometry_names == ("part",)
+    rig = CameraRig(scene)
+    try:
+        f = rig.render("top", scene.q0)
+    finally:
+        rig.release()
+    seen = f.labels > 0
+    # the sphere's silhouette from 0.55 m: a disc of angular radius asin(r / d), in pixels of focal length fx
+    d = 0.6 - 0.05
+    radius_px = f.spec.fx * np.tan(np.arcsin(0.03 / d))
+    assert seen.sum() == pytest.approx(np.pi * radius_px ** 2, rel=0.05)
+    box_px = (f.spec.fx * 0.05 / (0.6 - 0.1)) * 2
+    assert seen.sum() < 0.5 * box_px ** 2
+    rgb = f.color[seen].astype(float)
+    assert np.all(rgb[:, 2] > 2 * rgb[:, 0]) and np.all(rgb[:, 2] > 2 * rgb[:, 1])     # blue (shaded)
+    # a visual colour given in the scene overrides the file's; a missing visual file names it at load
+    scene = load_scene({"objects": [{"name": "part", "mesh": str(tmp_path / "box.obj"), "mass": 0.2,
+                                     "visual": {"mesh": str(tmp_path / "blue_ball.ply"), "color": [1, 0, 0]}}]})
+    from contact_sim_ros.cameras.visual_scene import build_visual_scene
+    assert {m.color for m in build_visual_scene(scene).meshes} == {(1.0, 0.0, 0.0, 1.0)}
+    with pytest.raises(ModelError, match=r"objects\[0\] \(part\)\.visual: visual mesh file not found: nope\.ply"):
+        load_scene({"objects": [{"name": "part", "mesh": str(tmp_path / "box.obj"), "mass": 0.2,
+                                 "visual": "nope.ply"}]})
+    with pytest.raises(ConfigError, match=r"visual\.color: \[r, g, b\] or \[r, g, b, a\] with each in 0\.\.1"):
+        load_scene({"objects": [{"name": "part", "mesh": str(tmp_path / "box.obj"), "mass": 0.2,
+                                 "visual": {"mesh": str(tmp_path / "blue_ball.ply"), "color": [300, 0, 0]}}]})
+
+
+def test_visual_mesh_colours_from_materials_and_textures(tmp_path):
+    """An OBJ's material colour (Kd, no UVs) and a GLB's texture (left half red, right half blue, sampled at the
+    vertices) become the parts' colours."""
+    from PIL import Image
+    from contact_sim_ros.cameras.visual_scene import mesh_file_visuals
+    (tmp_path / "green.mtl").write_text("newmtl green\nKd 0.1 0.8 0.2\n")
+    box = trimesh.creation.box(extents=[1, 1, 1])
+    lines = ["mtllib green.mtl", *(f"v {x} {y} {z}" for x, y, z in box.vertices), "usemtl green",
+             *(f"f {a + 1} {b + 1} {c + 1}" for a, b, c in box.faces)]
+    (tmp_path / "green.obj").write_text("\n".join(lines) + "\n")
+    parts = mesh_file_visuals(str(tmp_path / "green.obj"), (0.1, 0.1, 0.1))
+    assert len(parts) == 1 and parts[0][2] == pytest.approx((0.1, 0.8, 0.2, 1.0), abs=1 / 255) and parts[0][3]
+    assert np.ptp(parts[0][0], axis=0) == pytest.approx([0.1, 0.1, 0.1])          # scaled
+    uv = np.c_[np.where(box.vertices[:, 0] > 0, 0.95, 0.05), np.full(len(box.vertices), 0.5)]
+    box.visual = trimesh.visual.TextureVisuals(uv=uv, image=Image.fromarray(np.array([[[255, 0, 0], [0, 0, 255]]],
+                                                                                      np.uint8)))
+    box.export(tmp_path / "textured.glb")
+    parts = mesh_file_visuals(str(tmp_path / "textured.glb"))
+    colors = {tuple(np.round(c[:3], 2)): len(f) for _, f, c, _ in parts}
+    assert colors[(1.0, 0.0, 0.0)] == 2 and colors[(0.0, 0.0, 1.0)] == 2       # the -x face red, the +x face blue
+    assert sum(colors.values()) == 12

@@ -5,7 +5,10 @@ The physics model (model/loader.py) keeps collision geometry only; the visuals a
 URDFs (the robots' prefixed as in model/composition.py) with Pinocchio's URDF parser (GeometryType.VISUAL:
 primitives, meshes through assimp, material colors as ``meshColor``). Primitives are tessellated with trimesh;
 a mesh keeps its triangles. Scene shapes (``shape:`` objects and environment entries) use their shape and a
-default color. A halfspace becomes a square of ``HALFSPACE_SIZE`` on its plane.
+default color. A halfspace becomes a square of ``HALFSPACE_SIZE`` on its plane. A mesh object (``mesh:``) is drawn
+as its mesh file (not its convex collision pieces), or as its ``visual:`` mesh when given (another file, e.g. a
+detailed textured scan over a coarse collision mesh), with the file's colours: one draw per colour (face or vertex
+colours, material colours, textures sampled at the vertices; the renderer shades one colour per draw).
 
 Labels (uint16): 0 = nothing; then one per entity in order: every robot link that has a visual (by its model
 name), every free object, every environment entry. ``VisualScene.labels`` names them.
@@ -110,6 +113,68 @@ def shape_mesh(geometry, where: str) -> tuple[np.ndarray, np.ndarray, bool] | No
     return mesh.vertices.astype(np.float32), mesh.faces.astype(np.int32), True
 
 
+MAX_COLORS = 64                 # distinct colours of a visual mesh before they are quantised to 3 bits per channel
+
+
+def _face_colors(geom) -> np.ndarray:
+    """(m, 4) RGBA 0..1 per face: the face / vertex colours, a texture sampled at the vertices (averaged per
+    face), a material's colour (an OBJ's ``Kd`` without UVs), else ``OBJECT_COLOR``."""
+    visual = geom.visual
+    n = len(geom.faces)
+    if visual.kind in ("face", "vertex"):
+        return np.asarray(visual.face_colors, float) / 255.0
+    material = getattr(visual, "material", None)
+    if getattr(visual, "uv", None) is not None and material is not None:
+        vc = np.asarray(visual.to_color().vertex_colors, float)          # the texture at each vertex
+        if vc.shape == (len(geom.vertices), 4):
+            return trimesh.visual.color.vertex_to_face_color(vc.astype(np.uint8), geom.faces) / 255.0
+    if material is not None:
+        return np.tile(np.asarray(material.main_color, float) / 255.0, (n, 1))
+    return np.tile(np.asarray(OBJECT_COLOR, float), (n, 1))
+
+
+def mesh_file_visuals(path: str, scale=(1.0, 1.0, 1.0), color=None) -> list[tuple]:
+    """A mesh file as ``(vertices float32 (n, 3) m, faces int32 (m, 3), rgba 0..1, closed)`` parts, one per colour
+    (every geometry of a GLB/DAE/OBJ scene in the file's frame, scaled per axis). ``color``: one RGBA for all;
+    else the file's colours (a mesh without any: ``OBJECT_COLOR``). ModelError naming the file."""
+    if not Path(path).is_file():
+        raise ModelError(f"visual mesh file not found: {path}")
+    try:
+        loaded = trimesh.load(str(path), force="scene")
+        geometries = loaded.dump() if isinstance(loaded, trimesh.Scene) else [loaded]
+    except Exception as exc:  # noqa: BLE001 - trimesh raises many types
+        raise ModelError(f"{path}: cannot read the visual mesh: {type(exc).__name__}: {exc}") from None
+    S = np.diag([*map(float, scale), 1.0])
+    parts = []
+    for geom in geometries:
+        if not isinstance(geom, trimesh.Trimesh) or len(geom.faces) == 0:
+            continue
+        if not np.all(np.isfinite(geom.vertices)):
+            raise ModelError(f"{path}: visual mesh with NaN or infinite vertex coordinates")
+        geom = geom.copy()
+        geom.apply_transform(S)
+        if color is not None:
+            rgba = np.tile(np.asarray(color, float), (len(geom.faces), 1))
+        else:
+            rgba = _face_colors(geom)
+        parts.append((geom, rgba))
+    if not parts:
+        raise ModelError(f"{path}: the visual mesh is empty (no triangles)")
+    levels = np.unique(np.concatenate([np.round(c * 255) for _, c in parts]), axis=0)
+    quantum = 255.0 / 7.0 if len(levels) > MAX_COLORS else 1.0
+    out = []
+    for geom, rgba in parts:
+        keys = np.round(np.round(rgba * 255.0 / quantum) * quantum) / 255.0
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        for k, c in enumerate(uniq):
+            faces = np.flatnonzero(inverse.reshape(-1) == k)
+            sub = geom if len(uniq) == 1 else geom.submesh([faces], append=True)
+            closed = bool(sub.is_watertight and sub.is_winding_consistent and sub.volume > 0)
+            out.append((np.asarray(sub.vertices, np.float32), np.asarray(sub.faces, np.int32),
+                        tuple(float(x) for x in c), closed))
+    return out
+
+
 def _halfspace(geometry) -> tuple[np.ndarray, np.ndarray, pin.SE3]:
     """A square of HALFSPACE_SIZE on the halfspace's plane n . x = d, facing +n; and its placement."""
     n = np.asarray(geometry.n, float)
@@ -203,6 +268,18 @@ def build_visual_scene(scene) -> VisualScene:
                 raise ModelError(f"{scene.source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
                                  f"(looked relative to the scene and in {urdf_dir()})")
             b.urdf(str(resolved), "", (), "object", obj.name)
+        elif obj.visual is not None or obj.mesh is not None:       # a mesh file with its colours
+            where = f"{scene.source}: object {obj.name!r}"
+            fid = b.frame_id(body.frame_name, where)
+            spec = obj.visual if obj.visual is not None else obj.mesh
+            try:
+                parts = mesh_file_visuals(spec.path, spec.scale, getattr(spec, "color", None))
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc}") from None
+            label = b.label(obj.name, "object")
+            for k, (v, f, color, closed) in enumerate(parts):
+                b.meshes.append(VisualMesh(f"{obj.name}/visual_{k}", v, f, fid, pin.SE3.Identity(), color, label,
+                                           closed))
         else:
             fid = b.frame_id(body.frame_name, f"{scene.source}: object {obj.name!r}")
             b.add(obj.name, obj.shape.collision_geometry(), fid, pin.SE3.Identity(), OBJECT_COLOR,

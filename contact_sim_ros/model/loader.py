@@ -433,6 +433,8 @@ class ObjectSpec:
     # a URDF object's collision meshes: auto | hull | decompose, and CoACD parameters (model/mesh_object.py)
     collision: str = "auto"
     decomposition: dict = field(default_factory=dict)
+    # what cameras draw (mesh_object.VisualSpec); None: the mesh file itself (mesh objects) or the shape
+    visual: object | None = None
 
 
 @dataclass

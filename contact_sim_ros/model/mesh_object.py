@@ -82,6 +82,42 @@ class MeshSpec:
     decomposition: dict = field(default_factory=dict)   # CoACD parameters over DECOMPOSITION_DEFAULTS
 
 
+@dataclass(frozen=True)
+class VisualSpec:
+    """What cameras draw for an object instead of its collision geometry (cameras/visual_scene.py): a mesh file
+    with its colours (face / vertex colours, materials, textures sampled at the vertices), scaled; ``color``
+    (RGBA 0..1) overrides the file's."""
+
+    path: str                                    # absolute path of the mesh file
+    scale: tuple = (1.0, 1.0, 1.0)               # per axis (file units -> m)
+    color: tuple | None = None
+
+
+def parse_visual_entry(value, resolve, default_scale: tuple, where: str) -> VisualSpec:
+    """A scene object's ``visual``: ``FILE`` or ``{mesh: FILE, scale: S, color: [r, g, b(, a)]}`` (scale default:
+    the object's mesh scale, else 1) -> VisualSpec. ``resolve(file)``: the existing file or None.
+    ConfigError / ModelError naming ``where`` and the problem."""
+    entry = {"mesh": value} if isinstance(value, str) else value
+    if not isinstance(entry, dict) or not isinstance(entry.get("mesh"), str) or set(entry) - {"mesh", "scale",
+                                                                                             "color"}:
+        raise ConfigError(f"{where}: a mesh file, or a mapping with 'mesh' (a file) and optional 'scale' and "
+                          f"'color' ([r, g, b] or [r, g, b, a], 0..1), got {value!r}")
+    path = resolve(entry["mesh"])
+    if path is None:
+        raise ModelError(f"{where}: visual mesh file not found: {entry['mesh']} (looked relative to the scene, the "
+                         f"working directory and the object set)")
+    scale = parse_scale(entry["scale"], f"{where}.scale (visual {path})") if "scale" in entry else default_scale
+    color = None
+    if "color" in entry:
+        c = entry["color"]
+        ok = isinstance(c, (list, tuple)) and len(c) in (3, 4) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x <= 1.0 for x in c)
+        if not ok:
+            raise ConfigError(f"{where}.color: [r, g, b] or [r, g, b, a] with each in 0..1, got {c!r}")
+        color = tuple(float(x) for x in c) + ((1.0,) if len(c) == 3 else ())
+    return VisualSpec(str(path), tuple(scale), color)
+
+
 def parse_mesh_entry(entry: dict, path: str, where: str) -> MeshSpec:
     """The mesh keys of a scene object (``mesh``: already resolved to the existing file ``path``, ``scale``,
     ``collision``, ``decomposition``) -> MeshSpec. ConfigError naming ``where`` and the problem."""

@@ -14,6 +14,7 @@ Exit code 0 when every run succeeded, 1 when a scenario failed, 2 on bad argumen
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import signal
@@ -146,16 +147,19 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
                  period: float | None = None, duration: float | None = None, params: dict | None = None,
                  engine_options: dict | None = None, namespace: str | None = None, progress=None,
                  timeout: float = 120.0, node_args: list[str] | None = None,
-                 transport: str = "ros") -> RunResult:
+                 transport: str = "ros", scene: str | Path | None = None) -> RunResult:
     """Run the scenario's controller in lock-step until done: ``transport`` 'ros' starts the simulation node
     and talks to it over ROS 2 (DDS); 'inprocess' runs the same controllers against a Simulator in this
     process through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink` (same message
-    semantics and rates, no DDS)."""
+    semantics and rates, no DDS). ``scene``: a scene file instead of the scenario's own (the same robot and
+    object names; e.g. a campaign's ``trial_scene`` with the object picked from the mesh set)."""
     if name not in SCENARIOS:
         raise ConfigError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
     if transport not in ("ros", "inprocess"):
         raise ConfigError(f"unknown transport {transport!r}; valid transports: inprocess, ros")
     spec = SCENARIOS[name]
+    if scene is not None:
+        spec = dataclasses.replace(spec, scene=str(Path(scene).resolve()))
     dt = spec.time_step if time_step is None else float(time_step)
     T = spec.period if period is None else float(period)
     ns = namespace or f"/scenario_{os.getpid()}_{time.monotonic_ns() % 100000}"

@@ -19,7 +19,8 @@ from ..errors import ConfigError, ContactSimError, ModelError, unknown_choice
 from ..model.composition import build_scene_model, mount_order, prefixed_preset
 from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset, meshes_dir,
                             resolve_mesh_path)
-from ..model.mesh_object import MeshSpec, parse_collision, parse_decomposition, parse_mesh_entry
+from ..model.mesh_object import (MeshSpec, parse_collision, parse_decomposition, parse_mesh_entry,
+                                 parse_visual_entry)
 from ..model.multibody_model import MultibodyModel, model_body_names
 from ..resources import share_dir
 from ..yaml_files import check_keys, parse_pose, parse_vector, read_mapping
@@ -307,7 +308,7 @@ def _build(data: dict, source: str) -> Scene:
         if not isinstance(o, dict) or "name" not in o:
             raise ConfigError(f"{where}: each object is a mapping with a 'name'")
         valid = {"name", "shape", "mass", "density", "urdf", "pose", "velocity", "material", "friction", "mesh",
-                 "scale", "collision", "decomposition"}
+                 "scale", "collision", "decomposition", "visual"}
         if set(o) - valid:
             raise ConfigError(f"{where} ({o['name']}): unknown key(s) {sorted(set(o) - valid)}; valid: {sorted(valid)}")
         where = f"{where} ({o['name']})"
@@ -323,6 +324,12 @@ def _build(data: dict, source: str) -> Scene:
         mesh = _mesh_entry(o, scene_dir, where) if "mesh" in o else None
         if "mesh" not in o and set(o) & {"scale", "decomposition"}:
             raise ConfigError(f"{where}: 'scale' and 'decomposition' are keys of mesh objects ('mesh: FILE')")
+        visual = None
+        if "visual" in o:
+            if "urdf" in o:
+                raise ConfigError(f"{where}.visual: a URDF object's visuals are its links' <visual> elements")
+            visual = parse_visual_entry(o["visual"], lambda f: resolve_mesh_path(str(f), scene_dir),
+                                        mesh.scale if mesh is not None else (1.0, 1.0, 1.0), f"{where}.visual")
         material = dict(o.get("material") or {})
         if "friction" in o:
             material["friction"] = o["friction"]
@@ -330,7 +337,7 @@ def _build(data: dict, source: str) -> Scene:
                                   parse_pose(o.get("pose"), f"{where}.pose"), material, mesh,
                                   None if density is None else float(density),
                                   parse_collision(o.get("collision", "auto"), f"{where}.collision"),
-                                  parse_decomposition(o.get("decomposition"), f"{where}.decomposition")))
+                                  parse_decomposition(o.get("decomposition"), f"{where}.decomposition"), visual))
         if "velocity" in o:
             velocities[str(o["name"])] = parse_vector(o["velocity"], 6, f"{where}.velocity")
     environment, surface = [], {}
