@@ -146,11 +146,12 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
                  period: float | None = None, duration: float | None = None, params: dict | None = None,
                  engine_options: dict | None = None, namespace: str | None = None, progress=None,
                  timeout: float = 120.0, node_args: list[str] | None = None,
-                 transport: str = "ros") -> RunResult:
+                 transport: str = "ros", scene: str | Path | None = None) -> RunResult:
     """Run the scenario's controller in lock-step until done: ``transport`` 'ros' starts the simulation node
     and talks to it over ROS 2 (DDS); 'inprocess' runs the same controllers against a Simulator in this
     process through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink` (same message
-    semantics and rates, no DDS)."""
+    semantics and rates, no DDS). ``scene``: a scene file instead of the scenario's (e.g. its scene with an
+    object moved: campaign.trial_scene)."""
     if name not in SCENARIOS:
         raise ConfigError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
     if transport not in ("ros", "inprocess"):
@@ -163,7 +164,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     p = Params(**(params or {}))
     controller = _load(spec.factory)(p)
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
-    scene = spec.scene_for(p)
+    scene = spec.scene_for(p) if scene is None else str(scene)
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots, scene)
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
