@@ -13,7 +13,8 @@ What a simple grasp pipeline does with a RealSense on the wrist, on a :class:`~.
    highest ones (the 99th percentile of height, robust to noise); the axis (x, y) is their centroid, the top
    height their median.
 
-Pure numpy, no rendering: the caller renders (the controller, through its link, at the moment it perceives).
+Pure numpy, no rendering: the caller renders (the controller, through its link, at the moment it perceives), or
+receives the image from the camera's topics (:class:`DepthImage`: over ROS, controllers/robot_link.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, unknown_choice
+from .spec import CameraSpec, pixel_rays
 
 SEGMENTATIONS = ("height", "labels")
 
@@ -40,6 +42,32 @@ class CylinderEstimate:
     top_z: float
     points: int
     top_points: int
+
+
+@dataclass
+class DepthImage:
+    """A depth image as a perception client has it from realsense2_camera's topics and TF (what segment_object
+    reads of a rendered :class:`~.rig.CameraFrame`): ``spec`` (the camera's name and the intrinsics of its
+    camera_info), ``t`` (s, the image stamp), ``depth`` (H, W) float32 m (the driver's 16UC1 millimetres / 1000,
+    0 = no depth), ``labels`` (H, W) uint16 segmentation labels (zeros without the segmentation stream),
+    ``world_T_optical`` (4, 4) the image's optical frame in the world (TF at the stamp), ``label_names``
+    (label -> entity name)."""
+
+    spec: CameraSpec
+    t: float
+    depth: np.ndarray
+    labels: np.ndarray
+    world_T_optical: np.ndarray
+    label_names: dict
+
+    def points_world(self) -> np.ndarray:
+        """(N, 3) float32 m in the world: every pixel with depth, row-major (x = (u - cx) z / fx, y likewise)."""
+        xs, ys = pixel_rays(self.spec)
+        v, u = np.nonzero(self.depth > 0)
+        z = self.depth[v, u].astype(np.float32)
+        optical = np.stack((xs[u] * z, ys[v] * z, z), axis=1)
+        T = self.world_T_optical
+        return (optical @ T[:3, :3].T + T[:3, 3]).astype(np.float32)
 
 
 def segment_object(frame, *, segmentation: str = "height", object_name: str = "", robot_labels=(),

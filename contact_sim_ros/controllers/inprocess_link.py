@@ -335,7 +335,17 @@ class InProcessLink:
         self.t_ns += self.period_ns
         return self.t_ns
 
-    # ------------------------------------------------------------------ perception (in process only)
+    # ------------------------------------------------------------------ perception
+    def watch_camera(self, camera: str, labels: bool = True) -> None:
+        """(RobotLink subscribes to the camera's topics here; in process the camera is rendered on demand.)"""
+
+    def unwatch_camera(self, camera: str) -> None:
+        """(RobotLink drops the camera's subscriptions.)"""
+
+    def camera_ready(self, camera: str) -> bool:
+        """In process a camera renders on demand: always ready."""
+        return True
+
     def camera_frame(self, camera: str):
         """Camera ``camera`` of the scene rendered now, from the state at the current tick: a
         :class:`~contact_sim_ros.cameras.rig.CameraFrame` (color, depth as its depth model measures it, labels).

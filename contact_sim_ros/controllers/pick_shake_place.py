@@ -68,7 +68,8 @@ class PickShakePlaceParams:
     stop_at: str = ""                   # end the run successfully when this phase begins (shortened tests)
     # where the bottle is (docs/cameras.md "Perception in the loop"): 'given' = pick_xy; 'truth' = the object's
     # true position now (in process: ground truth); 'perception' = located in one depth image of `camera`, taken
-    # with the grasp centre at look_height over pick_xy (in process: the link renders it at that moment)
+    # with the grasp centre at look_height over pick_xy (in process: the link renders it at that moment; over ROS:
+    # the image of that tick from the camera's topics, located through TF)
     pick_source: str = "given"
     pick_object: str = "bottle"         # the object to pick (truth; perception with segmentation 'labels')
     camera: str = "wrist_camera"        # a camera of the scene (perception)
@@ -102,11 +103,12 @@ class PickShakePlace:
     # ------------------------------------------------------------------ setup
     def setup(self, link, t0: int, urdf: str):
         p = self.p
-        if p.pick_source != "given" and not hasattr(link, "object_position" if p.pick_source == "truth"
-                                                    else "camera_frame"):
-            raise ControllerError(f"pick_source {p.pick_source!r} needs a link that "
-                                  f"{'knows the true object poses' if p.pick_source == 'truth' else 'renders cameras'}"
-                                  f": the in-process link (--transport inprocess), not {type(link).__name__}")
+        if p.pick_source == "truth" and not hasattr(link, "object_position"):
+            raise ControllerError(f"pick_source 'truth' needs a link that knows the true object poses: the "
+                                  f"in-process link (--transport inprocess), not {type(link).__name__}")
+        if p.pick_source == "perception" and not hasattr(link, "camera_frame"):
+            raise ControllerError(f"pick_source 'perception' needs a link that renders cameras or receives their "
+                                  f"images (InProcessLink, RobotLink), not {type(link).__name__}")
         self.link = link
         self.T = link.period_ns
         self.Ts = self.T * 1e-9
@@ -271,13 +273,24 @@ class PickShakePlace:
                 self.enter("look" if p.pick_source == "perception" else "approach", t_k)
         elif ph == "look" and t_k >= self.phase_end:
             self.phase, self.phase_t0 = "perceive", t_k
-        elif ph == "perceive" and elapsed >= 0.2:          # the arm at rest over the pick location: one image
+            # over ROS: subscribe to the camera now (the node renders only for readers), so its streams flow
+            # before the image is taken
+            self.link.watch_camera(p.camera, labels=True)
+        # the arm at rest over the pick location: one image (over ROS: once the camera's streams have delivered,
+        # so the image of this tick comes; in process at once)
+        elif ph == "perceive" and elapsed >= 0.2 and self.link.camera_ready(p.camera):
             try:
                 self.perceive()
             except PerceptionError as exc:
                 self.fail(f"perception: camera {p.camera!r} did not find the {p.pick_object}: {exc}")
                 return True
+            finally:
+                self.link.unwatch_camera(p.camera)
             self.enter("approach", t_k)
+        elif ph == "perceive" and elapsed >= 2.0:
+            self.fail(f"perception: camera {p.camera!r}'s streams did not all arrive within 2 s of sim time "
+                      f"(depth, camera_info, segmentation, TF)")
+            return True
         elif ph in ("approach", "descend", "lift", "transfer", "retreat") and t_k >= self.phase_end:
             nxt = {"approach": "descend", "descend": "close", "lift": "hold", "transfer": "lower",
                    "retreat": "settle"}[ph]

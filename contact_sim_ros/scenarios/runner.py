@@ -152,7 +152,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     and talks to it over ROS 2 (DDS); 'inprocess' runs the same controllers against a Simulator in this
     process through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink` (same message
     semantics and rates, no DDS). ``scene``: a scene file instead of the scenario's own (the same robot and
-    object names; e.g. a campaign's ``trial_scene`` with the object picked from the mesh set)."""
+    object names; e.g. a campaign's ``trial_scene`` with an object moved or picked from the mesh set)."""
     if name not in SCENARIOS:
         raise ConfigError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
     if transport not in ("ros", "inprocess"):
@@ -167,7 +167,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     p = Params(**(params or {}))
     controller = _load(spec.factory)(p)
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
-    scene = spec.scene_for(p)
+    scene = spec.scene_for(p) if scene is None else str(scene)
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots, scene)
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
