@@ -25,6 +25,7 @@ import weakref
 
 import numpy as np
 
+from ..sim import step_kernels
 from ..sim.gravity_feed_forward import GravityFeedForward
 from ..sim.sensors import ForceTorqueSensor
 from .command_validation import JointCommand
@@ -82,10 +83,8 @@ class SimulatorSystem:
         a_max = self._v_max / self.ramp_acceleration_time
         self._two_a, self._a_dt = 2.0 * a_max, a_max * self.dt
         self._v_sent = np.zeros(n)
-        self._lo = np.zeros(n)
         self._dq = np.zeros(n)
         self._v_ramp = np.zeros(n)
-        self._work = np.zeros(n)
         self._pos = np.zeros(n, dtype=bool)
         self._cmd_position = np.zeros(n, dtype=bool)    # joints handed over in position mode
         self._cmd_velocity = np.zeros(n, dtype=bool)    # ... in velocity mode
@@ -107,10 +106,10 @@ class SimulatorSystem:
     def fill_state(self, kind: int, out: np.ndarray) -> None:
         """(StateInterfaces) the joints' position (kind 0), velocity (1) or effort (2) into ``out``."""
         sim, m = self.sim, self.sim.model
-        if kind == 0:
-            np.take(sim.q, m.joint_q_index, out=out)
+        if kind == 0:                     # (the ndarray methods: np.take's dispatch costs ~1 us per call)
+            sim.q.take(m.joint_q_index, out=out)
         elif kind == 1:
-            np.take(sim.v, m.joint_v_index, out=out)
+            sim.v.take(m.joint_v_index, out=out)
         else:
             out[:] = sim.joint_efforts()
 
@@ -243,8 +242,7 @@ class SimulatorSystem:
         A joint that was in velocity or effort mode, or that a controller holds (``hw.snap``), starts from its
         measured / held position. Allocation-free (preallocated arrays)."""
         hw = self.command
-        pos, clip, work, lo, q_sent, v_sent, dq = (self._pos, self._clip, self._work, self._lo, self._q_sent,
-                                                   self._v_sent, self._dq)
+        pos, clip, q_sent, v_sent, dq = self._pos, self._clip, self._q_sent, self._v_sent, self._dq
         np.equal(hw.mode, POSITION, out=pos)
         # every joint in position mode now and at the last call (the usual case): the mode masks are skipped
         all_pos = bool(pos.all()) and self._was_all_pos
@@ -264,33 +262,7 @@ class SimulatorSystem:
                 np.copyto(v_sent, 0.0, where=clip)
             np.copyto(self._was_pos, pos)
             self._was_all_pos = bool(pos.all())
-        np.subtract(hw.position, q_sent, out=dq)
-        np.abs(dq, out=work)
-        np.greater(work, self._dq_max, out=clip)          # jumps: on the profile
-        if not all_pos:
-            np.logical_and(clip, pos, out=clip)
-        np.copyto(self._v_ramp, hw.velocity)
-        self._ramping = bool(clip.any())
-        if self._ramping:
-            if not was_ramping:                   # a new jump's profile starts at rest
-                v_sent[:] = 0.0
-            # speed that still stops at the target: sqrt(2 a |dq|), at most v_max, within a * dt of the last
-            np.multiply(work, self._two_a, out=work)
-            np.sqrt(work, out=work)
-            np.minimum(work, self._v_max, out=work)
-            np.copysign(work, dq, out=work)
-            np.subtract(v_sent, self._a_dt, out=lo)
-            np.maximum(work, lo, out=work)
-            np.add(v_sent, self._a_dt, out=lo)
-            np.minimum(work, lo, out=work)
-            np.multiply(work, self.dt, out=lo)            # the profile's step
-            np.copyto(dq, lo, where=clip)
-            np.copyto(v_sent, work, where=clip)
-            np.copyto(self._v_ramp, work, where=clip)     # feed-forward: the profile's speed
-            np.logical_not(clip, out=clip)                # the others: as commanded
-            np.divide(dq, self.dt, out=v_sent, where=clip)
-        else:
-            np.divide(dq, self.dt, out=v_sent)
-        np.add(q_sent, dq, out=q_sent)
-        if not all_pos:
-            np.copyto(v_sent, 0.0, where=self._not_pos)   # no profile state for joints not in position mode
+        # the profile per joint: one compiled pass (sim/step_kernels.rate_limited_targets)
+        self._ramping = step_kernels.rate_limited_targets(
+            hw.position, hw.velocity, q_sent, v_sent, self._v_ramp, dq, self._dq_max, self._two_a, self._v_max,
+            self._a_dt, self.dt, all_pos, pos, self._not_pos, was_ramping)

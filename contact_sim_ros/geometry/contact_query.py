@@ -48,6 +48,8 @@ Cost (``benchmarks/contact_query/run.py``, Panda grasping a cylinder on a table,
 
 from __future__ import annotations
 
+import itertools
+
 import coal
 import numpy as np
 import pinocchio as pin
@@ -739,16 +741,17 @@ class ContactQuery:
         r = 0
         if pair:
             p = len(pair)
-            geometry = np.take(self._pairs_by_side, pair, axis=1)         # (2, P): A, B of every patch
+            pair = np.array(pair, dtype=np.int64)
+            geometry = self._pairs_by_side.take(pair, axis=1)             # (2, P): A, B of every patch
             slot = {}                        # geometry -> row of its world placement (few geometries per step)
             slots = np.array([slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()], dtype=np.int64)
             oMg = self._gd.oMg
             placement = np.array([oMg[g].homogeneous for g in slot])
-            start = np.zeros(p + 1, dtype=np.int64)
-            np.cumsum(count, out=start[1:])
+            # the patches' first rows: a running sum of the Python list (np.cumsum of a list converts it first)
+            start = np.fromiter(itertools.accumulate(count, initial=0), dtype=np.int64, count=p + 1)
             # every array C-contiguous, as in the box-halfspace call below: one compiled variant of the kernel
             r = self._kernels.patch_contacts(
-                np.array(pair, dtype=np.int64), start, np.array(mid), np.array(normal), np.array(depth),
+                pair, start, np.array(mid), np.array(normal), np.array(depth),
                 np.array(wit_a), np.array(wit_b), geometry[0], geometry[1], slots[:p], slots[p:],
                 placement, c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start,
                 c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(p), pair_out,

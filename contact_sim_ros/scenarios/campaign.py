@@ -603,7 +603,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
                              wrench_topics=getattr(controller, "wrench_topics", ()),
                              inactive_controllers=sc.inactive_controllers, engine_options=sc.engine_options,
                              ft_noise_std=float(values.get("sensor.ft_noise_std", 0.0)),
-                             noise_seed=(spec.seed, int(k)), on_period=on_period)
+                             noise_seed=(spec.seed, int(k)), on_period=on_period, trajectory_states=False)
         error = ""
         try:
             verdict = run_controller(controller, link, duration=spec.duration or sc.duration)

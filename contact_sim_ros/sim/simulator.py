@@ -361,45 +361,28 @@ class Simulator:
         efforts={every joint})``: a non-finite used value or a pure effort the engine ignores raises ConfigError
         and changes nothing."""
         m = self.model
-        if self._command_index_model is not m:       # index arrays and buffers per model (spawned objects rebuild)
+        if self._command_index_model is not m:       # index arrays per model (spawned objects rebuild)
             self._command_index_model = m
-            n = len(m.joint_names)
             self._command_qi = np.asarray(m.joint_q_index, dtype=np.intp)
             self._command_vi = np.asarray(m.joint_v_index, dtype=np.intp)
             self._command_lo = np.asarray(m.position_lower, dtype=float)
             self._command_hi = np.asarray(m.position_upper, dtype=float)
-            self._command_value = np.zeros(n)                # per-joint values on their way to the targets
-            self._command_has_v = np.zeros(n, dtype=bool)
-            self._command_flag = np.zeros(n, dtype=bool)
-        # preallocated buffers, no temporaries: this runs every step of a moving robot (the node's stepping loop)
-        has_v, value, flag = self._command_has_v, self._command_value, self._command_flag
-        np.logical_or(position_mode, velocity_mode, out=has_v)
-        # the sum is nan or inf when any value is (no floating-point warning, unlike nan * 0): one check of all
-        # values; the per-joint one only if it fails (also on an overflow of finite values, which then pass)
-        if not math.isfinite(positions.sum() + velocities.sum() + efforts.sum()):
+        # one compiled pass (this runs every step of a moving robot: the node's stepping loop, a campaign's trial)
+        code = step_kernels.joint_commands(
+            position_mode, velocity_mode, positions, velocities, efforts, self._command_qi, self._command_vi,
+            self._command_lo, self._command_hi, self._passive_v, bool(self.engine.accepts_effort_commands),
+            self._q_target, self._v_target, self._effort, self._position_mode, self._velocity_mode)
+        if code == step_kernels.COMMAND_NOT_FINITE:
+            has_v = np.logical_or(position_mode, velocity_mode)
             for d, kind, used in ((positions, "position", position_mode), (velocities, "velocity", has_v),
                                   (efforts, "effort", np.ones_like(has_v))):
                 bad = np.flatnonzero(used & ~np.isfinite(d))
                 if bad.size:
                     raise ConfigError(f"joint {m.joint_names[bad[0]]!r}: {kind} command must be finite, got "
                                       f"{d[bad[0]]!r}")
-        if not self.engine.accepts_effort_commands and not has_v.all():
+        if code == step_kernels.PURE_EFFORT:
+            has_v = np.logical_or(position_mode, velocity_mode)
             self._reject_pure_efforts([m.joint_names[i] for i in np.flatnonzero(~has_v)], "set_joint_targets")
-        qi, vi = self._command_qi, self._command_vi
-        # position targets of the position-mode joints, clamped to the limits; the others keep theirs
-        self._q_target.take(qi, out=value)
-        np.maximum(positions, self._command_lo, out=value, where=position_mode)
-        np.minimum(value, self._command_hi, out=value, where=position_mode)
-        self._q_target.put(qi, value)
-        np.copyto(value, 0.0)
-        np.copyto(value, velocities, where=has_v)
-        self._v_target.put(vi, value)
-        self._effort.put(vi, efforts)
-        if self._passive_v.size:         # passive joints: no actuator (e.g. the node's gravity feed-forward)
-            self._effort[self._passive_v] = 0.0
-        self._position_mode.put(vi, position_mode)
-        np.greater(velocity_mode, position_mode, out=flag)          # velocity mode and not position mode
-        self._velocity_mode.put(vi, flag)
 
     def _reject_pure_efforts(self, joints, where: str) -> None:
         """ConfigError if ``joints`` get an effort without a position or velocity and the engine ignores efforts
