@@ -22,13 +22,8 @@ from contact_sim_ros.controllers.pick_shake_place import PickShakePlaceParams
 from contact_sim_ros.engines.registry import engine_class, engine_names
 from contact_sim_ros.model.loader import meshes_dir
 from contact_sim_ros.scenarios.runner import run_scenario
-from contact_sim_ros.sim.scene import load_scene
 
 DYNAMIC_ENGINES = [n for n in engine_names() if engine_class(n).dynamic]
-# over ROS in every run: a node start costs ~6 CPU s, the run ~2-6 more; the other dynamic engines run the same
-# grasp over ROS with FULL=1 (marked slow) and, in every run, in process (the same controller and link semantics
-# through InProcessLink, no DDS: ~1-5 CPU s each)
-OVER_ROS_ALWAYS = ("tamsi", "lagged")
 # scenario 1's durations shortened (as test_scenarios.py), stopped when the shake begins (after the hold is weighed)
 FAST = dict(motion_time=0.5, hold_time=0.45, shake_cycles=2, stop_at="shake", grasp_z=0.04)
 MASS = 0.5                # kg
@@ -77,18 +72,9 @@ def check_lift(r, engine: str, node_output: bool) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("engine", [e if e in OVER_ROS_ALWAYS else pytest.param(e, marks=pytest.mark.slow)
-                                    for e in DYNAMIC_ENGINES])
+@pytest.mark.parametrize("engine", DYNAMIC_ENGINES)
 def test_wsg_grasps_and_lifts_the_decomposed_bottle_over_ros(ros, mesh_scene, engine):
+    """Each dynamic engine over ROS (a node start ~6 CPU s, the run ~2-6 more: ~70 s for the six on 2 cores)."""
     # `ros` only for the isolated ROS domain of conftest.py
     r = run_scenario("pick_shake_place", engine, params=FAST, scene=mesh_scene, timeout=60.0)
     check_lift(r, engine, node_output=True)
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("engine", [e for e in DYNAMIC_ENGINES if e not in OVER_ROS_ALWAYS])
-def test_wsg_grasps_and_lifts_the_decomposed_bottle_in_process(mesh_scene, engine):
-    r = run_scenario("pick_shake_place", engine, params=FAST, scene=mesh_scene, transport="inprocess")
-    names = load_scene(str(mesh_scene)).model.geometry_names       # the pieces, from the module's cache
-    assert sum(n.startswith("bottle/") for n in names) == 2
-    check_lift(r, engine, node_output=False)
