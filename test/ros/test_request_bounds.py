@@ -89,41 +89,6 @@ def rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def test_100k_point_goals_leave_no_memory_in_the_node(node, ros):
-    """Defect 6 over DDS: five goals of MAX_TRAJECTORY_POINTS = 100k points (one every 10 us of a 1 s move there
-    and back) each run to success; the node's resident size after the fifth is within 60 MB of after the first,
-    one goal's worth of the defect (each goal kept 60-80 MB for good: +240 MB or more over four more goals). What
-    stays is the allocator's: seven goals gave 394, 406, 409, 423, 410, 430, 417 MB (no trend)."""
-    proc, js = node
-    client = ActionClient(ros.node, FollowJointTrajectory, f"{NS}/arm_controller/follow_joint_trajectory")
-    assert client.wait_for_server(timeout_sec=30), "no follow_joint_trajectory action server"
-    q0 = np.array([dict(zip(js[-1].name, js[-1].position))[j] for j in IIWA])
-    n = 100_000
-    s = np.arange(1, n + 1) / n
-    goal = FollowJointTrajectory.Goal()          # built once (the node deserializes its own copy of each)
-    goal.trajectory.joint_names = IIWA
-    bump = 0.05 * np.sin(np.pi * s)              # out and back: every goal ends where it started
-    ns_from_start = np.arange(1, n + 1) * 10_000
-    goal.trajectory.points = [
-        JointTrajectoryPoint(positions=(q0 + b).tolist(), time_from_start=Duration(sec=int(t // 1_000_000_000),
-                                                                                   nanosec=int(t % 1_000_000_000)))
-        for b, t in zip(bump, ns_from_start)]
-    rss = []
-    for k in range(5):
-        sent = client.send_goal_async(goal)
-        wait_until(sent.done, 60, what=f"goal {k} response")
-        handle = sent.result()
-        assert handle.accepted, f"goal {k} of {n} points refused"
-        result = handle.get_result_async()
-        wait_until(result.done, 120, what=f"goal {k} result")
-        assert result.result().status == STATUS_SUCCEEDED, result.result().result.error_string
-        del handle, result, sent
-        advancing(js)                            # the node has moved on (the goal's handle released)
-        rss.append(rss_mb(proc.proc.pid))
-    assert max(rss[1:]) - rss[0] < 60.0, f"node RSS after each goal (MB): {[round(r, 1) for r in rss]}"
-    assert proc.proc.poll() is None
-
-
 def test_huge_step_counts_are_refused_with_a_reason(node, ros):
     proc, js = node
     assert ros.call(SetBool, f"{NS}/contact_sim/pause", SetBool.Request(data=True)).success
@@ -412,3 +377,38 @@ def test_sigint_while_the_node_is_built_exits_0_before_it_simulates():
         proc.stop()
         raise
     assert_clean(_interrupt(proc))
+
+
+def test_100k_point_goals_leave_no_memory_in_the_node(node, ros):
+    """Defect 6 over DDS: five goals of MAX_TRAJECTORY_POINTS = 100k points (one every 10 us of a 1 s move there
+    and back) each run to success; the node's resident size after the fifth is within 60 MB of after the first,
+    one goal's worth of the defect (each goal kept 60-80 MB for good: +240 MB or more over four more goals). What
+    stays is the allocator's: seven goals gave 394, 406, 409, 423, 410, 430, 417 MB (no trend)."""
+    proc, js = node
+    client = ActionClient(ros.node, FollowJointTrajectory, f"{NS}/arm_controller/follow_joint_trajectory")
+    assert client.wait_for_server(timeout_sec=30), "no follow_joint_trajectory action server"
+    q0 = np.array([dict(zip(js[-1].name, js[-1].position))[j] for j in IIWA])
+    n = 100_000
+    s = np.arange(1, n + 1) / n
+    goal = FollowJointTrajectory.Goal()          # built once (the node deserializes its own copy of each)
+    goal.trajectory.joint_names = IIWA
+    bump = 0.05 * np.sin(np.pi * s)              # out and back: every goal ends where it started
+    ns_from_start = np.arange(1, n + 1) * 10_000
+    goal.trajectory.points = [
+        JointTrajectoryPoint(positions=(q0 + b).tolist(), time_from_start=Duration(sec=int(t // 1_000_000_000),
+                                                                                   nanosec=int(t % 1_000_000_000)))
+        for b, t in zip(bump, ns_from_start)]
+    rss = []
+    for k in range(5):
+        sent = client.send_goal_async(goal)
+        wait_until(sent.done, 60, what=f"goal {k} response")
+        handle = sent.result()
+        assert handle.accepted, f"goal {k} of {n} points refused"
+        result = handle.get_result_async()
+        wait_until(result.done, 120, what=f"goal {k} result")
+        assert result.result().status == STATUS_SUCCEEDED, result.result().result.error_string
+        del handle, result, sent
+        advancing(js)                            # the node has moved on (the goal's handle released)
+        rss.append(rss_mb(proc.proc.pid))
+    assert max(rss[1:]) - rss[0] < 60.0, f"node RSS after each goal (MB): {[round(r, 1) for r in rss]}"
+    assert proc.proc.poll() is None
