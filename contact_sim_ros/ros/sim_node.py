@@ -66,6 +66,7 @@ except ImportError:
     Contact = ContactArray = None
 
 GRAPH_DISCOVERY_S = 3.0    # s on the ROS graph before a node concludes no other simulation node runs in its namespace
+GRAPH_DISCOVERY_HINTED_S = 15.0   # s, the same when the namespace already has a joint_states publisher
 OTHER_NODE_ANSWER_S = 5.0  # s a running simulation node found in the namespace has to answer get_parameters (a
                            # loaded machine: 2 s was missed once in make test; no answer: a stale entry, warned)
 NODE_NAME = "contact_sim"
@@ -569,6 +570,13 @@ class SimNode(Node):
                 found.append(fqn)
         return found
 
+    def _discovery_window(self) -> float:
+        """GRAPH_DISCOVERY_S, or GRAPH_DISCOVERY_HINTED_S while the namespace already has a joint_states publisher
+        (another simulation node's, whose ~/pause and ~/step, created last of its hundreds of endpoints, a loaded
+        machine may not have discovered yet)."""
+        hinted = self.count_publishers(f"{self.get_namespace().rstrip('/')}/joint_states") > 0
+        return GRAPH_DISCOVERY_HINTED_S if hinted else GRAPH_DISCOVERY_S
+
     def _refuse_a_second_simulator(self) -> None:
         """Before this node publishes or serves anything: ConfigError naming the simulation node that already runs
         in this namespace (its services are known by now: this node has been on the graph while its Simulator was
@@ -578,7 +586,7 @@ class SimNode(Node):
         # DDS discovery of a running node's services takes a while (seconds under load), and the Simulator may be
         # built faster than that (warm kernel cache): look until this node has been on the graph GRAPH_DISCOVERY_S
         found = self.other_simulators()
-        while not found and time.monotonic() - self._joined_graph < GRAPH_DISCOVERY_S:
+        while not found and time.monotonic() - self._joined_graph < self._discovery_window():
             time.sleep(0.05)
             found = self.other_simulators()
         for other in found:
