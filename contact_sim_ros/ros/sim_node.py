@@ -50,6 +50,7 @@ from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
 from ..sim.simulator import Simulator
 from .camera_publisher import CameraPublisher
 from .frames import tf_edges
+from .namespace_claim import NamespaceClaim
 from .node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, plain_args_to_ros_args, read_param_files,
                           share_path, use_fastdds_writer_profile)
 from .robot_port import RobotNode, RobotPort, full_namespace
@@ -124,6 +125,10 @@ class SimNode(Node):
         cfg = self.config
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.log = self.get_logger()
+        # on this host, at once and for certain (before the Simulator is built); _refuse_a_second_simulator below
+        # looks on the ROS graph for one on another host
+        self._claim = NamespaceClaim.take(self.get_namespace(), {
+            "node": self.get_fully_qualified_name(), "robot": cfg.robot, "engine": cfg.engine, "pid": os.getpid()})
 
         with warnings.catch_warnings():          # said in the node's log below
             warnings.simplefilter("ignore", DefaultGainsWarning)
@@ -760,6 +765,8 @@ class SimNode(Node):
 
     def shutdown(self):
         self.loop.stop(timeout=0.5)     # a first step still compiling kernels is not waited for (main() exits)
+        if self._claim is not None:
+            self._claim.release()
         if getattr(self, "cameras", None) is not None:
             self.cameras.close()
         if self.recorder is not None:

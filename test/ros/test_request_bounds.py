@@ -154,18 +154,71 @@ def test_requests_that_would_diverge_are_refused_and_the_node_keeps_playing(node
 
 
 def test_a_second_node_in_the_namespace_refuses_to_start_naming_the_first(node):
+    """On one host the namespace claim (ros/namespace_claim.py) refuses it at once, whatever the load: no wait for
+    DDS discovery (the graph look alone missed the running node's services on loaded machines)."""
+    import subprocess
     for extra in ([], ["--node-name", "sim_two"]):
         second = NodeProcess(["--robot", "iiwa_wsg", "--namespace", NS.strip("/"), "--config", NO_CLOCK, *extra])
         try:
-            code = second.proc.wait(120)
-            out = second.output()
+            try:
+                code = second.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                code = None     # it started: its output says why
         finally:
             second.stop()
+        out = second.output()
         assert code == 2, out
         assert (f"sim_node: error: another simulation node already runs in namespace '{NS}': {NS}/contact_sim "
-                f"(robot 'iiwa_wsg', engine 'tamsi')") in out, out
+                f"(robot 'iiwa_wsg', engine 'tamsi'), process {node[0].proc.pid} on this host") in out, out
         assert_clean(out)
     assert node[0].proc.poll() is None
+
+
+REMOTE_NODE = """
+import os, sys, threading, rclpy
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+rclpy.init()
+node = Node("contact_sim", namespace="/remote")
+node.declare_parameter("robot", "franka")
+node.declare_parameter("engine", "lagged")
+node.create_service(SetBool, "~/pause", lambda req, res: res)
+node.create_service(Trigger, "~/step", lambda req, res: res)
+node.create_publisher(JointState, "joint_states", 10)
+threading.Thread(target=rclpy.spin, args=(node,), daemon=True).start()
+print("on the graph", flush=True)
+sys.stdin.read()
+os._exit(0)
+"""
+
+
+def test_a_simulation_node_seen_only_on_the_ros_graph_is_named_and_refused(ros):
+    """A simulation node the namespace claim cannot see (one on another host; here a process that serves what a
+    simulation node serves and answers its parameters, without the claim) is found on the ROS graph: the new
+    node refuses to start naming it."""
+    import subprocess
+    import sys
+    remote = subprocess.Popen([sys.executable, "-c", REMOTE_NODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert remote.stdout.readline().strip() == "on the graph"
+        new = NodeProcess(["--robot", "iiwa_wsg", "--namespace", "remote", "--config", NO_CLOCK])
+        try:
+            try:
+                code = new.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                code = None
+        finally:
+            new.stop()
+        out = new.output()
+        assert code == 2, out
+        assert ("sim_node: error: another simulation node already runs in namespace '/remote': /remote/contact_sim "
+                "(robot 'franka', engine 'lagged'); stop it") in out, out
+        assert_clean(out)
+    finally:
+        remote.stdin.close()
+        remote.wait(10)
 
 
 STALE_ENTRY = """

@@ -1,0 +1,69 @@
+"""The namespace claim (ros/namespace_claim.py): one simulation node per (user, ROS_DOMAIN_ID, namespace) on a
+host, decided by the kernel's file lock: no DDS, no waiting, nothing stale after a killed process."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.ros.namespace_claim import NamespaceClaim, claim_path
+
+RECORD = {"node": "/arm/contact_sim", "robot": "iiwa_wsg", "engine": "tamsi", "pid": os.getpid()}
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("ROS_DOMAIN_ID", "7")
+
+
+def test_a_second_claim_on_a_namespace_is_refused_naming_the_holder_until_it_releases():
+    first = NamespaceClaim.take("/arm", RECORD)
+    with pytest.raises(ConfigError) as refused:
+        NamespaceClaim.take("/arm", {**RECORD, "node": "/arm/sim_two"})
+    assert str(refused.value) == (f"another simulation node already runs in namespace '/arm': /arm/contact_sim "
+                                  f"(robot 'iiwa_wsg', engine 'tamsi'), process {os.getpid()} on this host; stop it "
+                                  f"or start this one with another --namespace")
+    other = NamespaceClaim.take("/hand", RECORD)       # another namespace is free
+    first.release()
+    again = NamespaceClaim.take("/arm", RECORD)
+    assert again is not None
+    again.release()
+    other.release()
+
+
+def test_each_ros_domain_has_its_own_claims(monkeypatch):
+    first = NamespaceClaim.take("/", RECORD)
+    monkeypatch.setenv("ROS_DOMAIN_ID", "8")
+    second = NamespaceClaim.take("/", RECORD)
+    assert claim_path("/").parent.name == "domain-8"
+    second.release()
+    first.release()
+
+
+HOLDER = """
+import sys
+from contact_sim_ros.ros.namespace_claim import NamespaceClaim
+claim = NamespaceClaim.take("/arm", {"node": "/arm/contact_sim", "robot": "franka", "engine": "sap", "pid": 1})
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_holder_leaves_no_stale_claim(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "TMPDIR": str(tmp_path), "ROS_DOMAIN_ID": "7"})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=r"/arm/contact_sim \(robot 'franka', engine 'sap'\), process 1 on"):
+            NamespaceClaim.take("/arm", RECORD)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    claim = NamespaceClaim.take("/arm", RECORD)        # the kernel released the dead process's lock
+    assert claim is not None
+    claim.release()
