@@ -15,7 +15,7 @@ import pytest
 from contact_sim_ros.cameras.rig import CameraRig
 from contact_sim_ros.cameras.spec import BODY_TO_OPTICAL
 from contact_sim_ros.errors import ContactSimError
-from contact_sim_ros.ros.camera_publisher import camera_static_transforms
+from contact_sim_ros.ros.camera_topics import camera_static_transforms
 from contact_sim_ros.ros.frames import tf_edges
 from contact_sim_ros.sim.simulator import Simulator
 

@@ -37,7 +37,7 @@ SCENE = REPO / "scenes" / "iiwa_wsg_cameras.yaml"
 def render_times(frames: int) -> list[dict]:
     from contact_sim_ros.cameras.depth_models import measured_depth
     from contact_sim_ros.cameras.rig import CameraRig
-    from contact_sim_ros.ros.camera_publisher import depth_mm, image_message, point_cloud_message
+    from contact_sim_ros.ros.camera_topics import depth_mm, image_message, point_cloud_message
     from contact_sim_ros.sim.scene import load_scene
     rows = []
     for width, height in ((640, 480), (1280, 720)):

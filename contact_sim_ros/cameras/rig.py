@@ -70,27 +70,46 @@ def depth_to_points(spec: CameraSpec, depth: np.ndarray, color: np.ndarray | Non
     return pts, (color[mask] if color is not None else None)
 
 
+@dataclass
+class RigScene:
+    """What a CameraRig needs of a ``sim.scene.Scene``, picklable (the node's camera process gets it): the scene's
+    source (for error messages), cameras, Pinocchio model, free bodies and visual geometry."""
+
+    source: str
+    cameras: list
+    pin_model: object
+    free_bodies: list
+    visual: VisualScene
+
+    @classmethod
+    def of(cls, scene) -> RigScene:
+        return cls(str(scene.source), list(scene.cameras), scene.model.pin_model, list(scene.model.free_bodies),
+                   build_visual_scene(scene))
+
+
 class CameraRig:
-    """The cameras of ``scene`` (a sim.scene.Scene) and one renderer. Make it in the thread that renders (the
-    GL context is that thread's). ``time_step`` (s): when given, each camera's rate is checked against the step
-    rate (ConfigError naming the camera and the file)."""
+    """The cameras of ``scene`` (a sim.scene.Scene, or its RigScene) and one renderer. Make it in the thread that
+    renders (the GL context is that thread's). ``time_step`` (s): when given, each camera's rate is checked against
+    the step rate (ConfigError naming the camera and the file)."""
 
     def __init__(self, scene, time_step: float | None = None, visual: VisualScene | None = None):
+        parts = scene if isinstance(scene, RigScene) else None
         self.scene = scene
+        self.source = parts.source if parts else scene.source
         self.cameras: dict[str, CameraSpec] = {c.name: c for c in scene.cameras}
         if time_step is not None:
             for c in self.cameras.values():
                 c.check_rate(time_step)
-        self.visual = visual or build_visual_scene(scene)
-        self.renderer = Renderer(self.visual, scene.model.pin_model)
-        self.renderer.set_free_bodies(scene.model.free_bodies)
+        self.visual = parts.visual if parts else (visual or build_visual_scene(scene))
+        self.renderer = Renderer(self.visual, parts.pin_model if parts else scene.model.pin_model)
+        self.renderer.set_free_bodies(parts.free_bodies if parts else scene.model.free_bodies)
         self.label_names = self.visual.label_names()
 
     def camera(self, name: str) -> CameraSpec:
         try:
             return self.cameras[name]
         except KeyError:
-            raise ConfigError(f"{self.scene.source}: " + unknown_choice("camera", name, self.cameras)) from None
+            raise ConfigError(f"{self.source}: " + unknown_choice("camera", name, self.cameras)) from None
 
     def render(self, name: str, q: np.ndarray, t: float = 0.0) -> CameraFrame:
         """Camera ``name``'s images of the configuration ``q`` at sim time ``t`` (s; seeds the noise)."""

@@ -172,8 +172,8 @@ class SimNode(Node):
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))
             self.log.info(f"viewer: {self.viewer.url}")
         self.cameras = None
-        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a render thread of their own (camera_publisher)
-            self.cameras = CameraPublisher(self, sim, self.viewer)
+        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a process of their own (camera_publisher)
+            self.cameras = CameraPublisher(self, sim, self.viewer, in_node=self.recorder is not None)
             hooks += self.cameras.hooks()
         self._warned: dict[str, float] = {}
         # the robot's driver (driver/): the hardware System over the Simulator, each robot's controller manager,

@@ -1,0 +1,75 @@
+"""The node's camera process (ros/camera_process.py) without DDS readers: the child renders the state the
+stepping thread handed it (the same image as a renderer in this thread of the same q and t), switches to a changed
+scene before it renders that scene's q (a spawned box appears), and start-up errors come back to the parent."""
+import time
+
+import numpy as np
+import pytest
+
+from contact_sim_ros.cameras.rig import CameraRig
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.ros.camera_process import CameraProcess
+from contact_sim_ros.sim.scene import load_scene
+from contact_sim_ros.sim.simulator import Simulator
+from contact_sim_ros.viewer.scene_viewer import CameraSlots, CameraView
+
+DOWN = [0.0, np.pi / 2, 0.0]         # body x (the viewing direction) along world -z
+CAMERA = {"name": "cam", "pose": {"xyz": [0, 0, 1.0], "rpy": DOWN}, "width": 160, "height": 120, "fov": 70.0,
+          "near": 0.05, "far": 8.0, "rate": 10.0}
+BALL = {"name": "ball", "shape": {"sphere": 0.1}, "mass": 0.5, "pose": {"xyz": [0.15, 0.0, 0.3]}}
+BOX = {"name": "box", "shape": {"box": [0.2, 0.2, 0.2]}, "mass": 0.5, "pose": {"xyz": [-0.2, 0.0, 0.1]}}
+
+
+def scene(*objects):
+    return load_scene({"environment": [{"name": "ground", "shape": "halfspace"}], "objects": list(objects),
+                       "cameras": [CAMERA]})
+
+
+def wait_for_image(slots, last_seq, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = slots.read(0, last_seq)
+        if got is not None:
+            return got
+        time.sleep(0.01)
+    raise AssertionError("the camera process wrote no image")
+
+
+def test_the_child_renders_the_handed_state_and_switches_to_a_changed_scene():
+    sim = Simulator(scene(BALL), engine="semi_implicit", time_step=1e-3)
+    for _ in range(50):
+        sim.step()
+    slots = CameraSlots([CameraView("cam", 1.0, 160, 120)])
+    process = CameraProcess(sim.scene, sim.time_step, "camera_process_test", "/camera_process_test", "", slots)
+    try:
+        process.request("cam", sim, watched=True)
+        seq, _, image = wait_for_image(slots, 0)
+        expected = CameraRig(sim.scene).render("cam", sim.q.copy(), sim.t).color
+        np.testing.assert_array_equal(image, expected[::slots.stride[0], ::slots.stride[0]])
+        assert process.counts("cam")["rendered"] == 1 and process.counts("cam")["errors"] == 0
+
+        spawned = sim.rebuilt(scene(BALL, BOX))         # as simulation_interfaces' SpawnEntity does
+        process.request("cam", spawned, watched=True)
+        _, _, image = wait_for_image(slots, seq)
+        expected = CameraRig(spawned.scene).render("cam", spawned.q.copy(), spawned.t).color
+        np.testing.assert_array_equal(image, expected[::slots.stride[0], ::slots.stride[0]])
+        before = CameraRig(sim.scene).render("cam", sim.q.copy(), sim.t).color
+        assert np.any(image != before[::slots.stride[0], ::slots.stride[0]])      # the box is in view
+
+        process.request("cam", spawned, watched=False)   # no reader, no browser: nothing rendered
+        process.request("cam", spawned, watched=False)
+        deadline = time.monotonic() + 30.0
+        counts = process.counts("cam")
+        while counts["rendered"] + counts["dropped"] + counts["skipped"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            counts = process.counts("cam")
+        assert counts["rendered"] == 2 and counts["dropped"] + counts["skipped"] == 2, counts
+    finally:
+        process.close()
+    assert not process.alive()
+
+
+def test_a_start_up_error_of_the_child_is_raised_in_the_parent():
+    bad = dict(CAMERA, rate=2000.0)         # above the 1 kHz step rate
+    with pytest.raises(ConfigError, match="camera 'cam': rate 2000 Hz is above the step rate 1000 Hz"):
+        CameraProcess(load_scene({"cameras": [bad]}), 1e-3, "camera_process_bad", "/camera_process_bad", "")
