@@ -139,7 +139,7 @@ def run_scene(scene, engine: str, time_step: float, duration: float, log_path: s
               file=out, flush=True)
     viewer = None
     if viewer_port is not None:
-        viewer = ViewerProcess(sim.model, port=viewer_port)
+        viewer = ViewerProcess(sim.model, port=viewer_port, objects=sim.scene.objects)
         print(f"viewer: {viewer.url}", file=out, flush=True)
         viewer.set_paused(start_paused)
         viewer.publish_simulator(sim)

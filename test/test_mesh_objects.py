@@ -342,7 +342,18 @@ def test_mesh_uri_gives_the_scene_object_and_names_bad_input(mesh_dir):
     scene = load_scene({"objects": [{"name": "m", **obj}]})
     assert scene.model.geometry_names == ("m",)
     assert scene.model.free_body("m").mass == pytest.approx(1200 * 2 * trimesh.load(obj["mesh"]).volume, rel=1e-6)
+    # a visual mesh and its colour (what cameras and the browser view draw)
+    name, obj = parse_mesh_uri(f"mesh://bowl.obj?mass=0.2&collision=hull&visual={mesh_dir / 'mug.obj'}"
+                               f"&color=0,0,1", resolve)
+    assert obj["visual"] == {"mesh": str(mesh_dir / "mug.obj"), "color": [0.0, 0.0, 1.0]}
+    visual = load_scene({"objects": [{"name": "b", **obj}]}).objects[0].visual
+    assert visual.path == str(mesh_dir / "mug.obj") and visual.color == (0.0, 0.0, 1.0, 1.0)
+    with pytest.raises(ConfigError, match=r"visual\.color: \[r, g, b\] or \[r, g, b, a\] with each in 0\.\.1"):
+        load_scene({"objects": [{"name": "b", **parse_mesh_uri("mesh://bowl.obj?mass=1&collision=hull&color=0,0,9",
+                                                                 resolve)[1]}]})
     bad = [("mesh://nope.obj?mass=1", ModelError, r"mesh file 'nope\.obj' not found"),
+           ("mesh://bowl.obj?mass=1&visual=nope.ply", ModelError, r"visual mesh file 'nope\.ply' not found"),
+           ("mesh://bowl.obj?mass=1&color=blue", ConfigError, r"color is r,g,b or r,g,b,a in 0\.\.1, got 'blue'"),
            ("mesh://bowl.obj", ConfigError, r"give exactly one of 'mass' \(kg\) and 'density'"),
            ("mesh://bowl.obj?mass=1&density=2", ConfigError, r"give exactly one of 'mass'"),
            ("mesh://bowl.obj?mass=-1", ConfigError, r"mass must be > 0"),
@@ -493,3 +504,50 @@ def test_visual_mesh_colours_from_materials_and_textures(tmp_path):
     colors = {tuple(np.round(c[:3], 2)): len(f) for _, f, c, _ in parts}
     assert colors[(1.0, 0.0, 0.0)] == 2 and colors[(0.0, 0.0, 1.0)] == 2       # the -x face red, the +x face blue
     assert sum(colors.values()) == 12
+
+
+def _world_vertices(vg, sim) -> np.ndarray:
+    """The vertices of a drawn mesh where the browser puts them for the simulator's state (the frame's pose of
+    geometry ``vg.index``, as ViewerProcess.publish_simulator sends it)."""
+    from contact_sim_ros.viewer.scene_viewer import geometry_poses
+    pm, cm = sim.model.pin_model, sim.model.collision_model
+    gd = pin.GeometryData(cm)
+    pin.updateGeometryPlacements(pm, pin.Data(pm), cm, gd, sim.q)
+    x, y, z, qw, qx, qy, qz = geometry_poses(gd, [vg.index])[0]
+    R = pin.Quaternion(qw, qx, qy, qz).toRotationMatrix()
+    return np.asarray(vg.params["vertices"], float) @ R.T + [x, y, z]
+
+
+def test_the_browser_view_draws_a_mesh_objects_visual_mesh_not_its_convex_pieces(tmp_path):
+    """describe_scene (what the browser view draws, viewer/scene_viewer.py) of a decomposed bottle (two convex
+    pieces) is the bottle's own mesh at its pose, once; of a box mesh with a blue sphere as its visual: the sphere in
+    its colour; an object without a mesh keeps its shape."""
+    from contact_sim_ros.viewer.scene_viewer import describe_scene
+    trimesh.creation.box(extents=[0.1, 0.1, 0.1]).export(tmp_path / "box.obj")
+    sphere = trimesh.creation.icosphere(subdivisions=2, radius=0.03)
+    sphere.visual.face_colors = np.tile([20, 40, 230, 255], (len(sphere.faces), 1))
+    sphere.export(tmp_path / "blue_ball.ply")
+    bottle = ROOT / "meshes" / "bottle.obj"
+    scene = load_scene({"objects": [
+        {"name": "bottle", "mesh": str(bottle), "mass": 0.3, "collision": "decompose",
+         "pose": {"xyz": [0.3, 0.1, 0.05], "rpy": [0.0, 0.0, 0.7]}},
+        {"name": "part", "mesh": str(tmp_path / "box.obj"), "mass": 0.2, "visual": str(tmp_path / "blue_ball.ply"),
+         "pose": {"xyz": [-0.2, 0.0, 0.05]}},
+        {"name": "can", "shape": {"cylinder": [0.03, 0.1]}, "mass": 0.3, "pose": {"xyz": [0, 0.3, 0.05]}}]})
+    sim = Simulator(scene, engine="semi_implicit")
+    pieces = [n for n in sim.model.geometry_names if n.startswith("bottle")]
+    assert len(pieces) == 2, sim.model.geometry_names
+    drawn = describe_scene(sim.model, scene.objects)
+    bottle_drawn = [vg for vg in drawn if vg.name.startswith("bottle")]
+    assert len(bottle_drawn) == 1 and bottle_drawn[0].kind == "mesh" and bottle_drawn[0].moving
+    mesh = trimesh.load(bottle, force="mesh")
+    M = scene.objects[0].pose
+    np.testing.assert_allclose(_world_vertices(bottle_drawn[0], sim), mesh.vertices @ M.rotation.T + M.translation,
+                               atol=1e-6)
+    part = [vg for vg in drawn if vg.name.startswith("part")]
+    assert len(part) == 1 and part[0].color == (20, 40, 230)
+    np.testing.assert_allclose(_world_vertices(part[0], sim), sphere.vertices + [-0.2, 0.0, 0.05], atol=1e-6)
+    can = [vg for vg in drawn if vg.name.startswith("can")]
+    assert [vg.kind for vg in can] == ["cylinder"]
+    # without the scene's objects (what it drew before): the collision pieces
+    assert len([vg for vg in describe_scene(sim.model) if vg.name.startswith("bottle")]) == 2

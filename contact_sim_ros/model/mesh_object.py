@@ -421,14 +421,16 @@ def decompose(mesh: trimesh.Trimesh, params: dict, source: str) -> list:
 # ------------------------------------------------------------------------------------------- mesh:// URIs
 
 MESH_URI_KEYS = ("mass", "density", "scale", "collision", "friction", "restitution", "stiffness", "dissipation",
-                 *(k for k in _DECOMPOSITION_TYPES))
+                 "visual", "color", *(k for k in _DECOMPOSITION_TYPES))
 MATERIAL_KEYS = ("friction", "restitution", "stiffness", "dissipation")
 
 
 def parse_mesh_uri(uri: str, resolve) -> tuple[str, dict]:
     """``mesh://<file>?mass=kg`` (or ``density=kg/m^3``) with optional ``scale`` (one number or three, comma
     separated), ``collision`` (auto | hull | decompose), material keys (friction, restitution, stiffness,
-    dissipation) and CoACD parameters (threshold, max_convex_hull, ...) -> (default name: the file's stem, scene
+    dissipation), CoACD parameters (threshold, max_convex_hull, ...), ``visual`` (another mesh file drawn by
+    cameras and the viewer, found as ``<file>`` is) and ``color`` (r,g,b or r,g,b,a in 0..1, the visual's colour
+    instead of the file's) -> (default name: the file's stem, scene
     object mapping without name and pose). ``<file>``: an absolute path (``mesh:///abs/mug.obj``), a path relative
     to the working directory or a file of the object set (``mesh://mug.obj``), or ``package://pkg/...``
     (``mesh://package://pkg/mug.obj``); ``resolve(file)`` -> the existing file or None. ConfigError naming the
@@ -481,4 +483,17 @@ def parse_mesh_uri(uri: str, resolve) -> tuple[str, dict]:
     material = {k: number(k) for k in MATERIAL_KEYS if k in v}
     if material:
         obj["material"] = material
+    if "visual" in v or "color" in v:
+        visual = path
+        if "visual" in v:
+            visual = resolve(unquote(v["visual"]))
+            if visual is None:
+                raise ModelError(f"{uri}: visual mesh file {v['visual']!r} not found (looked as for the mesh file)")
+        entry = {"mesh": str(visual)}
+        if "color" in v:
+            try:
+                entry["color"] = [float(x) for x in v["color"].split(",")]
+            except ValueError:
+                raise ConfigError(f"{uri}: color is r,g,b or r,g,b,a in 0..1, got {v['color']!r}") from None
+        obj["visual"] = entry           # checked with the scene's objects (parse_visual_entry)
     return Path(path).stem, obj

@@ -164,7 +164,7 @@ class SimNode(Node):
         if cfg.viewer:
             from ..viewer.scene_viewer import CameraView, ViewerProcess   # deferred: viser, only with the viewer
             self.viewer = ViewerProcess(self.model, port=cfg.viewer_port, update_rate=cfg.viewer_rate,
-                                        cameras=[CameraView(c.name, c.fov_y, c.width, c.height)
+                                        objects=sim.scene.objects, cameras=[CameraView(c.name, c.fov_y, c.width, c.height)
                                                  for c in sim.scene.cameras])
             self._viewer_clock = (time.monotonic(), sim.t)
             hooks.append(PublishHook("viewer", cfg.decimation(cfg.viewer_rate), self._pub_viewer))

@@ -700,7 +700,7 @@ class SimulationInterfaces:
         scene = None                  # the browser view's description of the new model, sent to its process
         if node.viewer is not None:
             try:
-                scene = node.viewer.send_scene(sim.model)
+                scene = node.viewer.send_scene(sim.model, sim.scene.objects)
             except ValueError as exc:
                 node.get_logger().warn(f"the browser view keeps the previous scene and stops updating: {exc}")
 

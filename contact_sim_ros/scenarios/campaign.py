@@ -535,10 +535,10 @@ class TrialViewer:
     def __call__(self, sim) -> None:
         if sim is not self.sim:           # the trial's first period (or the next engine's trial: the same page)
             if self.viewer is None:
-                self.viewer = ViewerProcess(sim.model, port=self.port)
+                self.viewer = ViewerProcess(sim.model, port=self.port, objects=sim.scene.objects)
                 print(f"viewer: {self.viewer.url}", file=self.out, flush=True)
             else:
-                self.viewer.use_scene(self.viewer.send_scene(sim.model))
+                self.viewer.use_scene(self.viewer.send_scene(sim.model, sim.scene.objects))
             self.sim = sim
             now = time.perf_counter()
             self._pace_origin = now - (sim.t / self.real_time_factor if self.real_time_factor > 0 else 0.0)

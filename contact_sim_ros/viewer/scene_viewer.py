@@ -63,13 +63,19 @@ class VisualGeometry:
     index: int = -1
 
 
-def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
-    """The visual description of every collision geometry of ``model`` at its neutral configuration."""
+def describe_scene(model: MultibodyModel, objects=()) -> list[VisualGeometry]:
+    """The visual description of every collision geometry of ``model`` at its neutral configuration.
+
+    ``objects``: the scene's ObjectSpecs. A mesh object (``mesh:`` or ``visual:``, not a URDF) is drawn as its
+    visual mesh with the file's colours (as the cameras draw it), not as its collision geometry (a non-convex
+    mesh's convex pieces): its parts ride on the pose of the body's first collision geometry."""
     pm = model.pin_model
     data = pin.Data(pm)
     gd = pin.GeometryData(model.collision_model)
     pin.updateGeometryPlacements(pm, data, model.collision_model, gd, pin.neutral(pm))
     free_joints = {b.joint_id for b in model.free_bodies}
+    visuals = _object_visuals(model, objects)
+    drawn = set()
     out = []
     for g, go in enumerate(model.collision_model.geometryObjects):
         geom, kind = go.geometry, type(go.geometry).__name__
@@ -77,6 +83,17 @@ def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
         color = ENVIRONMENT_COLOR if go.parentFrame == 0 else \
             OBJECT_COLOR if go.parentJoint in free_joints else ROBOT_COLOR
         pose = _pose7(gd.oMg[g])
+        if go.parentJoint in visuals:
+            if go.parentJoint in drawn:               # drawn once, on the first geometry; its other pieces not
+                continue
+            drawn.add(go.parentJoint)
+            parts = visuals[go.parentJoint]
+            g_M_joint = go.placement.inverse()
+            for k, (v, f, rgba) in enumerate(parts):
+                local = v @ g_M_joint.rotation.T + g_M_joint.translation
+                out.append(VisualGeometry(f"{go.name}/visual_{k}", "mesh", {"vertices": local, "faces": f},
+                                          tuple(int(round(255 * c)) for c in rgba[:3]), True, pose, g))
+            continue
         if kind == "Box":
             vg = ("box", {"size": 2.0 * np.asarray(geom.halfSide)})
         elif kind == "Sphere":
@@ -93,11 +110,32 @@ def describe_scene(model: MultibodyModel) -> list[VisualGeometry]:
             vg = ("halfspace", {"normal": plane.rotation[:, 2]})
             pose = _pose7(plane)
         elif kind.startswith("Convex"):
-            pts = np.array([np.asarray(p) for p in geom.points])
+            pts = np.asarray(geom.points(), dtype=float).reshape(-1, 3)     # coal 3: a method
             vg = ("mesh", {"vertices": pts, "faces": _outward_faces(pts, ConvexHull(pts))})
         else:
             continue
         out.append(VisualGeometry(go.name, vg[0], vg[1], color, go.parentJoint != 0, pose, g))
+    return out
+
+
+def _object_visuals(model: MultibodyModel, objects) -> dict:
+    """Free-body joint id -> [(vertices (n, 3) m in the joint frame, faces (m, 3), rgba 0..1)] of each mesh object
+    of ``objects`` (its ``visual`` file, else its ``mesh`` file), read as the cameras read them."""
+    out = {}
+    for obj in objects:
+        spec = obj.visual if obj.visual is not None else obj.mesh
+        if spec is None or obj.urdf is not None:
+            continue
+        # deferred: trimesh (seconds to import), only for a scene with mesh objects
+        from ..cameras.visual_scene import mesh_file_visuals
+        body = model.free_body(obj.name)
+        pm = model.pin_model
+        joint_M_body = pm.frames[pm.getFrameId(body.frame_name)].placement
+        parts = []
+        for v, f, rgba, _closed in mesh_file_visuals(spec.path, spec.scale, getattr(spec, "color", None)):
+            parts.append((np.asarray(v, float) @ joint_M_body.rotation.T + joint_M_body.translation,
+                          np.asarray(f, np.int32), rgba))
+        out[body.joint_id] = parts
     return out
 
 
@@ -656,7 +694,8 @@ class ViewerProcess:
     changed. ``events()`` returns the button presses since the last call: ("pause", bool) and ("reset",);
     ``set_paused`` tells the page the simulation's pause state (e.g. when paused through a service).
 
-    A changed model (objects spawned or deleted): ``send_scene(model)`` sends the child the new scene description
+    ``objects``: the scene's ObjectSpecs (mesh objects are drawn as their visual meshes: describe_scene).
+    A changed model (objects spawned or deleted): ``send_scene(model, objects)`` sends the child the new scene description
     (a pipe; a thread of the child receives it at once) and returns its number; ``use_scene(number)``, called by
     the thread that publishes frames when it starts publishing the new model's state, switches the frames'
     layout. The child redraws the page's geometries when the first frame of the new scene arrives, so a frame is
@@ -665,11 +704,11 @@ class ViewerProcess:
 
     def __init__(self, model: MultibodyModel, port: int = 8080, host: str = "127.0.0.1", update_rate: float = 30.0,
                  force_scale: float = 0.01, start_timeout: float = 60.0, contact_capacity: int = 512,
-                 nice: int = 10, cameras: "list[CameraView]" = ()):
+                 nice: int = 10, cameras: "list[CameraView]" = (), objects=()):
         if update_rate <= 0:
             raise ValueError(f"viewer update_rate must be > 0 Hz, got {update_rate}")
         ctx = multiprocessing.get_context("spawn")
-        geometries = describe_scene(model)
+        geometries = describe_scene(model, objects)
         self.buffer = FrameBuffer(moving_geometry_ids(geometries), contact_capacity, ctx)
         self.cameras = CameraSlots(cameras, ctx)      # frusta with their live images (publish_camera)
         self.update_period = 1.0 / float(update_rate)
@@ -730,11 +769,11 @@ class ViewerProcess:
         """A browser is connected (as the viewer process last saw it)."""
         return bool(self.buffer.header[FrameBuffer.CLIENTS])
 
-    def send_scene(self, model: MultibodyModel) -> int:
-        """Send the child the description of ``model`` (a changed scene); returns its number for ``use_scene``.
-        ValueError if its moving geometries do not fit the frame buffer (``FrameBuffer.EXTRA_POSES`` more than at
-        start)."""
-        geometries = describe_scene(model)
+    def send_scene(self, model: MultibodyModel, objects=()) -> int:
+        """Send the child the description of ``model`` (a changed scene; ``objects``: its ObjectSpecs, for the
+        mesh objects' visual meshes); returns its number for ``use_scene``. ValueError if its moving geometries do
+        not fit the frame buffer (``FrameBuffer.EXTRA_POSES`` more than at start)."""
+        geometries = describe_scene(model, objects)
         ids = moving_geometry_ids(geometries)
         if len(ids) > self.buffer.pose_capacity:
             raise ValueError(f"the viewer has room for {self.buffer.pose_capacity} moving geometries, the model has "
