@@ -125,10 +125,6 @@ class SimNode(Node):
         cfg = self.config
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.log = self.get_logger()
-        # on this host, at once and for certain (before the Simulator is built); _refuse_a_second_simulator below
-        # looks on the ROS graph for one on another host
-        self._claim = NamespaceClaim.take(self.get_namespace(), {
-            "node": self.get_fully_qualified_name(), "robot": cfg.robot, "engine": cfg.engine, "pid": os.getpid()})
 
         with warnings.catch_warnings():          # said in the node's log below
             warnings.simplefilter("ignore", DefaultGainsWarning)
@@ -151,6 +147,10 @@ class SimNode(Node):
         self._throttle = cfg.warn_throttle_s
         self.step_count = cfg.step_count
 
+        # one simulation node per namespace: on this host the namespace claim decides at once and for certain (after
+        # the Simulator, so that a bad scene, URDF or preset is named first); the graph look finds one on another host
+        self._claim = NamespaceClaim.take(self.get_namespace(), {
+            "node": self.get_fully_qualified_name(), "robot": cfg.robot, "engine": cfg.engine, "pid": os.getpid()})
         self._refuse_a_second_simulator()      # before this node publishes or serves anything
         self._parameter_service = ParameterService(self)     # as Node.__init__ does
         self.recorder = None
