@@ -6,10 +6,12 @@
    box; the wrist camera while joint 1 and 6 move every frame), at 640x480 and 1280x720: the render alone (GL
    pass + read-back, kinematics included), the D435 depth model, the messages the node builds (color, depth,
    aligned depth, labels, point cloud); median and p95 of wall time over ``--frames`` frames.
-2. The node's real-time factor (time step 1 ms, real_time_factor 1, ``--engine``) with no camera and with the
-   wrist camera (640x480, D435 depth) at 15 and 30 Hz, a subscriber on its color image, depth image and point
-   cloud (so that it renders); the /joint_states period jitter at the subscriber and the node's step-period
-   jitter (diagnostics), as benchmarks/node/run.py measures them, and the images received per second.
+2. The node's real-time factor (time step 1 ms, real_time_factor 1, ``--engine``) with no camera, with the
+   wrist camera (D435 depth) at 640x480 15 and 30 Hz and at 1280x720 15 Hz, and with the wrist and the table
+   camera at 640x480 15 Hz, a subscriber on each camera's color image, depth image and point cloud (so that it
+   renders); the /joint_states period jitter at the subscriber and the node's step-period jitter (diagnostics), as
+   benchmarks/node/run.py measures them, the frames (color + depth pairs) received per second, the CPU of the node
+   process and of its camera process (ros/camera_process.py).
 
 Prints a Markdown table (docs/benchmarks.md, "Cameras"). The machine's load average is printed beside it: the
 2-core machine is shared, and llvmpipe's raster threads compete with the stepping thread for the same cores.
@@ -37,7 +39,10 @@ SCENE = REPO / "scenes" / "iiwa_wsg_cameras.yaml"
 def render_times(frames: int) -> list[dict]:
     from contact_sim_ros.cameras.depth_models import measured_depth
     from contact_sim_ros.cameras.rig import CameraRig
-    from contact_sim_ros.ros.camera_topics import depth_mm, image_message, point_cloud_message
+    try:
+        from contact_sim_ros.ros.camera_topics import depth_mm, image_message, point_cloud_message
+    except ImportError:     # before ros/camera_topics.py (an older checkout, for before/after runs)
+        from contact_sim_ros.ros.camera_publisher import depth_mm, image_message, point_cloud_message
     from contact_sim_ros.sim.scene import load_scene
     rows = []
     for width, height in ((640, 480), (1280, 720)):
@@ -100,15 +105,24 @@ def node_runs(engine: str, duration: float, warmup: float) -> list[dict]:
                                        lambda m: images.append(time.monotonic()), 10)
     probe.node.create_subscription(PointCloud2, "/wrist_camera/wrist_camera/depth/color/points",
                                    lambda m: None, 10)
+    for topic in ("color/image_raw", "depth/image_rect_raw"):
+        probe.node.create_subscription(Image, f"/table_camera/table_camera/{topic}",
+                                       lambda m: images.append(time.monotonic()), 10)
+    probe.node.create_subscription(PointCloud2, "/table_camera/table_camera/depth/color/points",
+                                   lambda m: None, 10)
     tmp = Path(tempfile.mkdtemp(prefix="camera_bench_"))
     rows = []
+    # (label, [(camera index in the scene, rate Hz, width, height)])
+    setups = [("none", []), ("640x480 at 15 Hz", [(0, 15.0, 640, 480)]), ("640x480 at 30 Hz", [(0, 30.0, 640, 480)]),
+              ("1280x720 at 15 Hz", [(0, 15.0, 1280, 720)]),
+              ("two: wrist + table, 640x480 at 15 Hz", [(0, 15.0, 640, 480), (1, 15.0, 640, 480)])]
     try:
-        for rate in (None, 15.0, 30.0):
+        for k, (label, cams) in enumerate(setups):
             data = yaml.safe_load(SCENE.read_text())
-            data["cameras"] = [] if rate is None else [{**data["cameras"][0], "rate": rate}]
+            data["cameras"] = [{**data["cameras"][i], "rate": rate, "width": w, "height": h} for i, rate, w, h in cams]
             if not data["cameras"]:
                 del data["cameras"]
-            path = tmp / f"cameras_{rate or 0:g}.yaml"
+            path = tmp / f"cameras_{k}.yaml"
             for env in data["environment"]:
                 if "urdf" in env:
                     env["urdf"] = str(REPO / "urdf" / env["urdf"])
@@ -117,10 +131,10 @@ def node_runs(engine: str, duration: float, warmup: float) -> list[dict]:
                     obj["urdf"] = str(REPO / "urdf" / obj["urdf"])
             path.write_text(yaml.safe_dump(data))
             images.clear()
-            r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{rate or 0:g}")
+            r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}")
             n_images = sum(1 for t in images if t > time.monotonic() - duration - 5)
-            r["camera"] = "none" if rate is None else f"640x480 at {rate:g} Hz"
-            r["images_hz"] = n_images / 2 / duration
+            r["camera"] = label
+            r["images_hz"] = n_images / 2 / duration       # color + depth per frame
             rows.append(r)
     finally:
         probe.close()
@@ -152,14 +166,14 @@ def main(argv=None):
     runs = node_runs(args.engine, args.duration, args.warmup)
     print(f"\nNode (iiwa_wsg_cameras scene, {args.engine}, 1 ms steps, real time; {args.duration:g} s after "
           f"{args.warmup:g} s; load average {load0:.1f} -> {os.getloadavg()[0]:.1f})\n")
-    print("| wrist camera | real-time factor | images received /s | joint_states jitter at subscriber (ms) | "
-          "node step-period jitter (ms) | node CPU % | node CPU ms per step | stepping thread CPU ms per step | "
-          "real-time factor on a free core |")
+    print("| cameras | real-time factor | frames received /s | joint_states jitter at subscriber (ms) | "
+          "node step-period jitter (ms) | node CPU % | camera process CPU % | node CPU ms per step | "
+          "stepping thread CPU ms per step |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in runs:
         print(f"| {r['camera']} | {r['rtf']:.3f} | {r['images_hz']:.1f} | {r['jitter_sub_ms']:.2f} | "
-              f"{r['jitter_node_ms']:.3f} | {r['cpu_pct']:.0f} | {r['cpu_ms_per_step']:.3f} | "
-              f"{r['thread_ms_per_step']:.3f} | {r['rtf_one_core']:.2f} |")
+              f"{r['jitter_node_ms']:.3f} | {r['cpu_pct']:.0f} | {r['children_cpu_pct']:.0f} | "
+              f"{r['cpu_ms_per_step']:.3f} | {r['thread_ms_per_step']:.3f} |")
     return 0
 
 

@@ -94,6 +94,31 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
 
 
+def descendants(pid: int) -> list[int]:
+    """The process's children, grandchildren, ... (the camera process, the viewer process)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def children_cpu_s(pid: int) -> dict[int, float]:
+    out = {}
+    for child in descendants(pid):
+        try:
+            out[child] = proc_cpu_s(child)
+        except OSError:
+            pass
+    return out
+
+
 def proc_rss_mb(pid: int, field: str = "VmRSS") -> float:
     """Resident memory of a process (MB); ``field`` "VmHWM": its peak since it started."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -172,8 +197,10 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""
         time.sleep(warmup)
         probe.reset()
         cpu0, rss0, w0 = proc_cpu_s(proc.pid), proc_rss_mb(proc.pid), time.monotonic()
+        kids0 = children_cpu_s(proc.pid)
         time.sleep(duration)
         cpu1, rss1, w1 = proc_cpu_s(proc.pid), proc_rss_mb(proc.pid), time.monotonic()
+        kids1 = children_cpu_s(proc.pid)
         peak = proc_rss_mb(proc.pid, "VmHWM")
         js_wall, js_sim, tf_wall, diag = (list(probe.js_wall), list(probe.js_sim), list(probe.tf_wall),
                                           list(probe.diag))
@@ -198,6 +225,8 @@ def measure(probe, engine, rtf, scene, dt, duration, warmup, ros_args=(), tag=""
         "jitter_node_ms": diag_mean("step_period_jitter_ms"), "step_ms": diag_mean("step_time_mean_ms"),
         "jitter_sub_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
         "cpu_pct": 100.0 * (cpu1 - cpu0) / wall,
+        # its child processes (camera, viewer) over the same interval
+        "children_cpu_pct": 100.0 * sum(kids1[k] - kids0[k] for k in kids1 if k in kids0) / wall,
         "cpu_ms_per_step": 1e3 * cpu_per_step, "rtf_one_core": dt / cpu_per_step,
         "thread_ms_per_step": diag_mean("step_cpu_mean_ms"),
         "overruns_per_s": (overruns[-1] - overruns[0]) / max(diag[-1][0] - diag[0][0], 1e-9) if len(overruns) > 1
