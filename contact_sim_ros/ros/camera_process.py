@@ -4,8 +4,10 @@ interpreter lock with the render, the depth model and the message building (~36 
 640x480 frame), so a camera does not add to its step-period jitter.
 
 Hand-over, per camera, in shared memory: the stepping thread writes (scene number, t, q, "a browser watches")
-into the camera's slot under a process-shared lock held for a copy of q, bumps the slot's sequence number and sets
-an Event; it never waits for rendering (a newer state replaces an unrendered one: ``dropped``). The child (spawned:
+into the camera's slot under a seqlock (the slot's sequence number is odd while it writes; the child copies the
+slot and retries if the number moved) and writes a byte into a pipe that wakes the child (non-blocking: a full
+pipe already holds a wake-up); it never waits for rendering (a newer state replaces an unrendered one:
+``dropped``). No multiprocessing Lock or Event: their named semaphores outlive a node that ends with os._exit. The child (spawned:
 no fork of a multi-threaded process) makes the GL context, renders each newer slot, publishes the camera's topics
 (ros/camera_topics.py) if they have readers, and writes the browser view's frustum image (viewer CameraSlots).
 
@@ -22,6 +24,7 @@ import json
 import multiprocessing
 import os
 import queue
+import select
 import signal
 import threading
 
@@ -51,8 +54,8 @@ class CameraProcess:
         ctx = multiprocessing.get_context("spawn")
         self.names = [c.name for c in scene.cameras]
         self.index = {n: k for k, n in enumerate(self.names)}
-        self._lock = ctx.Lock()
-        self._wake = ctx.Event()
+        wake_recv, self._wake = ctx.Pipe(duplex=False)     # their file descriptors only: one byte per wake-up
+        os.set_blocking(self._wake.fileno(), False)
         self._seq = ctx.RawArray("q", len(self.names))
         self._stop = ctx.RawValue("b", 0)
         self._stats = ctx.RawArray("q", 4 * len(self.names))     # rendered, dropped, skipped, errors per camera
@@ -66,11 +69,12 @@ class CameraProcess:
         self._process = ctx.Process(
             target=_camera_process_main, name="contact_sim_cameras", daemon=True,
             args=(RigScene.of(scene), float(time_step), f"{node_name}_cameras", namespace, frame_prefix,
-                  self._lock, self._wake, self._raw, self._seq, self._stop, self._stats, ready_send, scene_recv,
+                  wake_recv, self._raw, self._seq, self._stop, self._stats, ready_send, scene_recv,
                   viewer_slots, os.getpid(), int(nice)))
         self._process.start()
         ready_send.close()
         scene_recv.close()
+        wake_recv.close()
         ok = ready_recv.poll(STARTUP_TIMEOUT_S)
         try:
             status, value = ready_recv.recv() if ok else ("error", TimeoutError(
@@ -101,12 +105,18 @@ class CameraProcess:
         if n > Q_CAPACITY:
             return
         k = self.index[name]
-        slot = self._slots[k]
-        with self._lock:
-            slot[0], slot[1], slot[2], slot[3] = self._scene_number, sim.t, n, 1.0 if watched else 0.0
-            slot[HEADER:HEADER + n] = q
-            self._seqs[k] += 1
-        self._wake.set()
+        slot, seq = self._slots[k], self._seqs[k:k + 1]
+        seq += 1                                   # odd: being written
+        slot[0], slot[1], slot[2], slot[3] = self._scene_number, sim.t, n, 1.0 if watched else 0.0
+        slot[HEADER:HEADER + n] = q
+        seq += 1                                   # even: complete
+        self._wake_child()
+
+    def _wake_child(self) -> None:
+        try:
+            os.write(self._wake.fileno(), b"\0")
+        except (BlockingIOError, BrokenPipeError, OSError):   # full (a wake-up is pending) or the child ended
+            pass
 
     # ------------------------------------------------------------------------ statistics, end
 
@@ -133,7 +143,7 @@ class CameraProcess:
 
     def close(self, timeout: float = 2.0) -> None:
         self._stop.value = 1
-        self._wake.set()
+        self._wake_child()
         self._scenes.put((None, None))
         self._process.join(timeout)
         if self._process.is_alive():
@@ -143,7 +153,7 @@ class CameraProcess:
 
 # ---------------------------------------------------------------------------- the child
 
-def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, lock, wake, raw, seq_raw, stop,
+def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, wake, raw, seq_raw, stop,
                          stats, ready_send, scene_recv, viewer_slots, parent_pid, nice):
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C reaches the process group: the node stops us
     try:
@@ -179,21 +189,27 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, l
     names = [c.name for c in parts.cameras]
     last = np.zeros(len(names), np.int64)
     scene_number = 0
+    wake_fd = wake.fileno()
     try:
         while not stop.value:
-            if not wake.wait(0.5):
+            if not select.select([wake_fd], [], [], 0.5)[0]:
                 if os.getppid() != parent_pid:      # the node's process ended
                     break
                 continue
-            wake.clear()
+            try:
+                if not os.read(wake_fd, 4096):      # the parent's end closed: the node's process ended
+                    break
+            except BlockingIOError:
+                pass
             jobs = []
-            with lock:
-                for k in np.flatnonzero(seqs != last):
-                    s = slots[k]
-                    n = int(s[2])
-                    jobs.append((k, int(s[0]), float(s[1]), s[HEADER:HEADER + n].copy(), bool(s[3])))
-                    counts[k, 1] += max(0, int(seqs[k] - last[k]) - 1)
-                    last[k] = seqs[k]
+            for k in np.flatnonzero(seqs != last):
+                job = _read_slot(slots[k], seqs[k:k + 1])
+                if job is None:                     # being written again: the next wake-up brings it
+                    continue
+                seq, job = job
+                counts[k, 1] += max(0, (seq - int(last[k])) // 2 - 1)
+                last[k] = seq
+                jobs.append((k, *job))
             for k, number, t, q, watched in jobs:
                 name = names[k]
                 try:
@@ -224,3 +240,17 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, l
             rclpy.try_shutdown()
         except Exception:   # noqa: BLE001 - ending
             pass
+
+
+def _read_slot(slot: np.ndarray, seq: np.ndarray):
+    """(sequence number, (scene number, t, q copy, watched)) of a slot the stepping thread is not writing, or None
+    after 100 tries (it keeps writing: at the camera's rate, so never in practice)."""
+    for _ in range(100):
+        before = int(seq[0])
+        if before % 2:
+            continue
+        n = int(slot[2])
+        job = (int(slot[0]), float(slot[1]), slot[HEADER:HEADER + n].copy(), bool(slot[3]))
+        if int(seq[0]) == before:
+            return before, job
+    return None

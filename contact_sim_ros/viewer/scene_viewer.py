@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -830,7 +831,9 @@ def _receive_scenes(scene_recv, scenes: dict) -> None:
 def _viewer_main(geometries, buffer: FrameBuffer, host, port, force_scale, update_rate,
                  nice, parent_pid, ready, scene_recv, cameras: CameraSlots) -> None:
     """The viewer process: serve the page, then draw the newest frame at most ``update_rate`` times a second
-    until the owner closes it or dies; a frame of a new scene first replaces the page's geometries."""
+    until the owner closes it or dies; a frame of a new scene first replaces the page's geometries. Ctrl-C (SIGINT
+    to the terminal's process group) is ignored: the owner closes the viewer as it stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         os.nice(nice)
     except OSError:

@@ -24,12 +24,14 @@ SCENES = Path(__file__).resolve().parent / "scenes"
 class NodeProcess:
     """A sim_node subprocess; ``output()`` returns what it printed so far (stdout + stderr)."""
 
-    def __init__(self, args: list[str], env=None):
+    def __init__(self, args: list[str], env=None, new_session: bool = False):
+        """``new_session``: the node leads a process group of its own (a terminal's Ctrl-C: ``os.killpg``)."""
         self.args = args
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"sim_node_{os.getpid()}_{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "w+")
         self.proc = subprocess.Popen([sys.executable, "-m", "contact_sim_ros.ros.sim_node", *args], cwd=REPO,
-                                     stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+                                     stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                     start_new_session=new_session)
 
     def output(self) -> str:
         if self._log.closed:              # stopped: the log file is gone, its text was kept

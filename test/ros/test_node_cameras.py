@@ -153,3 +153,40 @@ def test_camera_start_up_errors(tmp_path):
     err = [line for line in outs["too_fast"].splitlines() if line.startswith("sim_node: error:")]
     assert len(err) == 1 and "iiwa_wsg_cameras.yaml: camera 'wrist_camera': rate 15 Hz is above the step rate 10 Hz" \
         in err[0], outs["too_fast"]
+
+
+def test_ctrl_c_of_a_node_with_cameras_and_the_browser_view_ends_every_process_cleanly(ros):
+    """Ctrl-C in a terminal signals the whole process group (the node, its camera process, its viewer process):
+    the node exits 0, no process prints a traceback, nothing is left running and no semaphore is leaked."""
+    import os
+    import signal
+    import socket
+
+    from ros_testing import NodeProcess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    node = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--namespace", "cam_ctrl_c", "--viewer", "--ros-args",
+                        "-p", f"viewer_port:={port}"], new_session=True)
+    try:
+        wait_until(lambda: "simulating " in node.output() or node.proc.poll() is not None, 240,
+                   what="the node with cameras and the viewer to start")
+        assert node.proc.poll() is None, node.output()
+        children = [int(c) for t in os.listdir(f"/proc/{node.proc.pid}/task")
+                    for c in open(f"/proc/{node.proc.pid}/task/{t}/children").read().split()]
+        assert "rendering in process " in node.output()
+        os.killpg(node.proc.pid, signal.SIGINT)
+        code = node.proc.wait(60)
+    finally:
+        node.stop()
+    out = node.output()
+    assert code == 0, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out and "leaked semaphore" not in out, out
+
+    def alive(pid):
+        try:
+            return "(zombie)" not in open(f"/proc/{pid}/status").read()
+        except OSError:
+            return False
+    assert len(children) >= 2, children          # the camera process and the viewer process
+    wait_until(lambda: not any(alive(c) for c in children), 30, what="the node's child processes to end")
