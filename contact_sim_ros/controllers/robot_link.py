@@ -38,6 +38,8 @@ from ..cameras.perception import DepthImage
 from ..cameras.spec import CameraSpec
 from ..errors import ConfigError
 
+CAMERA_DISCOVERY_S = 15.0   # s a perception client waits for the simulated camera's publishers to be discovered
+
 try:
     from tf2_msgs.msg import TFMessage
 except ImportError:   # built into the venv by scripts/ensure_venv.sh; without it a controller cannot perceive over ROS
@@ -338,15 +340,25 @@ class RobotLink:
             raise ControllerError("perception over ROS needs tf2_msgs (built into the venv by "
                                   "scripts/ensure_venv.sh) to locate the camera")
         base = f"{self.sim_ns}/{camera}/{camera}"
-        for depth, info in (("aligned_depth_to_color/image_raw", "color/camera_info"),
-                            ("depth/image_rect_raw", "depth/camera_info")):
-            if self.node.count_publishers(f"{base}/{depth}"):
-                break
-        else:
+        streams = (("aligned_depth_to_color/image_raw", "color/camera_info"),
+                   ("depth/image_rect_raw", "depth/camera_info"))
+
+        def published():
+            return next(((d, i) for d, i in streams if self.node.count_publishers(f"{base}/{d}")), None)
+
+        def segmented():
+            return self.node.count_publishers(f"{base}/segmentation/image_raw") > 0
+        # the node's cameras publish from a process of their own (ros/camera_process.py), a DDS participant this one
+        # may discover seconds after the simulation node's, one endpoint at a time
+        deadline = time.monotonic() + CAMERA_DISCOVERY_S
+        while ((found := published()) is None or (labels and not segmented())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if found is None:
             raise ControllerError(f"no publisher of {base}/aligned_depth_to_color/image_raw or "
-                                  f"{base}/depth/image_rect_raw: does the simulation node run a scene with camera "
-                                  f"{camera!r} (the scenario's scene with cameras)?")
-        if labels and not self.node.count_publishers(f"{base}/segmentation/image_raw"):
+                                  f"{base}/depth/image_rect_raw within {CAMERA_DISCOVERY_S:g} s: does the simulation "
+                                  f"node run a scene with camera {camera!r} (the scenario's scene with cameras)?")
+        depth, info = found
+        if labels and not segmented():
             raise ControllerError(f"no publisher of {base}/segmentation/image_raw: camera {camera!r} needs the "
                                   "segmentation stream (the robot self-filter reads the robot's labels)")
         w = _CameraWatch(camera, f"{base}/{depth}", f"{base}/{info}",

@@ -33,7 +33,6 @@ import rclpy
 from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
-from ..cameras.rig import CameraRig, RigScene
 from .camera_topics import CameraTopics
 
 STARTUP_TIMEOUT_S = 120.0    # s for the child to import, make its GL context and visual scene
@@ -51,6 +50,10 @@ class CameraProcess:
 
     def __init__(self, scene, time_step: float, node_name: str, namespace: str, frame_prefix: str,
                  viewer_slots=None, nice: int = NICE):
+        # deferred: the rig imports trimesh (~2 s); sim_node imports this module for every scene, only a scene with
+        # cameras needs it
+        from ..cameras.rig import RigScene
+        self._rig_scene = RigScene.of
         ctx = multiprocessing.get_context("spawn")
         self.names = [c.name for c in scene.cameras]
         self.index = {n: k for k, n in enumerate(self.names)}
@@ -68,7 +71,7 @@ class CameraProcess:
         scene_recv, self._scene_send = ctx.Pipe(duplex=False)
         self._process = ctx.Process(
             target=_camera_process_main, name="contact_sim_cameras", daemon=True,
-            args=(RigScene.of(scene), float(time_step), f"{node_name}_cameras", namespace, frame_prefix,
+            args=(self._rig_scene(scene), float(time_step), f"{node_name}_cameras", namespace, frame_prefix,
                   wake_recv, self._raw, self._seq, self._stop, self._stats, ready_send, scene_recv,
                   viewer_slots, os.getpid(), int(nice)))
         self._process.start()
@@ -135,7 +138,7 @@ class CameraProcess:
             if scene is None:
                 return
             try:
-                self._scene_send.send((number, RigScene.of(scene)))
+                self._scene_send.send((number, self._rig_scene(scene)))
             except (OSError, ValueError):      # the child ended (the node stops)
                 return
             except Exception as exc:           # noqa: BLE001 - a scene that cannot be drawn: the child says so
@@ -161,6 +164,7 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
     except OSError:
         pass
     try:
+        from ..cameras.rig import CameraRig     # deferred as in CameraProcess (the child imports this module first)
         rig = CameraRig(parts, time_step)
         rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
         node = rclpy.create_node(node_name, namespace=namespace, start_parameter_services=False)
