@@ -134,7 +134,7 @@ def node_runs(engine: str, duration: float, warmup: float) -> list[dict]:
             r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}")
             n_images = sum(1 for t in images if t > time.monotonic() - duration - 5)
             r["camera"] = label
-            r["images_hz"] = n_images / 2 / duration       # color + depth per frame
+            r["images_hz"] = n_images / 2 / (duration + 5)      # color + depth per frame, over the last duration + 5 s
             rows.append(r)
     finally:
         probe.close()
