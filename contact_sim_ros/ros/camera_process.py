@@ -1,7 +1,7 @@
 """The node's cameras rendered and published by a process of their own (``<node>_cameras`` in the node's
 namespace, as realsense2_camera is a node of its own beside the robot's driver): the stepping thread shares no
 interpreter lock with the render, the depth model and the message building (~36 ms of Python and numpy per
-640x480 frame), so a camera does not add to its step-period jitter.
+640x480 frame): the step-period jitter a camera adds is halved (docs/benchmarks.md).
 
 Hand-over, per camera, in shared memory: the stepping thread writes (scene number, t, q, "a browser watches")
 into the camera's slot under a seqlock (the slot's sequence number is odd while it writes; the child copies the
