@@ -82,9 +82,10 @@ class RigScene:
     visual: VisualScene
 
     @classmethod
-    def of(cls, scene) -> RigScene:
+    def of(cls, scene, visual: VisualScene | None = None) -> RigScene:
+        """``visual``: the scene's visual geometry if already built."""
         return cls(str(scene.source), list(scene.cameras), scene.model.pin_model, list(scene.model.free_bodies),
-                   build_visual_scene(scene))
+                   visual or build_visual_scene(scene))
 
 
 class CameraRig:
@@ -93,16 +94,16 @@ class CameraRig:
     the step rate (ConfigError naming the camera and the file)."""
 
     def __init__(self, scene, time_step: float | None = None, visual: VisualScene | None = None):
-        parts = scene if isinstance(scene, RigScene) else None
+        parts = scene if isinstance(scene, RigScene) else RigScene.of(scene, visual)
         self.scene = scene
-        self.source = parts.source if parts else scene.source
+        self.source = parts.source
         self.cameras: dict[str, CameraSpec] = {c.name: c for c in scene.cameras}
         if time_step is not None:
             for c in self.cameras.values():
                 c.check_rate(time_step)
-        self.visual = parts.visual if parts else (visual or build_visual_scene(scene))
-        self.renderer = Renderer(self.visual, parts.pin_model if parts else scene.model.pin_model)
-        self.renderer.set_free_bodies(parts.free_bodies if parts else scene.model.free_bodies)
+        self.visual = parts.visual
+        self.renderer = Renderer(self.visual, parts.pin_model)
+        self.renderer.set_free_bodies(parts.free_bodies)
         self.label_names = self.visual.label_names()
 
     def camera(self, name: str) -> CameraSpec:

@@ -20,7 +20,6 @@ ignores SIGINT (the node stops it) and ends when the node's process does.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import queue
@@ -31,7 +30,6 @@ import threading
 import numpy as np
 import rclpy
 from rclpy.signals import SignalHandlerOptions
-from std_msgs.msg import String
 
 from .camera_topics import CameraTopics
 
@@ -93,7 +91,6 @@ class CameraProcess:
         self.pid = self._process.pid
         self._sender = threading.Thread(target=self._send_scenes, name="camera-scenes", daemon=True)
         self._sender.start()
-        self._too_long_warned = False
 
     # ------------------------------------------------------------------------ stepping thread
 
@@ -177,10 +174,8 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
         return
 
     def publish_labels():
-        text = json.dumps(rig.label_map())
         for t in topics.values():
-            if t.label_map is not None:
-                t.label_map.publish(String(data=text))
+            t.publish_label_map(rig.label_map())
 
     publish_labels()
     ready_send.send(("ready", f"rendering in process {os.getpid()} with {rig.renderer.gl.renderer}, "

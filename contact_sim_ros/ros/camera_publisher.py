@@ -29,9 +29,6 @@ Nothing is rendered for a camera none of whose topics has a reader and no browse
 
 from __future__ import annotations
 
-import json
-
-from std_msgs.msg import String
 
 from ..cameras.render_thread import RenderThread
 from ..driver.loop import PublishHook
@@ -101,10 +98,8 @@ class CameraPublisher:
         self.log.error(f"camera {name!r} at t = {t:.6f} s: {exc!r}", throttle_duration_sec=5.0)
 
     def _publish_labels(self, rig) -> None:
-        text = json.dumps(rig.label_map())
         for topics in self.topics.values():
-            if topics.label_map is not None:
-                topics.label_map.publish(String(data=text))
+            topics.publish_label_map(rig.label_map())
 
     def _publish_static(self, t: float) -> None:
         if TFMessage is None:

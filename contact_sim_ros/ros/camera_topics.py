@@ -6,6 +6,7 @@ and, when the node records a bag, by its render thread (ros/camera_publisher.py)
 from __future__ import annotations
 
 import array
+import json
 
 import numpy as np
 import pinocchio as pin
@@ -143,6 +144,11 @@ class CameraTopics:
         self.depth_info_msg = camera_info(spec, self.depth_frame)
         self.all = [p for p in (self.color, self.color_info, self.depth, self.depth_info, self.aligned,
                                 self.aligned_info, self.points, self.labels) if p is not None]
+
+    def publish_label_map(self, label_map: dict) -> None:
+        """The segmentation label map (CameraRig.label_map), latched, if this camera has the stream."""
+        if self.label_map is not None:
+            self.label_map.publish(String(data=json.dumps(label_map)))
 
     def wanted(self) -> bool:
         return any(has_readers(p) for p in self.all)

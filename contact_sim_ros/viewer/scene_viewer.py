@@ -123,12 +123,13 @@ def _object_visuals(model: MultibodyModel, objects) -> dict:
     """Free-body joint id -> [(vertices (n, 3) m in the joint frame, faces (m, 3), rgba 0..1)] of each mesh object
     of ``objects`` (its ``visual`` file, else its ``mesh`` file), read as the cameras read them."""
     out = {}
-    for obj in objects:
+    meshes = [o for o in objects if o.urdf is None and (o.visual is not None or o.mesh is not None)]
+    if not meshes:
+        return out
+    # deferred: trimesh (seconds to import), only for a scene with mesh objects
+    from ..cameras.visual_scene import mesh_file_visuals
+    for obj in meshes:
         spec = obj.visual if obj.visual is not None else obj.mesh
-        if spec is None or obj.urdf is not None:
-            continue
-        # deferred: trimesh (seconds to import), only for a scene with mesh objects
-        from ..cameras.visual_scene import mesh_file_visuals
         body = model.free_body(obj.name)
         pm = model.pin_model
         joint_M_body = pm.frames[pm.getFrameId(body.frame_name)].placement
