@@ -118,14 +118,16 @@ class RosProbe:
         return future.result()
 
 
-def wait_until(predicate, timeout: float, period: float = 0.01, what: str = "condition"):
+def wait_until(predicate, timeout: float, period: float = 0.01, what="condition"):
+    """Poll ``predicate`` until it is true or ``timeout`` (s) has passed; ``what`` (a string, or a callable giving
+    one, called only on time-out: a node's output as it is then) says what was awaited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(period)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
 
 
 def wait_for_joint_states(started: dict, timeout: float = 120.0) -> None:

@@ -46,7 +46,7 @@ def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_
     tf_static = ros.subscribe(TFMessage, "/tf_static", latched=True)
     contacts = ros.subscribe(ContactArray, "/contacts", keep=200)
     mug_wrench = ros.subscribe(WrenchStamped, "/contact_wrench/mug", keep=200)
-    wait_until(lambda: js_arm and js_hand and desc_hand and tf, 90, what=f"the node's topics\n{node.output()}")
+    wait_until(lambda: js_arm and js_hand and desc_hand and tf, 90, what=lambda: f"the node's topics\n{node.output()}")
 
     # each robot in its namespace: its joints, its description, its controller manager
     assert list(js_arm[-1].name) == ARM

@@ -37,7 +37,7 @@ def camera_node(ros, start_node):
     for cam, subs in topics.items():
         for name, msgs in subs.items():
             wait_until(lambda msgs=msgs: len(msgs) >= (1 if name == "label_map" else 2), 180.0,
-                       what=f"{cam} {name} (node output: {node.output()[-1500:]})")
+                       what=lambda: f"{cam} {name} (node output: {node.output()[-1500:]})")
     return node, topics, tf_static
 
 

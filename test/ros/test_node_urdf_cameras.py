@@ -20,19 +20,25 @@ FRAMES = ("camera_link", "camera_color_frame", "camera_depth_frame", "camera_col
 def test_urdf_camera_frames_arrive_once_and_images_in_its_optical_frames(ros, start_node, tmp_path):
     scene = tmp_path / "ur5_d435.yaml"
     scene.write_text(yaml.safe_dump({
-        "robot": {"urdf": f"{XACRO} nominal_extrinsics:=false"},
+        # on a 0.5 m pedestal: at its zero configuration the UR5's wrist reaches 5 mm below its base, into the
+        # ground, and the node pauses at t = 0 (no image after the first: the test then raced the first render)
+        "robot": {"urdf": f"{XACRO} nominal_extrinsics:=false", "base_pose": {"xyz": [0.0, 0.0, 0.5]}},
         "environment": [{"name": "ground", "shape": "halfspace"}],
         "cameras": [{"name": "camera", "width": 64, "height": 48, "fov": 69.4, "rate": 10.0}]}))
     tf_static = ros.subscribe(TFMessage, "/tf_static", latched=True)
     tf = ros.subscribe(TFMessage, "/tf", keep=20)
-    info = ros.subscribe(CameraInfo, "/camera/camera/color/camera_info", keep=2)
-    depth = ros.subscribe(Image, "/camera/camera/depth/image_rect_raw", keep=2)
+    info = ros.subscribe(CameraInfo, "/camera/camera/color/camera_info", keep=3)
+    depth = ros.subscribe(Image, "/camera/camera/depth/image_rect_raw", keep=3)
     node = start_node("--scene", str(scene), "--engine", "tamsi", "--time-step", "0.002")
 
     def children():
         return [t.child_frame_id for m in list(tf_static) + list(tf) for t in m.transforms]
-    wait_until(lambda: set(FRAMES) <= set(children()) and info and depth and tf, 180.0,
-               what=f"the camera's TF, camera_info and depth (node output: {node.output()[-1500:]})")
+    def missing():
+        return (f"the camera's TF, camera_info and depth: missing frames {sorted(set(FRAMES) - set(children()))}, "
+                f"{len(info)} camera_info, {len(depth)} depth images, {len(tf)} /tf messages; "
+                f"node output:\n{node.output()[-3000:]}")
+    # two images: the second is rendered from a state the node stepped to (sim time goes on)
+    wait_until(lambda: set(FRAMES) <= set(children()) and info and len(depth) >= 2 and tf, 180.0, what=missing)
     static = [(t.header.frame_id, t.child_frame_id) for m in tf_static for t in m.transforms]
     for frame in FRAMES:
         parents = [p for p, c in static if c == frame]
@@ -43,3 +49,9 @@ def test_urdf_camera_frames_arrive_once_and_images_in_its_optical_frames(ros, st
     assert info[-1].header.frame_id == "camera_color_optical_frame"
     assert depth[-1].header.frame_id == "camera_depth_optical_frame"
     assert (depth[-1].width, depth[-1].height, depth[-1].encoding) == (64, 48, "16UC1")
+    assert _stamp_s(depth[-1]) > _stamp_s(depth[0]), "the depth images do not advance in sim time"
+    assert "step failed" not in node.output(), node.output()[-3000:]
+
+
+def _stamp_s(msg) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
