@@ -50,6 +50,10 @@ class NodeProcess:
         if not self._log.closed:
             self._final_output = self.output()
             self._log.close()
+            keep = os.environ.get("CONTACT_SIM_TEST_NODE_LOGS")   # a folder: every node's output kept there
+            if keep:
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                (Path(keep) / self.log_path.name).write_text(" ".join(self.args) + "\n" + self._final_output)
             self.log_path.unlink(missing_ok=True)    # no log files left behind in /tmp
         return self.proc.returncode
 
