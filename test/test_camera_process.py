@@ -1,6 +1,7 @@
 """The node's camera process (ros/camera_process.py) without DDS readers: the child renders the state the
 stepping thread handed it (the same image as a renderer in this thread of the same q and t), switches to a changed
 scene before it renders that scene's q (a spawned box appears), and start-up errors come back to the parent."""
+import os
 import time
 
 import numpy as np
@@ -69,7 +70,56 @@ def test_the_child_renders_the_handed_state_and_switches_to_a_changed_scene():
     assert not process.alive()
 
 
+def _threads(pid):
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+@pytest.mark.parametrize("priority", ["idle", "normal"])
+def test_the_child_renders_at_the_priority_asked(priority):
+    """'idle': every thread of the child, the renderer's included, is SCHED_IDLE and llvmpipe has one rasteriser
+    thread; 'normal': SCHED_OTHER at niceness +5 from the node's."""
+    sim = Simulator(scene(BALL), engine="semi_implicit", time_step=1e-3)
+    slots = CameraSlots([CameraView("cam", 1.0, 160, 120)])
+    process = CameraProcess(sim.scene, sim.time_step, f"camera_process_{priority}", f"/camera_process_{priority}",
+                            "", slots, priority=priority)
+    try:
+        process.request("cam", sim, watched=True)
+        wait_for_image(slots, 0)                     # the GL context and its threads exist
+        # every thread (OpenBLAS's, started before the child's code ran, DDS's, llvmpipe's) but Mesa's shader-cache
+        # writer, which sets itself SCHED_BATCH at niceness 19
+        threads = {t: open(f"/proc/{process.pid}/task/{t}/comm").read().strip() for t in _threads(process.pid)}
+        ours = [t for t, name in threads.items() if "disk$" not in name]
+        assert any(name.startswith("llvmpipe") for name in threads.values()), threads
+        policies = {threads[t]: os.sched_getscheduler(t) for t in ours}
+        if priority == "idle":
+            assert set(policies.values()) == {os.SCHED_IDLE}, policies
+            assert sum(name.startswith("llvmpipe") for name in threads.values()) == 1, threads
+        else:
+            assert set(policies.values()) == {os.SCHED_OTHER}, policies
+            nice = {threads[t]: os.getpriority(os.PRIO_PROCESS, t) for t in ours}
+            assert set(nice.values()) == {os.getpriority(os.PRIO_PROCESS, 0) + 5}, nice
+    finally:
+        process.close()
+
+
 def test_a_start_up_error_of_the_child_is_raised_in_the_parent():
     bad = dict(CAMERA, rate=2000.0)         # above the 1 kHz step rate
     with pytest.raises(ConfigError, match="camera 'cam': rate 2000 Hz is above the step rate 1000 Hz"):
         CameraProcess(load_scene({"cameras": [bad]}), 1e-3, "camera_process_bad", "/camera_process_bad", "")
+
+
+def test_a_state_larger_than_the_slot_is_refused_not_cut():
+    """A configuration with more entries than the hand-over slot holds is not handed over (request says so: the
+    node logs it), rather than a truncated q rendered as if it were the state."""
+    sim = Simulator(scene(BALL, BOX), engine="semi_implicit", time_step=1e-3)      # nq = 14
+    slots = CameraSlots([CameraView("cam", 1.0, 160, 120)])
+    process = CameraProcess(sim.scene, sim.time_step, "camera_process_small", "/camera_process_small", "", slots,
+                            q_capacity=7)
+    try:
+        assert process.request("cam", sim, watched=True) is False
+        small = Simulator(scene(BALL), engine="semi_implicit", time_step=1e-3)     # nq = 7: fits
+        assert process.request("cam", small, watched=True) is True
+        wait_for_image(slots, 0)
+        assert process.counts("cam")["rendered"] == 1
+    finally:
+        process.close()

@@ -91,7 +91,7 @@ def render_times(frames: int) -> list[dict]:
     return rows
 
 
-def node_runs(engine: str, duration: float, warmup: float) -> list[dict]:
+def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[dict]:
     sys.path.insert(0, str(REPO / "benchmarks" / "node"))
     import rclpy
     import run as node_bench      # benchmarks/node/run.py: Probe, measure
@@ -116,6 +116,8 @@ def node_runs(engine: str, duration: float, warmup: float) -> list[dict]:
     setups = [("none", []), ("640x480 at 15 Hz", [(0, 15.0, 640, 480)]), ("640x480 at 30 Hz", [(0, 30.0, 640, 480)]),
               ("1280x720 at 15 Hz", [(0, 15.0, 1280, 720)]),
               ("two: wrist + table, 640x480 at 15 Hz", [(0, 15.0, 640, 480), (1, 15.0, 640, 480)])]
+    if only:
+        setups = [s for k, s in enumerate(setups) if k in only]
     try:
         for k, (label, cams) in enumerate(setups):
             data = yaml.safe_load(SCENE.read_text())
@@ -149,6 +151,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--engine", default="tamsi")
     ap.add_argument("--no-node", action="store_true", help="only the in-process render times")
+    ap.add_argument("--setups", default="", help="comma-separated indices of the node set-ups to run (default all: "
+                    "0 none, 1 640x480 at 15 Hz, 2 at 30 Hz, 3 1280x720 at 15 Hz, 4 two cameras)")
     args = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
     rows = render_times(args.frames)
@@ -163,7 +167,8 @@ def main(argv=None):
     if args.no_node:
         return 0
     load0 = os.getloadavg()[0]
-    runs = node_runs(args.engine, args.duration, args.warmup)
+    runs = node_runs(args.engine, args.duration, args.warmup,
+                     [int(k) for k in args.setups.split(",")] if args.setups else None)
     print(f"\nNode (iiwa_wsg_cameras scene, {args.engine}, 1 ms steps, real time; {args.duration:g} s after "
           f"{args.warmup:g} s; load average {load0:.1f} -> {os.getloadavg()[0]:.1f})\n")
     print("| cameras | real-time factor | frames received /s | joint_states jitter at subscriber (ms) | "

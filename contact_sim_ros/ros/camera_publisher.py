@@ -49,7 +49,7 @@ class CameraPublisher:
     Raises ContactSimError (the render back-end missing, a bad camera) at start-up, after the renderer tried to
     make its GL context."""
 
-    def __init__(self, node, sim, viewer=None, in_node: bool = False):
+    def __init__(self, node, sim, viewer=None, in_node: bool = False, priority: str = "idle"):
         self.node = node
         self.sim = sim
         self.viewer = viewer          # the browser view (ViewerProcess): the frusta with their live images
@@ -66,7 +66,7 @@ class CameraPublisher:
             description = self.renderer.description + " in a thread of the node (it records)"
         else:
             self.process = CameraProcess(sim.scene, sim.time_step, node.get_name(), node.get_namespace(),
-                                         node.prefix, viewer.cameras if viewer is not None else None)
+                                         node.prefix, viewer.cameras if viewer is not None else None, priority)
             description = self.process.description
         self.log.info(f"cameras {', '.join(s.name for s in self.specs)}: {description}")
         self._publish_static(sim.t)
@@ -82,7 +82,10 @@ class CameraPublisher:
         """Stepping thread: hand camera ``name`` a copy of the current state; never waits for rendering."""
         watched = self.viewer is not None and self.viewer.watched
         if self.process is not None:
-            self.process.request(name, sim, watched)      # the child looks at its topics' readers
+            if not self.process.request(name, sim, watched):      # the child looks at its topics' readers
+                self.log.error(f"camera {name!r}: the configuration has {len(sim.q)} entries, more than the camera "
+                               f"process takes ({self.process.q_capacity}): not rendered (a node that records "
+                               f"renders in a thread of its own, without this limit)", throttle_duration_sec=10.0)
         elif self.topics[name].wanted() or watched:
             self.renderer.request(name, sim)
 

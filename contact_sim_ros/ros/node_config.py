@@ -122,6 +122,10 @@ class NodeConfig:
                                  "'none'")
     record: str = _p("", "string", description="rosbag2 (MCAP) directory recording the node's own publications; "
                      "'' = off")
+    camera_priority: str = _p("idle", "string", description="scheduling of the process rendering the scene's "
+                              "cameras: 'idle' (SCHED_IDLE, llvmpipe on one thread: the stepping thread keeps its "
+                              "period; on a CPU kept busy by other processes the frames drop first) or 'normal' "
+                              "(niceness +5)", choices=("idle", "normal"))
 
     @classmethod
     def names(cls) -> list[str]:

@@ -173,7 +173,8 @@ class SimNode(Node):
             self.log.info(f"viewer: {self.viewer.url}")
         self.cameras = None
         if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a process of their own (camera_publisher)
-            self.cameras = CameraPublisher(self, sim, self.viewer, in_node=self.recorder is not None)
+            self.cameras = CameraPublisher(self, sim, self.viewer, in_node=self.recorder is not None,
+                                           priority=cfg.camera_priority)
             hooks += self.cameras.hooks()
         self._warned: dict[str, float] = {}
         # the robot's driver (driver/): the hardware System over the Simulator, each robot's controller manager,
