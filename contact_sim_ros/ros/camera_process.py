@@ -161,7 +161,8 @@ class CameraProcess:
 def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, wake, raw, seq_raw, stop,
                          stats, ready_send, scene_recv, viewer_slots, parent_pid, priority):
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C reaches the process group: the node stops us
-    _lower_priority(priority)
+    if priority == "idle":
+        os.environ.setdefault("LP_NUM_THREADS", "1")      # read when llvmpipe makes its threads (the GL context)
     try:
         from ..cameras.rig import CameraRig     # deferred as in CameraProcess (the child imports this module first)
         rig = CameraRig(parts, time_step)
@@ -180,6 +181,7 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
             t.publish_label_map(rig.label_map())
 
     publish_labels()
+    _lower_priority(priority)      # after the start-up (imports, GL context, DDS): a busy machine does not delay it
     ready_send.send(("ready", f"rendering in process {os.getpid()} with {rig.renderer.gl.renderer}, "
                               f"{rig.visual.triangles} triangles, {len(rig.visual.labels)} labels"))
     ready_send.close()
@@ -244,15 +246,14 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
 
 
 def _lower_priority(priority: str) -> None:
-    """The child's scheduling, before it makes any thread (threads inherit it). "idle": SCHED_IDLE (it runs on
+    """The child's scheduling, set once it has started, on all its threads. "idle": SCHED_IDLE (it runs on
     what the other processes leave; a stepping thread that wakes preempts it at once) and llvmpipe with one
     rasteriser thread (``LP_NUM_THREADS`` unless set): the step-period jitter a 640x480 camera at 15 Hz adds on 2
     cores fell from +0.54 to +0.32 ms, and its frames from 11.2 to 9.1 per second (medians of 5 rounds,
-    docs/benchmarks.md). On a machine kept busy at normal priority the camera's frames drop first. "normal": SCHED_OTHER at niceness +5, llvmpipe's default threads."""
-    if priority == "idle":
-        os.environ.setdefault("LP_NUM_THREADS", "1")
-    # every thread the interpreter already has (OpenBLAS's workers start at numpy's import): Linux schedules
-    # threads, and os.nice / sched_setscheduler(0) change only the calling one
+    docs/benchmarks.md). On a machine kept busy at normal priority the camera's frames drop first. "normal":
+    SCHED_OTHER at niceness +5, llvmpipe's default threads."""
+    # every thread the process has (OpenBLAS's, llvmpipe's, DDS's): Linux schedules threads, and os.nice /
+    # sched_setscheduler(0) change only the calling one; threads made later inherit their maker's
     for tid in (int(t) for t in os.listdir("/proc/self/task")):
         try:
             if priority == "idle":
