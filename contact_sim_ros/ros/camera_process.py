@@ -39,13 +39,13 @@ Q_CAPACITY = 4096            # configuration entries a slot holds (a robot and ~
 #                              is not handed over (``request`` returns False: the node says so)
 HEADER = 4                   # slot layout: scene number, t (s), nq, watched (0/1), then q
 NICE = 5                     # the child's niceness with priority "normal"
-PRIORITIES = ("idle", "normal")
 
 
 class CameraProcess:
     """Renders the cameras of ``scene`` for ``node`` (its name, namespace and frame prefix) in a child process.
 
-    ``viewer_slots``: the browser view's CameraSlots (or None). The constructor waits until the child has made its
+    ``viewer_slots``: the browser view's CameraSlots (or None). ``priority``: "idle" or "normal" (the node
+    parameter camera_priority; ``_lower_priority``). The constructor waits until the child has made its
     renderer and raises what making it raised."""
 
     def __init__(self, scene, time_step: float, node_name: str, namespace: str, frame_prefix: str,

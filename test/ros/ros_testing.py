@@ -122,6 +122,11 @@ class RosProbe:
         return future.result()
 
 
+def stamp_s(stamp) -> float:
+    """A builtin_interfaces/Time in seconds."""
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
 def wait_until(predicate, timeout: float, period: float = 0.01, what="condition"):
     """Poll ``predicate`` until it is true or ``timeout`` (s) has passed; ``what`` (a string, or a callable giving
     one, called only on time-out: a node's output as it is then) says what was awaited."""

@@ -33,7 +33,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import ActionClient, NodeProcess, wait_until
+from ros_testing import ActionClient, NodeProcess, stamp_s, wait_until
 
 NO_CLOCK = str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")
 FAILING_TAMSI = ("--engine", "tamsi", "--engine-options", "{max_iterations: 1}")
@@ -58,10 +58,6 @@ inputs:
   joint_targets:
     - {joint: iiwa_joint_1, position: "0.1 if t < 0.3 else sqrt(0.3 - t)"}   # NaN from t = 0.3 s
 """
-
-
-def stamp_s(stamp) -> float:
-    return stamp.sec + 1e-9 * stamp.nanosec
 
 
 def statuses(msgs, ns):

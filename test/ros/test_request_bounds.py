@@ -32,7 +32,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ros_testing import REPO, ActionClient, NodeProcess, wait_until
+from ros_testing import REPO, ActionClient, NodeProcess, stamp_s, wait_until
 
 si = pytest.importorskip("simulation_interfaces")
 from geometry_msgs.msg import PoseStamped  # noqa: E402
@@ -51,10 +51,6 @@ IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
 def assert_clean(output: str):
     for bad in ("Traceback", "KeyboardInterrupt", "RCLError", "OverflowError"):
         assert bad not in output, output
-
-
-def stamp_s(stamp) -> float:
-    return stamp.sec + 1e-9 * stamp.nanosec
 
 
 def simulation_status(msgs, ns: str):
