@@ -16,7 +16,8 @@ call the transport's ``on_step_failure`` (the node logs the cause) and then paus
 (``pause_reason``), so the cause is in the log before the pause shows anywhere (diagnostics, ~/pause); ``~/reset``
 recovers. While paused, the hooks marked ``while_paused`` (joint states) are republished every
 ``paused_publish_period`` s of wall time with the frozen state. An exception escaping the loop ends the thread and
-calls the transport's ``on_error`` (the node exits).
+calls the transport's ``on_error`` (the node exits), unless ``stop()`` was asked first: then it is the shutdown
+taking the transport down under a cycle (kept as ``error_after_stop``, not reported).
 """
 
 from __future__ import annotations
@@ -207,7 +208,8 @@ class SteppingLoop:
         self._stats = LoopStats(paused=self._paused)
         self._stats_lock = threading.Lock()
         self._win = _Window()
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None            # what ended the stepping thread (on_error called)
+        self.error_after_stop: BaseException | None = None  # raised after stop() was asked: the shutdown's
         self.max_failed_steps = 10          # consecutive failed steps (each after all sub-step levels) -> pause
         self.paused_publish_period = 0.1    # s of wall time between republications of the frozen state
         self._failures = 0
@@ -453,10 +455,17 @@ class SteppingLoop:
         try:
             self._run()
         except BaseException as exc:   # the thread ends; on_error: the node exits with the cause
-            self.error = exc
             with self._cv:
+                stopping = not self._running
                 self._running = False
                 self._cv.notify_all()
+            if stopping:
+                # stop() was called first: the transport is being taken down under a cycle still running (a
+                # publisher whose context rclpy.shutdown invalidated, a first step still compiling when stop()
+                # stopped waiting). That is the shutdown, not a death: kept for inspection, not reported.
+                self.error_after_stop = exc
+                return
+            self.error = exc
             self.transport.on_error(exc)
 
     def _call(self, hook):

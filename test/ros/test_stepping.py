@@ -286,3 +286,51 @@ def test_a_huge_step_request_is_refused_or_a_long_run_never_an_overflow(sim):
         assert 5 <= ran < MAX_STEPS_PER_REQUEST and why == "preempted by ~/pause"
     finally:
         loop.stop()
+
+
+class _ControllersThatRaise:
+    """Controllers whose first cycle waits for ``release`` and then raises, as a controller publishing its state
+    does once rclpy.shutdown has invalidated its publisher's context."""
+
+    hooks = ()
+
+    def __init__(self):
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def cycle(self, step_count, t):
+        self.entered.set()
+        assert self.release.wait(60)
+        raise RuntimeError("failed to get subscription count: publisher's context is invalid")
+
+    def preempt(self, command):
+        pass
+
+    def reset(self):
+        pass
+
+
+@pytest.mark.parametrize("stop_first", [True, False], ids=["raised after stop", "raised while running"])
+def test_an_exception_after_stop_is_the_shutdown_not_a_death(sim, stop_first):
+    """Ctrl-C: the node stops the loop (waiting 0.5 s), destroys its publishers and shuts rclpy down; a cycle still
+    running then raises. That must not be reported as the stepping thread's death (the node would print a
+    traceback and exit 1). The same exception with no stop asked is a death and is reported."""
+    sim.reset()
+    errors = []
+    controllers = _ControllersThatRaise()
+    loop = SteppingLoop(SimulatorSystem(sim), controllers, Transport(on_error=errors.append), 0.0)
+    loop.start()
+    try:
+        assert controllers.entered.wait(60)
+        if stop_first:
+            loop.stop(timeout=0.0)
+        controllers.release.set()
+        loop._thread.join(60)
+        assert not loop._thread.is_alive() and not loop.running
+        if stop_first:
+            assert errors == [] and loop.error is None
+            assert "context is invalid" in str(loop.error_after_stop)
+        else:
+            assert len(errors) == 1 and errors[0] is loop.error and "context is invalid" in str(loop.error)
+    finally:
+        controllers.release.set()
+        loop.stop()
