@@ -11,7 +11,9 @@
    camera at 640x480 15 Hz, a subscriber on each camera's color image, depth image and point cloud (so that it
    renders); the /joint_states period jitter at the subscriber and the node's step-period jitter (diagnostics), as
    benchmarks/node/run.py measures them, the frames (color + depth pairs) received per second, the CPU of the node
-   process and of its camera process (ros/camera_process.py).
+   process and of its camera process (ros/camera_process.py). Two controls without a camera: a process of one
+   thread at idle priority (as the camera process) looping over integers, or streaming memory: the jitter any work
+   on the other core adds.
 
 Prints a Markdown table (docs/benchmarks.md, "Cameras"). The machine's load average is printed beside it: the
 2-core machine is shared, and llvmpipe's raster threads compete with the stepping thread for the same cores.
@@ -91,6 +93,23 @@ def render_times(frames: int) -> list[dict]:
     return rows
 
 
+# Controls for the camera set-ups: one process of one thread under SCHED_IDLE, as the camera process runs, doing
+# no rendering and no DDS. "compute": a Python integer loop (registers and L1 only); "memory": numpy copies of
+# 64 MB arrays (memory bandwidth and the shared caches, as llvmpipe's rasteriser and read-back stream them). The
+# jitter these add is what any work on the other core adds at idle priority on this machine.
+BURNERS = {
+    "compute": "x = 0\nwhile True:\n    x += 1\n",
+    "memory": "import numpy as np\na = np.ones(8 << 20)\nb = np.empty_like(a)\nwhile True:\n    np.copyto(b, a)\n",
+}
+
+
+def start_burner(kind: str):
+    import subprocess
+    code = "import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n" + BURNERS[kind]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-c", code], env=env)
+
+
 def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[dict]:
     sys.path.insert(0, str(REPO / "benchmarks" / "node"))
     import rclpy
@@ -115,11 +134,13 @@ def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[di
     # (label, [(camera index in the scene, rate Hz, width, height)])
     setups = [("none", []), ("640x480 at 15 Hz", [(0, 15.0, 640, 480)]), ("640x480 at 30 Hz", [(0, 30.0, 640, 480)]),
               ("1280x720 at 15 Hz", [(0, 15.0, 1280, 720)]),
-              ("two: wrist + table, 640x480 at 15 Hz", [(0, 15.0, 640, 480), (1, 15.0, 640, 480)])]
+              ("two: wrist + table, 640x480 at 15 Hz", [(0, 15.0, 640, 480), (1, 15.0, 640, 480)]),
+              ("none; a compute loop at idle priority beside it", [], "compute"),
+              ("none; a memory-streaming loop at idle priority beside it", [], "memory")]
     if only:
-        setups = [s for k, s in enumerate(setups) if k in only]
+        setups = [setups[k] for k in only]
     try:
-        for k, (label, cams) in enumerate(setups):
+        for k, (label, cams, *burner) in enumerate(setups):
             data = yaml.safe_load(SCENE.read_text())
             data["cameras"] = [{**data["cameras"][i], "rate": rate, "width": w, "height": h} for i, rate, w, h in cams]
             if not data["cameras"]:
@@ -133,7 +154,13 @@ def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[di
                     obj["urdf"] = str(REPO / "urdf" / obj["urdf"])
             path.write_text(yaml.safe_dump(data))
             images.clear()
-            r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}")
+            other = start_burner(burner[0]) if burner else None
+            try:
+                r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}")
+            finally:
+                if other is not None:
+                    other.kill()
+                    other.wait()
             n_images = sum(1 for t in images if t > time.monotonic() - duration - 5)
             r["camera"] = label
             r["images_hz"] = n_images / 2 / (duration + 5)      # color + depth per frame, over the last duration + 5 s
@@ -152,7 +179,8 @@ def main(argv=None):
     ap.add_argument("--engine", default="tamsi")
     ap.add_argument("--no-node", action="store_true", help="only the in-process render times")
     ap.add_argument("--setups", default="", help="comma-separated indices of the node set-ups to run (default all: "
-                    "0 none, 1 640x480 at 15 Hz, 2 at 30 Hz, 3 1280x720 at 15 Hz, 4 two cameras)")
+                    "0 none, 1 640x480 at 15 Hz, 2 at 30 Hz, 3 1280x720 at 15 Hz, 4 two cameras, 5 no camera and a "
+                    "compute loop at idle priority, 6 no camera and a memory-streaming loop at idle priority)")
     args = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
     rows = render_times(args.frames)
