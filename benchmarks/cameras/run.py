@@ -131,16 +131,16 @@ def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[di
                                    lambda m: None, 10)
     tmp = Path(tempfile.mkdtemp(prefix="camera_bench_"))
     rows = []
-    # (label, [(camera index in the scene, rate Hz, width, height)])
-    setups = [("none", []), ("640x480 at 15 Hz", [(0, 15.0, 640, 480)]), ("640x480 at 30 Hz", [(0, 30.0, 640, 480)]),
-              ("1280x720 at 15 Hz", [(0, 15.0, 1280, 720)]),
-              ("two: wrist + table, 640x480 at 15 Hz", [(0, 15.0, 640, 480), (1, 15.0, 640, 480)]),
+    # (label, [(camera index in the scene, rate Hz, width, height)], BURNERS key or None)
+    setups = [("none", [], None), ("640x480 at 15 Hz", [(0, 15.0, 640, 480)], None),
+              ("640x480 at 30 Hz", [(0, 30.0, 640, 480)], None), ("1280x720 at 15 Hz", [(0, 15.0, 1280, 720)], None),
+              ("two: wrist + table, 640x480 at 15 Hz", [(0, 15.0, 640, 480), (1, 15.0, 640, 480)], None),
               ("none; a compute loop at idle priority beside it", [], "compute"),
               ("none; a memory-streaming loop at idle priority beside it", [], "memory")]
     if only:
         setups = [setups[k] for k in only]
     try:
-        for k, (label, cams, *burner) in enumerate(setups):
+        for k, (label, cams, burner) in enumerate(setups):
             data = yaml.safe_load(SCENE.read_text())
             data["cameras"] = [{**data["cameras"][i], "rate": rate, "width": w, "height": h} for i, rate, w, h in cams]
             if not data["cameras"]:
@@ -154,7 +154,7 @@ def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[di
                     obj["urdf"] = str(REPO / "urdf" / obj["urdf"])
             path.write_text(yaml.safe_dump(data))
             images.clear()
-            other = start_burner(burner[0]) if burner else None
+            other = start_burner(burner) if burner else None
             try:
                 r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}")
             finally:
