@@ -1,6 +1,6 @@
 """Benchmark: the simulated RGB-D cameras (contact_sim_ros/cameras, ros/camera_publisher.py).
 
-    python benchmarks/cameras/run.py [--frames 60] [--duration 20] [--warmup 5] [--engine tamsi] [--no-node]
+    python benchmarks/cameras/run.py [--frames 60] [--duration 20] [--warmup 5] [--engine tamsi] [--no-node] [--setups 0,1] [--thread-priority N]
 
 1. Render time per frame, in this process (CameraRig on scenes/iiwa_wsg_cameras.yaml: iiwa + WSG, table, bottle,
    box; the wrist camera while joint 1 and 6 move every frame), at 640x480 and 1280x720: the render alone (GL
@@ -110,7 +110,7 @@ def start_burner(kind: str):
     return subprocess.Popen([sys.executable, "-c", code], env=env)
 
 
-def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[dict]:
+def node_runs(engine: str, duration: float, warmup: float, only=None, thread_priority=None) -> list[dict]:
     sys.path.insert(0, str(REPO / "benchmarks" / "node"))
     import rclpy
     import run as node_bench      # benchmarks/node/run.py: Probe, measure
@@ -156,7 +156,9 @@ def node_runs(engine: str, duration: float, warmup: float, only=None) -> list[di
             images.clear()
             other = start_burner(burner) if burner else None
             try:
-                r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}")
+                r = node_bench.measure(probe, engine, 1.0, str(path), 1e-3, duration, warmup, tag=f"_camera{k}",
+                                       ros_args=() if thread_priority is None
+                                       else ("-p", f"thread_priority:={thread_priority}"))
             finally:
                 if other is not None:
                     other.kill()
@@ -181,6 +183,8 @@ def main(argv=None):
     ap.add_argument("--setups", default="", help="comma-separated indices of the node set-ups to run (default all: "
                     "0 none, 1 640x480 at 15 Hz, 2 at 30 Hz, 3 1280x720 at 15 Hz, 4 two cameras, 5 no camera and a "
                     "compute loop at idle priority, 6 no camera and a memory-streaming loop at idle priority)")
+    ap.add_argument("--thread-priority", type=int, default=None, help="the node's thread_priority (default: "
+                    "the node's, 50: SCHED_FIFO while on time; 0: normal scheduling)")
     args = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
     rows = render_times(args.frames)
@@ -196,8 +200,9 @@ def main(argv=None):
         return 0
     load0 = os.getloadavg()[0]
     runs = node_runs(args.engine, args.duration, args.warmup,
-                     [int(k) for k in args.setups.split(",")] if args.setups else None)
-    print(f"\nNode (iiwa_wsg_cameras scene, {args.engine}, 1 ms steps, real time; {args.duration:g} s after "
+                     [int(k) for k in args.setups.split(",")] if args.setups else None, args.thread_priority)
+    print(f"\nNode (iiwa_wsg_cameras scene, {args.engine}, 1 ms steps, real time, thread_priority "
+          f"{'default' if args.thread_priority is None else args.thread_priority}; {args.duration:g} s after "
           f"{args.warmup:g} s; load average {load0:.1f} -> {os.getloadavg()[0]:.1f})\n")
     print("| cameras | real-time factor | frames received /s | joint_states jitter at subscriber (ms) | "
           "node step-period jitter (ms) | node CPU % | camera process CPU % | node CPU ms per step | "

@@ -31,6 +31,7 @@ import numpy as np
 
 from .command_validation import REJECTION_KINDS
 from .system import SimulatorSystem
+from .thread_priority import SteppingThreadPriority
 
 
 # steps one ~/step, StepSimulation or SimulateSteps request may ask for: 1e6 s of sim time at 1 ms, days of wall
@@ -74,12 +75,14 @@ class PublishHook:
 class Transport:
     """What a transport gives the stepping loop, passed at construction: ``hooks`` (PublishHook list: its
     publications of the state), ``on_step_failure(report, gave_up)`` (stepping thread, after every failed step;
-    ``gave_up``: the loop pauses next) and ``on_error(exc)`` (stepping thread, an exception ended the loop).
-    Without arguments: publishes nothing, reports nothing."""
+    ``gave_up``: the loop pauses next), ``on_error(exc)`` (stepping thread, an exception ended the loop) and
+    ``on_warning(message)`` (stepping thread, once: e.g. SCHED_FIFO not permitted). Without arguments: publishes
+    nothing, reports nothing."""
 
-    def __init__(self, hooks=(), on_step_failure: Callable | None = None, on_error: Callable | None = None):
+    def __init__(self, hooks=(), on_step_failure: Callable | None = None, on_error: Callable | None = None,
+                 on_warning: Callable | None = None):
         self.hooks = list(hooks)
-        self._on_step_failure, self._on_error = on_step_failure, on_error
+        self._on_step_failure, self._on_error, self._on_warning = on_step_failure, on_error, on_warning
 
     def drop_hooks(self, name: str) -> None:
         """Stop the publications named ``name`` (call it between two steps: ``SteppingLoop.request_call``; the
@@ -93,6 +96,10 @@ class Transport:
     def on_error(self, exc: BaseException) -> None:
         if self._on_error is not None:
             self._on_error(exc)
+
+    def on_warning(self, message: str) -> None:
+        if self._on_warning is not None:
+            self._on_warning(message)
 
 
 @dataclass
@@ -124,6 +131,7 @@ class LoopStats:
     window_steps: int = 0
     window_overruns: int = 0
     window_failures: int = 0
+    scheduling: str = "normal"               # the stepping thread's scheduling now (thread_priority.py)
 
 
 OK, WARN, ERROR = 0, 1, 2    # diagnostic_msgs/DiagnosticStatus levels
@@ -177,11 +185,14 @@ class SteppingLoop:
     """Steps a hardware System (system.py) in a dedicated thread, with its controllers (a ControllerManager or
     ControllerManagers: ``cycle(step, time)``, ``preempt(command)``, ``reset()``, ``hooks``; None: commands go to
     the System as they arrive) and a :class:`Transport` (publish hooks, failure reports). ``sim`` is the System's
-    Simulator (what publish hooks get)."""
+    Simulator (what publish hooks get). ``thread_priority``: SCHED_FIFO priority of the stepping thread while it
+    keeps real time (1..99; 0: normal scheduling; only with real_time_factor > 0: thread_priority.py)."""
 
     def __init__(self, system: SimulatorSystem, controllers=None, transport: Transport | None = None,
-                 real_time_factor: float = 1.0, start_paused: bool = False, max_lag_s: float = 0.5):
+                 real_time_factor: float = 1.0, start_paused: bool = False, max_lag_s: float = 0.5,
+                 thread_priority: int = 0):
         self.system = system
+        self.priority = SteppingThreadPriority(thread_priority)
         self.dt = system.dt
         self.real_time_factor = float(real_time_factor)
         self.control = controllers
@@ -446,6 +457,7 @@ class SteppingLoop:
                 s.window_steps, s.window_overruns, s.window_failures = w.n, w.overruns, w.failures
                 w.reset(now, 0.0)
                 self._thread_cpu0 = thread_cpu
+            s.scheduling = self.priority.describe()
             copy = LoopStats(**{**s.__dict__, "rejected": dict(s.rejected)})
         return copy
 
@@ -453,6 +465,10 @@ class SteppingLoop:
 
     def _run_guarded(self):
         try:
+            if self.real_time_factor > 0:
+                problem = self.priority.acquire()
+                if problem:
+                    self.transport.on_warning(problem)
             self._run()
         except BaseException as exc:   # the thread ends; on_error: the node exits with the cause
             with self._cv:
@@ -585,12 +601,16 @@ class SteppingLoop:
                 self._failed(report)
             end = time.monotonic()
             overrun = False
-            if period > 0 and not single:
+            paced = period > 0 and not single
+            if paced:
                 deadline += period
-                if end > deadline:
+                lag = end - deadline
+                if lag > 0:
                     overrun = True
-                    if end - deadline > self.max_lag_s:
+                    if lag > self.max_lag_s:
                         deadline = end
+            if self.priority.granted:       # SCHED_FIFO only while paced and on time
+                self.priority.after_step(paced and lag <= self.priority.demote_lag_s, end)
             with self._stats_lock:
                 s, w = self._stats, self._win
                 s.steps += 1

@@ -184,8 +184,9 @@ class SimNode(Node):
         self.controller_manager = self._build_controller_manager()
         self._init_failure_policy()
         self.loop = SteppingLoop(self.system, self.controller_manager,
-                                 Transport(hooks, self._on_step_failure, self._on_loop_error),
-                                 cfg.real_time_factor, start_paused=cfg.start_paused, max_lag_s=cfg.max_lag)
+                                 Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn),
+                                 cfg.real_time_factor, start_paused=cfg.start_paused, max_lag_s=cfg.max_lag,
+                                 thread_priority=cfg.thread_priority)
         self._build_subscriptions()
         self._build_services()
         self.simulation_interfaces = attach_simulation_interfaces(self)
@@ -745,6 +746,7 @@ class SimNode(Node):
                   kv("step_cpu_mean_ms", s.step_cpu_mean_ms),
                   kv("step_period_jitter_ms", s.period_jitter_ms),
                   kv("step_period_max_deviation_ms", s.period_max_dev_ms),
+                  kv("stepping_thread_scheduling", s.scheduling),
                   kv("cpu_percent", s.cpu_percent), kv("clamped_commands", s.clamped),
                   kv("publish_errors", s.publish_errors), kv("last_publish_error", s.last_publish_error),
                   kv("rejected_commands", sum(s.rejected.values()))]

@@ -3,8 +3,10 @@ interface move the joints, trajectories keep their timing, /tf covers every link
 one time step per step, pause/step/reset, and bad commands are rejected and counted while stepping goes on."""
 
 import math
+import os
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -312,3 +314,22 @@ def test_bad_commands_are_rejected_counted_and_stepping_continues(node, ros):
                      "rejected_unsupported": 0, "rejected_commands": 8, "clamped_commands": 1}
     assert sim_time(topics["clock"][-1].clock) > t0 + 0.3     # still stepping
     wait_joints(topics, {"wsg_finger_left_joint": 0.055})      # clamped target reached
+
+
+def test_the_stepping_thread_runs_sched_fifo_as_diagnostics_say(node):
+    """thread_priority (default 50, as ros2_control's controller_manager): exactly one thread of the node, the
+    stepping thread, runs under SCHED_FIFO 50 while it keeps real time (the test runs as root, as CI does;
+    driver/thread_priority.py), and /diagnostics says so; the node's other threads (executor, DDS) keep normal
+    scheduling."""
+    proc, topics = node
+    assert next_diagnostics(topics)["stepping_thread_scheduling"] == "SCHED_FIFO 50"
+    policies = {}
+    for task in Path(f"/proc/{proc.proc.pid}/task").iterdir():
+        try:
+            policies[int(task.name)] = (os.sched_getscheduler(int(task.name)),
+                                        os.sched_getparam(int(task.name)).sched_priority)
+        except OSError:                       # a thread that just ended
+            continue
+    assert len(policies) > 3
+    assert sorted(policies.values()).count((os.SCHED_FIFO, 50)) == 1, policies
+    assert all(p == (os.SCHED_OTHER, 0) for p in policies.values() if p != (os.SCHED_FIFO, 50)), policies
