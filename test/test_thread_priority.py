@@ -179,3 +179,26 @@ def test_the_thread_is_normal_when_it_does_not_sleep_and_fifo_again_once_on_time
         assert _policy(loop)[0] == os.SCHED_OTHER and not loop.priority.granted
     finally:
         loop.stop()
+
+
+def test_work_between_steps_and_the_threads_it_starts_run_at_normal_scheduling(sim):
+    """A request run between two steps (a spawned entity, a model swap, a mesh decomposition) may take seconds and
+    start threads, which inherit their creator's policy: it runs at normal scheduling, and so do its threads."""
+    if not _fifo_permitted():
+        return test_the_thread_is_normal_when_it_does_not_sleep_and_fifo_again_once_on_time(sim)
+    sim.reset()
+    loop = SteppingLoop(SimulatorSystem(sim), None, Transport(), 1.0, thread_priority=50)
+    loop.start()
+    try:
+        assert _wait(lambda: loop.priority.fifo and loop.stats(close_window=False).steps > 20)
+
+        def work():
+            seen = [os.sched_getscheduler(0)]
+            t = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
+            t.start()
+            t.join()
+            return seen
+        assert loop.request_call(work) == [os.SCHED_OTHER, os.SCHED_OTHER]
+        assert _wait(lambda: loop.priority.fifo)          # raised again once on time for a second
+    finally:
+        loop.stop()

@@ -567,6 +567,8 @@ class SteppingLoop:
                     self._cv.notify_all()
                     continue
                 if self._calls:
+                    if self.priority.fifo:   # spawns, model swaps, mesh decompositions: not at real-time priority
+                        self.priority.after_step(False, time.monotonic())
                     self._run_calls()
                     sim = self.sim
                     continue

@@ -12,8 +12,9 @@ jitter to a thread at normal priority, none to one under SCHED_FIFO; docs/benchm
   at normal priority and the caller gets one message saying so and how to allow it.
 * A SCHED_FIFO thread that never sleeps takes a whole core from every ordinary process (the kernel leaves them
   5 %: sched_rt_runtime_us). The stepping loop does not sleep when it cannot keep real time, steps as fast as
-  possible (real_time_factor 0) or runs ~/step requests: then the thread is set back to normal scheduling
-  (``demote``), and raised again once it has kept its deadlines for ``promote_after_s`` of wall time.
+  possible (real_time_factor 0), runs ~/step requests or work between two steps (a spawned entity, a model
+  swap, a mesh decomposition, whose threads would inherit the policy): then the thread is set back to normal
+  scheduling, and raised again once it has kept its deadlines for ``promote_after_s`` of wall time.
 
 No rclpy here; the policy changes are syscalls of the calling thread (Linux schedules threads), made only on
 a change of state, never per step.
