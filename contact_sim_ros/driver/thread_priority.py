@@ -14,7 +14,9 @@ jitter to a thread at normal priority, none to one under SCHED_FIFO; docs/benchm
   5 %: sched_rt_runtime_us). The stepping loop does not sleep when it cannot keep real time, steps as fast as
   possible (real_time_factor 0), runs ~/step requests or work between two steps (a spawned entity, a model
   swap, a mesh decomposition, whose threads would inherit the policy): then the thread is set back to normal
-  scheduling, and raised again once it has kept its deadlines for ``promote_after_s`` of wall time.
+  scheduling, and raised again once it has kept its deadlines for ``promote_after_s`` of wall time. It starts at
+  normal scheduling for the same reason (the first steps compile or load kernels: seconds without sleeping) and
+  is first raised after ``promote_after_s`` of steps on time.
 
 No rclpy here; the policy changes are syscalls of the calling thread (Linux schedules threads), made only on
 a change of state, never per step.
@@ -54,15 +56,16 @@ class SteppingThreadPriority:
         self.demote_lag_s = float(demote_lag_s)
         self.promote_after_s = float(promote_after_s)
         self._set_scheduler = set_scheduler
-        self.granted = False          # SCHED_FIFO was granted to the thread (acquire succeeded)
+        self.granted = False          # SCHED_FIFO is permitted for the thread (acquire succeeded)
         self.fifo = False             # the thread runs under SCHED_FIFO now
         self.demotions = 0            # times the thread went back to normal scheduling
         self.error = ""               # why SCHED_FIFO was not granted ('' if granted or not asked)
-        self._last_late = float("-inf")   # wall time (s) of the last step not on time
+        self._last_late = None        # wall time (s) of the last step not on time (None: no step yet)
 
     def acquire(self) -> str:
-        """Ask SCHED_FIFO for the calling thread; '' when granted or not asked (priority 0), else a message
-        saying why not and what allows it (the thread keeps normal scheduling)."""
+        """Check that the calling thread may run under SCHED_FIFO (asked, then set back to normal scheduling until
+        ``promote_after_s`` of steps on time); '' when permitted or not asked (priority 0), else a message saying
+        why not and what allows it (the thread keeps normal scheduling)."""
         if self.priority == 0:
             return ""
         try:
@@ -75,12 +78,15 @@ class SteppingThreadPriority:
                           f"(/etc/security/limits.conf: '@realtime - rtprio 99'), or set thread_priority 0 to "
                           f"silence this")
             return self.error
-        self.granted = self.fifo = True
+        self._set_scheduler(os.SCHED_OTHER, 0)
+        self.granted = True
         return ""
 
     def after_step(self, on_time: bool, now: float) -> None:
         """After each step of the granted thread: ``on_time`` = the step was paced (it will sleep to a deadline)
         and ended within ``demote_lag_s`` of it; ``now`` = its end (s, monotonic)."""
+        if self._last_late is None:       # the first step: the promotion time counts from its end
+            self._last_late = now
         if not on_time:
             self._last_late = now
             if self.fifo:
