@@ -184,7 +184,7 @@ def main(argv=None):
                     "0 none, 1 640x480 at 15 Hz, 2 at 30 Hz, 3 1280x720 at 15 Hz, 4 two cameras, 5 no camera and a "
                     "compute loop at idle priority, 6 no camera and a memory-streaming loop at idle priority)")
     ap.add_argument("--thread-priority", type=int, default=None, help="the node's thread_priority (default: "
-                    "the node's, 50: SCHED_FIFO while on time; 0: normal scheduling)")
+                    "the node's, 0: normal scheduling; 50: SCHED_FIFO while on time)")
     args = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
     rows = render_times(args.frames)

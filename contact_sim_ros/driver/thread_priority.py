@@ -3,8 +3,11 @@ keeps its deadlines, normal scheduling otherwise.
 
 ros2_control's controller_manager runs its update thread under SCHED_FIFO at ``thread_priority`` (default 50) so
 that no ordinary process delays its wake-ups; this package's stepping thread stands in for that thread and does
-the same (issue 28: a camera process at idle priority on the other core still added ~0.3 ms of step-period
-jitter to a thread at normal priority, none to one under SCHED_FIFO; docs/benchmarks.md). Two differences:
+the same when the node's ``thread_priority`` is set (issue 28: a camera process at idle priority on the other core
+added ~0.2 ms of step-period jitter to a thread at normal priority, none to one under SCHED_FIFO;
+docs/benchmarks.md). The node's default is 0 (normal scheduling): most users run it unprivileged, where asking
+would only print a warning at every start, and on a standard kernel controller_manager does not ask either.
+Two differences when set:
 
 * controller_manager asks for SCHED_FIFO only on a PREEMPT_RT kernel; here it is asked on any Linux kernel (the
   policy works on a standard one: it is the kernel's wake-up preemption the loop needs, not bounded latency).

@@ -70,9 +70,10 @@ class NodeConfig:
     real_time_factor: float = _p(1.0, "double", "", "1 = paced to the wall clock, 0 = as fast as possible",
                                  lower=0.0)
     start_paused: bool = _p(False, "bool", description="start paused (~/pause, ~/step)")
-    thread_priority: int = _p(50, "int", description="SCHED_FIFO priority of the stepping thread while it keeps "
-                              "real time (as ros2_control's controller_manager; 0 = normal scheduling; not "
-                              "permitted: a warning and normal scheduling; driver/thread_priority.py)",
+    thread_priority: int = _p(0, "int", description="SCHED_FIFO priority of the stepping thread while it keeps "
+                              "real time (as ros2_control's controller_manager's thread_priority, e.g. 50: no other "
+                              "process delays its steps; not permitted: a warning and normal scheduling); 0 = "
+                              "normal scheduling (driver/thread_priority.py)",
                               lower=0, upper=99)
     max_lag: float = _p(0.5, "double", "s", "wall time the paced loop may fall behind and still catch up (steps "
                         "without sleeping); beyond, the schedule is re-anchored (time is lost)", lower=0.0)

@@ -316,20 +316,38 @@ def test_bad_commands_are_rejected_counted_and_stepping_continues(node, ros):
     wait_joints(topics, {"wsg_finger_left_joint": 0.055})      # clamped target reached
 
 
-def test_the_stepping_thread_runs_sched_fifo_as_diagnostics_say(node):
-    """thread_priority (default 50, as ros2_control's controller_manager): exactly one thread of the node, the
-    stepping thread, runs under SCHED_FIFO 50 while it keeps real time (the test runs as root, as CI does;
-    driver/thread_priority.py), and /diagnostics says so; the node's other threads (executor, DDS) keep normal
-    scheduling."""
-    proc, topics = node
-    assert next_diagnostics(topics)["stepping_thread_scheduling"] == "SCHED_FIFO 50"
+def _thread_policies(pid: int) -> dict:
+    """Thread id -> (policy, priority) of every thread of process ``pid``, as the kernel reports them."""
     policies = {}
-    for task in Path(f"/proc/{proc.proc.pid}/task").iterdir():
+    for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             policies[int(task.name)] = (os.sched_getscheduler(int(task.name)),
                                         os.sched_getparam(int(task.name)).sched_priority)
         except OSError:                       # a thread that just ended
             continue
+    return policies
+
+
+def test_the_stepping_thread_runs_sched_fifo_with_thread_priority_as_diagnostics_say(node, ros, start_node):
+    """thread_priority (default 0: every thread of the node at normal scheduling; 50, as ros2_control's
+    controller_manager): exactly one thread of the node, the stepping thread, runs under SCHED_FIFO 50 once it
+    has kept real time for a second (the test runs as root, as CI does; driver/thread_priority.py), /diagnostics
+    says so, and the node's other threads (executor, DDS) keep normal scheduling."""
+    proc, topics = node
+    assert next_diagnostics(topics)["stepping_thread_scheduling"] == "normal"
+    assert set(_thread_policies(proc.proc.pid).values()) == {(os.SCHED_OTHER, 0)}
+
+    diagnostics = ros.subscribe(DiagnosticArray, "/diagnostics")
+    fifo = start_node("--robot", "iiwa_wsg", "--namespace", "fifo", "--time-step", str(DT), "--real-time-factor",
+                      "1.0", "--ros-args", "-p", "thread_priority:=50", "-p", "diagnostics_rate:=4.0")
+
+    def scheduling():
+        assert fifo.proc.poll() is None, fifo.output()
+        said = [kv.value for m in list(diagnostics) for st in m.status if st.name == "/fifo/contact_sim: simulation"
+                for kv in st.values if kv.key == "stepping_thread_scheduling"]
+        return said and said[-1] == "SCHED_FIFO 50"
+    wait_until(scheduling, 90, what="/fifo diagnostics saying SCHED_FIFO 50")
+    policies = _thread_policies(fifo.proc.pid)
     assert len(policies) > 3
     assert sorted(policies.values()).count((os.SCHED_FIFO, 50)) == 1, policies
     assert all(p == (os.SCHED_OTHER, 0) for p in policies.values() if p != (os.SCHED_FIFO, 50)), policies
