@@ -138,18 +138,25 @@ def test_the_paced_stepping_thread_runs_sched_fifo_or_warns_once_why_not(sim):
         assert len(warnings) == 1 and "CAP_SYS_NICE" in warnings[0]
 
 
+def _assert_never_granted(sim, real_time_factor: float) -> None:
+    """A loop asked for thread_priority 50 whose thread, after 20 steps, is at normal scheduling and was never
+    granted SCHED_FIFO (no privilege, or not paced)."""
+    sim.reset()
+    loop = SteppingLoop(SimulatorSystem(sim), None, Transport(), real_time_factor, thread_priority=50)
+    loop.start()
+    try:
+        assert _wait(lambda: loop.stats(close_window=False).steps >= 20)
+        assert _policy(loop)[0] == os.SCHED_OTHER and not loop.priority.granted
+    finally:
+        loop.stop()
+
+
 def test_the_thread_is_normal_when_it_does_not_sleep_and_fifo_again_once_on_time(sim):
     """Unpaced work (~/step requests, as fast as possible) and a loop that fell behind its schedule run at normal
     scheduling, so that a thread that does not sleep never takes a whole core from every other process. (Without
     the privilege, as an unprivileged user: every case at normal scheduling.)"""
     if not _fifo_permitted():
-        loop = SteppingLoop(SimulatorSystem(sim), None, Transport(), 1.0, thread_priority=50)
-        loop.start()
-        try:
-            assert _wait(lambda: loop.stats(close_window=False).steps >= 20)
-            assert _policy(loop)[0] == os.SCHED_OTHER and not loop.priority.granted
-        finally:
-            loop.stop()
+        _assert_never_granted(sim, 1.0)
         return
     sim.reset()
     loop = SteppingLoop(SimulatorSystem(sim), None, Transport(), 1.0, start_paused=True, thread_priority=50)
@@ -182,14 +189,7 @@ def test_the_thread_is_normal_when_it_does_not_sleep_and_fifo_again_once_on_time
     finally:
         loop.stop()
 
-    sim.reset()
-    loop = SteppingLoop(SimulatorSystem(sim), None, Transport(), 0.0, thread_priority=50)   # as fast as possible
-    loop.start()
-    try:
-        assert _wait(lambda: loop.stats(close_window=False).steps >= 20)
-        assert _policy(loop)[0] == os.SCHED_OTHER and not loop.priority.granted
-    finally:
-        loop.stop()
+    _assert_never_granted(sim, 0.0)                       # as fast as possible
 
 
 def test_work_between_steps_and_the_threads_it_starts_run_at_normal_scheduling(sim):

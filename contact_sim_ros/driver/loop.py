@@ -623,7 +623,7 @@ class SteppingLoop:
                 w.step_sum += dur
                 if dur > w.step_max:
                     w.step_max = dur
-                if last_start is not None and period > 0 and not single:
+                if last_start is not None and paced:
                     dev = (start - last_start) - period
                     w.np += 1
                     w.dev_sum += dev
@@ -641,7 +641,7 @@ class SteppingLoop:
                 elif report.substeps > 1:
                     s.substepped_steps += 1
             last_start = start if not single else None
-            if period > 0 and not single:
+            if paced:
                 delay = deadline - time.monotonic()
                 if delay > 2e-4:   # shorter sleeps cost more in wake-up latency than they wait
                     time.sleep(delay)
