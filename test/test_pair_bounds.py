@@ -146,12 +146,14 @@ def test_query_given_q_returns_the_full_querys_contacts(robot):
     """Random configurations of a robot (self-contacts) and of a brick, a can and a ball over a table on the ground
     (every third time far away): the query given q (bounding-volume test, then nothing or the full query) returns
     exactly the contact set of the full query; fresh queries each time (coal's warm start has no history). Both
-    outcomes occur."""
+    outcomes occur, and so do both outcomes of the compiled pairs' own test in full queries (their kernels run or
+    are skipped)."""
     model = _robot_near_objects(robot)
     pm = model.pin_model
     rng = np.random.default_rng(8)
     data = pm.createData()
     outcomes = {"none": 0, "full": 0}
+    analytic = {"skipped": 0, "run": 0}
     contacts = 0
     for i in range(60):
         q = _random_q(pm, rng)
@@ -168,6 +170,8 @@ def test_query_given_q_returns_the_full_querys_contacts(robot):
         assert given_q._bounds is not None
         a = _fields(full.update(data, joint_jacobians=True))
         outcomes["full" if given_q._bounds.any_within(q) else "none"] += 1
+        if given_q._bounds.any_within(q):
+            analytic["run" if given_q._an_bounds.any_within(q) else "skipped"] += 1
         b = _fields(given_q.update(data, joint_jacobians=True, q=q))
         for f in a:
             np.testing.assert_array_equal(a[f], b[f], err_msg=f)
@@ -175,6 +179,7 @@ def test_query_given_q_returns_the_full_querys_contacts(robot):
     assert contacts > 40 and outcomes["full"] > 20, (contacts, outcomes)
     if robot != "allegro":                 # the Allegro's neutral pose: fingers within the margin of each other
         assert outcomes["none"] > 5, outcomes
+    assert analytic["run"] > 5 and analytic["skipped"] > (5 if robot == "iiwa_wsg" else 0), analytic
 
 
 def test_held_iiwa_steps_without_coal_and_keeps_its_trajectory():
