@@ -291,6 +291,13 @@ class ContactQuery:
                            if self._bounds is not None and analytic.any() else None)
         self._bounds_wait = 0                  # updates left before the next bounding-volume test
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
+        self._pair_geometries = [tuple(p) for p in pairs.tolist()]             # (A, B) of each pair, Python ints
+        # world placements (4x4) of the geometries of this step's coal patches, by geometry index (patch_contacts
+        # reads them by geometry: only the patches' rows are refreshed, from the query's GeometryData)
+        self._geometry_placement = np.zeros((max(len(gm.geometryObjects), 1), 4, 4))
+        self._patch_rows = np.zeros(0, dtype=np.int64)          # patch_contacts' outputs (rows), grown on demand
+        self._patch_wa = self._patch_wb = self._patch_normal = np.zeros((0, 3))
+        self._patch_min_gap = np.zeros(0)
         if self._kernels is not None and (self._bh_pairs or not all(self._point_pairs)):
             self._load_patch_kernel()
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
@@ -529,7 +536,10 @@ class ContactQuery:
         # one-point contacts: coal's witness points; multi-point patches: points on the patch plane, whose
         # witnesses come from line casts after the loop (vectorised over all patches)
         single_pair, single_a, single_b, single_n = [], [], [], []
-        multi_pair, multi_count, multi_mid, multi_n, multi_depth, multi_a, multi_b = [], [], [], [], [], [], []
+        # multi-point patches: per patch its pair, first point row, coal's depth; one list of vectors (normals,
+        # then the witnesses on A, then on B) and one of the points, each converted to an array in one call
+        multi_pair, multi_start, multi_mid, multi_n, multi_depth, multi_a, multi_b = [], [0], [], [], [], [], []
+        placement, oMg, patch_geometries = self._geometry_placement, gd.oMg, set()
         max_points = self.max_patch_points
         n_colliding = 0
         margin = self.margin
@@ -557,12 +567,13 @@ class ContactQuery:
                     mid = list(_spread_subset(np.array(mid), 0.5 * (w_a + w_b), max_points))
                     m = max_points
                 multi_pair.append(k)
-                multi_count.append(m)
+                multi_start.append(multi_start[-1] + m)
                 multi_mid.extend(mid)
                 multi_n.append(normal)
                 multi_depth.append(depth)
                 multi_a.append(w_a)
                 multi_b.append(w_b)
+                patch_geometries.update(self._pair_geometries[k])
             else:
                 single_pair.append(k)
                 single_a.append(w_a)
@@ -589,10 +600,12 @@ class ContactQuery:
                 single_a, single_b, single_n = raw[0, order], raw[1, order], raw[2, order]
 
         if has_multi and self._kernels is not None:
-            pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_count, multi_mid, multi_n,
+            for g in patch_geometries:                 # (the patches' placements: a few geometries per step)
+                placement[g] = oMg[g].homogeneous
+            pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_start, multi_mid, multi_n,
                                                                    multi_depth, multi_a, multi_b, n_box_patches)
         elif multi_pair:
-            count = np.array(multi_count)
+            count = np.diff(multi_start)
             pairs_m = np.repeat(multi_pair, count)
             normal_m = np.repeat(np.array(multi_n), count, axis=0)
             depth_m = np.array(multi_depth)
@@ -732,36 +745,39 @@ class ContactQuery:
             s_b[bad_b] = 0.5 * depth[bad_b]
         return mid + s_a[:, None] * normal, mid + s_b[:, None] * normal
 
-    def _patch_contacts_numba(self, pair, count, mid, normal, depth, wit_a, wit_b, n_box=0):
+    def _patch_contacts_numba(self, pair, start, mid, normal, depth, wit_a, wit_b, n_box=0):
         """The multi-point patches' raw contact rows (pair, witnesses on A and B, normal) in one compiled call
         (``contact_kernels.patch_contacts``): the numpy path's ``_patch_witnesses`` and lost-deepest-point check.
-        Coal's patches (lists, pair order) first, then the first ``n_box`` box-halfspace patches of
-        ``self._bh_patch`` (pair order) in a second call into the same buffers."""
-        rows = sum(count) + len(pair)
+        Coal's patches first (Python lists in pair order: pairs, first point rows ``start`` (P + 1), points,
+        normals, depths, witnesses; their geometries' world placements already in ``self._geometry_placement``),
+        then the first ``n_box`` box-halfspace patches of ``self._bh_patch`` (pair order) in a second call into
+        the same buffers. Returns views of the query's buffers (valid until the next update)."""
+        p = len(pair)
+        rows = start[-1] + p
         if n_box:
             b_start = self._bh_patch[1]
             rows += int(b_start[n_box]) + n_box
-        pair_out, wa, wb, normal_out = (np.empty(rows, dtype=np.int64), np.empty((rows, 3)), np.empty((rows, 3)),
-                                        np.empty((rows, 3)))
+        if rows > len(self._patch_rows):
+            size = max(rows, 2 * len(self._patch_rows), 16)
+            self._patch_rows = np.zeros(size, dtype=np.int64)
+            self._patch_wa, self._patch_wb, self._patch_normal = np.zeros((3, size, 3))
+        if p > len(self._patch_min_gap):
+            self._patch_min_gap = np.zeros(max(p, 2 * len(self._patch_min_gap), 4))
+        pair_out, wa, wb, normal_out = self._patch_rows, self._patch_wa, self._patch_wb, self._patch_normal
         c = self._caster
         r = 0
-        if pair:
-            p = len(pair)
+        if p:
             pair = np.array(pair, dtype=np.int64)
             geometry = self._pairs_by_side.take(pair, axis=1)             # (2, P): A, B of every patch
-            slot = {}                        # geometry -> row of its world placement (few geometries per step)
-            slots = np.array([slot.setdefault(g, len(slot)) for g in geometry.reshape(-1).tolist()], dtype=np.int64)
-            oMg = self._gd.oMg
-            placement = np.array([oMg[g].homogeneous for g in slot])
-            # the patches' first rows: a running sum of the Python list (np.cumsum of a list converts it first)
-            start = np.fromiter(itertools.accumulate(count, initial=0), dtype=np.int64, count=p + 1)
-            # every array C-contiguous, as in the box-halfspace call below: one compiled variant of the kernel
+            vectors = np.array(normal + wit_a + wit_b)                     # (3 P, 3), one conversion
+            # every array C-contiguous, as in the box-halfspace call below: one compiled variant of the kernel;
+            # the placements are read by geometry index (slot = geometry)
             r = self._kernels.patch_contacts(
-                pair, start, np.array(mid), np.array(normal), np.array(depth),
-                np.array(wit_a), np.array(wit_b), geometry[0], geometry[1], slots[:p], slots[p:],
-                placement, c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset, c.face_start,
-                c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE, np.empty(p), pair_out,
-                wa, wb, normal_out)
+                pair, np.array(start, dtype=np.int64), np.array(mid), vectors[:p], np.array(depth),
+                vectors[p:2 * p], vectors[2 * p:], geometry[0], geometry[1], geometry[0], geometry[1],
+                self._geometry_placement, c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset,
+                c.face_start, c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE,
+                self._patch_min_gap, pair_out, wa, wb, normal_out)
         if n_box:
             b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement = self._bh_patch
             r += self._kernels.patch_contacts(
