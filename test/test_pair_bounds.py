@@ -86,7 +86,8 @@ def test_bounds_never_exceed_coal_distances():
     (free bodies, random poses from deep penetration to 0.3 m apart) and the ground (a halfspace): a separated pair
     is kept at the limit coal's distance + 1e-9 m (the bound never exceeds the distance), an overlapping pair at
     1e-9 m (coal's EPA depth of a sphere deep in a cylinder can exceed the true depth, which the slab bound gives);
-    a sphere's, a cylinder's and a capsule's bounds against the ground are exact (not kept 1e-6 m below)."""
+    a sphere's, a cylinder's and a capsule's bounds against the ground are exact (not kept 1e-6 m below). The list
+    of the pairs within (``PairBounds.within``) is the pairs each kept alone."""
     model = free_body_scene(free=[(name, make(), 1.0) for name, make in SHAPES],
                             static=[("ground", coal.Halfspace(Z.copy(), 0.0), pin.SE3.Identity())])
     pm, gm = model.pin_model, model.collision_model
@@ -94,7 +95,7 @@ def test_bounds_never_exceed_coal_distances():
     bounds = pair_bounds.PairBounds.make(pm, gm, pairs, MARGIN)
     data, gd = pm.createData(), pin.GeometryData(gm)
     rng = np.random.default_rng(5)
-    tight = 0
+    tight = listed_total = skipped_total = 0
     for _ in range(60):
         poses = {name: pose(rng.uniform([-0.15, -0.15, 0.0], [0.15, 0.15, 0.2]), rng.uniform(-np.pi, np.pi, 3))
                  for name, _ in SHAPES}
@@ -113,7 +114,21 @@ def test_bounds_never_exceed_coal_distances():
             if {ga.name, gb.name} in ({"ball", "ground"}, {"can", "ground"}, {"pill", "ground"}) and distance > 0:
                 assert not kept[1], (ga.name, gb.name, distance)         # exact supports
                 tight += 1
+        # the list of every pair within (the query's filter of the pairs it narrow-phases every step) is exactly
+        # the pairs each kept alone, and contains every pair coal finds within the margin
+        alone = [k for k in range(len(pairs)) if pair_bounds.pairs_within(
+            q, bounds.joint_int, bounds.joint_float, bounds.geometry_int, bounds.geometry_float, pairs[k:k + 1],
+            bounds.limit, bounds.placement, bounds.world, bounds.local)]
+        listed = bounds.within(q).tolist()
+        assert listed == alone
+        within_margin = [k for k, (a, b) in enumerate(pairs.tolist()) if coal.distance(
+            gm.geometryObjects[a].geometry, gd.oMg[a], gm.geometryObjects[b].geometry, gd.oMg[b],
+            coal.DistanceRequest(), coal.DistanceResult()) <= MARGIN]
+        assert set(within_margin) <= set(listed)
+        listed_total += len(listed)
+        skipped_total += len(pairs) - len(listed)
     assert tight > 60
+    assert listed_total > 100 and skipped_total > 100, (listed_total, skipped_total)
 
 
 def test_unsupported_models_get_no_bounds():
@@ -168,6 +183,7 @@ def test_query_given_q_returns_the_full_querys_contacts(robot):
         full = ContactQuery(model, MARGIN, broad_phase="auto")
         given_q = ContactQuery(model, MARGIN, broad_phase="auto")
         assert given_q._bounds is not None
+        assert given_q._always_bounds is not None or not robot   # a robot's ground pairs: filtered by bounds
         a = _fields(full.update(data, joint_jacobians=True))
         outcomes["full" if given_q._bounds.any_within(q) else "none"] += 1
         if given_q._bounds.any_within(q):

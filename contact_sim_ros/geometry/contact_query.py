@@ -289,6 +289,12 @@ class ContactQuery:
         # pin_data.oMi) and their three calls are skipped (iiwa + WSG: the gripper's boxes far above the ground)
         self._an_bounds = (PairBounds.make(pm, gm, pairs[analytic], margin)
                            if self._bounds is not None and analytic.any() else None)
+        # and of the unbounded pairs coal narrow-phases every step (with a halfspace or plane: history-free analytic
+        # tests in coal, no GJK warm start): only those that may be within the margin are called (iiwa + WSG: the
+        # bottle on the ground, not the seven links far above it)
+        self._always_bounds = (PairBounds.make(pm, gm, pairs[self._coal_always_pairs], margin)
+                               if self._bounds is not None and self._gd_always is not None
+                               and self._coal_always_pairs else None)
         self._bounds_wait = 0                  # updates left before the next bounding-volume test
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
         self._pair_geometries = [tuple(p) for p in pairs.tolist()]             # (A, B) of each pair, Python ints
@@ -522,9 +528,13 @@ class ContactQuery:
         else:
             colliding = []
             if self._gd_always is not None and self._coal_always_pairs:
-                pin.updateGeometryPlacements(pm, pin_data, gm, self._gd_always)
-                if pin.computeCollisions(gm, self._gd_always, False):
-                    colliding = [k for k in self._coal_always_pairs if collision_results[k].isCollision()]
+                gd_always, always = self._gd_always, self._coal_always_pairs
+                pin.updateGeometryPlacements(pm, pin_data, gm, gd_always)
+                if q is not None and self._always_bounds is not None:
+                    colliding = [always[i] for i in self._always_bounds.within(q).tolist()
+                                 if pin.computeCollision(gm, gd_always, always[i])]
+                elif pin.computeCollisions(gm, gd_always, False):
+                    colliding = [k for k in always if collision_results[k].isCollision()]
             self._broad.update(False)
             pin.computeCollisions(self._broad, self._collect)
             collected = self._collect.pair_indexes     # StdVec_Index: list() of it costs ~7 us, indexing ~0.3 us

@@ -102,9 +102,8 @@ def _segment_distance(p0, p1, p2, d0, d1, d2, e0, e1, e2, f0, f1, f2):
 
 
 @njit(cache=True)
-def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs, limit, placement, world, local):
-    """True when some pair's distance lower bound (m) is <= ``limit`` (see the module docstring). Scratch: ``placement`` (njoints, 12) receives the joint placements at q, ``world`` (ngeoms, 8) the bounds in
-    the world frame, ``local`` (2, 12)."""
+def _world_bounds(q, joint_int, joint_float, geometry_int, geometry_float, placement, world, local):
+    """The joint placements at q into ``placement`` and every geometry's bound in the world frame into ``world``."""
     _joint_placements(q, joint_int, joint_float, placement, local)
     ng = geometry_int.shape[0]
     for g in range(ng):
@@ -123,34 +122,65 @@ def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs,
             world[g, 6] = geometry_float[g, 6]
             world[g, 7] = geometry_float[g, 7]
             world[g, 8] = geometry_float[g, 8]
-    for k in range(pairs.shape[0]):
-        ga, gb = pairs[k, 0], pairs[k, 1]
-        ka, kb = geometry_int[ga, 0], geometry_int[gb, 0]
-        if ka == CAPSULE and kb == CAPSULE:
-            A, B = world[ga], world[gb]
-            ha, hb = A[6], B[6]
-            bound = _segment_distance(A[0] - ha * A[3], A[1] - ha * A[4], A[2] - ha * A[5],
-                                      2.0 * ha * A[3], 2.0 * ha * A[4], 2.0 * ha * A[5],
-                                      B[0] - hb * B[3], B[1] - hb * B[4], B[2] - hb * B[5],
-                                      2.0 * hb * B[3], 2.0 * hb * B[4], 2.0 * hb * B[5]) \
-                - (A[7] + A[8]) - (B[7] + B[8])
-            if bound <= limit:           # the slabs between the cylinders' caps
-                cos = abs(A[3] * B[3] + A[4] * B[4] + A[5] * B[5])
-                sin = math.sqrt(max(1.0 - cos * cos, 0.0))
-                d0, d1, d2 = B[0] - A[0], B[1] - A[1], B[2] - A[2]
-                gap = abs(d0 * A[3] + d1 * A[4] + d2 * A[5]) - (ha + A[8]) - (hb * cos + B[7] * sin + B[8])
-                bound = max(bound, gap)
-                gap = abs(d0 * B[3] + d1 * B[4] + d2 * B[5]) - (hb + B[8]) - (ha * cos + A[7] * sin + A[8])
-                bound = max(bound, gap)
-        elif (ka == CAPSULE and kb == HALFSPACE) or (ka == HALFSPACE and kb == CAPSULE):
-            c, h = (ga, gb) if ka == CAPSULE else (gb, ga)
-            n0, n1, n2 = world[h, 0], world[h, 1], world[h, 2]
-            centre = n0 * world[c, 0] + n1 * world[c, 1] + n2 * world[c, 2] - world[h, 3]
-            cos = abs(n0 * world[c, 3] + n1 * world[c, 4] + n2 * world[c, 5])
+
+
+@njit(cache=True)
+def _pair_bound(k, pairs, geometry_int, world, limit):
+    """A lower bound (m) of pair k's distance from the world bounds (-inf: no bound); ``limit``: the bound
+    above which the pair is rejected (the slabs are only tested when the capsules pass)."""
+    ga, gb = pairs[k, 0], pairs[k, 1]
+    ka, kb = geometry_int[ga, 0], geometry_int[gb, 0]
+    if ka == CAPSULE and kb == CAPSULE:
+        A, B = world[ga], world[gb]
+        ha, hb = A[6], B[6]
+        bound = _segment_distance(A[0] - ha * A[3], A[1] - ha * A[4], A[2] - ha * A[5],
+                                  2.0 * ha * A[3], 2.0 * ha * A[4], 2.0 * ha * A[5],
+                                  B[0] - hb * B[3], B[1] - hb * B[4], B[2] - hb * B[5],
+                                  2.0 * hb * B[3], 2.0 * hb * B[4], 2.0 * hb * B[5]) \
+            - (A[7] + A[8]) - (B[7] + B[8])
+        if bound <= limit:           # the slabs between the cylinders' caps
+            cos = abs(A[3] * B[3] + A[4] * B[4] + A[5] * B[5])
             sin = math.sqrt(max(1.0 - cos * cos, 0.0))
-            bound = centre - cos * world[c, 6] - sin * world[c, 7] - world[c, 8]
-        else:                            # halfspace-halfspace, planes, unbounded shapes: no bound
-            bound = -np.inf
+            d0, d1, d2 = B[0] - A[0], B[1] - A[1], B[2] - A[2]
+            gap = abs(d0 * A[3] + d1 * A[4] + d2 * A[5]) - (ha + A[8]) - (hb * cos + B[7] * sin + B[8])
+            bound = max(bound, gap)
+            gap = abs(d0 * B[3] + d1 * B[4] + d2 * B[5]) - (hb + B[8]) - (ha * cos + A[7] * sin + A[8])
+            bound = max(bound, gap)
+    elif (ka == CAPSULE and kb == HALFSPACE) or (ka == HALFSPACE and kb == CAPSULE):
+        c, h = (ga, gb) if ka == CAPSULE else (gb, ga)
+        n0, n1, n2 = world[h, 0], world[h, 1], world[h, 2]
+        centre = n0 * world[c, 0] + n1 * world[c, 1] + n2 * world[c, 2] - world[h, 3]
+        cos = abs(n0 * world[c, 3] + n1 * world[c, 4] + n2 * world[c, 5])
+        sin = math.sqrt(max(1.0 - cos * cos, 0.0))
+        bound = centre - cos * world[c, 6] - sin * world[c, 7] - world[c, 8]
+    else:                            # halfspace-halfspace, planes, unbounded shapes: no bound
+        bound = -np.inf
+    return bound
+
+
+@njit(cache=True)
+def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs, limit, placement, world, local):
+    """True when some pair's distance lower bound (m) is <= ``limit`` (see the module docstring). Scratch:
+    ``placement`` (njoints, 12) receives the joint placements at q, ``world`` (ngeoms, 9) the bounds in the world
+    frame, ``local`` (2, 12)."""
+    _world_bounds(q, joint_int, joint_float, geometry_int, geometry_float, placement, world, local)
+    for k in range(pairs.shape[0]):
+        bound = _pair_bound(k, pairs, geometry_int, world, limit)
         if not bound > limit:            # (a NaN bound keeps the pair)
             return True
     return False
+
+
+@njit(cache=True)
+def pairs_within_list(q, joint_int, joint_float, geometry_int, geometry_float, pairs, limit, placement, world,
+                      local, out):
+    """``pairs_within``, every pair: out[:n] the indices (ascending) of the pairs whose bound is <= ``limit``;
+    returns n."""
+    _world_bounds(q, joint_int, joint_float, geometry_int, geometry_float, placement, world, local)
+    n = 0
+    for k in range(pairs.shape[0]):
+        bound = _pair_bound(k, pairs, geometry_int, world, limit)
+        if not bound > limit:
+            out[n] = k
+            n += 1
+    return n

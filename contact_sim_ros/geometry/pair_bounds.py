@@ -43,7 +43,7 @@ import numpy as np
 import pinocchio as pin
 
 from .pair_bound_kernels import (CAPSULE, FREE_FLYER, HALFSPACE, PRISMATIC, REVOLUTE, REVOLUTE_UNBOUNDED,
-                                 UNBOUNDED, pairs_within)
+                                 UNBOUNDED, pairs_within, pairs_within_list)
 
 # m: a pair is kept when its distance bound is <= margin + BOUND_SLACK (round-off of the kernel's kinematics
 # against Pinocchio's, and of coal's distances, are ~1e-15 m; 0.1 mm leaves no doubt)
@@ -68,6 +68,7 @@ class PairBounds:
         self.placement = np.zeros((len(joint_int), 12))      # scratch: oMi rotation (9) + translation (3)
         self.world = np.zeros((len(geometry_int), 9))        # scratch: the bounds in the world frame
         self.local = np.zeros((2, 12))                       # scratch: a joint's motion and local placement
+        self.passing = np.zeros(len(self.pairs), dtype=np.int64)   # within()'s output
 
     @classmethod
     def make(cls, pin_model: pin.Model, geometry_model: pin.GeometryModel, pairs: np.ndarray,
@@ -117,6 +118,13 @@ class PairBounds:
         contact)."""
         return pairs_within(q, self.joint_int, self.joint_float, self.geometry_int, self.geometry_float,
                             self.pairs, self.limit, self.placement, self.world, self.local)
+
+    def within(self, q: np.ndarray) -> np.ndarray:
+        """The indices (into this test's pairs, ascending) of the pairs that may be within the margin at
+        configuration q (a view, valid until the next call)."""
+        n = pairs_within_list(q, self.joint_int, self.joint_float, self.geometry_int, self.geometry_float,
+                              self.pairs, self.limit, self.placement, self.world, self.local, self.passing)
+        return self.passing[:n]
 
 
 def _geometry_bound(obj) -> tuple[int, np.ndarray]:
