@@ -210,6 +210,12 @@ class StateInterfaces:
             self._fresh[kind] = True
         return out
 
+    def motion(self) -> np.ndarray:
+        """``values`` (rows position, velocity, effort) with the position and velocity rows filled."""
+        self._get(0, self._position)
+        self._get(1, self._velocity)
+        return self.values
+
     @property
     def position(self) -> np.ndarray:
         return self._get(0, self._position)
