@@ -290,5 +290,7 @@ def warm_up() -> None:
     masks = np.zeros((N_MASKS, n), dtype=bool)
     status = np.zeros(3, dtype=np.int64)
     q = np.zeros(n)
+    q_index = idx.copy()
+    q_index.setflags(write=False)         # (MultibodyModel.joint_q_index is read-only)
     for changed in (True, False):
-        push_targets(mode, commands, flags, q, idx, rows, masks, status, changed, False, True, 1e-3, 1e-3)
+        push_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, False, True, 1e-3, 1e-3)
