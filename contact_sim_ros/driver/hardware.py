@@ -212,8 +212,14 @@ class StateInterfaces:
 
     def motion(self) -> np.ndarray:
         """``values`` (rows position, velocity, effort) with the position and velocity rows filled."""
-        self._get(0, self._position)
-        self._get(1, self._velocity)
+        fresh = self._fresh
+        if not (fresh[0] and fresh[1]):
+            if not fresh[0]:
+                self._system.fill_state(0, self._position)
+                fresh[0] = True
+            if not fresh[1]:
+                self._system.fill_state(1, self._velocity)
+                fresh[1] = True
         return self.values
 
     @property
