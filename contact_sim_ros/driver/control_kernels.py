@@ -7,8 +7,8 @@ control emulation: ~50 -> ~15 us per step).
   path tolerance (when monitored), the trajectory's sample one period ahead (``TrajectorySampler.sample``) written
   to the command interfaces (``JointCommandInterfaces.write_position``);
 * ``push_targets``: the hardware System's write (driver/system.py ``SimulatorSystem._push_targets``): the
-  position targets' rate limit (``_limit_rates``), the gravity feed-forward's bookkeeping and the mode masks that
-  ``Simulator.set_joint_command_arrays`` takes.
+  position targets' rate limit (the driver's interpolator), the gravity feed-forward's bookkeeping and the mode
+  masks that ``Simulator.set_joint_command_arrays`` takes.
 
 Both give the same numbers as the numpy code they replace (the same floating-point operations in the same order;
 test/test_control_kernels.py compares them on random cases).
@@ -151,7 +151,7 @@ def _maximum(a, b):
 
 @njit(cache=True)
 def _limit_rates(mode, commands, flags, q, q_index, rows, masks, status, snapped, dt):
-    """``SimulatorSystem._limit_rates`` (its docstring): the position targets' rate limit, in place on ``rows``
+    """The position targets' rate limit (driver/system.py, the comment after ``_push_targets``), in place on ``rows``
     (Q_SENT, V_SENT, DQ, V_RAMP), ``masks`` (POS, WAS_POS, NOT_POS, CLIP), ``status`` (RAMPING, WAS_ALL_POS) and
     ``flags``' SNAP row (cleared when ``snapped``); ``q``, ``q_index``: the measured positions of the joints are
     q[q_index]."""

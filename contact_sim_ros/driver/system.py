@@ -7,10 +7,11 @@ one seam between the Simulator and the emulated controllers (no rclpy).
   (hardware.JointCommandInterfaces);
 * ``write()``: the command interfaces go to the Simulator (``Simulator.set_joint_command_arrays``), through what
   a real robot's driver adds between the controller and the motors: the position targets rate-limited to the
-  joints' velocity limits (a driver's interpolator: the rate limit below ``_push_targets``) and the gravity feed-forward g(q) added to the
-  effort of position- and velocity-controlled joints (as the iiwa's and Panda's own joint controllers do;
-  sim/gravity_feed_forward.py) and of effort-mode joints written as gravity compensated (the effort trajectory
-  controller: the Panda's and LBR's torque interfaces compensate gravity), and the joints' actuation limits (a gripper's force setting);
+  joints' velocity limits (a driver's interpolator: the comment after ``_push_targets``) and the gravity
+  feed-forward g(q) added to the effort of position- and velocity-controlled joints (as the iiwa's and Panda's
+  own joint controllers do; sim/gravity_feed_forward.py) and of effort-mode joints written as gravity
+  compensated (the effort trajectory controller: the Panda's and LBR's torque interfaces compensate gravity),
+  and the joints' actuation limits (a gripper's force setting);
 * ``step()``: one step of the Simulator (the velocity before it kept for the sensors' accelerations).
 
 Commands that bypass the controllers (the hardware-level ``joint_command`` topic, forward controllers) arrive from
@@ -93,7 +94,8 @@ class SimulatorSystem:
                                                               rows[kernels.TWO_A], rows[kernels.A_DT])
         self._q_sent, self._v_sent, self._dq, self._v_ramp = (rows[kernels.Q_SENT], rows[kernels.V_SENT],
                                                               rows[kernels.DQ], rows[kernels.V_RAMP])
-        self._g, self._g_applied, self._effort_sent = rows[kernels.G], rows[kernels.G_APPLIED], rows[kernels.EFFORT_SENT]
+        self._g, self._g_applied, self._effort_sent = (rows[kernels.G], rows[kernels.G_APPLIED],
+                                                       rows[kernels.EFFORT_SENT])
         self._cmd_position = self._masks[kernels.CMD_POSITION]    # joints handed over in position mode
         self._cmd_velocity = self._masks[kernels.CMD_VELOCITY]    # ... in velocity mode
         self._masks[kernels.WAS_POS] = True                       # position mode at the last rate limiting
