@@ -2,9 +2,10 @@
 
 The decorator and the cache's location are ``contact_sim_ros.jit`` (the bottom layer, which the kernel modules
 import); this module is at the top: its warm-up steps a ``Simulator``. ``warm_up()`` steps every engine that has
-kernels (an engine's ``kernel_modules``) a few times on its ``warm_up_scenes`` (``contact-sim compile-kernels``
-and ``python -m contact_sim_ros.kernel_cache``; ``scripts/ensure_venv.sh`` runs it after building the venv, and
-after a colcon build ``ros2 run contact_sim_ros contact-sim compile-kernels`` does). ``cold_start_note(engine)``
+kernels (an engine's ``kernel_modules``) a few times on its ``warm_up_scenes`` and calls the driver's kernels
+(``DRIVER``, the ros2_control emulation's: their module's ``warm_up()``). ``contact-sim compile-kernels``
+and ``python -m contact_sim_ros.kernel_cache`` run it; ``scripts/ensure_venv.sh`` runs it after building the venv, and
+after a colcon build ``ros2 run contact_sim_ros contact-sim compile-kernels`` does it. ``cold_start_note(engine)``
 says, before the first step, whether the engine's kernels still have to be compiled and about how long that
 takes.
 """
@@ -38,6 +39,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.engines.lcp_kernels": 2.0,
     "contact_sim_ros.solvers.lemke_kernels": 3.0,
     "contact_sim_ros.solvers.rtsafe": 0.5,          # the ICF engines' line search (also from their numpy path)
+    "contact_sim_ros.driver.control_kernels": 2.0,  # the ros2_control emulation's per-step passes (the driver)
 }
 # kernel modules every engine's step calls: the contact query's, the free-body motion's and the free-body models'
 # (sim/free_body_step.FreeBodies); an engine's own are its class's ``kernel_modules``
@@ -45,6 +47,10 @@ _COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.geometry
            "contact_sim_ros.model.free_body_kernels", "contact_sim_ros.sim.divergence_kernels",
            "contact_sim_ros.sim.penetration_kernels", "contact_sim_ros.sim.step_kernels",
            "contact_sim_ros.sim.free_body_step")
+
+# kernel modules of the ros2_control emulation (driver/): not called by a Simulator's step; each has a
+# ``warm_up()`` that calls its kernels with the argument types the driver passes
+DRIVER = ("contact_sim_ros.driver.control_kernels",)
 
 
 def engine_kernels() -> dict[str, tuple[str, ...]]:
@@ -136,7 +142,13 @@ def warm_up(engines=None, steps: int = 30, out=None) -> dict:
         seconds = time.perf_counter() - start
         times[engine] = times.get(engine, 0.0) + seconds
         print(f"  {engine:16s} {scene:34s} {seconds:6.1f} s", file=out, flush=True)
-    missing = uncached_modules(sorted({m for engine, _ in runs for m in engine_kernel_modules(engine)}))
+    start = time.perf_counter()
+    for module in DRIVER:
+        importlib.import_module(module).warm_up()
+    print(f"  {'driver':16s} {'(control_kernels.warm_up)':34s} {time.perf_counter() - start:6.1f} s", file=out,
+          flush=True)
+    missing = uncached_modules(sorted({m for engine, _ in runs for m in engine_kernel_modules(engine)}
+                                      | set(DRIVER)))
     if missing:
         raise RuntimeError(f"kernels not cached after the warm-up: {', '.join(missing)} (cache {cache_dir()})")
     return times

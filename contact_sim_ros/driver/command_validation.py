@@ -290,12 +290,15 @@ class TrajectorySampler:
         else:
             vel = None if trajectory.velocities is None else np.vstack((np.asarray(v0, float)[None, :],
                                                                         trajectory.velocities))
-        self.velocities = vel
-        self._start_ns = round(self.start_time * 1e9)
+        self.positions = np.ascontiguousarray(self.positions, dtype=float)
+        self.velocities = vel = None if vel is None else np.ascontiguousarray(vel, dtype=float)
+        self.start_ns = self._start_ns = round(self.start_time * 1e9)     # the start (ns)
         self._times_ns = [round(x * 1e9) for x in self.times.tolist()]   # (ints: exact differences)
+        # the compiled sample's (driver/control_kernels.sample_trajectory): [segment, has velocities, times (ns)]
+        self.ints = np.array([-1, int(vel is not None), *self._times_ns], dtype=np.int64)
         self.end_time = (self._start_ns + self._times_ns[-1]) * 1e-9
         n = len(self.indices)
-        self._out = np.empty((2, n))               # rows: the sampled positions, velocities (returned views)
+        self.out = self._out = np.empty((2, n))    # rows: the last sample's positions, velocities (returned views)
         self._pos, self._vel = self._out[0], self._out[1]
         self._last_time = self._times_ns[-1]
         self._k = -1                               # the segment of the last sample (-1: none yet)

@@ -41,15 +41,18 @@ class JointCommandInterfaces:
         self.joint_names = tuple(joint_names)
         self.index = {name: i for i, name in enumerate(self.joint_names)}
         n = len(self.joint_names)
-        self.mode = np.zeros(n, dtype=int)
-        self.position = np.zeros(n)
-        self.velocity = np.zeros(n)
-        self.effort = np.zeros(n)
-        # effort-mode joints whose effort is raw (False: the hardware adds its gravity compensation g(q), as the
-        # FR3 / Panda under libfranka's torque control and the LBR's FRI torque mode do)
-        self.effort_raw = np.ones(n, dtype=bool)
+        self.mode = np.zeros(n, dtype=np.int64)
+        # position, velocity, effort: the rows of one block (``values``: the compiled passes take it whole,
+        # driver/control_kernels.py)
+        self.values = np.zeros((3, n))
+        self.position, self.velocity, self.effort = self.values
+        # bool rows (``flags``): effort-mode joints whose effort is raw (False: the hardware adds its gravity
+        # compensation g(q), as the FR3 / Panda under libfranka's torque control and the LBR's FRI torque mode
+        # do); held joints (``snap``: the loop's rate limit starts from the held position)
+        self.flags = np.zeros((2, n), dtype=bool)
+        self.effort_raw, self.snap = self.flags
+        self.effort_raw[:] = True
         self.changed = True
-        self.snap = np.zeros(n, dtype=bool)   # held joints: the loop's rate limit starts from the held position
         self.snapped = False                  # snap has a joint set (the loop clears both)
         self.claims: dict[str, str] = {}                 # "joint/interface" -> controller name
         # actuation limit (N*m or N) of each joint below its URDF effort limit (a gripper's force setting); nan:
@@ -176,7 +179,8 @@ class StateInterfaces:
         n = len(self.joint_names)
         self.period = float(time_step)
         self.time = 0.0
-        self._position, self._velocity, self._effort = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.values = np.zeros((3, n))    # rows position, velocity, effort (filled on first use: read them by name)
+        self._position, self._velocity, self._effort = self.values
         self._fresh = [False, False, False]
         self._system = None         # the System that fills these interfaces (weak reference)
         self._sensors: dict = {}    # sensor name -> fn() -> wrench (6,)
@@ -205,6 +209,18 @@ class StateInterfaces:
             self._system.fill_state(kind, out)
             self._fresh[kind] = True
         return out
+
+    def motion(self) -> np.ndarray:
+        """``values`` (rows position, velocity, effort) with the position and velocity rows filled."""
+        fresh = self._fresh
+        if not (fresh[0] and fresh[1]):
+            if not fresh[0]:
+                self._system.fill_state(0, self._position)
+                fresh[0] = True
+            if not fresh[1]:
+                self._system.fill_state(1, self._velocity)
+                fresh[1] = True
+        return self.values
 
     @property
     def position(self) -> np.ndarray:

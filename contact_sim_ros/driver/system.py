@@ -7,10 +7,11 @@ one seam between the Simulator and the emulated controllers (no rclpy).
   (hardware.JointCommandInterfaces);
 * ``write()``: the command interfaces go to the Simulator (``Simulator.set_joint_command_arrays``), through what
   a real robot's driver adds between the controller and the motors: the position targets rate-limited to the
-  joints' velocity limits (``_limit_rates``, a driver's interpolator) and the gravity feed-forward g(q) added to the
-  effort of position- and velocity-controlled joints (as the iiwa's and Panda's own joint controllers do;
-  sim/gravity_feed_forward.py) and of effort-mode joints written as gravity compensated (the effort trajectory
-  controller: the Panda's and LBR's torque interfaces compensate gravity), and the joints' actuation limits (a gripper's force setting);
+  joints' velocity limits (a driver's interpolator: the comment after ``_push_targets``) and the gravity
+  feed-forward g(q) added to the effort of position- and velocity-controlled joints (as the iiwa's and Panda's
+  own joint controllers do; sim/gravity_feed_forward.py) and of effort-mode joints written as gravity
+  compensated (the effort trajectory controller: the Panda's and LBR's torque interfaces compensate gravity),
+  and the joints' actuation limits (a gripper's force setting);
 * ``step()``: one step of the Simulator (the velocity before it kept for the sensors' accelerations).
 
 Commands that bypass the controllers (the hardware-level ``joint_command`` topic, forward controllers) arrive from
@@ -25,11 +26,11 @@ import weakref
 
 import numpy as np
 
-from ..sim import step_kernels
 from ..sim.gravity_feed_forward import GravityFeedForward
 from ..sim.sensors import ForceTorqueSensor
+from . import control_kernels as kernels
 from .command_validation import JointCommand
-from .hardware import EFFORT, POSITION, VELOCITY, JointCommandInterfaces, StateInterfaces
+from .hardware import JointCommandInterfaces, StateInterfaces
 
 
 class CommandBuffer:
@@ -78,21 +79,27 @@ class SimulatorSystem:
         self.ramp_speed_fraction = 0.95      # of the velocity limit: room for the PD's overshoot (a few %)
         v_max = np.asarray(sim.model.velocity_limit, dtype=float)
         v_max = np.where(np.isfinite(v_max) & (v_max > 0), v_max, np.inf)
-        self._dq_max = v_max * self.dt
-        self._v_max = self.ramp_speed_fraction * v_max
-        a_max = self._v_max / self.ramp_acceleration_time
-        self._two_a, self._a_dt = 2.0 * a_max, a_max * self.dt
-        self._v_sent = np.zeros(n)
-        self._dq = np.zeros(n)
-        self._v_ramp = np.zeros(n)
-        self._pos = np.zeros(n, dtype=bool)
-        self._cmd_position = np.zeros(n, dtype=bool)    # joints handed over in position mode
-        self._cmd_velocity = np.zeros(n, dtype=bool)    # ... in velocity mode
-        self._was_pos = np.ones(n, dtype=bool)          # position mode at the last rate limiting
-        self._was_all_pos = True                        # ... of every joint
-        self._not_pos = np.zeros(n, dtype=bool)
-        self._clip = np.zeros(n, dtype=bool)
-        self._ramping = False
+        # the per-step state of the rate limit and the gravity feed-forward as a float block, a bool block and an
+        # int status (driver/control_kernels.py: rows Q_SENT ... EFFORT_SENT, masks POS ... CMD_VELOCITY, status
+        # RAMPING, WAS_ALL_POS, ANY_EFFORT); the rows are views by name below
+        self._rows = np.zeros((kernels.N_ROWS, n))
+        self._masks = np.zeros((kernels.N_MASKS, n), dtype=bool)
+        self._status = np.zeros(3, dtype=np.int64)
+        rows = self._rows
+        rows[kernels.DQ_MAX] = v_max * self.dt
+        rows[kernels.V_MAX] = self.ramp_speed_fraction * v_max
+        a_max = rows[kernels.V_MAX] / self.ramp_acceleration_time
+        rows[kernels.TWO_A], rows[kernels.A_DT] = 2.0 * a_max, a_max * self.dt
+        self._dq_max, self._v_max, self._two_a, self._a_dt = (rows[kernels.DQ_MAX], rows[kernels.V_MAX],
+                                                              rows[kernels.TWO_A], rows[kernels.A_DT])
+        self._q_sent, self._v_sent, self._dq, self._v_ramp = (rows[kernels.Q_SENT], rows[kernels.V_SENT],
+                                                              rows[kernels.DQ], rows[kernels.V_RAMP])
+        self._g, self._g_applied, self._effort_sent = (rows[kernels.G], rows[kernels.G_APPLIED],
+                                                       rows[kernels.EFFORT_SENT])
+        self._cmd_position = self._masks[kernels.CMD_POSITION]    # joints handed over in position mode
+        self._cmd_velocity = self._masks[kernels.CMD_VELOCITY]    # ... in velocity mode
+        self._masks[kernels.WAS_POS] = True                       # position mode at the last rate limiting
+        self._status[kernels.WAS_ALL_POS] = 1                     # ... of every joint
         self._limit_applied = np.full(n, np.nan)     # effort limits handed to the simulator (nan: URDF's)
         self.read()
         self._init_targets()
@@ -185,84 +192,47 @@ class SimulatorSystem:
         """Every actuated joint holds its current position (the Simulator's state after reset)."""
         hw = self.command
         hw.hold(np.arange(len(self.joint_names)), self.state.position)
-        self._g_applied = np.full(len(self.joint_names), np.inf)
-        self._g = np.zeros(len(self.joint_names))             # g(q) on the actuated joints (N*m or N)
-        self._g_dev = np.zeros(len(self.joint_names))         # |g - g_applied|
-        self._effort_sent = np.zeros(len(self.joint_names))   # effort + g handed to the simulator
-        self._is_effort = np.zeros(len(self.joint_names), dtype=bool)
-        self._any_effort = False                              # _is_effort.any(), updated with the modes
-        self._q_sent = np.array(hw.position, dtype=float)   # position targets handed to the simulator
-        self._ramping = False
+        self._g_applied[:] = np.inf
+        self._g[:] = 0.0                        # g(q) on the actuated joints (N*m or N)
+        self._effort_sent[:] = 0.0              # effort + g handed to the simulator
+        self._masks[kernels.IS_EFFORT] = False  # raw effort mode: no g
+        self._status[kernels.ANY_EFFORT] = 0
+        self._q_sent[:] = hw.position           # position targets handed to the simulator
+        self._status[kernels.RAMPING] = 0
+
+    @property
+    def _ramping(self) -> bool:
+        """A joint is on its rate-limit profile (the targets move without a new command)."""
+        return bool(self._status[kernels.RAMPING])
 
     def _push_targets(self, changed: bool):
         """Hand the targets to the simulator: always after a command or a controller's write; for gravity
         compensation only when g(q) moved by more than ``gravity_tolerance`` (N*m or N) since it was last
-        applied (Simulator.set_joint_command_arrays)."""
+        applied (Simulator.set_joint_command_arrays). The position targets are rate limited (the comment
+        below). One compiled pass (driver/control_kernels.push_targets) after g(q); allocation-free."""
         hw = self.command
-        mode = hw.mode
-        effort = hw.effort
-        moved = changed or self._ramping
-        if moved:
-            self._limit_rates()
-        if self._gravity is not None:
-            g, dev = self._g, self._g_dev      # preallocated: this test runs every step
-            self._gravity.compute(self.sim.q, g)
-            if changed:                        # the modes change only with a write to the command interfaces
-                np.equal(mode, EFFORT, out=self._is_effort)
-                np.logical_and(self._is_effort, hw.effort_raw, out=self._is_effort)   # raw efforts: no g
-                self._any_effort = bool(self._is_effort.any())
-            if self._any_effort:
-                np.copyto(g, 0.0, where=self._is_effort)
-            if not moved:                      # the targets stand: hand g over only when it moved enough
-                np.subtract(g, self._g_applied, out=dev)
-                # max |dev| <= tol: certain when dev.dev <= tol^2 (the usual hold), else checked element-wise
-                tol = self.gravity_tolerance
-                if dev.dot(dev) <= tol * tol:
-                    return
-                np.abs(dev, out=dev)
-                if np.maximum.reduce(dev, initial=0.0) <= tol:
-                    return
-            self._g_applied[:] = g
-            effort = np.add(effort, g, out=self._effort_sent)
-        elif not moved:
+        gravity = self._gravity
+        if gravity is not None:
+            gravity.compute(self.sim.q, self._g)
+        snapped = hw.snapped
+        if snapped and (changed or self._status[kernels.RAMPING]):
+            hw.snapped = False                  # (the rate limit clears hw.snap)
+        sim = self.sim
+        result = kernels.push_targets(hw.mode, hw.values, hw.flags, sim.q, sim.model.joint_q_index, self._rows,
+                                      self._masks, self._status, changed, snapped, gravity is not None,
+                                      self.gravity_tolerance, self.dt)
+        if result == kernels.NO_PUSH:
             return
         # position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint
         # its effort (feed-forward or alone) - set_joint_targets' semantics, as arrays in joint order
-        np.equal(mode, POSITION, out=self._cmd_position)
-        np.equal(mode, VELOCITY, out=self._cmd_velocity)
-        self.sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp, effort)
+        sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp,
+                                     self._effort_sent if result == kernels.PUSH_EFFORT_SENT else hw.effort)
 
-    def _limit_rates(self) -> None:
-        """The position targets handed to the simulator follow the commanded ones (``hw.position``) within the
-        URDF velocity limits, as a real driver's interpolator does: a target within v_max * dt of the last one
-        sent is taken as it is (trajectories below the limit are not delayed); a farther one (a jump) is reached
-        on a trapezoidal profile at 95 % of v_max, ``ramp_acceleration_time`` s to reach that speed, with the
-        profile's speed as velocity feed-forward (the PD with the presets' gains overshoots a sudden ramp speed
-        by 10-20 %, this profile by < 5 %).
-        A joint that was in velocity or effort mode, or that a controller holds (``hw.snap``), starts from its
-        measured / held position. Allocation-free (preallocated arrays)."""
-        hw = self.command
-        pos, clip, q_sent, v_sent, dq = self._pos, self._clip, self._q_sent, self._v_sent, self._dq
-        np.equal(hw.mode, POSITION, out=pos)
-        # every joint in position mode now and at the last call (the usual case): the mode masks are skipped
-        all_pos = bool(pos.all()) and self._was_all_pos
-        was_ramping = self._ramping
-        if hw.snapped:
-            np.copyto(q_sent, hw.position, where=hw.snap)
-            np.copyto(v_sent, 0.0, where=hw.snap)
-            hw.snap[:] = False
-            hw.snapped = False
-        if not all_pos:
-            # joints in another mode now or at the last call: the next ramp starts where the joint is, at rest
-            np.logical_not(pos, out=self._not_pos)
-            np.logical_not(self._was_pos, out=clip)
-            np.logical_or(clip, self._not_pos, out=clip)
-            if clip.any():
-                np.copyto(q_sent, self.state.position, where=clip)
-                np.copyto(v_sent, 0.0, where=clip)
-            np.copyto(self._was_pos, pos)
-            self._was_all_pos = bool(pos.all())
-        # the profile per joint: one compiled pass (sim/step_kernels.rate_limited_targets)
-        self._ramping = step_kernels.rate_limited_targets(
-            hw.position, hw.velocity, q_sent, v_sent, self._v_ramp, dq, self._dq_max, self._two_a, self._v_max,
-            self._a_dt, self.dt, all_pos, pos, self._not_pos, was_ramping)
+    # The rate limit (in push_targets' compiled pass): the position targets handed to the simulator follow the
+    # commanded ones (``hw.position``) within the URDF velocity limits, as a real driver's interpolator does: a
+    # target within v_max * dt of the last one sent is taken as it is (trajectories below the limit are not
+    # delayed); a farther one (a jump) is reached on a trapezoidal profile at 95 % of v_max,
+    # ``ramp_acceleration_time`` s to reach that speed, with the profile's speed as velocity feed-forward (the PD
+    # with the presets' gains overshoots a sudden ramp speed by 10-20 %, this profile by < 5 %). A joint that was
+    # in velocity or effort mode, or that a controller holds (``hw.snap``), starts from its measured / held
+    # position.

@@ -58,6 +58,7 @@ import numpy as np
 import pinocchio as pin
 
 from ...errors import ConfigError, unknown_choice
+from .. import control_kernels as kernels
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
 from ..parameters import Parameter, ParameterTable
 from .base import UPDATE_RATE, Controller
@@ -106,17 +107,36 @@ class Execution:
         self.done = threading.Event()
         self.on_done = None                     # fn() called once when the goal ends (any thread)
         self.status, self.error_code, self.error_string = "", SUCCESSFUL, ""
-        self.feedback = None                    # (t, desired q, desired v, actual q, actual v)
+        self._feedback = None                   # (t, block of rows desired q, desired v, actual q, actual v)
         # the hardware rows as a slice when the joints are consecutive (cheaper writes every update); the
         # path tolerance with inf where not checked; monitored: the state is needed while the trajectory runs
         # (feedback of an action goal, path tolerance), else the update only samples and writes
         idx = np.asarray(idx)
         consecutive = idx.size > 0 and bool(np.all(np.diff(idx) == 1))
         self.rows = slice(int(idx[0]), int(idx[-1]) + 1) if consecutive else idx
-        self.path_limit = np.where(np.asarray(path_tol) > 0, path_tol, np.inf)
         self.monitored = goal_handle is not None or bool(np.any(np.asarray(path_tol) > 0))
+        self.hw_idx = np.ascontiguousarray(idx, dtype=np.int64)
+        # the compiled update's rows (driver/control_kernels: REF_Q, REF_V, MEASURED_Q, MEASURED_V, PATH_LIMIT)
+        self.monitor = np.zeros((5, len(idx)))
+        self.path_limit = self.monitor[kernels.PATH_LIMIT]
+        self.path_limit[:] = np.where(np.asarray(path_tol) > 0, path_tol, np.inf)
         self._err = np.empty(len(idx))
         self._bad = np.empty(len(idx), dtype=bool)
+
+    @property
+    def feedback(self):
+        """(t, desired q, desired v, actual q, actual v) at the last monitored update (s, rad or m, rad/s or m/s;
+        arrays that the stepping thread no longer writes), or None before it."""
+        f = self._feedback
+        if f is None:
+            return None
+        t, rows = f
+        return t, rows[0], rows[1], rows[2], rows[3]
+
+    def keep_feedback(self, t: float, rows: np.ndarray) -> None:
+        """(stepping thread) The feedback at ``t``: ``rows`` desired q, desired v, actual q, actual v (kept as given:
+        a new array each time; one attribute, so that a transport thread reads a consistent tuple)."""
+        self._feedback = (t, rows)
 
     def finish(self, status: str, code: int = SUCCESSFUL, message: str = "") -> None:
         """The goal ends: its result is kept, its points (the validated trajectory, the sampler) are released
@@ -273,7 +293,6 @@ class JointTrajectoryController(Controller):
         self._position = {j: k for k, j in enumerate(self.joints)}
         self._pending: list[Execution] = []
         self.current: Execution | None = None
-        self._ref = None                 # (desired q, desired v) for the current sim time
         self._updates = 0
 
     def _configure_pid(self, p: dict) -> None:
@@ -442,7 +461,6 @@ class JointTrajectoryController(Controller):
         if hold:
             q = self.ctx.state.position[self.idx]
             self._hold(q)
-            self._ref = (q, np.zeros_like(q))
         ex.finish(status, code, message)
         if ex.goal_handle is None and code in (PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED):
             self.ctx.transport.warn_throttled(f"{self.name}: {message}", key=f"{self.name}/tolerance")
@@ -532,28 +550,31 @@ class JointTrajectoryController(Controller):
             self._finish_current("canceled", SUCCESSFUL, "")
             return
         running = t < sampler.end_time
+        if running and self.pid is None:
+            # position mode: state, path tolerance, sample and write in one compiled pass
+            self._run(ex, sampler, t, period)
+            if publish:
+                self.io.publish_state(ex)
+            return
         if running and not ex.monitored:      # nothing reads the state until the last point: sample and write
             self._command(ex, sampler, t, period)
             if publish:
                 self.io.publish_state(ex)
             return
         q, v = state.position[ex.idx], state.velocity[ex.idx]
-        ref_q, ref_v = (self._ref if self._ref is not None and len(self._ref[0]) == len(ex.idx)
-                        else (q, v))
+        # the desired state at t: the sample of the previous update (one period ahead then), else the measured one
         if ex.feedback is None:
             ref_q, ref_v = q, v
-        ex.feedback = (t, ref_q, ref_v, q, v)
+        else:
+            ref_q, ref_v = sampler.out.copy()
+        ex.keep_feedback(t, np.stack((ref_q, ref_v, q, v)))
         if running:
             err, bad = ex._err, ex._bad
             np.subtract(ref_q, q, out=err)
             np.abs(err, out=err)
             np.greater(err, ex.path_limit, out=bad)      # path_limit: inf where not checked
             if bad.any():
-                k = int(np.flatnonzero(bad)[0])
-                name = hw.joint_names[ex.idx[k]]
-                self._finish_current("aborted", PATH_TOLERANCE_VIOLATED,
-                                     f"path tolerance violated: joint '{name}' error {err[k]:.4g} > "
-                                     f"{ex.path_tol[k]:.4g} at t = {t:.3f} s")
+                self._path_violated(ex, int(np.flatnonzero(bad)[0]), err, t)
                 return
         else:
             final = sampler.positions[-1]
@@ -571,10 +592,38 @@ class JointTrajectoryController(Controller):
                 self._finish_current("aborted", GOAL_TOLERANCE_VIOLATED,
                                      f"goal tolerance violated {ex.goal_time:.3f} s after the last point: {what}")
                 return
-        pos, vel = self._command(ex, sampler, t, period)     # (after a success: the last point, held)
-        self._ref = (pos.copy(), vel.copy())
+        self._command(ex, sampler, t, period)     # (after a success: the last point, held)
         if publish:
             self.io.publish_state(ex)
+
+    def _run(self, ex: Execution, sampler: TrajectorySampler, t: float, period: float) -> None:
+        """A running trajectory in position mode (driver/control_kernels.trajectory_update): when monitored (an
+        action goal's feedback, a path tolerance), the feedback (desired: the previous update's sample, one period
+        ahead then, or the measured state at the first update) and the path tolerance; then the sample one period
+        ahead written to the command interfaces (position mode)."""
+        hw, state = self.ctx.command, self.ctx.state
+        if ex.monitored:
+            monitor = kernels.MONITORED if ex._feedback is not None else kernels.MONITORED_FIRST
+            values = state.motion()
+        else:
+            monitor, values = kernels.UNMONITORED, state.values
+        k = kernels.trajectory_update(round((t + period) * 1e9) - sampler.start_ns, sampler.positions,
+                                      sampler.positions if sampler.velocities is None else sampler.velocities,
+                                      sampler.ints, sampler.out, ex.hw_idx, hw.mode, hw.values, monitor,
+                                      ex.monitor, values)
+        if monitor != kernels.UNMONITORED:
+            ex.keep_feedback(t, ex.monitor[:4].copy())
+        if k >= 0:
+            err = np.abs(ex.monitor[kernels.REF_Q] - ex.monitor[kernels.MEASURED_Q])
+            self._path_violated(ex, k, err, t)
+            return
+        hw.changed = True
+
+    def _path_violated(self, ex: Execution, k: int, err: np.ndarray, t: float) -> None:
+        name = self.ctx.command.joint_names[ex.idx[k]]
+        self._finish_current("aborted", PATH_TOLERANCE_VIOLATED,
+                             f"path tolerance violated: joint '{name}' error {err[k]:.4g} > "
+                             f"{ex.path_tol[k]:.4g} at t = {t:.3f} s")
 
     def on_activate(self):
         q = self.ctx.state.position[self.idx]
@@ -582,7 +631,6 @@ class JointTrajectoryController(Controller):
         if self.pid is not None:                  # closed loop: the PID holds q from the first update
             self.pid.reset()                      # (the real controller resets its PIDs on activation)
             self._hold(q)
-        self._ref = None
 
     def on_deactivate(self):
         if self.current is not None:
@@ -602,7 +650,6 @@ class JointTrajectoryController(Controller):
         ex = self.current
         if ex is not None and indices & set(ex.idx.tolist()):
             self.current = None
-            self._ref = None
             ex.finish("aborted", INVALID_GOAL, "preempted by a command on the joints (joint_command topic)")
         if self.pid is not None and indices & set(self.idx.tolist()):
             self._holding = False         # the command owns the joints until the next trajectory
@@ -615,7 +662,6 @@ class JointTrajectoryController(Controller):
             pending, self._pending = self._pending, []
         for ex in pending:
             ex.finish("aborted", INVALID_GOAL, "simulation reset")
-        self._ref = None
         if self.pid is not None and self.active:      # hold the reset state
             self.pid.reset()
             self._hold(self.ctx.state.position[self.idx])
