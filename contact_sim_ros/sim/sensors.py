@@ -135,11 +135,16 @@ def joint_contact_wrenches(model, contacts, forces: np.ndarray, out: np.ndarray 
     w[:] = 0.0
     if contacts.size == 0:
         return w
-    torque = cross_rows(contacts.point, forces)
-    np.add.at(w[:, :3], contacts.joint_b, forces)
-    np.add.at(w[:, 3:], contacts.joint_b, torque)
-    np.add.at(w[:, :3], contacts.joint_a, -forces)
-    np.add.at(w[:, 3:], contacts.joint_a, -torque)
+    # one (N, 6) array [f, p x f] accumulated in two np.add.at calls (each entry of w receives the same additions
+    # in the same order as four calls on its force and torque halves would give it: B's contacts, then A's)
+    fw = np.empty((contacts.size, 6))
+    fw[:, :3] = forces
+    p = contacts.point
+    fw[:, 3] = p[:, 1] * forces[:, 2] - p[:, 2] * forces[:, 1]
+    fw[:, 4] = p[:, 2] * forces[:, 0] - p[:, 0] * forces[:, 2]
+    fw[:, 5] = p[:, 0] * forces[:, 1] - p[:, 1] * forces[:, 0]
+    np.add.at(w, contacts.joint_b, fw)
+    np.add.at(w, contacts.joint_a, -fw)
     return w
 
 
@@ -217,12 +222,14 @@ class ForceTorqueSensor:
             self._fext.append(pin.Force.Zero())
         self._joint_wrench = np.zeros((pm.njoints, 6))
         self._touched: list[int] = []
+        self._robot_joint = [int(j) for j in joint_of]     # joint_of as Python ints (read per contact joint)
+        self._any_fixed_geometry = bool(self.fixed_geometry.any())
 
     def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
         """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
         acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame)."""
         robots = self.robots
-        rm, joint_of = robots.model, robots.joint_of
+        rm = robots.model
         d = self.data
         q, v, a = robots.q(q), robots.v(v), robots.v(a)
         pin.forwardKinematics(rm, d, q)
@@ -232,8 +239,10 @@ class ForceTorqueSensor:
         self._touched = []
         if have_contacts:
             world = joint_contact_wrenches(self.model, contacts, forces, self._joint_wrench)
-            for j in np.unique(np.concatenate((contacts.joint_a, contacts.joint_b))).tolist():
-                jr = int(joint_of[j])
+            robot_joint = self._robot_joint
+            # the joints in contact (a set of Python ints: np.unique costs ~4 us; the order does not matter)
+            for j in set(contacts.joint_a.tolist()).union(contacts.joint_b.tolist()):
+                jr = robot_joint[j]
                 if jr > 0:   # world wrench about the origin -> joint-local wrench (locked objects: not robots')
                     self._fext[jr] = d.oMi[jr].actInv(pin.Force(world[j, :3], world[j, 3:]))
                     self._touched.append(jr)
@@ -247,7 +256,7 @@ class ForceTorqueSensor:
             f_sub = inertia * agf + vj.cross(inertia * vj)
             for c in self._child_joints:
                 f_sub = f_sub + d.liMi[c].act(d.f[c])
-            if have_contacts:
+            if have_contacts and self._any_fixed_geometry:
                 mask_b = self.fixed_geometry[contacts.geometry_b]
                 mask_a = self.fixed_geometry[contacts.geometry_a]
                 if mask_b.any() or mask_a.any():
