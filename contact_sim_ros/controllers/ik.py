@@ -48,6 +48,7 @@ class JacobianIK:
         self.q_full = pin.neutral(self.model)
         self._J = np.zeros((6, self.model.nv))
         self._configuration_index: dict = {}      # joint name list -> configuration_indices
+        self._frame_ids: dict = {}                # frame name -> id (frame_pose)
 
     def full_configuration(self, positions: dict[str, float]) -> np.ndarray:
         """Pinocchio configuration from joint name -> value (joints not given: neutral)."""
@@ -80,23 +81,32 @@ class JacobianIK:
         """World pose of the tip frame with the IK joints at ``q_arm`` (others from ``q_full``)."""
         q = (self.q_full if q_full is None else q_full).copy()
         q[self.iq] = q_arm
-        pin.framesForwardKinematics(self.model, self.data, q)
-        return self.data.oMf[self.frame].copy()
+        return self._placement(q, self.frame).copy()
+
+    def _placement(self, q: np.ndarray, frame: int) -> pin.SE3:
+        """World pose of frame ``frame`` at ``q`` (``data.oMf[frame]``, updated alone: the joints' forward kinematics
+        and that frame's placement, the same product framesForwardKinematics computes for every frame)."""
+        pin.forwardKinematics(self.model, self.data, q)
+        return pin.updateFramePlacement(self.model, self.data, frame)
 
     def frame_pose(self, frame: str, q_full: np.ndarray) -> pin.SE3:
         """World pose of any frame at the full configuration ``q_full``."""
-        pin.framesForwardKinematics(self.model, self.data, q_full)
-        return self.data.oMf[self.model.getFrameId(frame)].copy()
+        fid = self._frame_ids.get(frame)
+        if fid is None:
+            if not self.model.existFrame(frame):
+                raise ModelError(f"no frame {frame!r} in the URDF; frames: "
+                                 f"{', '.join(f.name for f in self.model.frames)}")
+            fid = self._frame_ids[frame] = self.model.getFrameId(frame)
+        return self._placement(q_full, fid).copy()
 
     def solve(self, target: pin.SE3, q_seed: np.ndarray, q_full: np.ndarray | None = None):
         """(q_arm, converged, error norm) reaching ``target`` (world pose of the tip) from ``q_seed``."""
         q = (self.q_full if q_full is None else q_full).copy()
         q[self.iq] = np.clip(q_seed, self.lower, self.upper)
-        lam2 = self.damping ** 2
+        damping = self.damping ** 2 * np.eye(6)
         err = np.inf
         for _ in range(self.max_iterations):
-            pin.framesForwardKinematics(self.model, self.data, q)
-            oMf = self.data.oMf[self.frame]
+            oMf = self._placement(q, self.frame)
             e_local = pin.log6(oMf.actInv(target)).vector            # error twist in the tip frame
             # express in LOCAL_WORLD_ALIGNED axes (rotate linear and angular parts)
             R = oMf.rotation
@@ -106,7 +116,7 @@ class JacobianIK:
                 break
             self._J = pin.computeFrameJacobian(self.model, self.data, q, self.frame, pin.LOCAL_WORLD_ALIGNED)
             J = self._J[:, self.iv]
-            dq = J.T @ np.linalg.solve(J @ J.T + lam2 * np.eye(6), e)
+            dq = J.T @ np.linalg.solve(J @ J.T + damping, e)
             n = np.max(np.abs(dq))
             if n > self.max_step:
                 dq *= self.max_step / n
