@@ -127,6 +127,11 @@ class ContactWrenchAccumulator:
         return w
 
 
+# columns of p and f whose products p x f subtracts: (p1 f2, p2 f0, p0 f1) - (p2 f1, p0 f2, p1 f0)
+_CROSS_P = np.array([1, 2, 0, 2, 0, 1])
+_CROSS_F = np.array([2, 0, 1, 1, 2, 0])
+
+
 def joint_contact_wrenches(model, contacts, forces: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(njoints, 6) contact wrenches on each Pinocchio joint's rigid body, world axes, about the WORLD origin:
     force sum f, torque sum p x f (with -f on A). Row 0 (universe) collects the static world's share."""
@@ -139,10 +144,9 @@ def joint_contact_wrenches(model, contacts, forces: np.ndarray, out: np.ndarray 
     # in the same order as four calls on its force and torque halves would give it: B's contacts, then A's)
     fw = np.empty((contacts.size, 6))
     fw[:, :3] = forces
-    p = contacts.point
-    fw[:, 3] = p[:, 1] * forces[:, 2] - p[:, 2] * forces[:, 1]
-    fw[:, 4] = p[:, 2] * forces[:, 0] - p[:, 0] * forces[:, 2]
-    fw[:, 5] = p[:, 0] * forces[:, 1] - p[:, 1] * forces[:, 0]
+    # p x f as cross_rows computes it, p_k1 f_k2 - p_k2 f_k1 per axis k, the six products in one multiplication
+    prod = contacts.point.take(_CROSS_P, axis=1) * forces.take(_CROSS_F, axis=1)
+    np.subtract(prod[:, :3], prod[:, 3:], out=fw[:, 3:])
     np.add.at(w, contacts.joint_b, fw)
     np.add.at(w, contacts.joint_a, -fw)
     return w
@@ -244,7 +248,7 @@ class ForceTorqueSensor:
             for j in set(contacts.joint_a.tolist()).union(contacts.joint_b.tolist()):
                 jr = robot_joint[j]
                 if jr > 0:   # world wrench about the origin -> joint-local wrench (locked objects: not robots')
-                    self._fext[jr] = d.oMi[jr].actInv(pin.Force(world[j, :3], world[j, 3:]))
+                    self._fext[jr] = d.oMi[jr].actInv(pin.Force(world[j]))
                     self._touched.append(jr)
         pin.rnea(rm, d, q, v, a, self._fext)
         j = self._joint
