@@ -5,6 +5,8 @@ controllers. No rclpy here: the controllers build it from the ``robot_descriptio
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 
@@ -102,26 +104,31 @@ class JacobianIK:
     def solve(self, target: pin.SE3, q_seed: np.ndarray, q_full: np.ndarray | None = None):
         """(q_arm, converged, error norm) reaching ``target`` (world pose of the tip) from ``q_seed``."""
         q = (self.q_full if q_full is None else q_full).copy()
-        q[self.iq] = np.clip(q_seed, self.lower, self.upper)
+        iq, lower, upper, model, data, frame = self.iq, self.lower, self.upper, self.model, self.data, self.frame
+        x = np.clip(q_seed, lower, upper)       # the IK joints' values (q[iq])
+        q[iq] = x
         damping = self.damping ** 2 * np.eye(6)
         err = np.inf
+        # (per iteration ~20 small numpy / Pinocchio calls: the ndarray methods and math.sqrt instead of the numpy
+        # functions' wrappers; |e| is np.linalg.norm's sqrt(e . e))
         for _ in range(self.max_iterations):
-            oMf = self._placement(q, self.frame)
+            oMf = self._placement(q, frame)
             e_local = pin.log6(oMf.actInv(target)).vector            # error twist in the tip frame
             # express in LOCAL_WORLD_ALIGNED axes (rotate linear and angular parts)
             R = oMf.rotation
             e = np.concatenate((R @ e_local[:3], R @ e_local[3:]))
-            err = float(np.linalg.norm(e))
+            err = math.sqrt(e.dot(e))
             if err < self.tolerance:
                 break
-            self._J = pin.computeFrameJacobian(self.model, self.data, q, self.frame, pin.LOCAL_WORLD_ALIGNED)
+            self._J = pin.computeFrameJacobian(model, data, q, frame, pin.LOCAL_WORLD_ALIGNED)
             J = self._J[:, self.iv]
             dq = J.T @ np.linalg.solve(J @ J.T + damping, e)
-            n = np.max(np.abs(dq))
+            n = np.abs(dq).max()
             if n > self.max_step:
                 dq *= self.max_step / n
-            q[self.iq] = np.clip(q[self.iq] + dq, self.lower, self.upper)
-        return q[self.iq].copy(), err < self.tolerance, err
+            x = (x + dq).clip(lower, upper)
+            q[iq] = x
+        return x, err < self.tolerance, err
 
     def jacobian(self, q_arm: np.ndarray, q_full: np.ndarray | None = None) -> np.ndarray:
         """6 x n_joints frame Jacobian (LOCAL_WORLD_ALIGNED: linear m/rad... then angular)."""
