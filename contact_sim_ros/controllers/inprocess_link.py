@@ -38,8 +38,8 @@ from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
 from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
 from ..ros.sim_node import _default_param_files, topic_token
-from ..ros.state_messages import (body_wrenches, fill_external_torques, fill_joint_state,
-                                  fill_trajectory_controller_state, fill_wrench)
+from ..ros.state_messages import (body_wrenches, fill_external_torques, fill_trajectory_controller_state,
+                                  fill_wrench, joint_state_message)
 from ..sim.sensors import ContactWrenchAccumulator
 from ..sim.simulator import Simulator
 from .robot_link import ControllerError, stamp_ns
@@ -85,9 +85,7 @@ class _JointStates(ControllerIO):
         self.topic = (f"{c.name}/" if c.local else "") + "joint_states"
 
     def publish(self) -> None:
-        msg = JointState(name=list(self.c.names))
-        fill_joint_state(msg, self.c, self.c.values())
-        self.box[self.topic] = msg
+        self.box[self.topic] = joint_state_message(self.c, self.c.values())
 
 
 class _Wrench(ControllerIO):
@@ -286,6 +284,8 @@ class InProcessLink:
         self._wrenches = ContactWrenchTopics(m, self.wrench_topics, [self.robot] if self.robot else [])
         self._ext = JointState()
         self._ext.name = list(m.joint_names)
+        self._v_index = np.asarray(m.joint_v_index)
+        self._ft_box = ft_topic.lstrip("/") if ft_topic else None
         self.t_ns = 0
         self.failures: list[str] = []
         # sensor noise the controller sees (a campaign's uncertainty): N, Gaussian on each wrist force axis
@@ -296,14 +296,14 @@ class InProcessLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
-        sim, m = self.sim, self.model
+        sim = self.sim
         self.loop.publish_now()                  # every broadcaster publishes the state at this tick
         box = dict(self.host.box)
         ext = self._ext
-        fill_external_torques(ext, sim, np.asarray(m.joint_v_index))
+        fill_external_torques(ext, sim, self._v_index)
         out = {"js": box["joint_states"], "ext": ext}
         if self.ft_topic:
-            ft = box[self.ft_topic.lstrip("/")]
+            ft = box[self._ft_box]
             if self.ft_noise_std > 0:          # a noisy copy (the broadcaster's message stays as published)
                 n = self._rng.normal(0.0, self.ft_noise_std, 3)
                 ft = _noisy_wrench(ft, float(n[0]), float(n[1]), float(n[2]))
