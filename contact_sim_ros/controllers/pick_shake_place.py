@@ -171,7 +171,8 @@ class PickShakePlace:
         g1 = self.grip.at(t_k + self.T)
         dg = -p.force_gain * (p.grip_force - f_meas) / p.finger_stiffness
         lim = p.close_speed * self.Ts
-        g2 = np.clip(g1 + np.clip(dg, -lim, lim), 0.0, p.open_width)
+        # np.clip's operations without its wrappers (~6 us on a float): max then min, NaN kept (bit-identical)
+        g2 = (g1 + min(max(dg, -lim), lim)).clip(0.0, p.open_width)
         self.link.publish("gripper_controller", self.grip.replace_after(t_k, [t_k + 2 * self.T], [g2]))
 
     # ------------------------------------------------------------------ phases

@@ -123,12 +123,12 @@ class TickTrajectory:
         (each > t_k + T); returns the message to publish at tick t_k."""
         t1 = t_k + self.period
         head_t = np.array([t_k, t1], dtype=np.int64)
-        head_q = np.vstack((self.at(t_k), self.at(t1)))
         new_times_ns = np.asarray(new_times_ns, dtype=np.int64)
         if len(new_times_ns) and new_times_ns[0] <= t1:
             raise ValueError("new plan points must start after the next tick")
+        points = (self.at(t_k), self.at(t1), np.asarray(new_points, float).reshape(len(new_times_ns), -1))
         self.times = np.concatenate((head_t, new_times_ns))
-        self.points = np.vstack((head_q, np.asarray(new_points, float).reshape(len(new_times_ns), -1)))
+        self.points = np.vstack(points)
         msg = JointTrajectory()
         msg.header.stamp = to_time(t_k)
         msg.joint_names = self.joints

@@ -227,7 +227,7 @@ class ForceTorqueSensor:
         self._joint_wrench = np.zeros((pm.njoints, 6))
         self._touched: list[int] = []
         self._robot_joint = [int(j) for j in joint_of]     # joint_of as Python ints (read per contact joint)
-        self._any_fixed_geometry = bool(self.fixed_geometry.any())
+        self._fixed_geometry_ids = frozenset(np.flatnonzero(self.fixed_geometry).tolist())   # (a cheap test first)
 
     def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
         """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
@@ -260,7 +260,8 @@ class ForceTorqueSensor:
             f_sub = inertia * agf + vj.cross(inertia * vj)
             for c in self._child_joints:
                 f_sub = f_sub + d.liMi[c].act(d.f[c])
-            if have_contacts and self._any_fixed_geometry:
+            if have_contacts and not (self._fixed_geometry_ids.isdisjoint(contacts.geometry_b.tolist())
+                                      and self._fixed_geometry_ids.isdisjoint(contacts.geometry_a.tolist())):
                 mask_b = self.fixed_geometry[contacts.geometry_b]
                 mask_a = self.fixed_geometry[contacts.geometry_a]
                 if mask_b.any() or mask_a.any():
