@@ -113,3 +113,15 @@ def test_damped_solve_is_np_linalg_solve_bit_for_bit(ik):
         a = J @ J.T + ik.damping ** 2 * np.eye(6)
         b = rng.normal(size=6) * 10.0 ** rng.integers(-6, 2)
         assert _solve_spd(a, b).tobytes() == np.linalg.solve(a, b).tobytes()
+
+
+def test_interpolate_poses_is_interpolate_pose_bit_for_bit(ik):
+    """interpolate_poses (the log and the difference once per path) gives interpolate_pose's poses, bit for bit."""
+    from contact_sim_ros.controllers.ik import interpolate_poses
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        a = ik.forward(rng.uniform(ik.lower, ik.upper))
+        b = ik.forward(rng.uniform(ik.lower, ik.upper))
+        s = min_jerk(np.arange(1, 26) / 25)
+        for got, si in zip(interpolate_poses(a, b, s), s):
+            assert got.homogeneous.tobytes() == interpolate_pose(a, b, si).homogeneous.tobytes()

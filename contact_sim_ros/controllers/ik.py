@@ -164,6 +164,15 @@ def interpolate_pose(a: pin.SE3, b: pin.SE3, s: float) -> pin.SE3:
                    a.translation + s * (b.translation - a.translation))
 
 
+def interpolate_poses(a: pin.SE3, b: pin.SE3, s_values) -> list[pin.SE3]:
+    """``[interpolate_pose(a, b, s) for s in s_values]`` (the same operations) with the rotation's log from a to b and
+    the translation's difference computed once."""
+    Ra, pa = a.rotation, a.translation
+    w = pin.log3(Ra.T @ b.rotation)
+    d = b.translation - pa
+    return [pin.SE3(Ra @ pin.exp3(s * w), pa + s * d) for s in s_values]
+
+
 def joint_path(ik: JacobianIK, poses: list[pin.SE3], q_seed: np.ndarray, what: str = "path",
                tolerance: float = 1e-4) -> np.ndarray:
     """IK of a sequence of nearby poses, each warm-started from the previous solution; (n, n_joints).

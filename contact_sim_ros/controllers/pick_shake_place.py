@@ -31,7 +31,7 @@ import pinocchio as pin
 
 from ..cameras.perception import PerceptionError, locate_upright_cylinder, segment_object
 from ..errors import ConfigError, unknown_choice
-from .ik import JacobianIK, interpolate_pose, joint_path, min_jerk
+from .ik import JacobianIK, interpolate_poses, joint_path, min_jerk
 from .robot_link import ControllerError, RobotLink, TickTrajectory, gripper_measurements, positions_of
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
@@ -145,7 +145,7 @@ class PickShakePlace:
         start = self.ik.forward(q_end, self.q_full)
         n = max(1, int(round(duration / self.Ts)))
         s = min_jerk(np.arange(1, n + 1) / n)
-        poses = [interpolate_pose(start, target, si) for si in s]
+        poses = interpolate_poses(start, target, s)
         if offsets is not None:
             poses = [pin.SE3(P.rotation, P.translation + o) for P, o in zip(poses, offsets(n))]
         qs = joint_path(self.ik, poses, q_end, what=f"{self.phase} move")
