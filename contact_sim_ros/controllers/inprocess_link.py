@@ -38,8 +38,8 @@ from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
 from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
 from ..ros.sim_node import _default_param_files, topic_token
-from ..ros.state_messages import (body_wrenches, fill_external_torques, fill_trajectory_controller_state,
-                                  fill_wrench, joint_state_message)
+from ..ros.state_messages import (body_wrenches, fill_external_torques, fill_joint_state,
+                                  fill_trajectory_controller_state, fill_wrench)
 from ..sim.sensors import ContactWrenchAccumulator
 from ..sim.simulator import Simulator
 from .robot_link import ControllerError, stamp_ns
@@ -85,7 +85,9 @@ class _JointStates(ControllerIO):
         self.topic = (f"{c.name}/" if c.local else "") + "joint_states"
 
     def publish(self) -> None:
-        self.box[self.topic] = joint_state_message(self.c, self.c.values())
+        msg = JointState(name=list(self.c.names))
+        fill_joint_state(msg, self.c, self.c.values())
+        self.box[self.topic] = msg
 
 
 class _Wrench(ControllerIO):

@@ -67,23 +67,3 @@ def test_joint_state_bytes_with_some_sequences_empty(sequences):
         assert np.array_equal(getattr(msg, field), rows.get(field, np.zeros(0))), field
     with pytest.raises(ValueError, match="no sequence"):
         JointStateCdr("", names, ("torque",))
-
-
-@pytest.mark.parametrize("rows", [[(0, "position"), (1, "velocity"), (2, "effort")], [(1, "velocity")], []])
-def test_joint_state_message_is_the_filled_new_message(rows):
-    """joint_state_message (the in-process joint_states: the rows handed to the constructor) is the message
-    fill_joint_state makes of a new JointState with the broadcaster's names: same fields, same bits."""
-    from types import SimpleNamespace
-
-    from contact_sim_ros.ros.state_messages import fill_joint_state, joint_state_message
-    names = ["iiwa_joint_%d" % i for i in range(1, 8)] + ["left", "right"]
-    values = np.random.default_rng(1).normal(size=(3, len(names)))
-    values[0, 0] = -0.0
-    broadcaster = SimpleNamespace(names=names, rows=rows, ctx=SimpleNamespace(state=SimpleNamespace(time=3.0000002)))
-    ref = JointState(name=list(names))
-    fill_joint_state(ref, broadcaster, values)
-    msg = joint_state_message(broadcaster, values)
-    assert msg == ref and type(msg.position) is type(ref.position)
-    for field in ("position", "velocity", "effort"):
-        assert getattr(msg, field).tobytes() == getattr(ref, field).tobytes()
-    assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (3, 200, "")
