@@ -65,3 +65,63 @@ def test_min_jerk_path_starts_and_ends_at_rest(ik):
     np.testing.assert_allclose(pin.log3(a.rotation.T @ mid.rotation), [0, 0, 0.5], atol=1e-12)
     qs = joint_path(ik, [interpolate_pose(a, b, si) for si in min_jerk(np.linspace(0, 1, 20))], Q_HOME)
     assert np.max(np.abs(np.diff(qs, axis=0))) < 0.2     # continuous joint path (warm-started)
+
+
+def test_one_frame_placements_equal_frames_forward_kinematics_bit_for_bit(ik):
+    """``forward`` and ``frame_pose`` update only the frame asked for (forwardKinematics + updateFramePlacement):
+    the same pose, bit for bit, as framesForwardKinematics computes for every frame; an unknown frame is an error."""
+    rng = np.random.default_rng(5)
+    frames = ["wsg_tcp", "iiwa_ft_sensor", "iiwa_link_3"]
+    for _ in range(50):
+        q_arm = rng.uniform(ik.lower, ik.upper)
+        q = ik.q_full.copy()
+        q[ik.iq] = q_arm
+        data = pin.Data(ik.model)
+        pin.framesForwardKinematics(ik.model, data, q)
+        assert ik.forward(q_arm).homogeneous.tobytes() == data.oMf[ik.frame].homogeneous.tobytes()
+        for name in frames:
+            expected = data.oMf[ik.model.getFrameId(name)].homogeneous
+            assert ik.frame_pose(name, q).homogeneous.tobytes() == expected.tobytes()
+    with pytest.raises(ModelError, match="no frame 'nowhere'"):
+        ik.frame_pose("nowhere", ik.q_full)
+
+
+def test_gripper_measurements_mean_is_numpys_bit_for_bit():
+    """The mean of a few finger values (robot_link._mean, a sum from +0.0 then a division) is float(np.mean(...)),
+    bit for bit, signed zeros included."""
+    from contact_sim_ros.controllers.robot_link import _mean
+    rng = np.random.default_rng(6)
+    for n in range(1, 11):
+        for _ in range(2000):
+            v = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8, size=n)
+            if rng.random() < 0.1:
+                v[rng.integers(n)] = -0.0
+            if rng.random() < 0.05:
+                v[:] = -0.0
+            assert np.float64(_mean(v.tolist())).tobytes() == np.float64(np.mean(v)).tobytes()
+
+
+def test_damped_solve_is_np_linalg_solve_bit_for_bit(ik):
+    """JacobianIK.solve's linear solve (numpy's gesv gufunc called directly, the damped J J^T + lambda^2 I never
+    being singular) is np.linalg.solve's result, bit for bit."""
+    from contact_sim_ros.controllers.ik import _gesv, _solve_spd
+    if _gesv is None:
+        pytest.skip("this numpy has no numpy.linalg._umath_linalg.solve1: np.linalg.solve is used")
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        J = ik.jacobian(rng.uniform(ik.lower, ik.upper))
+        a = J @ J.T + ik.damping ** 2 * np.eye(6)
+        b = rng.normal(size=6) * 10.0 ** rng.integers(-6, 2)
+        assert _solve_spd(a, b).tobytes() == np.linalg.solve(a, b).tobytes()
+
+
+def test_interpolate_poses_is_interpolate_pose_bit_for_bit(ik):
+    """interpolate_poses (the log and the difference once per path) gives interpolate_pose's poses, bit for bit."""
+    from contact_sim_ros.controllers.ik import interpolate_poses
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        a = ik.forward(rng.uniform(ik.lower, ik.upper))
+        b = ik.forward(rng.uniform(ik.lower, ik.upper))
+        s = min_jerk(np.arange(1, 26) / 25)
+        for got, si in zip(interpolate_poses(a, b, s), s):
+            assert got.homogeneous.tobytes() == interpolate_pose(a, b, si).homogeneous.tobytes()

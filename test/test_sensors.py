@@ -262,3 +262,31 @@ def test_external_joint_torques_pick_actuated_dofs(tmp_path):
     model = build_model(tmp_path)
     tau = np.arange(model.nv, dtype=float)
     np.testing.assert_array_equal(external_joint_torques(model, tau), [0.0, 1.0])
+
+
+def test_joint_contact_wrenches_equal_the_straightforward_sums_bit_for_bit():
+    """``joint_contact_wrenches`` (one (N, 6) array, two np.add.at calls, p x f from one product of column takes)
+    equals, bit for bit, the straightforward sums: p x f by cross_rows, forces and torques added per joint, B's
+    contacts then A's (what the F/T sensor's reading and so the campaign's hashes depend on)."""
+    from types import SimpleNamespace
+
+    from contact_sim_ros.sim.sensors import cross_rows, joint_contact_wrenches
+    rng = np.random.default_rng(3)
+    nj = 9
+    model = SimpleNamespace(pin_model=SimpleNamespace(njoints=nj))
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        scale = 10.0 ** rng.integers(-4, 4)
+        contacts = SimpleNamespace(size=n, point=rng.normal(size=(n, 3)) * scale,
+                                   joint_a=rng.integers(0, nj, n), joint_b=rng.integers(0, nj, n))
+        forces = rng.normal(size=(n, 3)) * 10.0 ** rng.integers(-4, 4)
+        expected = np.zeros((nj, 6))
+        torque = cross_rows(contacts.point, forces)
+        for k in range(n):
+            expected[contacts.joint_b[k], :3] += forces[k]
+            expected[contacts.joint_b[k], 3:] += torque[k]
+        for k in range(n):
+            expected[contacts.joint_a[k], :3] -= forces[k]
+            expected[contacts.joint_a[k], 3:] -= torque[k]
+        got = joint_contact_wrenches(model, contacts, forces, np.full((nj, 6), np.nan))
+        assert got.tobytes() == expected.tobytes()

@@ -5,10 +5,25 @@ controllers. No rclpy here: the controllers build it from the ``robot_descriptio
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError
+
+
+try:     # np.linalg.solve's own gufunc (LAPACK gesv), called without the ~4.5 us of its wrapper (JacobianIK.solve)
+    from numpy.linalg._umath_linalg import solve1 as _gesv
+except ImportError:     # pragma: no cover - another numpy layout: np.linalg.solve
+    _gesv = None
+
+
+def _solve_spd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.linalg.solve(a, b)``, bit for bit, of a float64 (n, n) matrix that is never singular (the damped
+    J J^T + lambda^2 I, lambda > 0: symmetric positive definite) and an (n,) vector: numpy's gufunc itself, without
+    the wrapper's checks and the error state that turns a singular matrix into LinAlgError."""
+    return _gesv(a, b, signature="dd->d")
 
 
 class JacobianIK:
@@ -48,6 +63,7 @@ class JacobianIK:
         self.q_full = pin.neutral(self.model)
         self._J = np.zeros((6, self.model.nv))
         self._configuration_index: dict = {}      # joint name list -> configuration_indices
+        self._frame_ids: dict = {}                # frame name -> id (frame_pose)
 
     def full_configuration(self, positions: dict[str, float]) -> np.ndarray:
         """Pinocchio configuration from joint name -> value (joints not given: neutral)."""
@@ -80,38 +96,53 @@ class JacobianIK:
         """World pose of the tip frame with the IK joints at ``q_arm`` (others from ``q_full``)."""
         q = (self.q_full if q_full is None else q_full).copy()
         q[self.iq] = q_arm
-        pin.framesForwardKinematics(self.model, self.data, q)
-        return self.data.oMf[self.frame].copy()
+        return self._placement(q, self.frame).copy()
+
+    def _placement(self, q: np.ndarray, frame: int) -> pin.SE3:
+        """World pose of frame ``frame`` at ``q`` (``data.oMf[frame]``, updated alone: the joints' forward kinematics
+        and that frame's placement, the same product framesForwardKinematics computes for every frame)."""
+        pin.forwardKinematics(self.model, self.data, q)
+        return pin.updateFramePlacement(self.model, self.data, frame)
 
     def frame_pose(self, frame: str, q_full: np.ndarray) -> pin.SE3:
         """World pose of any frame at the full configuration ``q_full``."""
-        pin.framesForwardKinematics(self.model, self.data, q_full)
-        return self.data.oMf[self.model.getFrameId(frame)].copy()
+        fid = self._frame_ids.get(frame)
+        if fid is None:
+            if not self.model.existFrame(frame):
+                raise ModelError(f"no frame {frame!r} in the URDF; frames: "
+                                 f"{', '.join(f.name for f in self.model.frames)}")
+            fid = self._frame_ids[frame] = self.model.getFrameId(frame)
+        return self._placement(q_full, fid).copy()
 
     def solve(self, target: pin.SE3, q_seed: np.ndarray, q_full: np.ndarray | None = None):
         """(q_arm, converged, error norm) reaching ``target`` (world pose of the tip) from ``q_seed``."""
         q = (self.q_full if q_full is None else q_full).copy()
-        q[self.iq] = np.clip(q_seed, self.lower, self.upper)
-        lam2 = self.damping ** 2
+        iq, lower, upper, model, data, frame = self.iq, self.lower, self.upper, self.model, self.data, self.frame
+        x = np.clip(q_seed, lower, upper)       # the IK joints' values (q[iq])
+        q[iq] = x
+        damping = self.damping ** 2 * np.eye(6)
+        solve = _solve_spd if self.damping > 0.0 and _gesv is not None else np.linalg.solve
         err = np.inf
+        # (per iteration ~20 small numpy / Pinocchio calls: the ndarray methods and math.sqrt instead of the numpy
+        # functions' wrappers; |e| is np.linalg.norm's sqrt(e . e))
         for _ in range(self.max_iterations):
-            pin.framesForwardKinematics(self.model, self.data, q)
-            oMf = self.data.oMf[self.frame]
+            oMf = self._placement(q, frame)
             e_local = pin.log6(oMf.actInv(target)).vector            # error twist in the tip frame
             # express in LOCAL_WORLD_ALIGNED axes (rotate linear and angular parts)
             R = oMf.rotation
             e = np.concatenate((R @ e_local[:3], R @ e_local[3:]))
-            err = float(np.linalg.norm(e))
+            err = math.sqrt(e.dot(e))
             if err < self.tolerance:
                 break
-            self._J = pin.computeFrameJacobian(self.model, self.data, q, self.frame, pin.LOCAL_WORLD_ALIGNED)
+            self._J = pin.computeFrameJacobian(model, data, q, frame, pin.LOCAL_WORLD_ALIGNED)
             J = self._J[:, self.iv]
-            dq = J.T @ np.linalg.solve(J @ J.T + lam2 * np.eye(6), e)
-            n = np.max(np.abs(dq))
+            dq = J.T @ solve(J @ J.T + damping, e)
+            n = np.abs(dq).max()
             if n > self.max_step:
                 dq *= self.max_step / n
-            q[self.iq] = np.clip(q[self.iq] + dq, self.lower, self.upper)
-        return q[self.iq].copy(), err < self.tolerance, err
+            x = (x + dq).clip(lower, upper)
+            q[iq] = x
+        return x, err < self.tolerance, err
 
     def jacobian(self, q_arm: np.ndarray, q_full: np.ndarray | None = None) -> np.ndarray:
         """6 x n_joints frame Jacobian (LOCAL_WORLD_ALIGNED: linear m/rad... then angular)."""
@@ -131,6 +162,15 @@ def interpolate_pose(a: pin.SE3, b: pin.SE3, s: float) -> pin.SE3:
     """Pose a fraction s in [0, 1] of the way from a to b (translation linear, rotation along the geodesic)."""
     return pin.SE3(a.rotation @ pin.exp3(s * pin.log3(a.rotation.T @ b.rotation)),
                    a.translation + s * (b.translation - a.translation))
+
+
+def interpolate_poses(a: pin.SE3, b: pin.SE3, s_values) -> list[pin.SE3]:
+    """``[interpolate_pose(a, b, s) for s in s_values]`` (the same operations) with the rotation's log from a to b and
+    the translation's difference computed once."""
+    Ra, pa = a.rotation, a.translation
+    w = pin.log3(Ra.T @ b.rotation)
+    d = b.translation - pa
+    return [pin.SE3(Ra @ pin.exp3(s * w), pa + s * d) for s in s_values]
 
 
 def joint_path(ik: JacobianIK, poses: list[pin.SE3], q_seed: np.ndarray, what: str = "path",

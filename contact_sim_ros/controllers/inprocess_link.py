@@ -286,6 +286,8 @@ class InProcessLink:
         self._wrenches = ContactWrenchTopics(m, self.wrench_topics, [self.robot] if self.robot else [])
         self._ext = JointState()
         self._ext.name = list(m.joint_names)
+        self._v_index = np.asarray(m.joint_v_index)
+        self._ft_box = ft_topic.lstrip("/") if ft_topic else None
         self.t_ns = 0
         self.failures: list[str] = []
         # sensor noise the controller sees (a campaign's uncertainty): N, Gaussian on each wrist force axis
@@ -296,14 +298,14 @@ class InProcessLink:
 
     # ------------------------------------------------------------------ measurements at the tick
     def _publish_tick(self) -> dict:
-        sim, m = self.sim, self.model
+        sim = self.sim
         self.loop.publish_now()                  # every broadcaster publishes the state at this tick
         box = dict(self.host.box)
         ext = self._ext
-        fill_external_torques(ext, sim, np.asarray(m.joint_v_index))
+        fill_external_torques(ext, sim, self._v_index)
         out = {"js": box["joint_states"], "ext": ext}
         if self.ft_topic:
-            ft = box[self.ft_topic.lstrip("/")]
+            ft = box[self._ft_box]
             if self.ft_noise_std > 0:          # a noisy copy (the broadcaster's message stays as published)
                 n = self._rng.normal(0.0, self.ft_noise_std, 3)
                 ft = _noisy_wrench(ft, float(n[0]), float(n[1]), float(n[2]))

@@ -127,6 +127,11 @@ class ContactWrenchAccumulator:
         return w
 
 
+# columns of p and f whose products p x f subtracts: (p1 f2, p2 f0, p0 f1) - (p2 f1, p0 f2, p1 f0)
+_CROSS_P = np.array([1, 2, 0, 2, 0, 1])
+_CROSS_F = np.array([2, 0, 1, 1, 2, 0])
+
+
 def joint_contact_wrenches(model, contacts, forces: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(njoints, 6) contact wrenches on each Pinocchio joint's rigid body, world axes, about the WORLD origin:
     force sum f, torque sum p x f (with -f on A). Row 0 (universe) collects the static world's share."""
@@ -135,11 +140,15 @@ def joint_contact_wrenches(model, contacts, forces: np.ndarray, out: np.ndarray 
     w[:] = 0.0
     if contacts.size == 0:
         return w
-    torque = cross_rows(contacts.point, forces)
-    np.add.at(w[:, :3], contacts.joint_b, forces)
-    np.add.at(w[:, 3:], contacts.joint_b, torque)
-    np.add.at(w[:, :3], contacts.joint_a, -forces)
-    np.add.at(w[:, 3:], contacts.joint_a, -torque)
+    # one (N, 6) array [f, p x f] accumulated in two np.add.at calls (each entry of w receives the same additions
+    # in the same order as four calls on its force and torque halves would give it: B's contacts, then A's)
+    fw = np.empty((contacts.size, 6))
+    fw[:, :3] = forces
+    # p x f as cross_rows computes it, p_k1 f_k2 - p_k2 f_k1 per axis k, the six products in one multiplication
+    prod = contacts.point.take(_CROSS_P, axis=1) * forces.take(_CROSS_F, axis=1)
+    np.subtract(prod[:, :3], prod[:, 3:], out=fw[:, 3:])
+    np.add.at(w, contacts.joint_b, fw)
+    np.add.at(w, contacts.joint_a, -fw)
     return w
 
 
@@ -217,12 +226,14 @@ class ForceTorqueSensor:
             self._fext.append(pin.Force.Zero())
         self._joint_wrench = np.zeros((pm.njoints, 6))
         self._touched: list[int] = []
+        self._robot_joint = [int(j) for j in joint_of]     # joint_of as Python ints (read per contact joint)
+        self._fixed_geometry_ids = frozenset(np.flatnonzero(self.fixed_geometry).tolist())   # (a cheap test first)
 
     def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
         """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
         acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame)."""
         robots = self.robots
-        rm, joint_of = robots.model, robots.joint_of
+        rm = robots.model
         d = self.data
         q, v, a = robots.q(q), robots.v(v), robots.v(a)
         pin.forwardKinematics(rm, d, q)
@@ -232,10 +243,12 @@ class ForceTorqueSensor:
         self._touched = []
         if have_contacts:
             world = joint_contact_wrenches(self.model, contacts, forces, self._joint_wrench)
-            for j in np.unique(np.concatenate((contacts.joint_a, contacts.joint_b))).tolist():
-                jr = int(joint_of[j])
+            robot_joint = self._robot_joint
+            # the joints in contact (a set of Python ints: np.unique costs ~4 us; the order does not matter)
+            for j in set(contacts.joint_a.tolist()).union(contacts.joint_b.tolist()):
+                jr = robot_joint[j]
                 if jr > 0:   # world wrench about the origin -> joint-local wrench (locked objects: not robots')
-                    self._fext[jr] = d.oMi[jr].actInv(pin.Force(world[j, :3], world[j, 3:]))
+                    self._fext[jr] = d.oMi[jr].actInv(pin.Force(world[j]))
                     self._touched.append(jr)
         pin.rnea(rm, d, q, v, a, self._fext)
         j = self._joint
@@ -247,7 +260,8 @@ class ForceTorqueSensor:
             f_sub = inertia * agf + vj.cross(inertia * vj)
             for c in self._child_joints:
                 f_sub = f_sub + d.liMi[c].act(d.f[c])
-            if have_contacts:
+            if have_contacts and not (self._fixed_geometry_ids.isdisjoint(contacts.geometry_b.tolist())
+                                      and self._fixed_geometry_ids.isdisjoint(contacts.geometry_a.tolist())):
                 mask_b = self.fixed_geometry[contacts.geometry_b]
                 mask_a = self.fixed_geometry[contacts.geometry_a]
                 if mask_b.any() or mask_a.any():
