@@ -101,20 +101,6 @@ def test_gripper_measurements_mean_is_numpys_bit_for_bit():
             assert np.float64(_mean(v.tolist())).tobytes() == np.float64(np.mean(v)).tobytes()
 
 
-def test_damped_solve_is_np_linalg_solve_bit_for_bit(ik):
-    """JacobianIK.solve's linear solve (numpy's gesv gufunc called directly, the damped J J^T + lambda^2 I never
-    being singular) is np.linalg.solve's result, bit for bit."""
-    from contact_sim_ros.controllers.ik import _gesv, _solve_spd
-    if _gesv is None:
-        pytest.skip("this numpy has no numpy.linalg._umath_linalg.solve1: np.linalg.solve is used")
-    rng = np.random.default_rng(7)
-    for _ in range(500):
-        J = ik.jacobian(rng.uniform(ik.lower, ik.upper))
-        a = J @ J.T + ik.damping ** 2 * np.eye(6)
-        b = rng.normal(size=6) * 10.0 ** rng.integers(-6, 2)
-        assert _solve_spd(a, b).tobytes() == np.linalg.solve(a, b).tobytes()
-
-
 def test_interpolate_poses_is_interpolate_pose_bit_for_bit(ik):
     """interpolate_poses (the log and the difference once per path) gives interpolate_pose's poses, bit for bit."""
     from contact_sim_ros.controllers.ik import interpolate_poses

@@ -13,19 +13,6 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError
 
 
-try:     # np.linalg.solve's own gufunc (LAPACK gesv), called without the ~4.5 us of its wrapper (JacobianIK.solve)
-    from numpy.linalg._umath_linalg import solve1 as _gesv
-except ImportError:     # pragma: no cover - another numpy layout: np.linalg.solve
-    _gesv = None
-
-
-def _solve_spd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.linalg.solve(a, b)``, bit for bit, of a float64 (n, n) matrix that is never singular (the damped
-    J J^T + lambda^2 I, lambda > 0: symmetric positive definite) and an (n,) vector: numpy's gufunc itself, without
-    the wrapper's checks and the error state that turns a singular matrix into LinAlgError."""
-    return _gesv(a, b, signature="dd->d")
-
-
 class JacobianIK:
     """Damped least-squares IK of one frame over a chosen set of revolute/prismatic joints.
 
@@ -121,7 +108,6 @@ class JacobianIK:
         x = np.clip(q_seed, lower, upper)       # the IK joints' values (q[iq])
         q[iq] = x
         damping = self.damping ** 2 * np.eye(6)
-        solve = _solve_spd if self.damping > 0.0 and _gesv is not None else np.linalg.solve
         err = np.inf
         # (per iteration ~20 small numpy / Pinocchio calls: the ndarray methods and math.sqrt instead of the numpy
         # functions' wrappers; |e| is np.linalg.norm's sqrt(e . e))
@@ -136,7 +122,7 @@ class JacobianIK:
                 break
             self._J = pin.computeFrameJacobian(model, data, q, frame, pin.LOCAL_WORLD_ALIGNED)
             J = self._J[:, self.iv]
-            dq = J.T @ solve(J @ J.T + damping, e)
+            dq = J.T @ np.linalg.solve(J @ J.T + damping, e)
             n = np.abs(dq).max()
             if n > self.max_step:
                 dq *= self.max_step / n
