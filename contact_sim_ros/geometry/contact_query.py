@@ -3,7 +3,10 @@
 Pipeline of ``ContactQuery.update``:
 
 0. given q (the Simulator passes it), the bounding-volume test of every pair in one compiled call
-   (``pair_bounds``): when no pair can be within the margin the query ends here (no coal call, the empty set);
+   (``pair_bounds``): when no pair can be within the margin the query ends here (no coal call, the empty set).
+   Every step the same test of two groups alone: the compiled (analytic) pairs, whose kernels and joint
+   placements are skipped when none can be within the margin, and the unbounded pairs of step 2 (a halfspace or
+   a plane), of which only those that can be are narrow-phased;
 1. geometry placements into the query's own ``pin.GeometryData`` (``pin.updateGeometryPlacements``);
 2. broad phase: Pinocchio's ``BroadPhaseManager_SSaPCollisionManager`` (coal's simple sweep and prune over the
    objects' AABBs); Pinocchio inflates every AABB by (break_distance + security_margin) / 2, so pairs within the

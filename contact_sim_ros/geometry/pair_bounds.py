@@ -33,7 +33,9 @@ start (Pinocchio enables the cached guess per pair) depends on which earlier ste
 pairs than the AABB tree's candidates changed contacts at round-off (1e-18 m in the quasistatic iiwa lift, whose
 SCIP MIQP then needed 10x the branch-and-bound nodes in one step and hit its time limit) and, on the Allegro's
 curved mug hull, an EPA normal by ~1e-3. Skipping coal only in steps where nothing is within the margin keeps every
-step with contacts on the same calls as before.
+step with contacts on the same calls as before. The exceptions, filtered pair by pair every step
+(``PairBounds.within``): the pairs with a halfspace or a plane, which coal tests analytically from the shapes'
+supports (no GJK, no history), and the pairs the query computes in its own kernels (contact_kernels.py).
 """
 
 from __future__ import annotations
