@@ -97,10 +97,10 @@ def engine_kernel_modules(engine: str) -> tuple[str, ...]:
     return _COMMON + engine_class(engine).kernel_modules
 
 
-def cold_start_note(engine: str) -> str | None:
+def cold_start_note(engine: str, driver: bool = False) -> str | None:
     """A one-line announcement when the first step of ``engine`` will compile kernels (cache missing or stale),
-    else None."""
-    missing = uncached_modules(engine_kernel_modules(engine))
+    else None. ``driver``: the step runs the ros2_control emulation (the node) and its kernels (``DRIVER``) too."""
+    missing = uncached_modules(engine_kernel_modules(engine) + (DRIVER if driver else ()))
     if not missing:
         return None
     seconds = sum(COMPILE_SECONDS.get(m, 5.0) for m in missing)

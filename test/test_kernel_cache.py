@@ -121,10 +121,12 @@ def test_cache_location_and_cold_start_announcement(tmp_path, filled_cache):
     empty = tmp_path / "numba"
     code = ("import json; from contact_sim_ros import jit, kernel_cache as kc; "
             "print(json.dumps([str(jit.cache_dir()), kc.cold_start_note('tamsi'), kc.cold_start_note('lagged'),"
-            " kc.uncached_modules()]))")
-    where, tamsi, lagged, uncached = json.loads(_python(code, env={"NUMBA_CACHE_DIR": str(empty)}).stdout)
+            " kc.uncached_modules(), kc.cold_start_note('tamsi', driver=True)]))")
+    where, tamsi, lagged, uncached, node = json.loads(_python(code, env={"NUMBA_CACHE_DIR": str(empty)}).stdout)
     assert where == str(empty)
     assert tamsi.startswith("compiling kernels, first start only: ~") and "tamsi_kernels" in tamsi
+    # the node's first step also runs the driver's kernels (the ros2_control emulation); contact-sim run does not
+    assert "control_kernels" in node and "tamsi_kernels" in node and "control_kernels" not in tamsi
     assert "icf_kernels" in lagged and "tamsi_kernels" not in lagged
     assert str(empty) in tamsi
     assert "contact_sim_ros.engines.tamsi_kernels" in uncached

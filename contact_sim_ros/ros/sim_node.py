@@ -131,7 +131,7 @@ class SimNode(Node):
             self.sim = Simulator(cfg.load_scene(), **cfg.simulator_options())
         sim = self.sim
         self.model = sim.model
-        note = cold_start_note(cfg.engine)          # kernels missing from the compiled-code cache
+        note = cold_start_note(cfg.engine, driver=True)   # kernels missing from the compiled-code cache
         if note:
             self.get_logger().warn(note)
         if sim.default_gains:
