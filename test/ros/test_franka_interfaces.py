@@ -162,11 +162,14 @@ def test_robot_state_external_wrench_equals_the_hand_contact_wrench(nodes, ros):
     traj.points[0].time_from_start.sec = 1
     ros.publish(JointTrajectory, "/press/arm_controller/joint_trajectory", traj)
 
-    def hand_force():
-        if not contacts:
-            return None
+    def hand_force(msg=None):
+        """The hand's contact force (N, world) of contacts message ``msg`` (default: the latest)."""
+        if msg is None:
+            if not contacts:
+                return None
+            msg = contacts[-1]
         f = np.zeros(3)
-        for c in contacts[-1].contacts:
+        for c in msg.contacts:
             v = np.array([c.force.x, c.force.y, c.force.z])
             if c.body_b in HAND_BODIES:
                 f += v
@@ -178,15 +181,17 @@ def test_robot_state_external_wrench_equals_the_hand_contact_wrench(nodes, ros):
         f = hand_force()
         return f is not None and f[2] > 20.0
     wait_until(pressing, 60, what="the hand pressing on the table with > 20 N")
-    # steady pressing: compare the estimate and the contact wrench of the same sim time
+    # steady pressing: compare the estimate and the contact wrench of the same sim time (the contacts message kept:
+    # a newer one may arrive while the states are searched)
     for _ in range(50):
-        t_c = contacts[-1].header.stamp
+        contact_msg = contacts[-1]
+        t_c = contact_msg.header.stamp
         match = [m for m in list(states) if m.header.stamp == t_c]
         if match:
             break
         wait_until(lambda: contacts[-1].header.stamp != t_c, 30, what="next contacts")
     assert match, "no robot_state at the stamp of a contacts message"
-    f = hand_force()
+    f = hand_force(contact_msg)
     est = match[-1].o_f_ext_hat_k.wrench.force
     f_est = np.array([est.x, est.y, est.z])
     assert np.linalg.norm(f_est - f) <= 0.05 * np.linalg.norm(f), (f_est, f)
