@@ -81,7 +81,7 @@ class SimulatorSystem:
         v_max = np.where(np.isfinite(v_max) & (v_max > 0), v_max, np.inf)
         # the per-step state of the rate limit and the gravity feed-forward as a float block, a bool block and an
         # int status (driver/control_kernels.py: rows Q_SENT ... EFFORT_SENT, masks POS ... CMD_VELOCITY, status
-        # RAMPING, WAS_ALL_POS, ANY_EFFORT); the rows are views by name below
+        # RAMPING, WAS_ALL_POS, ANY_EFFORT); the rows this class reads are views by name below
         self._rows = np.zeros((kernels.N_ROWS, n))
         self._masks = np.zeros((kernels.N_MASKS, n), dtype=bool)
         self._status = np.zeros(3, dtype=np.int64)
@@ -90,10 +90,7 @@ class SimulatorSystem:
         rows[kernels.V_MAX] = self.ramp_speed_fraction * v_max
         a_max = rows[kernels.V_MAX] / self.ramp_acceleration_time
         rows[kernels.TWO_A], rows[kernels.A_DT] = 2.0 * a_max, a_max * self.dt
-        self._dq_max, self._v_max, self._two_a, self._a_dt = (rows[kernels.DQ_MAX], rows[kernels.V_MAX],
-                                                              rows[kernels.TWO_A], rows[kernels.A_DT])
-        self._q_sent, self._v_sent, self._dq, self._v_ramp = (rows[kernels.Q_SENT], rows[kernels.V_SENT],
-                                                              rows[kernels.DQ], rows[kernels.V_RAMP])
+        self._q_sent, self._v_ramp = rows[kernels.Q_SENT], rows[kernels.V_RAMP]     # (the rows read here)
         self._g, self._g_applied, self._effort_sent = (rows[kernels.G], rows[kernels.G_APPLIED],
                                                        rows[kernels.EFFORT_SENT])
         self._cmd_position = self._masks[kernels.CMD_POSITION]    # joints handed over in position mode
