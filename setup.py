@@ -46,6 +46,8 @@ setup(
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*", "benchmarks", "benchmarks.*", "msgs", "msgs.*"]),
     data_files=data_files,
+    # the compiled narrow phase's C++ source, built by the warm-up (contact-sim compile-kernels) where installed
+    package_data={PACKAGE_NAME + ".geometry": ["narrow_phase.cpp"]},
     # Dependencies are pinned in requirements.txt (pip) or declared in package.xml (rosdep); not repeated here
     # so that colcon builds do not try to pip-install ROS packages.
     install_requires=["setuptools"],

@@ -18,6 +18,7 @@ import sys
 import time
 
 from .engines.registry import engine_class, engine_names
+from .geometry import narrow_phase_build
 from .jit import KERNELS, cache_dir
 from .resources import share_dir
 from .sim.simulator import Simulator
@@ -102,7 +103,11 @@ def cold_start_note(engine: str, driver: bool = False) -> str | None:
     else None. ``driver``: the step runs the ros2_control emulation (the node) and its kernels (``DRIVER``) too."""
     missing = uncached_modules(engine_kernel_modules(engine) + (DRIVER if driver else ()))
     if not missing:
-        return None
+        if narrow_phase_build.library_path().exists():
+            return None
+        return (f"the compiled narrow phase is not built ({narrow_phase_build.library_path()}): the contact query "
+                "runs its Python loop (same contacts, ~2x slower); 'contact-sim compile-kernels' or 'make venv' "
+                "builds it (g++)")
     seconds = sum(COMPILE_SECONDS.get(m, 5.0) for m in missing)
     names = ", ".join(m.rsplit(".", 1)[1] for m in missing)
     return (f"compiling kernels, first start only: ~{seconds:.0f} s ({names}: no compiled code in {cache_dir()}; "
@@ -132,6 +137,10 @@ def warm_up(engines=None, steps: int = 30, out=None) -> dict:
     runs = warm_up_runs(engines)
     times = {}
     print(f"compiling the kernels into {cache_dir()}", file=out, flush=True)
+    start = time.perf_counter()
+    path = narrow_phase_build.build()          # before the steps: they take it (RuntimeError when it fails)
+    print(f"  {'contact query':16s} {'(narrow_phase.cpp, g++)':34s} {time.perf_counter() - start:6.1f} s -> {path}",
+          file=out, flush=True)
     for engine, scene in runs:
         start = time.perf_counter()
         sim = Simulator(str(share_dir() / scene), engine=engine, time_step=1e-3)

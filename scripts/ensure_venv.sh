@@ -13,12 +13,13 @@
 #   5. pip install -e . (editable: tests and tools run on the source tree);
 #   6. compile the engines' numba kernels into the venv's shared cache <venv>/.cache/numba
 #      (python -m contact_sim_ros.jit = contact-sim compile-kernels; contact_sim_ros/jit.py), so that the first
-#      step of every process loads them instead of compiling for 15-60 s.
+#      step of every process loads them instead of compiling for 15-60 s, and build the contact query's compiled
+#      narrow phase (contact_sim_ros/geometry/narrow_phase.cpp, g++, ~30-90 s) into <cache>/native.
 #
 # Stamps: .venv/.stamp-env holds the hash of requirements.txt + msgs/ + these scripts; on a change the venv is
 # rebuilt from scratch. .venv/.stamp-project holds the hash of setup.py/setup.cfg/package.xml; on a change
 # only step 5 runs again. .venv/.stamp-kernels holds the hash of the kernel modules' sources (the files that
-# import contact_sim_ros.jit.njit, and jit.py); on a change only step 6 runs again.
+# import contact_sim_ros.jit.njit, jit.py and the narrow phase's source); on a change only step 6 runs again.
 #
 # Environment: CONTACT_SIM_VENV (venv path, default <repo>/.venv), PYTHON (interpreter, default python3.11).
 set -euo pipefail
@@ -48,7 +49,8 @@ project_hash() {
 kernel_hash() {
     # numba keys its cache entries by the kernel modules' content; NUMBA_CACHE_DIR moves the cache
     { echo "${NUMBA_CACHE_DIR:-}"
-      hash_files contact_sim_ros/jit.py \
+      hash_files contact_sim_ros/jit.py contact_sim_ros/geometry/narrow_phase.cpp \
+          contact_sim_ros/geometry/narrow_phase_build.py \
           $(cd "$ROOT" && grep -rl --include='*.py' 'from \.\.jit import njit' contact_sim_ros | LC_ALL=C sort || true)
     } | sha256sum | cut -d' ' -f1
 }

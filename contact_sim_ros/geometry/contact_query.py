@@ -60,7 +60,7 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..model.materials import combine_materials
 from ..model.multibody_model import MultibodyModel
-from . import contact_kernels
+from . import contact_kernels, narrow_phase_build
 from .contact_set import ContactSet
 from .line_intersection import LineCaster
 from .pair_bounds import PairBounds
@@ -117,6 +117,10 @@ class ContactQuery:
         initial_capacity: contact points preallocated; the buffers double when a step finds more.
         analytic_pairs: with the numba kernel, compute the sphere-halfspace pairs in a compiled kernel instead of
             coal (same contacts to round-off; False: coal for every pair, the reference).
+        compiled_narrow_phase: with the numba kernel and the broad phase, run the narrow phase (coal's tests of
+            the candidate pairs, the colliding pairs' contacts and patches) in one compiled call
+            (``narrow_phase.cpp``, built by the warm-up; ``narrow_phase_build``) when it is built: the same coal
+            calls and the same contacts as the Python loop (False, or not built: the Python loop, the reference).
 
     The returned ContactSet's arrays are views into buffers owned by this object: they stay valid until the
     next ``update`` (the simulator keeps the last set only until the next step). Copy them to keep them.
@@ -125,7 +129,7 @@ class ContactQuery:
     def __init__(self, model: MultibodyModel, margin: float = 0.01, *, broad_phase: bool | str = True,
                  patch_tolerance: float | None = None, curved_shape_samples: int = 8, max_patch_points: int = 8,
                  jacobian: str = "vectorized", kernel: str = "numba", initial_capacity: int = 64,
-                 analytic_pairs: bool = True):
+                 analytic_pairs: bool = True, compiled_narrow_phase: bool = True):
         margin = _check_length("contact margin", margin, allow_zero=True)
         patch_tolerance = margin if patch_tolerance is None else _check_length("patch_tolerance", patch_tolerance)
         patch_tolerance = max(patch_tolerance, 1e-6)
@@ -309,6 +313,24 @@ class ContactQuery:
         self._patch_min_gap = np.zeros(0)
         if self._kernels is not None and (self._bh_pairs or not all(self._point_pairs)):
             self._load_patch_kernel()
+        # the compiled narrow phase (narrow_phase.cpp) when it is built (the warm-up builds it): with the broad
+        # phase and the compiled kernels; its output rows live in the buffers of self._native_out
+        self._native = None
+        if compiled_narrow_phase and self._kernels is not None and self._broad is not None:
+            module = narrow_phase_build.load()
+            if module is not None:
+                p, g = self.num_pairs, len(gm.geometryObjects)
+                self._native_out = out = {"single_pair": np.zeros(p, np.int64), "multi_pair": np.zeros(p, np.int64),
+                                          "multi_start": np.zeros(p + 1, np.int64), "multi_depth": np.zeros(p),
+                                          "multi_mid": np.zeros((p * self.max_patch_points, 3))}
+                for key in ("single_a", "single_b", "single_n", "multi_n", "multi_a", "multi_b"):
+                    out[key] = np.zeros((p, 3))
+                always = np.array(self._coal_always_pairs, dtype=np.int64)
+                self._all_always = np.arange(len(always), dtype=np.int64)
+                self._native = module.NarrowPhase(
+                    gm, self._gd, self._gd_always, self._broad, self._collect, always,
+                    self._flipped.astype(np.uint8), np.array(self._point_pairs, dtype=np.uint8), float(margin),
+                    self.max_patch_points, out, self._geometry_placement)
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
 
     def _setup_analytic(self, gm, pairs, analytic, sphere_primitive, box_halfspace) -> None:
@@ -504,7 +526,6 @@ class ContactQuery:
                 return self._contact_set(0)
             else:
                 self._bounds_wait = BOUND_RETEST_AFTER
-        collision_results, patch_results = self._collision_results, self._patch_results
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
         # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
         # raw rows (one contact each), merged with coal's one-point contacts in pair order below
@@ -522,6 +543,95 @@ class ContactQuery:
                     placement, self._bh_int, self._bh_float, self.margin, self.patch_tolerance, self._an_pair_out,
                     self._an_raw, r, *self._bh_patch, self._bh_work, self._bh_iwork)
             n_analytic = r
+        if self._native is not None:
+            (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
+             multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_native(pin_data, q)
+        else:
+            (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
+             multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_python(pin_data, q)
+        self.stats["candidate_pairs"] = n_candidates
+        self.stats["colliding_pairs"] = n_colliding + n_analytic + n_box_patches
+        has_multi = len(multi_pair) > 0 or n_box_patches > 0
+        if not (len(single_pair) or has_multi or n_analytic):
+            self.stats["contacts"] = 0
+            return self._contact_set(0)
+        if n_analytic:                  # the compiled rows merged into the one-point contacts, in pair order
+            raw = self._an_raw
+            if len(single_pair):
+                pair_s = np.concatenate([single_pair, self._an_pair_out[:n_analytic]])
+                order = np.argsort(pair_s, kind="stable")
+                single_pair = pair_s[order]
+                single_a = np.concatenate([single_a, raw[0, :n_analytic]])[order]
+                single_b = np.concatenate([single_b, raw[1, :n_analytic]])[order]
+                single_n = np.concatenate([single_n, raw[2, :n_analytic]])[order]
+            else:
+                order = np.argsort(self._an_pair_out[:n_analytic], kind="stable")
+                single_pair = self._an_pair_out[order]
+                single_a, single_b, single_n = raw[0, order], raw[1, order], raw[2, order]
+
+        if has_multi and self._kernels is not None:
+            pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_start, multi_mid, multi_n,
+                                                                   multi_depth, multi_a, multi_b, n_box_patches)
+        elif len(multi_pair):
+            count = np.diff(multi_start)
+            pairs_m = np.repeat(multi_pair, count)
+            normal_m = np.repeat(np.array(multi_n), count, axis=0)
+            depth_m = np.array(multi_depth)
+            wa, wb = self._patch_witnesses(pairs_m, multi_mid, normal_m, np.repeat(depth_m, count))
+            # The patch is the polygon of the support sets' projections: for a curved hull the deepest vertex
+            # can lie inside it and be lost (all points separated while the bodies overlap). coal's deepest
+            # point is then added to the pair's manifold.
+            phi_m = ((wb - wa) * normal_m).sum(axis=1)
+            lost = np.minimum.reduceat(phi_m, np.cumsum(count) - count) > depth_m + DEEPEST_POINT_TOLERANCE
+            if lost.any():
+                idx = np.flatnonzero(lost)
+                pairs_m = np.concatenate([pairs_m, np.asarray(multi_pair)[idx]])
+                wa = np.concatenate([wa, np.array(multi_a)[idx]])
+                wb = np.concatenate([wb, np.array(multi_b)[idx]])
+                normal_m = np.concatenate([normal_m, np.array(multi_n)[idx]])
+        if len(single_pair) and has_multi:
+            pair_of = np.concatenate([single_pair, pairs_m])
+            wit_a = np.concatenate([single_a, wa])
+            wit_b = np.concatenate([single_b, wb])
+            normal = np.concatenate([single_n, normal_m])
+        elif len(single_pair):
+            pair_of, wit_a, wit_b, normal = (np.asarray(x) for x in (single_pair, single_a, single_b, single_n))
+        else:
+            pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
+        if len(pair_of) > self._capacity:
+            self._allocate(max(len(pair_of), 2 * self._capacity))
+        if self._kernels is not None:
+            n = self._finish_numba(pin_data, pair_of, wit_a, wit_b, normal, joint_jacobians)
+        else:
+            n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
+        return self._output(n, surface_velocity)
+
+    def _narrow_phase_native(self, pin_data, q):
+        """``_narrow_phase_python`` in one compiled call (``narrow_phase.cpp``): the same coal calls and rows, as
+        views of the buffers in ``self._native_out`` (valid until the next update)."""
+        within = self._all_always
+        if self._gd_always is not None and self._coal_always_pairs:
+            pin.updateGeometryPlacements(self._pin_model, pin_data, self._gm, self._gd_always)
+            if q is not None and self._always_bounds is not None:
+                within = self._always_bounds.within(q)
+        n_single, n_multi, n_colliding, n_candidates = self._native.run(within, len(within))
+        out = self._native_out
+        start = out["multi_start"][:n_multi + 1]
+        return (out["single_pair"][:n_single], out["single_a"][:n_single], out["single_b"][:n_single],
+                out["single_n"][:n_single], out["multi_pair"][:n_multi], start, out["multi_mid"][:start[-1]],
+                out["multi_n"][:n_multi], out["multi_depth"][:n_multi], out["multi_a"][:n_multi],
+                out["multi_b"][:n_multi], n_colliding, len(self._always_pairs) + self._sp_pairs + n_candidates)
+
+    def _narrow_phase_python(self, pin_data, q):
+        """The narrow phase (the reference of ``_narrow_phase_native``, the compiled one): coal's tests of the
+        broad phase's candidates and of the unbounded pairs (given q: those whose bound passes), then per
+        colliding pair within the margin its contact: one-point (coal's witness points) or a multi-point patch
+        (coal's patch points, at most max_patch_points of them, spread; the patch geometries' placements written
+        to ``self._geometry_placement``). Returns (single_pair, single_a, single_b, single_n, multi_pair,
+        multi_start, multi_mid, multi_n, multi_depth, multi_a, multi_b, colliding pairs, candidate pairs), the
+        rows as arrays in pair order."""
+        pm, gm, gd = self._pin_model, self._gm, self._gd
+        collision_results, patch_results = self._collision_results, self._patch_results
         # the pairs within the margin after the narrow phase, in pair order; the narrow phase of many pairs in
         # one call, then only the colliding pairs' results are read
         if self._broad is None:
@@ -592,64 +702,14 @@ class ContactQuery:
                 single_a.append(w_a)
                 single_b.append(w_b)
                 single_n.append(normal)
-        self.stats["candidate_pairs"] = n_candidates
-        self.stats["colliding_pairs"] = n_colliding + n_analytic + n_box_patches
-        has_multi = bool(multi_pair) or n_box_patches > 0
-        if not (single_pair or has_multi or n_analytic):
-            self.stats["contacts"] = 0
-            return self._contact_set(0)
-        if n_analytic:                  # the compiled rows merged into the one-point contacts, in pair order
-            raw = self._an_raw
-            if single_pair:
-                pair_s = np.concatenate([single_pair, self._an_pair_out[:n_analytic]])
-                order = np.argsort(pair_s, kind="stable")
-                single_pair = pair_s[order]
-                single_a = np.concatenate([single_a, raw[0, :n_analytic]])[order]
-                single_b = np.concatenate([single_b, raw[1, :n_analytic]])[order]
-                single_n = np.concatenate([single_n, raw[2, :n_analytic]])[order]
-            else:
-                order = np.argsort(self._an_pair_out[:n_analytic], kind="stable")
-                single_pair = self._an_pair_out[order]
-                single_a, single_b, single_n = raw[0, order], raw[1, order], raw[2, order]
-
-        if has_multi and self._kernels is not None:
-            for g in patch_geometries:                 # (the patches' placements: a few geometries per step)
-                placement[g] = oMg[g].homogeneous
-            pairs_m, wa, wb, normal_m = self._patch_contacts_numba(multi_pair, multi_start, multi_mid, multi_n,
-                                                                   multi_depth, multi_a, multi_b, n_box_patches)
-        elif multi_pair:
-            count = np.diff(multi_start)
-            pairs_m = np.repeat(multi_pair, count)
-            normal_m = np.repeat(np.array(multi_n), count, axis=0)
-            depth_m = np.array(multi_depth)
-            wa, wb = self._patch_witnesses(pairs_m, np.array(multi_mid), normal_m, np.repeat(depth_m, count))
-            # The patch is the polygon of the support sets' projections: for a curved hull the deepest vertex
-            # can lie inside it and be lost (all points separated while the bodies overlap). coal's deepest
-            # point is then added to the pair's manifold.
-            phi_m = ((wb - wa) * normal_m).sum(axis=1)
-            lost = np.minimum.reduceat(phi_m, np.cumsum(count) - count) > depth_m + DEEPEST_POINT_TOLERANCE
-            if lost.any():
-                idx = np.flatnonzero(lost)
-                pairs_m = np.concatenate([pairs_m, np.asarray(multi_pair)[idx]])
-                wa = np.concatenate([wa, np.array(multi_a)[idx]])
-                wb = np.concatenate([wb, np.array(multi_b)[idx]])
-                normal_m = np.concatenate([normal_m, np.array(multi_n)[idx]])
-        if len(single_pair) and has_multi:
-            pair_of = np.concatenate([single_pair, pairs_m])
-            wit_a = np.concatenate([single_a, wa])
-            wit_b = np.concatenate([single_b, wb])
-            normal = np.concatenate([single_n, normal_m])
-        elif len(single_pair):
-            pair_of, wit_a, wit_b, normal = (np.asarray(x) for x in (single_pair, single_a, single_b, single_n))
-        else:
-            pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
-        if len(pair_of) > self._capacity:
-            self._allocate(max(len(pair_of), 2 * self._capacity))
-        if self._kernels is not None:
-            n = self._finish_numba(pin_data, pair_of, wit_a, wit_b, normal, joint_jacobians)
-        else:
-            n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
-        return self._output(n, surface_velocity)
+        for g in patch_geometries:                 # (the patches' placements: a few geometries per step)
+            placement[g] = oMg[g].homogeneous
+        vectors = np.array(single_a + single_b + single_n).reshape(3, -1, 3)
+        multi = np.array(multi_n + multi_a + multi_b).reshape(3, -1, 3)
+        return (np.array(single_pair, dtype=np.int64), vectors[0], vectors[1], vectors[2],
+                np.array(multi_pair, dtype=np.int64), np.array(multi_start, dtype=np.int64),
+                np.array(multi_mid).reshape(-1, 3), multi[0], np.array(multi_depth), multi[1], multi[2],
+                n_colliding, n_candidates)
 
     def _output(self, n: int, surface_velocity) -> ContactSet:
         """The ContactSet of the n contacts in the buffers, with the surface-velocity bias."""
@@ -761,8 +821,9 @@ class ContactQuery:
     def _patch_contacts_numba(self, pair, start, mid, normal, depth, wit_a, wit_b, n_box=0):
         """The multi-point patches' raw contact rows (pair, witnesses on A and B, normal) in one compiled call
         (``contact_kernels.patch_contacts``): the numpy path's ``_patch_witnesses`` and lost-deepest-point check.
-        Coal's patches first (Python lists in pair order: pairs, first point rows ``start`` (P + 1), points,
-        normals, depths, witnesses; their geometries' world placements already in ``self._geometry_placement``),
+        Coal's patches first (C-contiguous arrays in pair order: pairs (int64), first point rows ``start`` (P + 1,
+        int64), points, normals, depths, witnesses; their geometries' world placements already in
+        ``self._geometry_placement``),
         then the first ``n_box`` box-halfspace patches of ``self._bh_patch`` (pair order) in a second call into
         the same buffers. Returns views of the query's buffers (valid until the next update)."""
         p = len(pair)
@@ -780,14 +841,11 @@ class ContactQuery:
         c = self._caster
         r = 0
         if p:
-            pair = np.array(pair, dtype=np.int64)
             geometry = self._pairs_by_side.take(pair, axis=1)             # (2, P): A, B of every patch
-            vectors = np.array(normal + wit_a + wit_b)                     # (3 P, 3), one conversion
             # every array C-contiguous, as in the box-halfspace call below: one compiled variant of the kernel;
             # the placements are read by geometry index (slot = geometry)
             r = self._kernels.patch_contacts(
-                pair, np.array(start, dtype=np.int64), np.array(mid), vectors[:p], np.array(depth),
-                vectors[p:2 * p], vectors[2 * p:], geometry[0], geometry[1], geometry[0], geometry[1],
+                pair, start, mid, normal, depth, wit_a, wit_b, geometry[0], geometry[1], geometry[0], geometry[1],
                 self._geometry_placement, c.type, c.half, c.radius, c.half_length, c.plane_normal, c.plane_offset,
                 c.face_start, c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE,
                 self._patch_min_gap, pair_out, wa, wb, normal_out)
