@@ -121,6 +121,9 @@ def test_bounds_never_exceed_coal_distances():
             bounds.limit, bounds.placement, bounds.world, bounds.local)]
         listed = bounds.within(q).tolist()
         assert listed == alone
+        split = len(pairs) // 2                      # two groups in one call: the same list, the first group counted
+        view, n_first = bounds.within_split(q, split)
+        assert view.tolist() == listed and n_first == sum(k < split for k in listed)
         within_margin = [k for k, (a, b) in enumerate(pairs.tolist()) if coal.distance(
             gm.geometryObjects[a].geometry, gd.oMg[a], gm.geometryObjects[b].geometry, gd.oMg[b],
             coal.DistanceRequest(), coal.DistanceResult()) <= MARGIN]
@@ -183,11 +186,13 @@ def test_query_given_q_returns_the_full_querys_contacts(robot):
         full = ContactQuery(model, MARGIN, broad_phase="auto")
         given_q = ContactQuery(model, MARGIN, broad_phase="auto")
         assert given_q._bounds is not None
-        assert given_q._always_bounds is not None or not robot   # a robot's ground pairs: filtered by bounds
+        assert given_q._near_bounds is not None
+        assert given_q._n_always_near > 0 or not robot           # a robot's ground pairs: filtered by bounds
         a = _fields(full.update(data, joint_jacobians=True))
         outcomes["full" if given_q._bounds.any_within(q) else "none"] += 1
         if given_q._bounds.any_within(q):
-            analytic["run" if given_q._an_bounds.any_within(q) else "skipped"] += 1
+            near, n_always = given_q._near_bounds.within_split(q, given_q._n_always_near)
+            analytic["run" if len(near) > n_always else "skipped"] += 1
         b = _fields(given_q.update(data, joint_jacobians=True, q=q))
         for f in a:
             np.testing.assert_array_equal(a[f], b[f], err_msg=f)

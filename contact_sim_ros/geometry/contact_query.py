@@ -291,17 +291,18 @@ class ContactQuery:
         self._allocate(max(int(initial_capacity), int(analytic.sum()), 1))
         self._bounds = (PairBounds.make(pm, gm, pairs, margin)
                         if 0 < self.num_pairs <= BOUND_MAX_PAIRS and not self._all_analytic else None)
-        # the same test of the compiled (analytic) pairs alone, every step given q: when none can be within the
-        # margin their kernels would find nothing, and the joint placements they read (~0.5 us per joint from
-        # pin_data.oMi) and their three calls are skipped (iiwa + WSG: the gripper's boxes far above the ground)
-        self._an_bounds = (PairBounds.make(pm, gm, pairs[analytic], margin)
-                           if self._bounds is not None and analytic.any() else None)
-        # and of the unbounded pairs coal narrow-phases every step (with a halfspace or plane: history-free analytic
-        # tests in coal, no GJK warm start): only those that may be within the margin are called (iiwa + WSG: the
-        # bottle on the ground, not the seven links far above it)
-        self._always_bounds = (PairBounds.make(pm, gm, pairs[self._coal_always_pairs], margin)
-                               if self._bounds is not None and self._gd_always is not None
-                               and self._coal_always_pairs else None)
+        # every step given q, one test of the pairs computed whatever the broad phase says (one compiled call, the
+        # joint placements once): first the unbounded pairs coal narrow-phases every step (with a halfspace or
+        # plane: history-free analytic tests in coal, no GJK warm start), then the compiled (analytic) pairs.
+        # Only the unbounded pairs that may be within the margin are given to coal (iiwa + WSG: the bottle on the
+        # ground, not the seven links far above it); when no compiled pair can be, their kernels and the joint
+        # placements they read (~0.5 us per joint from pin_data.oMi) are skipped (the gripper's boxes far above the
+        # ground)
+        always = self._coal_always_pairs if self._gd_always is not None else []
+        self._n_always_near = len(always)
+        near = np.concatenate([pairs[always], pairs[analytic]]) if self.num_pairs else pairs
+        self._near_bounds = (PairBounds.make(pm, gm, near, margin)
+                             if self._bounds is not None and len(near) else None)
         self._bounds_wait = 0                  # updates left before the next bounding-volume test
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
         self._pair_geometries = [tuple(p) for p in pairs.tolist()]             # (A, B) of each pair, Python ints
@@ -530,8 +531,13 @@ class ContactQuery:
         # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
         # raw rows (one contact each), merged with coal's one-point contacts in pair order below
         n_analytic = n_box_patches = 0
-        if (len(self._an_int) or self._sp_pairs or self._bh_pairs) and (
-                q is None or self._an_bounds is None or self._an_bounds.any_within(q)):
+        near = None                       # the unbounded coal pairs (their indexes) that may be within the margin
+        analytic_near = True              # and whether a compiled pair may be
+        if q is not None and self._near_bounds is not None:
+            near, n_always = self._near_bounds.within_split(q, self._n_always_near)
+            analytic_near = len(near) > n_always
+            near = near[:n_always]
+        if (len(self._an_int) or self._sp_pairs or self._bh_pairs) and analytic_near:
             placement = self._joint_placements(pin_data)
             r = self._kernels.sphere_halfspace_raw(placement, self._an_int, self._an_float, self.margin,
                                                    self._an_pair_out, self._an_raw) if len(self._an_int) else 0
@@ -545,10 +551,10 @@ class ContactQuery:
             n_analytic = r
         if self._native is not None:
             (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
-             multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_native(pin_data, q)
+             multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_native(pin_data, near)
         else:
             (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
-             multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_python(pin_data, q)
+             multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_python(pin_data, near)
         self.stats["candidate_pairs"] = n_candidates
         self.stats["colliding_pairs"] = n_colliding + n_analytic + n_box_patches
         has_multi = len(multi_pair) > 0 or n_box_patches > 0
@@ -606,14 +612,12 @@ class ContactQuery:
             n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
         return self._output(n, surface_velocity)
 
-    def _narrow_phase_native(self, pin_data, q):
+    def _narrow_phase_native(self, pin_data, near):
         """``_narrow_phase_python`` in one compiled call (``narrow_phase.cpp``): the same coal calls and rows, as
         views of the buffers in ``self._native_out`` (valid until the next update)."""
-        within = self._all_always
+        within = self._all_always if near is None else near
         if self._gd_always is not None and self._coal_always_pairs:
             pin.updateGeometryPlacements(self._pin_model, pin_data, self._gm, self._gd_always)
-            if q is not None and self._always_bounds is not None:
-                within = self._always_bounds.within(q)
         n_single, n_multi, n_colliding, n_candidates = self._native.run(within, len(within))
         out = self._native_out
         start = out["multi_start"][:n_multi + 1]
@@ -622,9 +626,10 @@ class ContactQuery:
                 out["multi_n"][:n_multi], out["multi_depth"][:n_multi], out["multi_a"][:n_multi],
                 out["multi_b"][:n_multi], n_colliding, len(self._always_pairs) + self._sp_pairs + n_candidates)
 
-    def _narrow_phase_python(self, pin_data, q):
+    def _narrow_phase_python(self, pin_data, near):
         """The narrow phase (the reference of ``_narrow_phase_native``, the compiled one): coal's tests of the
-        broad phase's candidates and of the unbounded pairs (given q: those whose bound passes), then per
+        broad phase's candidates and of the unbounded pairs (``near``, when not None: the indexes into
+        ``self._coal_always_pairs`` of those whose bound passes), then per
         colliding pair within the margin its contact: one-point (coal's witness points) or a multi-point patch
         (coal's patch points, at most max_patch_points of them, spread; the patch geometries' placements written
         to ``self._geometry_placement``). Returns (single_pair, single_a, single_b, single_n, multi_pair,
@@ -643,9 +648,8 @@ class ContactQuery:
             if self._gd_always is not None and self._coal_always_pairs:
                 gd_always, always = self._gd_always, self._coal_always_pairs
                 pin.updateGeometryPlacements(pm, pin_data, gm, gd_always)
-                if q is not None and self._always_bounds is not None:
-                    colliding = [always[i] for i in self._always_bounds.within(q).tolist()
-                                 if pin.computeCollision(gm, gd_always, always[i])]
+                if near is not None:
+                    colliding = [always[i] for i in near.tolist() if pin.computeCollision(gm, gd_always, always[i])]
                 elif pin.computeCollisions(gm, gd_always, False):
                     colliding = [k for k in always if collision_results[k].isCollision()]
             self._broad.update(False)

@@ -173,14 +173,17 @@ def pairs_within(q, joint_int, joint_float, geometry_int, geometry_float, pairs,
 
 @njit(cache=True)
 def pairs_within_list(q, joint_int, joint_float, geometry_int, geometry_float, pairs, limit, placement, world,
-                      local, out):
+                      local, out, split):
     """``pairs_within``, every pair: out[:n] the indices (ascending) of the pairs whose bound is <= ``limit``;
-    returns n."""
+    returns n and how many of them are < ``split`` (the first of two groups of pairs tested in one call)."""
     _world_bounds(q, joint_int, joint_float, geometry_int, geometry_float, placement, world, local)
     n = 0
+    n_first = 0
     for k in range(pairs.shape[0]):
         bound = _pair_bound(k, pairs, geometry_int, world, limit)
         if not bound > limit:
             out[n] = k
             n += 1
-    return n
+            if k < split:
+                n_first += 1
+    return n, n_first

@@ -124,9 +124,15 @@ class PairBounds:
     def within(self, q: np.ndarray) -> np.ndarray:
         """The indices (into this test's pairs, ascending) of the pairs that may be within the margin at
         configuration q (a view, valid until the next call)."""
-        n = pairs_within_list(q, self.joint_int, self.joint_float, self.geometry_int, self.geometry_float,
-                              self.pairs, self.limit, self.placement, self.world, self.local, self.passing)
-        return self.passing[:n]
+        return self.within_split(q, 0)[0]
+
+    def within_split(self, q: np.ndarray, split: int) -> tuple[np.ndarray, int]:
+        """``within`` of two groups of pairs in one call (the joint placements computed once): the indices (a view,
+        ascending) and how many of them are < ``split``, the first group's."""
+        n, n_first = pairs_within_list(q, self.joint_int, self.joint_float, self.geometry_int, self.geometry_float,
+                                       self.pairs, self.limit, self.placement, self.world, self.local, self.passing,
+                                       split)
+        return self.passing[:n], n_first
 
 
 def _geometry_bound(obj) -> tuple[int, np.ndarray]:
