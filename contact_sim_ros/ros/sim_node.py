@@ -685,7 +685,8 @@ class SimNode(Node):
 
     def fatal(self, message: str, code: int = 1) -> None:
         """An unrecoverable error (any thread): print the cause, and end the process with ``code`` within 1 s
-        (main() leaves its spin loop within 0.1 s and shuts down; a watchdog forces the exit at 0.9 s)."""
+        (main() leaves its spin loop within 0.1 s and shuts down; a watchdog forces the exit at 0.7 s: the
+        rest of the second is for the process to end on a slow, loaded machine; 0.9 s left too little there)."""
         if self.exit_code is not None:
             return
         self.exit_code = code
@@ -696,7 +697,7 @@ class SimNode(Node):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-        watchdog = threading.Timer(0.9, force)
+        watchdog = threading.Timer(0.7, force)
         watchdog.daemon = True
         watchdog.start()
 
