@@ -58,7 +58,7 @@ def test_same_contacts_as_the_python_loop(robot, max_patch_points):
         for f in a:
             np.testing.assert_array_equal(a[f], b[f], err_msg=f)
         assert python.stats == compiled.stats
-        pairs, counts = np.unique(np.stack([a["geometry_a"], a["geometry_b"]]), axis=1, return_counts=True)
+        _, counts = np.unique(np.stack([a["geometry_a"], a["geometry_b"]]), axis=1, return_counts=True)
         seen["single"] += int((counts == 1).sum())
         seen["patch"] += int((counts > 1).sum())
         seen["spread"] += int((counts == max_patch_points).sum()) if max_patch_points == 3 else 0

@@ -320,7 +320,7 @@ class ContactQuery:
         if compiled_narrow_phase and self._kernels is not None and self._broad is not None:
             module = narrow_phase_build.load()
             if module is not None:
-                p, g = self.num_pairs, len(gm.geometryObjects)
+                p = self.num_pairs
                 self._native_out = out = {"single_pair": np.zeros(p, np.int64), "multi_pair": np.zeros(p, np.int64),
                                           "multi_start": np.zeros(p + 1, np.int64), "multi_depth": np.zeros(p),
                                           "multi_mid": np.zeros((p * self.max_patch_points, 3))}
@@ -581,27 +581,26 @@ class ContactQuery:
         elif len(multi_pair):
             count = np.diff(multi_start)
             pairs_m = np.repeat(multi_pair, count)
-            normal_m = np.repeat(np.array(multi_n), count, axis=0)
-            depth_m = np.array(multi_depth)
-            wa, wb = self._patch_witnesses(pairs_m, multi_mid, normal_m, np.repeat(depth_m, count))
+            normal_m = np.repeat(multi_n, count, axis=0)
+            wa, wb = self._patch_witnesses(pairs_m, multi_mid, normal_m, np.repeat(multi_depth, count))
             # The patch is the polygon of the support sets' projections: for a curved hull the deepest vertex
             # can lie inside it and be lost (all points separated while the bodies overlap). coal's deepest
             # point is then added to the pair's manifold.
             phi_m = ((wb - wa) * normal_m).sum(axis=1)
-            lost = np.minimum.reduceat(phi_m, np.cumsum(count) - count) > depth_m + DEEPEST_POINT_TOLERANCE
+            lost = np.minimum.reduceat(phi_m, np.cumsum(count) - count) > multi_depth + DEEPEST_POINT_TOLERANCE
             if lost.any():
                 idx = np.flatnonzero(lost)
-                pairs_m = np.concatenate([pairs_m, np.asarray(multi_pair)[idx]])
-                wa = np.concatenate([wa, np.array(multi_a)[idx]])
-                wb = np.concatenate([wb, np.array(multi_b)[idx]])
-                normal_m = np.concatenate([normal_m, np.array(multi_n)[idx]])
+                pairs_m = np.concatenate([pairs_m, multi_pair[idx]])
+                wa = np.concatenate([wa, multi_a[idx]])
+                wb = np.concatenate([wb, multi_b[idx]])
+                normal_m = np.concatenate([normal_m, multi_n[idx]])
         if len(single_pair) and has_multi:
             pair_of = np.concatenate([single_pair, pairs_m])
             wit_a = np.concatenate([single_a, wa])
             wit_b = np.concatenate([single_b, wb])
             normal = np.concatenate([single_n, normal_m])
         elif len(single_pair):
-            pair_of, wit_a, wit_b, normal = (np.asarray(x) for x in (single_pair, single_a, single_b, single_n))
+            pair_of, wit_a, wit_b, normal = single_pair, single_a, single_b, single_n
         else:
             pair_of, wit_a, wit_b, normal = pairs_m, wa, wb, normal_m
         if len(pair_of) > self._capacity:
