@@ -223,6 +223,15 @@ class SteppingLoop:
         self.error_after_stop: BaseException | None = None  # raised after stop() was asked: the shutdown's
         self.max_failed_steps = 10          # consecutive failed steps (each after all sub-step levels) -> pause
         self.paused_publish_period = 0.1    # s of wall time between republications of the frozen state
+        # a stepping thread that has not slept for yield_period_s s of wall time (stepping flat out, or paced but
+        # late) sleeps yield_s s: the threads waiting for the GIL (the node's ROS callbacks and services,
+        # request_call's callers) take it then. Without it they starved: the step gives the GIL up and takes it back
+        # within every switch interval (seen in SimulatorSystem.write's gravity feed-forward call alone), so a waiting
+        # thread's drop request is never set (CPython's GIL hand-over) and it runs only when it wins a race; 100 controller switches of request_call took 101-145 s (test_driver_controllers,
+        # each waiting 0.05-1.6 s), a thread sleeping 1 ms in a loop woke up to 1.6 s late. Costs yield_s /
+        # yield_period_s (2 %) of a flat-out loop's steps.
+        self.yield_period_s = 5e-3
+        self.yield_s = 1e-4
         self._failures = 0
         self._failure_paused = False
         self._single_done = 0          # steps executed for ~/step requests
@@ -525,6 +534,7 @@ class SteppingLoop:
         sim = self.sim
         period = self.dt / self.real_time_factor if self.real_time_factor > 0 else 0.0
         deadline = time.monotonic()
+        slept = deadline                # when this thread last let the GIL go for a while (yield_period_s)
         last_start = None
         while True:
             with self._cv:
@@ -645,6 +655,10 @@ class SteppingLoop:
                 delay = deadline - time.monotonic()
                 if delay > 2e-4:   # shorter sleeps cost more in wake-up latency than they wait
                     time.sleep(delay)
+                    slept = deadline
+            if end - slept > self.yield_period_s:
+                time.sleep(self.yield_s)
+                slept = time.monotonic()
 
     def _failed(self, report) -> None:
         """A step failed after every sub-step level (state kept); ``max_failed_steps`` in a row pause."""
