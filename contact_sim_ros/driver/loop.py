@@ -226,10 +226,11 @@ class SteppingLoop:
         # a stepping thread that has not slept for yield_period_s s of wall time (stepping flat out, or paced but
         # late) sleeps yield_s s: the threads waiting for the GIL (the node's ROS callbacks and services,
         # request_call's callers) take it then. Without it they starved: the step gives the GIL up and takes it back
-        # within every switch interval (seen in SimulatorSystem.write's gravity feed-forward call alone), so a waiting
-        # thread's drop request is never set (CPython's GIL hand-over) and it runs only when it wins a race; 100 controller switches of request_call took 101-145 s (test_driver_controllers,
-        # each waiting 0.05-1.6 s), a thread sleeping 1 ms in a loop woke up to 1.6 s late. Costs yield_s /
-        # yield_period_s (2 %) of a flat-out loop's steps.
+        # within every switch interval (seen in SimulatorSystem.write's gravity feed-forward call alone), so a
+        # waiting thread's drop request is never set (CPython's GIL hand-over) and it runs only when it wins a race;
+        # 100 controller switches through request_call took 101-145 s (test_driver_controllers, each waiting
+        # 0.05-1.6 s), a thread sleeping 1 ms in a loop woke up to 1.6 s late. Costs yield_s / yield_period_s (2 %)
+        # of a flat-out loop's steps.
         self.yield_period_s = 5e-3
         self.yield_s = 1e-4
         self._failures = 0
