@@ -229,8 +229,9 @@ class SteppingLoop:
         # within every switch interval (seen in SimulatorSystem.write's gravity feed-forward call alone), so a
         # waiting thread's drop request is never set (CPython's GIL hand-over) and it runs only when it wins a race;
         # 100 controller switches through request_call took 101-145 s (test_driver_controllers, each waiting
-        # 0.05-1.6 s), a thread sleeping 1 ms in a loop woke up to 1.6 s late. Costs yield_s / yield_period_s (2 %)
-        # of a flat-out loop's steps.
+        # 0.05-1.6 s), a thread sleeping 1 ms in a loop woke up to 1.6 s late. The sleeps are yield_s /
+        # yield_period_s (2 %) of a flat-out loop's time; measured, the flat-out node lost ~8 % of its real-time
+        # factor (the sleeps wake up late, the other threads run meanwhile; docs/benchmarks.md).
         self.yield_period_s = 5e-3
         self.yield_s = 1e-4
         self._failures = 0
