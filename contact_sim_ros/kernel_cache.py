@@ -18,7 +18,7 @@ import sys
 import time
 
 from .engines.registry import engine_class, engine_names
-from .geometry import narrow_phase_build
+from .native_build import MODULES
 from .jit import KERNELS, cache_dir
 from .resources import share_dir
 from .sim.simulator import Simulator
@@ -103,11 +103,12 @@ def cold_start_note(engine: str, driver: bool = False) -> str | None:
     else None. ``driver``: the step runs the ros2_control emulation (the node) and its kernels (``DRIVER``) too."""
     missing = uncached_modules(engine_kernel_modules(engine) + (DRIVER if driver else ()))
     if not missing:
-        if narrow_phase_build.library_path().exists():
+        unbuilt = [m for m in MODULES if not m.library_path().exists()]
+        if not unbuilt:
             return None
-        return (f"the compiled narrow phase is not built ({narrow_phase_build.library_path()}): the contact query "
-                "runs its Python loop (same contacts, ~2x slower); 'contact-sim compile-kernels' or 'make venv' "
-                "builds it (g++)")
+        return (f"the compiled modules {', '.join(m.source.name for m in unbuilt)} are not built "
+                f"({unbuilt[0].library_path().parent}): the step runs their Python reference (the same results, "
+                "slower: the narrow phase's ~2x); 'contact-sim compile-kernels' or 'make venv' builds them (g++)")
     seconds = sum(COMPILE_SECONDS.get(m, 5.0) for m in missing)
     names = ", ".join(m.rsplit(".", 1)[1] for m in missing)
     return (f"compiling kernels, first start only: ~{seconds:.0f} s ({names}: no compiled code in {cache_dir()}; "
@@ -138,9 +139,11 @@ def warm_up(engines=None, steps: int = 30, out=None) -> dict:
     times = {}
     print(f"compiling the kernels into {cache_dir()}", file=out, flush=True)
     start = time.perf_counter()
-    path = narrow_phase_build.build()          # before the steps: they take it (RuntimeError when it fails)
-    print(f"  {'contact query':16s} {'(narrow_phase.cpp, g++)':34s} {time.perf_counter() - start:6.1f} s -> {path}",
-          file=out, flush=True)
+    for module in MODULES:                     # before the steps: they take them (RuntimeError when one fails)
+        path = module.build()
+        print(f"  {module.name:16s} {f'({module.source.name}, g++)':34s} {time.perf_counter() - start:6.1f} s -> "
+              f"{path}", file=out, flush=True)
+        start = time.perf_counter()
     for engine, scene in runs:
         start = time.perf_counter()
         sim = Simulator(str(share_dir() / scene), engine=engine, time_step=1e-3)

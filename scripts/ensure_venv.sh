@@ -49,8 +49,8 @@ project_hash() {
 kernel_hash() {
     # numba keys its cache entries by the kernel modules' content; NUMBA_CACHE_DIR moves the cache
     { echo "${NUMBA_CACHE_DIR:-}"
-      hash_files contact_sim_ros/jit.py contact_sim_ros/geometry/narrow_phase.cpp \
-          contact_sim_ros/geometry/narrow_phase_build.py \
+      hash_files contact_sim_ros/jit.py contact_sim_ros/native_build.py \
+          $(cd "$ROOT" && find contact_sim_ros -name '*.cpp' | LC_ALL=C sort) \
           $(cd "$ROOT" && grep -rl --include='*.py' 'from \.\.jit import njit' contact_sim_ros | LC_ALL=C sort || true)
     } | sha256sum | cut -d' ' -f1
 }

@@ -5,7 +5,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from contact_sim_ros.geometry import narrow_phase_build
+from contact_sim_ros.native_build import NARROW_PHASE
 from contact_sim_ros.geometry.contact_query import ContactQuery
 from contact_sim_ros.scenarios.campaign import load_campaign, run_trial
 from contact_sim_ros.resources import share_dir
@@ -19,8 +19,8 @@ _NOT_PHYSICS = ("wall_time_s", "cpu_time_s", "worker_pid", "worker_rss_mb", "n.w
 def test_the_set_up_built_it_and_the_query_uses_it():
     """The project's set-up (the warm-up) built the module of the current source; a query with the broad phase
     and the compiled kernels takes it, the Python loop only when asked."""
-    assert narrow_phase_build.library_path().exists(), narrow_phase_build.library_path()
-    assert narrow_phase_build.load() is not None
+    assert NARROW_PHASE.library_path().exists(), NARROW_PHASE.library_path()
+    assert NARROW_PHASE.load() is not None
     model = _robot_near_objects("iiwa_wsg")
     assert ContactQuery(model, MARGIN, broad_phase=True)._native is not None
     assert ContactQuery(model, MARGIN, broad_phase=True, compiled_narrow_phase=False)._native is None
@@ -75,12 +75,12 @@ def test_same_grasp_trial_as_the_python_loop():
     spec = load_campaign(str(share_dir() / "scenes" / "campaigns" / "pick_shake_place.yaml"))
     spec = type(spec)(**{**spec.__dict__, "engines": ("tamsi",)})
     rows = []
-    for module in (narrow_phase_build.load(), None):
-        saved = narrow_phase_build._loaded.get("module")
-        narrow_phase_build._loaded["module"] = module
+    for module in (NARROW_PHASE.load(), None):
+        saved = NARROW_PHASE._loaded.get("module")
+        NARROW_PHASE._loaded["module"] = module
         try:
             rows.append({k: v for k, v in run_trial(spec, 3, "tamsi").items() if k not in _NOT_PHYSICS})
         finally:
-            narrow_phase_build._loaded["module"] = saved
+            NARROW_PHASE._loaded["module"] = saved
     assert rows[0]["success"] and rows[0]["n.held_load_N"] > 1.0, rows[0]     # the bottle was held by its patches
     assert rows[0] == rows[1]

@@ -60,7 +60,8 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..model.materials import combine_materials
 from ..model.multibody_model import MultibodyModel
-from . import contact_kernels, narrow_phase_build
+from . import contact_kernels
+from ..native_build import NARROW_PHASE
 from .contact_set import ContactSet
 from .line_intersection import LineCaster
 from .pair_bounds import PairBounds
@@ -119,7 +120,7 @@ class ContactQuery:
             coal (same contacts to round-off; False: coal for every pair, the reference).
         compiled_narrow_phase: with the numba kernel and the broad phase, run the narrow phase (coal's tests of
             the candidate pairs, the colliding pairs' contacts and patches) in one compiled call
-            (``narrow_phase.cpp``, built by the warm-up; ``narrow_phase_build``) when it is built: the same coal
+            (``narrow_phase.cpp``, built by the warm-up; ``native_build``) when it is built: the same coal
             calls and the same contacts as the Python loop (False, or not built: the Python loop, the reference).
 
     The returned ContactSet's arrays are views into buffers owned by this object: they stay valid until the
@@ -318,7 +319,7 @@ class ContactQuery:
         # phase and the compiled kernels; its output rows live in the buffers of self._native_out
         self._native = None
         if compiled_narrow_phase and self._kernels is not None and self._broad is not None:
-            module = narrow_phase_build.load()
+            module = NARROW_PHASE.load()
             if module is not None:
                 p = self.num_pairs
                 self._native_out = out = {"single_pair": np.zeros(p, np.int64), "multi_pair": np.zeros(p, np.int64),

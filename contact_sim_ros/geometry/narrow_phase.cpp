@@ -4,7 +4,7 @@
 // order, as the Python loop it replaces (ContactQuery._narrow_phase_python, the reference: kernel="numpy"); what
 // it saves is the ~40 Boost.Python calls per colliding pair (getContact, normal, the patch's points one by one).
 //
-// Built by contact_sim_ros/geometry/narrow_phase_build.py (g++ against the headers and libraries of the
+// Built by contact_sim_ros/native_build.py (g++ against the headers and libraries of the
 // pinocchio and coal wheels, at set-up: python -m contact_sim_ros.jit). Lengths in m, placements world frame.
 #include <Python.h>
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from .. import native_build
 from ..model.robots_only import robots_only
 
 
@@ -31,7 +32,11 @@ class GravityFeedForward:
         rm = self.robots.model
         self._data = pin.Data(rm)
         self._v_index = np.array([rm.joints[rm.getJointId(name)].idx_v for name in model.joint_names],
-                                 dtype=np.intp)
+                                 dtype=np.int64)
+        # the same Pinocchio call compiled, without its numpy result (sim/rigid_body_dynamics.cpp, when built)
+        module = native_build.RIGID_BODY.load()
+        self._rigid = None if module is None else module.RigidBodyDynamics(
+            rm, self._data, np.zeros((rm.nv, rm.nv)), np.zeros(rm.nv), np.zeros(rm.nv))
 
     @property
     def model(self) -> pin.Model:
@@ -42,4 +47,7 @@ class GravityFeedForward:
         """g (N*m or N) of the actuated joints at the whole model's configuration ``q`` (nq,), into ``out``
         (len(joint_names),); returns ``out``."""
         robots = self.robots
+        if self._rigid is not None:
+            self._rigid.joint_gravity(robots.q(q), self._v_index, out)
+            return out
         return pin.computeGeneralizedGravity(robots.model, self._data, robots.q(q)).take(self._v_index, out=out)

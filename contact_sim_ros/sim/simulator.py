@@ -21,6 +21,7 @@ import pinocchio as pin
 from ..engines.base import Actuation, SolverStats, SolverStatus, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
+from .. import native_build
 from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import MimicExpansion, model_body_names
@@ -162,6 +163,17 @@ class Simulator:
         self._free_bodies = FreeBodies.of(self.model, self.contact_query)
         if self._free_bodies is not None and self.contact_query.analytic_joint_slots:
             self.contact_query.set_placement_source(self._free_body_placements)
+        # every other model: the step's Pinocchio calls (M, nle, g, the position error, the integration, the
+        # kinematics) in three compiled calls into these buffers (sim/rigid_body_dynamics.cpp, when it is built;
+        # the same Pinocchio functions as the pin.* calls of the reference path, bit-identical results)
+        self._rigid = None
+        if self._free_bodies is None:
+            module = native_build.RIGID_BODY.load()
+            if module is not None:
+                self._mass_matrix = np.zeros((nv, nv))
+                self._nle, self._gravity, self._position_error = np.zeros((3, nv))
+                self._rigid = module.RigidBodyDynamics(pm, self._pin_data, self._mass_matrix, self._nle,
+                                                       self._gravity)
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
@@ -497,6 +509,10 @@ class Simulator:
             # free bodies only (sim/free_body_step.FreeBodies): M constant in their local velocities, nle and g(q)
             # in compiled passes; no actuated joint, so no position error
             M, (nle, gravity), position_error = bodies.mass_matrix, bodies.bias_forces(q, v), bodies.zero_velocity
+        elif self._rigid is not None:           # the same calls as below, compiled (rigid_body_dynamics.cpp)
+            gravity = self._gravity if self.engine.uses_gravity_force else None
+            self._rigid.dynamics(q, v, self._q_target, self._position_error, gravity is not None)
+            M, nle, position_error = self._mass_matrix, self._nle, self._position_error
         else:
             # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
             # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
@@ -525,6 +541,9 @@ class Simulator:
             integration, q_next = step_kernels.VECTOR_SPACE, np.empty(pm.nq)
         elif bodies is not None:               # the quaternions here, the translations in finish_step
             integration, q_next = step_kernels.FROZEN_FRAME, bodies.integrate_rotations(q, result.v_next, dt)
+        elif self._rigid is not None:
+            integration, q_next = step_kernels.FROZEN_FRAME, np.empty(pm.nq)
+            self._rigid.integrate(q, result.v_next, dt, q_next)        # pin.integrate(pm, q, dt * v_next)
         else:
             integration, q_next = step_kernels.FROZEN_FRAME, pin.integrate(pm, q, dt * result.v_next)
         v_next = np.empty(pm.nv)
@@ -652,9 +671,12 @@ class Simulator:
         """Kinematics of the current state that the next step reads: joint placements and velocities, joint
         Jacobians (the contact query uses them). Frame and geometry placements (the node, the sensors, the viewer)
         are computed when ``pin_data`` / ``geometry_data`` are next read (``_refresh_kinematics``)."""
-        pm, data = self._pm, self._pin_data
-        pin.forwardKinematics(pm, data, self._q, self._v)
-        pin.computeJointJacobians(pm, data)           # from the joint placements of the forward kinematics
+        if self._rigid is not None:
+            self._rigid.kinematics(self._q, self._v)   # the two calls below, compiled
+        else:
+            pm, data = self._pm, self._pin_data
+            pin.forwardKinematics(pm, data, self._q, self._v)
+            pin.computeJointJacobians(pm, data)       # from the joint placements of the forward kinematics
         self._stale = PLACEMENTS_STALE
 
     def _refresh_kinematics(self) -> None:
