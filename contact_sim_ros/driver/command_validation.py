@@ -107,6 +107,19 @@ def _field(values, n: int, what: str, source: str, names) -> np.ndarray | None:
     return arr
 
 
+def _valid_block(rows, count: int, n: int) -> np.ndarray | None:
+    """The per-point rows (``count`` of ``n`` values each) as one (count, n) float array when every row is
+    valid (n finite numbers): what the per-point ``_field`` checks accept, in one conversion; None otherwise (the
+    caller then runs those checks, which reject the first bad point with its reason)."""
+    try:
+        block = np.array(rows, dtype=float)
+    except (TypeError, ValueError):            # ragged rows, non-numbers
+        return None
+    if block.shape != (count, n) or not np.isfinite(block).all():
+        return None
+    return block
+
+
 def _clamp(command: JointCommand, limits: JointLimits) -> JointCommand:
     """Clamp positions to [lower, upper], velocities to +-velocity limit, efforts to +-effort limit."""
     idx = command.indices
@@ -219,23 +232,27 @@ def validate_trajectory(limits: JointLimits, joint_names, times, positions, velo
                                                 f"got {t.tolist()}")
     if len(positions) != len(t):
         raise CommandRejected("wrong_length", f"{source}: {len(positions)} position list(s) for {len(t)} points")
-    pos = np.empty((len(t), n))
-    for k, p in enumerate(positions):
-        row = _field(p, n, f"point {k} positions", source, names)
-        if row is None:
-            raise CommandRejected("wrong_length", f"{source}: point {k} has no positions (needed for {names})")
-        pos[k] = row
+    pos = _valid_block(positions, len(t), n)
+    if pos is None:                    # a bad point: the per-point checks name it
+        pos = np.empty((len(t), n))
+        for k, p in enumerate(positions):
+            row = _field(p, n, f"point {k} positions", source, names)
+            if row is None:
+                raise CommandRejected("wrong_length", f"{source}: point {k} has no positions (needed for {names})")
+            pos[k] = row
     vel = None
     if velocities is not None and any(len(v) for v in velocities):
         if len(velocities) != len(t):
             raise CommandRejected("wrong_length", f"{source}: {len(velocities)} velocity list(s) for {len(t)} points")
-        vel = np.empty_like(pos)
-        for k, v in enumerate(velocities):
-            row = _field(v, n, f"point {k} velocities", source, names)
-            if row is None:
-                raise CommandRejected("wrong_length",
-                                      f"{source}: velocities given on some points but not on point {k}")
-            vel[k] = row
+        vel = _valid_block(velocities, len(t), n)
+        if vel is None:
+            vel = np.empty_like(pos)
+            for k, v in enumerate(velocities):
+                row = _field(v, n, f"point {k} velocities", source, names)
+                if row is None:
+                    raise CommandRejected("wrong_length",
+                                          f"{source}: velocities given on some points but not on point {k}")
+                vel[k] = row
     if start_time is not None and not np.isfinite(start_time):
         raise CommandRejected("non_finite", f"{source}: non-finite header stamp")
     traj = JointTrajectory(idx, t, pos, vel, start_time, source=source)
