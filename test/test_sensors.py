@@ -290,3 +290,32 @@ def test_joint_contact_wrenches_equal_the_straightforward_sums_bit_for_bit():
             expected[contacts.joint_a[k], 3:] -= torque[k]
         got = joint_contact_wrenches(model, contacts, forces, np.full((nj, 6), np.nan))
         assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("links", [("l1", "ft"), ("palm", "finger1")])
+def test_compiled_reading_equals_the_python_reading_bit_for_bit(tmp_path, links):
+    """The reading in one compiled call (sim/rigid_body_dynamics.cpp) equals ``compute_python`` (Pinocchio's
+    Python calls) bit for bit at random states, accelerations and contact sets of 0 to 24 contacts on every body
+    (the palm merged into the wrist sensor's joint among them, on either side, many at once), at the wrist and at
+    the finger joint, over consecutive readings (the external forces of the last reading cleared)."""
+    model = build_model(tmp_path)
+    pm = model.pin_model
+    sensor = ForceTorqueSensor(model, *links)
+    assert sensor._native is not None
+    geometries = [geometry_index(model, name) for name in ("object", "finger1", "palm")] + [0]
+    rng = np.random.default_rng(12)
+    seen_fixed = 0
+    for _ in range(60):
+        q = pin.randomConfiguration(pm, -np.ones(pm.nq), np.ones(pm.nq))
+        q[:2] = rng.uniform([-1.5, 0.0], [1.5, 0.05])
+        v, a = rng.normal(size=pm.nv), rng.normal(size=pm.nv)
+        n = int(rng.integers(0, 25))
+        ga, gb = rng.choice(geometries, n), rng.choice(geometries, n)
+        points = rng.uniform(-1.0, 1.0, (n, 3))
+        forces = rng.normal(size=(n, 3)) * 10.0 ** rng.integers(-2, 3, (n, 1))
+        contacts = hand_contacts(model, ga, gb, points, forces) if n else None
+        seen_fixed += int(np.sum(ga == geometries[2]) + np.sum(gb == geometries[2]) >= 8)
+        expected = sensor.compute_python(q, v, a, contacts, forces if n else None)
+        got = sensor.compute(q, v, a, contacts, forces if n else None)
+        assert got.tobytes() == expected.tobytes(), (got, expected)
+    assert seen_fixed > 5

@@ -1,9 +1,10 @@
 // The Pinocchio calls of one Simulator step (sim/simulator.py) in three calls from Python, into preallocated
 // numpy buffers: the mass matrix, the nonlinear effects, the gravity force and the position error of the step's
 // start (Simulator._advance), the configuration update q + dt v (pin.integrate), and the kinematics of the new
-// state (Simulator._update_kinematics). The same Pinocchio functions, with the same arguments, in the same order as
-// the Python calls they replace (the reference, used when this module is not built): bit-identical results. What
-// it saves is the Boost.Python argument conversions and the numpy arrays that every pin.* call makes (~1-3 us each).
+// state (Simulator._update_kinematics); and a force/torque sensor's reading (sim/sensors.ForceTorqueSensor) in
+// one call. The same Pinocchio functions and arithmetic, with the same arguments, in the same order as the Python
+// code they replace (the reference, used when this module is not built): bit-identical results. What it saves is
+// the Boost.Python argument conversions and the numpy arrays and Python objects that every pin.* call makes.
 //
 // Built by contact_sim_ros/native_build.py (g++ against the headers and libraries of the pinocchio wheel, at
 // set-up: python -m contact_sim_ros.jit). Units: SI (kg, m, rad, N, N*m, s).
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -24,6 +26,8 @@
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
 #include <pinocchio/algorithm/rnea.hpp>
+
+#include <vector>
 
 namespace bp = boost::python;
 
@@ -137,6 +141,154 @@ class RigidBodyDynamics {
   Eigen::VectorXd step_;  // dt v (rad or m), the tangent step of integrate()
 };
 
+
+// A 6-axis force/torque sensor's reading (sim/sensors.ForceTorqueSensor.compute, whose docstring gives the
+// physics): the robots' model and Data (model/robots_only.py), the sensor's joint there, the joints whose subtrees
+// hang below it on the same body (child_joints, int64), whether the sensor's parent link moves with another joint
+// (moving_joint), the inertia of the links merged into the sensor's joint beyond it, the sensor frame in that
+// joint's frame, robot_joint (int64, per joint of the whole model: its joint in the robots' model, <= 0: none) and
+// fixed_geometry (uint8 per collision geometry of the whole model: on a link merged into the sensor's joint).
+class ForceTorqueReading {
+ public:
+  ForceTorqueReading(bp::object model, bp::object data, int joint, bp::object child_joints, bool moving_joint,
+                     bp::object fixed_inertia, bp::object sensor_in_joint, bp::object robot_joint,
+                     bp::object fixed_geometry)
+      : keep_(bp::make_tuple(model, data)),
+        model_(bp::extract<pinocchio::Model&>(model)),
+        data_(bp::extract<pinocchio::Data&>(data)),
+        joint_(static_cast<std::size_t>(joint)),
+        moving_joint_(moving_joint),
+        fixed_inertia_(bp::extract<pinocchio::Inertia>(fixed_inertia)()),
+        sensor_in_joint_(bp::extract<pinocchio::SE3>(sensor_in_joint)()),
+        fext_(static_cast<std::size_t>(model_.njoints), pinocchio::Force::Zero()) {
+    const std::size_t nc = static_cast<std::size_t>(bp::len(child_joints));
+    const std::int64_t* c = nc ? buffer_of<std::int64_t>(child_joints, nc, "child_joints", false) : nullptr;
+    child_joints_.assign(c, c + nc);
+    const std::size_t nj = static_cast<std::size_t>(bp::len(robot_joint));
+    const std::int64_t* r = buffer_of<std::int64_t>(robot_joint, nj, "robot_joint", false);
+    robot_joint_.assign(r, r + nj);
+    Py_buffer view;
+    if (PyObject_GetBuffer(fixed_geometry.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) bp::throw_error_already_set();
+    const std::uint8_t* g = static_cast<const std::uint8_t*>(view.buf);
+    fixed_geometry_.assign(g, g + view.len);
+    PyBuffer_Release(&view);
+    wrench_.assign(6 * nj, 0.0);
+    touched_.reserve(nj);
+  }
+
+  // The reading (fx, fy, fz, tx, ty, tz; N, N*m, sensor frame) into `out` (6,) at the robots' (q, v, a) with the
+  // last step's n contacts: joint_a, joint_b, geometry_a, geometry_b (int64, n), point (n, 3, m, world) and the
+  // world forces on B (n, 3, N); n = 0: no contact.
+  void read(bp::object q, bp::object v, bp::object a, int n_contacts, bp::object joint_a, bp::object joint_b,
+            bp::object geometry_a, bp::object geometry_b, bp::object point, bp::object forces, bp::object out) {
+    const std::size_t nq = static_cast<std::size_t>(model_.nq), nv = static_cast<std::size_t>(model_.nv);
+    const ConstVector qm(buffer_of<double>(q, nq, "q", false), nq);
+    const ConstVector vm(buffer_of<double>(v, nv, "v", false), nv);
+    const ConstVector am(buffer_of<double>(a, nv, "a", false), nv);
+    double* reading = buffer_of<double>(out, 6, "out");
+    const std::size_t n = static_cast<std::size_t>(n_contacts > 0 ? n_contacts : 0);
+    pinocchio::forwardKinematics(model_, data_, qm);
+    for (const std::size_t j : touched_) fext_[j] = pinocchio::Force::Zero();
+    touched_.clear();
+    const std::int64_t *ja = nullptr, *jb = nullptr, *ga = nullptr, *gb = nullptr;
+    const double *p = nullptr, *f = nullptr;
+    if (n > 0) {
+      ja = buffer_of<std::int64_t>(joint_a, n, "joint_a", false);
+      jb = buffer_of<std::int64_t>(joint_b, n, "joint_b", false);
+      ga = buffer_of<std::int64_t>(geometry_a, n, "geometry_a", false);
+      gb = buffer_of<std::int64_t>(geometry_b, n, "geometry_b", false);
+      p = buffer_of<double>(point, 3 * n, "point", false);
+      f = buffer_of<double>(forces, 3 * n, "forces", false);
+      const std::size_t nj = robot_joint_.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        if (ja[i] < 0 || jb[i] < 0 || static_cast<std::size_t>(ja[i]) >= nj || static_cast<std::size_t>(jb[i]) >= nj ||
+            ga[i] < 0 || gb[i] < 0 || static_cast<std::size_t>(ga[i]) >= fixed_geometry_.size() ||
+            static_cast<std::size_t>(gb[i]) >= fixed_geometry_.size()) {
+          throw std::out_of_range("ForceTorqueReading: a contact's joint or geometry index is out of range");
+        }
+      }
+      // sensors.joint_contact_wrenches: per joint of the whole model [f, p x f] summed, B's contacts (+) then A's
+      // (-) in contact order (np.add.at), about the world origin
+      std::fill(wrench_.begin(), wrench_.end(), 0.0);
+      for (int side = 0; side < 2; ++side) {
+        const std::int64_t* joint = side == 0 ? jb : ja;
+        for (std::size_t i = 0; i < n; ++i) {
+          const double* pi = p + 3 * i;
+          const double* fi = f + 3 * i;
+          double fw[6] = {fi[0], fi[1], fi[2], pi[1] * fi[2] - pi[2] * fi[1], pi[2] * fi[0] - pi[0] * fi[2],
+                          pi[0] * fi[1] - pi[1] * fi[0]};
+          double* w = wrench_.data() + 6 * static_cast<std::size_t>(joint[i]);
+          for (int k = 0; k < 6; ++k) w[k] += side == 0 ? fw[k] : -fw[k];
+        }
+      }
+      // world wrench about the origin -> the joint-local external force of each robot joint in contact
+      for (std::size_t i = 0; i < 2 * n; ++i) {
+        const std::size_t j = static_cast<std::size_t>(i < n ? ja[i] : jb[i - n]);
+        const std::int64_t jr = robot_joint_[j];
+        if (jr <= 0) continue;
+        const std::size_t r = static_cast<std::size_t>(jr);
+        if (std::find(touched_.begin(), touched_.end(), r) != touched_.end()) continue;
+        const double* w = wrench_.data() + 6 * j;
+        const pinocchio::Force world(Eigen::Vector3d(w[0], w[1], w[2]), Eigen::Vector3d(w[3], w[4], w[5]));
+        fext_[r] = data_.oMi[r].actInv(world);
+        touched_.push_back(r);
+      }
+    }
+    pinocchio::rnea(model_, data_, qm, vm, am, fext_);
+    pinocchio::Force f_sub;
+    if (moving_joint_) {
+      f_sub = data_.f[joint_];
+    } else {
+      const pinocchio::Motion& vj = data_.v[joint_];
+      const pinocchio::Motion& agf = data_.a_gf[joint_];
+      const pinocchio::Force inertial = fixed_inertia_ * agf;
+      f_sub = inertial + vj.cross(fixed_inertia_ * vj);
+      for (const std::int64_t c : child_joints_) {
+        f_sub = f_sub + data_.liMi[static_cast<std::size_t>(c)].act(data_.f[static_cast<std::size_t>(c)]);
+      }
+      // contacts on the links merged into the sensor's joint beyond it (their force does not reach data.f)
+      bool fixed = false;
+      for (std::size_t i = 0; i < n && !fixed; ++i) fixed = fixed_geometry_[gb[i]] || fixed_geometry_[ga[i]];
+      if (fixed) {
+        double sums[2][6] = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};   // [B, A] x [force, p x f]
+        bool first[2] = {true, true};
+        for (int side = 0; side < 2; ++side) {
+          const std::int64_t* geometry = side == 0 ? gb : ga;
+          for (std::size_t i = 0; i < n; ++i) {
+            if (!fixed_geometry_[geometry[i]]) continue;
+            const double* pi = p + 3 * i;
+            const double* fi = f + 3 * i;
+            const double row[6] = {fi[0], fi[1], fi[2], pi[1] * fi[2] - pi[2] * fi[1], pi[2] * fi[0] - pi[0] * fi[2],
+                                   pi[0] * fi[1] - pi[1] * fi[0]};
+            for (int k = 0; k < 6; ++k) sums[side][k] = first[side] ? row[k] : sums[side][k] + row[k];
+            first[side] = false;
+          }
+        }
+        const pinocchio::Force on_fixed(
+            Eigen::Vector3d(sums[0][0] - sums[1][0], sums[0][1] - sums[1][1], sums[0][2] - sums[1][2]),
+            Eigen::Vector3d(sums[0][3] - sums[1][3], sums[0][4] - sums[1][4], sums[0][5] - sums[1][5]));
+        f_sub = f_sub - data_.oMi[joint_].actInv(on_fixed);
+      }
+    }
+    const pinocchio::Force sensor = sensor_in_joint_.actInv(f_sub);
+    for (int k = 0; k < 6; ++k) reading[k] = -sensor.toVector()[k];
+  }
+
+ private:
+  bp::object keep_;
+  pinocchio::Model& model_;
+  pinocchio::Data& data_;
+  std::size_t joint_;
+  bool moving_joint_;
+  pinocchio::Inertia fixed_inertia_;
+  pinocchio::SE3 sensor_in_joint_;
+  std::vector<std::int64_t> child_joints_, robot_joint_;
+  std::vector<std::uint8_t> fixed_geometry_;
+  std::vector<double> wrench_;                       // (njoints of the whole model, 6)
+  std::vector<pinocchio::Force> fext_;                 // per robot joint, joint frame (pin.rnea's fext)
+  std::vector<std::size_t> touched_;                 // robot joints given an external force by the last read
+};
+
 BOOST_PYTHON_MODULE(_rigid_body_dynamics) {
   bp::class_<RigidBodyDynamics, boost::noncopyable>(
       "RigidBodyDynamics", bp::init<bp::object, bp::object, bp::object, bp::object, bp::object>())
@@ -144,4 +296,8 @@ BOOST_PYTHON_MODULE(_rigid_body_dynamics) {
       .def("integrate", &RigidBodyDynamics::integrate)
       .def("kinematics", &RigidBodyDynamics::kinematics)
       .def("joint_gravity", &RigidBodyDynamics::joint_gravity);
+  bp::class_<ForceTorqueReading, boost::noncopyable>(
+      "ForceTorqueReading", bp::init<bp::object, bp::object, int, bp::object, bool, bp::object, bp::object,
+                                     bp::object, bp::object>())
+      .def("read", &ForceTorqueReading::read);
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from .. import native_build
 from ..errors import ConfigError, unknown_choice
 from ..model.multibody_model import parent_link_frame
 from ..model.robots_only import RobotsOnly, robots_only
@@ -228,10 +229,33 @@ class ForceTorqueSensor:
         self._touched: list[int] = []
         self._robot_joint = [int(j) for j in joint_of]     # joint_of as Python ints (read per contact joint)
         self._fixed_geometry_ids = frozenset(np.flatnonzero(self.fixed_geometry).tolist())   # (a cheap test first)
+        # the same reading in one compiled call (sim/rigid_body_dynamics.cpp, when built; compute_python below
+        # is its reference)
+        module = native_build.RIGID_BODY.load()
+        self._native = None if module is None else module.ForceTorqueReading(
+            rm, self.data, self._joint, np.array(self._child_joints, dtype=np.int64), bool(self.moving_joint),
+            self.fixed_inertia, self.sensor_in_joint, np.asarray(joint_of, dtype=np.int64),
+            self.fixed_geometry.astype(np.uint8))
+        self._no_index = np.zeros(0, dtype=np.int64)
+        self._no_rows = np.zeros((0, 3))
 
     def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
         """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
         acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame)."""
+        if self._native is None:
+            return self.compute_python(q, v, a, contacts, forces)
+        robots = self.robots
+        out = np.empty(6)
+        if contacts is not None and contacts.size > 0:
+            self._native.read(robots.q(q), robots.v(v), robots.v(a), contacts.size, contacts.joint_a,
+                              contacts.joint_b, contacts.geometry_a, contacts.geometry_b, contacts.point, forces, out)
+        else:
+            i0, r0 = self._no_index, self._no_rows
+            self._native.read(robots.q(q), robots.v(v), robots.v(a), 0, i0, i0, i0, i0, r0, r0, out)
+        return out
+
+    def compute_python(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
+        """``compute`` with Pinocchio's Python calls (the reference of the compiled reading)."""
         robots = self.robots
         rm = robots.model
         d = self.data
