@@ -67,7 +67,8 @@ def held(request, ros, start_node):
     # the latched static transforms (published once at start-up) reach a subscriber that existed before the node
     wait_until(lambda: topics["tf_static"], 10, what="the latched /tf_static message")
     time.sleep(0.2)
-    return engine, topics
+    yield engine, topics
+    proc.stop()     # before the other engine's node starts: this one steps as fast as it can (real_time_factor 0)
 
 
 def frame_tf(topics, frame):
