@@ -1,8 +1,9 @@
 """Fixtures for ROS integration tests with real nodes over real DDS.
 
 * The ROS domain is isolated per test session: ROS_DOMAIN_ID is chosen from the process id (1..100) unless
-  CONTACT_SIM_TEST_DOMAIN_ID is set, and discovery stays on this host, so concurrent test runs of other
-  engineers (or CI jobs) on the same machine do not hear each other.
+  CONTACT_SIM_TEST_DOMAIN_ID is set (under pytest-xdist: one domain per worker, consecutive), and discovery
+  stays on this host, so concurrent test runs of other engineers (or CI jobs) on the same machine do not hear
+  each other.
 * ``start_node(...)`` starts the simulation node in a subprocess (the console entry point, as a user would) and
   stops it with SIGINT at the end of the test that started it (started by a module-scoped fixture: of the
   module).
@@ -15,7 +16,13 @@ from __future__ import annotations
 import os
 import pytest
 
-_DOMAIN = os.environ.get("CONTACT_SIM_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)
+# pytest-xdist workers (PYTEST_XDIST_WORKER gw0, gw1, ...): consecutive domains from the controlling process's id,
+# so that the workers of one run never share one
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_BASE = int(os.environ.get("CONTACT_SIM_TEST_DOMAIN_ID") or 0) - 1
+if _BASE < 0:
+    _BASE = os.getppid() if "PYTEST_XDIST_WORKER" in os.environ else os.getpid()
+_DOMAIN = str(1 + (_BASE + _WORKER) % 100)
 os.environ["ROS_DOMAIN_ID"] = _DOMAIN
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.pop("ROS_LOCALHOST_ONLY", None)
