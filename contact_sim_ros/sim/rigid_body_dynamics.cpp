@@ -57,6 +57,16 @@ T* buffer_of(const bp::object& array, std::size_t count, const char* name, bool 
   return data;
 }
 
+// A contact's wrench about the world origin, [f, p x f] (N, N*m), with p x f as sensors.cross_rows computes it.
+void contact_wrench(const double* p, const double* f, double* out) {
+  out[0] = f[0];
+  out[1] = f[1];
+  out[2] = f[2];
+  out[3] = p[1] * f[2] - p[2] * f[1];
+  out[4] = p[2] * f[0] - p[0] * f[2];
+  out[5] = p[0] * f[1] - p[1] * f[0];
+}
+
 using Vector = Eigen::Map<Eigen::VectorXd>;
 using ConstVector = Eigen::Map<const Eigen::VectorXd>;
 using RowMajorMatrix = Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
@@ -213,10 +223,8 @@ class ForceTorqueReading {
       for (int side = 0; side < 2; ++side) {
         const std::int64_t* joint = side == 0 ? jb : ja;
         for (std::size_t i = 0; i < n; ++i) {
-          const double* pi = p + 3 * i;
-          const double* fi = f + 3 * i;
-          double fw[6] = {fi[0], fi[1], fi[2], pi[1] * fi[2] - pi[2] * fi[1], pi[2] * fi[0] - pi[0] * fi[2],
-                          pi[0] * fi[1] - pi[1] * fi[0]};
+          double fw[6];
+          contact_wrench(p + 3 * i, f + 3 * i, fw);
           double* w = wrench_.data() + 6 * static_cast<std::size_t>(joint[i]);
           for (int k = 0; k < 6; ++k) w[k] += side == 0 ? fw[k] : -fw[k];
         }
@@ -256,10 +264,8 @@ class ForceTorqueReading {
           const std::int64_t* geometry = side == 0 ? gb : ga;
           for (std::size_t i = 0; i < n; ++i) {
             if (!fixed_geometry_[geometry[i]]) continue;
-            const double* pi = p + 3 * i;
-            const double* fi = f + 3 * i;
-            const double row[6] = {fi[0], fi[1], fi[2], pi[1] * fi[2] - pi[2] * fi[1], pi[2] * fi[0] - pi[0] * fi[2],
-                                   pi[0] * fi[1] - pi[1] * fi[0]};
+            double row[6];
+            contact_wrench(p + 3 * i, f + 3 * i, row);
             for (int k = 0; k < 6; ++k) sums[side][k] = first[side] ? row[k] : sums[side][k] + row[k];
             first[side] = false;
           }
