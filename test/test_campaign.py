@@ -4,11 +4,13 @@ and the report (Wilson intervals, failure modes, engine agreement, plots). Real 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import socket
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -141,7 +143,11 @@ def test_local_campaign_streams_resumes_and_reports(tmp_path):
     assert s2["done_before"] == 4 and s2["run"] == 2
     rows = read_results(out).to_pylist()
     assert sorted(r["trial"] for r in rows) == list(range(6))
-    alone = run_trial(spec, rows[0]["trial"], "tamsi")
+    # the rerun of a trial alone (`--trial K`) runs in a process of its own, as the user's does: in THIS process
+    # earlier tests' simulations of other robots can move coal's contact results by ~1e-15 m (known defect: seen
+    # after a UR5 mesh-ground contact query, docs/scenarios.md), which a trial's row amplifies to ~1e-12
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
+        alone = fresh.submit(run_trial, spec, rows[0]["trial"], "tamsi").result(timeout=240)
     assert alone["success"] == rows[0]["success"] and alone.get("n.held_load_N") == rows[0].get("n.held_load_N")
     text = report(out)
     assert "Wilson 95 %" in text and "| tamsi | 6 |" in text
