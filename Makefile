@@ -12,6 +12,10 @@ SCENE    ?= scenes/default.yaml
 TIMEOUT  ?= 300
 FULL     ?=
 PYTEST_ARGS ?=
+# test files run on JOBS pytest-xdist workers (a file's tests stay on one worker: its module fixtures, its nodes);
+# JOBS=0 runs them in this process, in order
+JOBS     ?= 2
+XDIST    := $(if $(filter 0,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadfile)
 MARK     := $(if $(filter 1 yes true,$(FULL)),,-m "not slow")
 
 .PHONY: help venv demo demo-headless test bench clean
@@ -19,7 +23,7 @@ MARK     := $(if $(filter 1 yes true,$(FULL)),,-m "not slow")
 help:
 	@echo "make demo    the simulation node + scenario $(SCENARIO) over ROS 2 (ENGINE=$(ENGINE)); progress, real-time factor, verdict"
 	@echo "make demo-headless  run $(SCENE) headless through the Python API (no ROS)"
-	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; FULL=1 adds slow tests)"
+	@echo "make test    run the test suite (pytest on $(JOBS) workers, $(TIMEOUT) s per-test limit; FULL=1 adds slow tests)"
 	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area, BENCH_ARGS=... passed on)"
 	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
 	@echo "make clean   remove .venv/ and build outputs"
@@ -40,7 +44,7 @@ demo-headless:
 	$(RUN) contact-sim run $(SCENE) --engine $(ENGINE)
 
 test:
-	$(RUN) --isolated python -m pytest test -q --timeout=$(TIMEOUT) $(MARK) $(PYTEST_ARGS)
+	$(RUN) --isolated python -m pytest test -q --timeout=$(TIMEOUT) $(XDIST) $(MARK) $(PYTEST_ARGS)
 
 # Convention: benchmarks/<area>/run.py runs that area's benchmarks in one command, prints a table and saves
 # its PNG plots (matplotlib Agg backend).
