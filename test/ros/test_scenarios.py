@@ -4,11 +4,9 @@ Durations are shortened (0.5 s keyframe moves, 2 shake cycles at 2 Hz, 2 ms time
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -200,12 +198,7 @@ def test_in_process_run_reaches_the_ros_run_verdict_and_numbers(full_run):
     stepping loop, no DDS) reaches the ROS run's verdict with the same numbers: the lock-step ROS run is
     deterministic, so the logged joint trajectories agree to the last bit (tolerance: 1e-9 rad)."""
     ros_run = full_run
-    # in a process of its own, as the ROS run's node: in pytest's process earlier tests' simulations of other scenes
-    # can move coal's contacts in the last digits (the known defect of docs/scenarios.md, test_campaign), which
-    # this grasp amplified to 7e-6 rad in one make test run
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
-        r = fresh.submit(run_scenario, "pick_shake_place", ros_run.engine, params=FAST,
-                         transport="inprocess").result(timeout=600)
+    r = run_scenario("pick_shake_place", ros_run.engine, params=FAST, transport="inprocess")
     assert r.success == ros_run.success and r.reason == ros_run.reason, explain(r)
     for key, value in ros_run.numbers.items():
         if key in ("wall_time_s", "real_time_factor"):
