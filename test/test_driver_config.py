@@ -38,6 +38,7 @@ from contact_sim_ros.driver.robot import prefixed_controllers
 from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.sim.simulator import Simulator
+from vendor_files import vendor_path
 
 DT = 1e-3
 
@@ -572,7 +573,7 @@ def test_relative_keys_are_read_in_a_namespace_with_a_note(tmp_path):
 
 # ------------------------------------------------------------------------------------------ the LBR stack
 
-LBR_FILE = Path(__file__).resolve().parent / "data" / "vendor" / "lbr_controllers.yaml"
+LBR_FILE = ("ros2_control_files", "lbr_controllers.lbr_fri_ros2_stack.yaml")    # vendor_files.vendor_path
 LBR_JOINTS = [f"lbr_A{i}" for i in range(1, 8)]
 
 
@@ -591,7 +592,8 @@ def test_lbr_stacks_own_file_with_its_mock_launch_spawns_runs_a_trajectory(tmp_p
     sim = Simulator({"robot": {"urdf": str(urdf), "gains": gains}}, engine="semi_implicit", time_step=DT)
     system = SimulatorSystem(sim)
     reports = Reports()
-    cm = ControllerManager(system, read_controllers_file(LBR_FILE, namespace="/lbr"), [], transport=reports,
+    lbr_file = read_controllers_file(vendor_path(*LBR_FILE), namespace="/lbr")
+    cm = ControllerManager(system, lbr_file, [], transport=reports,
                            limits=JointLimits.from_model(sim.model), engine=sim.engine,
                            active=["joint_state_broadcaster", "joint_trajectory_controller"])
     w = SimpleNamespace(sim=sim, cm=cm, loop=SteppingLoop(system, cm, real_time_factor=0.0), reports=reports)
