@@ -117,7 +117,7 @@ class _ReferenceWrite:
         all_pos = bool(pos.all()) and self.was_all_pos
         was_ramping = self.ramping
         if snapped:
-            self.q_sent[snap] = position[snap]
+            self.q_sent[snap] = measured[snap]      # a held joint starts from its measured position (issue 44)
             self.v_sent[snap] = 0.0
             snap[:] = False
         if not all_pos:

@@ -367,6 +367,40 @@ def test_gripper_refuses_bad_goals(urdf, position, max_effort):
         w.gripper.goal(position, max_effort)
 
 
+def _finger_speed_of_a_goal(w, position, steps=600):
+    """The largest |v| (m/s) of the finger over ``steps`` steps of a GripperCommand goal submitted now."""
+    g = w.gripper.goal(position, 0.0)
+    w.gripper.submit(g)
+    i = w.sim.model.joint_v_index[w.sim.model.joint_names.index("finger_joint")]
+    speed = 0.0
+    for _ in range(steps):
+        report = w.loop.step_now()
+        assert report.ok, report.message
+        speed = max(speed, abs(float(w.sim.v[i])))
+    return speed
+
+
+@pytest.mark.parametrize("when", ["t = 0", "t > 0", "after a reset"])
+def test_a_gripper_goal_moves_the_finger_within_its_velocity_limit_at_any_time(urdf, when):
+    """Issue 44 (finding 2): a goal at t = 0 (a paused start) or after a reset jumped the finger's target at once
+    (0.67 m/s against the URDF's 0.2 m/s here): both hold every joint, and the hold's start of the rate limit took
+    the goal's target written after it in the same cycle. Now it moves on the rate-limit profile whenever it comes
+    (95 % of the limit, the PD's overshoot a few %)."""
+    w = make_world(urdf, gripper_params={"allow_stalling": True})
+    limit = float(w.sim.model.velocity_limit[w.sim.model.joint_names.index("finger_joint")])
+    assert limit == 0.2
+    if when != "t = 0":
+        for _ in range(10):
+            w.loop.step_now()
+        assert _finger_speed_of_a_goal(w, 0.01, steps=300) <= limit
+    if when == "after a reset":
+        w.system.reset()             # as the loop's ~/reset does between two steps (SteppingLoop._do_reset)
+        w.cm.reset()
+        assert w.sim.t == 0.0
+    speed = _finger_speed_of_a_goal(w, 0.03)
+    assert 0.5 * limit < speed <= limit
+
+
 # ------------------------------------------------------------------------------------------ switching
 
 

@@ -167,10 +167,13 @@ def _limit_rates(mode, commands, flags, q, q_index, rows, masks, status, snapped
     all_pos = every and status[WAS_ALL_POS] != 0
     was_ramping = status[RAMPING] != 0
     if snapped:
+        # a held joint starts from where it was held: its measured position (every hold is at the measured
+        # position of its cycle); the command may already be a newer target written after the hold in the same
+        # cycle (a gripper goal at t = 0 or after a reset, both of which hold every joint), reached on the profile
         snap = flags[SNAP]
         for i in range(n):
             if snap[i]:
-                q_sent[i] = position_cmd[i]
+                q_sent[i] = q[q_index[i]]
                 v_sent[i] = 0.0
             snap[i] = False
     if not all_pos:
