@@ -8,9 +8,11 @@ holder's record (JSON: node, robot, engine, pid) so that the refused node can na
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import time
 import urllib.parse
@@ -38,19 +40,41 @@ class NamespaceClaim:
     @classmethod
     def take(cls, namespace: str, record: dict) -> NamespaceClaim | None:
         """The claim on ``namespace`` with ``record`` written into it; ConfigError naming the holder if another
-        process on this host holds it; None (no claim, the graph look alone decides) if the lock directory
-        cannot be written."""
+        process on this host holds it, or naming the path if the lock file or its folder is not one this user
+        made (a symbolic link, a hard link, not a regular file, another owner: never followed nor written); None
+        (no claim, the graph look alone decides) if the lock directory cannot be written."""
         path = claim_path(namespace)
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError:
             return None
+        for folder in (path.parent.parent, path.parent):
+            _check_own(folder, stat.S_ISDIR, "a folder")
+        try:
+            # O_NOFOLLOW: a symbolic link in its place is refused (ELOOP), not followed: the record would
+            # overwrite the file it points to; O_NONBLOCK: a FIFO in its place does not block the open
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                         0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                _check_own(path, stat.S_ISREG, "a regular file")      # raises, naming the link and its target
+            return None
+        try:
+            _check_own(path, stat.S_ISREG, "a regular file", os.fstat(fd))
+        except ConfigError:
+            os.close(fd)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_record(fd)
+            pid = _lock_holder_pid(os.fstat(fd))
             os.close(fd)
+            if not holder.get("node"):        # not a simulation node's lock: say who holds it and where
+                raise ConfigError(f"the namespace lock {path} of namespace {namespace!r} is held by "
+                                  + _describe_process(pid) + ", which is not a simulation node (the file holds no "
+                                  "simulation node's record); stop that process or start this node with another "
+                                  "--namespace")
             raise ConfigError(f"another simulation node already runs in namespace {namespace!r}: "
                               + describe_holder(holder) + "; stop it or start this one with another --namespace")
         os.ftruncate(fd, 0)
@@ -73,7 +97,8 @@ def _read_record(fd: int) -> dict:
         os.lseek(fd, 0, os.SEEK_SET)
         raw = os.read(fd, 65536)
         try:
-            return json.loads(raw)
+            record = json.loads(raw)
+            return record if isinstance(record, dict) else {}
         except ValueError:
             if time.monotonic() > end:
                 return {}
@@ -85,3 +110,52 @@ def describe_holder(record: dict) -> str:
     what = ", ".join(f"{k} {record[k]!r}" for k in ("robot", "engine") if record.get(k))
     text = record.get("node", "a simulation node") + (f" ({what})" if what else "")
     return text + (f", process {record['pid']} on this host" if record.get("pid") else " on this host")
+
+
+def _check_own(path: Path, is_kind, kind: str, st: os.stat_result | None = None) -> None:
+    """ConfigError naming ``path`` unless it is ``kind`` (``is_kind`` of its mode), owned by this user, not a
+    symbolic link and (a file) not a hard link of another file: the claim writes into it."""
+    st = os.lstat(path) if st is None else st
+    problem = None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        problem = f"is a symbolic link (to {target}); it is not followed"
+    elif not is_kind(st.st_mode):
+        problem = f"is not {kind}"
+    elif st.st_uid != os.getuid():
+        problem = f"belongs to user id {st.st_uid}, not to this user ({os.getuid()})"
+    elif kind == "a regular file" and st.st_nlink > 1:
+        problem = f"has {st.st_nlink} hard links (another file shares its content); it is not written"
+    if problem is not None:
+        raise ConfigError(f"the namespace lock {'folder' if kind == 'a folder' else 'file'} {path} {problem}: "
+                          f"remove it (the node makes it anew) or start this node with another --namespace")
+
+
+def _lock_holder_pid(st: os.stat_result) -> int | None:
+    """The process holding a flock on the file ``st`` (the kernel's /proc/locks), or None if not found."""
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                fields = line.split()
+                # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:567 0 EOF" (a waiting request has "->" after the number)
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == dev:
+                    return int(fields[4])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _describe_process(pid: int | None) -> str:
+    """``process 1234 (python3 holder.py)``, or ``a process of unknown id``."""
+    if pid is None:
+        return "a process of unknown id"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = ""
+    return f"process {pid}" + (f" ({command[:200]})" if command else "")
