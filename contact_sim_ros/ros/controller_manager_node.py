@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.exceptions import ParameterException
+from rclpy.exceptions import InvalidNodeNameException, ParameterException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.validate_node_name import validate_node_name
 
 from ..driver.config import ControllersFile, ControllerSpec
 from ..driver.controller_manager import CONTROLLER_TYPES, controller_parameters_from_files
@@ -53,6 +54,18 @@ def _node_options(sim_node) -> dict:
     # the process's global ROS arguments are not applied: the simulation node's parameter files (under /**) are
     # not this node's, and a '-r __ns:=...' remap would replace the robot's namespace (already resolved)
     return dict(context=sim_node.context, use_global_arguments=False)
+
+
+def check_controller_name(name: str, namespace: str) -> None:
+    """ContactSimError naming the rule when ``name`` cannot be a controller's: every loaded controller has a node
+    ``<namespace>/<name>`` (as in ros2_control), so the name must be a valid ROS node name (rcl's rules:
+    alphanumerics and '_', not starting with a digit, at most 255 characters; no '/', '-' or '.')."""
+    try:
+        validate_node_name(name)
+    except InvalidNodeNameException as exc:
+        rule = str(exc).splitlines()[0].removeprefix("Invalid node name: ")
+        raise ContactSimError(f"not a valid controller name: its node '{namespace.rstrip('/')}/{name}' would "
+                              f"have an invalid ROS node name ({rule}); nothing loaded") from None
 
 
 class ControllerNode(Node):
@@ -251,14 +264,21 @@ class ControllerManagerNode(Node):
         name = request.name
         log = self.get_logger()
         try:
+            check_controller_name(name, self.get_namespace())
             spec = self.spec(name)
             c = self.between_steps(lambda: self.cm.load(spec))   # its publish hook: the loop collects it
         except ContactSimError as exc:
             log.error(f"load_controller '{name}': {exc}")
             response.ok = False
             return response
-        self._declare_type(name, c.type)
-        node = ControllerNode(self.sim_node, self.get_namespace(), c)
+        try:
+            self._declare_type(name, c.type)
+            node = ControllerNode(self.sim_node, self.get_namespace(), c)
+        except Exception as exc:   # noqa: BLE001 - not loaded after all: answered, logged, nothing left behind
+            self.between_steps(lambda: self.cm.unload(name))
+            log.error(f"load_controller '{name}': not loaded: its node could not be made: {exc!r}")
+            response.ok = False
+            return response
         self.controller_nodes[name] = node
         if self.executor is not None:
             self.executor.add_node(node)

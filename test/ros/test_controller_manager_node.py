@@ -153,6 +153,25 @@ def test_load_of_an_unknown_type_or_bad_parameters_is_refused_and_nothing_is_loa
     assert listed.state == "inactive" and listed.required_command_interfaces == [f"{j}/velocity" for j in IIWA]
 
 
+@pytest.mark.parametrize("name", ["arm-2", "a/b", "2arm"])
+def test_load_of_a_name_that_is_not_a_ros_node_name_is_answered_refused_and_loads_nothing(ros, node, tmp_path, name):
+    """Issue 44 (finding 6): every loaded controller has a node of its own, so its name must be a valid ROS node
+    name. 'arm-2' and 'a/b' were loaded into the controller manager and then its node could not be made: no
+    answer (the callback raised), and 'a/b' stayed loaded without its node. Now refused with the rule, logged."""
+    proc, _ = node
+    params = tmp_path / "odd.yaml"
+    params.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"joints": IIWA}}}))
+    assert all(r.successful for r in set_params(ros, CM, **{f"{name}.type": POSITION,
+                                                             f"{name}.params_file": str(params)}))
+    before = len(proc.output())
+    assert not call(ros, LoadController, "load_controller", name)
+    assert name not in controllers(ros)
+    wait_until(lambda: f"load_controller '{name}': not a valid controller name: its node '{NS}/{name}' would "
+                       f"have an invalid ROS node name" in proc.output()[before:], 30,
+               what="the reason in the node's log")
+    assert "Traceback" not in proc.output()[before:]
+
+
 def test_list_hardware_components_names_the_simulated_system_with_its_interfaces(ros, node):
     res = ros.call(ListHardwareComponents, f"{CM}/list_hardware_components", ListHardwareComponents.Request())
     assert len(res.component) == 1
