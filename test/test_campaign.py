@@ -139,8 +139,16 @@ def test_local_campaign_streams_resumes_and_reports(tmp_path):
     out = tmp_path / "out"
     s1 = run_campaign(spec, out, workers=2, trials=4, progress=False)
     assert s1["run"] == 4 and finished_trials(out) == {(k, "tamsi") for k in range(4)}
+    copy = (out / "campaign.yaml").read_text()
+    (tmp_path / "seed4").mkdir()       # issue 44 item 2: the same campaign with another seed is refused
+    path4 = campaign_file(tmp_path / "seed4", trials=6)
+    path4.write_text(path4.read_text().replace("seed: 3", "seed: 4"))
+    with pytest.raises(ConfigError, match="another campaign \\(differs in seed, campaign_file_sha256: seed: 3 there, "
+                                          "4 here"):
+        run_campaign(load_campaign(path4), out, workers=2, progress=False)
+    assert (out / "campaign.yaml").read_text() == copy and len(finished_trials(out)) == 4     # nothing touched
     s2 = run_campaign(spec, out, workers=2, progress=False)
-    assert s2["done_before"] == 4 and s2["run"] == 2
+    assert s2["done_before"] == 4 and s2["run"] == 2, s2
     rows = read_results(out).to_pylist()
     assert sorted(r["trial"] for r in rows) == list(range(6))
     # the rerun of a trial alone (`--trial K`) runs in a process of its own, as the user's does: in THIS process
@@ -359,7 +367,7 @@ def test_parts_are_checked_when_written_and_when_read_back(tmp_path):
     refused at the read (naming the part); resuming into another campaign's directory is refused."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from contact_sim_ros.scenarios.results import PartWriter, read_results
+    from contact_sim_ros.scenarios.results import PartWriter, read_results, write_fingerprint
     spec = load_campaign(campaign_file(tmp_path))
     row = {"trial": 0, "engine": "tamsi", "seed": 3, "success": True, "failure_mode": "", "phase": "done",
            "reason": "ok", "solver_failures": 0, "wall_time_s": 1.0, "sim_time_s": 2.0, "cpu_time_s": 1.0,
@@ -373,11 +381,18 @@ def test_parts_are_checked_when_written_and_when_read_back(tmp_path):
     w.rows = [{**row, "grip": 3.0}]
     with pytest.raises(ValueError, match="'grip' is not in the campaign's schema"):
         w.flush()
+    w.rows = [{**row, "n.grip_colour": 3.0}]
+    with pytest.raises(ValueError, match="trial 0 \\(tamsi\\): column 'n.grip_colour' is not in the campaign's "
+                                         "schema, fixed before its first part \\(a number its controller does not"):
+        w.flush()
     w.rows = [row]
     w.flush()
     assert read_results(out).to_pylist()[0]["n.held_load_N"] == 4.9
+    write_fingerprint(out, spec.fingerprint())
     other = load_campaign(campaign_file(tmp_path, extra="  object.bottle.y: {uniform: [-0.01, 0.01]}"))
-    with pytest.raises(ConfigError, match="holds results of a campaign with other parameters"):
+    with pytest.raises(ConfigError, match="another campaign \\(differs in distributions.object.bottle.y, columns, "
+                                          "campaign_file_sha256: .* columns: \\[\\] only there, \\[\\[\"p.object.bottle.y\", "
+                                          "\"double\"\\]\\] only here"):
         run_campaign(other, out, workers=1, trials=1, progress=False)
     w2 = PartWriter(out, other.schema())
     w2.add({**row, "trial": 1, "p.object.bottle.y": 0.0})
@@ -385,10 +400,13 @@ def test_parts_are_checked_when_written_and_when_read_back(tmp_path):
     with pytest.raises(ConfigError, match="part-000001.parquet: written by a campaign with other columns"):
         read_results(out)
     (out / "results" / "part-000001.parquet").unlink()
-    bad = pa.Table.from_pylist([{**row, "n.held_load_N": "4.9"}]).replace_schema_metadata(
+    schema = spec.schema()
+    text_load = schema.set(schema.get_field_index("n.held_load_N"), pa.field("n.held_load_N", pa.string()))
+    bad = pa.Table.from_pylist([{**row, "n.held_load_N": "4.9"}], schema=text_load).replace_schema_metadata(
         pq.read_schema(out / "results" / "part-000000.parquet").metadata)
     pq.write_table(bad, out / "results" / "part-000002.parquet")
-    with pytest.raises(ConfigError, match="part-000002.parquet: column 'n.held_load_N' .* is not a column"):
+    with pytest.raises(ConfigError, match="part-000002.parquet: column 'n.held_load_N' is string, the campaign's "
+                                          "schema says double"):
         read_results(out)
 
 
@@ -488,3 +506,189 @@ def test_close_phase_says_which_side_of_the_command_the_grip_force_is(monkeypatc
     assert c.tick(int(2.02e9), {"js": js})
     assert not c.verdict.success and f"grasp: grip force {word}" in c.verdict.reason, c.verdict.reason
     assert c.numbers["close_grip_force_N"] == measured
+
+
+# ------------------------------------------------ one schema before the first part, any reader (issue 44 item 1)
+
+def _arrow_rows(table):
+    return table.column_names, table.to_pylist()
+
+
+def parquet_readers():
+    """(name, read(results folder) -> (column names, rows as dicts)) of every Parquet reader installed: pyarrow
+    always (requirements.txt); pandas, polars and DuckDB when they are importable."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    readers = [("pyarrow.parquet.read_table", lambda d: _arrow_rows(pq.read_table(d))),
+               ("pyarrow.parquet.ParquetDataset", lambda d: _arrow_rows(pq.ParquetDataset(d).read())),
+               ("pyarrow.dataset", lambda d: _arrow_rows(ds.dataset(d, format="parquet").to_table()))]
+    try:
+        import pandas as pd
+    except ImportError:
+        pass
+    else:
+        readers.append(("pandas.read_parquet", lambda d: (lambda df: (list(df.columns), df.to_dict("records")))(
+            pd.read_parquet(d))))
+    try:
+        import polars as pl
+    except ImportError:
+        pass
+    else:
+        readers.append(("polars.read_parquet", lambda d: (lambda df: (df.columns, df.to_dicts()))(
+            pl.read_parquet(d))))
+        readers.append(("polars.scan_parquet", lambda d: (lambda df: (df.columns, df.to_dicts()))(
+            pl.scan_parquet(f"{d}/*.parquet").collect())))
+    try:
+        import duckdb
+    except ImportError:
+        pass
+    else:
+        def by_duckdb(d):
+            rel = duckdb.connect().sql(f"SELECT * FROM read_parquet('{d}/*.parquet')")
+            return rel.columns, [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+        readers.append(("duckdb read_parquet", by_duckdb))
+    return readers
+
+
+def _is_null(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v)         # pandas shows a null of a float column as NaN
+
+
+def test_every_parquet_reader_gets_every_column_of_a_campaign_whose_first_part_is_all_failures(tmp_path):
+    """The campaign's schema has every column of every row type (the controller's declared numbers) before the
+    first part is written: a folder whose first part holds only failed trials (no n.held_* / n.placed_*
+    numbers) is read whole by pyarrow (read_table, ParquetDataset, dataset), pandas, polars and DuckDB: every
+    column, every row, each value the trial's, nulls where a trial has none. (Before: the readers took the first
+    part's schema and dropped the later parts' numbers.)"""
+    from contact_sim_ros.scenarios.results import PartWriter
+    spec = load_campaign(campaign_file(tmp_path))
+    slippery = {**spec.trial_parameters(0), "object.bottle.friction": 0.02, "controller.grip_force": 4.0}
+    failed = run_trial(spec, 0, "tamsi", values=slippery)
+    grippy = {**spec.trial_parameters(1), "object.bottle.friction": 1.0, "controller.grip_force": 20.0}
+    success = run_trial(spec, 1, "tamsi", values=grippy)
+    assert not failed["success"] and success["success"], (failed["reason"], success["reason"])
+    only_in_success = sorted(k for k in success if k.startswith("n.") and k not in failed)
+    assert len(only_in_success) >= 5, only_in_success
+    rows = [failed, {**failed, "trial": 2}, success, {**failed, "trial": 3}]
+    out = tmp_path / "out"
+    writer = PartWriter(out, spec.schema(), flush_every=2)
+    for r in rows:
+        writer.add(r)
+    writer.flush()
+    assert sorted(p.name for p in (out / "results").iterdir()) == ["part-000000.parquet", "part-000001.parquet"]
+    names = spec.schema().names
+    assert set(only_in_success) < set(names) and len(names) == 13 + len(spec.parameters) + len(spec.numbers())
+    expected = {r["trial"]: r for r in rows}
+    checked = []
+    for name, read in parquet_readers() + [("read_results", lambda d: _arrow_rows(read_results(d.parent)))]:
+        columns, got = read(out / "results")
+        assert list(columns) == names, (name, sorted(set(names) - set(columns)))
+        assert len(got) == len(rows), name
+        for row in got:
+            src = expected[int(row["trial"])]
+            for key in names:
+                if key in src:
+                    assert row[key] == src[key], (name, row["trial"], key, row[key], src[key])
+                else:
+                    assert _is_null(row[key]), (name, row["trial"], key, row[key])
+        assert sum(not _is_null(r["n.held_load_N"]) for r in got) == 1, name
+        checked.append(name)
+    print("readers checked:", ", ".join(checked))
+    assert checked[:3] == ["pyarrow.parquet.read_table", "pyarrow.parquet.ParquetDataset", "pyarrow.dataset"]
+
+
+def test_a_folder_written_before_the_schema_was_fixed_is_still_read_whole(tmp_path):
+    """The package's reader keeps reading older folders, whose parts have different n.* columns (each part only
+    the numbers its rows brought; their metadata declares the base and p.* columns): every column of every part,
+    nulls where a part has none."""
+    import json
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from contact_sim_ros.scenarios.results import BASE_FIELDS, SCHEMA_KEY
+    spec = load_campaign(campaign_file(tmp_path))
+    base = {"trial": 0, "engine": "tamsi", "seed": 3, "success": False, "failure_mode": "missed", "phase": "close",
+            "reason": "grasp", "solver_failures": 0, "wall_time_s": 1.0, "sim_time_s": 2.0, "cpu_time_s": 1.0,
+            "worker_pid": 7, "worker_rss_mb": 300.0, **{f"p.{n}": v for n, v in spec.trial_parameters(0).items()}}
+    declared = [[n, {"float64": "double"}.get(t, t)] for n, t in BASE_FIELDS] + \
+        [[f"p.{n}", "double"] for n in sorted(spec.parameters)]
+    old = [[{**base, "n.tare_load_N": 1.5}],
+           [{**base, "trial": 1, "success": True, "failure_mode": "", "n.tare_load_N": 1.4, "n.held_load_N": 4.9,
+             "n.placed_load_N": 0.1}]]
+    (tmp_path / "old" / "results").mkdir(parents=True)
+    for i, rows in enumerate(old):
+        table = pa.Table.from_pylist(rows).replace_schema_metadata({SCHEMA_KEY: json.dumps(declared).encode()})
+        pq.write_table(table, tmp_path / "old" / "results" / f"part-{i:06d}.parquet")
+    got = read_results(tmp_path / "old")
+    assert got.num_rows == 2 and got.column_names[-3:] == ["n.held_load_N", "n.placed_load_N", "n.tare_load_N"]
+    first, second = got.to_pylist()
+    assert (first["n.tare_load_N"], first["n.held_load_N"], first["n.placed_load_N"]) == (1.5, None, None)
+    assert (second["n.tare_load_N"], second["n.held_load_N"], second["n.placed_load_N"]) == (1.4, 4.9, 0.1)
+    assert "Wilson 95 %" in report(tmp_path / "old", plots=False)
+
+
+def test_a_number_the_controller_does_not_declare_is_refused_naming_it(tmp_path, monkeypatch):
+    """The columns are fixed before the first trial from the controller's NUMBERS: a controller that reports a
+    number it does not declare is a bug named by run_trial (not a column that appears in some parts only)."""
+    from contact_sim_ros.controllers.pick_shake_place import PickShakePlace
+    spec = load_campaign(campaign_file(tmp_path))
+    spec = type(spec)(**{**spec.__dict__, "controller": {**spec.controller, "stop_at": "approach"}})   # ~0.5 s
+    assert "n.tare_load_N" in spec.schema().names and run_trial(spec, 0, "tamsi")["n.tare_load_N"] > 0
+    monkeypatch.setattr(PickShakePlace, "NUMBERS", tuple(n for n in PickShakePlace.NUMBERS if n != "tare_load_N"))
+    with pytest.raises(ValueError, match="scenario pick_shake_place reported number\\(s\\) tare_load_N that its "
+                                         "NUMBERS do not declare"):
+        run_trial(spec, 0, "tamsi")
+
+
+# ------------------------------------------------------- an output folder belongs to one campaign (issue 44 item 2)
+
+def test_an_output_folder_belongs_to_one_campaign(tmp_path):
+    """The folder's fingerprint (file content, seed, engines, distributions, columns, package version) is stored
+    beside the parts before the first trial; resuming with another seed or distribution is refused naming what
+    differs, and campaign.yaml there is never overwritten; the same campaign (its file copied elsewhere too)
+    resumes; a folder with parts but no fingerprint (an older version's) or another campaign.yaml is refused."""
+    import json
+    from contact_sim_ros.scenarios.results import PartWriter, check_fingerprint
+    path = campaign_file(tmp_path, trials=2)
+    spec = load_campaign(path)
+    out = tmp_path / "out"
+    assert run_campaign(spec, out, trials=0, progress=False)["run"] == 0          # binds the folder, runs nothing
+    stored = json.loads((out / "fingerprint.json").read_text())
+    assert stored["seed"] == 3 and stored["engines"] == ["tamsi"] and stored["package_version"]
+    assert stored["distributions"]["object.bottle.friction"] == {"uniform": [0.15, 1.0]}
+    assert (out / "campaign.yaml").read_bytes() == path.read_bytes()
+    writer = PartWriter(out, spec.schema())     # two finished trials, as a campaign's workers would have written
+    for k in range(2):
+        writer.add({"trial": k, "engine": "tamsi", "seed": 3, "success": True, "failure_mode": "", "phase": "done",
+                    "reason": "ok", "solver_failures": 0, "wall_time_s": 1.0, "sim_time_s": 2.0, "cpu_time_s": 1.0,
+                    "worker_pid": 1, "worker_rss_mb": 1.0,
+                    **{f"p.{n}": v for n, v in spec.trial_parameters(k).items()}})
+    writer.flush()
+    for change, named in ((("seed: 3", "seed: 580"), "seed: 3 there, 580 here"),
+                          (("uniform: [0.15, 1.0]", "uniform: [0.15, 1.1]"),
+                           'distributions.object.bottle.friction: {"uniform": [0.15, 1.0]} there, {"uniform": '
+                           '[0.15, 1.1]} here'),
+                          (("engines: [tamsi]", "engines: [tamsi, lagged]"), 'engines: ["tamsi"] there'),
+                          (("seed: 3", "seed: 3  # a comment"), "differs in campaign_file_sha256:")):
+        (tmp_path / "other").mkdir(exist_ok=True)
+        other = tmp_path / "other" / "c.yaml"
+        other.write_text(path.read_text().replace(*change))
+        with pytest.raises(ConfigError) as exc:
+            run_campaign(load_campaign(other), out, progress=False)
+        assert str(exc.value).startswith(f"{out}: holds the results of another campaign (differs in ")
+        assert named in str(exc.value) and "give another --out" in str(exc.value), str(exc.value)
+        assert (out / "campaign.yaml").read_bytes() == path.read_bytes()
+    (tmp_path / "copy").mkdir()
+    same = tmp_path / "copy" / "campaign.yaml"                # the same file elsewhere: the same campaign
+    same.write_bytes(path.read_bytes())
+    s = run_campaign(load_campaign(same), out, progress=False)
+    assert s["done_before"] == 2 and s["run"] == 0 and len(read_results(out)) == 2
+    assert check_fingerprint(out, spec.fingerprint()) is False
+    (out / "fingerprint.json").unlink()                      # parts without a fingerprint: an older version's
+    with pytest.raises(ConfigError, match="holds results without a campaign fingerprint"):
+        run_campaign(spec, out, progress=False)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "campaign.yaml").write_text("scenario: pick_shake_place\n")
+    with pytest.raises(ConfigError, match="its campaign.yaml is another campaign file"):
+        run_campaign(spec, fresh, progress=False)
+    assert (fresh / "campaign.yaml").read_text() == "scenario: pick_shake_place\n"

@@ -11,7 +11,7 @@ import pytest
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import (finished_trials, load_campaign, read_results, report, run_campaign,
                                                 run_trial)
-from contact_sim_ros.scenarios.results import PartWriter
+from contact_sim_ros.scenarios.results import PartWriter, write_fingerprint
 
 SHORT = {"motion_time": 0.5, "hold_time": 0.45, "shake_cycles": 1, "stop_at": "shake"}
 TOLERANCE = 0.005          # m, perceived axis against the truth
@@ -76,6 +76,7 @@ def test_a_local_campaign_with_pick_sources_resumes_by_trial_engine_and_source(t
     too: a run is done per trial, engine and source), and its rows equal the runs alone."""
     spec = load_campaign(campaign_file(tmp_path, sources="[truth, perception]", trials=2))
     out = tmp_path / "out"
+    write_fingerprint(out, spec.fingerprint())           # the folder of this campaign (as run_campaign binds it)
     writer = PartWriter(out, spec.schema())
     writer.add(run_trial(spec, 0, "tamsi", spec.runs(0)[0]))
     writer.flush()

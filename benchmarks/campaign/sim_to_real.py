@@ -23,7 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from contact_sim_ros.scenarios.campaign import load_campaign, read_results, run_campaign, run_trial  # noqa: E402
+from contact_sim_ros.scenarios.campaign import (Distribution, load_campaign, read_results, run_campaign,  # noqa: E402
+                                                run_trial)
 from contact_sim_ros.scenarios.compare import compare  # noqa: E402
 
 SCALES = {"friction": 1.3, "mass": 0.8}
@@ -67,7 +68,10 @@ def main(argv=None) -> int:
     SCALES.update(friction=args.friction_scale, mass=args.mass_scale)
     results = Path(args.results)
     spec = load_campaign(results / "campaign.yaml")
-    spec = type(spec)(**{**spec.__dict__, "engines": (args.engine,)})
+    # the held-apart rows record the mass scale they set: a column of their campaign's schema for every object
+    objects = {n.split(".")[1] for n in spec.parameters if n.startswith("object.")}
+    parameters = {**{f"object.{o}.mass_scale": Distribution("constant", (1.0,)) for o in objects}, **spec.parameters}
+    spec = type(spec)(**{**spec.__dict__, "engines": (args.engine,), "parameters": dict(sorted(parameters.items()))})
     out = results / "held_apart"
     t0 = time.monotonic()
     s = run_campaign(spec, out, workers=args.workers, trials=args.trials, progress=False, trial_fn=held_apart_trial)

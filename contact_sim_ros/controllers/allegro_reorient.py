@@ -35,6 +35,7 @@ class AllegroReorientParams:
 
 class AllegroReorient:
     name = "allegro_mug"
+    NUMBERS = ("dropped_at_s", "max_rotation_deg", "mean_contact_force_N", "cycles")   # every number of its Verdict
     trajectory_controllers = ("hand_controller",)
     ft_topic = None
     wrench_topics = ("contact_wrench/mug",)
@@ -113,6 +114,7 @@ class ArmHandReorient:
     ``max_arm_drift``."""
 
     name = "iiwa_allegro_mug"
+    NUMBERS = AllegroReorient.NUMBERS + ("max_arm_drift_rad",)
     robots = ("iiwa", "allegro")
     trajectory_controllers = ("hand_controller",)
     ft_topic = None

@@ -40,6 +40,9 @@ class HandGraspParams:
 
 class HandGrasp:
     name = "barrett_grasp"
+    # every number of its Verdict (PickShakePlace.NUMBERS; links_touching_after_close is text, not a column)
+    NUMBERS = ("held_load_N", "held_mass_kg", "finger_1_contact_force_N", "finger_2_contact_force_N",
+               "finger_3_contact_force_N")
     trajectory_controllers = ("hand_controller", "lift_controller")
     ft_topic = None
     wrench_topics = tuple(f"contact_wrench/{link}" for link in FINGER_LINKS)

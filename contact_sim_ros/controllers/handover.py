@@ -106,6 +106,8 @@ class HandOver:
     """Phase machine; ``tick(t, {robot: state})`` once per control period."""
 
     name = "two_arm_handover"
+    NUMBERS = ("left_tare_load_N", "right_tare_load_N", "left_grip_N", "left_load_lifted_N", "right_grip_N",
+               "right_load_after_N", "left_load_after_N", "right_grip_after_N", "box_weight_N")  # (its Verdict's)
     robots = ROBOTS
     trajectory_controllers = ("arm_controller", "gripper_controller")
     ft_topic = "ft_sensor/wrench"

@@ -91,6 +91,12 @@ class PickShakePlace:
 
     name = "pick_shake_place"
     trajectory_controllers = ("arm_controller", "gripper_controller")
+    # every number it can put in its Verdict (a campaign's result columns n.*, fixed before its first trial)
+    NUMBERS = ("pick_x_m", "pick_y_m", "perceived_top_z_m", "perceived_points", "perception_sim_time_s",
+               "perception_error_m", "tare_load_N", "close_time_s", "close_grip_force_N", "hold_grip_force_mean_N",
+               "hold_grip_force_max_rel_error", "hold_grip_force_mean_rel_error", "held_load_N", "held_mass_kg",
+               "shake_grip_force_min_N", "shake_grip_force_max_N", "load_after_shake_N", "placed_at_tcp_z_m",
+               "placed_at_t_s", "placed_load_N", "final_load_N")
     ft_topic = "ft_sensor/wrench"
     ARM, FINGERS = ARM, FINGERS
 
@@ -383,6 +389,9 @@ class PickShakePlace:
         elif ph == "release" and elapsed >= 0.5:
             self.enter("retreat", t_k)
         return False
+
+
+RUN_NUMBERS = ("sim_time_s", "wall_time_s", "real_time_factor")     # what run_controller adds to every Verdict
 
 
 def run_controller(controller, link, duration: float | None = None, progress=None, progress_every: float = 0.5):

@@ -35,8 +35,11 @@ their ranges (friction >= 0, scales > 0, a controller field's type), time_step <
 Trial k is reproducible alone: its parameters depend only on (seed, k), and the physics is deterministic, so
 ``--trial K`` reruns it bit-identically. Results stream to ``<out>/results/part-*.parquet`` as trials finish
 (one row per trial and engine: parameters, verdict, failure mode, phase, key numbers, wall time), every part with
-the campaign's schema (``results.py``); an interrupted campaign (Ctrl-C: the rows done are written) resumes from
-the rows already written.
+the campaign's one schema, fixed before the first part (every column of every row type: ``results.py``; any
+Parquet reader gets every column of the folder); an interrupted campaign (Ctrl-C: the rows done are written)
+resumes from the rows already written. The folder belongs to one campaign: its fingerprint (the file's content,
+seed, engines, distributions, package version) is stored beside the parts, and resuming with anything different
+is refused, naming what differs; ``<out>/campaign.yaml`` is the campaign's file, written once.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ import pinocchio as pin
 import yaml
 
 from ..controllers.inprocess_link import InProcessLink
-from ..controllers.pick_shake_place import run_controller
+from ..controllers.pick_shake_place import RUN_NUMBERS, run_controller
 from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
 from ..model.loader import _resolve_urdf_path, resolve_mesh_path
@@ -66,8 +69,9 @@ from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted,
 from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
 from ..sim.simulator import MAX_TIME_STEP
-from .results import (FAILURE_MODES, PartWriter, campaign_schema, finished_trials, parameter_unit,  # noqa: F401
-                      read_results, results_dir, same_columns, stored_schema, value_order, value_type, wilson_interval)
+from .results import (FAILURE_MODES, PartWriter, campaign_schema, check_fingerprint, file_sha256,  # noqa: F401
+                      finished_trials, parameter_unit, read_results, results_dir, same_columns, stored_schema,
+                      value_order, value_type, wilson_interval, write_fingerprint)
 from .runner import REPO, SCENARIOS, _load
 
 # phase of the pick_shake_place controller at a failure -> failure mode
@@ -186,12 +190,30 @@ class CampaignSpec:
     pick_sources: tuple = ()             # values of the controller's pick_source, one run of each trial per value
 
     def schema(self):
-        """The Arrow schema of its result rows (results.campaign_schema: base and ``p.*`` columns; the ``n.*``
-        columns are added as the controller reports them)."""
+        """The Arrow schema of its result rows (results.campaign_schema), fixed before any trial runs: the base
+        columns, a ``p.*`` column per parameter (typed by its distribution) and an ``n.*`` column (float64) per
+        number the scenario's controller declares (:meth:`numbers`)."""
         types = {n: d.values_type for n, d in self.parameters.items()}
         if self.pick_sources:
             types[PICK_SOURCE] = "string"
-        return campaign_schema(types)
+        return campaign_schema(types, self.numbers())
+
+    def numbers(self) -> tuple:
+        """The numbers a trial's verdict can carry: those the scenario's controller declares (its ``NUMBERS``)
+        and those run_controller adds (sim and wall time, real-time factor)."""
+        return tuple(sorted({*_load(SCENARIOS[self.scenario].factory).NUMBERS, *RUN_NUMBERS}))
+
+    def fingerprint(self) -> dict:
+        """What makes two runs the same campaign (results.check_fingerprint): the campaign file's content, the
+        scenario, seed, engines, distributions, fixed controller fields, steps, pick sources, the result columns
+        and the package version. Not the number of trials run (``--trials`` extends a campaign)."""
+        from .. import __version__
+        return {"scenario": self.scenario, "seed": self.seed, "engines": list(self.engines),
+                "distributions": {n: {d.kind: list(d.args)} for n, d in self.parameters.items()},
+                "controller": self.controller, "time_step": self.time_step, "period": self.period,
+                "duration": self.duration, "pick_sources": list(self.pick_sources),
+                "columns": [[f.name, str(f.type)] for f in self.schema()],
+                "campaign_file_sha256": file_sha256(self.source), "package_version": __version__}
 
     def runs(self, k: int) -> list[dict]:
         """The parameter values of each run of trial k: its randomized values, once per pick source (the
@@ -618,9 +640,12 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
                solver_failures=len(link.failures), wall_time_s=time.monotonic() - wall0,
                sim_time_s=float(link.sim.t), cpu_time_s=time.process_time() - cpu0,
                worker_pid=os.getpid(), worker_rss_mb=resident_mb())
-    for key, value in numbers.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            row[f"n.{key}"] = float(value)
+    numeric = {k: float(v) for k, v in numbers.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    undeclared = sorted(set(numeric) - set(spec.numbers()))
+    if undeclared:          # a bug of the controller: the campaign's columns are fixed before its first trial
+        raise ValueError(f"the controller of scenario {spec.scenario} reported number(s) {', '.join(undeclared)} "
+                         f"that its NUMBERS do not declare (result columns n.*)")
+    row.update({f"n.{k}": v for k, v in numeric.items()})
     return row
 
 
@@ -636,13 +661,16 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     recorded so far (e.g. to sample memory). ConfigError when ``out`` holds results of another campaign."""
     out = Path(out)
     schema = spec.schema()
-    stored = stored_schema(out)
-    if stored is not None and not same_columns(stored, schema):
-        raise ConfigError(f"{out}: holds results of a campaign with other parameters (columns "
-                          f"{', '.join(n for n in stored.names if n.startswith('p.'))}; this one: "
-                          f"{', '.join(n for n in schema.names if n.startswith('p.'))}): give another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "campaign.yaml").write_text(Path(spec.source).read_text())
+    fingerprint = spec.fingerprint()
+    new = check_fingerprint(out, fingerprint)          # another campaign's folder: refused, naming what differs
+    copy = out / "campaign.yaml"                        # the campaign's file, written once, never overwritten
+    if new and copy.exists() and copy.read_bytes() != Path(spec.source).read_bytes():
+        raise ConfigError(f"{out}: its campaign.yaml is another campaign file than {spec.source}: give another --out")
+    if new:
+        out.mkdir(parents=True, exist_ok=True)
+        if not copy.exists():
+            copy.write_bytes(Path(spec.source).read_bytes())
+        write_fingerprint(out, fingerprint)
     n_trials = spec.trials if trials is None else int(trials)
     keys = (f"p.{PICK_SOURCE}",) if spec.pick_sources else ()
     done = finished_trials(out, keys)

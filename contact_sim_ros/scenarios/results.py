@@ -6,17 +6,24 @@ neither, so the two do not import each other.
 The schema of a campaign (:func:`campaign_schema`) has every column of every row type: the fixed columns
 (``BASE_FIELDS``: trial, engine, verdict, failure mode, times, ...), one ``p.<name>`` column per randomized
 parameter (typed by its distribution: float64, int64 for a choice of integers, string, bool) and the
-``n.<number>`` columns (float64) of the controller's numbers. A trial without a value (a failed trial has no
-``n.placed_*`` numbers) has a null there. Numbers are open-ended (a controller may report a new one), so the
-writer adds an ``n.*`` column (float64) the first time a row brings it; a part is written with every column known
-at that time and checked after writing; reading checks each part against the campaign's schema and fills the
-columns a part does not have with nulls (no row of that part had them: the write check guarantees it).
+``n.<number>`` columns (float64) of every number the scenario's controller declares (its ``NUMBERS``). It is
+fixed before the first part is written: every part has exactly these columns, in this order, with these types, a
+null where a trial has no value (a failed trial has no ``n.placed_*`` numbers), so that any Parquet reader given
+the folder (pyarrow, pandas, polars, DuckDB, Spark) gets every column of every row. A row with a column the schema
+does not have is refused at the write. Folders written before the schema was fixed (parts with different ``n.*``
+columns) are still read by :func:`read_results` (the columns a part lacks filled with nulls).
+
+Beside the parts, ``<out>/fingerprint.json`` holds the fingerprint of the campaign that wrote them
+(:func:`check_fingerprint`): a folder belongs to one campaign. (Not inside ``results/``: polars refuses a folder
+with files other than Parquet ones.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -82,28 +89,19 @@ def campaign_schema(parameter_types: dict, numbers=()):
     return pa.schema([pa.field(n, pa.type_for_alias(_TYPE_NAMES[t])) for n, t in fields])
 
 
-def _extended(schema, rows):
-    """``schema`` plus a column for each ``n.*`` (float64) or ``p.*`` key of ``rows`` it does not have (a
-    ``p.*`` one: an override of ``run_trial(values=...)``, typed by its values); ValueError for any other key."""
-    import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
+def _check_columns(schema, rows) -> None:
+    """ValueError naming the first row and column of ``rows`` that ``schema`` (fixed for the whole campaign) does
+    not have: an ``n.*`` number the controller does not declare, a ``p.*`` value of a parameter the campaign file
+    does not randomize, any other key."""
     known = set(schema.names)
-    new = {}
     for row in rows:
-        for key, value in row.items():
+        for key in row:
             if key not in known:
-                new.setdefault(key, []).append(value)
-    for key in sorted(new):
-        if key.startswith("n."):
-            schema = schema.append(pa.field(key, pa.float64()))
-        elif key.startswith("p."):
-            try:
-                kind = value_type(v for v in new[key] if v is not None)
-            except ValueError as exc:
-                raise ValueError(f"result column {key!r}: {exc}") from None
-            schema = schema.append(pa.field(key, pa.type_for_alias(_TYPE_NAMES[kind])))
-        else:
-            raise ValueError(f"result column {key!r} is not in the campaign's schema (columns: {', '.join(known)})")
-    return schema
+                what = ("a number its controller does not declare (NUMBERS)" if key.startswith("n.") else
+                        "a parameter the campaign file does not have" if key.startswith("p.") else "no column")
+                raise ValueError(f"result row of trial {row.get('trial')} ({row.get('engine')}): column {key!r} is "
+                                 f"not in the campaign's schema, fixed before its first part ({what}; columns: "
+                                 f"{', '.join(schema.names)})")
 
 
 def _table(rows, schema):
@@ -127,8 +125,8 @@ def _table(rows, schema):
 class PartWriter:
     """Rows to ``<out>/results/part-<n>.parquet``, one small file per flush (atomically renamed: a part is whole or
     absent), so that a crash loses at most the rows not yet flushed and a resumed campaign appends new parts.
-    Every part has the campaign's schema (``schema``, grown by the ``n.*`` columns rows bring); after writing, the
-    part's schema and row count are read back and checked."""
+    Every part has exactly the campaign's schema (``schema``: every column, fixed); a row with another column is
+    refused (ValueError); after writing, the part's schema and row count are read back and checked."""
 
     def __init__(self, out: str | Path, schema, flush_every: int = 8):
         self.dir = results_dir(out)
@@ -150,7 +148,7 @@ class PartWriter:
         import pyarrow.parquet as pq  # deferred: optional, pip only (no rosdep key)
         if not self.rows:
             return
-        self.schema = _extended(self.schema, self.rows)
+        _check_columns(self.schema, self.rows)
         table = _table(self.rows, self.schema).replace_schema_metadata(self._metadata)
         tmp = self.dir / f".part-{self.n:06d}.parquet.tmp"
         pq.write_table(table, tmp)
@@ -254,7 +252,7 @@ def read_results(out: str | Path, schema=None):
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ConfigError(f"{out}: the parts' columns do not agree ({exc})") from None
     names = list(schema.names) + sorted(n for n in unified.names if n not in schema.names and n.startswith("p.")) \
-        + sorted(n for n in unified.names if n.startswith("n."))
+        + sorted(n for n in unified.names if n not in schema.names and n.startswith("n."))
     ordered = pa.schema([unified.field(n) for n in names])
     full = []
     for table in tables:
@@ -264,6 +262,78 @@ def read_results(out: str | Path, schema=None):
     if not full:
         return ordered.empty_table()
     return pa.concat_tables(full)
+
+
+FINGERPRINT_FILE = "fingerprint.json"     # <out>/, beside results/ (which holds only Parquet parts)
+
+
+def _json_value(value):
+    """``value`` as JSON gives it back (tuples as lists): fingerprints compare equal after a round trip."""
+    return json.loads(json.dumps(value))
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _difference(name, there, here) -> str:
+    """One differing fingerprint entry in words: both values, or for long lists the items only in either."""
+    if isinstance(there, list) and isinstance(here, list) and len(json.dumps(there) + json.dumps(here)) > 160:
+        gone, new = [x for x in there if x not in here], [x for x in here if x not in there]
+        return f"{name}: {_shown(gone)} only there, {_shown(new)} only here"
+    return f"{name}: {_shown(there)} there, {_shown(here)} here"
+
+
+def check_fingerprint(out: str | Path, fingerprint: dict) -> bool:
+    """A campaign's output folder belongs to one campaign: ``fingerprint`` (name -> JSON value: the campaign
+    file's content hash, seed, engines, distributions, package version, ...) is compared with the one stored in
+    ``<out>/fingerprint.json``. ConfigError naming every entry that differs (value there, value here);
+    also for a folder with parts but no fingerprint (written before fingerprints were stored: it cannot be
+    told apart from another campaign's). Returns True when the folder is new (no parts, no fingerprint): then
+    :func:`write_fingerprint` binds it to this campaign."""
+    path = Path(out) / FINGERPRINT_FILE
+    here = _json_value(fingerprint)
+    if not path.exists():
+        if any(results_dir(out).glob("part-*.parquet")):
+            raise ConfigError(f"{out}: holds results without a campaign fingerprint ({path} is missing: written "
+                              f"by an older version of contact_sim_ros, or parts copied in): they cannot be told "
+                              f"apart from another campaign's; give another --out")
+        return True
+    try:
+        there = json.loads(path.read_text())
+        if not isinstance(there, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable campaign fingerprint ({exc}); give another --out") from None
+    differ = []          # (name, value there, value here); a mapping's entries one by one
+    for k in [*here, *(k for k in there if k not in here)]:
+        a, b = there.get(k), here.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            differ += [(f"{k}.{e}", a.get(e), b.get(e)) for e in sorted({*a, *b}) if a.get(e) != b.get(e)]
+        elif k not in there or k not in here or a != b:
+            differ.append((k, a, b))
+    if differ:
+        what = "; ".join(_difference(k, a, b) for k, a, b in differ)
+        raise ConfigError(f"{out}: holds the results of another campaign (differs in "
+                          f"{', '.join(k for k, _, _ in differ)}: {what}); resuming would mix the two: give another "
+                          f"--out")
+    return False
+
+
+def write_fingerprint(out: str | Path, fingerprint: dict) -> Path:
+    """Store ``fingerprint`` in ``<out>/fingerprint.json`` (atomically: whole or absent)."""
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / FINGERPRINT_FILE
+    tmp = d / f".{FINGERPRINT_FILE}.tmp"
+    tmp.write_text(json.dumps(_json_value(fingerprint), indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def value_order(v):
