@@ -34,6 +34,23 @@ def tree_data_files(folder):
     return entries
 
 
+# build outputs and editor files: never package data
+NOT_PACKAGE_DATA = (".py", ".pyc", ".pyo", ".so", ".o")
+
+
+def package_data():
+    """{package: [file names]}: every file below the package's folders that is not Python source or a build
+    output, so that whatever the code reads next to its modules is installed (test/test_packaging.py checks it
+    against the source tree)."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(os.path.join(HERE, PACKAGE_NAME)):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        files = sorted(f for f in filenames if not f.startswith(".") and not f.endswith(NOT_PACKAGE_DATA))
+        if files:
+            found[os.path.relpath(dirpath, HERE).replace(os.sep, ".")] = files
+    return found
+
+
 data_files = [
     ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
     ("share/" + PACKAGE_NAME, ["package.xml"]),
@@ -46,8 +63,10 @@ setup(
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*", "benchmarks", "benchmarks.*", "msgs", "msgs.*"]),
     data_files=data_files,
-    # the compiled narrow phase's C++ source, built by the warm-up (contact-sim compile-kernels) where installed
-    package_data={PACKAGE_NAME + ".geometry": ["narrow_phase.cpp"]},
+    # every file of the package's folders that is not Python: the C++ sources of the compiled modules
+    # (geometry/narrow_phase.cpp, sim/rigid_body_dynamics.cpp), which the warm-up (contact-sim compile-kernels)
+    # builds and the Simulator reads at start, wherever the package is installed
+    package_data=package_data(),
     # Dependencies are pinned in requirements.txt (pip) or declared in package.xml (rosdep); not repeated here
     # so that colcon builds do not try to pip-install ROS packages.
     install_requires=["setuptools"],

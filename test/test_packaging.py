@@ -71,30 +71,15 @@ PYPI_DIST = {
 }
 # imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
 PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "mcap", "ray", "pyarrow", "tqdm", "moderngl", "trimesh", "coacd"}
-# Every key package.xml may declare, checked against rosdistro (github.com/ros/rosdistro, commit 8468e88ccd,
-# 2026-08-22): ROS 2 Jazzy packages in jazzy/distribution.yaml (release repository in the comment) and system
-# keys in rosdep/python.yaml. `rosdep install --from-paths src` fails on any other key (e.g. ament_python, a
-# build type, not a key). contact_sim_msgs is not a rosdep key: it is built from msgs/ in the same workspace,
-# which --from-paths src resolves. Add a key here only after finding it in those files.
-ROSDEP_KEYS_JAZZY = {
-    "rclpy",                                                                  # rclpy
-    "builtin_interfaces", "rcl_interfaces", "rosgraph_msgs", "lifecycle_msgs",  # rcl_interfaces
-    "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs",
-    "visualization_msgs", "diagnostic_msgs",                                 # common_interfaces
-    "tf2_msgs",                                                               # geometry2
-    "ament_index_python",                                                     # ament_index
-    "launch", "launch_ros",                                                   # launch, launch_ros
-    "pinocchio", "coal",                                                      # pinocchio, coal
-    "urdfdom_py",                                                             # urdf_parser_py
-    "control_msgs", "controller_manager_msgs", "xacro",                      # control_msgs, ros2_control, xacro
-    "simulation_interfaces",                                                  # simulation_interfaces
-    "ament_copyright", "ament_flake8", "ament_pep257",                       # ament_lint
-    "python3-numpy", "python3-scipy", "python3-yaml", "python3-numba", "python3-websockets",
-    "python3-pytest", "python3-matplotlib", "python3-pil",                                          # rosdep/python.yaml
-}
-# built from msgs/ in the same workspace (colcon finds msgs/*/package.xml under src/): franka_msgs is franka_ros2's
-# (jazzy branch 3.4.0), whose presence in rosdistro's jazzy/distribution.yaml was not checked
-IN_WORKSPACE = {"contact_sim_msgs", "franka_msgs"}
+# The rosdep database of a stock ROS 2 Jazzy machine: a snapshot of rosdistro's files (test/data/rosdistro/README.md:
+# commit, how it was made). Every key of package.xml must be a package of jazzy/distribution.yaml or a rule of
+# rosdep/base.yaml / python.yaml for Debian and Ubuntu, or a package the README's colcon section copies into src/
+# (`rosdep install --from-paths src --ignore-src` takes those from the workspace); anything else makes
+# `rosdep install` fail (issue 41: franka_msgs, which Jazzy does not release).
+ROSDISTRO = ROOT / "test" / "data" / "rosdistro"
+ROS_DISTRO = "jazzy"
+# the platforms the README's rosdep line is checked for (Jazzy's release platforms that have apt)
+ROSDEP_OSES = ("ubuntu:noble", "debian:bookworm")
 # optional back-ends, imported lazily with a clear error when missing; not required by any test
 OPTIONAL = {"gurobipy"}
 # interface packages without a wheel, built from msgs/ into the venv
@@ -180,10 +165,125 @@ def test_package_xml_declares_every_module_the_code_imports():
             "contact_sim_msgs", "python3-numpy", "python3-scipy", "python3-yaml", "pinocchio", "coal"} <= runtime
 
 
+def _jazzy_packages() -> set[str]:
+    """The packages ROS 2 Jazzy releases (the snapshot's jazzy/distribution.yaml): rosdep keys that resolve to
+    ``ros-jazzy-<name>``."""
+    import yaml
+    dist = yaml.safe_load((ROSDISTRO / ROS_DISTRO / "distribution.yaml").read_text())
+    return {pkg for name, repo in dist["repositories"].items() for pkg in repo["release"].get("packages", [name])}
+
+
+def _jazzy_keys() -> set[str]:
+    """The rosdep keys of the snapshot: Jazzy's released packages, and the system rules (rosdep/base.yaml,
+    python.yaml) with an entry for both Debian and Ubuntu."""
+    import yaml
+    keys = _jazzy_packages()
+    for rules in ("base.yaml", "python.yaml"):
+        for key, rule in yaml.safe_load((ROSDISTRO / "rosdep" / rules).read_text()).items():
+            if isinstance(rule, dict) and {"debian", "ubuntu"} <= set(rule):
+                keys.add(key)
+    return keys
+
+
+def _readme_workspace_packages() -> set[str]:
+    """The packages the README's colcon section copies into the workspace's src/ (its ``cp`` line)."""
+    from test_install_space import readme_line
+    return {Path(arg).name for arg in readme_line("cp ").split()[2:-1]}
+
+
 def test_package_xml_declares_only_keys_rosdep_resolves():
     _, deps = _package_xml()
-    unknown = {tag: sorted(keys - ROSDEP_KEYS_JAZZY - IN_WORKSPACE) for tag, keys in deps.items()}
-    assert not any(unknown.values()), f"not a ROS 2 Jazzy rosdep key (rosdep install would fail): {unknown}"
+    known, in_workspace = _jazzy_keys(), _readme_workspace_packages()
+    assert {"rclpy", "tf2_msgs", "pinocchio", "coal", "urdfdom_py", "python3-numpy", "python3-numba"} <= known
+    assert "franka_msgs" not in known and "ament_python" not in known
+    unknown = {tag: sorted(keys - known - in_workspace) for tag, keys in deps.items()}
+    assert not any(unknown.values()), (f"not a ROS 2 Jazzy rosdep key (rosdistro snapshot {ROSDISTRO}) nor a "
+                                       f"package the README copies into src/ (rosdep install would fail): {unknown}")
+
+
+def test_readme_copies_the_message_packages_jazzy_does_not_release_and_no_others():
+    """msgs/ packages a ROS 2 Jazzy installation lacks are copied into src/ (built there); the others (tf2_msgs,
+    control_msgs, ...) are Jazzy's, which rosdep installs: a copy would shadow them."""
+    _, deps = _package_xml()
+    known = _jazzy_keys()
+    msgs = {p.parent.name for p in (ROOT / "msgs").glob("*/package.xml")}
+    needed = {pkg for pkg in msgs & (deps["depend"] | deps["exec_depend"]) if pkg not in known}
+    assert needed == {"contact_sim_msgs", "franka_msgs"}
+    assert _readme_workspace_packages() == needed
+    from test_install_space import readme_line
+    assert set(readme_line("colcon build").split()) >= needed | {"contact_sim_ros"}
+
+
+@pytest.fixture(scope="module")
+def rosdep_workspace(tmp_path_factory):
+    """(workspace, environment): src/ laid out as the README's colcon section does (the checkout as the clone, its
+    ``cp`` line), and a rosdep database made by ``rosdep update`` from the snapshot (file:// sources list,
+    ``ROSDISTRO_INDEX_URL``) in a temporary ``ROS_HOME``: nothing from the network, nothing of the machine's."""
+    from test_install_space import readme_line
+    tmp = tmp_path_factory.mktemp("rosdep")
+    sources = tmp / "sources.list.d"
+    sources.mkdir()
+    (sources / "20-default.list").write_text("".join(f"yaml {(ROSDISTRO / 'rosdep' / name).as_uri()}\n"
+                                                     for name in ("base.yaml", "python.yaml")))
+    # no AMENT_PREFIX_PATH / ROS_PACKAGE_PATH: rosdep skips the keys of packages found there (the venv has
+    # franka_msgs, built from msgs/), and a clean machine has none of them yet
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ROS_PYTHON_VERSION", "ROS_VERSION", "AMENT_PREFIX_PATH", "ROS_PACKAGE_PATH",
+                        "CMAKE_PREFIX_PATH", "COLCON_PREFIX_PATH")}
+    env.update(ROSDEP_SOURCE_PATH=str(sources), ROSDISTRO_INDEX_URL=(ROSDISTRO / "index-v4.yaml").as_uri(),
+               ROS_HOME=str(tmp / "ros_home"), ROS_DISTRO=ROS_DISTRO,
+               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    update = subprocess.run(["rosdep", "update", "--rosdistro", ROS_DISTRO], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert update.returncode == 0 and f'Add distro "{ROS_DISTRO}"' in update.stdout, update.stdout + update.stderr
+    src = tmp / "ws" / "src"
+    src.mkdir(parents=True)
+    (src / "contact_sim_ros").symlink_to(ROOT, target_is_directory=True)
+    cp = subprocess.run(["bash", "-c", readme_line("cp ")], cwd=src, capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    return src.parent, env
+
+
+@pytest.mark.parametrize("os_name", ROSDEP_OSES)
+def test_readme_rosdep_line_resolves_every_dependency(rosdep_workspace, os_name):
+    """The README's ``rosdep install --from-paths src --ignore-src -y``, simulated for a Jazzy platform."""
+    from test_install_space import readme_line
+    ws, env = rosdep_workspace
+    line = readme_line("rosdep install")
+    assert line == "rosdep install --from-paths src --ignore-src -y"
+    proc = subprocess.run(["bash", "-c", f"{line} --simulate --os={os_name}"], cwd=ws, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Cannot locate rosdep definition" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("os_name", ROSDEP_OSES)
+def test_rosdep_resolves_every_key_of_the_workspace_to_jazzy_packages(rosdep_workspace, os_name):
+    """``rosdep keys`` lists the dependencies of src/ that the workspace does not provide: each resolves with apt,
+    the ROS packages to Jazzy's ros-jazzy-* and the rest to the platform's own packages."""
+    ws, env = rosdep_workspace
+    keys = subprocess.run(["rosdep", "keys", "--from-paths", "src", "--ignore-src"], cwd=ws, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert keys.returncode == 0, keys.stderr
+    keys = set(keys.stdout.split())
+    _, deps = _package_xml()
+    workspace = {p.parent.name for p in (ws / "src").glob("*/package.xml")}
+    assert workspace == {"contact_sim_ros", "contact_sim_msgs", "franka_msgs"}
+    assert set().union(*deps.values()) - workspace <= keys
+    proc = subprocess.run(["rosdep", "resolve", *sorted(keys), f"--os={os_name}"], cwd=ws, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resolved = {m.group(1): (m.group(2), m.group(3).split())
+                for m in re.finditer(r"#ROSDEP\[(\S+)\]\n#(\w+)\n([^#]*)", proc.stdout)}
+    assert set(resolved) == keys, keys ^ set(resolved)
+    ros_packages = _jazzy_packages()
+    for key, (installer, packages) in resolved.items():
+        assert installer == "apt" and packages, (key, installer, packages)
+        if key in ros_packages:
+            assert packages == [f"ros-{ROS_DISTRO}-{key.replace('_', '-')}"], (key, packages)
+        else:
+            assert all(p.startswith("python3-") for p in packages), (key, packages)   # python.yaml's rules
+    assert {"rclpy", "pinocchio", "coal", "tf2_msgs", "urdfdom_py", "action_msgs"} <= ros_packages & keys
 
 
 def test_package_xml_run_dependencies_are_imported_by_the_code():
@@ -280,6 +380,57 @@ def test_colcon_install_puts_data_files_into_share(colcon_install):
     assert any(p.parts[0] == "urdf" and len(p.parts) > 2 for p in tree), "no urdf/<subfolder>/ in the checkout"
     missing = [str(p) for p in tree if not (share / p).is_file()]
     assert not missing, f"not installed into share/contact_sim_ros: {missing}"
+
+
+def _installed_package(prefix: Path) -> Path:
+    return next((prefix / "lib").glob("python3*/site-packages")) / "contact_sim_ros"
+
+
+def test_colcon_install_puts_every_file_of_the_package_that_is_not_python_beside_its_modules(colcon_install):
+    """The C++ sources of the compiled modules (and whatever non-Python file a later change puts beside the
+    modules) are package data: issue 41's install lacked sim/rigid_body_dynamics.cpp, which the Simulator reads
+    at start (FileNotFoundError in every installed node)."""
+    site = _installed_package(colcon_install)
+    files = [p.relative_to(ROOT / "contact_sim_ros") for p in (ROOT / "contact_sim_ros").rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")
+             and p.suffix not in (".py", ".pyc", ".pyo", ".so", ".o")]
+    assert {"geometry/narrow_phase.cpp", "sim/rigid_body_dynamics.cpp"} <= {str(p) for p in files}
+    missing = [str(p) for p in files if not (site / p).is_file()]
+    assert not missing, f"not installed beside the modules (setup.py package_data): {missing}"
+
+
+# a string constant of the package's code that names a file (a run-time read, or a write: writes name no file
+# of the checkout and are left alone)
+_FILE_NAME = re.compile(r"[\w.\-]+(/[\w.\-]+)*\.(cpp|hpp|h|yaml|yml|urdf|xacro|sdf|srdf|xml|json|csv|npz|npy|txt|"
+                        r"obj|stl|dae|mtl|png|jpg)")
+
+
+def test_every_file_the_code_names_is_installed(colcon_install):
+    """The package's run-time file reads against the install: every string constant of its code that names a file
+    of the checkout (``scenes/default.yaml``, ``"narrow_phase.cpp"`` joined to the module's folder, ...) has its
+    installed copy: a path relative to the checkout in share/contact_sim_ros, a file name of the package's
+    folders beside the installed modules."""
+    site = _installed_package(colcon_install)
+    share = colcon_install / "share" / "contact_sim_ros"
+    named, missing = {}, {}
+    for path in _code_files(with_launch=False):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _FILE_NAME.fullmatch(node.value):
+                named.setdefault(node.value, set()).add(str(path.relative_to(ROOT)))
+    checked = 0
+    for name, where in sorted(named.items()):
+        if (ROOT / name).is_file() and (name == "package.xml" or Path(name).parts[0] in SHARE_FOLDERS):
+            targets = [share / name]
+        else:                                # a file beside the modules, named by its name or a relative path
+            targets = [site / p.relative_to(ROOT / "contact_sim_ros")
+                       for p in (ROOT / "contact_sim_ros").rglob(Path(name).name)
+                       if p.is_file() and str(p).endswith("/" + name)]
+        checked += bool(targets)
+        for target in targets:
+            if not target.is_file():
+                missing[name] = (str(target.relative_to(colcon_install)), sorted(where)[:3])
+    assert checked >= 8 and {"narrow_phase.cpp", "rigid_body_dynamics.cpp", "scenes/default.yaml"} <= set(named)
+    assert not missing, f"named by the code but not installed (file: (expected install path, named in)): {missing}"
 
 
 def test_colcon_install_puts_executables_where_ros2_run_looks(colcon_install):
