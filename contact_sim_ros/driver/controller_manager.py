@@ -140,6 +140,7 @@ class ControllerManager:
                               f"activate in 'active_controllers')")
         for c in start:
             self._activate(c)
+        self.devices = []        # hardware-side devices run with the controllers (add_device)
         self._updaters = []
         self._refresh()
         self.hooks = [PublishHook(f"controller {c.name}", c.publish_every, self._publisher(c),
@@ -178,7 +179,7 @@ class ControllerManager:
     def reset(self) -> None:
         """After the System's reset (its state interfaces hold the initial state)."""
         with self.lock:
-            for c in self.controllers.values():
+            for c in list(self.controllers.values()) + self.devices:
                 c.reset()
                 if c.active:
                     c.on_activate()
@@ -187,13 +188,13 @@ class ControllerManager:
         """The physics model was rebuilt (stepping thread): every controller, active or not, is told."""
         with self.lock:
             self.ctx.model = model
-            for c in self.controllers.values():
+            for c in list(self.controllers.values()) + self.devices:
                 c.on_model_changed(model)
 
     def shutdown(self) -> None:
         """Finish what waits on the controllers (pending goals) and detach their transport sides (which refer back
         to them: no reference cycle outlives the world)."""
-        for c in self.controllers.values():
+        for c in list(self.controllers.values()) + self.devices:
             c.shutdown()
             c.io = NO_IO
 
@@ -201,7 +202,24 @@ class ControllerManager:
 
     def _refresh(self):
         self._updaters = [c for c in self.controllers.values()
-                          if c.active and type(c).update is not Controller.update]
+                          if c.active and type(c).update is not Controller.update] + self.devices
+
+    def add_device(self, device) -> None:
+        """Run ``device`` (a Controller instance) with the controllers, as a device of the hardware rather than a
+        controller: it is not listed, loaded or switched; its command interfaces are claimed in its name from now
+        on, so that no controller can be activated on them (the Franka Hand's gripper, which franka_gripper
+        commands through libfranka: driver/franka.py ``hand_gripper``). ConfigError if an active controller
+        claims one of them. Before the stepping loop starts, or between two steps."""
+        with self.lock:
+            error = self._conflicts([c for c in self.controllers.values() if c.active] + self.devices + [device])
+            if error:
+                raise ConfigError(f"{self.source}: {error}")
+            device.on_activate()
+            device.state = "active"
+            for i in device.command_interfaces():
+                self.ctx.command.claims[i] = device.name
+            self.devices.append(device)
+            self._refresh()
 
     def _conflicts(self, active) -> str:
         """Why ``active`` cannot be active together ('' if they can): two controllers claiming the same command
@@ -264,7 +282,7 @@ class ControllerManager:
         if problems and strict:
             return False, "; ".join(problems)
         with self.lock:
-            remaining = [c for c in self.controllers.values() if c.active and c not in deact]
+            remaining = [c for c in self.controllers.values() if c.active and c not in deact] + self.devices
             accepted = []
             for c in act:
                 error = self._conflicts(remaining + accepted + [c])

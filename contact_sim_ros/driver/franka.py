@@ -30,6 +30,7 @@ on the arm's links are projected as libfranka projects them. K_F_ext_hat_K is th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -40,6 +41,74 @@ from .controllers.gripper_action import GoalRejected, GripperActionController, G
 DEFAULT_SPEED = 0.1           # m/s   (franka_gripper_node.yaml)
 DEFAULT_EPSILON = 0.005       # m     (inner and outer)
 SAME_POSITION = 1e-4          # m     (franka_gripper: a GripperCommand already at its width succeeds at once)
+
+# The Franka Hand's finger drive (its own motor, commanded by franka_gripper through libfranka, not by ros2_control):
+# the position drive and the gripper controller's settings of the package's franka preset (config/robots/
+# franka.yaml gains, config/ros2_control/franka_controllers.yaml gripper_action_controller), for a user's robot.
+HAND_GAINS = (2000.0, 40.0)   # kp N/m, kd N*s/m
+HAND_GRIPPER_PARAMETERS = {"action_monitor_rate": 20.0, "goal_tolerance": 0.002, "max_effort": 70.0,
+                           "allow_stalling": True, "stall_velocity_threshold": 0.001, "stall_timeout": 0.5}
+GRIPPER_TYPE = "position_controllers/GripperActionController"
+
+
+# ------------------------------------------------------------------------------------------ the hand
+
+
+@dataclasses.dataclass(frozen=True)
+class FrankaHand:
+    """A Franka Hand of a model: ``finger`` the actuated ``<arm_id>_finger_joint1``, ``mimic`` its ``<mimic>``
+    ``<arm_id>_finger_joint2`` (franka_description's end_effectors/common/franka_hand.xacro; arm_id fr3, fp3, fer,
+    panda ...)."""
+
+    finger: str
+    mimic: str
+
+
+def franka_hands(model) -> list[FrankaHand]:
+    """The Franka Hands of ``model`` (a MultibodyModel), recognised by franka_description's names: an actuated
+    ``<p>finger_joint1``, its ``<mimic>`` ``<p>finger_joint2`` and the finger links ``<p>leftfinger`` and
+    ``<p>rightfinger``, whatever the prefix ``<p>`` (``fr3_``, ``panda_``, a robot prefix in front)."""
+    pm = model.pin_model
+    out = []
+    for mj in model.mimic_joints:
+        if not mj.name.endswith("finger_joint2"):
+            continue
+        p = mj.name[:-len("finger_joint2")]
+        if mj.primary != p + "finger_joint1" or mj.primary not in model.joint_names:
+            continue
+        if pm.existFrame(p + "leftfinger") and pm.existFrame(p + "rightfinger"):
+            out.append(FrankaHand(mj.primary, mj.name))
+    return out
+
+
+def with_hand_drives(scene, hands=None):
+    """``scene`` (a sim.scene.Scene) with a position drive (``HAND_GAINS``) on the finger of every Franka Hand
+    (``hands``, default ``franka_hands(scene.model)``) that its robot leaves without one: a robot that declares its
+    drives (its ``<ros2_control>`` block, as franka_description's FR3 block, names the arm joints only: the hand is
+    franka_gripper's device) would leave the finger passive (sim/default_gains.py ``drive_plan``). A robot that
+    declares none (a bare URDF: every joint gets a default drive), a finger with gains or a declared drive, and a
+    finger named in ``passive_joints`` are left as they are. Returns the scene (its robots replaced in place)."""
+    hands = franka_hands(scene.model) if hands is None else hands
+    passive = set(scene.passive_joints)
+    for k, robot in enumerate(scene.robots):
+        declares = bool(robot.gains) or bool(robot.driven_joints)
+        inst = next((i for i in scene.model.robots if i.name == robot.name), None)
+        own = set(inst.joint_names) if inst is not None else set()
+        add = {h.finger: HAND_GAINS for h in hands if h.finger in own and h.finger not in robot.gains
+               and h.finger not in robot.driven_joints and h.finger not in passive}
+        if declares and add:
+            new = dataclasses.replace(robot, gains={**robot.gains, **add})
+            if scene.robot is robot:
+                scene.robot = new
+            scene.robots[k] = new
+    return scene
+
+
+def hand_gripper(hand: FrankaHand, ctx, name: str = "franka_gripper") -> GripperActionController:
+    """The emulated gripper of ``hand`` (what franka_gripper commands through libfranka): a GripperActionController
+    on its finger with the hand's settings (``HAND_GRIPPER_PARAMETERS``) over the controller context ``ctx``; run
+    as a device of the robot's controller manager (ControllerManager.add_device), not as a listed controller."""
+    return GripperActionController(name, GRIPPER_TYPE, {"joint": hand.finger, **HAND_GRIPPER_PARAMETERS}, ctx)
 
 
 def grasp_succeeded(width: float, target: float, inner: float, outer: float) -> bool:

@@ -23,7 +23,7 @@ from sensor_msgs.msg import JointState
 
 from ..driver.controllers.franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from ..driver.controllers.gripper_action import GoalRejected, GripperActionController
-from ..driver.franka import DEFAULT_EPSILON, DEFAULT_SPEED, FrankaGripper
+from ..driver.franka import DEFAULT_EPSILON, DEFAULT_SPEED, FrankaGripper, FrankaHand, franka_hands, hand_gripper
 from .controllers import GoalWaits, _action_server, _follow_goal
 from .franka_state import FrankaStatePublisher
 from .state_messages import has_readers, stamp
@@ -111,6 +111,8 @@ class FrankaGripperNode(Node):
         super().__init__(sim_node.config.franka_gripper_name, namespace=namespace, context=sim_node.context,
                          use_global_arguments=False)
         self.sim_node = sim_node
+        if sim_node.recorder is not None:     # record:= its joint_states, the goals and results of its actions
+            sim_node.recorder.follow(self)
         sim = sim_node.sim
 
         def finger_position():      # a read of the simulator's state (the robot's joints keep their indices)
@@ -185,34 +187,65 @@ class FrankaGripperNode(Node):
 
 
 class FrankaInterfaces:
-    """Both of one Franka arm's interfaces, or None when the robot is not a Franka / the parameter is off."""
+    """A Franka arm's and a Franka Hand's interfaces, or None when the robot has neither / the parameter is off.
+
+    As franka_ros2's bringup starts them with the hardware: the robot state (``franka_robot_state_broadcaster``)
+    for the package's ``franka`` preset (its Panda arm joints), unless the controllers file spawns the broadcaster;
+    the ``franka_gripper`` node for ANY robot with a Franka Hand (driver/franka.py ``franka_hands``: the FR3 of
+    franka_description, the Panda), on the controllers file's GripperActionController of the finger if it has one
+    (the preset's ``gripper_action_controller``), else on the hand's own emulated gripper (``hand_gripper``: a
+    device of the controller manager, not a listed controller; franka_ros2 commands the hand through libfranka,
+    not ros2_control). Not served when a controller of the file commands the finger (then the hand is
+    ros2_control's, as in franka_ros2's Gazebo set-up)."""
 
     @staticmethod
     def of(port, cm):
         sim_node = port.sim_node
-        if FrankaRobotState is None or not sim_node.config.franka_interfaces or not is_franka(port):
+        if FrankaRobotState is None or not sim_node.config.franka_interfaces:
             return None
-        if not all(j in port.joint_names for j in ARM_JOINTS):
+        arm = is_franka(port) and all(j in port.joint_names for j in ARM_JOINTS)
+        hands = [h for h in franka_hands(sim_node.model) if h.finger in port.joint_names]
+        if not arm and not hands:
             return None
-        return FrankaInterfaces(port, cm)
+        return FrankaInterfaces(port, cm, arm, hands[0] if hands else None)
 
-    def __init__(self, port, cm):
+    def __init__(self, port, cm, arm: bool = True, hand: FrankaHand | None = None):
         controllers = list(cm.controllers.values()) if cm is not None else []
         self.state = None        # a spawned franka_robot_state_broadcaster publishes it instead (FrankaStateIO)
-        if not any(isinstance(c, FrankaRobotStateBroadcaster) for c in controllers):
+        if arm and not any(isinstance(c, FrankaRobotStateBroadcaster) for c in controllers):
             self.state = FrankaStatePublisher(port.node, port.sim_node, STATE_NODE, ARM_JOINTS, BASE_FRAME, EE_FRAME,
                                               port.frame_prefix)
         self.gripper_node = None
-        grippers = [c for c in controllers
-                    if isinstance(c, GripperActionController) and c.joint.endswith(FINGER_JOINT)]
+        self.hand = hand
+        finger = hand.finger if hand is not None else FINGER_JOINT
+        grippers = [c for c in controllers if isinstance(c, GripperActionController) and c.joint.endswith(finger)]
+        log = port.sim_node.log
         if grippers:
             c = grippers[0]
             fingers = [c.joint] + [j for j in c.limited_joints[1:]]
-            self.gripper_node = FrankaGripperNode(port.sim_node, port.node.get_namespace(), c,
-                                                  fingers if len(fingers) == 2 else [c.joint, c.joint[:-1] + "2"])
+            if len(fingers) != 2:
+                fingers = [c.joint, hand.mimic if hand is not None else c.joint[:-1] + "2"]
+        elif hand is not None and cm is not None:
+            users = [c.name for c in controllers
+                     if any(i.rpartition("/")[0] == hand.finger for i in c.command_interfaces())]
+            if users:
+                log.warn(f"franka_interfaces: {hand.finger} is commanded by the controller(s) {users} of "
+                         f"{cm.source}: the franka_gripper node is not served (franka_ros2 commands the hand "
+                         f"through franka_gripper, not a ros2_control controller; drop the finger from those "
+                         f"controllers to have it)")
+                return
+            c = hand_gripper(hand, cm.ctx, port.sim_node.config.franka_gripper_name)
+            cm.add_device(c)
+            fingers = [hand.finger, hand.mimic]
         else:
-            port.sim_node.log.warn("franka_interfaces: no GripperActionController on panda_finger_joint1 in the "
-                                   "controllers file: the franka_gripper node is not served")
+            log.warn(f"franka_interfaces: no GripperActionController on {finger} in the controllers file: the "
+                     f"franka_gripper node is not served")
+            return
+        self.gripper_node = FrankaGripperNode(port.sim_node, port.node.get_namespace(), c, fingers)
+        if cm is not None and c not in controllers:
+            log.info(f"franka_gripper: {self.gripper_node.get_fully_qualified_name()} (homing, move, grasp, "
+                     f"gripper_action, joint_states) on the Franka Hand's {hand.finger}, as franka_ros2's "
+                     f"gripper.launch.py serves it with the hardware")
 
     def publish(self, sim) -> None:
         """The robot state and the gripper's joint states (stepping thread, at the node's wrench_rate)."""

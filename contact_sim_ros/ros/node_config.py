@@ -114,10 +114,12 @@ class NodeConfig:
                                   "type but the inactive ones")
     inactive_controllers: list = _p([], "string_array", description="controllers loaded but not activated "
                                     "(spawner --inactive)")
-    franka_interfaces: bool = _p(True, "bool", description="a Franka arm (robot preset 'franka'): serve "
+    franka_interfaces: bool = _p(True, "bool", description="any robot with a Franka Hand (franka_description's "
+                                 "<arm_id>_finger_joint1/2, e.g. the FR3's or the franka preset's): serve "
                                  "franka_ros2's franka_gripper node (~/homing, ~/move, ~/grasp, ~/gripper_action, "
-                                 "~/joint_states) and franka_robot_state_broadcaster/robot_state "
-                                 "(franka_msgs/FrankaRobotState); other robots: ignored")
+                                 "~/joint_states) on the hand; the robot preset 'franka' also "
+                                 "franka_robot_state_broadcaster/robot_state (franka_msgs/FrankaRobotState); "
+                                 "other robots: ignored")
     franka_gripper_name: str = _p("franka_gripper", "string", description="node name of the emulated "
                                   "franka_gripper (franka_gripper's launch: franka_gripper; MoveIt's FR3 config "
                                   "expects fr3_gripper/gripper_action: fr3_gripper)")

@@ -22,6 +22,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from ..driver.command_validation import CommandRejected
+from ..driver.franka import franka_hands
 from ..driver.robot import Robot
 from .controller_manager_node import ControllerManagerNode
 from .controllers import RosControllerTransport
@@ -114,13 +115,21 @@ class RobotPort:
             system, cfg.controllers_file, inactive, RosControllerTransport(self.node, sim_node, self.frame_prefix),
             limits=sim_node.limits, engine=sim_node.sim.engine,
             default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
-            name_errors=self.own_node, passive_joints=sim_node.sim.passive_joints, active=cfg.active_controllers,
+            name_errors=self.own_node, passive_joints=tuple(sim_node.sim.passive_joints) + self.hand_fingers(),
+            active=cfg.active_controllers,
             namespace=self.node.get_namespace())
         # the robot's /<namespace>/controller_manager node (its services and parameters) and a node per controller
         self.cm_node = ControllerManagerNode(self, cm, between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm
         self.franka = FrankaInterfaces.of(self, cm)
         return cm
+
+    def hand_fingers(self) -> tuple:
+        """The fingers of this robot's Franka Hands when the node serves franka_gripper for them (ros/franka.py):
+        left out of a default controller set, as franka_ros2's controllers leave the hand to franka_gripper."""
+        if not self.sim_node.config.franka_interfaces:
+            return ()
+        return tuple(h.finger for h in franka_hands(self.sim_node.model) if h.finger in self.joint_names)
 
     def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as

@@ -39,6 +39,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from ..driver.command_validation import CommandRejected, JointLimits
 from ..driver.controller_manager import ControllerManagers
+from ..driver.franka import with_hand_drives
 from ..driver.loop import PublishHook, SteppingLoop, Transport, loop_status, step_wait_timeout
 from ..driver.robot import merge_hardware_infos, validate_joint_command
 from ..driver.system import SimulatorSystem
@@ -128,7 +129,8 @@ class SimNode(Node):
 
         with warnings.catch_warnings():          # said in the node's log below
             warnings.simplefilter("ignore", DefaultGainsWarning)
-            self.sim = Simulator(cfg.load_scene(), **cfg.simulator_options())
+            # a Franka Hand left without a drive by its robot's <ros2_control> block gets its own (franka_gripper's)
+            self.sim = Simulator(with_hand_drives(cfg.load_scene()), **cfg.simulator_options())
         sim = self.sim
         self.model = sim.model
         note = cold_start_note(cfg.engine, driver=True)   # kernels missing from the compiled-code cache
