@@ -235,7 +235,40 @@ def read_controllers_file(path: str | Path, manager_name: str = CONTROLLER_MANAG
     if not controllers:
         raise ConfigError(f"{where}: {manager_name}.{PARAMS_KEY} lists no controller (<name>: {{type: ...}})"
                           + (f"; {typeless} have no 'type'" if typeless else ""))
+    _refuse_launch_substitutions(where, manager_name, cm, controllers)
     return ControllersFile(where, update_rate, tuple(controllers), dict(cm), tuple(notes))
+
+
+# a roslaunch substitution left in a parameter value: $(var tf_prefix), $(find-pkg-share pkg), $(env HOME) ...
+LAUNCH_SUBSTITUTION = re.compile(r"\$\((?:var|env|optenv|find-pkg-share|find-pkg-prefix|find-exec|exec-in-pkg|"
+                                 r"dirname|filename|anon|eval|command|arg)\b[^)]*\)")
+
+
+def _refuse_launch_substitutions(where: str, manager_name: str, cm: dict, controllers) -> None:
+    """ConfigError if a value of the file still holds a launch substitution (``$(var tf_prefix)`` in the UR
+    driver's ur_controllers.yaml): its launch file substitutes them when it loads the file (ur_control.launch.py:
+    ``ParameterFile(..., allow_substs=True)``); a controller manager given the file itself would read them as
+    text (joints named ``$(var tf_prefix)shoulder_pan_joint``). Names the substitution, where it is and what to
+    do."""
+    values = [(f"{manager_name}.{k}", v) for k, v in cm.items()]
+    values += [(f"{c.name}.{k}", v) for c in controllers for k, v in c.params.items()]
+    found: dict[str, list[str]] = {}
+    for key, value in values:
+        for text in (value if isinstance(value, (list, tuple)) else [value]):
+            for m in LAUNCH_SUBSTITUTION.finditer(text if isinstance(text, str) else ""):
+                found.setdefault(m.group(0), []).append(key)
+    if not found:
+        return
+    first, keys = next(iter(found.items()))
+    example = "; ".join(f"'{s}' in {len(k)} value(s), e.g. {k[0]}" for s, k in found.items())
+    raise ConfigError(
+        f"{where}: the file holds the launch substitution(s) {example}: a launch file substitutes them when it "
+        f"loads the file (the UR driver's ur_control.launch.py: ParameterFile(..., allow_substs=True)), the "
+        f"controller manager does not. Give the node the file as launch substitutes it: write it out with your "
+        f"values (for an empty prefix: sed 's/{first.replace('$', chr(92) + '$')}//g' {Path(where).name} > "
+        f"my_controllers.yaml), or "
+        f"pass it through launch's substitution (launch_ros.parameter_descriptions.ParameterFile(path, "
+        f"allow_substs=True) in your launch file) and give the node the result")
 
 
 @dataclass(frozen=True)
