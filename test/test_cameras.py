@@ -2,6 +2,7 @@
 projection against analytic truth, the stereo depth model against its parameters, a wrist camera on a moving arm,
 and the scene file's camera errors."""
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from contact_sim_ros.cameras.depth_models import measured_depth
-from contact_sim_ros.cameras.rig import CameraRig
+from contact_sim_ros.cameras.rig import CameraRig, RigScene, mimic_joint_recipes, rebuild_mimic_joints
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.sim.scene import load_scene
 
@@ -269,6 +270,89 @@ def test_shipped_wrist_camera_view_moves_with_the_arm(scene_file, robot, link, j
         assert finger in names and "ground" in names, names
     assert np.linalg.norm(centroids[1] - centroids[0]) > 20 and np.linalg.norm(centroids[2] - centroids[0]) > 20
     rig.release()
+
+
+# ------------------------------------------------------------------ the rig's scene crossing to another process
+
+MIMIC_URDF = """<?xml version="1.0"?>
+<robot name="mimics">
+  <link name="base"/>
+  <link name="a"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial></link>
+  <link name="b"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial></link>
+  <link name="c"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial></link>
+  <link name="d"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial></link>
+  <link name="e"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial></link>
+  <link name="f"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/>
+    </inertial></link>
+  <joint name="hinge" type="revolute"><parent link="base"/><child link="a"/><axis xyz="0 0 1"/>
+    <limit lower="-2" upper="2" velocity="1" effort="1"/></joint>
+  <joint name="hinge_mimic" type="revolute"><parent link="a"/><child link="b"/><origin xyz="0.3 0 0"/>
+    <axis xyz="0.6 0 -0.8"/><limit lower="-2" upper="2" velocity="1" effort="1"/>
+    <mimic joint="hinge" multiplier="-0.5" offset="0.1"/></joint>
+  <joint name="slide" type="prismatic"><parent link="b"/><child link="c"/><origin xyz="0.2 0 0"/><axis xyz="1 0 0"/>
+    <limit lower="0" upper="0.1" velocity="1" effort="1"/></joint>
+  <joint name="slide_mimic" type="prismatic"><parent link="b"/><child link="d"/><origin xyz="0 0.2 0"/>
+    <axis xyz="0 -1 0"/><limit lower="0" upper="0.2" velocity="1" effort="1"/>
+    <mimic joint="slide" multiplier="2.0" offset="0.01"/></joint>
+  <joint name="wheel" type="continuous"><parent link="d"/><child link="e"/><axis xyz="0 1 0"/></joint>
+  <joint name="wheel_mimic" type="continuous"><parent link="e"/><child link="f"/><origin xyz="0 0 0.1"/>
+    <axis xyz="0 1 0"/><mimic joint="wheel" multiplier="3.0" offset="-0.2"/></joint>
+</robot>
+"""
+
+
+def _joint_sizes(pin_model):
+    return [(j.shortname(), j.id, j.idx_q, j.idx_v, j.idx_vExtended, j.nq, j.nv, j.nvExtended)
+            for j in pin_model.joints]
+
+
+def _frame_poses(pin_model, q):
+    data = pin.Data(pin_model)
+    pin.framesForwardKinematics(pin_model, data, q)
+    return np.stack([M.homogeneous for M in data.oMf])
+
+
+def test_mimic_joints_of_every_kind_cross_a_pickle_with_their_kinematics():
+    """Pinocchio 4.1 pickles mimic joints with their sizes unset (nvExtended -1; kinematics on the loaded model
+    crashed the process): rebuilt after loading, a revolute mimic on an unaligned axis with a negative multiplier
+    and an offset, a prismatic one on -y and a continuous one have their sizes, indices and frame poses back."""
+    model = pin.buildModelFromXML(MIMIC_URDF, mimic=True)
+    assert len(model.mimicking_joints) == 3
+    loaded = pickle.loads(pickle.dumps(model))
+    rebuild_mimic_joints(loaded, mimic_joint_recipes(model))
+    assert _joint_sizes(loaded) == _joint_sizes(model)
+    for _ in range(5):
+        q = pin.randomConfiguration(model, -np.ones(model.nq), np.ones(model.nq))
+        np.testing.assert_array_equal(_frame_poses(loaded, q), _frame_poses(model, q))
+
+
+def test_a_franka_camera_scene_crosses_to_the_camera_process_and_renders_the_same_image():
+    """Issue 44 (finding 1): the RigScene that the camera process receives (pickled) of scenes/franka_cameras.yaml
+    (the Panda's second finger is a mimic joint) has the model's joints as they were and renders the wrist camera's
+    image of the same state exactly as the rig made from the scene in this process."""
+    sc = load_scene(str(REPO / "scenes" / "franka_cameras.yaml"))
+    parts = pickle.loads(pickle.dumps(RigScene.of(sc)))
+    original = sc.model.pin_model
+    assert len(original.mimicking_joints) == 1
+    assert _joint_sizes(parts.pin_model) == _joint_sizes(original)
+    q = sc.q0.copy()
+    q[sc.model.joint_q_index[sc.model.joint_index("panda_finger_joint1")]] = 0.03     # fingers apart
+    np.testing.assert_array_equal(_frame_poses(parts.pin_model, q), _frame_poses(original, q))
+    here = CameraRig(sc)
+    expected = here.render("wrist_camera", q, 0.5)
+    here.release()
+    there = CameraRig(parts)
+    got = there.render("wrist_camera", q, 0.5)
+    there.release()
+    finger = 1 + [e.name for e in there.visual.labels].index("panda_rightfinger")    # the mimic joint's link
+    assert np.count_nonzero(expected.labels == finger) > 100
+    for image in ("color", "depth", "labels"):
+        np.testing.assert_array_equal(getattr(got, image), getattr(expected, image))
 
 
 # ------------------------------------------------------------------------------------------------- errors

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pinocchio as pin
 
-from ..errors import ConfigError, unknown_choice
+from ..errors import ConfigError, ModelError, unknown_choice
 from .depth_models import measured_depth, noisy_color
 from .renderer import Renderer
 from .spec import CameraSpec, pixel_rays
@@ -86,6 +87,66 @@ class RigScene:
         """``visual``: the scene's visual geometry if already built."""
         return cls(str(scene.source), list(scene.cameras), scene.model.pin_model, list(scene.model.free_bodies),
                    visual or build_visual_scene(scene))
+
+    # Pinocchio 4.1 pickles a model with mimic joints (URDF <mimic>: the Franka's second finger) wrongly: its
+    # serialization of JointModelMimic leaves the joint's own sizes (nq, nvExtended) unset (nvExtended -1 after
+    # loading, originally 1), and the first kinematics on the loaded model crashed the camera process (SIGSEGV,
+    # issue 44). So the mimic joints cross with what rebuilds them and are made anew after loading.
+
+    def __getstate__(self):
+        return {**self.__dict__, "_mimic_joints": mimic_joint_recipes(self.pin_model)}
+
+    def __setstate__(self, state):
+        recipes = state.pop("_mimic_joints", ())
+        self.__dict__.update(state)
+        rebuild_mimic_joints(self.pin_model, recipes)
+
+
+_ALIGNED = {("revolute", 0): pin.JointModelRX, ("revolute", 1): pin.JointModelRY, ("revolute", 2): pin.JointModelRZ,
+            ("prismatic", 0): pin.JointModelPX, ("prismatic", 1): pin.JointModelPY,
+            ("prismatic", 2): pin.JointModelPZ, ("continuous", 0): pin.JointModelRUBX,
+            ("continuous", 1): pin.JointModelRUBY, ("continuous", 2): pin.JointModelRUBZ}
+_UNALIGNED = {"revolute": pin.JointModelRevoluteUnaligned, "prismatic": pin.JointModelPrismaticUnaligned}
+
+
+def mimic_joint_recipes(pin_model) -> list[tuple]:
+    """Per mimic joint of ``pin_model``: (joint id, its vExtended index, primary joint id, kind 'revolute' /
+    'prismatic' / 'continuous', unit axis (3,) in the joint frame, scaling, offset (rad or m)): what
+    ``rebuild_mimic_joints`` needs. The kind and axis come from the joint's motion subspace S = scaling [v; w]
+    (URDF mimic joints have one degree of freedom). ModelError for a mimic of a continuous joint on an axis other
+    than +x, +y or +z (Pinocchio's Python interface cannot make that joint)."""
+    ids = list(pin_model.mimicking_joints)
+    if not ids:
+        return []
+    data = pin_model.createData()
+    pin.forwardKinematics(pin_model, data, pin.neutral(pin_model))
+    recipes = []
+    for joint_id, primary_id in zip(ids, pin_model.mimicked_joints):
+        mimic = pin_model.joints[joint_id].extract()
+        scaling, offset = float(mimic.scaling), float(mimic.offset)
+        S = np.asarray(data.joints[joint_id].S, dtype=float).reshape(6) / scaling
+        angular = bool(np.any(S[3:] != 0.0))
+        axis = S[3:] if angular else S[:3]
+        kind = ("continuous" if pin_model.joints[primary_id].nq == 2 else "revolute") if angular else "prismatic"
+        if kind == "continuous" and not any(np.array_equal(axis, np.eye(3)[k]) for k in range(3)):
+            raise ModelError(f"mimic joint '{pin_model.names[joint_id]}' of the continuous joint "
+                             f"'{pin_model.names[primary_id]}' on the axis {axis.tolist()}: the camera process cannot "
+                             f"receive it (only +x, +y or +z)")
+        recipes.append((int(joint_id), int(mimic.idx_vExtended), int(primary_id), kind, axis, scaling, offset))
+    return recipes
+
+
+def rebuild_mimic_joints(pin_model, recipes) -> None:
+    """Each mimic joint of ``recipes`` (``mimic_joint_recipes``) made anew in ``pin_model`` (in place): the joint
+    of its kind and axis mimicking its primary joint with its scaling and offset, at its own indices."""
+    for joint_id, idx_v_extended, primary_id, kind, axis, scaling, offset in recipes:
+        aligned = [k for k in range(3) if np.array_equal(axis, np.eye(3)[k])]
+        joint = _ALIGNED[kind, aligned[0]]() if aligned else _UNALIGNED[kind](np.asarray(axis, dtype=float))
+        primary = pin_model.joints[primary_id]
+        joint.setIndexes(primary.id, primary.idx_q, primary.idx_v, primary.idx_vExtended)   # what it mimics
+        mimic = pin.JointModelMimic(joint, scaling, offset)
+        mimic.setIndexes(joint_id, 0, 0, idx_v_extended)
+        pin_model.joints[joint_id] = pin.JointModel(mimic)
 
 
 class CameraRig:
