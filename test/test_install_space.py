@@ -146,3 +146,5 @@ def test_compile_kernels_and_the_installed_sim_node_run_from_the_install_space(i
     output = log.read_text()
     assert code == 0, output
     assert "Traceback" not in output and "FileNotFoundError" not in output, output
+    # the installed copy of the sources found the kernels compile-kernels just cached: no first-start compilation
+    assert "compiling kernels, first start only" not in output and "are not built" not in output, output
