@@ -12,8 +12,13 @@ the same node, spun by its busy executor, kept only ~3 messages/s per topic):
   ``<controller>/joint_trajectory`` ...) and the message handed to the node's callback; every goal request an
   action server of the node receives is recorded as the action's goal message (``<pkg>/action/<Action>_Goal``, e.g.
   ``control_msgs/action/FollowJointTrajectory_Goal``) on the topic ``<action name>/goal`` (e.g.
-  ``/arm_controller/follow_joint_trajectory/goal``; ros2 bag of Jazzy records no actions). So a bag shows the
-  commands and the responses side by side, and ``contact-sim replay`` replays the commands and goals.
+  ``/arm_controller/follow_joint_trajectory/goal``), and every goal's result when the goal ends (succeeded,
+  aborted or canceled) as the action's result message (``<pkg>/action/<Action>_Result``, e.g.
+  ``franka_msgs/action/Move_Result``) on ``<action name>/result``. These two topics are this recorder's own
+  naming: ros2 bag of Jazzy records no actions (rosbag2 records them from Kilted on, through action
+  introspection's hidden ``<action>/_action/...`` topics and service events, which Jazzy's rclpy does not
+  publish). So a bag shows the commands and the responses side by side, and ``contact-sim replay`` replays the
+  commands and goals.
 
 A writer thread writes the queue with :class:`contact_sim_ros.bag_files.JazzyBagWriter` (the pure-Python
 ``rosbags`` writer, rosbag2 format 9, in Jazzy's layout: ``<bag>_0.mcap``, ``ros_distro: jazzy``, channel QoS and
@@ -351,6 +356,13 @@ class BagRecorder:
         return list(self.counts)
 
     @property
+    def bag_topics(self) -> list[str]:
+        """The topics in the bag (those with a connection: a first message was written), in the order they were
+        tapped; what the closing log line counts."""
+        with self._lock:
+            return list(dict.fromkeys(c.topic for c in self._channels.values() if c.conn is not None))
+
+    @property
     def queued(self) -> int:
         """Messages waiting for the writer thread."""
         return len(self._queue)
@@ -436,11 +448,13 @@ class BagRecorder:
     def tap_action_server(self, node, server, action_name: str) -> None:
         """Record every goal request ``server`` (an rclpy ActionServer named ``action_name``) receives, as its goal
         message (``<pkg>/action/<Action>_Goal``) on the topic ``<action name>/goal``, when it arrives (before the
-        server's goal callback accepts or rejects it)."""
+        server's goal callback accepts or rejects it); and the result of every goal it executes, when the goal
+        ends, as its result message (``<pkg>/action/<Action>_Result``) on ``<action name>/result``."""
         goal_class = server._action_type.Goal
         topic = node.resolve_topic_name(f"{action_name}/goal")
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         callback, record = server._goal_callback, self.record_input
+        self._tap_results(server, node.resolve_topic_name(f"{action_name}/result"), qos)
 
         if inspect.iscoroutinefunction(callback):       # rclpy awaits a coroutine function's result
             async def recorded_goal_callback(goal):
@@ -452,6 +466,21 @@ class BagRecorder:
                 return callback(goal)
         server._goal_callback = recorded_goal_callback
         self.on_close.append(lambda: setattr(server, "_goal_callback", callback))
+
+    def _tap_results(self, server, topic: str, qos) -> None:
+        """Record the result message of every goal ``server`` executes on ``topic``, when the goal has ended (rclpy's
+        ``ActionServer._execute_goal`` sets it as the answer of get_result; replaced on the instance until
+        ``close()``)."""
+        result_class, record = server._action_type.Result, self.record_input
+        execute_goal = server._execute_goal        # the class's bound method
+
+        async def recorded_execute_goal(execute_callback, goal_handle):
+            await execute_goal(execute_callback, goal_handle)
+            future = server._result_futures.get(bytes(goal_handle.goal_id.uuid))
+            if future is not None and future.done() and future.result() is not None:
+                record(topic, result_class, qos, serialize_message(future.result().result))
+        server._execute_goal = recorded_execute_goal
+        self.on_close.append(lambda: server.__dict__.pop("_execute_goal", None))
 
     def follow(self, node) -> None:
         """Record every topic ``node`` publishes (except /rosout and /parameter_events): its publishers now and
@@ -569,7 +598,10 @@ class BagRecorder:
         except Exception as exc:                       # disk full ...
             self._error("(close)", exc)
         if self.log is not None:
-            self.log.info(f"recording: {self.written} messages on {len(self.counts)} topics written to {self.path}")
+            self.log.info(f"recording: {self.written} messages on {len(self.bag_topics)} topics written to "
+                          f"{self.path}" + (f" ({len(self.counts) - len(self.bag_topics)} tapped topic(s) had no "
+                                            f"message and are not in the bag)"
+                                            if len(self.counts) > len(self.bag_topics) else ""))
             if self.dropped or self.errors:
                 self.log.warn(f"recording to {self.path}: {self.dropped} messages dropped (the writer did not keep "
                               f"up: {self.max_queued} messages queued), {self.errors} writes failed")
