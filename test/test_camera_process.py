@@ -2,7 +2,9 @@
 stepping thread handed it (the same image as a renderer in this thread of the same q and t), switches to a changed
 scene before it renders that scene's q (a spawned box appears), and start-up errors come back to the parent."""
 import os
+import signal
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from contact_sim_ros.sim.scene import load_scene
 from contact_sim_ros.sim.simulator import Simulator
 from contact_sim_ros.viewer.scene_viewer import CameraSlots, CameraView
 
+REPO = Path(__file__).resolve().parents[1]
 DOWN = [0.0, np.pi / 2, 0.0]         # body x (the viewing direction) along world -z
 CAMERA = {"name": "cam", "pose": {"xyz": [0, 0, 1.0], "rpy": DOWN}, "width": 160, "height": 120, "fov": 70.0,
           "near": 0.05, "far": 8.0, "rate": 10.0}
@@ -121,5 +124,102 @@ def test_a_state_larger_than_the_slot_is_refused_not_cut():
         assert process.request("cam", small, watched=True) is True
         wait_for_image(slots, 0)
         assert process.counts("cam")["rendered"] == 1
+    finally:
+        process.close()
+
+
+def test_the_franka_camera_scene_renders_in_the_child_as_in_this_process():
+    """Issue 44 (finding 1): the camera process of scenes/franka_cameras.yaml crashed (SIGSEGV) at its first render:
+    the pickled Pinocchio model's mimic joint (the Panda's second finger) had its sizes unset. It renders the wrist
+    camera's image of the handed state as a renderer in this process does."""
+    sim = Simulator(str(REPO / "scenes" / "franka_cameras.yaml"), engine="tamsi", time_step=1e-3)
+    for _ in range(20):
+        sim.step()
+    spec = next(c for c in sim.scene.cameras if c.name == "wrist_camera")
+    slots = CameraSlots([CameraView("wrist_camera", spec.fov_y, spec.width, spec.height)])
+    log = Log()
+    process = CameraProcess(sim.scene, sim.time_step, "camera_process_franka", "/camera_process_franka", "", slots,
+                            log=log)
+    try:
+        process.request("wrist_camera", sim, watched=True)
+        _, _, image = wait_for_image(slots, 0)
+        rig = CameraRig(sim.scene)
+        expected = rig.render("wrist_camera", sim.q.copy(), sim.t).color
+        rig.release()
+        np.testing.assert_array_equal(image, expected[::slots.stride[0], ::slots.stride[0]])
+        assert process.counts("wrist_camera")["errors"] == 0 and process.failures == 0 and log.errors == []
+    finally:
+        process.close()
+
+
+class Log:
+    """Kept lines of the logger the camera process reports on (the node's: ``error`` and ``info``)."""
+
+    def __init__(self):
+        self.errors, self.infos = [], []
+
+    def error(self, message):
+        self.errors.append(message)
+
+    def info(self, message):
+        self.infos.append(message)
+
+
+def wait_for(condition, what, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.01)
+
+
+def reaped(pid) -> bool:
+    """The process ``pid`` is gone (not a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"     # a new process with that id: not ours
+    except FileNotFoundError:
+        return True
+
+
+def test_a_killed_child_is_noticed_reaped_logged_restarted_and_then_given_up():
+    """Issue 44 (finding 3): a killed camera process went unnoticed (images stopped for good, nothing logged, a
+    zombie left). The watchdog reaps it, logs why, reports it in status() (the node's /diagnostics) and starts
+    another child that renders again; after ``max_restarts`` it says that it will not restart it (ERROR)."""
+    sim = Simulator(scene(BALL), engine="semi_implicit", time_step=1e-3)
+    slots = CameraSlots([CameraView("cam", 1.0, 160, 120)])
+    log = Log()
+    process = CameraProcess(sim.scene, sim.time_step, "camera_process_killed", "/camera_process_killed", "", slots,
+                            log=log, max_restarts=1)
+    try:
+        process.request("cam", sim, watched=True)
+        seq, _, _ = wait_for_image(slots, 0)
+        first = process.pid
+        assert process.status() == (0, f"rendering in process {first}")
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: process.restarts == 1 and process.alive(), "a new camera process")
+        assert process.pid != first and reaped(first)
+        assert log.errors == [f"the camera process {first} ended: killed by SIGKILL; restarting it (1 of 1)"]
+        assert log.infos[-1].startswith(f"camera process restarted: rendering in process {process.pid} with ")
+        assert process.status() == (1, f"rendering in process {process.pid} (restarted 1 of 1 times; last: the "
+                                       f"camera process {first} ended: killed by SIGKILL)")
+        for _ in range(50):
+            sim.step()
+        process.request("cam", sim, watched=True)       # renders again: the new state (after the last one handed
+        expected = CameraRig(sim.scene).render("cam", sim.q.copy(), sim.t).color     # over, which it may render)
+        expected = expected[::slots.stride[0], ::slots.stride[0]]
+        seq, _, image = wait_for_image(slots, seq)
+        if not np.array_equal(image, expected):
+            seq, _, image = wait_for_image(slots, seq)
+        np.testing.assert_array_equal(image, expected)
+
+        second = process.pid
+        os.kill(second, signal.SIGKILL)
+        wait_for(lambda: process.gave_up, "the watchdog giving up")
+        assert reaped(second) and not process.alive()
+        assert log.errors[-1] == (f"the camera process {second} ended: killed by SIGKILL; not restarted (restarted 1 "
+                                  f"of 1 times already): the cameras publish nothing until the node is restarted")
+        assert process.status() == (2, f"cameras not rendered: the camera process {second} ended: killed by SIGKILL; "
+                                       f"not restarted (restarted 1 of 1 times)")
     finally:
         process.close()

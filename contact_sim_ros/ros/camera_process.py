@@ -15,12 +15,15 @@ A changed scene (spawned or deleted entities): a thread of the parent builds its
 sends it through a pipe with its number; slots carry the number of the scene their q belongs to, and the child
 switches before it renders a q of a newer scene. Start-up errors (no render back-end, a bad camera) are raised in
 the parent as the child raised them; render errors are logged by the child (throttled) and it goes on. The child
-ignores SIGINT (the node stops it) and ends when the node's process does.
+ignores SIGINT (the node stops it) and ends when the node's process does. A child that ends while the node runs
+(killed, or a crash in native code: issue 44) is noticed by a watchdog thread of the parent, reaped, logged, shown
+in the node's /diagnostics and started again with the newest scene (``MAX_RESTARTS`` times at most).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import queue
 import select
@@ -39,6 +42,7 @@ Q_CAPACITY = 4096            # configuration entries a slot holds (a robot and ~
 #                              is not handed over (``request`` returns False: the node says so)
 HEADER = 4                   # slot layout: scene number, t (s), nq, watched (0/1), then q
 NICE = 5                     # the child's niceness with priority "normal"
+MAX_RESTARTS = 3             # children started again after one ended (killed, crashed) before the node gives up
 
 
 class CameraProcess:
@@ -46,18 +50,26 @@ class CameraProcess:
 
     ``viewer_slots``: the browser view's CameraSlots (or None). ``priority``: "idle" or "normal" (the node
     parameter camera_priority; ``_lower_priority``). The constructor waits until the child has made its
-    renderer and raises what making it raised."""
+    renderer and raises what making it raised.
+
+    A child that ends while the node runs (killed, crashed) is noticed at once by a watchdog thread (it waits on
+    the child's sentinel: not the stepping thread), reaped, logged as an error on ``log`` (an rclpy logger, or
+    anything with ``error`` and ``info``) and started again with the newest scene, at most ``max_restarts``
+    times; then it says that it will not be restarted. ``status()`` reports it (the node's /diagnostics)."""
 
     def __init__(self, scene, time_step: float, node_name: str, namespace: str, frame_prefix: str,
-                 viewer_slots=None, priority: str = "idle", q_capacity: int = Q_CAPACITY):
+                 viewer_slots=None, priority: str = "idle", q_capacity: int = Q_CAPACITY, log=None,
+                 max_restarts: int = MAX_RESTARTS):
         # deferred: the rig imports trimesh (~2 s); sim_node imports this module for every scene, only a scene with
         # cameras needs it
         from ..cameras.rig import RigScene
         self._rig_scene = RigScene.of
-        ctx = multiprocessing.get_context("spawn")
+        self._ctx = ctx = multiprocessing.get_context("spawn")
         self.names = [c.name for c in scene.cameras]
         self.index = {n: k for k, n in enumerate(self.names)}
-        wake_recv, self._wake = ctx.Pipe(duplex=False)     # their file descriptors only: one byte per wake-up
+        # their file descriptors only: one byte per wake-up. The read end stays open here too: a restarted child
+        # gets it again (the stepping thread keeps writing into the same pipe)
+        self._wake_recv, self._wake = ctx.Pipe(duplex=False)
         os.set_blocking(self._wake.fileno(), False)
         self._seq = ctx.RawArray("q", len(self.names))
         self._stop = ctx.RawValue("b", 0)
@@ -66,34 +78,57 @@ class CameraProcess:
         self._raw = [ctx.RawArray("d", HEADER + self.q_capacity) for _ in self.names]
         self._slots = [np.frombuffer(r, dtype=np.float64) for r in self._raw]
         self._seqs = np.frombuffer(self._seq, dtype=np.int64)
-        self._scene, self._scene_number = scene, 0
+        self._scene = scene
+        self._current = (0, scene)             # (number, scene) of the newest scene: one tuple, set at once
         self._scenes: queue.Queue = queue.Queue()
+        self._child_args = (float(time_step), f"{node_name}_cameras", namespace, frame_prefix)
+        self._viewer_slots, self._priority = viewer_slots, priority
+        self._log = log
+        self.max_restarts = int(max_restarts)
+        self.restarts = 0                      # children started again after one ended
+        self.failures = 0                      # children that ended while the node ran
+        self.failure = ""                      # why the last one ended
+        self.gave_up = False                   # no child any more (max_restarts reached, or a restart failed)
+        self._closing = False
+        self._lock = threading.Lock()
+        self._process = None
+        self._start_child(self._rig_scene(scene), 0)
+        self._sender = threading.Thread(target=self._send_scenes, name="camera-scenes", daemon=True)
+        self._sender.start()
+        self._watchdog = threading.Thread(target=self._watch, name="camera-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _start_child(self, parts, scene_number: int) -> None:
+        """A child rendering ``parts`` (a RigScene, scene ``scene_number``); returns once it is ready (sets
+        ``_process``, ``pid``, ``description``), raises what its start-up raised."""
+        ctx = self._ctx
         ready_recv, ready_send = ctx.Pipe(duplex=False)
-        scene_recv, self._scene_send = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(
+        scene_recv, scene_send = ctx.Pipe(duplex=False)
+        process = ctx.Process(
             target=_camera_process_main, name="contact_sim_cameras", daemon=True,
-            args=(self._rig_scene(scene), float(time_step), f"{node_name}_cameras", namespace, frame_prefix,
-                  wake_recv, self._raw, self._seq, self._stop, self._stats, ready_send, scene_recv,
-                  viewer_slots, os.getpid(), priority))
-        self._process.start()
+            args=(parts, *self._child_args, self._wake_recv, self._raw, self._seq, self._stop, self._stats,
+                  ready_send, scene_recv, self._viewer_slots, os.getpid(), self._priority, scene_number))
+        process.start()
         ready_send.close()
         scene_recv.close()
-        wake_recv.close()
         ok = ready_recv.poll(STARTUP_TIMEOUT_S)
         try:
             status, value = ready_recv.recv() if ok else ("error", TimeoutError(
                 f"the camera process did not start within {STARTUP_TIMEOUT_S:g} s"))
         except EOFError:
-            status, value = "error", RuntimeError(f"the camera process ended at start-up (exit code "
-                                                  f"{self._process.exitcode})")
+            process.join(1.0)
+            status, value = "error", RuntimeError(f"the camera process ended at start-up ({_exit_text(process)})")
         ready_recv.close()
         if status != "ready":
-            self.close()
+            _stop_process(process, 2.0)
+            scene_send.close()
             raise value
-        self.description = value
-        self.pid = self._process.pid
-        self._sender = threading.Thread(target=self._send_scenes, name="camera-scenes", daemon=True)
-        self._sender.start()
+        with self._lock:
+            self._process, self._scene_send, self._sent = process, scene_send, scene_number
+            self.pid, self.description = process.pid, value
+        current = self._current
+        if current[0] > scene_number:              # a newer scene came while it started (its send may have failed)
+            self._scenes.put(current)
 
     # ------------------------------------------------------------------------ stepping thread
 
@@ -102,8 +137,9 @@ class CameraProcess:
         the configuration has more entries than a slot holds (``q_capacity``): not handed over."""
         if sim.scene is not self._scene:          # spawned / deleted entities: built and sent by _send_scenes
             self._scene = sim.scene
-            self._scene_number += 1
-            self._scenes.put((self._scene_number, sim.scene))
+            number = self._current[0] + 1
+            self._current = (number, sim.scene)
+            self._scenes.put((number, sim.scene))
         q = sim.q
         n = len(q)
         if n > self.q_capacity:
@@ -111,7 +147,7 @@ class CameraProcess:
         k = self.index[name]
         slot, seq = self._slots[k], self._seqs[k:k + 1]
         seq += 1                                   # odd: being written
-        slot[0], slot[1], slot[2], slot[3] = self._scene_number, sim.t, n, 1.0 if watched else 0.0
+        slot[0], slot[1], slot[2], slot[3] = self._current[0], sim.t, n, 1.0 if watched else 0.0
         slot[HEADER:HEADER + n] = q
         seq += 1                                   # even: complete
         self._wake_child()
@@ -123,7 +159,7 @@ class CameraProcess:
         except (BlockingIOError, BrokenPipeError, OSError):   # full (a wake-up is pending) or the child ended
             pass
 
-    # ------------------------------------------------------------------------ statistics, end
+    # ------------------------------------------------------------------------ statistics, watchdog, end
 
     def counts(self, name: str) -> dict:
         """States of camera ``name`` rendered, dropped (replaced before the child took them), skipped (no reader,
@@ -132,34 +168,120 @@ class CameraProcess:
         return dict(zip(("rendered", "dropped", "skipped", "errors"), self._stats[k:k + 4]))
 
     def alive(self) -> bool:
-        return self._process.is_alive()
+        return self._process is not None and self._process.is_alive()
+
+    def status(self) -> tuple[int, str]:
+        """(level, message) for the node's diagnostics: 0 (OK) rendering; 1 (WARN) rendering again after a child
+        ended (why); 2 (ERROR) no child now: being restarted, or not any more (why)."""
+        with self._lock:
+            if self.gave_up:
+                return 2, f"cameras not rendered: {self.failure}; not restarted (restarted {self.restarts} of " \
+                          f"{self.max_restarts} times)"
+            if self._process is not None and not self._process.is_alive():
+                return 2, f"cameras not rendered: {self.failure or 'the camera process ended'}; restarting it"
+            if self.failures:
+                return 1, f"rendering in process {self.pid} (restarted {self.restarts} of {self.max_restarts} " \
+                          f"times; last: {self.failure})"
+            return 0, f"rendering in process {self.pid}"
+
+    def _say(self, level: str, message: str) -> None:
+        if self._log is not None:
+            getattr(self._log, level)(message)
+
+    def _watch(self) -> None:
+        """Watchdog thread: waits for the child to end; unless the node closes it, reaps it, logs why, restarts
+        it (at most ``max_restarts`` times) with the newest scene."""
+        while True:
+            process = self._process
+            multiprocessing.connection.wait([process.sentinel])
+            if self._closing:
+                return
+            process.join(1.0)                      # reaped: no zombie
+            with self._lock:
+                self.failures += 1
+                self.failure = f"the camera process {process.pid} ended: {_exit_text(process)}"
+            if self.restarts >= self.max_restarts:
+                with self._lock:
+                    self.gave_up = True
+                self._say("error", f"{self.failure}; not restarted (restarted {self.restarts} of {self.max_restarts}"
+                                   f" times already): the cameras publish nothing until the node is restarted")
+                return
+            self._say("error", f"{self.failure}; restarting it ({self.restarts + 1} of {self.max_restarts})")
+            number, scene = self._current
+            try:
+                self._start_child(self._rig_scene(scene), number)
+            except Exception as exc:           # noqa: BLE001 - reported: the node goes on without cameras
+                with self._lock:
+                    self.gave_up = True
+                    self.failure += f"; its restart failed: {exc}"
+                self._say("error", f"the camera process could not be restarted: {exc!r}; the cameras publish "
+                                   f"nothing until the node is restarted")
+                return
+            with self._lock:
+                self.restarts += 1
+            if self._closing:                      # closed while it started: close() stops it
+                return
+            self._say("info", f"camera process restarted: {self.description}")
+            self._wake_child()
 
     def _send_scenes(self) -> None:
         while True:
             number, scene = self._scenes.get()
             if scene is None:
                 return
+            if number <= self._sent:                # the child has it (a restarted child started with it) or newer
+                continue
             try:
-                self._scene_send.send((number, self._rig_scene(scene)))
-            except (OSError, ValueError):      # the child ended (the node stops)
-                return
+                parts = self._rig_scene(scene)
             except Exception as exc:           # noqa: BLE001 - a scene that cannot be drawn: the child says so
-                self._scene_send.send((number, exc))
+                parts = exc
+            try:
+                self._scene_send.send((number, parts))
+                self._sent = number
+            except (OSError, ValueError):      # the child ended: its restart takes the newest scene
+                continue
 
     def close(self, timeout: float = 2.0) -> None:
-        self._stop.value = 1
+        with self._lock:
+            self._closing = True
+        self._stop.value = 1                       # a child started from now on ends at once too
         self._wake_child()
         self._scenes.put((None, None))
-        self._process.join(timeout)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(1.0)
+        if self._process is not None:
+            _stop_process(self._process, timeout)
+        watchdog = getattr(self, "_watchdog", None)
+        if watchdog is not None:
+            watchdog.join(timeout)
+            if self._process is not None:          # one started while closing
+                _stop_process(self._process, timeout)
+
+
+def _stop_process(process, timeout: float) -> None:
+    process.join(timeout)
+    if process.is_alive():
+        process.terminate()
+        process.join(1.0)
+
+
+def _exit_text(process) -> str:
+    """``killed by SIGKILL`` / ``exit code 3`` / ``still running``."""
+    code = process.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + (" (a crash in the renderer)" if -code in (signal.SIGSEGV, signal.SIGBUS,
+                                                                                   signal.SIGABRT) else "")
+    return f"exit code {code}"
 
 
 # ---------------------------------------------------------------------------- the child
 
 def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, wake, raw, seq_raw, stop,
-                         stats, ready_send, scene_recv, viewer_slots, parent_pid, priority):
+                         stats, ready_send, scene_recv, viewer_slots, parent_pid, priority, scene_number=0):
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C reaches the process group: the node stops us
     if priority == "idle":
         os.environ.setdefault("LP_NUM_THREADS", "1")      # read when llvmpipe makes its threads (the GL context)
@@ -190,8 +312,8 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
     seqs = np.frombuffer(seq_raw, dtype=np.int64)
     counts = np.frombuffer(stats, dtype=np.int64).reshape(-1, 4)
     names = [c.name for c in parts.cameras]
-    last = np.zeros(len(names), np.int64)
-    scene_number = 0
+    # a restarted child takes the newest state handed over (if any) as new, the older ones not as dropped
+    last = np.maximum((seqs.copy() // 2) * 2 - 2, 0)
     wake_fd = wake.fileno()
     try:
         while not stop.value:
@@ -219,7 +341,10 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
                     while scene_number < number:          # the q of a changed scene: switch first
                         if not scene_recv.poll(SCENE_TIMEOUT_S):
                             raise TimeoutError(f"scene {number} did not arrive within {SCENE_TIMEOUT_S:g} s")
-                        scene_number, new = scene_recv.recv()
+                        number_sent, new = scene_recv.recv()
+                        if number_sent <= scene_number:   # sent again after a restart: this child has it
+                            continue
+                        scene_number = number_sent
                         if isinstance(new, BaseException):
                             raise new
                         rig.release()

@@ -29,6 +29,7 @@ Nothing is rendered for a camera none of whose topics has a reader and no browse
 
 from __future__ import annotations
 
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
 from ..cameras.render_thread import RenderThread
 from ..driver.loop import PublishHook
@@ -66,7 +67,8 @@ class CameraPublisher:
             description = self.renderer.description + " in a thread of the node (it records)"
         else:
             self.process = CameraProcess(sim.scene, sim.time_step, node.get_name(), node.get_namespace(),
-                                         node.prefix, viewer.cameras if viewer is not None else None, priority)
+                                         node.prefix, viewer.cameras if viewer is not None else None, priority,
+                                         log=self.log)
             description = self.process.description
         self.log.info(f"cameras {', '.join(s.name for s in self.specs)}: {description}")
         self._publish_static(sim.t)
@@ -117,6 +119,25 @@ class CameraPublisher:
             return
         self._tf_static = node.create_publisher(TFMessage, "/tf_static", LATCHED)
         self._tf_static.publish(TFMessage(transforms=msgs))
+
+    def diagnostic_status(self, node_name: str) -> DiagnosticStatus:
+        """``<node_name>: cameras``: OK while they render, WARN rendering again after their process ended (why),
+        ERROR while no process renders them (why, and whether it is being restarted); values: the process id,
+        its restarts and failures, per camera the states rendered, dropped, skipped and failed."""
+        status = DiagnosticStatus(name=f"{node_name}: cameras", hardware_id=", ".join(s.name for s in self.specs))
+        values = []
+        if self.process is None:
+            level, message = 0, "rendering in a thread of the node (it records)"
+        else:
+            p = self.process
+            level, message = p.status()
+            values += [KeyValue(key="process_id", value=str(p.pid)), KeyValue(key="restarts", value=str(p.restarts)),
+                       KeyValue(key="max_restarts", value=str(p.max_restarts)),
+                       KeyValue(key="failures", value=str(p.failures)), KeyValue(key="last_failure", value=p.failure)]
+            for spec in self.specs:
+                values += [KeyValue(key=f"{spec.name}_{k}", value=str(n)) for k, n in p.counts(spec.name).items()]
+        status.level, status.message, status.values = bytes([level]), message, values
+        return status
 
     def close(self, timeout: float = 2.0) -> None:
         if self.process is not None:

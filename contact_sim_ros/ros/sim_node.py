@@ -762,7 +762,8 @@ class SimNode(Node):
                 status.level, status.message = bytes([1]), f"recording: {rec.dropped} messages dropped, " \
                                                            f"{rec.errors} writes failed"
         status.values = values
-        arr = DiagnosticArray(status=[status])
+        arr = DiagnosticArray(status=[status] if self.cameras is None else   # + the cameras' (their process)
+                              [status, self.cameras.diagnostic_status(self.get_fully_qualified_name())])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.pub_diag.publish(arr)
         if self.loop.error is not None and not getattr(self, "_error_logged", False):

@@ -3,9 +3,12 @@ publishes realsense2_camera's topics with the driver's encodings, sizes, frames 
 of the rendered state (multiples of the camera period), the label map, and the optical frames in TF."""
 
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
+from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
@@ -124,6 +127,38 @@ def test_optical_frames_in_tf(camera_node):
         for kind in ("color", "depth"):
             q = edges[(f"{cam}_{kind}_frame", f"{cam}_{kind}_optical_frame")].rotation
             assert (q.x, q.y, q.z, q.w) == pytest.approx((-0.5, 0.5, -0.5, 0.5), abs=1e-9)
+
+
+def test_a_killed_camera_process_is_logged_shown_in_diagnostics_reaped_and_restarted(ros, camera_node):
+    """Issue 44 (finding 3): after a SIGKILL of the camera process the images stopped for good, nothing was logged,
+    /diagnostics said nothing and a zombie was left. The node logs it, reaps it, restarts it (images flow again) and
+    its /diagnostics cameras status names what happened. (Last of the module's tests on its node.)"""
+    node, topics, _ = camera_node
+    diagnostics = ros.subscribe(DiagnosticArray, "/diagnostics", keep=5)
+
+    def cameras():
+        for msg in reversed(list(diagnostics)):
+            for status in msg.status:
+                if status.name == "/contact_sim: cameras":
+                    return status, {kv.key: kv.value for kv in status.values}
+        return None, {}
+    wait_until(lambda: cameras()[0] is not None, 30, what="the cameras' status on /diagnostics")
+    status, values = cameras()
+    assert (status.level, values["failures"]) == (bytes([0]), "0"), status
+    pid = int(values["process_id"])
+    color = topics["table_camera"]["color"]
+    stamp = _stamp_ns(color[-1])
+    before = len(node.output())
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: f"the camera process {pid} ended: killed by SIGKILL; restarting it (1 of 3)" in
+               node.output()[before:], 30, what="the error in the node's log")
+    wait_until(lambda: cameras()[1].get("restarts") == "1", 120, what=lambda: f"a restart ({node.output()[before:]})")
+    status, values = cameras()
+    assert status.level == bytes([1]) and int(values["process_id"]) != pid, status
+    assert status.message.endswith(f"(restarted 1 of 3 times; last: the camera process {pid} ended: killed by "
+                                   f"SIGKILL)"), status.message
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    wait_until(lambda: _stamp_ns(color[-1]) > stamp, 120, what="images again")
 
 
 def test_camera_start_up_errors(tmp_path):
