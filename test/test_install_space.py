@@ -51,14 +51,16 @@ def readme_line(prefix: str) -> str:
 def shell_env() -> dict:
     """The user's shell after ``source /opt/ros/jazzy/setup.bash``: here the venv's ROS environment (make test
     runs in it), without a PYTHONPATH into the checkout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONTACT_SIM_SHARE_DIR", "COLCON_PREFIX_PATH")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "CONTACT_SIM_SHARE_DIR", "COLCON_PREFIX_PATH")}
     assert env.get("AMENT_PREFIX_PATH"), "no ROS underlay (AMENT_PREFIX_PATH): run through scripts/venv_run.sh"
     return env
 
 
 def run(cmd: str, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
     proc = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"`{cmd}` in {cwd}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, \
+        f"`{cmd}` in {cwd}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
 
 

@@ -4,7 +4,8 @@
 
 Reads the files of one commit (``git show COMMIT:PATH``, so the clone's work tree does not matter) and writes:
 
-* ``LICENSE`` (rosdistro's, BSD 3-Clause), ``rosdep/base.yaml``, ``rosdep/python.yaml``: as they are (the rosdep rules of system dependencies);
+* ``LICENSE`` (rosdistro's, BSD 3-Clause), ``rosdep/base.yaml``, ``rosdep/python.yaml``: as they are (the
+  rosdep rules of system dependencies);
 * ``jazzy/distribution.yaml``: the ROS 2 Jazzy distribution file with what rosdep reads of it, every
   repository's ``release`` section (package names, version, tags, url) and ``release_platforms``; the ``doc``,
   ``source`` and ``status`` entries and the repositories without a release are left out (392 kB -> ~196 kB);
