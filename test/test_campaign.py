@@ -391,8 +391,8 @@ def test_parts_are_checked_when_written_and_when_read_back(tmp_path):
     write_fingerprint(out, spec.fingerprint())
     other = load_campaign(campaign_file(tmp_path, extra="  object.bottle.y: {uniform: [-0.01, 0.01]}"))
     with pytest.raises(ConfigError, match="another campaign \\(differs in distributions.object.bottle.y, columns, "
-                                          "campaign_file_sha256: .* columns: \\[\\] only there, \\[\\[\"p.object.bottle.y\", "
-                                          "\"double\"\\]\\] only here"):
+                                          "campaign_file_sha256: .* columns: \\[\\] only there, "
+                                          "\\[\\[\"p.object.bottle.y\", \"double\"\\]\\] only here"):
         run_campaign(other, out, workers=1, trials=1, progress=False)
     w2 = PartWriter(out, other.schema())
     w2.add({**row, "trial": 1, "p.object.bottle.y": 0.0})

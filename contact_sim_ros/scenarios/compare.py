@@ -14,12 +14,16 @@
   accepted), with the values AS MEASURED on the real cell (units of the campaign file: m, rad, N, scale factors).
   A parameter the CSV does not have is left out of the matching (listed in the report); other columns
   (``notes``, dates, ...) are ignored (listed).
-* ``trial`` (optional): the campaign trial the real trial reproduces (its planned parameters). A row whose
-  ``trial`` is a trial of the campaign is MATCHED BY ID; a row without one (empty, no column, or not a trial of
-  the campaign) is MATCHED BY NEAREST PARAMETERS: the campaign trial at the smallest distance
+* ``trial`` (optional): the campaign trial the real trial reproduces (its planned parameters), digits only. A row
+  with a ``trial`` is MATCHED BY ID; a ``trial`` that is not a whole number in digits (``1e2``, ``2.5``, ``-1``)
+  or not a trial in the campaign's results (``250`` in a 200-trial campaign) skips the row with the reason. A row
+  without one (empty, or no column) is MATCHED BY NEAREST PARAMETERS: the campaign trial at the smallest distance
   ``sqrt(sum_i ((x_i - y_i) / s_i)^2)``, s_i the standard deviation of parameter i over the campaign's trials
   (a non-numeric parameter adds 1000 when it differs). The report says how many rows were matched each way and
-  the parameter distance of the matches.
+  the parameter distance of the matches; a row matched by id whose measured parameters are farther than
+  ``FAR_FROM_PLAN`` (1: one campaign standard deviation) from its trial's plan is flagged, with the distance and
+  the parameters that differ most (``--far-from-plan``): the real trial was not set up as planned, so its
+  verdict is compared with a simulated trial of other parameters.
 * ``condition`` (optional): a label to group the trials by (set-up, day, object batch). Without it the
   conditions are the values of the campaign's ``choice`` parameters (e.g. each commanded grip force).
 
@@ -60,12 +64,14 @@ from .results import FAILURE_MODES, parameter_unit, read_results, value_order, w
 _TRUE = {"1", "true", "yes", "y", "success", "succeeded", "ok"}
 _FALSE = {"0", "false", "no", "n", "failure", "failed", "fail"}
 MISMATCH = 1000.0          # distance added by a differing non-numeric parameter (normalized units)
+FAR_FROM_PLAN = 1.0        # a row matched by id farther than this from its trial's plan is flagged (normalized)
 CALIBRATION_BINS = 5       # equal-width bins of the simulated success probability
 # units a value in the CSV may carry, per parameter unit (results.parameter_unit): factor to that unit
 UNITS = {"m": {"m": 1.0, "cm": 1e-2, "mm": 1e-3}, "rad": {"rad": 1.0, "deg": math.pi / 180, "°": math.pi / 180},
          "N": {"N": 1.0, "kN": 1e3}, "s": {"s": 1.0, "ms": 1e-3}, "m/s": {"m/s": 1.0, "cm/s": 1e-2, "mm/s": 1e-3},
          "Hz": {"Hz": 1.0}, "N/m": {"N/m": 1.0, "N/mm": 1e3}, "1": {"%": 1e-2}}
 _QUANTITY = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)$")
+_TRIAL_ID = re.compile(r"^\d+$")
 
 
 @dataclass
@@ -140,13 +146,27 @@ def parse_quantity(text: str, name: str, unit: str) -> float:
                      f"; accepted: {', '.join(valid) or 'none'}")
 
 
-def read_real_trials(path: str | Path, parameters, strict: bool = False
+def _id_ranges(ids) -> str:
+    """Trial ids in words: ``0-199``, ``0-9, 20-29``."""
+    ids = sorted(ids)
+    runs, start = [], None
+    for i, k in enumerate(ids):
+        if start is None:
+            start = k
+        if i + 1 == len(ids) or ids[i + 1] != k + 1:
+            runs.append(f"{start}" if start == k else f"{start}-{k}")
+            start = None
+    return ", ".join(runs[:6]) + (", ..." if len(runs) > 6 else "")
+
+
+def read_real_trials(path: str | Path, parameters, strict: bool = False, trial_ids=None
                      ) -> tuple[list[RealTrial], list[str], list[str], list[SkippedRow]]:
     """The CSV's trials (a real CSV parser: quoted fields may hold commas, quotes and line breaks), each row
     validated: returns (trials, parameter names found, ignored columns, skipped rows with their line numbers and
     reasons). ``parameters``: the campaign's parameter names -> True for a numeric one (its values are parsed,
-    units converted; ``parse_quantity``), False for a text one. ``strict``: a bad row is a ConfigError. A file
-    without a success column, or without one valid row, is a ConfigError naming the file."""
+    units converted; ``parse_quantity``), False for a text one. ``trial_ids``: the campaign's trial ids (a row
+    whose ``trial`` is not one of them is skipped; None: not checked). ``strict``: a bad row is a ConfigError. A
+    file without a success column, or without one valid row, is a ConfigError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file (real trials CSV)")
@@ -187,13 +207,13 @@ def read_real_trials(path: str | Path, parameters, strict: bool = False
             row = {h: f.strip() for h, f in zip(header, fields)}
             trial = None
             if row.get("trial"):
-                try:
-                    x = float(row["trial"])
-                except ValueError:
-                    x = math.nan
-                if not (math.isfinite(x) and x.is_integer() and x >= 0):
-                    raise ValueError(f"trial {row['trial']!r} is not a whole number >= 0")
-                trial = int(x)
+                if not _TRIAL_ID.match(row["trial"]):
+                    raise ValueError(f"trial {row['trial']!r} is not a whole number >= 0 in digits (a campaign "
+                                     f"trial id; empty: match by nearest parameters)")
+                trial = int(row["trial"])
+                if trial_ids is not None and trial not in trial_ids:
+                    raise ValueError(f"trial {trial} is not a trial of the campaign (its results have trials "
+                                     f"{_id_ranges(trial_ids)}); leave it empty to match by nearest parameters")
             values = {}
             for name, col in column_of.items():
                 if row[col] == "":
@@ -243,11 +263,14 @@ def _distances(A, B, cat_mask, chunk: int = 256) -> np.ndarray:
 
 
 def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = None, k: int | None = None,
-            bins: int = 5, plots: bool = True, strict: bool = False) -> tuple[str, dict]:
+            bins: int = 5, plots: bool = True, strict: bool = False, far_from_plan: float = FAR_FROM_PLAN
+            ) -> tuple[str, dict]:
     """Compare the campaign in ``results`` with ``real_csv``; writes ``<out>/compare.md`` and
     ``<out>/plots/*.png`` (``out`` default ``<results>/compare``). Bad CSV rows are skipped and listed in the
-    report (``strict``: a ConfigError instead). Returns (markdown, {engine: EngineComparison}); the skipped rows
-    are ``text``'s "Rows skipped" section and ``compare.skipped`` of the last call."""
+    report (``strict``: a ConfigError instead). A row matched by id whose measured parameters are farther than
+    ``far_from_plan`` (normalized distance) from its trial's plan is flagged in the report. Returns (markdown,
+    {engine: EngineComparison}); the skipped rows are ``text``'s "Rows skipped" section and ``compare.skipped``
+    of the last call."""
     import pyarrow as pa  # deferred: optional, pip only (no rosdep key)
     results = Path(results)
     out = Path(out) if out is not None else results / "compare"
@@ -256,7 +279,8 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
     param_names = sorted(c[2:] for c in table.column_names if c.startswith("p."))
     numeric = {n: pa.types.is_integer(table.schema.field(f"p.{n}").type) or
                pa.types.is_floating(table.schema.field(f"p.{n}").type) for n in param_names}
-    real, names, ignored, skipped = read_real_trials(real_csv, numeric, strict=strict)
+    ids = {int(r["trial"]) for r in rows}
+    real, names, ignored, skipped = read_real_trials(real_csv, numeric, strict=strict, trial_ids=ids)
     compare.skipped = skipped
     unmeasured = [n for n in param_names if n not in names]
     engines = sorted({r["engine"] for r in rows})
@@ -282,6 +306,10 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
         s_succ = np.array([bool(r["success"]) for r in sim], dtype=bool)
         D = _distances(Xr, Xs, cat_mask) if names else np.zeros((len(real), len(sim)))
         by_id = np.array([t.trial is not None and t.trial in index_of for t in real], dtype=bool)
+        missing = sorted({t.trial for t in real if t.trial is not None and t.trial not in index_of})
+        if missing:          # a trial of the campaign this engine has no row of (an interrupted campaign)
+            raise ConfigError(f"{results}: engine {e} has no result for trial(s) {_id_ranges(missing)} of "
+                              f"{real_csv}: finish the campaign (the same command resumes it)")
         if not names and not by_id.all():
             raise ConfigError(f"{real_csv}: rows without a campaign trial id and no parameter columns (campaign "
                               f"parameters: {', '.join(param_names)}): nothing to match them by")
@@ -308,11 +336,30 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
         comps[e] = c
     # conditions (without a condition column): parameters with few values in the campaign (choice parameters)
     discrete = [n for n in names if len({str(r[f"p.{n}"]) for r in rows}) <= 8]
-    text = _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots, skipped)
+    planned = {int(r["trial"]): {n: r[f"p.{n}"] for n in names} for r in rows}
+    far = _far_from_plan(real, next(iter(comps.values())), planned, names, scales, far_from_plan)
+    text = _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots, skipped,
+                   far, far_from_plan)
     return text, comps
 
 
-def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots, skipped) -> str:
+def _far_from_plan(real, c: EngineComparison, planned, names, scales, limit: float) -> list[tuple]:
+    """Rows matched by id whose measured parameters are farther than ``limit`` from their trial's plan: (index,
+    distance, [(parameter, measured, planned, normalized difference)] largest first)."""
+    far = []
+    for i in np.flatnonzero(c.match_by_id & (c.match_distance > limit)):
+        plan = planned[int(c.matched_trial[i])]
+        diffs = []
+        for n in names:
+            x, y = real[i].values[n], plan[n]
+            d = abs(float(x) - float(y)) / scales[n] if n in scales else (0.0 if str(x) == str(y) else MISMATCH)
+            diffs.append((n, x, y, d))
+        far.append((int(i), float(c.match_distance[i]), sorted(diffs, key=lambda t: -t[3])))
+    return far
+
+
+def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, discrete, bins, plots, skipped,
+            far=(), far_from_plan=FAR_FROM_PLAN) -> str:
     n = len(real)
     first = next(iter(comps.values()))
     n_id = int(first.match_by_id.sum())
@@ -329,6 +376,17 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
         lines.append(f"Campaign parameters not in the CSV (left out of the matching): {', '.join(unmeasured)}.")
     if ignored:
         lines.append(f"CSV columns ignored: {', '.join(ignored)}.")
+    if far:
+        lines += ["", f"## Rows far from their trial's plan ({len(far)})", "",
+                  f"Matched by id, but their measured parameters are farther than {far_from_plan:g} (normalized "
+                  f"distance: campaign standard deviations) from the plan of their trial: the real trial was not set "
+                  f"up as planned, and its outcome is compared with a simulated trial of other parameters (remove "
+                  f"the trial id to match it by nearest parameters instead).", "",
+                  "| CSV line | trial | distance | largest differences: measured (planned) |",
+                  "| --- | --- | --- | --- |"]
+        for i, d, diffs in far:
+            shown = ", ".join(f"{n} {_value(x)} ({_value(y)})" for n, x, y, dn in diffs[:3] if dn > 0.1 * d)
+            lines.append(f"| {real[i].row} | {int(first.matched_trial[i])} | {d:.3g} | {shown} |")
     if skipped:
         lines += ["", f"## Rows skipped ({len(skipped)})", "", "Not compared (`--strict` makes them an error):", "",
                   "| CSV line | reason |", "| --- | --- |"]
@@ -475,6 +533,10 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
     return text
 
 
+def _value(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
 def _reliability_plot(plt, c: EngineComparison, path: Path) -> None:
     """Reliability diagram: real success frequency (Wilson 95 %) against the mean simulated probability per bin,
     the simulation's own verdict frequency for reference, the diagonal, and the trials per bin."""
@@ -525,14 +587,19 @@ def main(argv) -> int:
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--strict", action="store_true", help="a bad CSV row is an error (default: skipped, listed in "
                                                           "the report with its line number and reason)")
+    ap.add_argument("--far-from-plan", type=float, default=FAR_FROM_PLAN,
+                    help="flag rows matched by id whose measured parameters are farther than this from their "
+                         "trial's plan (normalized distance, campaign standard deviations; default %(default)s)")
     args = ap.parse_args(argv)
     if args.k is not None and args.k < 1:
         ap.error("--k must be >= 1")
     if args.bins < 1:
         ap.error("--bins must be >= 1")
+    if not (math.isfinite(args.far_from_plan) and args.far_from_plan >= 0):
+        ap.error(f"--far-from-plan must be a finite number >= 0, got {args.far_from_plan}")
     try:
         text, _ = compare(args.results, args.real_trials, args.out, k=args.k, bins=args.bins,
-                          plots=not args.no_plots, strict=args.strict)
+                          plots=not args.no_plots, strict=args.strict, far_from_plan=args.far_from_plan)
     except ConfigError as exc:
         print(f"contact-sim campaign compare: error: {exc}", file=sys.stderr)
         return 2
