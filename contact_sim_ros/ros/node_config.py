@@ -21,6 +21,7 @@ from ..model.robot_description import split_description
 from ..resources import share_dir
 from ..sim.scene import load_scene
 from ..sim.divergence import DivergenceLimits
+from ..sim.penetration import start_overlap
 from ..sim.simulator import MAX_TIME_STEP
 from ..yaml_files import missing_file, parse_yaml, read_mapping
 from .bag_recorder import check_record_path
@@ -57,6 +58,10 @@ class NodeConfig:
     ground: bool = _p(True, "bool", description="without a scene: add the ground plane z = 0 (off for the hands)")
     passive_joints: list = _p([], "string_array", description="joints left without a drive (with the scene's "
                               "own passive_joints; sim/default_gains.py)")
+    initial_positions: str = _p("", "string", "rad, m", "YAML mapping joint -> the robot's start position, e.g. "
+                                "\"{shoulder_lift_joint: -1.57}\": over the scene's initial_positions and the "
+                                "<ros2_control> block's initial_value (a bare URDF's joints start at 0 or within "
+                                "their limits); ~/reset returns to it; '' = those")
     engine: str = _p("tamsi", "string", description="contact engine (engines/registry.py)")
     engine_options: str = _p("", "string", description="YAML mapping of the engine's options, e.g. "
                              "\"{max_iterations: 50}\"")
@@ -198,6 +203,7 @@ class NodeConfig:
                               f"got {self.base_pose!r}")
         if self.engine_options:
             self.engine_options_dict()
+        self.initial_positions_dict()
         self.simulator_options()
         if not self.world_frame:
             raise ConfigError("parameter 'world_frame': must not be empty")
@@ -212,6 +218,67 @@ class NodeConfig:
             raise ConfigError(f"parameter 'engine_options': expected a mapping, e.g. '{{max_iterations: 50}}', "
                               f"got {self.engine_options!r}")
         return opts
+
+    def initial_positions_dict(self) -> dict:
+        """``initial_positions`` as {joint: float} (rad or m); ConfigError naming the parameter if malformed."""
+        if not self.initial_positions.strip():
+            return {}
+        value = parse_yaml(self.initial_positions, "parameter 'initial_positions'")
+        if not isinstance(value, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value.values()):
+            raise ConfigError(f"parameter 'initial_positions': expected a mapping {{joint: rad or m}}, e.g. "
+                              f"'{{shoulder_lift_joint: -1.57}}', got {self.initial_positions!r}")
+        return {str(k): float(v) for k, v in value.items()}
+
+    def apply_initial_positions(self, sim) -> None:
+        """Set ``initial_positions`` as the start of ``sim`` (a Simulator; its reset returns there): ConfigError
+        naming the parameter for a joint the model does not have or a value outside the joint's limits."""
+        positions = self.initial_positions_dict()
+        if not positions:
+            return
+        joints = list(sim.model.joint_names)
+        unknown = [j for j in positions if j not in joints]
+        if unknown:
+            raise ConfigError(f"parameter 'initial_positions': joint(s) {unknown} are not actuated joints of the "
+                              f"model; its joints: {', '.join(joints)}")
+        try:
+            sim.set_initial_positions(positions)
+        except ConfigError as exc:
+            raise ConfigError(f"parameter 'initial_positions': {exc}") from None
+
+    def start_pose_error(self, sim) -> str:
+        """'' if ``sim`` (a Simulator) can step from its start state, else why not, one line: the two bodies that
+        overlap deeper than the penetration bound at the start (sim/penetration.py ``start_overlap``: the first step
+        would fail with 'deep interpenetration'), the depth, and how to give the start pose."""
+        overlap = start_overlap(sim)
+        if overlap is None:
+            return ""
+        pm, m = sim.model.pin_model, sim.model
+        actuated = set(m.joint_names)
+        chain = []
+        for j in (overlap.joint_a, overlap.joint_b):
+            while j > 0:
+                if pm.names[j] in actuated and pm.names[j] not in chain:
+                    chain.append(pm.names[j])
+                j = pm.parents[j]
+        chain.sort(key=lambda name: pm.getJointId(name))
+        where = (f"{overlap.link_a!r} and {overlap.link_b!r} overlap by {100 * overlap.depth:.3g} cm at the start "
+                 f"pose (more than the thinner body is thick, {100 * overlap.thickness:.3g} cm: the first step would "
+                 f"fail with deep interpenetration)")
+        if not chain:
+            return (f"start pose: {where}; move the object in the scene (its pose) or leave the simulation's "
+                    f"ground out (ground: false)")
+        how = [f"the node parameter initial_positions (joint -> rad or m; e.g. -p "
+               f"\"initial_positions:={{{chain[min(1, len(chain) - 1)]}: <value>}}\", on the command line or in a "
+               f"--config file)"]
+        how.append("the <ros2_control> block's <state_interface name=\"position\"><param "
+                   "name=\"initial_value\">...</param> of each joint (as mock hardware starts)")
+        how.append("the scene's robot 'initial_positions: {joint: value}' (a scene file with robot: {urdf: ..., "
+                   "initial_positions: ...})" if self.urdf or not self.scene else
+                   f"the 'initial_positions' of the robot in the scene {self.scene}")
+        how.append("or raise the robot with base_pose")
+        return (f"start pose: {where}. The joints that place them: {', '.join(chain)}. Give the robot a start pose "
+                f"clear of it: " + "; ".join(how))
 
     def simulator_options(self) -> dict:
         """The Simulator's keyword arguments these parameters give (engine, time step, engine options, divergence

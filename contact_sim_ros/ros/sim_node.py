@@ -181,8 +181,15 @@ class SimNode(Node):
         self._warned: dict[str, float] = {}
         # the robot's driver (driver/): the hardware System over the Simulator, each robot's controller manager,
         # the stepping loop with this node as its transport (publish hooks, failure reports)
-        self.system = SimulatorSystem(sim, merge_hardware_infos([p.hardware_info() for p in self.ports]),
-                                      gravity_compensation=cfg.gravity_compensation)
+        infos = [p.hardware_info() for p in self.ports]    # a user's block's initial_values: the start (mock hw)
+        cfg.apply_initial_positions(sim)                   # the node parameter wins; ~/reset returns there
+        problem = cfg.start_pose_error(sim)                # a start the first step would refuse: refused now
+        if problem:
+            self._claim.release()
+            if self.recorder is not None:
+                self.recorder.close()
+            raise ConfigError(problem)
+        self.system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=cfg.gravity_compensation)
         self.controller_manager = self._build_controller_manager()
         self._init_failure_policy()
         self.loop = SteppingLoop(self.system, self.controller_manager,

@@ -21,9 +21,11 @@ N contacts (``deepest_excess``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import coal
 import numpy as np
+import pinocchio as pin
 
 from ..errors import ConfigError
 from .penetration_kernels import deepest_excess
@@ -92,19 +94,70 @@ class PenetrationCheck:
                               f"or False: off), got {value!r}")
         return None if math.isinf(fraction) else PenetrationCheck(model, fraction)
 
-    def check(self, contacts, t: float) -> str:
-        """'' if no contact of ``contacts`` (a ContactSet) is deeper than the bound, else the reason (at sim
-        time ``t``, s)."""
+    def deepest(self, contacts) -> tuple[int, int, int, float] | None:
+        """(geometry a, geometry b, the thinner of them, depth m) of the contact of ``contacts`` (a ContactSet) that
+        exceeds the bound most, None if none does."""
         if contacts is None or contacts.size == 0:
-            return ""
+            return None
         k = deepest_excess(contacts.signed_distance, contacts.geometry_a, contacts.geometry_b, self.thickness,
                            self.fraction)
         if k < 0:
-            return ""
+            return None
         a, b = int(contacts.geometry_a[k]), int(contacts.geometry_b[k])
-        thin = a if self.thickness[a] <= self.thickness[b] else b
-        depth = -float(contacts.signed_distance[k])
+        return a, b, (a if self.thickness[a] <= self.thickness[b] else b), -float(contacts.signed_distance[k])
+
+    def check(self, contacts, t: float) -> str:
+        """'' if no contact of ``contacts`` (a ContactSet) is deeper than the bound, else the reason (at sim
+        time ``t``, s)."""
+        deepest = self.deepest(contacts)
+        if deepest is None:
+            return ""
+        a, b, thin, depth = deepest
         return (f"{DEEP_PENETRATION} {self._names[a]!r} and {self._names[b]!r} overlap by {100 * depth:.3g} cm "
                 f"> {self.fraction:g} x the thickness of the thinner one ({self._names[thin]!r}, "
                 f"{100 * self.thickness[thin]:.3g} cm) at t = {t:.6f} s: the contact cannot carry the forces "
                 f"applied (a force far beyond the contact stiffness?)")
+
+
+@dataclass(frozen=True)
+class StartOverlap:
+    """Two bodies deeper in each other at the start state than the bound (the first step would fail): their
+    geometries, links (BODY frame names; a free object's name) and the depth (m) and the thinner one's thickness."""
+
+    geometry_a: str
+    geometry_b: str
+    link_a: str
+    link_b: str
+    depth: float
+    thickness: float
+    joint_a: int           # Pinocchio joint moving each (0: the world, fixed)
+    joint_b: int
+
+
+def start_overlap(sim) -> StartOverlap | None:
+    """The deepest overlap beyond ``sim``'s penetration bound at its initial state ``sim.scene.q0``, None if there
+    is none (or the check is off). Computed with a contact query and kinematics of its own: the simulator's
+    (and its query's state) are not touched."""
+    from ..geometry.contact_query import ContactQuery      # deferred: the query's module imports this one's users
+    from .sensors import _body_frame_of_geometry
+    check = sim._penetration
+    if check is None:
+        return None
+    m = sim.model
+    pm = m.pin_model
+    q = np.array(sim.scene.q0, dtype=float)
+    data = pm.createData()
+    pin.computeJointJacobians(pm, data, q)           # forward kinematics and the joint Jacobians of q
+    query = ContactQuery(m, margin=sim.scene.contact_margin, broad_phase="auto")
+    deepest = check.deepest(query.update(data, None, joint_jacobians=True, q=q))
+    if deepest is None:
+        return None
+    a, b, thin, depth = deepest
+    free = {body.joint_id: body.name for body in m.free_bodies}
+    gos = m.collision_model.geometryObjects
+
+    def link(g):
+        j = int(gos[g].parentJoint)
+        return free.get(j) or (pm.frames[_body_frame_of_geometry(m, g)].name if j > 0 else check._names[g])
+    return StartOverlap(check._names[a], check._names[b], link(a), link(b), depth, float(check.thickness[thin]),
+                        int(gos[a].parentJoint), int(gos[b].parentJoint))
