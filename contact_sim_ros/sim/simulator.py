@@ -25,7 +25,7 @@ from .. import native_build
 from ..geometry.contact_query import ContactQuery
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import MimicExpansion, model_body_names
-from .default_gains import default_gains, drive_plan, warn_default_gains
+from .default_gains import default_feed_forward, default_gains, drive_plan, warn_default_gains
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
@@ -109,7 +109,7 @@ class Simulator:
         self.passive_joints: tuple = ()         # joints without a drive: no PD, efforts ignored
         if self.scene.robots:      # every robot's gains (prefixed names)
             plan = drive_plan(self.scene)
-            self.default_gains = default_gains(m, self.scene.q0, plan.defaults)
+            self.default_gains = default_gains(m, self.scene.q0, plan.defaults, time_step=self.time_step)
             self.passive_joints = plan.passive
             for joint, (kp, kd) in {**plan.given, **self.default_gains}.items():
                 vi = m.joint_v_index[m.joint_index(joint)]
@@ -133,6 +133,17 @@ class Simulator:
         self._actuation = Actuation(self._effort, rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
                                     rows[step_kernels.ERROR_OUT], self._v_target, self._effort_limit)
         self._tau_ext = self._rows[step_kernels.EXTERNAL]
+        # the default servo's feed-forward of the URDF's friction and damping at the velocity target
+        # (sim/default_gains.py: default_feed_forward) on the joints that got default gains, in position mode: then
+        # the actuation's effort is the commanded effort + Fc v_t / max(|v_t|, v_s) + d v_t (N*m or N)
+        self._ff_friction, self._ff_damping = np.zeros(nv), np.zeros(nv)
+        for joint, (friction, damping) in default_feed_forward(m, self.default_gains).items():
+            vi = m.joint_v_index[m.joint_index(joint)]
+            self._ff_friction[vi], self._ff_damping[vi] = friction, damping
+        self._has_feed_forward = bool(np.any(self._ff_friction > 0) or np.any(self._ff_damping > 0))
+        if self._has_feed_forward:
+            self._ff = np.zeros(nv)
+            self._actuation.effort = np.zeros(nv)
         self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
@@ -297,6 +308,9 @@ class Simulator:
                 if not np.isfinite(value) or value < 0:
                     raise ConfigError(f"gain of joint {name!r} must be finite and >= 0, got {value!r}")
                 out[self.model.joint_v_index[self.model.joint_index(name)]] = value
+        for name in named:                 # the given gains are a plain PD: no default feed-forward
+            vi = self.model.joint_v_index[self.model.joint_index(name)]
+            self._ff_friction[vi] = self._ff_damping[vi] = 0.0
 
     def set_initial_positions(self, positions: dict) -> None:
         """Replace the initial position of joints by name (rad or m; e.g. the ``initial_value`` of a
@@ -528,6 +542,12 @@ class Simulator:
         self._external_forces(t)                                  # into self._tau_ext, a row of self._rows
         step_kernels.prepare_step(M, v, nle, position_error, self._rows, self._modes,
                                   self._free_motion.v_index, self._friction_tolerance, self._tree_ptr)
+        if self._has_feed_forward:   # the default servo's friction and damping feed-forward (position mode only)
+            ff = self._ff
+            np.multiply(self._v_target, self._position_mode, out=ff)        # v_t (rad/s or m/s)
+            np.add(np.multiply(self._ff_friction, ff / np.maximum(np.abs(ff), self.joint_stiction_tolerance)),
+                   np.multiply(self._ff_damping, ff), out=ff)
+            np.add(self._effort, ff, out=act.effort)
         inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
         result = self.engine.step(inputs)
         self.contacts = contacts
