@@ -103,8 +103,12 @@ class Robot:
     """One robot of the world (module docstring): ``preset`` (RobotPreset or None for a model without one),
     ``instance`` (its RobotInstance in the model: joint names, mimic joints) and the model."""
 
-    def __init__(self, preset, instance, model):
+    def __init__(self, preset, instance, model, preset_files: bool = True):
+        """``preset_files`` False: the robot is a user's URDF (the node's ``urdf`` parameter) whose name may be a
+        preset's (a file ``franka.urdf``): the preset's shipped <ros2_control> block and controllers file, looked
+        up by that name, are not its own."""
         self.robot, self.instance = preset, instance
+        self.preset_files = bool(preset_files)
         self.name = instance.name if instance is not None else (preset.name if preset is not None else "robot")
         joints = list(instance.joint_names) if instance is not None else list(model.joint_names)
         self.joint_names = joints
@@ -137,7 +141,7 @@ class Robot:
             if initial:
                 sim.set_initial_positions(initial)
             return own
-        if robot is None:
+        if robot is None or not self.preset_files:
             return None
         preset = robot.preset_name or robot.name
         shipped = share_dir() / "urdf" / "ros2_control" / f"{preset}.ros2_control.xacro"
@@ -154,7 +158,7 @@ class Robot:
             file = read_controllers_file(own_file, namespace=namespace)
         else:
             shipped_robot = (dataclasses.replace(robot, name=robot.preset_name or robot.name)
-                             if robot is not None else None)
+                             if robot is not None and self.preset_files else None)
             passive = set(passive_joints)          # a default set drives the driven joints only
             file, inactive = resolve_controllers(controllers_file, shipped_robot,
                                                  [j for j in self.joint_names if j not in passive], inactive,

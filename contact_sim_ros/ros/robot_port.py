@@ -66,7 +66,9 @@ class RobotPort:
 
     def __init__(self, sim_node, preset, instance, node, frame_prefix: str):
         self.sim_node, self.node = sim_node, node
-        self.driver = Robot(preset, instance, sim_node.model)
+        # a user's URDF (urdf:=) is no preset, whatever its file is named: no preset's files or lists for it
+        user_urdf = bool(sim_node.config.urdf) and node is sim_node
+        self.driver = Robot(preset, instance, sim_node.model, preset_files=not user_urdf)
         self.robot, self.instance, self.name = preset, instance, self.driver.name
         self.joint_names = self.driver.joint_names
         self.frame_prefix = frame_prefix

@@ -105,15 +105,23 @@ def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
 class SimNode(Node):
     """Publishes the simulation and accepts commands; see docs/ros_interface.md."""
 
-    def __init__(self, node_name: str = NODE_NAME, param_defaults: dict | None = None, **kwargs):
+    def __init__(self, node_name: str = NODE_NAME, param_defaults: dict | None = None,
+                 defaults_for_a_urdf: dict | None = None, **kwargs):
         """``param_defaults``: parameter values that replace the built-in defaults (from parameter files);
-        ROS parameter overrides (-p, --params-file) still win."""
+        ROS parameter overrides (-p, --params-file) still win. ``defaults_for_a_urdf``: the same without a robot
+        preset's node file (main(): ``param_defaults_of``), taken instead when the node's ``urdf`` turns out set
+        (a urdf:= robot is no preset: none of a preset's lists apply to it)."""
         # the parameter services start after the look for another simulation node (_refuse_a_second_simulator):
         # asking /<ns>/contact_sim/get_parameters, this node would otherwise answer itself
         super().__init__(node_name, start_parameter_services=False, **kwargs)
         self._joined_graph = time.monotonic()     # discovery of the other nodes' services starts now
         defaults = NodeConfig()
         param_defaults = param_defaults or {}
+        if defaults_for_a_urdf is not None:
+            # the urdf parameter as rcl gives it to this node (its overrides: -p, --params-file), else the defaults'
+            urdf = self._parameter_overrides.get("urdf")
+            if urdf.value if urdf is not None else param_defaults.get("urdf"):
+                param_defaults = defaults_for_a_urdf
         values = {}
         for p in NODE_PARAMETERS:
             default = param_defaults.get(p.name, getattr(defaults, p.name))
@@ -808,6 +816,19 @@ def _default_param_files(robot: str | None) -> list[str]:
     return out
 
 
+def param_defaults_of(cmd) -> tuple[dict, dict | None]:
+    """The node's parameter defaults for the command line ``cmd`` (node_config.CommandLine): config/node.yaml,
+    config/node/<robot>.yaml of the robot the command names (DEFAULT_ROBOT if it names none), then the --config
+    files; and, when a robot's file is among them, the same without it (SimNode ``defaults_for_a_urdf``: the node
+    takes it when its urdf parameter is set, however it was given). ConfigError for an unreadable file."""
+    base = _default_param_files(None)
+    robot_file = _default_param_files(DEFAULT_ROBOT if cmd.robot is None else cmd.robot)[len(base):]
+    defaults = read_param_files(base + robot_file + cmd.config_files, cmd.node_name, cmd.namespace)
+    if not robot_file:
+        return defaults, None
+    return defaults, read_param_files(base + cmd.config_files, cmd.node_name, cmd.namespace)
+
+
 def main(argv=None) -> int:
     """Console entry point: ``sim_node [--robot R --engine E --time-step DT --real-time-factor F --scene S
     --namespace NS --frame-prefix P --config FILE ...] [--ros-args ...]``.
@@ -836,8 +857,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cmd = plain_args_to_ros_args(argv)
-        files = _default_param_files(DEFAULT_ROBOT if cmd.robot is None else cmd.robot) + cmd.config_files
-        defaults = read_param_files(files, cmd.node_name, cmd.namespace)
+        defaults, defaults_for_a_urdf = param_defaults_of(cmd)
     except ConfigError as exc:
         print(f"sim_node: error: {exc}", file=sys.stderr)
         for sig, handler in previous.items():
@@ -858,7 +878,7 @@ def main(argv=None) -> int:
         if stop.is_set():        # Ctrl-C before the node was built: not built
             raise ExternalShutdownException()
         building.set()
-        node = SimNode(param_defaults=defaults)
+        node = SimNode(param_defaults=defaults, defaults_for_a_urdf=defaults_for_a_urdf)
         building.clear()
         if writer_profile:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")

@@ -2,7 +2,8 @@
 with an executor thread spinning it, its robots' and controllers' nodes and a client node of the test.
 
 ``InProcessSimNode(monkeypatch, **parameters)``: ``parameters`` are the node's parameter values (as a --params-file
-gives them); ``.node`` the SimNode, ``.client`` a plain node for the test's clients and subscriptions, ``close()``
+gives them; or ``ros_args``, the node's ROS arguments, and ``defaults`` / ``defaults_for_a_urdf`` as main() gives
+them: sim_node.param_defaults_of); ``.node`` the SimNode, ``.client`` a plain node for the test's clients and subscriptions, ``close()``
 shuts the node down as main() does (the recorder closes the bag, the stepping thread stops). The look for another
 simulation node on the ROS graph (3 s of wall time) is skipped: this host's namespace claim decides at once.
 """
@@ -19,13 +20,14 @@ from contact_sim_ros.ros import sim_node
 
 
 class InProcessSimNode:
-    def __init__(self, monkeypatch, **parameters):
+    def __init__(self, monkeypatch, ros_args=(), defaults=None, defaults_for_a_urdf=None, **parameters):
         monkeypatch.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
         self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        rclpy.init(args=["sim_node", *ros_args], context=self.context)
         self.node = self.client = self.executor = None
         try:
-            self.node = sim_node.SimNode(param_defaults=parameters, context=self.context)
+            self.node = sim_node.SimNode(param_defaults={**(defaults or {}), **parameters},
+                                         defaults_for_a_urdf=defaults_for_a_urdf, context=self.context)
             self.client = Node("test_client", context=self.context)
             self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
             for n in [self.node, self.client] + self.node.extra_nodes():
