@@ -692,3 +692,44 @@ def test_an_output_folder_belongs_to_one_campaign(tmp_path):
     with pytest.raises(ConfigError, match="its campaign.yaml is another campaign file"):
         run_campaign(spec, fresh, progress=False)
     assert (fresh / "campaign.yaml").read_text() == "scenario: pick_shake_place\n"
+
+
+def test_every_scenario_controller_declares_every_number_it_reports(tmp_path):
+    """Every scenario's campaign has its schema before any trial (its controller's NUMBERS); and every number the
+    controllers' source puts in ``numbers`` (``numbers[...] =``, ``numbers.update(...)``, f-string names such as
+    handover's ``{r}_tare_load_N``) in the source of the controller class and its bases is declared, so no trial
+    brings a column the schema lacks (read from the source: most scenarios take minutes to run)."""
+    import ast
+    import inspect
+    import re
+    from contact_sim_ros.scenarios.runner import SCENARIOS, _load
+    text_numbers = {"links_touching_after_close"}          # hand_grasp's text value: not a column (run_trial)
+    for name, sc in SCENARIOS.items():
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(f"scenario: {name}\n")
+        spec = load_campaign(p)
+        names = spec.schema().names
+        assert {f"n.{n}" for n in spec.numbers()} <= set(names) and "n.sim_time_s" in names, name
+        declared = set(spec.numbers())
+        cls = _load(sc.factory)
+        sources = [inspect.getsource(c) for c in cls.__mro__ if c.__module__.startswith("contact_sim_ros.")]
+        keys = []
+        for node in (n for src in sources for n in ast.walk(ast.parse(src))):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+                    node.value.attr == "numbers" and isinstance(node.ctx, ast.Store):
+                keys.append(node.slice)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                    and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "numbers":
+                keys += [ast.Constant(k.arg) if k.arg else k.value for k in node.keywords]
+        found = 0
+        for key in keys:
+            if isinstance(key, ast.DictComp):
+                key = key.key
+            if isinstance(key, ast.Constant):
+                assert key.value in declared | text_numbers, (name, key.value)
+            else:
+                assert isinstance(key, ast.JoinedStr), (name, ast.dump(key))
+                pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in key.values)
+                assert any(re.fullmatch(pattern, d) for d in declared), (name, pattern)
+            found += 1
+        assert found >= 1, (name, found)

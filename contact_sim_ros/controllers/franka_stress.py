@@ -39,8 +39,8 @@ class FrankaStressParams(PickShakePlaceParams):
 
 class FrankaStress(PickShakePlace):
     name = "franka_rod"
-    NUMBERS = ("tare_load_N", "close_time_s", "held_load_N", "held_mass_kg", "time_to_failure_s",
-               "circle_frequency_Hz", "survived_s")      # every number of its Verdict (PickShakePlace.NUMBERS)
+    # every number of its Verdict (PickShakePlace.NUMBERS; its setup's pick_x_m, pick_y_m too)
+    NUMBERS = tuple(dict.fromkeys(PickShakePlace.NUMBERS + ("time_to_failure_s", "circle_frequency_Hz", "survived_s")))
     ARM = [f"panda_joint{i}" for i in range(1, 8)]
     FINGERS = ["panda_finger_joint1"]
 

@@ -201,7 +201,12 @@ class CampaignSpec:
     def numbers(self) -> tuple:
         """The numbers a trial's verdict can carry: those the scenario's controller declares (its ``NUMBERS``)
         and those run_controller adds (sim and wall time, real-time factor)."""
-        return tuple(sorted({*_load(SCENARIOS[self.scenario].factory).NUMBERS, *RUN_NUMBERS}))
+        controller = _load(SCENARIOS[self.scenario].factory)
+        declared = getattr(controller, "NUMBERS", None)
+        if declared is None:
+            raise ConfigError(f"{self.source}: the controller of scenario {self.scenario} ({controller.__name__}) "
+                              f"does not declare its NUMBERS (the result columns n.*, fixed before the first trial)")
+        return tuple(sorted({*declared, *RUN_NUMBERS}))
 
     def fingerprint(self) -> dict:
         """What makes two runs the same campaign (results.check_fingerprint): the campaign file's content, the
