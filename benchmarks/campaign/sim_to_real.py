@@ -5,8 +5,9 @@
 
 Reruns the first ``--trials`` trials of the campaign in RESULTS (its ``campaign.yaml``) on a held-apart cell:
 every object's friction x ``--friction-scale`` and mass x ``--mass-scale`` (on ``--engine``), writes
-``RESULTS/held_apart/real_trials.csv`` with the campaign's nominal parameters (what the user would have measured)
-and the held-apart outcomes, and the same trials' own simulated verdicts as ``identical.csv``; runs the
+``RESULTS/held_apart_<engine>_friction<f>_mass<m>/real_trials.csv`` (one folder per cell) with the campaign's
+nominal parameters (what the user would have measured) and the held-apart outcomes, and the same trials' own
+simulated verdicts as ``identical.csv``; runs the
 comparison on both and prints a table per engine: agreement, confusion matrix, Brier score (real / the sim's own
 verdicts / excess), ECE, and where the disagreements are (the nominal parameters of the disagreeing trials).
 """
@@ -72,7 +73,8 @@ def main(argv=None) -> int:
     objects = {n.split(".")[1] for n in spec.parameters if n.startswith("object.")}
     parameters = {**{f"object.{o}.mass_scale": Distribution("constant", (1.0,)) for o in objects}, **spec.parameters}
     spec = type(spec)(**{**spec.__dict__, "engines": (args.engine,), "parameters": dict(sorted(parameters.items()))})
-    out = results / "held_apart"
+    # one folder per held-apart cell: its scales are not in the campaign's fingerprint (they act in trial_fn)
+    out = results / f"held_apart_{args.engine}_friction{args.friction_scale:g}_mass{args.mass_scale:g}"
     t0 = time.monotonic()
     s = run_campaign(spec, out, workers=args.workers, trials=args.trials, progress=False, trial_fn=held_apart_trial)
     wall = time.monotonic() - t0
