@@ -46,7 +46,8 @@ from ..driver.system import SimulatorSystem
 from ..errors import ConfigError, ContactSimError
 from ..kernel_cache import cold_start_note
 from ..model.multibody_model import MimicExpansion, model_body_names
-from ..sim.default_gains import DefaultGainsWarning, describe_default_gains, describe_passive_joints
+from ..sim.default_gains import (DefaultGainsWarning, controller_gains, describe_controller_gains,
+                                 describe_default_gains, describe_passive_joints)
 from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
 from ..sim.simulator import Simulator
 from .camera_publisher import CameraPublisher
@@ -144,12 +145,11 @@ class SimNode(Node):
         note = cold_start_note(cfg.engine, driver=True)   # kernels missing from the compiled-code cache
         if note:
             self.get_logger().warn(note)
-        if sim.default_gains:
-            self.get_logger().warn(describe_default_gains(sim.default_gains,
-                                                          sim.scene.robot.name if sim.scene.robot else "robot",
-                                                          sim.passive_joints))
-        elif sim.passive_joints:
-            self.get_logger().info(describe_passive_joints(sim.passive_joints))
+        # the joints' drives: said now, unless a controllers file may give PID gains for joints with default gains
+        # (said once its controllers are built, without the joints they drive with the file's gains)
+        drives_later = bool(sim.default_gains) and bool(cfg.controllers_file.strip()) and not self.no_controllers
+        if not drives_later:
+            self._say_drives({})
         self.limits = JointLimits.from_model(self.model)
         self.robot = sim.scene.robot
         self.prefix = cfg.frame_prefix
@@ -199,6 +199,8 @@ class SimNode(Node):
             raise ConfigError(problem)
         self.system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=cfg.gravity_compensation)
         self.controller_manager = self._build_controller_manager()
+        if drives_later:
+            self._say_drives(controller_gains(self.controller_manager))
         self._init_failure_policy()
         self.loop = SteppingLoop(self.system, self.controller_manager,
                                  Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn),
@@ -505,6 +507,21 @@ class SimNode(Node):
         franka = [p.franka.gripper_node for p in self.ports
                   if p.franka is not None and p.franka.gripper_node is not None]
         return list(self.robot_nodes) + cm_nodes + franka
+
+    def _say_drives(self, by_controller: dict) -> None:
+        """The start-up note on the joints' drives: a warning for the joints with default gains (not those that a
+        controller drives with the controllers file's PID gains, ``by_controller``: an info line names them), else
+        the passive joints (sim/default_gains.py)."""
+        sim = self.sim
+        text = describe_default_gains(sim.default_gains, sim.scene.robot.name if sim.scene.robot else "robot",
+                                      sim.passive_joints, by_controller)
+        if text:
+            self.log.warn(text)
+        elif sim.passive_joints:
+            self.log.info(describe_passive_joints(sim.passive_joints))
+        note = describe_controller_gains(sim.default_gains, by_controller)
+        if note:
+            self.log.info(note)
 
     @property
     def no_controllers(self) -> bool:

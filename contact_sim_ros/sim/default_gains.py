@@ -209,14 +209,52 @@ def _max_error(pm, joint_name: str) -> float:
     return MAX_POSITION_ERROR_PRISMATIC if prismatic else MAX_POSITION_ERROR
 
 
-def describe_default_gains(gains: dict, robot_name: str = "the robot", passive=()) -> str:
+def controller_gains(controller_manager) -> dict:
+    """``{joint: controller name}`` of the joints whose active closed-loop controller (a joint_trajectory_controller
+    on the effort or velocity interface) has PID gains for them from the controllers file (``gains.<joint>.*``,
+    e.g. franka_ros2's fr3_arm_controller): the file's gains drive those joints, not the simulated drive's servo.
+    ``controller_manager``: a ControllerManager, a ControllerManagers or None."""
+    if controller_manager is None:
+        return {}
+    managers = getattr(controller_manager, "managers", [controller_manager])
+    out = {}
+    for cm in managers:
+        for name, c in cm.controllers.items():
+            if not c.active or getattr(c, "pid", None) is None:
+                continue
+            for j in c.joints:
+                if any(k.startswith(f"gains.{j}.") for k in c.params):
+                    out.setdefault(j, name)
+    return out
+
+
+def describe_controller_gains(gains: dict, by_controller: dict) -> str:
+    """The start-up note for joints with default gains that a controller drives with the controllers file's gains
+    (``by_controller``: ``controller_gains``; empty string if none of ``gains``' joints)."""
+    covered = {j: c for j, c in by_controller.items() if j in gains}
+    if not covered:
+        return ""
+    groups: dict = {}
+    for j, c in covered.items():
+        groups.setdefault(c, []).append(j)
+    parts = "; ".join(f"{c}: {', '.join(js)}" for c, js in groups.items())
+    return (f"PID gains from the controllers file drive {parts} (the simulated drive's default position servo holds "
+            f"these joints only while no controller commands them: "
+            + ", ".join(f"{j} kp={gains[j][0]:.4g} kd={gains[j][1]:.4g}" for j in covered) + ")")
+
+
+def describe_default_gains(gains: dict, robot_name: str = "the robot", passive=(), by_controller=None) -> str:
     """The start-up warning for joints that got default gains (empty string if none), e.g.
 
     ``ur5: no PD gains given for 6 joints; using defaults derived from the model (a position servo on the
     joint-space inertia at the initial configuration and the URDF's joint damping and friction, 30 Hz, with their
     feed-forward at the velocity target, kp capped at effort limit / 0.1 rad ...):
     shoulder_pan_joint kp=... kd=..., ...; set them with a preset's or scene robot's 'gains' (docs/design.md)``
+
+    ``by_controller``: joints that a controller drives with the controllers file's PID gains (``controller_gains``,
+    e.g. franka_ros2's effort fr3_arm_controller): left out (``describe_controller_gains`` says so instead).
     """
+    gains = {j: g for j, g in gains.items() if j not in (by_controller or {})}   # the file's gains drive those
     if not gains:
         return ""
     parts = ", ".join(f"{name} kp={kp:.4g} kd={kd:.4g}" for name, (kp, kd) in gains.items())
