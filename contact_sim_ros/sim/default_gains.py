@@ -46,7 +46,8 @@ Why these numbers:
   N*m*s/rad at rest) the PI loop hunts, a +-0.8 mrad oscillation of ~5 s period that decays over tens of seconds.
 * ``MAX_POSITION_ERROR`` = 0.1 rad (revolute) / 0.01 m (prismatic): the PD may saturate at the effort limit only
   beyond this error, so a commanded step larger than it moves at the effort limit (what a real drive does) and a
-  joint stays linear near its target. Light fingers get soft gains (Allegro ~0.5-5 N*m/rad vs the preset's 3);
+  joint stays linear near its target. Light fingers hit the cap (the Allegro's bare URDF, 0.7 N*m per joint: kp
+  7 N*m/rad on every joint, the friction floor 0.005 / 2e-4 = 25 capped; the preset's hand-tuned gains are 3);
   the presets give their own gains (and so get neither defaults nor the feed-forward): give a hand its ``gains``.
 * Holding against gravity is the job of the gravity feed-forward (the node's ``gravity_compensation``,
   g(q) added to position-controlled joints, as the iiwa's and Panda's controllers do); without it the static
