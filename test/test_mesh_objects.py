@@ -198,7 +198,9 @@ def test_second_load_reads_the_cache_and_gives_the_same_pieces(mesh_dir, tmp_pat
     assert Path(first.cache_file).is_file() and Path(first.cache_file).parent == tmp_path / "fresh_cache"
     err = capfd.readouterr().err
     assert re.search(r"decomposing .*l_bracket\.obj \(\d+ triangles\) into convex pieces with CoACD", err)
-    assert re.search(r"mesh object .*l_bracket\.obj: \d+ convex pieces \(CoACD\); mass 0\.3 kg", err)
+    assert re.search(r"mesh object .*l_bracket\.obj: \d+ convex pieces \(CoACD; surface error \d+\.\d\d mm .*"
+                     r"volume ratio pieces/mesh \d\.\d{3}\); mass 0\.3 kg", err)
+    assert first.surface_error is not None and first.surface_error.largest < 0.005
 
     mesh_object._MEMO.clear()
 
@@ -211,6 +213,7 @@ def test_second_load_reads_the_cache_and_gives_the_same_pieces(mesh_dir, tmp_pat
     for a, b in zip(first.pieces, second.pieces):
         np.testing.assert_array_equal(a, b)
     assert second.mass == first.mass and np.array_equal(second.inertia, first.inertia)
+    assert second.surface_error == first.surface_error and second.method == first.method == "coacd"
     # other parameters are another decomposition (not the cached one)
     with pytest.raises(AssertionError, match="decomposed again"):
         mesh_body(MeshSpec(spec.path, spec.scale, "decompose", {"threshold": 0.2}), mass=0.3)
@@ -317,7 +320,9 @@ def test_urdf_object_without_inertial_takes_the_mass_properties_of_its_collision
     # the collision origin: a quarter turn about z, then 0.1 m along x
     np.testing.assert_allclose(inertia.lever, [0.1 - OFFSET[1], 2 * OFFSET[0], OFFSET[2]], rtol=1e-6, atol=1e-12)
     _assert_relative(inertia.inertia, _box_inertia(mass, dims[[1, 0, 2]]))
-    with pytest.raises(ConfigError, match=r"the URDF gives the link's <inertial>: drop 'mass'/'density'"):
+    # a scene mass next to a URDF <inertial> overrides it from the collision mesh (test_mesh_surface.py); a URDF
+    # whose collision is a primitive has no mesh to take the inertia from
+    with pytest.raises(ConfigError, match=r"'mass'/'density' need exactly one <collision> and it a <mesh>"):
         load_scene({"objects": [{"name": "b", "urdf": str(ROOT / "urdf/objects/box_5cm.urdf"), "mass": 1.0}]})
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -297,17 +298,26 @@ def build_scene_model(robot, objects: list[ObjectSpec], environment: list[Enviro
 
 
 def _environment_geometries(env: EnvironmentSpec, source: str):
-    """(name, world placement, coal shape) of a static environment entry: a primitive, or every collision
-    geometry of a URDF whose links are all fixed (e.g. urdf/objects/table.urdf)."""
+    """(name, world placement, coal shape) of a static environment entry: a primitive, the convex pieces of a mesh
+    file (``<name>/<k>``; one piece: ``<name>``), or every collision geometry of a URDF whose links are all fixed
+    (e.g. urdf/objects/table.urdf), its collision meshes cut into convex pieces as objects' are (``collision:
+    auto``, the default: a tray keeps its floor, not its hull's lid)."""
+    if env.mesh is not None:
+        try:
+            shapes = mesh_body(env.mesh).collision_geometries()
+        except ModelError as exc:
+            raise ModelError(f"{source}: environment {env.name!r}: {exc}") from None
+        return [(env.name if len(shapes) == 1 else f"{env.name}/{k}", env.pose, shape)
+                for k, shape in enumerate(shapes)]
     if env.urdf is None:
         if env.shape is None:
-            raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape' or a 'urdf'")
+            raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape', a 'mesh' or a 'urdf'")
         return [(env.name, env.pose, env.shape.collision_geometry())]
     path = _resolve_urdf_path(env.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
     if path is None:
         raise ModelError(f"{source}: environment {env.name!r}: URDF {env.urdf!r} not found "
                          f"(looked relative to the scene and in {urdf_dir()})")
-    urdf = load_urdf(path)
+    urdf = load_urdf(path, mesh_collision=env.collision, decomposition=env.decomposition)
     if urdf.model.nv:
         raise ModelError(f"{path}: environment {env.name!r} must have only fixed joints (it has "
                          f"{urdf.model.nv} degrees of freedom); make it an object instead")
@@ -374,9 +384,9 @@ def _with_mesh_inertial(path, obj: ObjectSpec) -> str:
         raise ConfigError(f"{where}: 'mass'/'density' give the inertia of a one-link URDF from its collision mesh; "
                           f"this one has {len(links)} links: give each link an <inertial> instead")
     link = links[0]
-    if link.find("inertial") is not None:
-        raise ConfigError(f"{where}: the URDF gives the link's <inertial>: drop 'mass'/'density' from the scene "
-                          f"(or the <inertial> from the URDF to take the mesh's)")
+    replaced = link.find("inertial")
+    if replaced is not None:
+        link.remove(replaced)
     meshes = [c for c in link.findall("collision") if c.find("geometry/mesh") is not None]
     if len(meshes) != 1 or len(link.findall("collision")) != 1:
         raise ConfigError(f"{where}: 'mass'/'density' need exactly one <collision> and it a <mesh> (the inertia "
@@ -407,6 +417,12 @@ def _with_mesh_inertial(path, obj: ObjectSpec) -> str:
     ET.SubElement(inertial, "mass", value=repr(float(body.mass)))
     e = [[repr(float(x)) for x in row] for row in I]      # kg*m^2 about the centre of mass, link axes
     ET.SubElement(inertial, "inertia", ixx=e[0][0], ixy=e[0][1], ixz=e[0][2], iyy=e[1][1], iyz=e[1][2], izz=e[2][2])
+    if replaced is not None:
+        given = f"mass {obj.mass} kg" if obj.mass is not None else f"density {obj.density} kg/m^3"
+        old_mass = replaced.find("mass")
+        print(f"object {obj.name!r}: the scene's {given} overrides the <inertial> of {source} (mass "
+              f"{old_mass.get('value') if old_mass is not None else '?'} kg): mass {body.mass:.6g} kg, inertia "
+              f"from its collision mesh {file}", file=sys.stderr, flush=True)
     return ET.tostring(root, encoding="unicode")
 
 

@@ -101,6 +101,8 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
     dirs = default_package_dirs(package_dirs)
     link_parents, mimics, links = _urdf_structure(root, source)
     _check_meshes(root, source, base_dir, dirs)
+    if _absolute_mesh_names(root, base_dir, dirs):
+        xml_text = ET.tostring(root, encoding="unicode")
 
     with _captured_stderr() as err:
         try:
@@ -123,6 +125,8 @@ def load_urdf(urdf: str | os.PathLike, package_dirs=None, floating_base_name: st
                           and not line.strip().startswith("at line"))
         raise ModelError(f"{source}: invalid URDF: {detail or failure}") from None
     validate_mass_properties(model, root, source)
+    if floating_base_name:
+        check_inertials_against_meshes(root, collision, model, source)
     if mesh_collision != "hull":
         collision = _meshes_to_pieces(collision, source, mesh_collision, decomposition or {})
     _meshes_to_convex(collision, source)
@@ -156,6 +160,82 @@ def _check_meshes(root, source, base_dir, dirs):
             if resolve_uri(uri, base_dir, dirs) is None:
                 raise ModelError(f"{source}: link {link.get('name')!r}: collision mesh {uri!r} not found "
                                  f"(searched {base_dir} and package dirs {dirs})")
+
+
+# a URDF <inertial> whose rotational inertia (trace about the centre of mass) is more than this factor from its
+# collision mesh's at the same mass, or whose mass over the mesh's volume is outside PLAUSIBLE_DENSITY, is warned of
+INERTIA_FACTOR = 5.0
+PLAUSIBLE_DENSITY = (10.0, 25000.0)     # kg/m^3: foam .. tungsten
+
+
+def check_inertials_against_meshes(root, collision: pin.GeometryModel, model: pin.Model, source: str) -> list[str]:
+    """Warnings (printed on stderr, and returned) for each link of a free object whose ``<inertial>`` does not fit
+    its one collision mesh: the mesh's inertia at the URDF's mass (mesh_object.mesh_body: of the closed mesh, else
+    of its hull) more than ``INERTIA_FACTOR`` from the URDF's, or an implied density (mass / the mesh's volume)
+    outside ``PLAUSIBLE_DENSITY`` (pybullet's duck_vhacd.urdf: 0.1 kg with 1 kg*m^2, ~1e4 times its mesh's). Links
+    with no mesh, several collisions or no <inertial> are not checked."""
+    warnings = []
+    for link in root.findall("link"):
+        inertial, collisions = link.find("inertial"), link.findall("collision")
+        if inertial is None or len(collisions) != 1 or collisions[0].find("geometry/mesh") is None:
+            continue
+        name = link.get("name")
+        geoms = [go for go in collision.geometryObjects if model.frames[go.parentFrame].name == name
+                 and isinstance(go.geometry, coal.BVHModelBase)]
+        mass_el, inertia_el = inertial.find("mass"), inertial.find("inertia")
+        if len(geoms) != 1 or mass_el is None or inertia_el is None:
+            continue
+        try:
+            mass = float(mass_el.get("value", "0"))
+            I = np.array([[float(inertia_el.get(k, "0")) for k in row] for row in
+                          (("ixx", "ixy", "ixz"), ("ixy", "iyy", "iyz"), ("ixz", "iyz", "izz"))])
+        except ValueError:
+            continue        # validate_mass_properties names malformed numbers
+        if not mass > 0:
+            continue
+        go = geoms[0]
+        try:
+            body = mesh_body(MeshSpec(go.meshPath, tuple(float(x) for x in go.meshScale), "hull"), mass=mass,
+                             quiet=True)
+        except ModelError:
+            continue        # the collision loader reports a bad mesh
+        urdf_trace, mesh_trace = float(np.trace(I)), float(np.trace(body.inertia))
+        density = mass / body.volume if body.volume > 0 else float("inf")
+        ratio = urdf_trace / mesh_trace if mesh_trace > 0 else float("inf")
+        if not (1.0 / INERTIA_FACTOR <= ratio <= INERTIA_FACTOR
+                and PLAUSIBLE_DENSITY[0] <= density <= PLAUSIBLE_DENSITY[1]):
+            moments = ", ".join(f"{x:.3g}" for x in np.linalg.eigvalsh(0.5 * (I + I.T)))
+            mesh_moments = ", ".join(f"{x:.3g}" for x in np.linalg.eigvalsh(body.inertia))
+            msg = (f"warning: {source}: link {name!r}: its <inertial> (mass {mass:.6g} kg, principal inertia "
+                   f"[{moments}] kg*m^2) does not fit its collision mesh {go.meshPath} (volume {body.volume:.4g} "
+                   f"m^3: density {density:.4g} kg/m^3; at {mass:.6g} kg the mesh's principal inertia is "
+                   f"[{mesh_moments}] kg*m^2, {ratio:.3g} times less than the URDF's)"
+                   if ratio >= 1 else
+                   f"warning: {source}: link {name!r}: its <inertial> (mass {mass:.6g} kg, principal inertia "
+                   f"[{moments}] kg*m^2) does not fit its collision mesh {go.meshPath} (volume {body.volume:.4g} "
+                   f"m^3: density {density:.4g} kg/m^3; at {mass:.6g} kg the mesh's principal inertia is "
+                   f"[{mesh_moments}] kg*m^2, {1 / ratio:.3g} times more than the URDF's)")
+            msg += "; give the object a scene 'mass' or 'density' to take the mesh's inertia instead"
+            print(msg, file=sys.stderr, flush=True)
+            warnings.append(msg)
+    return warnings
+
+
+def _absolute_mesh_names(root, base_dir, dirs) -> bool:
+    """Every ``<mesh filename>`` that is relative to the URDF's folder (``mug_col.obj``, ``meshes/a.stl``: as
+    pybullet, Gazebo and RViz read them) or a ``file://`` URI, rewritten in place to the absolute path of the file
+    it names (Pinocchio resolves neither against the URDF's folder); ``package://`` names stay (Pinocchio finds
+    them in ``dirs``). True if any changed."""
+    changed = False
+    for mesh in root.iter("mesh"):
+        name = mesh.get("filename", "")
+        if not name or name.startswith("package://") or (os.path.isabs(name) and "://" not in name):
+            continue
+        found = resolve_uri(name, base_dir, dirs)
+        if found is not None:
+            mesh.set("filename", os.path.abspath(found))
+            changed = True
+    return changed
 
 
 def _meshes_to_convex(collision: pin.GeometryModel, source: str) -> None:
@@ -439,13 +519,19 @@ class ObjectSpec:
 
 @dataclass
 class EnvironmentSpec:
-    """Static geometry attached to the world."""
+    """Static geometry attached to the world: a primitive, a URDF with fixed joints only, or a mesh file
+    (``mesh``: its convex pieces as for objects, model/mesh_object.py, welded to the world). A URDF's collision
+    meshes and a mesh become convex pieces by ``collision`` (auto | hull | decompose) with CoACD's
+    ``decomposition`` parameters."""
 
     name: str
     shape: ShapeSpec | None = None
     urdf: str | None = None
     pose: pin.SE3 = field(default_factory=pin.SE3.Identity)
     material: dict = field(default_factory=dict)
+    mesh: MeshSpec | None = None
+    collision: str = "auto"
+    decomposition: dict = field(default_factory=dict)
 
 
 def _check_preset_against_model(robot: RobotPreset, model: pin.Model, mimics) -> None:

@@ -56,7 +56,16 @@ DECOMPOSITION_DEFAULTS = {"threshold": 0.08, "max_convex_hull": 16, "preprocess_
                           "mcts_nodes": 10, "mcts_iterations": 30, "mcts_max_depth": 3, "seed": 0}
 _DECOMPOSITION_TYPES = {"threshold": float, "max_convex_hull": int, "preprocess_mode": str, "resolution": int,
                         "mcts_nodes": int, "mcts_iterations": int, "mcts_max_depth": int, "seed": int,
-                        "preprocess_resolution": int, "merge": bool, "decimate": bool, "max_ch_vertex": int}
+                        "preprocess_resolution": int, "merge": bool, "decimate": bool, "max_ch_vertex": int,
+                        "max_surface_error_m": float}
+# a closed connected component whose convex hull's volume is at most (1 + this) times its own is taken as convex
+# (its hull is its piece): pybullet's tray's plates come out at 1.000-1.011 (bevelled edges), a V-HACD file's
+# hulls at 1.000, a cup or a bowl at 3-10
+CONVEX_COMPONENT_TOLERANCE = 0.02
+SURFACE_SAMPLES = 4000          # points sampled on the pieces' and on the mesh's surface (surface_error)
+MIN_THRESHOLD = 0.01            # CoACD's smallest concavity threshold (its documented range: [0.01, 1])
+MAX_PIECES = 128                # the refinement's largest piece budget per component
+CACHE_VERSION = 2               # 2: components' hulls, pre-processing off for closed meshes, surface error kept
 PROGRESS_PERIOD = 10.0          # s between the "still decomposing" lines
 # relative volume below which a mesh counts as flat (of its bounding box's volume)
 ZERO_VOLUME = 1e-9
@@ -161,6 +170,10 @@ def parse_decomposition(value, where: str) -> dict:
             raise ConfigError(f"{where}.{key}: expected {_DECOMPOSITION_TYPES[key].__name__}, got {v!r}") from None
     if "threshold" in out and not 0.01 <= out["threshold"] <= 1.0:
         raise ConfigError(f"{where}.threshold: CoACD's concavity threshold is in [0.01, 1], got {out['threshold']}")
+    if "max_surface_error_m" in out and not (np.isfinite(out["max_surface_error_m"])
+                                             and out["max_surface_error_m"] > 0):
+        raise ConfigError(f"{where}.max_surface_error_m: the largest surface error the pieces may have, in m, > 0; "
+                          f"got {value['max_surface_error_m']!r}")
     return out
 
 
@@ -215,6 +228,9 @@ class MeshBody:
     volume: float                        # m^3, of the mesh (watertight) or of the pieces
     watertight: bool
     holes_filled: bool = False           # the file's mesh had triangle/quad holes, filled for its volume
+    surface_error: SurfaceError | None = None   # of the decomposed pieces (None: the mesh's hull, one piece)
+    method: str = "hull"                 # hull | components | coacd | coacd+manifold (decompose_keeping_surface)
+    cpu_s: float = 0.0                   # CPU s of the decomposition (when it ran, also for a cached one)
 
     def pin_inertia(self) -> pin.Inertia:
         return pin.Inertia(self.mass, self.com, self.inertia)
@@ -233,7 +249,10 @@ class MeshBody:
         return out
 
     def report(self) -> str:
-        how = (f"{len(self.pieces)} convex pieces (CoACD{', cached' if self.from_cache else ''})"
+        what = {"components": "hulls of its convex components", "coacd": "CoACD",
+                "coacd+manifold": "CoACD after manifold pre-processing"}.get(self.method, self.method)
+        how = (f"{len(self.pieces)} convex pieces ({what}{', cached' if self.from_cache else ''}"
+               f"{'; ' + self.surface_error.text() if self.surface_error is not None else ''})"
                if self.decomposed else "1 convex piece")
         src = ("mesh, its holes filled" if self.holes_filled else "mesh") if self.watertight else \
             "convex pieces (the mesh is not watertight)"
@@ -276,7 +295,7 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
                          f"volume for a density: give 'mass' (kg) (the mass properties then come from its convex "
                          f"pieces) or close the mesh (e.g. trimesh's fill_holes, MeshLab 'Close Holes')")
 
-    pieces, decomposed, from_cache, cache_file = _pieces(mesh, spec, params, key)
+    pieces, decomposed, from_cache, cache_file, err, method, cpu = _pieces(mesh, spec, params, key)
     if not wants_mass:
         m, com, inertia, vol = 0.0, np.zeros(3), np.zeros((3, 3)), volume
     elif mesh.is_watertight and not flat:
@@ -285,11 +304,13 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
     else:       # mass given, the mesh has no volume of its own: the pieces' union
         m, com, inertia, vol = _pieces_mass_properties(pieces, mass, spec.path)
     body = MeshBody(spec.path, tuple(pieces), decomposed, from_cache, cache_file, float(m), np.asarray(com, float),
-                    np.asarray(inertia, float), float(vol), bool(mesh.is_watertight and not flat), filled)
+                    np.asarray(inertia, float), float(vol), bool(mesh.is_watertight and not flat), filled, err,
+                    method, cpu)
     _MEMO[memo_key] = body
-    if wants_mass and not quiet and memo_key not in _REPORTED:
+    if not quiet and memo_key not in _REPORTED and (wants_mass or decomposed):
         _REPORTED.add(memo_key)
-        print(body.report(), file=sys.stderr, flush=True)
+        print(body.report() if wants_mass else f"collision mesh {spec.path}: " + body.report().split(": ", 1)[1]
+              .split("; mass", 1)[0], file=sys.stderr, flush=True)
     return body
 
 
@@ -358,42 +379,237 @@ def _content_key(mesh: trimesh.Trimesh, collision: str, params: dict) -> str:
     h.update(np.ascontiguousarray(mesh.vertices, dtype="<f8").tobytes())
     h.update(np.ascontiguousarray(mesh.faces, dtype="<i8").tobytes())
     h.update(json.dumps({"collision": collision, "params": params if collision != "hull" else None,
-                         "coacd": _coacd_version()}, sort_keys=True).encode())
+                         "coacd": _coacd_version(), "method": CACHE_VERSION}, sort_keys=True).encode())
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class SurfaceError:
+    """How far a set of convex pieces departs from the mesh they stand for (``surface_error``), in m.
+
+    ``outward``: the largest distance of a point of the pieces' surface OUTSIDE the mesh from the mesh's surface
+    (what a resting or grasped object touches too early: a thickened plate, a lid); ``inward``: the largest
+    distance of a point of the mesh's surface from the pieces (a part of the surface no piece reaches); both from
+    ``SURFACE_SAMPLES`` points sampled on each surface, so a sub-sample-spacing feature can be missed.
+    ``volume_ratio``: the pieces' summed volume over the mesh's (1 when exact; overlaps count twice; nan when the
+    mesh is not closed)."""
+
+    outward: float
+    inward: float
+    volume_ratio: float
+
+    @property
+    def largest(self) -> float:
+        return max(self.outward, self.inward)
+
+    def text(self) -> str:
+        ratio = "n/a (open mesh)" if not np.isfinite(self.volume_ratio) else f"{self.volume_ratio:.3f}"
+        return (f"surface error {self.largest * 1e3:.2f} mm (pieces outside the mesh by up to "
+                f"{self.outward * 1e3:.2f} mm, mesh surface off the pieces by up to {self.inward * 1e3:.2f} mm), "
+                f"volume ratio pieces/mesh {ratio}")
+
+
+def _piece_halfspaces(pieces):
+    """(A, b, owner) of every piece's hull facets, A x <= b inside (unit normals), and the hulls (trimesh)."""
+    import trimesh  # deferred: ~20x pinocchio's import time (scipy, ...); only a scene with a mesh object needs it
+    hulls = [trimesh.Trimesh(np.asarray(v, float)).convex_hull for v in pieces]
+    A = np.concatenate([h.face_normals for h in hulls])
+    b = np.concatenate([np.einsum("ij,ij->i", h.face_normals, h.triangles[:, 0]) for h in hulls])
+    owner = np.concatenate([np.full(len(h.faces), k) for k, h in enumerate(hulls)])
+    return A, b, owner, hulls
+
+
+def surface_error(mesh: trimesh.Trimesh, pieces, samples: int | None = None, seed: int = 0) -> SurfaceError:
+    """The surface error of convex ``pieces`` (vertex arrays, m) for ``mesh`` (see ``SurfaceError``): points
+    sampled on the pieces' hulls and on the mesh (``samples`` each, default ``SURFACE_SAMPLES``), distances with
+    trimesh.proximity (closest points on the triangles: exact, not a voxel estimate)."""
+    import trimesh  # deferred: ~20x pinocchio's import time (scipy, ...); only a scene with a mesh object needs it
+    n = int(samples or SURFACE_SAMPLES)
+    A, b, owner, hulls = _piece_halfspaces(pieces)
+    union = trimesh.util.concatenate(hulls)
+    rng = np.random.default_rng(seed)
+    on_pieces, _ = trimesh.sample.sample_surface(union, n, seed=rng)
+    on_mesh, _ = trimesh.sample.sample_surface(mesh, n, seed=rng)
+    # outward: a piece point outside the mesh -> its distance to the mesh surface (inside: 0). trimesh's signed
+    # distance is > 0 inside; an open mesh has no inside: the unsigned distance, so internal cuts would count
+    if mesh.is_watertight:
+        d = trimesh.proximity.signed_distance(mesh, on_pieces)
+        outward = float(np.max(np.maximum(-d, 0.0), initial=0.0))
+    else:
+        _, dist, _ = trimesh.proximity.closest_point(mesh, on_pieces)
+        outward = float(np.max(dist, initial=0.0))
+    # inward: a mesh point inside some piece -> 0, else its distance to the nearest piece's surface
+    slack = A @ on_mesh.T - b[:, None]                          # (facets, points)
+    inside = np.zeros(len(on_mesh), dtype=bool)
+    for k in range(len(hulls)):
+        inside |= np.all(slack[owner == k] <= 1e-9, axis=0)
+    inward = 0.0
+    if not np.all(inside):
+        _, dist, _ = trimesh.proximity.closest_point(union, on_mesh[~inside])
+        inward = float(np.max(dist, initial=0.0))
+    ratio = float(sum(h.volume for h in hulls) / mesh.volume) if mesh.is_watertight and mesh.volume > 0 \
+        else float("nan")
+    return SurfaceError(outward, inward, ratio)
+
+
+def _convex_components(mesh: trimesh.Trimesh):
+    """The mesh's connected components when every one is closed and convex within ``CONVEX_COMPONENT_TOLERANCE``
+    (its hull's volume over its own; a box with a bevelled or slightly bowed face passes, a tray's plate, a
+    V-HACD file's hulls pass); else None. A component that is one flat triangle (a stray face) is dropped."""
+    parts = mesh.split(only_watertight=False) if len(mesh.faces) else []
+    out = []
+    for c in parts:
+        if not c.is_watertight:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vol = abs(float(c.volume))
+        if not vol > ZERO_VOLUME * max(float(np.prod(c.extents)), 1e-300):
+            return None
+        hull = c.convex_hull
+        if hull.volume > (1.0 + CONVEX_COMPONENT_TOLERANCE) * vol:
+            return None
+        out.append(np.asarray(hull.vertices, dtype=float))
+    return out or None
+
+
+def _closed_components(mesh: trimesh.Trimesh):
+    """(convex hulls, non-convex closed components) when every component is closed, else None."""
+    parts = mesh.split(only_watertight=False) if len(mesh.faces) else []
+    convex, other = [], []
+    for c in parts:
+        if not c.is_watertight:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vol = abs(float(c.volume))
+        if not vol > ZERO_VOLUME * max(float(np.prod(c.extents)), 1e-300):
+            return None
+        if c.volume < 0:
+            c.invert()
+        if c.convex_hull.volume <= (1.0 + CONVEX_COMPONENT_TOLERANCE) * vol:
+            convex.append(np.asarray(c.convex_hull.vertices, dtype=float))
+        else:
+            other.append(c)
+    return convex, other
+
+
+def piece_budget(mesh: trimesh.Trimesh) -> int:
+    """The first piece budget of a CoACD decomposition, scaled to the mesh: 8 pieces per unit of its hull's volume
+    over its own (a cup ~4 -> 32, a tray ~12 -> 96; the concavity CoACD has to cut away), in [16, 96]; an open mesh
+    (no volume): 16."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = float(mesh.convex_hull.volume / mesh.volume) if mesh.is_watertight and mesh.volume > 0 else 2.0
+    return int(np.clip(np.ceil(8.0 * ratio), 16, 96))
+
+
+def _read_cache(cache: Path):
+    try:
+        with np.load(cache) as data:
+            verts, counts = data["vertices"], data["counts"]
+            err = SurfaceError(*(float(x) for x in data["surface_error"])) if "surface_error" in data else None
+            method = str(data["method"]) if "method" in data else "coacd"
+            cpu = float(data["cpu_s"]) if "cpu_s" in data else float("nan")
+        return list(np.split(verts, np.cumsum(counts)[:-1])), err, method, cpu
+    except Exception:  # noqa: BLE001 - a truncated/corrupt entry is decomposed again and rewritten
+        return None
+
+
 def _pieces(mesh: trimesh.Trimesh, spec: MeshSpec, params: dict, key: str):
-    """(pieces, decomposed, from_cache, cache_file)."""
+    """(pieces, decomposed, from_cache, cache_file, surface error, method, CPU s)."""
     if spec.collision == "hull" or (spec.collision == "auto" and mesh.is_convex):
-        return [np.asarray(mesh.convex_hull.vertices, dtype=float)], False, False, None
+        hull = [np.asarray(mesh.convex_hull.vertices, dtype=float)]
+        return hull, False, False, None, None, "hull", 0.0
     cache = mesh_cache_dir() / f"{key[:40]}.npz"
     if cache.is_file():
-        try:
-            with np.load(cache) as data:
-                verts, counts = data["vertices"], data["counts"]
-            return list(np.split(verts, np.cumsum(counts)[:-1])), True, True, str(cache)
-        except Exception:  # noqa: BLE001 - a truncated/corrupt entry is decomposed again and rewritten
-            pass
-    pieces = decompose(mesh, params, spec.path)
+        hit = _read_cache(cache)
+        if hit is not None:
+            pieces, err, method, cpu = hit
+            return pieces, True, True, str(cache), err, method, cpu
+    start = time.process_time()
+    pieces, err, method = decompose_keeping_surface(mesh, params, spec.path, set(spec.decomposition))
+    cpu = time.process_time() - start
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp.npz")
-        np.savez(tmp, vertices=np.concatenate(pieces), counts=np.array([len(p) for p in pieces]))
+        np.savez(tmp, vertices=np.concatenate(pieces), counts=np.array([len(p) for p in pieces]),
+                 surface_error=np.array([err.outward, err.inward, err.volume_ratio]), method=np.array(method),
+                 cpu_s=np.array(cpu))
         os.replace(tmp, cache)
         written = str(cache)
     except OSError as exc:
         print(f"note: cannot cache the decomposition of {spec.path} in {cache.parent}: {exc}", file=sys.stderr)
         written = None
-    return pieces, True, False, written
+    return pieces, True, False, written, err, method, cpu
+
+
+def decompose_keeping_surface(mesh: trimesh.Trimesh, params: dict, source: str, explicit=()):
+    """(pieces, SurfaceError, method) of a non-convex mesh, in this order:
+
+    1. every connected component closed and convex (within ``CONVEX_COMPONENT_TOLERANCE``): their hulls
+       ("components": pybullet's tray of 6 boxes, a V-HACD file's hulls; exact, milliseconds);
+    2. every component closed: the convex ones' hulls and CoACD on each other one WITHOUT CoACD's manifold
+       pre-processing (it thickens a 1 cm plate by ~3.4 mm per side), budget ``piece_budget`` ("coacd");
+    3. else (an open or non-manifold mesh): CoACD on the whole mesh with its pre-processing (it needs a manifold)
+       ("coacd+manifold").
+
+    ``params``: CoACD's parameters over ``DECOMPOSITION_DEFAULTS`` (``explicit``: the keys the user gave; a given
+    ``max_convex_hull`` or ``preprocess_mode`` wins) and ``max_surface_error_m``: while the surface error (``surface_error``) is above it,
+    CoACD runs again with half the concavity threshold and twice the budget, down to threshold 0.01 and 128 pieces
+    per component; when that does not meet it, the closest decomposition tried is used and a warning on stderr
+    says so. The surface error is printed."""
+    params = dict(params)
+    target = params.pop("max_surface_error_m", None)
+    explicit = set(explicit)
+    name = Path(source).name
+    hulls = _convex_components(mesh)
+    if hulls is not None:
+        err = surface_error(mesh, hulls)
+        print(f"{name}: {len(hulls)} closed convex components: their hulls are the pieces; {err.text()}",
+              file=sys.stderr, flush=True)
+        return hulls, err, "components"
+    split = _closed_components(mesh)
+    if split is not None:
+        convex, targets, method = split[0], split[1], "coacd"
+        preprocess = "off"
+    else:
+        convex, targets, method = [], [mesh], "coacd+manifold"
+        preprocess = "auto"
+    run = {**params}
+    if "preprocess_mode" not in explicit:
+        run["preprocess_mode"] = preprocess
+    budgets = [run["max_convex_hull"] if "max_convex_hull" in explicit else piece_budget(t) for t in targets]
+    best = None
+    while True:
+        pieces = list(convex)
+        for t, budget in zip(targets, budgets):
+            pieces += decompose(t, {**run, "max_convex_hull": budget}, source)
+        err = surface_error(mesh, pieces)
+        print(f"{name}: {len(pieces)} convex pieces (CoACD threshold {run['threshold']}, preprocess "
+              f"{run['preprocess_mode']}); {err.text()}", file=sys.stderr, flush=True)
+        if target is None or err.largest <= target:
+            return pieces, err, method
+        if best is None or err.largest < best[1].largest:
+            best = (pieces, err, run["threshold"])
+        if run["threshold"] <= MIN_THRESHOLD and all(b >= MAX_PIECES for b in budgets):
+            pieces, err, threshold = best
+            print(f"warning: {source}: could not meet max_surface_error_m {target * 1e3:.2f} mm down to CoACD "
+                  f"threshold {MIN_THRESHOLD} and {MAX_PIECES} pieces; using the closest decomposition tried "
+                  f"(threshold {threshold}, {len(pieces)} pieces), {err.largest * 1e3:.2f} mm off the mesh",
+                  file=sys.stderr, flush=True)
+            return pieces, err, method
+        run["threshold"] = max(MIN_THRESHOLD, run["threshold"] / 2.0)
+        budgets = [min(MAX_PIECES, 2 * b) for b in budgets]
+        print(f"{name}: surface error {err.largest * 1e3:.2f} mm > max_surface_error_m {target * 1e3:.2f} mm: "
+              f"refining (threshold {run['threshold']}, budget {budgets} pieces)", file=sys.stderr, flush=True)
 
 
 def decompose(mesh: trimesh.Trimesh, params: dict, source: str) -> list:
     """CoACD's convex pieces of ``mesh`` (vertices of each hull), with progress lines on stderr."""
     import coacd      # deferred: a C++ extension (~30 MB) that only a scene with a non-convex mesh needs
     coacd.set_log_level("error")
+    params = {k: v for k, v in params.items() if k != "max_surface_error_m"}
     print(f"decomposing {source} ({len(mesh.faces)} triangles) into convex pieces with CoACD "
-          f"(threshold {params['threshold']}, at most {params['max_convex_hull']} pieces); cached for the next start",
-          file=sys.stderr, flush=True)
+          f"(threshold {params['threshold']}, at most {params['max_convex_hull']} pieces, pre-processing "
+          f"{params['preprocess_mode']}); cached for the next start", file=sys.stderr, flush=True)
     start = time.monotonic()
     done = threading.Event()
 

@@ -345,14 +345,24 @@ def _build(data: dict, source: str) -> Scene:
         where = f"environment[{i}]"
         if not isinstance(e, dict) or "name" not in e:
             raise ConfigError(f"{where}: each environment entry is a mapping with a 'name'")
-        valid = {"name", "shape", "urdf", "pose", "material", "surface_velocity"}
+        valid = {"name", "shape", "urdf", "mesh", "scale", "collision", "decomposition", "pose", "material",
+                 "surface_velocity"}
         if set(e) - valid:
             raise ConfigError(f"{where} ({e['name']}): unknown key(s) {sorted(set(e) - valid)}; valid: {sorted(valid)}")
-        if ("shape" in e) == ("urdf" in e):
-            raise ConfigError(f"{where} ({e['name']}): give exactly one of 'shape' and 'urdf'")
+        where = f"{where} ({e['name']})"
+        if sum(k in e for k in ("shape", "urdf", "mesh")) != 1:
+            raise ConfigError(f"{where}: give exactly one of 'shape', 'urdf' and 'mesh'")
+        if "shape" in e and set(e) & {"scale", "collision", "decomposition"}:
+            raise ConfigError(f"{where}: 'scale', 'collision' and 'decomposition' are keys of 'mesh' (and "
+                              f"'collision', 'decomposition' of 'urdf') entries")
+        if "urdf" in e and "scale" in e:
+            raise ConfigError(f"{where}: 'scale' is a key of 'mesh' entries (a URDF scales its meshes itself)")
         environment.append(EnvironmentSpec(
             str(e["name"]), parse_shape(e["shape"], f"{where}.shape") if "shape" in e else None,
-            e.get("urdf"), parse_pose(e.get("pose"), f"{where}.pose"), dict(e.get("material") or {})))
+            e.get("urdf"), parse_pose(e.get("pose"), f"{where}.pose"), dict(e.get("material") or {}),
+            _mesh_entry(e, scene_dir, where) if "mesh" in e else None,
+            parse_collision(e.get("collision", "auto"), f"{where}.collision"),
+            parse_decomposition(e.get("decomposition"), f"{where}.decomposition")))
         if "surface_velocity" in e:
             surface[str(e["name"])] = vector_function(e["surface_velocity"], 3, f"{where}.surface_velocity")
 
