@@ -53,7 +53,7 @@ Why these numbers:
   g(q) added to position-controlled joints, as the iiwa's and Panda's controllers do); without it the static
   error is g_i / kp_i, up to 0.1 rad on a joint whose gravity torque reaches its effort limit.
 
-Measured (test/test_vendor_tracking.py: a MoveIt-like 3.5 s goal through a via point, every joint 0.45-0.9 rad,
+Measured (test/test_vendor_tracking.py: a MoveIt-like 3.5 s goal through a via point, every joint 0.5-0.9 rad,
 the vendor's controllers file, TAMSI at 1 ms; the final error when the JTC reports SUCCEEDED, max over joints):
 LBR iiwa 7 169.6 -> 0.33 mrad, FR3 (position file) 24.7 -> 0.74 mrad, UR5 (example-robot-data, the UR driver's
 file) 0.38 -> 0.38 mrad, the iiwa_wsg and franka presets 0.69 and 0.65 mrad (unchanged: their own gains).
