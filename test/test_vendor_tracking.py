@@ -8,9 +8,9 @@ one: 3.5 s through a via point (two quintic segments, every joint moving 0.5-0.9
 every 0.1 s with velocities), the goal's result taken as it comes (SUCCEEDED as soon as the joints are stopped,
 joint_trajectory_controller's rule); TAMSI (and Lagged for the LBR and FR3) at 1 ms. Targets: the robots without
 gains of their own (the default position servo, sim/default_gains.py) end within 2 mrad of the last point on every
-joint; the presets (their own gains) within 1 mrad. Measured on main before this servo (10 Hz, the URDF's damping and friction ignored): LBR A7 169.6 mrad
-(SUCCEEDED 10.9 s after a 3.5 s goal), FR3 joint 7 24.7 mrad; now 0.33 and 0.74 mrad (docs/design.md, "Any
-robot: xacro and default gains").
+joint; the presets (their own gains) within 1 mrad. Measured on main before this servo (10 Hz, the URDF's damping
+and friction ignored): LBR A7 169.6 mrad (SUCCEEDED 10.9 s after a 3.5 s goal), FR3 joint 7 24.7 mrad; now 0.33
+and 0.74 mrad (docs/design.md, "Any robot: xacro and default gains").
 
 Also the trajectory controller's goal tolerance as ros2_controllers' (jazzy) JointTrajectoryController checks it:
 a final error beyond the file's ``constraints.<joint>.goal`` still there ``constraints.goal_time`` after the last
