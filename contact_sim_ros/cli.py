@@ -14,9 +14,10 @@
         recover a rosbag2 MCAP recording whose process was killed (no metadata.yaml, no MCAP summary) or whose
         file was cut: a complete bag of every message in the file's complete chunks
     contact-sim engines                list the registered engines
-    contact-sim compile-kernels [--status] [--engines E ...]
+    contact-sim compile-kernels [--status] [--engines E ...] [--require-native]
         compile the engines' numba kernels into the shared on-disk cache (contact_sim_ros/kernel_cache.py; make
-        venv does it), so that the first step of a new process loads them instead of compiling for 15-60 s
+        venv does it), so that the first step of a new process loads them instead of compiling for 15-60 s, and
+        build the compiled C++ modules (a failed build: a warning, exit 0, the Python path; --require-native: 1)
 
 Exit status of ``run``: 0 when every step succeeded, 1 when a step failed (solver failure or divergence: the
 run stops there and says ``FAILED: the run diverged|failed at t = ...``), 2 for invalid arguments or input
@@ -279,6 +280,9 @@ def main(argv=None) -> int:
     kernels.add_argument("--engines", nargs="*", help="only these engines (default: every engine with kernels)")
     kernels.add_argument("--status", action="store_true",
                          help="only say which kernel modules are cached (exit 1 when some are not)")
+    kernels.add_argument("--require-native", action="store_true",
+                         help="exit 1 when a compiled C++ module cannot be built (default: a warning naming the "
+                              "compiler's error, exit 0, and the steps take the Python reference path)")
     sub.add_parser("node", help="run the ROS 2 node (flags: see contact_sim_ros.ros.sim_node)", add_help=False)
     sub.add_parser("campaign", help="randomized grasp-validation campaign on Ray; report, compare with real trials "
                    "(contact-sim campaign -h)", add_help=False)
@@ -311,8 +315,9 @@ def main(argv=None) -> int:
                 print(f"{name:20s} {engine_class(name).description}")
             return 0
         if args.command == "compile-kernels":
-            return kernel_cache.main((["--status"] if args.status else []) + (["--engines", *args.engines]
-                                                                     if args.engines else []))
+            return kernel_cache.main((["--status"] if args.status else [])
+                                     + (["--require-native"] if args.require_native else [])
+                                     + (["--engines", *args.engines] if args.engines else []))
         if args.paused and not args.viewer:
             parser.error("--paused needs --viewer (its Resume button starts the run)")
         rtf = args.real_time_factor if args.real_time_factor is not None else (1.0 if args.viewer else 0.0)

@@ -4,13 +4,16 @@
 * ``RIGID_BODY``: ``sim/rigid_body_dynamics.cpp`` (``_rigid_body_dynamics``), the Simulator's Pinocchio calls of a
   step (M, nle, g, the position error, the integration, the kinematics) into preallocated buffers.
 
-Each is compiled with g++ against the headers and shared libraries that the pinocchio, coal, eigenpy and
-cmeel-eigen wheels install (``<site-packages>/cmeel.prefix``), with the compile definitions of their CMake targets,
-into the kernel cache's folder ``jit.cache_dir() / "native"``, named after a hash of the source, the flags and the
-Python version: a changed source is built anew, every install location shares one build. They are built by the
-warm-up (``python -m contact_sim_ros.jit``, run by the project's set-up; ~40-90 s each on 2 cores) and only loaded
-at run time: a process never compiles them in its first step. Without them (no compiler, a failed build) the
-package takes its Python paths, which give the same results (tests compare them).
+Each is compiled with g++ against the headers and shared libraries of the installed Pinocchio (:func:`prefix`:
+the pinocchio, coal, eigenpy and cmeel-eigen wheels' ``<site-packages>/cmeel.prefix``, or apt's
+``/opt/ros/jazzy`` for ros-jazzy-pinocchio) and Eigen's headers (:func:`eigen_include_dir`: the same prefix,
+``$CONDA_PREFIX``, ``/usr/include/eigen3``, ...), with the compile definitions of their CMake targets, into the
+kernel cache's folder ``jit.cache_dir() / "native"``, named after a hash of the source, the flags and the Python
+version: a changed source is built anew, every install location shares one build. They are built by the warm-up
+(``contact-sim compile-kernels`` = ``python -m contact_sim_ros.jit``, run by the project's set-up; ~40-90 s each on
+2 cores) and only loaded at run time: a process never compiles them in its first step. Without them (no compiler,
+a failed build: the warm-up warns and goes on) the package takes its Python paths, which give the same results
+(tests compare them), a few times slower.
 """
 
 from __future__ import annotations
@@ -40,10 +43,37 @@ FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-w")
 
 
 def prefix() -> Path:
-    """The cmeel prefix of the pinocchio / coal wheels (include/, lib/): pinocchio's package is in its
-    lib/python3.X/site-packages."""
+    """The prefix of the installed Pinocchio (include/, lib/): pinocchio's Python package is in its
+    lib/python3.X/site-packages (the wheels' cmeel prefix; /opt/ros/jazzy for apt's ros-jazzy-pinocchio)."""
     import pinocchio
     return Path(pinocchio.__file__).resolve().parents[4]
+
+
+def eigen_candidates() -> list[Path]:
+    """The folders searched for Eigen's headers (``<folder>/Eigen/Core``), in order: ``$EIGEN3_INCLUDE_DIR``,
+    Pinocchio's prefix (the cmeel-eigen wheel), ``$CONDA_PREFIX``, the system's (apt libeigen3-dev), a ROS
+    install's."""
+    found = [Path(os.environ["EIGEN3_INCLUDE_DIR"])] if os.environ.get("EIGEN3_INCLUDE_DIR") else []
+    found.append(prefix() / "include" / "eigen3")
+    if os.environ.get("CONDA_PREFIX"):
+        found.append(Path(os.environ["CONDA_PREFIX"]) / "include" / "eigen3")
+    found += [Path("/usr/include/eigen3"), Path("/usr/local/include/eigen3"), Path("/opt/ros/jazzy/include/eigen3"),
+              Path("/opt/ros/jazzy/include")]
+    return found
+
+
+def eigen_include_dir() -> Path | None:
+    """The first of :func:`eigen_candidates` that holds ``Eigen/Core``; None if none does (the compiler's own
+    search path may still have it)."""
+    return next((d for d in eigen_candidates() if (d / "Eigen" / "Core").is_file()), None)
+
+
+def _first_error_lines(output: str, n: int = 6) -> str:
+    """The compiler's first error and the ``n - 1`` lines after it (else the output's first ``n`` lines): the
+    first error is the cause, what follows it mostly its consequences."""
+    lines = output.strip().splitlines()
+    start = next((i for i, line in enumerate(lines) if "error" in line.lower()), 0)
+    return "\n".join(lines[start:start + n])
 
 
 class NativeModule:
@@ -55,10 +85,12 @@ class NativeModule:
 
     def _command(self, output: Path) -> list[str]:
         p = prefix()
+        eigen = eigen_include_dir()
         cxx = os.environ.get("CXX", "g++")
-        return ([cxx, *FLAGS, *(f"-D{d}" for d in DEFINES), f"-I{p / 'include'}", f"-I{p / 'include' / 'eigen3'}",
-                 f"-I{sysconfig.get_paths()['include']}", str(self.source), "-o", str(output), f"-L{p / 'lib'}",
-                 f"-Wl,-rpath,{p / 'lib'}", *(f"-l{lib}" for lib in LIBRARIES)])
+        return ([cxx, *FLAGS, *(f"-D{d}" for d in DEFINES), f"-I{p / 'include'}",
+                 *([f"-I{eigen}"] if eigen is not None else []), f"-I{sysconfig.get_paths()['include']}",
+                 str(self.source), "-o", str(output), f"-L{p / 'lib'}", f"-Wl,-rpath,{p / 'lib'}",
+                 *(f"-l{lib}" for lib in LIBRARIES)])
 
     def library_path(self) -> Path:
         """Where the build of the current source lives (it may not exist)."""
@@ -69,7 +101,8 @@ class NativeModule:
 
     def build(self, force: bool = False) -> Path:
         """Compile the module unless its build exists (``force``: again); returns its path. Raises RuntimeError
-        with the compiler's last lines on failure. Older builds of this module in the folder are removed."""
+        with the compiler's first error lines on failure (and, when Eigen's headers were not found, where they
+        were looked for). Older builds of this module in the folder are removed."""
         path = self.library_path()
         if path.exists() and not force:
             return path
@@ -80,8 +113,12 @@ class NativeModule:
             out = Path(tmp) / path.name
             done = subprocess.run(self._command(out), capture_output=True, text=True)
             if done.returncode != 0:
-                tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-                raise RuntimeError(f"compiling {self.source.name} failed:\n{tail}")
+                first = _first_error_lines(done.stderr or done.stdout)
+                hint = ""
+                if eigen_include_dir() is None:
+                    hint = ("\n(Eigen's headers are in none of " + ", ".join(map(str, eigen_candidates()))
+                            + ": install them, e.g. apt libeigen3-dev, or set EIGEN3_INCLUDE_DIR)")
+                raise RuntimeError(f"compiling {self.source.name} against {prefix()} failed:\n{first}{hint}")
             os.replace(out, path)
         for old in path.parent.glob(f"{self.name}-*"):
             if old != path:
