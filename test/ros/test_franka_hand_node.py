@@ -64,7 +64,8 @@ def test_fr3_franka_gripper_goals_move_the_fingers_and_are_recorded(monkeypatch,
     finally:
         sim.close()
 
-    logged = re.findall(r"recording: (\d+) messages on (\d+) topics written to (\S+)", capfd.readouterr().err)
+    output = capfd.readouterr()                 # the node's log (rcutils: stderr, or stdout if so configured)
+    logged = re.findall(r"recording: (\d+) messages on (\d+) topics written to (\S+)", output.err + output.out)
     assert logged, "the recorder's closing log line"
     messages, topics, path = int(logged[-1][0]), int(logged[-1][1]), logged[-1][2]
     assert path == str(bag)

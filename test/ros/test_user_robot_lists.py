@@ -52,5 +52,7 @@ def test_a_urdf_main_does_not_see_takes_no_presets_node_file(monkeypatch, tmp_pa
             "forward_effort_controller", "forward_position_controller", "forward_velocity_controller"]
     finally:
         sim.close()
-    err = capfd.readouterr().err
-    assert "not in" not in err and "inactive_controllers" not in err, err
+    output = capfd.readouterr()                 # the node's log (rcutils: stderr, or stdout if so configured)
+    log = output.err + output.out
+    assert "controllers from <default controllers>" in log                 # the log was captured
+    assert "not in" not in log and "inactive_controllers" not in log, log
