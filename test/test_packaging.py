@@ -499,6 +499,37 @@ def test_missing_resource_names_the_path_and_the_searched_dirs():
         resources.resolve_resource(ROOT / "no_such_file.yaml")
 
 
+# modules that may locate files from their own location: resources.py (share_dir: the one way to the package's data
+# folder), jit.py (the kernel cache's keys), native_build.py (the package's own .cpp sources: package data beside
+# the modules), engines/registry.py (the engine modules), scenarios/runner.py (the folder the node's `python -m`
+# runs in, so that it imports the same package)
+FILE_RELATIVE_ALLOWED = {"resources.py", "jit.py", "native_build.py", "engines/registry.py", "scenarios/runner.py"}
+
+
+def _file_relative_uses(path: Path) -> list[int]:
+    """Lines of ``path`` that use a module's ``__file__`` (``__file__`` or ``<module>.__file__``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if (isinstance(node, ast.Name) and node.id == "__file__")
+                   or (isinstance(node, ast.Attribute) and node.attr == "__file__")})
+
+
+def test_the_package_finds_its_data_only_through_resources():
+    """A path into config/, urdf/, scenes/, meshes/, launch/ or msgs/ built from a module's own location
+    (``Path(__file__).parents[2] / ...``) points into site-packages when the package is installed (issue 41:
+    scenarios/runner.py's REPO: the installed runner, campaigns and replay looked for their scenes there); every
+    module but the listed ones goes through resources.share_dir() / resolve_resource()."""
+    package = ROOT / "contact_sim_ros"
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        lines = _file_relative_uses(path)
+        if lines and rel not in FILE_RELATIVE_ALLOWED:
+            found[rel] = lines
+    assert not found, f"__file__-relative paths outside {sorted(FILE_RELATIVE_ALLOWED)} (file: lines): {found}"
+    assert _file_relative_uses(package / "resources.py")           # the check sees what it looks for
+
+
 # ------------------------------------------------------------------------------------------------ make targets
 
 def _make_dry_run(target: str, **env_overrides) -> list[str]:

@@ -34,7 +34,8 @@ import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
+from ..resources import share_dir
 
 XACRO_SUFFIX = ".xacro"
 _LOCK = threading.Lock()          # xacro keeps its state (file stack, arguments) in module globals
@@ -205,8 +206,10 @@ def default_package_dirs(extra=None) -> list[str]:
         cmeel = os.path.join(entry, "cmeel.prefix", "share")
         if os.path.isdir(cmeel):
             dirs.append(cmeel)
-    own = Path(__file__).resolve().parents[2]      # source checkout: <root>/ holds urdf/, config/
-    dirs.append(str(own.parent))                   # so that package://<checkout dir name>/... would work
+    # the folder holding this package's data folder (resources.share_dir()): package://contact_sim_ros/... of an
+    # install space, package://<checkout dir name>/... of a source checkout
+    with contextlib.suppress(ConfigError):
+        dirs.append(str(share_dir().parent))
     seen, out = set(), []
     for d in dirs:
         if d not in seen and os.path.isdir(d):
@@ -224,8 +227,11 @@ def resolve_uri(uri: str, base_dir: str | None, package_dirs: list[str]) -> str 
             cand = os.path.join(d, rel)
             if os.path.isfile(cand):
                 return cand
-        if pkg == "contact_sim_ros":
-            own = Path(__file__).resolve().parents[2] / rel.split("/", 1)[1]
+        if pkg == "contact_sim_ros":       # this package's data folder, whatever its folder's name
+            try:
+                own = share_dir() / rel.split("/", 1)[1]
+            except ConfigError:
+                return None
             if own.is_file():
                 return str(own)
         return None

@@ -102,9 +102,7 @@ def make_typestore(msgtypes=()):
 
 def _msg_dirs(pkg: str, kind: str = "msg") -> list[Path]:
     dirs = [Path(p) / "share" / pkg / kind for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    own = Path(__file__).resolve().parents[2] / "msgs" / pkg / kind       # source checkout
-    dirs.append(own)
-    try:
+    try:     # a source checkout's msgs/ (share_dir() is the checkout there; an install has them on the prefix path)
         dirs.append(Path(share_dir()) / "msgs" / pkg / kind)
     except ConfigError:   # no share directory (an odd install): the other places
         pass

@@ -72,7 +72,8 @@ from ..sim.simulator import MAX_TIME_STEP
 from .results import (FAILURE_MODES, PartWriter, campaign_schema, check_fingerprint, file_sha256,  # noqa: F401
                       finished_trials, parameter_unit, read_results, results_dir, same_columns, stored_schema,
                       value_order, value_type, wilson_interval, write_fingerprint)
-from .runner import REPO, SCENARIOS, _load
+from ..resources import resolve_resource
+from .runner import SCENARIOS, _load
 
 # phase of the pick_shake_place controller at a failure -> failure mode
 _MODE_OF_PHASE = {"look": "missed", "perceive": "missed", "approach": "missed", "descend": "missed", "close": "missed", "grasp": "missed",
@@ -361,7 +362,7 @@ class _ScenarioNames:
     its controller's parameter fields with their defaults."""
 
     def __init__(self, sc):
-        scene_file = REPO / sc.scene
+        scene_file = resolve_resource(sc.scene)
         scene = load_yaml(scene_file.read_text()) or {}
         self.scenario = sc.name
         self.objects = {o.get("name"): o for o in scene.get("objects", []) if isinstance(o, dict)}
@@ -621,7 +622,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     wall0, cpu0 = time.monotonic(), time.process_time()
     row = {"trial": int(k), "engine": engine, "seed": int(spec.seed), **{f"p.{n}": v for n, v in values.items()}}
     with tempfile.TemporaryDirectory(prefix="contact_sim_trial_") as tmp:
-        scene = trial_scene(REPO / spec.scene(), values, Path(tmp))
+        scene = trial_scene(resolve_resource(spec.scene()), values, Path(tmp))
         controller = _load(sc.factory)(_load(sc.params)(**controller_params))
         dt = spec.time_step or sc.time_step
         T = spec.period or sc.period

@@ -61,11 +61,12 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from ..controllers.inprocess_link import InProcessLink
 from ..controllers.pick_shake_place import run_controller
 from ..errors import ConfigError
+from ..resources import resolve_resource
 from ..ros.bag_recorder import _ensure_type, deserialize_message, make_typestore, msgtype_name, serialize_message
 from ..sim.scene import load_scene
 from ..yaml_files import load_yaml
 from .campaign import trial_scene
-from .runner import REPO, SCENARIOS, _load
+from .runner import SCENARIOS, _load
 
 JOINT_STATES = "joint_states"
 WRENCH_AXES = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
@@ -518,7 +519,7 @@ def record_scenario_bag(path: str | Path, scenario: str = "pick_shake_place", en
     sc = SCENARIOS[scenario]
     controller = _load(sc.factory)(_load(sc.params)(**(params or {})))
     with tempfile.TemporaryDirectory(prefix="contact_sim_record_") as tmp:
-        scene = trial_scene(REPO / sc.scene, dict(scene_values or {}), Path(tmp))
+        scene = trial_scene(resolve_resource(sc.scene), dict(scene_values or {}), Path(tmp))
         link = InProcessLink(scene, engine, time_step or sc.time_step, sc.period,
                              ft_topic=getattr(controller, "ft_topic", None),
                              trajectory_controllers=controller.trajectory_controllers,
@@ -569,7 +570,7 @@ def main(argv=None) -> int:
             if args.scenario not in SCENARIOS:
                 raise ConfigError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
             sc = SCENARIOS[args.scenario]
-            scene, dt, inactive = REPO / sc.scene, sc.time_step, sc.inactive_controllers
+            scene, dt, inactive = resolve_resource(sc.scene), sc.time_step, sc.inactive_controllers
             options = sc.engine_options
         else:
             scene, dt, inactive, options = Path(args.scene), 0.002, None, None

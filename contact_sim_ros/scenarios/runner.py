@@ -28,22 +28,35 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+import contact_sim_ros
 from ..controllers.inprocess_link import InProcessLink
 from ..controllers.inprocess_robots import InProcessMultiRobotLink
 from ..controllers.pick_shake_place import run_controller
 from ..controllers.robot_link import MultiRobotLink, RobotLink
 from ..engines.registry import engine_names
 from ..errors import ConfigError
+from ..resources import resolve_resource, share_dir
 from ..yaml_files import parse_yaml
 
-REPO = Path(__file__).resolve().parents[2]
+# the folder holding the imported contact_sim_ros package: the node's `python -m` runs there, so that it imports
+# the same package as this process (the checkout, site-packages or a colcon install space)
+_PACKAGE_PARENT = Path(contact_sim_ros.__file__).resolve().parent.parent
+
+
+def __getattr__(name):
+    """``REPO``: the package's data folder, :func:`contact_sim_ros.resources.share_dir` (the source checkout when
+    imported from it; ``share/contact_sim_ros`` of a colcon install space), resolved when asked for. Scenario
+    scenes are found with :func:`contact_sim_ros.resources.resolve_resource`."""
+    if name == "REPO":
+        return share_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
 class ScenarioSpec:
     name: str
     description: str
-    scene: str                  # path relative to the package root
+    scene: str                  # path relative to the package's data folder (resources.share_dir())
     factory: str                # "module:Class" of the controller
     params: str                 # "module:ParamsClass"
     time_step: float = 0.002    # s
@@ -129,7 +142,8 @@ def _node_command(spec: ScenarioSpec, engine: str, namespace: str, time_step: fl
     steps = int(round(period / time_step))
     if steps < 1 or abs(steps * time_step - period) > 1e-9:
         raise ConfigError(f"control period {period} s is not a whole number of time steps {time_step} s")
-    cmd = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--scene", str(REPO / (scene or spec.scene)),
+    cmd = [sys.executable, "-m", "contact_sim_ros.ros.sim_node", "--scene",
+           str(resolve_resource(scene or spec.scene)),
            "--engine", engine, "--time-step", repr(time_step), "--real-time-factor", "0", "--paused",
            "--namespace", namespace]
     opts = {**spec.engine_options, **(engine_options or {})}
@@ -171,7 +185,8 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots, scene)
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
-    proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or [], scene), cwd=REPO,
+    proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or [], scene),
+                            cwd=_PACKAGE_PARENT,
                             stdout=log, stderr=subprocess.STDOUT)
     link = None
     poses = {}
@@ -230,9 +245,9 @@ def _run_in_process(spec, controller, engine, dt, T, duration, engine_options, p
                      inactive_controllers=spec.inactive_controllers,
                      engine_options={**spec.engine_options, **(engine_options or {})})
     if robots:
-        link = InProcessMultiRobotLink(REPO / (scene or spec.scene), robots, engine, dt, T, **link_args)
+        link = InProcessMultiRobotLink(resolve_resource(scene or spec.scene), robots, engine, dt, T, **link_args)
     else:
-        link = InProcessLink(REPO / (scene or spec.scene), engine, dt, T, **link_args)
+        link = InProcessLink(resolve_resource(scene or spec.scene), engine, dt, T, **link_args)
     try:
         verdict = run_controller(controller, link, duration=spec.duration if duration is None else duration,
                                  progress=progress)
@@ -270,7 +285,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.list:
         for s in SCENARIOS.values():
-            print(f"{s.name:20s} {s.description}  (scene {s.scene})")
+            try:
+                where = resolve_resource(s.scene)
+            except ConfigError as exc:          # an install without the scene: say so, list the others
+                where = f"missing: {exc}"
+            print(f"{s.name:20s} {s.description}  (scene {where})")
         return 0
     try:
         if args.scenario not in SCENARIOS:
