@@ -85,3 +85,26 @@ def test_fr3_franka_gripper_goals_move_the_fingers_and_are_recorded(monkeypatch,
     [g] = recorded["/franka_gripper/move/goal"]
     [r] = recorded["/franka_gripper/move/result"]
     assert (g.width, g.speed) == (0.02, 0.1) and r.success
+
+
+def test_a_bare_fr3_description_leaves_its_finger_to_franka_gripper(monkeypatch):
+    """The FR3 xacro without its <ros2_control> block (every joint gets a drive) and without a controllers file:
+    the default controller set drives the arm only (as franka_ros2's controllers do), the finger is franka_gripper's
+    (its device claims the finger's position interface; a default trajectory controller over it would have
+    conflicted), and its joint states come from the joint_state_broadcaster with the arm's."""
+    vendor_package_path(monkeypatch)
+    xacro = vendor_path("robot_descriptions", "franka_description", "robots", "fr3", "fr3.urdf.xacro")
+    sim = InProcessSimNode(monkeypatch, urdf=str(xacro), real_time_factor=0.0, start_paused=True)
+    try:
+        node = sim.node
+        cm = node.controller_manager
+        arm = [f"fr3_joint{i}" for i in range(1, 8)]
+        assert list(cm.controllers["joint_trajectory_controller"].joints) == arm
+        assert all(list(c.joints) == arm for n, c in cm.controllers.items() if n.startswith("forward_"))
+        assert cm.ctx.command.claims["fr3_finger_joint1/position"] == "franka_gripper"
+        gripper = node.ports[0].franka.gripper_node
+        assert gripper.get_fully_qualified_name() == "/franka_gripper" and "franka_gripper" not in cm.controllers
+        assert list(cm.controllers["joint_state_broadcaster"].joint_names) == arm + ["fr3_finger_joint1",
+                                                                                    "fr3_finger_joint2"]
+    finally:
+        sim.close()
