@@ -258,8 +258,9 @@ def test_the_shipped_example_is_made_from_the_example_campaigns_plans(tmp_path):
     example campaign, the script matches the rows to the campaign's trials as compare does, and the verdict
     agreement of the matched planned trials is the one docs/scenarios.md states."""
     import subprocess
+    from pathlib import Path
     from contact_sim_ros.scenarios.compare import read_real_trials
-    from contact_sim_ros.scenarios.runner import REPO
+    REPO = Path(__file__).resolve().parents[1]          # the source checkout (the script is not installed)
     script = REPO / "benchmarks" / "campaign" / "real_trials_example.py"
     done = subprocess.run([sys.executable, str(script), "--check", "--agreement"], capture_output=True, text=True,
                           timeout=900, cwd=REPO)
