@@ -268,9 +268,9 @@ class NodeConfig:
         if not chain:
             return (f"start pose: {where}; move the object in the scene (its pose) or leave the simulation's "
                     f"ground out (ground: false)")
-        how = [f"the node parameter initial_positions (joint -> rad or m; e.g. -p "
-               f"\"initial_positions:={{{chain[min(1, len(chain) - 1)]}: <value>}}\", on the command line or in a "
-               f"--config file)"]
+        how = [f"the node parameter initial_positions (a YAML mapping joint -> rad or m as a string; e.g. "
+               f"--ros-args -p 'initial_positions:=\"{{{chain[min(1, len(chain) - 1)]}: <value>}}\"', or in a "
+               f"parameter file: sim_node --config FILE, sim.launch.py config:=FILE)"]
         how.append("the <ros2_control> block's <state_interface name=\"position\"><param "
                    "name=\"initial_value\">...</param> of each joint (as mock hardware starts)")
         how.append("the scene's robot 'initial_positions: {joint: value}' (a scene file with robot: {urdf: ..., "

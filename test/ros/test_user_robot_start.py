@@ -24,11 +24,14 @@ def test_a_bare_urdf_in_the_ground_is_refused_at_start_naming_the_link_and_the_s
         InProcessSimNode(monkeypatch, urdf=ur5_urdf(), real_time_factor=0.0)
     text = str(err.value)
     assert re.match(r"start pose: 'wrist_3_link' and 'ground' overlap by 4\.8\d cm", text), text
-    assert "initial_positions" in text and "initial_value" in text
+    assert "-p 'initial_positions:=\"{shoulder_lift_joint: <value>}\"'" in text and "initial_value" in text
 
 
 def test_initial_positions_is_the_start_and_reset_returns_to_it(monkeypatch):
-    sim = InProcessSimNode(monkeypatch, urdf=ur5_urdf(), real_time_factor=0.0, initial_positions=str(START))
+    # given as the refusal says: --ros-args -p 'initial_positions:="{...}"' (rcl parses the command line)
+    value = "{" + ", ".join(f"{j}: {q}" for j, q in START.items()) + "}"
+    sim = InProcessSimNode(monkeypatch, ros_args=["--ros-args", "-p", f'initial_positions:="{value}"'],
+                           urdf=ur5_urdf(), real_time_factor=0.0)
     try:
         node = sim.node
         m = node.model
