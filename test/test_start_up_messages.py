@@ -105,8 +105,8 @@ def test_the_initial_positions_parameter_gives_a_bare_urdf_its_start_and_reset_r
     with pytest.raises(ConfigError, match=r"parameter 'initial_positions': joint\(s\) \['elbow'\] are not"):
         NodeConfig.from_mapping({"urdf": ur5_urdf(), "initial_positions": "{elbow: 1.0}"}).apply_initial_positions(sim)
     with pytest.raises(ConfigError, match="parameter 'initial_positions': .*outside its limits"):
-        NodeConfig.from_mapping({"urdf": ur5_urdf(), "initial_positions": "{elbow_joint: 9.0}"}).apply_initial_positions(
-            sim)
+        cfg = NodeConfig.from_mapping({"urdf": ur5_urdf(), "initial_positions": "{elbow_joint: 9.0}"})
+        cfg.apply_initial_positions(sim)
     for bad in ("[1, 2]", "{elbow_joint: up}", "{elbow_joint: .nan}"):
         with pytest.raises(ConfigError, match="parameter 'initial_positions': expected a mapping"):
             NodeConfig.from_mapping({"initial_positions": bad})

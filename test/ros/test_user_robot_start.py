@@ -1,7 +1,8 @@
 """A user's bare URDF at the node's start (issue 41, item 5c), the node built in this process (inprocess_sim_node.py):
 example-robot-data's UR5, whose zero pose puts its wrist 4.85 cm into the ground, is refused at start-up with the
 link, the depth and how to give a start pose (main() prints it and exits 2) instead of pausing at t = 0; with the node
-parameter ``initial_positions`` it starts there, and ``~/reset`` returns there. The rules: test/test_start_up_messages.py."""
+parameter ``initial_positions`` it starts there, and ``~/reset`` returns there. The rules:
+test/test_start_up_messages.py."""
 
 from __future__ import annotations
 
