@@ -7,8 +7,10 @@ PyPI, pinned in requirements.txt), with the venv as the ROS underlay (``AMENT_PR
 copies, so a file the package reads at run time but does not install is missing there (issue 41: the installed
 node died with FileNotFoundError on ``sim/rigid_body_dynamics.cpp``). The environment is what
 ``source install/setup.bash`` makes of it; from there ``contact-sim compile-kernels`` and the installed ``sim_node``
-(iiwa_wsg, TAMSI) run as ``ros2 run`` would start them (``install/contact_sim_ros/lib/contact_sim_ros/<name>``;
-the venv has no ``ros2`` command), the node until its ``/joint_states`` arrive over DDS and SIGINT ends it.
+(every preset, TAMSI) run as ``ros2 run`` would start them (``install/contact_sim_ros/lib/contact_sim_ros/<name>``;
+the venv has no ``ros2`` command), the node until its ``/joint_states`` (with the preset's joints) arrive over DDS
+and SIGINT ends it; the scenario runner and a campaign find their scenes in the install space's share dir. The
+build (~75-100 s) is done once for the module; each further preset adds ~6-9 s, the runner's check ~10 s.
 
 The compiled kernels: an installed package finds its cache through ``contact_sim_ros.jit.cache_dir()``; with the
 venv's Python that is the venv's ``<venv>/.cache/numba`` (filled by ``make venv``), and numba and the C++
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "ros"))     # ros_testing (its conftest is not this folder's)
@@ -115,26 +118,47 @@ def test_compile_kernels_and_the_installed_sim_node_run_from_the_install_space(i
     for path in built:
         assert path.is_file() and not path.is_relative_to(ws) and not path.is_relative_to(ROOT / "contact_sim_ros")
 
+    output = start_until_joint_states(ws, env, ["--robot", "iiwa_wsg", "--engine", "tamsi"], PRESET_JOINTS["iiwa_wsg"],
+                                      monkeypatch)
+    # the installed copy of the sources found the kernels compile-kernels just cached: no first-start compilation
+    assert "compiling kernels, first start only" not in output and "are not built" not in output, output
+
+
+# the robot presets (config/robots/<name>.yaml: contact_sim_ros.model.loader.robot_preset_names()) and the joints
+# of their joint groups, which /joint_states must name
+PRESET_JOINTS = {path.stem: [j for group in yaml.safe_load(path.read_text())["joint_groups"].values()
+                             for j in group["joints"]]
+                 for path in sorted((ROOT / "config" / "robots").glob("*.yaml"))}
+
+
+def start_until_joint_states(ws: Path, env: dict, args: list[str], joints: list[str], monkeypatch) -> str:
+    """Start the installed sim_node with ``args`` (as ``ros2 run contact_sim_ros sim_node ARGS``), wait for a
+    /joint_states naming every one of ``joints`` over DDS, end it with SIGINT; asserts exit code 0 and no traceback.
+    Returns its output."""
     import rclpy  # noqa: F401  (the probe below; after the environment is known)
     from sensor_msgs.msg import JointState
     from ros_testing import RosProbe, wait_until
 
+    bindir = ws / "install" / "contact_sim_ros" / "lib" / "contact_sim_ros"
     # the node and the probe in one ROS domain of this run (make test: venv_run.sh --isolated), on this host
     monkeypatch.setenv("ROS_DOMAIN_ID", os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100))
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env = {**env, "ROS_DOMAIN_ID": os.environ["ROS_DOMAIN_ID"], "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
-    log = ws / "sim_node.log"
+    log = ws / f"sim_node_{'_'.join(args).replace('-', '')}.log"
     probe = RosProbe()
     try:
         js = probe.subscribe(JointState, "/joint_states", keep=5)
         with open(log, "w") as out:
-            node = subprocess.Popen([str(bindir / "sim_node"), "--robot", "iiwa_wsg", "--engine", "tamsi"], cwd=ws,
-                                    env=env, stdout=out, stderr=subprocess.STDOUT)
+            node = subprocess.Popen([str(bindir / "sim_node"), *args], cwd=ws, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        start = time.monotonic()
         try:
             wait_until(lambda: js or node.poll() is not None, 120,
-                       what=lambda: f"/joint_states of the installed sim_node:\n{log.read_text()}")
+                       what=lambda: f"/joint_states of the installed sim_node {args}:\n{log.read_text()}")
+            print(f"installed sim_node {' '.join(args)}: first /joint_states after {time.monotonic() - start:.1f} s")
             assert node.poll() is None, log.read_text()
-            assert "iiwa_joint_1" in js[-1].name
+            missing = set(joints) - set(js[-1].name)
+            assert not missing, f"/joint_states of {args} lacks {sorted(missing)}: {list(js[-1].name)}"
         finally:
             if node.poll() is None:
                 node.send_signal(signal.SIGINT)
@@ -148,5 +172,44 @@ def test_compile_kernels_and_the_installed_sim_node_run_from_the_install_space(i
     output = log.read_text()
     assert code == 0, output
     assert "Traceback" not in output and "FileNotFoundError" not in output, output
-    # the installed copy of the sources found the kernels compile-kernels just cached: no first-start compilation
-    assert "compiling kernels, first start only" not in output and "are not built" not in output, output
+    return output
+
+
+def test_the_readmes_launch_line_names_every_preset():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## With a ROS 2 installation (colcon)", 1)[1].split("\n## ", 1)[0]
+    launch = [line for line in section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+              if line.startswith("ros2 launch contact_sim_ros sim.launch.py")]
+    assert len(launch) == 1, launch
+    missing = set(PRESET_JOINTS) - set(re.findall(r"\w+", launch[0]))
+    assert not missing, f"the README's launch line {launch[0]!r} does not name the presets {sorted(missing)}"
+
+
+@pytest.mark.parametrize("robot", [name for name in PRESET_JOINTS if name != "iiwa_wsg"])
+def test_the_installed_sim_node_starts_every_other_preset(install, robot, monkeypatch):
+    """The README's colcon section starts the node for every preset (issue 41, "Done when"); iiwa_wsg is the test
+    above. One engine (TAMSI): the presets differ in their files (URDF, meshes, controllers, ros2_control), which
+    the install space must hold, not in the engine."""
+    ws, env = install
+    start_until_joint_states(ws, env, ["--robot", robot, "--engine", "tamsi"], PRESET_JOINTS[robot], monkeypatch)
+
+
+def test_the_installed_scenario_runner_and_campaigns_find_their_scenes_in_the_share_dir(install):
+    """The scenario runner, campaigns and replay take their scenes from the package's data folder
+    (resources.resolve_resource), which is share/contact_sim_ros of the install space (issue 41: runner.REPO was
+    the folder three levels above runner.py, site-packages/ when installed, which holds no scenes/)."""
+    ws, env = install
+    share = ws / "install" / "contact_sim_ros" / "share" / "contact_sim_ros"
+    runner = "python -m contact_sim_ros.scenarios.runner"
+    listed = run(f"{runner} --list", ws, env, 120).stdout
+    scenes = [Path(p) for p in re.findall(r"\(scene (\S+)\)$", listed, re.M)]
+    assert len(scenes) == len(listed.strip().splitlines()) >= 7, listed
+    assert all(p.is_relative_to(share) and p.is_file() for p in scenes), listed
+    # a scenario run in process from the install space: its scene, robot and object files found there
+    done = run(f"{runner} barrett_box --transport inprocess --duration 0.1 --quiet", ws, env, 300).stdout
+    assert "SUCCESS (tamsi): ran 0.10 s without failure" in done, done
+    # a campaign's checks read the scenario's scene (its object names) from there
+    code = ("from contact_sim_ros.scenarios.campaign import load_campaign; import contact_sim_ros.scenarios.replay; "
+            "from contact_sim_ros.resources import resolve_resource; "
+            "print(load_campaign(resolve_resource('scenes/campaigns/pick_shake_place.yaml')).scenario)")
+    assert run(f'python -c "{code}"', ws, env, 120).stdout.split() == ["pick_shake_place"]
