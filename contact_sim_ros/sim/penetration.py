@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import coal
 import numpy as np
-import pinocchio as pin
 
 from ..errors import ConfigError
 from .penetration_kernels import deepest_excess
@@ -135,9 +134,10 @@ class StartOverlap:
 
 
 def start_overlap(sim) -> StartOverlap | None:
-    """The deepest overlap beyond ``sim``'s penetration bound at its initial state ``sim.scene.q0``, None if there
-    is none (or the check is off). Computed with a contact query and kinematics of its own: the simulator's
-    (and its query's state) are not touched."""
+    """The deepest overlap beyond ``sim``'s penetration bound at its current state (called before the first step:
+    its start), None if there is none (or the check is off). The contacts come from a contact query of its own (the
+    simulator's query keeps its state) on the simulator's kinematics of the state (``sim.pin_data``: joint
+    placements and Jacobians; a Data of its own costs seconds to allocate for a model of many objects)."""
     from ..geometry.contact_query import ContactQuery      # deferred: the query's module imports this one's users
     from .sensors import _body_frame_of_geometry
     check = sim._penetration
@@ -145,11 +145,8 @@ def start_overlap(sim) -> StartOverlap | None:
         return None
     m = sim.model
     pm = m.pin_model
-    q = np.array(sim.scene.q0, dtype=float)
-    data = pm.createData()
-    pin.computeJointJacobians(pm, data, q)           # forward kinematics and the joint Jacobians of q
     query = ContactQuery(m, margin=sim.scene.contact_margin, broad_phase="auto")
-    deepest = check.deepest(query.update(data, None, joint_jacobians=True, q=q))
+    deepest = check.deepest(query.update(sim.pin_data, None, joint_jacobians=True, q=sim.q))
     if deepest is None:
         return None
     a, b, thin, depth = deepest
