@@ -451,6 +451,7 @@ def test_grip_force_messages_say_overshoot_or_undershoot(tmp_path):
         assert not row["success"] and row["phase"] == "close", row["reason"]
         side = "overshoot" if row["n.close_grip_force_N"] > 20.0 else "undershoot"
         assert f"grip force {side}" in row["reason"] and (word is None or side == word), row["reason"]
+        assert row["failure_mode"] == f"grip_force_{side}"       # its own failure mode, not 'missed' (issue 44)
 
 
 def test_readme_numbers_are_rendered_from_the_results_and_checked(tmp_path):

@@ -602,11 +602,17 @@ def resident_mb() -> float:
         return float("nan")
 
 
-def failure_mode(success: bool, phase: str, failures: list) -> str:
+def failure_mode(success: bool, phase: str, failures: list, grip_force_N: float | None = None,
+                 commanded_N: float | None = None) -> str:
+    """A failed trial's failure mode (results.FAILURE_MODES): solver_failure when the solver failed, else by the
+    phase it failed in; a grasp whose grip force (``grip_force_N``, measured when closing gave up, against the
+    ``commanded_N``; N) did not settle is grip_force_overshoot or grip_force_undershoot, not missed."""
     if success:
         return ""
     if failures:
         return "solver_failure"
+    if phase == "close" and grip_force_N is not None and commanded_N is not None:
+        return "grip_force_overshoot" if grip_force_N > commanded_N else "grip_force_undershoot"
     return _MODE_OF_PHASE.get(phase, "other")
 
 
@@ -641,7 +647,9 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
         finally:
             link.close()
     phase = getattr(controller, "phase", "")
-    row.update(success=bool(success), failure_mode=failure_mode(success, phase, link.failures) or
+    commanded = getattr(getattr(controller, "p", None), "grip_force", None)
+    mode = failure_mode(success, phase, link.failures, numbers.get("close_grip_force_N"), commanded)
+    row.update(success=bool(success), failure_mode=mode or
                ("other" if error else ""), phase=str(phase), reason=str(reason)[:500],
                solver_failures=len(link.failures), wall_time_s=time.monotonic() - wall0,
                sim_time_s=float(link.sim.t), cpu_time_s=time.process_time() - cpu0,

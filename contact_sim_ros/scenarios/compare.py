@@ -8,8 +8,8 @@
     ,0.0021,0.47,16,true,,lab B
 
 * ``success`` (required): 1/0, true/false, yes/no, success/failure.
-* ``failure_mode`` (optional): missed, dropped_during_lift, dropped_during_shake, dropped_during_place,
-  solver_failure or other; empty for a success (and when not observed: then only the verdict is compared).
+* ``failure_mode`` (optional): missed, grip_force_overshoot, grip_force_undershoot, dropped_during_lift,
+  dropped_during_shake, dropped_during_place, solver_failure or other (results.FAILURE_MODES); empty for a success (and when not observed: then only the verdict is compared).
 * parameter columns: the campaign's randomized parameter names (``object.bottle.friction``; a ``p.`` prefix is
   accepted), with the values AS MEASURED on the real cell (units of the campaign file: m, rad, N, scale factors).
   A parameter the CSV does not have is left out of the matching (listed in the report); other columns

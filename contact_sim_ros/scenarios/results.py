@@ -28,8 +28,11 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-FAILURE_MODES = ("missed", "dropped_during_lift", "dropped_during_shake", "dropped_during_place",
-                 "solver_failure", "other")
+# missed: no grasp (the fingers closed on nothing, the object never came between them); grip_force_overshoot /
+# grip_force_undershoot: the grip force did not settle within 5 % of the command in 2 s, above / below it (the
+# row's n.close_grip_force_N is the force then); dropped_during_*: the object slipped out in that phase
+FAILURE_MODES = ("missed", "grip_force_overshoot", "grip_force_undershoot", "dropped_during_lift",
+                 "dropped_during_shake", "dropped_during_place", "solver_failure", "other")
 
 # (name, Arrow type name): the columns every row has (a task Ray could not run: NaN times, worker_pid -1)
 BASE_FIELDS = (("trial", "int64"), ("engine", "string"), ("seed", "int64"), ("success", "bool"),
