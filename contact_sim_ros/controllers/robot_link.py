@@ -8,8 +8,10 @@ Timing (docs/scenarios.md, "Determinism"):
 
 * ``lockstep`` (simulation, real_time_factor 0): the node is paused; each control tick the controller
   publishes its commands, then calls ``~/step`` (the node's ``step_count`` = one control period of steps) and
-  waits for the state stamped with the new simulation time. Every command is built so that the instant the node
-  receives it within the tick does not matter (:class:`TickTrajectory`), so a run is bit-reproducible.
+  waits for the state stamped with the new simulation time. The node applies every command it has received
+  before the first step of a ``~/step`` (ros/command_intake.py), so the commands of a tick act on the whole tick,
+  as in process: a run is bit-reproducible, and the in-process run's twin. (Commands are also built so that the
+  instant the node receives them within the tick would not change the position targets: :class:`TickTrajectory`.)
 * ``clock`` (a real robot, or the node paced to the wall clock): the controller waits for the next
   ``joint_states`` whose stamp passed the next tick.
 """

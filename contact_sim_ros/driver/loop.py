@@ -75,14 +75,17 @@ class PublishHook:
 class Transport:
     """What a transport gives the stepping loop, passed at construction: ``hooks`` (PublishHook list: its
     publications of the state), ``on_step_failure(report, gave_up)`` (stepping thread, after every failed step;
-    ``gave_up``: the loop pauses next), ``on_error(exc)`` (stepping thread, an exception ended the loop) and
-    ``on_warning(message)`` (stepping thread, once: e.g. SCHED_FIFO not permitted). Without arguments: publishes
-    nothing, reports nothing."""
+    ``gave_up``: the loop pauses next), ``on_error(exc)`` (stepping thread, an exception ended the loop),
+    ``on_warning(message)`` (stepping thread, once: e.g. SCHED_FIFO not permitted) and ``before_steps()`` (the
+    thread of a step request, before its steps are queued: the transport applies the commands it has received,
+    so that in lock-step a command sent before the request is in force from its first step; ros/command_intake.py).
+    Without arguments: publishes nothing, reports nothing."""
 
     def __init__(self, hooks=(), on_step_failure: Callable | None = None, on_error: Callable | None = None,
-                 on_warning: Callable | None = None):
+                 on_warning: Callable | None = None, before_steps: Callable | None = None):
         self.hooks = list(hooks)
         self._on_step_failure, self._on_error, self._on_warning = on_step_failure, on_error, on_warning
+        self._before_steps = before_steps
 
     def drop_hooks(self, name: str) -> None:
         """Stop the publications named ``name`` (call it between two steps: ``SteppingLoop.request_call``; the
@@ -100,6 +103,10 @@ class Transport:
     def on_warning(self, message: str) -> None:
         if self._on_warning is not None:
             self._on_warning(message)
+
+    def before_steps(self) -> None:
+        if self._before_steps is not None:
+            self._before_steps()
 
 
 @dataclass
@@ -316,13 +323,20 @@ class SteppingLoop:
     def run_steps(self, n: int, timeout: float = 30.0) -> tuple[int, str]:
         """While paused, execute n steps as fast as possible; returns (steps that ran, "" or why fewer ran:
         preempted by ~/pause or ~/reset, the loop paused itself after failures, timeout, not running, a count
-        beyond MAX_STEPS_PER_REQUEST); ``timeout`` is capped to what a wait takes (threading.TIMEOUT_MAX), never an
-        overflow."""
+        beyond MAX_STEPS_PER_REQUEST, the transport's commands not applied); ``timeout`` is capped to what a wait
+        takes (threading.TIMEOUT_MAX), never an overflow. First the transport's ``before_steps``: the commands it
+        received before this request act from the first step."""
         n = int(n)
         why = step_count_problem(n)
         if why:
             return 0, why
         timeout = min(float(timeout), threading.TIMEOUT_MAX)
+        if self._paused and self._running:
+            # the commands received so far, in force from the first of these steps (lock-step determinism)
+            try:
+                self.transport.before_steps()
+            except TimeoutError as exc:
+                return 0, f"the commands received were not applied: {exc}"
         with self._cv:
             if not self._running:
                 return 0, "the stepping thread is not running"

@@ -133,6 +133,11 @@ class RosControllerTransport(ControllerTransport):
                 return io(controller, self)
         return None
 
+    def subscribe_commands(self, msg_type, topic: str, callback):
+        """A command topic's subscription (depth 10) on the robot's node, in the simulation node's command intake
+        (ros/command_intake.py: applied before each ~/step's first step)."""
+        return self.sim_node.command_intake.subscribe(self.node, msg_type, topic, callback, 10)
+
     def detach(self, controller) -> None:
         """The controller is unloaded: its topics, action server and timers are destroyed (its names vanish from
         the graph, as with the real controller's node)."""
@@ -145,6 +150,7 @@ class RosControllerTransport(ControllerTransport):
             elif isinstance(value, Publisher):
                 node.destroy_publisher(value)
             elif isinstance(value, Subscription):
+                self.sim_node.command_intake.forget(value)
                 node.destroy_subscription(value)
 
     def reject_command(self, exc) -> None:
@@ -240,7 +246,7 @@ class JointTrajectoryIO(ControllerIO):
     def __init__(self, c: JointTrajectoryController, transport: RosControllerTransport):
         self.c, self.transport = c, transport
         node = transport.node
-        self.sub = node.create_subscription(JointTrajectoryMsg, f"{c.name}/joint_trajectory", c.on_trajectory, 10)
+        self.sub = transport.subscribe_commands(JointTrajectoryMsg, f"{c.name}/joint_trajectory", c.on_trajectory)
         self.state_pub = None
         if JointTrajectoryControllerState is not None:
             self.state_pub = node.create_publisher(JointTrajectoryControllerState, f"{c.name}/controller_state", 10)
@@ -351,8 +357,7 @@ class ForwardCommandIO(ControllerIO):
 
     def __init__(self, c: ForwardCommandController, transport: RosControllerTransport):
         self.c = c
-        self.sub = transport.node.create_subscription(Float64MultiArray, c.topic,
-                                                      lambda msg: c.on_commands(msg.data), 10)
+        self.sub = transport.subscribe_commands(Float64MultiArray, c.topic, lambda msg: c.on_commands(msg.data))
 
 
 # ------------------------------------------------------------------------------------------ broadcasters

@@ -85,7 +85,7 @@ class RobotPort:
         self._ext_tau = np.zeros((1, len(self.joint_names)))
         self._v_index = self.driver.v_index
         if self.own_node:     # the simulation node keeps the hardware-level joint_command of every joint
-            node.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
+            sim_node.command_intake.subscribe(node, JointState, "joint_command", self._on_joint_command, 10)
 
     def description_xml(self) -> str | None:
         return self.driver.description_xml()

@@ -51,6 +51,7 @@ from ..sim.default_gains import (DefaultGainsWarning, controller_gains, describe
 from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
 from ..sim.simulator import Simulator
 from .camera_publisher import CameraPublisher
+from .command_intake import CommandIntake
 from .frames import tf_edges
 from .namespace_claim import NamespaceClaim
 from .node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, plain_args_to_ros_args, read_param_files,
@@ -163,6 +164,7 @@ class SimNode(Node):
             "node": self.get_fully_qualified_name(), "robot": cfg.robot, "engine": cfg.engine, "pid": os.getpid()})
         self._refuse_a_second_simulator()      # before this node publishes or serves anything
         self._parameter_service = ParameterService(self)     # as Node.__init__ does
+        self.command_intake = CommandIntake()     # the command topics, applied before each ~/step (lock-step)
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
@@ -203,7 +205,8 @@ class SimNode(Node):
             self._say_drives(controller_gains(self.controller_manager))
         self._init_failure_policy()
         self.loop = SteppingLoop(self.system, self.controller_manager,
-                                 Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn),
+                                 Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn,
+                                           before_steps=self.command_intake.drain),
                                  cfg.real_time_factor, start_paused=cfg.start_paused, max_lag_s=cfg.max_lag,
                                  thread_priority=cfg.thread_priority)
         self._build_subscriptions()
@@ -548,7 +551,7 @@ class SimNode(Node):
         return managers[0] if len(managers) == 1 else ControllerManagers(managers)
 
     def _build_subscriptions(self):
-        self.create_subscription(JointState, "joint_command", self._on_joint_command, 10)
+        self.command_intake.subscribe(self, JointState, "joint_command", self._on_joint_command, 10)
 
     def warn_throttled(self, message: str, key: str | None = None) -> None:
         """Log a warning at most once per ``warn_throttle_s`` for each ``key`` (default: the message's first

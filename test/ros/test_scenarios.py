@@ -4,6 +4,7 @@ Durations are shortened (0.5 s keyframe moves, 2 shake cycles at 2 Hz, 2 ms time
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from contact_sim_ros.controllers.inprocess_link import InProcessLink
 from contact_sim_ros.controllers.pick_shake_place import PickShakePlaceParams
-from contact_sim_ros.controllers.robot_link import TickTrajectory
+from contact_sim_ros.controllers.robot_link import RobotLink, TickTrajectory, positions_of, to_duration, to_time
 from contact_sim_ros.driver.command_validation import JointLimits, TrajectorySampler, validate_trajectory
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import trial_scene
@@ -215,3 +218,51 @@ def test_in_process_hand_scenario_with_contact_wrench_topics():
     r = run_scenario("barrett_cylinder", "tamsi", transport="inprocess")
     assert r.success, f"{r.reason}\n{r.numbers}"
     assert r.object_poses and max(p[2] for p in r.object_poses.values()) > 0.0901 + 0.08   # lifted ~10 cm
+
+
+def test_commands_published_before_a_step_act_from_its_first_step(ros, start_node):
+    """Lock-step determinism, the node's side (issue 42, item 4; ros/command_intake.py): each tick the client
+    publishes a burst of 8 arm trajectories and then calls ~/step. Each trajectory starts from the joint state when
+    the controller takes it (first point 2 periods ahead), so a trajectory taken some steps into the tick moves
+    the arm differently; the last one of the burst wins. The node applies the whole burst before the tick's first
+    step, as the in-process link does: the joint states of 15 ticks are bit-identical to the in-process run's.
+    (Before, the executor took the burst's later messages while the steps ran, in most ticks.)"""
+    spec = SCENARIOS["pick_shake_place"]
+    dt, period, steps = spec.time_step, spec.period, int(round(spec.period / spec.time_step))
+    ns = f"/lockstep_burst_{os.getpid()}"
+    node = start_node("--scene", str(REPO / spec.scene), "--engine", "tamsi", "--time-step", repr(dt),
+                      "--real-time-factor", "0", "--paused", "--namespace", ns, "--ros-args", "-p",
+                      f"step_count:={steps}", "-p", "publish_clock:=false", "-p", "tf_rate:=0.0")
+    arm = [f"iiwa_joint_{k}" for k in range(1, 8)]
+    rng = np.random.default_rng(7)
+    offsets = rng.normal(0.0, 0.05, size=(15, 8, 7))       # tick, message of the burst, joint (rad)
+    runs = {}
+    links = {"ros": lambda: RobotLink(ns, period, "lockstep", trajectory_controllers=("arm_controller",),
+                                      timeout=120.0),
+             "inprocess": lambda: InProcessLink(REPO / spec.scene, "tamsi", dt, period,
+                                                trajectory_controllers=("arm_controller",))}
+    for name, make in links.items():
+        link = make()
+        try:
+            t, _ = link.start()
+            q0 = positions_of(link.state(need=())["js"], arm)
+            log = []
+            for burst in offsets:
+                for offset in burst:
+                    msg = JointTrajectory(joint_names=arm)
+                    msg.header.stamp = to_time(t)
+                    msg.points.append(JointTrajectoryPoint(positions=(q0 + offset).tolist(),
+                                                           time_from_start=to_duration(2 * link.period_ns)))
+                    link.publish("arm_controller", msg)
+                t = link.advance()
+                js = link.state(need=())["js"]
+                log.append((t, np.array(js.position), np.array(js.velocity)))
+        except Exception as exc:
+            raise AssertionError(f"{name}: {exc}\nnode output (tail):\n{node.output()[-2000:]}") from exc
+        finally:
+            link.close()
+        runs[name] = log
+    for k, ((t_ros, q_ros, v_ros), (t_in, q_in, v_in)) in enumerate(zip(runs["ros"], runs["inprocess"])):
+        assert t_ros == t_in
+        assert np.array_equal(q_ros, q_in) and np.array_equal(v_ros, v_in), \
+            (k, np.max(np.abs(q_ros - q_in)), "the ROS run differs from the in-process run at this tick")

@@ -113,6 +113,40 @@ def test_gravity_compensated_hold_and_commands(sim):
     assert sim.joint_positions()[7] == pytest.approx(0.055, abs=1e-3)
 
 
+def test_a_step_request_first_applies_the_commands_its_transport_received(sim):
+    """Lock-step determinism (issue 42, item 4): a step request calls the transport's ``before_steps`` on the
+    requesting thread before any of its steps (the node drains its command subscriptions there:
+    ros/command_intake.py), so a command handed over then acts from the request's first step: the 5 steps give the
+    state, bit for bit, of a loop that had the command before its first step."""
+    limits = JointLimits.from_model(sim.model)
+    q0 = np.array(sim.scene.q0)[np.asarray(sim.model.joint_q_index)]
+    target = q0[:7] + [0.2, -0.1, 0.1, 0.15, -0.2, 0.1, 0.3]
+
+    def command():
+        return validate_group_command(limits, sim.model.joint_names[:7], target, "position")
+    sim.reset()
+    reference = make_loop(sim, 0.0)
+    reference.commands.push_command(command())
+    run_steps(reference, 5)
+    expected_q, expected_v = sim.q.copy(), sim.v.copy()
+
+    sim.reset()
+    asked = []
+
+    def before_steps():          # (the request's thread; the stepping thread waits for the steps)
+        asked.append((threading.current_thread() is threading.main_thread(), sim.step_count))
+        loop.commands.push_command(command())
+    loop = SteppingLoop(SimulatorSystem(sim), None, Transport(before_steps=before_steps), 0.0, start_paused=True)
+    loop.start()
+    try:
+        assert loop.run_steps(5, timeout=60.0) == (5, "")
+        assert asked == [(True, 0)]
+        np.testing.assert_array_equal(sim.q, expected_q)
+        np.testing.assert_array_equal(sim.v, expected_v)
+    finally:
+        loop.stop()
+
+
 def test_a_scene_without_actuated_joints_makes_no_gravity_data():
     """Gravity compensation needs a Pinocchio Data of its own (four nv^3 tensors in Pinocchio 4.1: ~0.5 GB for
     the 40-object bin); a scene of free objects has no joint to compensate, so its loop makes none and steps the
