@@ -107,12 +107,40 @@ def ring(major=0.03, minor=0.008) -> trimesh.Trimesh:
     return t
 
 
+def bin_(width=0.30, height=0.10, wall=0.008, floor=0.008) -> trimesh.Trimesh:
+    """A square bin (static geometry, scenes/bin_pick.yaml): ``width`` x ``width`` outside, walls ``wall`` and
+    floor ``floor`` thick, ``height`` tall, open at the top, its floor's underside at z = 0, walls along x and y.
+    ONE closed surface (a 4-sided solid of revolution), so it is cut by CoACD (not split into boxes): a test of
+    thin plates kept by the decomposition."""
+    corner = width / 2 * np.sqrt(2.0)                 # the profile's radius is the corner's distance
+    inner = corner - wall * np.sqrt(2.0)              # perpendicular wall thickness = wall
+    mesh = revolved([[0, 0], [corner, 0], [corner, height], [inner, height], [inner, floor], [0, floor]], 4)
+    mesh.apply_transform(trimesh.transformations.rotation_matrix(np.pi / 4, [0, 0, 1]))
+    return mesh
+
+
+def tray_of_plates(width=0.30, depth=0.24, height=0.06, plate=0.006) -> trimesh.Trimesh:
+    """A tray of five separate thin boxes (floor ``plate`` thick, underside at z = 0, and four walls), as
+    pybullet's tray.obj is made: closed convex components that touch but share no vertex."""
+    boxes = [trimesh.creation.box([width, depth, plate], trimesh.transformations.translation_matrix(
+        [0, 0, plate / 2]))]
+    for sx in (-1, 1):
+        boxes.append(trimesh.creation.box([plate, depth, height], trimesh.transformations.translation_matrix(
+            [sx * (width - plate) / 2, 0, plate + height / 2])))
+    for sy in (-1, 1):
+        boxes.append(trimesh.creation.box([width - 2 * plate, plate, height],
+                                          trimesh.transformations.translation_matrix(
+                                              [0, sy * (depth - plate) / 2, plate + height / 2])))
+    return trimesh.util.concatenate(boxes)
+
+
 OBJECTS = {"mug": mug, "bowl": bowl, "bottle": bottle, "l_bracket": l_bracket, "ring": ring}
+FIXTURES = {"bin": bin_}           # static geometry (scene environment entries), not objects to pick
 
 
 def main() -> None:
     here = Path(__file__).resolve().parent
-    for name, make in OBJECTS.items():
+    for name, make in {**OBJECTS, **FIXTURES}.items():
         mesh = make()
         mesh.export(here / f"{name}.obj")
         print(f"{name}.obj: {len(mesh.faces)} triangles, volume {mesh.volume:.4g} m^3")

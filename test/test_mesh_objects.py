@@ -47,6 +47,7 @@ def mesh_dir(tmp_path_factory):
 def mesh_cache(mesh_dir, monkeypatch):
     monkeypatch.setenv("CONTACT_SIM_MESH_CACHE", str(mesh_dir / "cache"))
     mesh_object._MEMO.clear()          # every test reads the disk cache (or decomposes), not the process memo
+    mesh_object._COACD_RUNS.clear()
     yield mesh_dir / "cache"
     mesh_object._MEMO.clear()
 

@@ -279,8 +279,8 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
     mesh, filled = _closed(mesh)
     with np.errstate(invalid="ignore", divide="ignore"):      # a flat mesh: trimesh divides by its zero volume
         mesh = _outward(mesh)
-        volume = float(mesh.volume) if mesh.is_watertight else 0.0
-    flat = abs(volume) <= ZERO_VOLUME * max(float(np.prod(mesh.extents)), 1e-300) if mesh.is_watertight else False
+        volume = float(mesh.volume) if is_closed(mesh) else 0.0
+    flat = abs(volume) <= ZERO_VOLUME * max(float(np.prod(mesh.extents)), 1e-300) if is_closed(mesh) else False
     if mass is not None and (not np.isfinite(mass) or mass <= 0):
         raise ModelError(f"{spec.path}: mass must be > 0 kg, got {mass!r}")
     if density is not None and (not np.isfinite(density) or density <= 0):
@@ -289,7 +289,7 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
     if wants_mass and mass is None and flat:
         raise ModelError(f"{spec.path}: the mesh has zero volume (a flat or degenerate surface): a density gives no "
                          f"mass; give 'mass' (kg)")
-    if wants_mass and mass is None and not mesh.is_watertight:
+    if wants_mass and mass is None and not is_closed(mesh):
         raise ModelError(f"{spec.path}: the mesh is not watertight ({_open_edges(mesh)} edges not shared by exactly "
                          f"two triangles), so it has no "
                          f"volume for a density: give 'mass' (kg) (the mass properties then come from its convex "
@@ -298,13 +298,13 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
     pieces, decomposed, from_cache, cache_file, err, method, cpu = _pieces(mesh, spec, params, key)
     if not wants_mass:
         m, com, inertia, vol = 0.0, np.zeros(3), np.zeros((3, 3)), volume
-    elif mesh.is_watertight and not flat:
+    elif is_closed(mesh) and not flat:
         d = density if mass is None else mass / volume
         m, com, inertia, vol = _mesh_mass_properties(mesh, d)
     else:       # mass given, the mesh has no volume of its own: the pieces' union
         m, com, inertia, vol = _pieces_mass_properties(pieces, mass, spec.path)
     body = MeshBody(spec.path, tuple(pieces), decomposed, from_cache, cache_file, float(m), np.asarray(com, float),
-                    np.asarray(inertia, float), float(vol), bool(mesh.is_watertight and not flat), filled, err,
+                    np.asarray(inertia, float), float(vol), bool(is_closed(mesh) and not flat), filled, err,
                     method, cpu)
     _MEMO[memo_key] = body
     if not quiet and memo_key not in _REPORTED and (wants_mass or decomposed):
@@ -314,10 +314,25 @@ def mesh_body(spec: MeshSpec, mass: float | None = None, density: float | None =
     return body
 
 
+def is_closed(mesh: trimesh.Trimesh) -> bool:
+    """The mesh bounds a volume: watertight, or every connected component watertight (a tray of boxes whose
+    edges touch shares those edges between four triangles, so trimesh calls the whole not watertight; its volume
+    integrals are still the sum of its closed parts'). Cached on the mesh."""
+    if mesh.is_watertight:
+        return True
+    key = "contact_sim_closed"
+    if key not in mesh.metadata:
+        _, counts = np.unique(mesh.edges_sorted, axis=0, return_counts=True)
+        # no boundary edge (each shared by an even count: 2, or 4 where two closed parts touch), every part closed
+        mesh.metadata[key] = bool(len(mesh.faces)) and not np.any(counts % 2) and all(
+            c.is_watertight for c in mesh.split(only_watertight=False))
+    return mesh.metadata[key]
+
+
 def _closed(mesh: trimesh.Trimesh) -> tuple[trimesh.Trimesh, bool]:
     """(mesh, holes filled): a mesh that is not watertight with its triangle and quad holes filled (trimesh's
     fill_holes: a box exported without one face) when that closes it; else the mesh as it is."""
-    if mesh.is_watertight:
+    if is_closed(mesh):
         return mesh, False
     filled = mesh.copy()
     filled.fill_holes()
@@ -326,7 +341,7 @@ def _closed(mesh: trimesh.Trimesh) -> tuple[trimesh.Trimesh, bool]:
 
 def _outward(mesh: trimesh.Trimesh) -> trimesh.Trimesh:
     """A watertight mesh with inward-facing triangles (negative volume) turned outward."""
-    if mesh.is_watertight and mesh.volume < 0:
+    if is_closed(mesh) and mesh.volume < 0:
         mesh = mesh.copy()
         mesh.invert()
     return mesh
@@ -432,7 +447,7 @@ def surface_error(mesh: trimesh.Trimesh, pieces, samples: int | None = None, see
     on_mesh, _ = trimesh.sample.sample_surface(mesh, n, seed=rng)
     # outward: a piece point outside the mesh -> its distance to the mesh surface (inside: 0). trimesh's signed
     # distance is > 0 inside; an open mesh has no inside: the unsigned distance, so internal cuts would count
-    if mesh.is_watertight:
+    if is_closed(mesh):
         d = trimesh.proximity.signed_distance(mesh, on_pieces)
         outward = float(np.max(np.maximum(-d, 0.0), initial=0.0))
     else:
@@ -447,7 +462,7 @@ def surface_error(mesh: trimesh.Trimesh, pieces, samples: int | None = None, see
     if not np.all(inside):
         _, dist, _ = trimesh.proximity.closest_point(union, on_mesh[~inside])
         inward = float(np.max(dist, initial=0.0))
-    ratio = float(sum(h.volume for h in hulls) / mesh.volume) if mesh.is_watertight and mesh.volume > 0 \
+    ratio = float(sum(h.volume for h in hulls) / mesh.volume) if is_closed(mesh) and mesh.volume > 0 \
         else float("nan")
     return SurfaceError(outward, inward, ratio)
 
@@ -497,7 +512,7 @@ def piece_budget(mesh: trimesh.Trimesh) -> int:
     over its own (a cup ~4 -> 32, a tray ~12 -> 96; the concavity CoACD has to cut away), in [16, 96]; an open mesh
     (no volume): 16."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = float(mesh.convex_hull.volume / mesh.volume) if mesh.is_watertight and mesh.volume > 0 else 2.0
+        ratio = float(mesh.convex_hull.volume / mesh.volume) if is_closed(mesh) and mesh.volume > 0 else 2.0
     return int(np.clip(np.ceil(8.0 * ratio), 16, 96))
 
 
@@ -602,11 +617,24 @@ def decompose_keeping_surface(mesh: trimesh.Trimesh, params: dict, source: str, 
               f"refining (threshold {run['threshold']}, budget {budgets} pieces)", file=sys.stderr, flush=True)
 
 
+_COACD_RUNS: dict = {}      # (mesh content, parameters) -> pieces: a refinement or a new target repeats no run
+
+
 def decompose(mesh: trimesh.Trimesh, params: dict, source: str) -> list:
-    """CoACD's convex pieces of ``mesh`` (vertices of each hull), with progress lines on stderr."""
+    """CoACD's convex pieces of ``mesh`` (vertices of each hull), with progress lines on stderr; a run with the
+    same mesh and parameters earlier in the process is not repeated (CoACD is deterministic for a seed)."""
+    params = {k: v for k, v in params.items() if k != "max_surface_error_m"}
+    run_key = _content_key(mesh, "decompose", params)
+    if run_key in _COACD_RUNS:
+        return [p.copy() for p in _COACD_RUNS[run_key]]
+    pieces = _run_coacd(mesh, params, source)
+    _COACD_RUNS[run_key] = [p.copy() for p in pieces]
+    return pieces
+
+
+def _run_coacd(mesh: trimesh.Trimesh, params: dict, source: str) -> list:
     import coacd      # deferred: a C++ extension (~30 MB) that only a scene with a non-convex mesh needs
     coacd.set_log_level("error")
-    params = {k: v for k, v in params.items() if k != "max_surface_error_m"}
     print(f"decomposing {source} ({len(mesh.faces)} triangles) into convex pieces with CoACD "
           f"(threshold {params['threshold']}, at most {params['max_convex_hull']} pieces, pre-processing "
           f"{params['preprocess_mode']}); cached for the next start", file=sys.stderr, flush=True)
