@@ -14,7 +14,7 @@ import pytest
 from contact_sim_ros.cli import main as contact_sim
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import Distribution, load_campaign, read_results, run_campaign, run_trial
-from contact_sim_ros.scenarios.compare import compare
+from contact_sim_ros.scenarios.compare import compare, read_real_trials
 
 # pick, lift and hold only (stop at the shake): ~2 s of sim time per trial. The weight is 5.0 N and a held load
 # under 3 N is a slip, so the grasp holds from friction ~0.45 (6 N per finger) / ~0.30 (8 N) with the nominal
@@ -184,7 +184,7 @@ def test_bad_rows_are_skipped_and_listed_with_their_line_numbers(campaigns, caps
     skipped = {r.line: r.reason for r in compare_fn.skipped}
     assert sorted(skipped) == [3, 4, 5, 6, 7, 8, 9], skipped
     assert "success 'maybe'" in skipped[3]
-    assert "7 fields, the header has 6: an unquoted comma in a field?" in skipped[4]
+    assert "7 fields, the header has 6: an unquoted comma in a field" in skipped[4]
     assert "unit 'kg' is not N" in skipped[5] and "unit 'N' is not a scale" in skipped[6]
     assert "trial 'x7' is not a whole number" in skipped[7] and "no value for controller.grip_force" in skipped[8]
     assert "failure_mode 'exploded'" in skipped[9]
@@ -293,3 +293,78 @@ def test_the_shipped_example_is_made_from_the_example_campaigns_plans(tmp_path):
     c = compare(plans, REPO / "scenes" / "campaigns" / "real_trials_example.csv", tmp_path / "cmp", plots=False)[1]
     assert list(c["tamsi"].matched_trial) == example.matched_trials(spec)
     assert list(c["tamsi"].match_by_id) == [trial_id is not None for _, trial_id, _, _ in example.ROWS]
+
+
+# ------------------------------------------------ how real CSV files are written (issue 44 item 5)
+
+REAL_PARAMETERS = {"object.bottle.friction": True, "controller.grip_force": True}
+
+
+def test_a_windows_1252_csv_loses_only_its_undecodable_rows_with_their_line_numbers(tmp_path):
+    """Excel's plain "CSV" is Windows-1252: a row with an accented note is skipped with its line number and the
+    reason, the other rows are read (before: the whole file refused without a line number)."""
+    path = tmp_path / "excel.csv"
+    path.write_bytes("trial,object.bottle.friction,controller.grip_force,success,notes\n"
+                     "0,0.5,6,1,ok\n1,0.4,8,0,bouteille mouillée\n2,0.3,8,1,\n".encode("cp1252"))
+    trials, names, ignored, skipped = read_real_trials(path, REAL_PARAMETERS)
+    assert [t.trial for t in trials] == [0, 2] and [t.row for t in trials] == [2, 4]
+    assert [s.line for s in skipped] == [3]
+    assert "not UTF-8" in skipped[0].reason and "0xe9" in skipped[0].reason and "CSV UTF-8" in skipped[0].reason
+    path.write_bytes("trial,friction é,success\n0,0.5,1\n".encode("cp1252"))
+    with pytest.raises(ConfigError, match="excel.csv, line 1: the header is not UTF-8"):
+        read_real_trials(path, REAL_PARAMETERS)
+
+
+def test_semicolons_and_decimal_commas_are_named(tmp_path):
+    """A semicolon-separated file (a spreadsheet in a decimal-comma locale) gets a hint instead of a bare 'no
+    success column'; a quoted decimal comma is named as one (before: "unit ',5'"), an unquoted one hints at it."""
+    path = tmp_path / "semi.csv"
+    path.write_text("trial;object.bottle.friction;controller.grip_force;success\n0;0,5;6;1\n")
+    with pytest.raises(ConfigError, match="separated by semicolons.*decimal points \\(12.5, not 12,5\\)"):
+        read_real_trials(path, REAL_PARAMETERS)
+    path.write_text('trial,object.bottle.friction,controller.grip_force,success\n0,0.5,"12,5",1\n'
+                    '1,0.5,12,5,1\n2,0.5,"12,5 N",0\n3,0.4,8,1\n')
+    trials, _, _, skipped = read_real_trials(path, REAL_PARAMETERS)
+    assert [t.trial for t in trials] == [3]
+    reasons = {s.line: s.reason for s in skipped}
+    assert "decimal comma: write '12.5'" in reasons[2] and "unit" not in reasons[2]
+    assert "decimal comma (12,5: write 12.5)" in reasons[3]
+    assert "decimal comma: write '12.5 N'" in reasons[4]
+
+
+def test_byte_order_marks_are_removed_wherever_they_are(tmp_path):
+    """A BOM at the start and another before the header (two files concatenated, or saved twice): 'trial' is the
+    trial column (before: '\\ufefftrial', an ignored column, every row silently matched by nearest parameters);
+    a BOM inside a field is removed too."""
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbftrial,object.bottle.friction,controller.grip_force,success\r\n"
+                     b"4,0.5,6,1\r\n\xef\xbb\xbf5,0.45,8,\xef\xbb\xbf0\r\n")
+    trials, names, ignored, skipped = read_real_trials(path, REAL_PARAMETERS)
+    assert not skipped and ignored == [] and names == sorted(REAL_PARAMETERS)
+    assert [(t.trial, t.success, t.values["object.bottle.friction"]) for t in trials] == [(4, True, 0.5),
+                                                                                         (5, False, 0.45)]
+
+
+def test_agreement_plots_have_unit_bearing_axes_and_the_engines_side_by_side(tmp_path):
+    """compare's agreement plot per parameter: the x axis names the parameter with its unit, the y axis what is
+    plotted; each engine's points are offset within their bin (before: no x label, both engines at the same x, one
+    hidden under the other)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from contact_sim_ros.scenarios.compare import EngineComparison, _agreement_plot
+    real = np.array([True, False, True, True, False, True])
+    comps = {e: EngineComparison(e, np.arange(6), np.ones(6, bool), np.zeros(6), sim, [""] * 6, np.full(6, 0.5),
+                                 real) for e, sim in (("tamsi", real.copy()), ("lagged", ~real))}
+    which = np.array([0, 0, 1, 1, 2, 2])
+    ax = _agreement_plot(plt, "object.bottle.friction", ["a", "b", "c"], which, comps, tmp_path / "a.png")
+    assert (tmp_path / "a.png").stat().st_size > 5000
+    assert ax.get_xlabel().startswith("object.bottle.friction [dimensionless]")
+    assert "agreement" in ax.get_ylabel()
+    markers = [c.lines[0] for c in ax.containers]                                # each engine's error bars
+    xs, ys = [m.get_xdata() for m in markers], [m.get_ydata() for m in markers]
+    assert len(xs) == 2 and np.all(np.abs(xs[0] - xs[1]) > 0.1), xs
+    assert np.allclose(ys[0], 1.0) and np.allclose(ys[1], 0.0)                   # tamsi agrees, lagged never
+    ax = _agreement_plot(plt, "controller.grip_force", ["6", "8"], np.array([0, 0, 0, 1, 1, 1]), comps,
+                         tmp_path / "b.png")
+    assert ax.get_xlabel().startswith("controller.grip_force [N]")

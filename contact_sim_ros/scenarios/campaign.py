@@ -69,9 +69,9 @@ from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted,
 from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
 from ..sim.simulator import MAX_TIME_STEP
-from .results import (FAILURE_MODES, PartWriter, campaign_schema, check_fingerprint, file_sha256,  # noqa: F401
-                      finished_trials, parameter_unit, read_results, results_dir, same_columns, stored_schema,
-                      value_order, value_type, wilson_interval, write_fingerprint)
+from .results import (FAILURE_MODES, PartWriter, axis_label, campaign_schema, check_fingerprint,  # noqa: F401
+                      file_sha256, finished_trials, parameter_unit, read_results, results_dir, same_columns,
+                      stored_schema, value_order, value_type, wilson_interval, write_fingerprint)
 from ..resources import resolve_resource
 from .runner import SCENARIOS, _load
 
@@ -800,12 +800,7 @@ def _bins(values, bins: int):
     return [f"{k:g}" if isinstance(k, float) else str(k) for k in keys], np.array([keys.index(v) for v in values])
 
 
-def _axis_label(name: str) -> str:
-    """``name [unit]`` (a scale factor or a coefficient says so; no unit known: the name)."""
-    unit = parameter_unit(name)
-    if unit == "1":
-        unit = "scale factor" if name.endswith("_scale") else "dimensionless"
-    return f"{name} [{unit}]" if unit else name
+_axis_label = axis_label
 
 
 def _success_plot(plt, title, xlabel, labels, rates, path) -> None:

@@ -27,7 +27,9 @@
 * ``condition`` (optional): a label to group the trials by (set-up, day, object batch). Without it the
   conditions are the values of the campaign's ``choice`` parameters (e.g. each commanded grip force).
 
-The file is read with the ``csv`` module (quoted fields hold commas and line breaks); each row is validated (field
+The file is read with the ``csv`` module (quoted fields hold commas and line breaks) from UTF-8 text, byte order
+marks removed wherever they are; a line that is not UTF-8 (Excel's Windows-1252 "CSV") skips its row with the line
+number; a semicolon-separated header and decimal commas (``12,5``) are named as such. Each row is validated (field
 count, success word, trial id, numbers with an optional unit that converts to the parameter's: ``4 mm``,
 ``16 N``, ``5 deg``, ``110 %``; failure mode); a bad row is skipped and listed in the report with the CSV line it
 starts on and the reason (``--strict``: an error). Example: ``scenes/campaigns/real_trials_example.csv``.
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import re
 import sys
@@ -59,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from .results import FAILURE_MODES, parameter_unit, read_results, value_order, wilson_interval
+from .results import FAILURE_MODES, axis_label, parameter_unit, read_results, value_order, wilson_interval
 
 _TRUE = {"1", "true", "yes", "y", "success", "succeeded", "ok"}
 _FALSE = {"0", "false", "no", "n", "failure", "failed", "fail"}
@@ -72,6 +75,7 @@ UNITS = {"m": {"m": 1.0, "cm": 1e-2, "mm": 1e-3}, "rad": {"rad": 1.0, "deg": mat
          "Hz": {"Hz": 1.0}, "N/m": {"N/m": 1.0, "N/mm": 1e3}, "1": {"%": 1e-2}}
 _QUANTITY = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)$")
 _TRIAL_ID = re.compile(r"^\d+$")
+_DECIMAL_COMMA = re.compile(r"^[-+]?\d+,\d+(?:\s*\S*)?$")
 
 
 @dataclass
@@ -122,9 +126,30 @@ def _parse_success(text: str) -> bool:
     raise ValueError(f"success {text!r}: expected 1/0, true/false, yes/no or success/failure")
 
 
+def _decode_lines(data: bytes) -> tuple[str, dict]:
+    """The CSV file's text, decoded line by line as UTF-8, every byte order mark removed (at the start, or where
+    files were concatenated: one left in a header would make ``trial`` another column name), and {line number:
+    why it is not text} for the lines that are not UTF-8 (those lines' rows are skipped with the reason; the other
+    rows are read). A file saved by Excel as "CSV" in Windows-1252 (é as byte 0xe9) thus loses only its rows
+    with such characters."""
+    lines, bad = [], {}
+    for n, raw in enumerate(data.splitlines(keepends=True), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            lines.append(raw.decode("utf-8", errors="replace"))
+            bad[n] = (f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}; a file saved in "
+                      f"Windows-1252 or Latin-1, e.g. Excel's plain 'CSV'? Save it as 'CSV UTF-8')")
+    return "".join(lines).replace("\ufeff", ""), bad
+
+
 def parse_quantity(text: str, name: str, unit: str) -> float:
     """A measured value: a number, or a number and a unit that converts to the parameter's ``unit``
-    (``12 N``, ``4 mm`` for m, ``5 deg`` for rad, ``110 %`` for a scale); ValueError with the reason."""
+    (``12 N``, ``4 mm`` for m, ``5 deg`` for rad, ``110 %`` for a scale); ValueError with the reason (a
+    decimal comma, ``12,5``, is named as such)."""
+    if _DECIMAL_COMMA.match(text.strip()):
+        raise ValueError(f"{name} {text!r} has a decimal comma: write {text.strip().replace(',', '.', 1)!r} "
+                         f"(decimal point)")
     m = _QUANTITY.match(text.strip())
     if m is None:
         raise ValueError(f"{name} {text!r} is not a number (with an optional unit)")
@@ -170,26 +195,34 @@ def read_real_trials(path: str | Path, parameters, strict: bool = False, trial_i
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file (real trials CSV)")
+    text, undecodable = _decode_lines(path.read_bytes())
     try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader, records, start = csv.reader(fh), [], 1
-            for rec in reader:              # (the line a record starts on: a quoted field may span lines)
-                records.append((start, rec))
-                start = reader.line_num + 1
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+        reader, records, start = csv.reader(io.StringIO(text, newline="")), [], 1
+        for rec in reader:              # (the lines a record spans: a quoted field may span lines)
+            records.append((start, reader.line_num, rec))
+            start = reader.line_num + 1
     except csv.Error as exc:
         raise ConfigError(f"{path}: not a readable CSV file ({exc})") from None
-    records = [(n, r) for n, r in records if any(f.strip() for f in r)]
+    records = [(n, end, r) for n, end, r in records if any(f.strip() for f in r)]
     if not records:
         raise ConfigError(f"{path}: empty (a header line and one row per real trial; docs/scenarios.md, 'Against "
                           f"the real robot')")
-    header_line, header = records[0][0], [h.strip() for h in records[0][1]]
+    header_line, header_end = records[0][0], records[0][1]
+    header = [h.strip() for h in records[0][2]]
+    bad = [n for n in range(header_line, header_end + 1) if n in undecodable]
+    if bad:
+        raise ConfigError(f"{path}, line {bad[0]}: the header is {undecodable[bad[0]]}")
     duplicated = sorted({h for h in header if header.count(h) > 1 and h})
     if duplicated:
         raise ConfigError(f"{path}, line {header_line}: column(s) {', '.join(duplicated)} appear twice")
     if "success" not in header:
-        raise ConfigError(f"{path}: no 'success' column (columns: {', '.join(header) or 'none'}); schema: "
+        hint = ""
+        if len(header) == 1 and ";" in header[0]:
+            hint = ("; the header is separated by semicolons (a spreadsheet saved as CSV in a locale with decimal "
+                    "commas): save it comma-separated with decimal points (12.5, not 12,5)")
+        elif len(header) == 1 and "\t" in header[0]:
+            hint = "; the header is separated by tabs: save it comma-separated"
+        raise ConfigError(f"{path}: no 'success' column (columns: {', '.join(header) or 'none'}){hint}; schema: "
                           f"docs/scenarios.md, 'Against the real robot'")
     column_of = {}
     for h in header:
@@ -199,10 +232,14 @@ def read_real_trials(path: str | Path, parameters, strict: bool = False, trial_i
     ignored = [h for h in header if h and h not in column_of.values()
                and h not in ("trial", "success", "failure_mode", "condition")]
     trials, skipped = [], []
-    for line, fields in records[1:]:
+    for line, end, fields in records[1:]:
         try:
+            bad = [n for n in range(line, end + 1) if n in undecodable]
+            if bad:
+                raise ValueError(f"line {bad[0]} is {undecodable[bad[0]]}")
             if len(fields) != len(header):
-                hint = (": an unquoted comma in a field? Quote it (\"a, b\")" if len(fields) > len(header) else "")
+                hint = (": an unquoted comma in a field, or a decimal comma (12,5: write 12.5)? Quote text with "
+                        "commas (\"a, b\")" if len(fields) > len(header) else "")
                 raise ValueError(f"{len(fields)} fields, the header has {len(header)}{hint}")
             row = {h: f.strip() for h, f in zip(header, fields)}
             trial = None
@@ -507,23 +544,7 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
         if plt is not None:
-            fig, ax = plt.subplots(figsize=(6, 3.5))
-            for e, c in comps.items():
-                counts = [(int(np.sum(c.sim_success[which == b] == c.real_success[which == b])),
-                           int(np.sum(which == b))) for b in range(len(labels))]
-                p = np.array([a / m if m else np.nan for a, m in counts])
-                ci = np.array([wilson_interval(a, m) for a, m in counts])
-                yerr = np.clip([p - ci[:, 0], ci[:, 1] - p], 0.0, None)      # >= 0 despite round-off
-                ax.errorbar(range(len(labels)), p, yerr=yerr, marker="o", capsize=3,
-                            label=e)
-            ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-            ax.set_ylim(-0.05, 1.05)
-            ax.set_ylabel("sim-real agreement (Wilson 95 %)")
-            ax.set_title(name)
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(out / "plots" / f"agreement_{name.replace('.', '_')}.png", dpi=100)
-            plt.close(fig)
+            _agreement_plot(plt, name, labels, which, comps, out / "plots" / f"agreement_{name.replace('.', '_')}.png")
     if plt is not None:
         for e, c in comps.items():
             _reliability_plot(plt, c, out / "plots" / f"reliability_{e}.png")
@@ -531,6 +552,32 @@ def _report(results, real_csv, out, real, names, unmeasured, ignored, comps, dis
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.md").write_text(text)
     return text
+
+
+def _agreement_plot(plt, name: str, labels, which, comps: dict, path: Path):
+    """Sim-real verdict agreement per bin of parameter ``name`` (x: its bins, labelled with its unit; y: share of
+    the real trials whose outcome the matched simulated verdict equals, Wilson 95 %), the engines side by side
+    within each bin (offset, so that one does not hide another). Returns the axes (for the tests)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    width = 0.5 / max(len(comps), 1)
+    for i, (e, c) in enumerate(comps.items()):
+        counts = [(int(np.sum(c.sim_success[which == b] == c.real_success[which == b])), int(np.sum(which == b)))
+                  for b in range(len(labels))]
+        p = np.array([a / m if m else np.nan for a, m in counts])
+        ci = np.array([wilson_interval(a, m) for a, m in counts])
+        yerr = np.clip([p - ci[:, 0], ci[:, 1] - p], 0.0, None)      # >= 0 despite round-off
+        x = np.arange(len(labels)) + (i - (len(comps) - 1) / 2) * width
+        ax.errorbar(x, p, yerr=yerr, marker="o", capsize=3, linestyle="none", label=e)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(f"{axis_label(name)} as measured (bins)")
+    ax.set_ylabel("sim-real agreement\n(share of real trials, Wilson 95 %)", fontsize=8)
+    ax.set_title(f"verdict agreement against {name}", fontsize=9)
+    ax.legend(fontsize=8, title="engine", title_fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return ax
 
 
 def _value(v) -> str:

@@ -63,6 +63,15 @@ def parameter_unit(name: str) -> str:
     return ""
 
 
+def axis_label(name: str) -> str:
+    """A parameter's plot axis label, ``name [unit]`` (a scale factor or a coefficient says so; no unit known:
+    the name)."""
+    unit = parameter_unit(name)
+    if unit == "1":
+        unit = "scale factor" if name.endswith("_scale") else "dimensionless"
+    return f"{name} [{unit}]" if unit else name
+
+
 def results_dir(out: str | Path) -> Path:
     return Path(out) / "results"
 
