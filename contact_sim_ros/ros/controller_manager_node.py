@@ -312,10 +312,9 @@ class ControllerManagerNode(Node):
             response.ok = False
             return response
         node = self.controller_nodes.pop(name, None)
-        if node is not None:
-            if self.executor is not None:
-                self.executor.remove_node(node)
-            node.destroy_node()
+        if node is not None:   # out of the executor now, destroyed when the executor is done with it (a parameter
+            # service's request being handled; destroyed here it raced with the executor's wait: entity_reaper.py)
+            self.cm.transport.reaper.retire(node, node)
         self.get_logger().info(f"unload_controller: unloaded '{name}'")
         response.ok = True
         return response

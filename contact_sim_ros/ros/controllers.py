@@ -34,6 +34,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import GoalEvent
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
+from rclpy.exceptions import InvalidHandle
 from rclpy.publisher import Publisher
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
@@ -50,6 +51,7 @@ from ..driver.controllers.gripper_action import GripperActionController
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
 from ..driver.controllers.speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
+from .entity_reaper import EntityReaper
 from .franka_state import FrankaStateIO
 from .state_messages import (JointStateCdr, fill_joint_state, fill_trajectory_controller_state, fill_wrench,
                              has_readers, stamp)
@@ -89,7 +91,12 @@ class GoalWaits:
         self._lock = threading.Lock()
 
     def done(self) -> None:
-        self._guard.trigger()
+        guard = self._guard
+        if guard is not None:
+            try:
+                guard.trigger()
+            except InvalidHandle:     # destroyed meanwhile: its controller was unloaded
+                pass
 
     def __enter__(self):
         with self._lock:
@@ -106,9 +113,12 @@ class GoalWaits:
                 self._timer.timer_period_ns = self.IDLE_PERIOD_NS
                 self._timer.reset()
 
-    def destroy(self, node) -> None:
-        node.destroy_timer(self._timer)
-        node.destroy_guard_condition(self._guard)
+    def destroy(self, node, reaper) -> None:
+        """Retired (``reaper``: EntityReaper), destroyed once the executor is done with them; ``done`` after this
+        is a no-op."""
+        guard, self._guard = self._guard, None
+        reaper.retire(self._timer, node)
+        reaper.retire(guard, node)
 
 
 def _seconds(d) -> float:
@@ -123,6 +133,7 @@ class RosControllerTransport(ControllerTransport):
     def __init__(self, node, sim_node, frame_prefix: str):
         self.node, self.sim_node, self.frame_prefix = node, sim_node, frame_prefix
         self.tag = node.get_namespace() if node is not sim_node else ""
+        self.reaper = EntityReaper(node)      # destroys an unloaded controller's entities when the executor is done
 
     def attach(self, controller):
         for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
@@ -139,19 +150,18 @@ class RosControllerTransport(ControllerTransport):
         return self.sim_node.command_intake.subscribe(self.node, msg_type, topic, callback, 10)
 
     def detach(self, controller) -> None:
-        """The controller is unloaded: its topics, action server and timers are destroyed (its names vanish from
-        the graph, as with the real controller's node)."""
+        """The controller is unloaded (on the stepping thread): its topics, action server and timers leave the
+        node at once and are destroyed by the reaper once the executor is done with them (ros/entity_reaper.py:
+        destroyed here, they raced with the executor's wait and its threads: "action server pointer is invalid");
+        their names vanish from the graph, as with the real controller's node."""
         io, node = controller.io, self.node
         for value in list(vars(io).values()):
             if isinstance(value, GoalWaits):
-                value.destroy(node)
-            elif isinstance(value, ActionServer):
-                value.destroy()
-            elif isinstance(value, Publisher):
-                node.destroy_publisher(value)
-            elif isinstance(value, Subscription):
+                value.destroy(node, self.reaper)
+            elif isinstance(value, (ActionServer, Publisher, Subscription)):
+                self.reaper.retire(value, node)
+            if isinstance(value, Subscription):
                 self.sim_node.command_intake.forget(value)
-                node.destroy_subscription(value)
 
     def reject_command(self, exc) -> None:
         self.sim_node.reject_command(exc)

@@ -6,11 +6,14 @@ gives them; or ``ros_args``, the node's ROS arguments, and ``defaults`` / ``defa
 them: sim_node.param_defaults_of); ``.node`` the SimNode, ``.client`` a plain node for the test's clients and subscriptions, ``close()``
 shuts the node down as main() does (the recorder closes the bag, the stepping thread stops). The look for another
 simulation node on the ROS graph (3 s of wall time) is skipped: this host's namespace claim decides at once.
+The executor thread spins as main() does: a callback that raises is kept (``callback_errors``, its traceback) and the
+spinning goes on (main() logs it as "a callback raised (a bug ...)").
 """
 
 from __future__ import annotations
 
 import threading
+import traceback
 
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
@@ -25,6 +28,8 @@ class InProcessSimNode:
         self.context = rclpy.Context()
         rclpy.init(args=["sim_node", *ros_args], context=self.context)
         self.node = self.client = self.executor = None
+        self.callback_errors: list[str] = []
+        self._stop = threading.Event()
         try:
             self.node = sim_node.SimNode(param_defaults={**(defaults or {}), **parameters},
                                          defaults_for_a_urdf=defaults_for_a_urdf, context=self.context)
@@ -35,10 +40,21 @@ class InProcessSimNode:
         except BaseException:
             self.close()
             raise
-        self._thread = threading.Thread(target=self.executor.spin, name="inprocess_sim_node", daemon=True)
+        self._thread = threading.Thread(target=self._spin, name="inprocess_sim_node", daemon=True)
         self._thread.start()
 
+    def _spin(self) -> None:
+        executor = self.executor
+        while not self._stop.is_set() and self.context.ok():
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except Exception:   # noqa: BLE001 - as main(): kept, the node goes on
+                if self._stop.is_set() or not self.context.ok():
+                    return
+                self.callback_errors.append(traceback.format_exc())
+
     def close(self) -> None:
+        self._stop.set()
         node = self.node
         if node is not None:
             node.shutdown()
