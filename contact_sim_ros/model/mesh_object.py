@@ -7,14 +7,19 @@ signed distance of a triangle soup is wrong in penetration), so a non-convex mes
 
 * ``collision: hull``: one piece, the convex hull of the mesh (what every mesh was before issue 29: a mug's handle
   is filled, a bowl has a lid);
-* ``collision: decompose``: approximate convex decomposition with CoACD (``coacd`` on PyPI, MIT; Wei et al.,
-  SIGGRAPH 2022), parameters ``DECOMPOSITION_DEFAULTS`` overridable per object (``decomposition: {...}``);
+* ``collision: decompose`` (``decompose_keeping_surface``): the hulls of the mesh's connected components when each
+  is closed and convex (pybullet's tray, V-HACD files), else approximate convex decomposition with CoACD
+  (``coacd`` on PyPI, MIT; Wei et al., SIGGRAPH 2022) of its non-convex components, without CoACD's manifold
+  pre-processing when they are closed (it thickens thin plates); parameters ``DECOMPOSITION_DEFAULTS`` overridable
+  per object (``decomposition: {...}``, and ``max_surface_error_m``: refine until the surface error is below it);
 * ``collision: auto`` (default): the mesh itself when it is convex, else decomposed.
 
 Decomposition takes seconds to a minute per object, so its pieces are cached on disk (``mesh_cache_dir()``, next
 to the compiled kernels' cache) under a hash of the mesh's content (scaled vertices and faces), the parameters and
 the CoACD version: a second start reads them (milliseconds) and gets the same pieces. A decomposition prints a
-progress line on stderr when it starts, every ``PROGRESS_PERIOD`` s while it runs, and when it ends.
+progress line on stderr when it starts, every ``PROGRESS_PERIOD`` s while it runs, and when it ends. Every
+decomposition's surface error (``surface_error``: how far the pieces stand outside the mesh, how far the mesh lies
+off the pieces, their volume ratio; in m) is printed at load and kept in the cache with the pieces.
 
 Mass properties (``MeshBody.mass``, ``com``, ``inertia``), unless the file (a URDF's ``<inertial>``) gives them:
 of the watertight mesh at the density (trimesh's exact integrals over the closed surface), ``density = mass /
@@ -567,8 +572,8 @@ def decompose_keeping_surface(mesh: trimesh.Trimesh, params: dict, source: str, 
        ("coacd+manifold").
 
     ``params``: CoACD's parameters over ``DECOMPOSITION_DEFAULTS`` (``explicit``: the keys the user gave; a given
-    ``max_convex_hull`` or ``preprocess_mode`` wins) and ``max_surface_error_m``: while the surface error (``surface_error``) is above it,
-    CoACD runs again with half the concavity threshold and twice the budget, down to threshold 0.01 and 128 pieces
+    ``max_convex_hull`` or ``preprocess_mode`` wins) and ``max_surface_error_m``: while the surface error
+    (``surface_error``) is above it, CoACD runs again with half the concavity threshold and twice the budget, down to threshold 0.01 and 128 pieces
     per component; when that does not meet it, the closest decomposition tried is used and a warning on stderr
     says so. The surface error is printed."""
     params = dict(params)
