@@ -593,3 +593,46 @@ def test_controller_parameters_from_files_finds_the_keys_spawner_accepts_later_f
     assert controller_parameters_from_files([b], "c", "/") == {}
     with pytest.raises(ConfigError, match="nope.yaml"):
         controller_parameters_from_files([tmp_path / "nope.yaml"], "c", "/")
+
+
+# ------------------------------------------------------------------------------------------ large requests (issue 44)
+
+
+def test_a_params_file_larger_than_the_bound_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """Fuzz finding 7: a 5 MB params file took 53 s to load (50 MB: 561 s, 6.3 GB) while the stepping waited on
+    the GIL. A file over MAX_PARAMS_FILE_BYTES is refused with its size and the bound, without being parsed; one
+    within the bound is read."""
+    from contact_sim_ros.driver import controller_manager as module
+    bound = module.MAX_PARAMS_FILE_BYTES
+    head = "/**/big:\n  ros__parameters:\n    joints: [j1]\n"
+    lines = [f"    extra_{i}: {i}.5\n" for i in range(bound // 12)]
+    text = head + "".join(lines)
+    big = tmp_path / "big.yaml"
+    big.write_text(text[:bound + 100].rpartition("\n")[0] + "\n")
+    assert big.stat().st_size > bound
+    parsed = []
+    real = module.read_mapping
+    monkeypatch.setattr(module, "read_mapping", lambda path, what: parsed.append(path) or real(path, what))
+    with pytest.raises(ConfigError) as err:
+        module.controller_parameters_from_files([big], "big", "/")
+    assert str(big) in str(err.value) and f"{big.stat().st_size:,} bytes" in str(err.value)
+    assert f"{bound:,} bytes" in str(err.value) and not parsed
+    small = tmp_path / "small.yaml"
+    small.write_text(text[:bound - 200].rpartition("\n")[0] + "\n")
+    p = module.controller_parameters_from_files([small], "big", "/")
+    assert parsed == [small] and p["joints"] == ["j1"] and len(p) > 10_000
+
+
+def test_many_names_are_listed_as_ten_and_a_count(urdf):
+    """Wrong list: switch_controller with 10,000 bogus names answered (and logged) 329 kB; a params file's
+    thousands of unknown parameters were all logged (a 41 MB log line). Now ten names and "and N more"."""
+    w = make_world(urdf, arm_params={f"extra_{i}": 1.0 for i in range(5000)})
+    line, = [m for m in w.reports.infos if "are not emulated" in m]
+    assert len(line) < 500 and "and 4,990 more]" in line, line[:300]
+    cm = w.cm
+    bogus = [f"bogus_controller_{i}" for i in range(10_000)]
+    for strictness in (STRICT, BEST_EFFORT):
+        ok, msg = cm.switch(bogus, ["arm"] if strictness == BEST_EFFORT else [], strictness)
+        assert len(msg) < 1000 and "unknown controllers ['bogus_controller_0'" in msg, msg[:300]
+        assert "and 9,990 more]" in msg
+    assert ok and not cm.controllers["arm"].active        # BEST_EFFORT: the rest switched

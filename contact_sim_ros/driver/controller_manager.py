@@ -18,6 +18,7 @@ call.
 
 from __future__ import annotations
 
+import os
 import threading
 
 from ..errors import ConfigError
@@ -29,7 +30,25 @@ from .loop import PublishHook
 
 BEST_EFFORT, STRICT, AUTO, FORCE_AUTO = 1, 2, 3, 4
 __all__ = ["BEST_EFFORT", "STRICT", "AUTO", "FORCE_AUTO", "CONTROLLER_TYPES", "ControllerManager",
-           "ControllerManagers", "controller_parameters_from_files", "spawned_controllers"]
+           "ControllerManagers", "controller_parameters_from_files", "spawned_controllers", "MAX_PARAMS_FILE_BYTES",
+           "some_names"]
+
+# the largest controller parameters file (``NAME.params_file``, spawner's -p) read (bytes): 256 KiB, 35 times the
+# largest file of ros2_control's and the vendors' stacks (UR's, 6.7 kB). Parsing (pure-Python YAML, 2.5 s per MB)
+# holds the GIL, which the stepping thread shares: a 5 MB file took 53 s and paused the stepping for up to 1.75 s
+# (issue 44, fuzz finding 7); a larger file is refused before it is read.
+MAX_PARAMS_FILE_BYTES = 256 * 1024
+SHOWN_NAMES = 10        # names listed in a log line or a service answer; the rest counted ("and 9,990 more")
+
+
+def some_names(names, limit: int = SHOWN_NAMES) -> str:
+    """``names`` as a list for a message: at most ``limit`` of them (each cut to 80 characters), then "and N more"."""
+    names = list(names)
+    shown = [n if len(str(n)) <= 80 else f"{str(n)[:77]}..." for n in names[:limit]]
+    text = repr(shown)
+    if len(names) > limit:
+        text = f"{text[:-1]}, and {len(names) - limit:,} more]"
+    return text
 
 
 def spawned_controllers(file, active=(), inactive=()):
@@ -149,7 +168,8 @@ class ControllerManager:
         for c in self.controllers.values():
             extra = c.unhonoured_parameters()
             if extra:
-                self.transport.info(f"controller '{c.name}': parameter(s) {extra} are not emulated (ignored)")
+                self.transport.info(f"controller '{c.name}': parameter(s) {some_names(extra)} are not emulated "
+                                    f"(ignored)")
 
     # ------------------------------------------------------------------------------ stepping thread
 
@@ -261,10 +281,15 @@ class ControllerManager:
         strict = strictness != BEST_EFFORT
         problems = []
         act, deact = [], []
+        unknown = [n for n in dict.fromkeys(list(deactivate) + list(activate)) if n not in self.controllers]
+        if len(unknown) == 1:
+            problems.append(f"unknown controller '{unknown[0]}'")
+        elif unknown:       # 10,000 bogus names: a message of 10 of them, not of 329 kB (issue 44)
+            problems.append(f"unknown controllers {some_names(unknown)}")
         for name in deactivate:
             c = self.controllers.get(name)
             if c is None:
-                problems.append(f"unknown controller '{name}'")
+                continue
             elif not c.active:
                 problems.append(f"'{name}' is not active")
             else:
@@ -272,7 +297,7 @@ class ControllerManager:
         for name in activate:
             c = self.controllers.get(name)
             if c is None:
-                problems.append(f"unknown controller '{name}'")
+                continue
             elif c.active and c not in deact:
                 problems.append(f"'{name}' is already active")
             elif c.state == "unconfigured":
@@ -324,7 +349,7 @@ class ControllerManager:
                                           while_paused=c.republish_while_paused))
         extra = c.unhonoured_parameters()
         if extra:
-            self.transport.info(f"controller '{c.name}': parameter(s) {extra} are not emulated (ignored)")
+            self.transport.info(f"controller '{c.name}': parameter(s) {some_names(extra)} are not emulated (ignored)")
         return c
 
     def configure(self, name: str) -> None:
@@ -372,11 +397,20 @@ def controller_parameters_from_files(paths, name: str, namespace: str = "/") -> 
     later files winning, found under the keys spawner and rcl accept for the controller's node: ``name``,
     ``/ns/name``, ``/**/name``, ``/**/ns/name``, the same nested under ``/**``, and ``/**: ros__parameters``
     (every node). Flattened to dotted names; ``type`` (read by the controller manager) dropped. ConfigError names
-    the file when one is unreadable or a section is not ``{ros__parameters: {...}}``."""
+    the file when one is unreadable, larger than MAX_PARAMS_FILE_BYTES (not read; its size and the bound in the
+    message) or a section is not ``{ros__parameters: {...}}``."""
     ns = "" if namespace.strip("/") == "" else "/" + namespace.strip("/")
     keys = [name, f"{ns}/{name}", f"/**/{name}", f"/**{ns}/{name}"]
     out: dict = {}
     for path in paths:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0                   # read_mapping says what is wrong with it
+        if size > MAX_PARAMS_FILE_BYTES:
+            raise ConfigError(f"{path}: controller parameters file of {size:,} bytes, larger than the "
+                              f"{MAX_PARAMS_FILE_BYTES:,} bytes (256 KiB) one may have: not read, nothing loaded "
+                              f"(controller parameters files are a few kB)")
         data = read_mapping(path, "controller parameters file")
         sections = []
         wild = data.get("/**")

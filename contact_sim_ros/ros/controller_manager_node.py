@@ -56,6 +56,15 @@ def _node_options(sim_node) -> dict:
     return dict(context=sim_node.context, use_global_arguments=False)
 
 
+MAX_LOGGED_CHARS = 2000     # a log line or answer quoting a request or a file (a 41 MB line was logged: issue 44)
+
+
+def capped(text: str, limit: int = MAX_LOGGED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... (cut: {len(text):,} characters)"
+
+
 def check_controller_name(name: str, namespace: str) -> None:
     """ContactSimError naming the rule when ``name`` cannot be a controller's: every loaded controller has a node
     ``<namespace>/<name>`` (as in ros2_control), so the name must be a valid ROS node name (rcl's rules:
@@ -216,15 +225,15 @@ class ControllerManagerNode(Node):
         try:
             ok, message = self.between_steps(lambda: self.cm.switch(activate, deactivate, int(request.strictness)))
         except Exception as exc:   # noqa: BLE001 - no request kills the node: answered, logged as an error
-            ok, message = False, f"not switched: {exc!r}"
+            ok, message = False, capped(f"not switched: {exc!r}")
             self.get_logger().error(f"switch_controller: {message}")
             response.ok, response.message = ok, message
             return response
         log = self.get_logger()
         if ok:   # one call site per severity: rclpy refuses a severity change at the same call site
-            log.info(f"switch_controller: {message}")
+            log.info(capped(f"switch_controller: {message}"))
         else:
-            log.warn(f"switch_controller: {message}")
+            log.warn(capped(f"switch_controller: {message}"))
         response.ok, response.message = ok, message
         return response
 
@@ -268,7 +277,7 @@ class ControllerManagerNode(Node):
             spec = self.spec(name)
             c = self.between_steps(lambda: self.cm.load(spec))   # its publish hook: the loop collects it
         except ContactSimError as exc:
-            log.error(f"load_controller '{name}': {exc}")
+            log.error(capped(f"load_controller '{name}': {exc}"))
             response.ok = False
             return response
         try:
@@ -276,7 +285,7 @@ class ControllerManagerNode(Node):
             node = ControllerNode(self.sim_node, self.get_namespace(), c)
         except Exception as exc:   # noqa: BLE001 - not loaded after all: answered, logged, nothing left behind
             self.between_steps(lambda: self.cm.unload(name))
-            log.error(f"load_controller '{name}': not loaded: its node could not be made: {exc!r}")
+            log.error(capped(f"load_controller '{name}': not loaded: its node could not be made: {exc!r}"))
             response.ok = False
             return response
         self.controller_nodes[name] = node
@@ -297,7 +306,7 @@ class ControllerManagerNode(Node):
         try:
             self.between_steps(lambda: fn(request.name))
         except ContactSimError as exc:
-            self.get_logger().error(f"{service} '{request.name}': {exc}")
+            self.get_logger().error(capped(f"{service} '{request.name}': {exc}"))
             response.ok = False
             return response
         response.ok = True
@@ -308,7 +317,7 @@ class ControllerManagerNode(Node):
         try:
             self.between_steps(lambda: self.cm.unload(name))
         except ContactSimError as exc:
-            self.get_logger().error(f"unload_controller '{name}': {exc}")
+            self.get_logger().error(capped(f"unload_controller '{name}': {exc}"))
             response.ok = False
             return response
         node = self.controller_nodes.pop(name, None)
