@@ -12,7 +12,8 @@ replay`` and ``contact-sim bag-repair`` use it.
 * :func:`repair_bag` (``contact-sim bag-repair DIR``): a bag without metadata.yaml or without its MCAP summary
   (the recording process was killed) or cut off: reads the MCAP records in file order up to the first
   incomplete one (the schemas and channels are in the chunks, before their messages) and writes a complete
-  bag: the MCAP with its summary and metadata.yaml; the original file is kept as ``<file>.orig``.
+  bag: the MCAP with its summary and metadata.yaml; the original file is kept as ``<file>.orig``. A complete bag
+  is said to be complete and left as it is.
 * :func:`check_bag`: ConfigError (one line: the file and the problem) for a directory that is not a readable
   rosbag2 bag: missing, no or malformed metadata.yaml, a listed file missing, an MCAP file truncated or corrupt.
 """
@@ -183,11 +184,20 @@ def _bag_file(bag: Path) -> Path:
 
 def repair_bag(bag) -> dict:
     """Recover the rosbag2 MCAP directory ``bag`` (see the module docstring): ``{'messages': n, 'topics': {topic:
-    n}, 'problem': str | None, 'file': path}``. ConfigError (one line) if there is nothing to recover."""
+    n}, 'problem': str | None, 'file': path, 'complete': False}``. ConfigError (one line) if there is nothing to
+    recover. A complete bag (:func:`check_bag` passes: metadata.yaml, the MCAP's footer and summary, every chunk's
+    CRC) is left as it is, nothing written: ``{'complete': True, 'file': path}`` (each repair of a complete bag wrote
+    another full copy, ``.orig``, issue 44)."""
     bag = Path(bag)
     if not bag.is_dir():
         raise ConfigError(f"{bag}: not a directory")
     src = _bag_file(bag)
+    try:
+        check_bag(bag)
+    except ConfigError:
+        pass                        # incomplete: recovered below
+    else:
+        return {"complete": True, "file": str(src)}
     schemas, channels, messages, problem = read_mcap_records(src)
     if not channels:
         raise ConfigError(f"{src}: no channel could be read ({problem or 'no records'})")
@@ -228,7 +238,7 @@ def repair_bag(bag) -> dict:
     os.replace(tmp / "metadata.yaml", bag / "metadata.yaml")
     shutil.rmtree(work, ignore_errors=True)
     return {"messages": sum(counts.values()), "topics": counts, "problem": problem, "file": str(final),
-            "original": str(keep)}
+            "original": str(keep), "complete": False}
 
 
 def _rihs01(schema) -> str:
@@ -321,6 +331,10 @@ def main(argv=None) -> int:
     except OSError as exc:
         print(f"contact-sim bag-repair: error: {args.bag}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    if report["complete"]:
+        print(f"{args.bag}: a complete bag (metadata.yaml, {report['file']} with its summary, every chunk's CRC "
+              f"valid): nothing to repair, nothing written")
+        return 0
     where = f" (read up to: {report['problem']})" if report["problem"] else ""
     print(f"{args.bag}: recovered {report['messages']} messages on {len(report['topics'])} topics into "
           f"{report['file']} and metadata.yaml{where}; the original file is {report['original']}")

@@ -185,3 +185,28 @@ def test_bag_repair_of_what_cannot_be_recovered_is_one_line(tmp_path, capsys):
         assert cli_main(["bag-repair", str(bag)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and words in err and str(bag) in err, err
+
+
+def test_bag_repair_of_a_complete_bag_says_so_and_writes_nothing(tmp_path, capsys):
+    """Issue 44 (wrong list): each bag-repair of a complete bag wrote another full copy (<file>.orig, .orig<pid>).
+    Now it is said to be complete, and the directory is left byte for byte as it was (also after a repair: the
+    repaired bag is complete)."""
+    bag = tmp_path / "whole"
+    write_bag(bag, 500)
+
+    def state():
+        return {p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(bag.iterdir())}
+    before = state()
+    for _ in range(2):
+        assert cli_main(["bag-repair", str(bag)]) == 0
+        out = capsys.readouterr().out
+        assert "a complete bag" in out and "nothing written" in out, out
+        assert state() == before
+    assert read_count(bag) == {"/joint_states": 500}
+    # a killed one is repaired once; then it is complete
+    (bag / "metadata.yaml").unlink()
+    assert cli_main(["bag-repair", str(bag)]) == 0
+    assert "recovered 500 messages" in capsys.readouterr().out
+    repaired = state()
+    assert cli_main(["bag-repair", str(bag)]) == 0
+    assert "a complete bag" in capsys.readouterr().out and state() == repaired
