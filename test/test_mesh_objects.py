@@ -4,7 +4,9 @@ The meshes are generated with trimesh (meshes/generate_meshes.py: a mug = cup of
 hemispherical bowl) and written to temporary files once per session. Decompositions go to one temporary cache
 (``CONTACT_SIM_MESH_CACHE``) shared by the tests, so that each mesh is decomposed once per session; the mug and the
 bowl are decomposed with ``TEST_DECOMPOSITION`` (CoACD's search and sampling resolution lowered: about half the CPU
-time of the defaults, still 16 pieces each; the hanging-mug and ball-in-bowl physics assert what the pieces do).
+time of the defaults; since issue 43 closed meshes skip CoACD's manifold pre-processing and get a piece budget
+scaled to the mesh: the mug ~18 pieces in ~1.5 CPU s, the bowl 30 in ~2.4 s; the hanging-mug and ball-in-bowl
+physics assert what the pieces do).
 """
 
 import importlib.util
@@ -29,7 +31,8 @@ _spec.loader.exec_module(generate)
 
 
 # CoACD parameters for the test's mug and bowl (model/mesh_object.DECOMPOSITION_DEFAULTS: resolution 1000,
-# mcts_iterations 30, mcts_nodes 10): the mug 15 CPU s instead of ~30, the bowl 5 instead of ~9
+# mcts_iterations 30, mcts_nodes 10): about half the CPU time (before issue 43, with CoACD's manifold pre-processing:
+# the mug 15 CPU s instead of ~30, the bowl 5 instead of ~9)
 TEST_DECOMPOSITION = {"resolution": 500, "mcts_iterations": 10, "mcts_nodes": 5, "preprocess_resolution": 30}
 
 
