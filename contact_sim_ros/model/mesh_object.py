@@ -444,6 +444,11 @@ def surface_error(mesh: trimesh.Trimesh, pieces, samples: int | None = None, see
     sampled on the pieces' hulls and on the mesh (``samples`` each, default ``SURFACE_SAMPLES``), distances with
     trimesh.proximity (closest points on the triangles: exact, not a voxel estimate)."""
     import trimesh  # deferred: ~20x pinocchio's import time (scipy, ...); only a scene with a mesh object needs it
+    try:
+        import rtree  # noqa: F401 - trimesh.proximity's triangle tree
+    except ImportError:
+        raise ModelError("measuring a decomposition's surface error needs the 'rtree' package (trimesh.proximity's "
+                         "triangle tree): pip install rtree") from None
     n = int(samples or SURFACE_SAMPLES)
     A, b, owner, hulls = _piece_halfspaces(pieces)
     union = trimesh.util.concatenate(hulls)
