@@ -38,9 +38,10 @@ from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
 from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
 from ..ros.sim_node import _default_param_files, topic_token
-from ..ros.state_messages import (body_wrenches, fill_external_torques, fill_joint_state,
+from ..ros.state_messages import (fill_external_torques, fill_joint_state,
                                   fill_trajectory_controller_state, fill_wrench)
-from ..sim.sensors import ContactWrenchAccumulator
+from ..sensors.base import SensorSpec
+from ..sensors.contact_wrench import ContactWrench
 from ..sim.simulator import Simulator
 from .robot_link import ControllerError, stamp_ns
 
@@ -220,14 +221,15 @@ class ContactWrenchTopics:
                 raise ConfigError(f"in-process link: {topic!r} names no contact body; bodies: {sorted(known)}")
             bodies[topic] = known[token]
         self.topics = list(bodies)
-        self._acc = ContactWrenchAccumulator(model, list(bodies.values())) if bodies else None
+        self._acc = ContactWrench(SensorSpec("contact_wrench", ContactWrench.type_name,
+                                             {"bodies": list(bodies.values())}), model) if bodies else None
 
     def messages(self, sim) -> dict:
         """{topic: WrenchStamped} of the last step (N, N m, stamped with the simulation time)."""
         if self._acc is None:
             return {}
         out = {}
-        for topic, wrench in zip(self.topics, body_wrenches(self._acc, sim, sim.contact_forces_world())):
+        for topic, wrench in zip(self.topics, self._acc.measure(sim)):
             msg = WrenchStamped()
             fill_wrench(msg, wrench, sim.t)
             out[topic] = msg

@@ -167,11 +167,12 @@ class JointCommandInterfaces:
 
 
 class StateInterfaces:
-    """State interfaces of the actuated joints (``joint_names`` order) and of the force/torque sensors, as the
-    hardware System's last ``read()`` left them: ``time`` (s, sim time), ``position`` (rad or m), ``velocity``
-    (rad/s or m/s), ``effort`` (the simulated actuator's force, N*m or N), ``wrench(sensor)`` (N, N*m in the
-    sensor frame). ``period`` is the time step (s). The arrays are computed on first use after a read (one
-    array each, refilled in place: read them, do not keep them across cycles)."""
+    """State interfaces of the actuated joints (``joint_names`` order) and of the sensors (sensors/base.Sensor),
+    as the hardware System's last ``read()`` left them: ``time`` (s, sim time), ``position`` (rad or m),
+    ``velocity`` (rad/s or m/s), ``effort`` (the simulated actuator's force, N*m or N), ``reading(sensor)`` (the
+    sensor's ``values`` in its ``interfaces`` order, e.g. a force/torque sensor's N, N*m in the sensor frame).
+    ``period`` is the time step (s). The arrays are computed on first use after a read (one array each, refilled
+    in place: read them, do not keep them across cycles)."""
 
     def __init__(self, joint_names, time_step: float):
         self.joint_names = tuple(joint_names)
@@ -183,26 +184,32 @@ class StateInterfaces:
         self._position, self._velocity, self._effort = self.values
         self._fresh = [False, False, False]
         self._system = None         # the System that fills these interfaces (weak reference)
-        self._sensors: dict = {}    # sensor name -> fn() -> wrench (6,)
-        self._wrenches: dict = {}   # sensor name -> the wrench of this cycle
+        self._sensors: dict = {}    # key -> sensors/base.Sensor
+        self._measured: set = set()  # keys of the sensors measured since the last read
 
     def connect(self, system) -> None:
         """(the System) ``system.fill_state(kind, out)`` fills ``out`` with the joints' kind 0 position, 1
-        velocity, 2 effort; ``system.force_torque_sensor(parent_link, child_link, frame)`` -> fn() -> wrench of a
-        new F/T sensor. Held by a weak reference: the System owns these interfaces (no reference cycle)."""
+        velocity, 2 effort; ``system.make_sensor(spec)`` builds a sensor for its model and
+        ``system.measure_sensor(sensor)`` fills a sensor's values from the current state. Held by a weak reference: the System owns these interfaces (no reference cycle)."""
         self._system = weakref.proxy(system)
 
-    def add_sensor(self, name: str, parent_link: str, child_link: str, frame: str) -> None:
-        """A 6-axis force/torque sensor ``name`` measuring the wrench between two links, in ``frame``; its state
-        interfaces are ``wrench(name)``. KeyError / ValueError: links or frame unknown."""
-        self._sensors[name] = self._system.force_torque_sensor(parent_link, child_link, frame)
+    def add_sensor(self, key: str, spec):
+        """The sensor of ``spec`` (sensors/base.SensorSpec; built by the System for its model through the sensor
+        registry) whose state interfaces ``reading(key)`` gives; returns it. ConfigError: unknown type, links or
+        parameters."""
+        sensor = self._sensors[key] = self._system.make_sensor(spec)
+        return sensor
+
+    def sensors(self) -> list:
+        """The sensors added (the System rebuilds them with a new model)."""
+        return list(self._sensors.values())
 
     def invalidate(self, time: float) -> None:
         """(the System's read) a new state at ``time`` (s)."""
         self.time = time
         self._fresh[0] = self._fresh[1] = self._fresh[2] = False
-        if self._wrenches:
-            self._wrenches.clear()
+        if self._measured:
+            self._measured.clear()
 
     def _get(self, kind: int, out: np.ndarray) -> np.ndarray:
         if not self._fresh[kind]:
@@ -237,9 +244,14 @@ class StateInterfaces:
     def has_sensor(self, name: str) -> bool:
         return name in self._sensors
 
-    def wrench(self, name: str) -> np.ndarray:
-        """The wrench (fx, fy, fz, tx, ty, tz; N, N*m) the force/torque sensor ``name`` measures."""
-        w = self._wrenches.get(name)
-        if w is None:
-            w = self._wrenches[name] = self._sensors[name]()
-        return w
+    def reading(self, key: str) -> np.ndarray:
+        """The state interfaces of sensor ``key`` (its ``values``), measured on the first read after ``read()``."""
+        sensor = self._sensors[key]
+        if key not in self._measured:
+            self._system.measure_sensor(sensor)
+            self._measured.add(key)
+        return sensor.values
+
+    def wrench(self, key: str) -> np.ndarray:
+        """The wrench (fx, fy, fz, tx, ty, tz; N, N*m in its frame) the force/torque sensor ``key`` measures."""
+        return self.reading(key)

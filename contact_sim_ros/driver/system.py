@@ -2,7 +2,8 @@
 one seam between the Simulator and the emulated controllers (no rclpy).
 
 * ``read()``: the state interfaces (hardware.StateInterfaces) take the Simulator's state after a step (joint
-  positions, velocities, actuator efforts at the sim time; force/torque sensor wrenches);
+  positions, velocities, actuator efforts at the sim time; the sensors' readings, sensors/base.Sensor: each
+  measured on the first read of its state interfaces after the read, so that a sensor nobody reads costs nothing);
 * controllers ``update(time, period)`` read state interfaces and write command interfaces
   (hardware.JointCommandInterfaces);
 * ``write()``: the command interfaces go to the Simulator (``Simulator.set_joint_command_arrays``), through what
@@ -22,12 +23,11 @@ interfaces at the start of a cycle (``take_commands``).
 from __future__ import annotations
 
 import threading
-import weakref
 
 import numpy as np
 
+from ..sensors.base import make_sensor
 from ..sim.gravity_feed_forward import GravityFeedForward
-from ..sim.sensors import ForceTorqueSensor
 from . import control_kernels as kernels
 from .command_validation import JointCommand
 from .hardware import JointCommandInterfaces, StateInterfaces
@@ -68,7 +68,6 @@ class SimulatorSystem:
         self.command = JointCommandInterfaces(self.joint_names, hardware_info)
         self.state = StateInterfaces(self.joint_names, self.dt)
         self.state.connect(self)
-        self._sensor_links: list = []     # (parent, child, frame, sensor) of the F/T sensors: rebuilt with the model
         self.v_prev = np.array(sim.v, dtype=float)   # velocity before the last step (for accelerations)
         self.gravity_compensation = bool(gravity_compensation)
         self.gravity_tolerance = 1e-3   # N*m or N
@@ -117,19 +116,13 @@ class SimulatorSystem:
         else:
             out[:] = sim.joint_efforts()
 
-    def force_torque_sensor(self, parent: str, child: str, frame: str):
-        """(StateInterfaces) fn() -> the wrench (N, N*m in ``frame``) transmitted from ``child`` to ``parent``
-        (sim/sensors.ForceTorqueSensor) in the current state."""
-        entry = [parent, child, frame, ForceTorqueSensor(self.sim.model, parent, child, frame)]
-        self._sensor_links.append(entry)
-        system = weakref.proxy(self)      # the state interfaces keep this function: no cycle back to the System
+    def make_sensor(self, spec):
+        """(StateInterfaces) The sensor of ``spec`` (sensors/base.SensorSpec) on the Simulator's model."""
+        return make_sensor(spec, self.sim.model)
 
-        def measure():
-            sim = system.sim
-            forces = sim.contact_forces_world()
-            a = (sim.v - system.v_prev) / sim.time_step
-            return entry[3].compute(sim.q, sim.v, a, sim.contacts if forces.shape[0] else None, forces)
-        return measure
+    def measure_sensor(self, sensor) -> None:
+        """(StateInterfaces) ``sensor`` (sensors/base.Sensor) measures the current state into its values."""
+        sensor.measure(self.sim, self.v_prev)
 
     @property
     def needs_write(self) -> bool:
@@ -175,12 +168,12 @@ class SimulatorSystem:
 
     def replace_simulator(self, sim) -> None:
         """(between two steps) Swap in ``sim`` (same robot, another model: Simulator.carry_over took the state):
-        the per-model scratch and the F/T sensors are rebuilt."""
+        the per-model scratch and the sensors are rebuilt."""
         self.sim = sim
         self._gravity = GravityFeedForward.of(sim.model) if self.gravity_compensation else None
         self.v_prev = np.array(sim.v, dtype=float)
-        for entry in self._sensor_links:      # the robot's links are unchanged: cannot fail
-            entry[3] = ForceTorqueSensor(sim.model, entry[0], entry[1], entry[2])
+        for sensor in self.state.sensors():      # the robot's links are unchanged: cannot fail
+            sensor.rebuild(sim.model)
         self.read()
 
     # ------------------------------------------------------------------ joint targets

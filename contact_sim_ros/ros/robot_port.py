@@ -24,6 +24,8 @@ from std_msgs.msg import String
 from ..driver.command_validation import CommandRejected
 from ..driver.franka import franka_hands
 from ..driver.robot import Robot
+from ..sensors.base import SensorSpec
+from ..sensors.external_joint_torques import ExternalJointTorques
 from .controller_manager_node import ControllerManagerNode
 from .controllers import RosControllerTransport
 from .franka import FrankaInterfaces
@@ -82,7 +84,12 @@ class RobotPort:
         self.pub_ext_torques = node.create_publisher(JointState, "external_joint_torques", 10)
         # published as serialized bytes (effort only): no rclpy message conversion at wrench_rate
         self._ext_cdr = JointStateCdr("", self.joint_names, sequences=("effort",))
-        self._ext_tau = np.zeros((1, len(self.joint_names)))
+        # the robot's external_joint_torques sensor (sensors/external_joint_torques.py); its values as the (1, n)
+        # effort block of the message
+        self._ext = ExternalJointTorques(SensorSpec("external_joint_torques", ExternalJointTorques.type_name,
+                                                    {"joints": self.joint_names}, f"robot {self.name!r}"),
+                                         sim_node.model)
+        self._ext_tau = self._ext.values.reshape(1, -1)
         self._v_index = self.driver.v_index
         if self.own_node:     # the simulation node keeps the hardware-level joint_command of every joint
             sim_node.command_intake.subscribe(node, JointState, "joint_command", self._on_joint_command, 10)
@@ -140,12 +147,8 @@ class RobotPort:
             self.franka.publish(sim)
         if not has_readers(self.pub_ext_torques):
             return
-        res, tau = sim.last_result, self._ext_tau
-        if res is None:                 # before the first step
-            tau[:] = 0.0
-        else:
-            res.generalized_contact_force.take(self._v_index, out=tau[0])
-        self.pub_ext_torques.publish(self._ext_cdr.encode(sim.t, tau))
+        self._ext.measure(sim)
+        self.pub_ext_torques.publish(self._ext_cdr.encode(sim.t, self._ext_tau))
 
     def _on_joint_command(self, msg: JointState):
         """Hardware-level commands of this robot's joints (names as in the model, i.e. prefixed)."""

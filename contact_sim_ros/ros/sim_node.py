@@ -48,7 +48,9 @@ from ..kernel_cache import cold_start_note
 from ..model.multibody_model import MimicExpansion, model_body_names
 from ..sim.default_gains import (DefaultGainsWarning, controller_gains, describe_controller_gains,
                                  describe_default_gains, describe_passive_joints)
-from ..sim.sensors import ContactWrenchAccumulator, _body_frame_of_geometry
+from ..sensors.base import SensorSpec
+from ..sensors.contact_wrench import ContactWrench
+from ..sim.sensors import _body_frame_of_geometry
 from ..sim.simulator import Simulator
 from .camera_publisher import CameraPublisher
 from .command_intake import CommandIntake
@@ -58,7 +60,7 @@ from .node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, plain_args
                           share_path, use_fastdds_writer_profile)
 from .robot_port import RobotNode, RobotPort, full_namespace
 from .simulation_interfaces import attach_simulation_interfaces
-from .state_messages import TransformsCdr, body_wrenches, clock_cdr, fill_wrench, has_readers, stamp
+from .state_messages import TransformsCdr, clock_cdr, fill_wrench, has_readers, stamp
 
 try:
     from tf2_msgs.msg import TFMessage
@@ -282,7 +284,8 @@ class SimNode(Node):
         if publishers is not None:
             known = set(model_body_names(m))
             bodies = [b for b in bodies if b in known]
-        out["wrench_bodies"] = accumulator = ContactWrenchAccumulator(m, bodies)
+        out["wrench_bodies"] = accumulator = ContactWrench(     # (sensors/contact_wrench.py)
+            SensorSpec("contact_wrench", ContactWrench.type_name, {"bodies": bodies}, "contact_bodies"), m)
         out["_wrench_pubs"] = pubs = {}
         out["_body_pubs"] = []
         for k, body in enumerate(bodies):
@@ -414,7 +417,7 @@ class SimNode(Node):
     def _pub_body_wrenches(self, sim):
         if not any(has_readers(pub) for pub, _, _ in self._body_pubs):
             return
-        wrenches = body_wrenches(self.wrench_bodies, sim, self.contact_forces(sim))
+        wrenches = self.wrench_bodies.measure(sim)
         for (pub, msg, _), wrench in zip(self._body_pubs, wrenches):
             if has_readers(pub):
                 fill_wrench(msg, wrench, sim.t)

@@ -3,7 +3,7 @@ link of the scenario controllers (controllers/inprocess_link.py), so both hand o
 
 * ``fill_external_torques``: sensor_msgs/JointState ``external_joint_torques`` of some joints: the generalized
   contact force on them (N*m or N), as franka_ros2 publishes them;
-* ``body_wrenches`` / ``fill_wrench``: geometry_msgs/WrenchStamped ``contact_wrench/<body>``: the net contact
+* ``fill_wrench``: geometry_msgs/WrenchStamped ``contact_wrench/<body>`` (sensors/contact_wrench.py): the net contact
   wrench on a body about its frame origin, in its frame (N, N*m).
 
 * ``JointStateCdr`` / ``clock_cdr`` / ``TransformsCdr``: sensor_msgs/JointState, rosgraph_msgs/Clock and
@@ -171,21 +171,6 @@ def fill_external_torques(msg, sim, v_index: np.ndarray) -> None:
     stamp(sim.t, msg.header.stamp)
     tau = res.generalized_contact_force[v_index] if res is not None else np.zeros(len(v_index))
     msg.effort = array.array("d", np.ascontiguousarray(tau, dtype=float).tobytes())
-
-
-def body_wrenches(accumulator, sim, forces: np.ndarray) -> np.ndarray:
-    """(n, 6) net contact wrench (force, torque) on each body of ``accumulator`` (sim.sensors.
-    ContactWrenchAccumulator) about its frame origin, in its own frame, from the world contact ``forces``."""
-    n = len(accumulator.frame_ids)
-    if not forces.shape[0]:
-        return np.zeros((n, 6))
-    w = accumulator.compute(sim.contacts, forces, sim.pin_data)
-    oMf = sim.pin_data.oMf
-    out = np.empty((n, 6))
-    for k in range(n):
-        R = oMf[int(accumulator.frame_ids[k])].rotation
-        out[k, :3], out[k, 3:] = R.T @ w[k, :3], R.T @ w[k, 3:]
-    return out
 
 
 def fill_wrench(msg, wrench: np.ndarray, t: float) -> None:

@@ -239,13 +239,19 @@ class ForceTorqueSensor:
         self._no_index = np.zeros(0, dtype=np.int64)
         self._no_rows = np.zeros((0, 3))
 
-    def compute(self, q, v, a, contacts=None, forces=None) -> np.ndarray:
+    def compute(self, q, v, a, contacts=None, forces=None, out: np.ndarray | None = None) -> np.ndarray:
         """Sensor reading (6,) [force N, torque N*m] in the sensor frame at state (q, v), generalized
-        acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame)."""
+        acceleration a (e.g. (v_next - v) / dt) and contact forces (N, 3) on B (world frame); written into
+        ``out`` (a float (6,) array) when given (sensors/force_torque.py: no allocation per reading)."""
         if self._native is None:
-            return self.compute_python(q, v, a, contacts, forces)
+            reading = self.compute_python(q, v, a, contacts, forces)
+            if out is None:
+                return reading
+            out[:] = reading
+            return out
         robots = self.robots
-        out = np.empty(6)
+        if out is None:
+            out = np.empty(6)
         if contacts is not None and contacts.size > 0:
             self._native.read(robots.q(q), robots.v(v), robots.v(a), contacts.size, contacts.joint_a,
                               contacts.joint_b, contacts.geometry_a, contacts.geometry_b, contacts.point, forces, out)
