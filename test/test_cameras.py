@@ -145,23 +145,31 @@ def test_point_cloud_in_the_world_lies_on_the_surfaces():
 # --------------------------------------------------------------------------------------- stereo depth model
 
 
-def stereo_plane(distance, seed=7, **model):
+def stereo_plane(distance, seed=7, fov=87.0, **model):
     depth_model = {"type": "d435", **model}
-    sc = scene_with([camera(xyz=(0, 0, distance), width=640, height=480, fov=87.0, far=12.0,
+    sc = scene_with([camera(xyz=(0, 0, distance), width=640, height=480, fov=fov, far=12.0,
                             depth_model=depth_model, seed=seed)])
     return sc
 
 
-@pytest.mark.parametrize("distance", [0.5, 1.0, 2.0, 3.5])
-def test_stereo_noise_std_grows_with_the_square_of_distance(distance):
+# the D435's depth imagers: 87 deg horizontal field of view (Intel D400 datasheet) -> focal length at 640 px
+D435_DEPTH_FOCAL_640 = 320.0 / np.tan(np.radians(87.0 / 2))     # 337.2 px
+
+
+@pytest.mark.parametrize("distance,fov", [(0.5, 87.0), (1.0, 87.0), (2.0, 87.0), (3.5, 87.0), (2.0, 69.4)])
+def test_stereo_noise_std_grows_with_the_square_of_distance(distance, fov):
     """A plane facing the camera: std(measured - true) = sqrt((z^2 s / (f B))^2 + q^2 / 12) within 4 % (s 0.08 px,
-    B 50 mm, f the camera's fx, q the 1 mm depth unit); no depth in the band the second imager cannot see."""
-    sc = stereo_plane(distance)
+    B 50 mm, f the depth imager's focal length: 337.2 px at 640 px from its 87 deg field of view, also for a camera
+    with the color imager's 69.4 deg (fx 462 px): the D435's noise comes from its depth imagers; q the 1 mm depth
+    unit); no depth in the band the second imager cannot see (its width the disparity in the rendered image's
+    pixels, fx B / z)."""
+    sc = stereo_plane(distance, fov=fov)
     rig = CameraRig(sc)
     f = rig.render("cam", sc.q0, t=0.25)
     spec = f.spec
     assert np.all(f.exact_depth > 0)
-    fb = spec.fx * 0.050
+    assert spec.depth_model.focal(spec) == pytest.approx(337.2, abs=0.05)
+    fb = D435_DEPTH_FOCAL_640 * 0.050
     valid = f.depth > 0
     sigma = distance ** 2 * 0.08 / fb
     expected = np.sqrt(sigma ** 2 + 1e-6 / 12)
@@ -171,7 +179,7 @@ def test_stereo_noise_std_grows_with_the_square_of_distance(distance):
     # quantised to the 1 mm depth unit
     assert np.allclose(f.depth[valid] * 1000, np.round(f.depth[valid] * 1000), atol=1e-3)
     # the left band of width ~ disparity has no depth (the second imager, 50 mm to the right, does not see it)
-    disparity = fb / distance
+    disparity = spec.fx * 0.050 / distance
     band = int(np.ceil(disparity - 0.5))
     assert not valid[:, :band - 1].any()
     assert valid[:, band + 2:].mean() > 0.999
@@ -368,6 +376,8 @@ BAD = [
     ({"near": 1.0, "far": 1.0}, "near (1 m) must be below far (1 m)"),
     ({"streams": ["color", "infra1"]}, "unknown stream 'infra1'"),
     ({"depth_model": "kinect"}, "unknown depth model 'kinect'"),
+    ({"depth_model": {"type": "d435", "depth_fov": 180.0}}, "depth_fov (the depth imager's horizontal field of view) "
+                                                            "must be > 0 and < 180 deg"),
     ({"fx": 500.0}, "give either 'fov'"),
 ]
 
@@ -447,3 +457,18 @@ def test_run_writes_the_camera_frames_as_png(tmp_path, capsys):
     assert main(["run", str(REPO / "scenes" / "franka_cameras.yaml"), "--duration", "0.01", "--camera", "eye",
                  "--frames-dir", str(out)]) == 2
     assert "unknown camera 'eye'" in capsys.readouterr().err
+
+
+def test_depth_imager_focal_length_from_its_field_of_view():
+    """The stereo model's focal length (px) at the camera's width: the D435's depth imagers' 87 deg (337.2 px at
+    640 px, not the 462 px of a camera given the color imager's 69.4 deg), the D415's 65 deg, ``focal_px`` over
+    ``depth_fov``, and the camera's fx for a ``stereo`` model given neither."""
+    def focal(depth_model, fov=69.4, width=640):
+        spec = scene_with([camera(width=width, height=480, fov=fov, depth_model=depth_model)]).cameras[0]
+        return spec.depth_model.focal(spec), spec.fx
+    assert focal("d435")[0] == pytest.approx(337.2, abs=0.05) and focal("d435")[1] == pytest.approx(462.0, abs=0.5)
+    assert focal("d435", width=1280)[0] == pytest.approx(674.4, abs=0.1)
+    assert focal("d415")[0] == pytest.approx(320.0 / np.tan(np.radians(32.5)))
+    assert focal({"type": "d435", "focal_px": 400.0})[0] == 400.0
+    assert focal({"type": "d435", "depth_fov": 69.4}) == pytest.approx(focal("ideal"))
+    assert focal("stereo") == pytest.approx((focal("ideal")[1],) * 2)

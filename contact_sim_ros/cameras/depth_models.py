@@ -3,15 +3,17 @@
 ``ideal``: the exact depth (m) where a surface lies between near and far, 0 elsewhere.
 
 ``stereo``: an active-stereo RealSense D4xx-like model (parameters: spec.DepthModelSpec, figures from the D400
-datasheet). The depth imager pair has baseline B (m) and focal length f (px); a point at depth z has disparity
-d = f B / z (px). The matcher's disparity error is Gaussian with standard deviation ``subpixel`` (px), so
+datasheet). The depth imager pair has baseline B (m) and focal length f (px: its own, from the depth imagers'
+field of view, 87 deg on a D435: 337 px at 640 px width, not the color camera's); a point at depth z has disparity
+d = f B / z (px of the depth imager). The matcher's disparity error is Gaussian with standard deviation ``subpixel`` (px), so
 
     z_measured = f B / (d + N(0, subpixel^2)),   std(z) ~= z^2 * subpixel / (f * B)
 
 (first order in subpixel / d: Intel's RMS error formula, RMS(mm) = z(mm)^2 * subpixel / (focal(px) * B(mm)),
 "Tuning depth cameras for best performance"). Then: no depth (0) below min_z or beyond max_z; no depth where the
 second imager, B to the right (optical +x), cannot see the point: outside its image (u - d < -0.5) or behind a
-nearer surface along the same epipolar row (a pixel u is hidden when some u' > u has u' - d(u') < u - d(u)); the
+nearer surface along the same epipolar row (a pixel u is hidden when some u' > u has u' - d(u') < u - d(u); here
+u and d in the rendered image's pixels, d = fx B / z, where the geometry is); the
 result quantised to ``depth_unit`` (m), as the 16-bit output is.
 
 Noise is drawn from numpy's PCG64 seeded with (camera seed, the state's step time in ns): the same seed and the
@@ -52,8 +54,7 @@ def measured_depth(spec: CameraSpec, depth: np.ndarray, t: float) -> np.ndarray:
     model = spec.depth_model
     if model.kind == "ideal":
         return depth
-    f = model.focal_px if model.focal_px is not None else spec.fx
-    fb = np.float32(f * model.baseline)               # px * m
+    fb = np.float32(model.focal(spec) * model.baseline)    # px (of the depth imager) * m
     valid = depth > 0
     disparity = np.divide(fb, depth, out=np.zeros(depth.shape, np.float32), where=valid)
     noisy = frame_rng(spec.seed, t).standard_normal(depth.shape, dtype=np.float32)
@@ -62,6 +63,8 @@ def measured_depth(spec: CameraSpec, depth: np.ndarray, t: float) -> np.ndarray:
     out = np.divide(fb, noisy, out=np.zeros(depth.shape, np.float32), where=valid & (noisy > 0))
     out[(out < model.min_z) | (out > model.max_z)] = 0.0
     if model.occlusion:
+        # the shadow in the rendered image's pixels: its disparity is fx B / z
+        disparity *= np.float32(spec.fx / model.focal(spec))
         out[stereo_occlusion(disparity)] = 0.0
     unit = np.float32(model.depth_unit)
     np.rint(out / unit, out=out)

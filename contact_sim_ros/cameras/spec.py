@@ -37,8 +37,10 @@ class DepthModelSpec:
     parameters (the defaults are the D435's datasheet figures):
 
     baseline (m), subpixel (px: RMS disparity error), min_z / max_z (m: no depth outside), depth_unit (m: the
-    quantisation of the 16-bit output), focal_px (px: the depth imager's focal length; None = the camera's fx),
-    occlusion (bool: no depth where the second imager cannot see the point)."""
+    quantisation of the 16-bit output), depth_fov (deg: the depth imager's horizontal field of view; its focal
+    length at the camera's width is 0.5 W / tan(depth_fov / 2); None = the camera's fx), focal_px (px: the depth
+    imager's focal length, overrides depth_fov), occlusion (bool: no depth where the second imager cannot see the
+    point)."""
 
     kind: str = "ideal"
     baseline: float = 0.050
@@ -48,20 +50,32 @@ class DepthModelSpec:
     depth_unit: float = 0.001
     focal_px: float | None = None
     occlusion: bool = True
+    depth_fov: float | None = None
+
+    def focal(self, spec: "CameraSpec") -> float:
+        """The depth imager's focal length (px) at ``spec``'s width: ``focal_px``, else from ``depth_fov``, else
+        the camera's fx."""
+        if self.focal_px is not None:
+            return float(self.focal_px)
+        if self.depth_fov is not None:
+            return float(0.5 * spec.width / np.tan(np.radians(self.depth_fov) / 2.0))
+        return float(spec.fx)
 
 
 # Intel RealSense D400 series datasheet (rev. 17, 2024): D435/D435i baseline 50 mm, depth FOV 87 x 58 deg, min-Z
 # 0.28 m at 1280x720 (0.195 m at 848x480 is the datasheet's lowest), range up to ~10 m; D415 baseline 55 mm, FOV
-# 65 x 40 deg, min-Z 0.45 m. Subpixel 0.08 px: the "typical" RMS subpixel of the depth RMS error formula
+# 65 x 40 deg, min-Z 0.45 m. The depth imagers' horizontal FOV (87 / 65 deg) sets the depth model's focal length
+# (f = 0.5 W / tan(HFOV / 2): 337 px at a D435's 640 px width, where its color imager's 69.4 deg gives 462 px):
+# the disparity, and so the noise, is measured by the depth imagers whatever the color camera's fov. Subpixel 0.08 px: the "typical" RMS subpixel of the depth RMS error formula
 # RMS(mm) = z(mm)^2 * subpixel / (focal(px) * baseline(mm)) of Intel's whitepaper "Tuning depth cameras for best
 # performance" (and the datasheet's depth RMS error <= 2 % at 2 m).
 DEPTH_PRESETS = {
     "ideal": {"kind": "ideal"},
     "stereo": {"kind": "stereo"},
-    "d435": {"kind": "stereo", "baseline": 0.050, "subpixel": 0.08, "min_z": 0.28, "max_z": 10.0},
-    "d415": {"kind": "stereo", "baseline": 0.055, "subpixel": 0.08, "min_z": 0.45, "max_z": 10.0},
+    "d435": {"kind": "stereo", "baseline": 0.050, "subpixel": 0.08, "min_z": 0.28, "max_z": 10.0, "depth_fov": 87.0},
+    "d415": {"kind": "stereo", "baseline": 0.055, "subpixel": 0.08, "min_z": 0.45, "max_z": 10.0, "depth_fov": 65.0},
 }
-DEPTH_KEYS = ("type", "baseline", "subpixel", "min_z", "max_z", "depth_unit", "focal_px", "occlusion")
+DEPTH_KEYS = ("type", "baseline", "subpixel", "min_z", "max_z", "depth_unit", "focal_px", "depth_fov", "occlusion")
 
 
 @dataclass(frozen=True)
@@ -163,6 +177,9 @@ def parse_depth_model(value, where: str) -> DepthModelSpec:
             params[key] = v
             continue
         params[key] = _number(v, f"{where}.depth_model", key)
+        if key == "depth_fov" and not 0.0 < params[key] < 180.0:
+            raise ConfigError(f"{where}.depth_model: depth_fov (the depth imager's horizontal field of view) must be "
+                              f"> 0 and < 180 deg, got {v!r}")
         if params[key] <= 0 and key != "subpixel" or params[key] < 0:
             raise ConfigError(f"{where}.depth_model: {key} must be > 0, got {v!r}")
     spec = DepthModelSpec(**params)
