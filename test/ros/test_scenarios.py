@@ -199,17 +199,21 @@ def test_readme_main_command_runs_scenario_1_to_a_verdict(ros):
 def test_in_process_run_reaches_the_ros_run_verdict_and_numbers(full_run):
     """The same controller through the in-process transport (InProcessLink: the node's ros2_control classes and
     stepping loop, no DDS) reaches the ROS run's verdict with the same numbers: the lock-step ROS run is
-    deterministic, so the logged joint trajectories agree to the last bit (tolerance: 1e-9 rad)."""
+    deterministic (every command acts from the first step of its tick, as in process: ros/command_intake.py), so
+    the logged joint states, grip forces and wrist loads and the verdict's numbers are bit-identical."""
     ros_run = full_run
     r = run_scenario("pick_shake_place", ros_run.engine, params=FAST, transport="inprocess")
     assert r.success == ros_run.success and r.reason == ros_run.reason, explain(r)
-    for key, value in ros_run.numbers.items():
-        if key in ("wall_time_s", "real_time_factor"):
-            continue
-        assert r.numbers[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+    timing = ("wall_time_s", "real_time_factor")
+    assert {k: v for k, v in r.numbers.items() if k not in timing} == \
+        {k: v for k, v in ros_run.numbers.items() if k not in timing}
     assert r.log["q"].shape == ros_run.log["q"].shape
-    assert np.max(np.abs(r.log["q"] - ros_run.log["q"])) < 1e-9
-    assert r.numbers["real_time_factor"] > ros_run.numbers["real_time_factor"]   # no DDS round trips
+    for key in ("t", "q", "v", "grip", "load"):
+        same = r.log[key] == ros_run.log[key]
+        assert np.all(same), (key, "first difference at tick", int(np.argmin(same.reshape(len(same), -1).all(1))),
+                              "of", len(same), float(np.max(np.abs(r.log[key] - ros_run.log[key]))))
+    # (no comparison of the two runs' real-time factors: wall-clock ratios of runs made one after the other follow
+    # the machine's load - at load 23 the in-process run had 0.37, the ROS run 1.92; docs/scenarios.md gives the times)
 
 
 def test_in_process_hand_scenario_with_contact_wrench_topics():
