@@ -587,6 +587,15 @@ class MultiRobotLink:
             self.close()
             raise
         self.leader = self.links[self.robots[0]]
+        # every robot's commands go out through the leader's node, the DDS participant that sends the ~/step
+        # requests: published before a request, a command is then in the node's reader when the request is handled
+        # (same participant, same transport) and the node applies it from the step's first step
+        # (ros/command_intake.py); from a participant of its own it could come later
+        for r in self.robots[1:]:
+            link = self.links[r]
+            for c, pub in list(link.traj_pubs.items()):
+                link.traj_pubs[c] = self.leader.node.create_publisher(JointTrajectory, pub.topic_name, pub.qos_profile)
+                link.node.destroy_publisher(pub)
         self.t_ns = 0
 
     @property
