@@ -42,6 +42,7 @@ ROSDEP_KEY = {
     "websockets": "python3-websockets",
     "matplotlib": "python3-matplotlib",
     "PIL": "python3-pil",
+    "rtree": "python3-rtree",
 }
 # import name -> PyPI distribution in requirements.txt (ROS packages: ros-jazzy-<name with dashes>)
 PYPI_DIST = {
@@ -68,6 +69,7 @@ PYPI_DIST = {
     "moderngl": "moderngl",
     "trimesh": "trimesh",
     "coacd": "coacd",
+    "rtree": "rtree",
 }
 # imports with no rosdep key: installed with pip (README's colcon section and package.xml's comment say so)
 PIP_ONLY = {"daqp", "pyscipopt", "viser", "rosbags", "mcap", "ray", "pyarrow", "tqdm", "moderngl", "trimesh", "coacd"}
