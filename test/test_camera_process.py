@@ -105,6 +105,39 @@ def test_the_child_renders_at_the_priority_asked(priority):
         process.close()
 
 
+@pytest.mark.parametrize("sync", [True, False])
+def test_with_sync_every_handed_state_is_rendered(sync):
+    """Issue 43 (item 5): states handed over faster than the child renders them (20 in a row, no stepping between:
+    a stepping thread far ahead of a starved renderer). With sync (the node's default, as gz-sim's sensors) the
+    hand-over waits until the child has taken the previous state: all 20 are rendered, none dropped, and the last
+    image is the last state's; without sync newer states replace untaken ones (dropped, the hand-over never
+    waits)."""
+    sim = Simulator(scene(BALL), engine="semi_implicit", time_step=1e-3)
+    slots = CameraSlots([CameraView("cam", 1.0, 160, 120)])
+    process = CameraProcess(sim.scene, sim.time_step, f"camera_process_sync_{sync}", f"/camera_process_sync_{sync}",
+                            "", slots, sync=sync)
+    try:
+        for _ in range(20):
+            sim.step()
+            process.request("cam", sim, watched=True)
+        deadline = time.monotonic() + 60.0
+        counts = process.counts("cam")
+        while counts["rendered"] + counts["dropped"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            counts = process.counts("cam")
+        if sync:
+            assert (counts["rendered"], counts["dropped"], process.timeouts) == (20, 0, 0), counts
+            assert process.waits >= 1 and process.wait_s > 0
+        else:
+            assert counts["dropped"] >= 1 and counts["rendered"] + counts["dropped"] == 20, counts
+            assert process.waits == 0
+        seq, _, image = wait_for_image(slots, 0)
+        expected = CameraRig(sim.scene).render("cam", sim.q.copy(), sim.t).color
+        np.testing.assert_array_equal(image, expected[::slots.stride[0], ::slots.stride[0]])
+    finally:
+        process.close()
+
+
 def test_a_start_up_error_of_the_child_is_raised_in_the_parent():
     bad = dict(CAMERA, rate=2000.0)         # above the 1 kHz step rate
     with pytest.raises(ConfigError, match="camera 'cam': rate 2000 Hz is above the step rate 1000 Hz"):

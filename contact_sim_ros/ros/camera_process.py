@@ -6,8 +6,15 @@ interpreter lock with the render, the depth model and the message building (~36 
 Hand-over, per camera, in shared memory: the stepping thread writes (scene number, t, q, "a browser watches")
 into the camera's slot under a seqlock (the slot's sequence number is odd while it writes; the child copies the
 slot and retries if the number moved) and writes a byte into a pipe that wakes the child (non-blocking: a full
-pipe already holds a wake-up); it never waits for rendering (a newer state replaces an unrendered one:
-``dropped``). No multiprocessing Lock or Event: their named semaphores outlive a node that ends with os._exit. The child (spawned:
+pipe already holds a wake-up). With ``sync`` (node parameter ``camera_sync``, default true) a camera's new state
+does not replace one the child has not taken yet: the stepping thread waits (at most ``SYNC_WAIT_S``) until the
+child has taken the previous one, as gz-sim's Sensors system waits for its render thread to take the previous
+update (gz-sim src/systems/sensors/Sensors.cc, ``PostUpdate``: ``renderCv.wait(... !updateAvailable)``): every
+frame of the camera's rate in sim time is rendered while one is rendered and the next is stepped towards, and the
+simulation slows down (real-time factor below the target) when rendering cannot keep up. The child says what it
+took in a shared array (the slot sequence number per camera) and writes a byte into a second pipe; the stepping
+thread waits on that pipe and the child's sentinel (a child that ends is not waited for). Without ``sync`` the
+stepping thread never waits for rendering (a newer state replaces an untaken one: ``dropped``). No multiprocessing Lock or Event: their named semaphores outlive a node that ends with os._exit. The child (spawned:
 no fork of a multi-threaded process) makes the GL context, renders each newer slot, publishes the camera's topics
 (ros/camera_topics.py) if they have readers, and writes the browser view's frustum image (viewer CameraSlots).
 
@@ -29,6 +36,7 @@ import queue
 import select
 import signal
 import threading
+import time
 
 import numpy as np
 import rclpy
@@ -42,6 +50,8 @@ Q_CAPACITY = 4096            # configuration entries a slot holds (a robot and ~
 #                              is not handed over (``request`` returns False: the node says so)
 HEADER = 4                   # slot layout: scene number, t (s), nq, watched (0/1), then q
 NICE = 5                     # the child's niceness with priority "normal"
+SYNC_WAIT_S = 2.0            # s of wall time the stepping thread waits at most for the child to take a camera's
+#                              previous state (sync); then the new one replaces it (counted as dropped, ``timeouts``)
 MAX_RESTARTS = 3             # children started again after one ended (killed, crashed) before the node gives up
 
 
@@ -58,8 +68,8 @@ class CameraProcess:
     times; then it says that it will not be restarted. ``status()`` reports it (the node's /diagnostics)."""
 
     def __init__(self, scene, time_step: float, node_name: str, namespace: str, frame_prefix: str,
-                 viewer_slots=None, priority: str = "idle", q_capacity: int = Q_CAPACITY, log=None,
-                 max_restarts: int = MAX_RESTARTS):
+                 viewer_slots=None, priority: str = "normal", q_capacity: int = Q_CAPACITY, log=None,
+                 max_restarts: int = MAX_RESTARTS, sync: bool = True, sync_wait_s: float = SYNC_WAIT_S):
         # deferred: the rig imports trimesh (~2 s); sim_node imports this module for every scene, only a scene with
         # cameras needs it
         from ..cameras.rig import RigScene
@@ -72,6 +82,17 @@ class CameraProcess:
         self._wake_recv, self._wake = ctx.Pipe(duplex=False)
         os.set_blocking(self._wake.fileno(), False)
         self._seq = ctx.RawArray("q", len(self.names))
+        # sync: the child -> the stepping thread: per camera the sequence number of the slot it took last, and a
+        # byte on a pipe each time it took some
+        self._taken = ctx.RawArray("q", len(self.names))
+        self._takens = np.frombuffer(self._taken, dtype=np.int64)
+        self._taken_recv, self._taken_send = ctx.Pipe(duplex=False)
+        os.set_blocking(self._taken_recv.fileno(), False)
+        self.sync, self.sync_wait_s = bool(sync), float(sync_wait_s)
+        self.waits = 0                         # hand-overs that waited for the child to take the previous state
+        self.wait_s = 0.0                      # s of wall time the stepping thread waited in all
+        self.timeouts = 0                      # waits given up after sync_wait_s (that state dropped)
+        self._live = False                     # a child that has started and not ended: sync waits for it
         self._stop = ctx.RawValue("b", 0)
         self._stats = ctx.RawArray("q", 4 * len(self.names))     # rendered, dropped, skipped, errors per camera
         self.q_capacity = int(q_capacity)
@@ -107,7 +128,8 @@ class CameraProcess:
         process = ctx.Process(
             target=_camera_process_main, name="contact_sim_cameras", daemon=True,
             args=(parts, *self._child_args, self._wake_recv, self._raw, self._seq, self._stop, self._stats,
-                  ready_send, scene_recv, self._viewer_slots, os.getpid(), self._priority, scene_number))
+                  ready_send, scene_recv, self._viewer_slots, os.getpid(), self._priority, scene_number,
+                  self._taken, self._taken_send))
         process.start()
         ready_send.close()
         scene_recv.close()
@@ -126,6 +148,7 @@ class CameraProcess:
         with self._lock:
             self._process, self._scene_send, self._sent = process, scene_send, scene_number
             self.pid, self.description = process.pid, value
+            self._live = True
         current = self._current
         if current[0] > scene_number:              # a newer scene came while it started (its send may have failed)
             self._scenes.put(current)
@@ -145,6 +168,8 @@ class CameraProcess:
         if n > self.q_capacity:
             return False
         k = self.index[name]
+        if self.sync and self._live and self._takens[k] < self._seqs[k]:
+            self._wait_taken(k)
         slot, seq = self._slots[k], self._seqs[k:k + 1]
         seq += 1                                   # odd: being written
         slot[0], slot[1], slot[2], slot[3] = self._current[0], sim.t, n, 1.0 if watched else 0.0
@@ -152,6 +177,29 @@ class CameraProcess:
         seq += 1                                   # even: complete
         self._wake_child()
         return True
+
+    def _wait_taken(self, k: int) -> None:
+        """Stepping thread (sync): wait until the child has taken camera ``k``'s slot, it ends, the node closes or
+        ``sync_wait_s`` passed (counted in ``timeouts``)."""
+        start = time.monotonic()
+        deadline = start + self.sync_wait_s
+        process, fd = self._process, self._taken_recv.fileno()
+        self.waits += 1
+        try:
+            while self._takens[k] < self._seqs[k] and self._live and not self._closing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.timeouts += 1
+                    return
+                ready = multiprocessing.connection.wait([self._taken_recv, process.sentinel], remaining)
+                if process.sentinel in ready:      # ended: the watchdog restarts it; no waiting meanwhile
+                    return
+                try:
+                    os.read(fd, 4096)              # the child's signals so far (the array says what it took)
+                except BlockingIOError:
+                    pass
+        finally:
+            self.wait_s += time.monotonic() - start
 
     def _wake_child(self) -> None:
         try:
@@ -162,8 +210,8 @@ class CameraProcess:
     # ------------------------------------------------------------------------ statistics, watchdog, end
 
     def counts(self, name: str) -> dict:
-        """States of camera ``name`` rendered, dropped (replaced before the child took them), skipped (no reader,
-        no browser) and failed (render errors)."""
+        """States of camera ``name`` rendered, dropped (replaced before the child took them: without sync, or after
+        a sync wait timed out), skipped (no reader, no browser) and failed (render errors)."""
         k = 4 * self.index[name]
         return dict(zip(("rendered", "dropped", "skipped", "errors"), self._stats[k:k + 4]))
 
@@ -198,6 +246,7 @@ class CameraProcess:
                 return
             process.join(1.0)                      # reaped: no zombie
             with self._lock:
+                self._live = False
                 self.failures += 1
                 self.failure = f"the camera process {process.pid} ended: {_exit_text(process)}"
             if self.restarts >= self.max_restarts:
@@ -281,7 +330,8 @@ def _exit_text(process) -> str:
 # ---------------------------------------------------------------------------- the child
 
 def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, wake, raw, seq_raw, stop,
-                         stats, ready_send, scene_recv, viewer_slots, parent_pid, priority, scene_number=0):
+                         stats, ready_send, scene_recv, viewer_slots, parent_pid, priority, scene_number=0,
+                         taken_raw=None, taken_send=None):
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C reaches the process group: the node stops us
     if priority == "idle":
         os.environ.setdefault("LP_NUM_THREADS", "1")      # read when llvmpipe makes its threads (the GL context)
@@ -315,6 +365,10 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
     # a restarted child takes the newest state handed over (if any) as new, the older ones not as dropped
     last = np.maximum((seqs.copy() // 2) * 2 - 2, 0)
     wake_fd = wake.fileno()
+    taken = np.frombuffer(taken_raw, dtype=np.int64) if taken_raw is not None else None
+    taken_fd = taken_send.fileno() if taken_send is not None else None
+    if taken_fd is not None:
+        os.set_blocking(taken_fd, False)
     try:
         while not stop.value:
             if not select.select([wake_fd], [], [], 0.5)[0]:
@@ -334,7 +388,14 @@ def _camera_process_main(parts, time_step, node_name, namespace, frame_prefix, w
                 seq, job = job
                 counts[k, 1] += max(0, (seq - int(last[k])) // 2 - 1)
                 last[k] = seq
+                if taken is not None:
+                    taken[k] = seq
                 jobs.append((k, *job))
+            if jobs and taken_fd is not None:       # the stepping thread may hand over the next states (sync)
+                try:
+                    os.write(taken_fd, b"\0")
+                except (BlockingIOError, BrokenPipeError, OSError):   # full: a signal is pending
+                    pass
             for k, number, t, q, watched in jobs:
                 name = names[k]
                 try:

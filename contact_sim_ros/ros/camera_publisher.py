@@ -66,9 +66,10 @@ class CameraPublisher:
                                          on_ready=self._publish_labels, on_error=self._render_error, drop=True)
             description = self.renderer.description + " in a thread of the node (it records)"
         else:
+            config = getattr(node, "config", None)
             self.process = CameraProcess(sim.scene, sim.time_step, node.get_name(), node.get_namespace(),
                                          node.prefix, viewer.cameras if viewer is not None else None, priority,
-                                         log=self.log)
+                                         log=self.log, sync=getattr(config, "camera_sync", True))
             description = self.process.description
         self.log.info(f"cameras {', '.join(s.name for s in self.specs)}: {description}")
         self._publish_static(sim.t)
@@ -133,7 +134,11 @@ class CameraPublisher:
             level, message = p.status()
             values += [KeyValue(key="process_id", value=str(p.pid)), KeyValue(key="restarts", value=str(p.restarts)),
                        KeyValue(key="max_restarts", value=str(p.max_restarts)),
-                       KeyValue(key="failures", value=str(p.failures)), KeyValue(key="last_failure", value=p.failure)]
+                       KeyValue(key="failures", value=str(p.failures)), KeyValue(key="last_failure", value=p.failure),
+                       KeyValue(key="sync", value=str(p.sync).lower()),
+                       KeyValue(key="sync_waits", value=str(p.waits)),
+                       KeyValue(key="sync_wait_s", value=f"{p.wait_s:.3f}"),
+                       KeyValue(key="sync_timeouts", value=str(p.timeouts))]
             for spec in self.specs:
                 values += [KeyValue(key=f"{spec.name}_{k}", value=str(n)) for k, n in p.counts(spec.name).items()]
         status.level, status.message, status.values = bytes([level]), message, values

@@ -19,8 +19,17 @@ from ..cameras.depth_models import depth_mm
 from ..cameras.spec import BODY_TO_OPTICAL, CameraSpec, pixel_rays
 from .state_messages import has_readers, stamp
 
-POINTS_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE,
-                        history=HistoryPolicy.KEEP_LAST)
+# QoS as realsense2_camera's defaults (IntelRealSense/realsense-ros, branch ros2-development, realsense2_camera/):
+# images "SYSTEM_DEFAULT" (include/constants.h:80 IMAGE_QOS, the default of the <stream>_qos parameters:
+# src/profile_manager.cpp:298), camera_info "DEFAULT" (constants.h:81 DEFAULT_QOS, <stream>_info_qos:
+# profile_manager.cpp:299), the point cloud "DEFAULT" (pointcloud.pointcloud_qos: src/named_filter.cpp:99); the
+# strings map to rmw_qos_profile_system_default / rmw_qos_profile_default (src/ros_utils.cpp:112-128).
+# rmw_qos_profile_default: reliable, volatile, keep last 10.
+DEFAULT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE,
+                         history=HistoryPolicy.KEEP_LAST)
+IMAGE_QOS = qos_profile_system_default
+INFO_QOS = DEFAULT_QOS
+POINTS_QOS = DEFAULT_QOS
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                      history=HistoryPolicy.KEEP_LAST)
 POINT_FIELDS = [PointField(name="x", offset=0, datatype=PointField.FLOAT32, count=1),
@@ -127,16 +136,17 @@ class CameraTopics:
         # (a URDF camera whose depth optical frame is beside the rendered viewpoint: where it was rendered)
         self.depth_frame = self.color_frame if spec.depth_in_color_frame else f"{base}_depth_optical_frame"
         s = set(spec.streams)
-        img = qos_profile_system_default
+        img = IMAGE_QOS
 
         def pub(kind, topic, qos=img, when=True):
             return node.create_publisher(kind, f"{ns}/{topic}", qos) if when else None
         self.color = pub(Image, "color/image_raw", when="color" in s)
-        self.color_info = pub(CameraInfo, "color/camera_info", when="color" in s)
+        self.color_info = pub(CameraInfo, "color/camera_info", INFO_QOS, when="color" in s)
         self.depth = pub(Image, "depth/image_rect_raw", when="depth" in s)
-        self.depth_info = pub(CameraInfo, "depth/camera_info", when="depth" in s)
+        self.depth_info = pub(CameraInfo, "depth/camera_info", INFO_QOS, when="depth" in s)
         self.aligned = pub(Image, "aligned_depth_to_color/image_raw", when="aligned_depth" in s)
-        self.aligned_info = pub(CameraInfo, "aligned_depth_to_color/camera_info", when="aligned_depth" in s)
+        self.aligned_info = pub(CameraInfo, "aligned_depth_to_color/camera_info", INFO_QOS,
+                                when="aligned_depth" in s)
         self.points = pub(PointCloud2, "depth/color/points", POINTS_QOS, when="points" in s)
         self.labels = pub(Image, "segmentation/image_raw", when="segmentation" in s)
         self.label_map = pub(String, "segmentation/labels", LATCHED, when="segmentation" in s)

@@ -134,10 +134,15 @@ class NodeConfig:
                                  "'none'")
     record: str = _p("", "string", description="rosbag2 (MCAP) directory recording the node's own publications; "
                      "'' = off")
-    camera_priority: str = _p("idle", "string", description="scheduling of the process rendering the scene's "
-                              "cameras: 'idle' (SCHED_IDLE, llvmpipe on one thread: the stepping thread keeps its "
-                              "period; on a CPU kept busy by other processes the frames drop first) or 'normal' "
-                              "(niceness +5)", choices=("idle", "normal"))
+    camera_priority: str = _p("normal", "string", description="scheduling of the process rendering the scene's "
+                              "cameras: 'normal' (niceness +5) or 'idle' (SCHED_IDLE, llvmpipe on one thread: less "
+                              "step jitter, but on a CPU kept busy by other processes it gets almost no time: with "
+                              "camera_sync the simulation then slows down, without it the frames drop)",
+                              choices=("idle", "normal"))
+    camera_sync: bool = _p(True, "bool", description="the stepping thread waits (at most 2 s) for the camera "
+                           "process to take a camera's previous state before it hands over the next, as gz-sim's "
+                           "sensors: every frame of the camera's rate in sim time is rendered and the real-time "
+                           "factor drops when rendering cannot keep up; false: frames are dropped instead")
 
     @classmethod
     def names(cls) -> list[str]:
