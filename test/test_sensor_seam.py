@@ -28,6 +28,7 @@ from test_sensors import URDF
 DT = 1e-3
 G = 9.81
 FTS = "force_torque_sensor_broadcaster/ForceTorqueSensorBroadcaster"
+IMUB = "imu_sensor_broadcaster/IMUSensorBroadcaster"
 SUBTREE_MASS = 0.3 + 1.2 + 0.2          # ft + palm + finger1 (kg)
 ROS2_CONTROL = """<robot name="arm"><ros2_control name="arm" type="system">
   <hardware><plugin>mock_components/GenericSystem</plugin></hardware>
@@ -68,8 +69,9 @@ def arm_world(urdf, q0=0.3):
     sim = Simulator({"robot": {"urdf": str(urdf), "initial_positions": {"j1": q0}}}, engine="semi_implicit",
                     time_step=DT)
     system = SimulatorSystem(sim, hardware_info=info)
-    spec = ControllerSpec("ft_broadcaster", FTS, {"sensor_name": "wrist_ft", "frame_id": "ft"})
-    cm = ControllerManager(system, ControllersFile("<test>", 1000.0, (spec,)), [], transport=Quiet(),
+    specs = (ControllerSpec("ft_broadcaster", FTS, {"sensor_name": "wrist_ft", "frame_id": "ft"}),
+             ControllerSpec("imu_broadcaster", IMUB, {"sensor_name": "wrist_imu", "frame_id": "ft"}))
+    cm = ControllerManager(system, ControllersFile("<test>", 1000.0, specs), [], transport=Quiet(),
                            limits=JointLimits.from_model(sim.model), engine=sim.engine)
     return SimpleNamespace(sim=sim, system=system, cm=cm, info=info,
                            loop=SteppingLoop(system, cm, real_time_factor=0.0))
@@ -219,3 +221,32 @@ def test_a_camera_registers_through_the_seam_and_is_measured_off_thread(urdf):
     with pytest.raises(ConfigError, match="unknown parent frame 'nowhere'"):
         make_sensor(SensorSpec("c2", "camera", {"parent": "nowhere", "width": 8, "height": 8}, "scene.yaml"),
                     sim.model)
+
+
+def test_imu_broadcaster_reads_the_imus_state_interfaces_held_still_g_up(urdf):
+    """imu_sensor_broadcaster on the <sensor name="wrist_imu"> (typed by its state interfaces): its reading is the
+    IMU's values (10 state interfaces); the arm held at q = 0.3 rad reads g (-sin q, 0, cos q), no rotation."""
+    w = arm_world(urdf, q0=0.3)
+    imu = w.cm.controllers["imu_broadcaster"]
+    assert imu.state_interfaces()[0] == "wrist_imu/orientation.x" and len(imu.state_interfaces()) == 10
+    for _ in range(1500):
+        assert w.loop.step_now().ok
+    r = imu.reading()
+    q = w.sim.joint_positions()[0]
+    np.testing.assert_allclose(r[7:10], [-G * np.sin(q), 0.0, G * np.cos(q)], atol=1e-3 * G)
+    np.testing.assert_allclose(r[4:7], 0.0, atol=1e-4)
+    np.testing.assert_allclose(r[0:4], [0.0, np.sin(q / 2), 0.0, np.cos(q / 2)], atol=1e-6)
+
+
+def test_sensor_broadcasters_refuse_unknown_sensors_and_the_wrong_type(urdf):
+    for ctype, params, needle in ((IMUB, {"sensor_name": "nope", "frame_id": "ft"}, "unknown sensor 'nope'.*"
+                                   "sensors: \\['wrist_ft', 'wrist_imu'\\]"),
+                                  (IMUB, {"sensor_name": "wrist_ft", "frame_id": "ft"}, "of type 'force_torque', "
+                                   "not imu"),
+                                  (FTS, {"sensor_name": "wrist_imu", "frame_id": "ft"}, "unknown sensor 'wrist_imu'")):
+        info = parse_ros2_control(ROS2_CONTROL, "<arm ros2_control>")
+        sim = Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT)
+        system = SimulatorSystem(sim, hardware_info=info)
+        with pytest.raises(ConfigError, match=needle):
+            ControllerManager(system, ControllersFile("<test>", 1000.0, (ControllerSpec("b", ctype, params),)), [],
+                              transport=Quiet(), limits=JointLimits.from_model(sim.model), engine=sim.engine)

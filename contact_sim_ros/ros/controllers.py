@@ -37,7 +37,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidHandle
 from rclpy.publisher import Publisher
 from rclpy.subscription import Subscription
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -48,6 +48,7 @@ from ..driver.controllers.forward_command import ForwardCommandController
 from ..driver.controllers.franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from ..driver.controllers.gripper_action import GoalRejected as GripperGoalRejected
 from ..driver.controllers.gripper_action import GripperActionController
+from ..driver.controllers.imu_sensor_broadcaster import IMUSensorBroadcaster
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
 from ..driver.controllers.speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
@@ -139,7 +140,7 @@ class RosControllerTransport(ControllerTransport):
         for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
                         (ForwardCommandController, ForwardCommandIO), (JointStateBroadcaster, JointStateIO),
                         (ForceTorqueSensorBroadcaster, WrenchIO), (SpeedScalingStateBroadcaster, SpeedScalingIO),
-                        (FrankaRobotStateBroadcaster, FrankaStateIO)):
+                        (FrankaRobotStateBroadcaster, FrankaStateIO), (IMUSensorBroadcaster, ImuIO)):
             if isinstance(controller, cls):
                 return io(controller, self)
         return None
@@ -435,6 +436,31 @@ class WrenchIO(ControllerIO):
             return
         fill_wrench(self._msg, self.c.reading(), self.c.ctx.state.time)
         self.pub.publish(self._msg)
+
+
+class ImuIO(ControllerIO):
+    """``<name>/imu`` (sensor_msgs/Imu, in ``frame_id`` with the robot's frame prefix): the IMU's state interfaces
+    (sensors/imu.py: orientation x y z w, angular velocity rad/s, linear acceleration m/s^2) and the broadcaster's
+    static covariances."""
+
+    def __init__(self, c: IMUSensorBroadcaster, transport: RosControllerTransport):
+        self.c = c
+        self._msg = msg = Imu()
+        msg.header.frame_id = transport.frame_prefix + c.frame_id
+        (msg.orientation_covariance, msg.angular_velocity_covariance,
+         msg.linear_acceleration_covariance) = (np.array(cov) for cov in c.covariances)
+        self.pub = transport.node.create_publisher(Imu, f"{c.name}/imu", 10)
+
+    def publish(self) -> None:
+        if not has_readers(self.pub):
+            return
+        r, msg = self.c.reading(), self._msg
+        stamp(self.c.ctx.state.time, msg.header.stamp)
+        o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+        o.x, o.y, o.z, o.w = float(r[0]), float(r[1]), float(r[2]), float(r[3])
+        w.x, w.y, w.z = float(r[4]), float(r[5]), float(r[6])
+        a.x, a.y, a.z = float(r[7]), float(r[8]), float(r[9])
+        self.pub.publish(msg)
 
 
 class SpeedScalingIO(ControllerIO):

@@ -16,10 +16,11 @@ from __future__ import annotations
 from ...errors import ConfigError
 from ...sensors.force_torque import AXES, broadcaster_spec
 from ..parameters import Parameter, ParameterTable
-from .base import UPDATE_RATE, Controller
+from .base import UPDATE_RATE
+from .sensor_broadcaster import SensorBroadcaster
 
 
-class ForceTorqueSensorBroadcaster(Controller):
+class ForceTorqueSensorBroadcaster(SensorBroadcaster):
     TYPES = ("force_torque_sensor_broadcaster/ForceTorqueSensorBroadcaster",)
     PARAMETERS = ParameterTable(
         Parameter("sensor_name", "string", "", description="the <sensor> of the <ros2_control> block (or the "
@@ -40,20 +41,12 @@ class ForceTorqueSensorBroadcaster(Controller):
                 raise ConfigError(f"{self.where}: give 'sensor_name' (or interface_names.force.x ... of one "
                                   f"sensor)")
             sensor = names.pop()
-        self.sensor = sensor
         self.frame_id = frame = p["frame_id"]
         if not frame:
             raise ConfigError(f"{self.where}: parameter 'frame_id' is required (the sensor frame of the wrench)")
         spec = broadcaster_spec(sensor, frame, ctx.command.hardware_info, ctx.robot, self.where)
-        self._key = f"{name}:{sensor}"
-        ctx.state.add_sensor(self._key, spec)        # ConfigError: unknown links (named with the sensor)
+        self.attach_sensor(sensor, spec)        # ConfigError: unknown links (named with the sensor)
         rate = p["update_rate"]
         self.publish_every = ctx.decimation(rate if rate else ctx.default_rates.get("wrench", 0.0))
 
-    def state_interfaces(self):
-        return [f"{self.sensor}/{a}" for a in AXES]
-
-    def reading(self):
-        """The wrench (fx, fy, fz, tx, ty, tz; N, N*m in the sensor frame) of the sensor's state interfaces (the
-        sensor's array, refilled each cycle: copy what you keep)."""
-        return self.ctx.state.reading(self._key)
+    # reading(): the wrench (fx, fy, fz, tx, ty, tz; N, N*m in the sensor frame) of the sensor's state interfaces

@@ -7,6 +7,7 @@ from .force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from .forward_command import ForwardCommandController
 from .franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from .gripper_action import GripperActionController
+from .imu_sensor_broadcaster import IMUSensorBroadcaster
 from .joint_state_broadcaster import JointStateBroadcaster
 from .joint_trajectory import JointTrajectoryController
 from .scaled_joint_trajectory import ScaledJointTrajectoryController
@@ -14,7 +15,7 @@ from .speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 
 _CLASSES = (JointStateBroadcaster, ForwardCommandController, JointTrajectoryController, GripperActionController,
             ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController, SpeedScalingStateBroadcaster,
-            FrankaRobotStateBroadcaster)
+            FrankaRobotStateBroadcaster, IMUSensorBroadcaster)
 CONTROLLER_TYPES = {t: cls for cls in _CLASSES for t in cls.TYPES}
 
 

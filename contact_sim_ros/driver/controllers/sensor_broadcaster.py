@@ -1,0 +1,35 @@
+"""The one route of a sensor's readings to the transports: a broadcaster that reads a sensor's state interfaces
+(sensors/base.Sensor, owned by the hardware System) and whose transport side publishes them every
+``publish_every`` steps (ros/controllers.py over ROS, controllers/inprocess_link.py in process), as ros2_controllers'
+sensor broadcasters read their semantic components. Subclasses: force_torque_sensor_broadcaster,
+imu_sensor_broadcaster (no rclpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Controller
+
+
+class SensorBroadcaster(Controller):
+    """Base of the sensor broadcasters: ``attach_sensor(sensor, spec)`` once at construction (the System builds the
+    sensor, ConfigError naming it), then ``reading()`` each publication."""
+
+    sensor: str = ""
+    _key: str = ""
+    _interfaces: tuple = ()
+
+    def attach_sensor(self, sensor: str, spec) -> None:
+        """The sensor ``sensor`` of ``spec`` (sensors/base.SensorSpec) added to the state interfaces under this
+        broadcaster's key."""
+        self.sensor = sensor
+        self._key = f"{self.name}:{sensor}"
+        self._interfaces = tuple(self.ctx.state.add_sensor(self._key, spec).interfaces)
+
+    def state_interfaces(self):
+        return [f"{self.sensor}/{i}" for i in self._interfaces]
+
+    def reading(self) -> np.ndarray:
+        """The sensor's state interfaces (its values, in its ``interfaces`` order; the sensor's array, refilled each
+        cycle: copy what you keep)."""
+        return self.ctx.state.reading(self._key)
