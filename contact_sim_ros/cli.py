@@ -303,6 +303,9 @@ def main(argv=None) -> int:
         from .scenarios.compare import main as compare_main
         return compare_main(argv[2:])
     if argv and argv[0] == "campaign":
+        from .scenarios import campaign_supervisor     # light: a campaign runs in a child it supervises (Ctrl-C)
+        if campaign_supervisor.supervised(argv[1:]):
+            return campaign_supervisor.run(argv[1:])
         from .scenarios.campaign import main as campaign_main
         return campaign_main(argv[1:])
     if argv and argv[0] == "replay":

@@ -107,13 +107,16 @@ def test_campaign_files_are_checked_against_the_scenario_before_any_trial(tmp_pa
     assert str(exc.value).startswith(f"{bad}: ") and message in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_campaign_command_refuses_a_bad_file_in_one_line_without_running(tmp_path, capsys):
+def test_campaign_command_refuses_a_bad_file_in_one_line_without_running(tmp_path, capfd):
+    """(The command runs the campaign in a child process, campaign_supervisor: its output is the fds'.) The stage
+    line saying which file is checked, then the refusal in one line."""
     from contact_sim_ros.cli import main
     bad = tmp_path / "bad.yaml"
     bad.write_text("scenario: pick_shake_place\nparameters: [object.bottle.x]\n")
     assert main(["campaign", str(bad), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err and "parameters must be a mapping" in err
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == f"contact-sim campaign: checking {bad}" and len(err) == 2, err
+    assert err[1].startswith("contact-sim campaign: error: ") and "parameters must be a mapping" in err[1]
     assert not (tmp_path / "out").exists()
 
 
@@ -734,3 +737,46 @@ def test_every_scenario_controller_declares_every_number_it_reports(tmp_path):
                 assert any(re.fullmatch(pattern, d) for d in declared), (name, pattern)
             found += 1
         assert found >= 1, (name, found)
+
+
+# ------------------------------------------------ Ray's niceness and output (issue 44 item 5)
+
+def _trial_reporting_niceness(spec, k, engine):
+    """A trial whose row's reason carries the niceness of the worker process that ran it."""
+    from contact_sim_ros.scenarios.campaign import run_trial as real
+    row = real(spec, k, engine)
+    row["reason"] = f"niceness {os.nice(0)}"
+    return row
+
+
+def test_the_workers_niceness_is_settable_and_rays_output_goes_to_a_file(tmp_path, capfd):
+    """run_campaign(niceness=3) (`--niceness 3`) starts a local Ray whose trial workers run at niceness 3 (Ray's
+    default 15 before, undocumented, not settable); what Ray's threads and processes print while it runs (here:
+    lines written to the driver's stdout and fd 2 while the rows come in, as Ray's '(raylet) ...' messages are)
+    goes to <out>/ray.log, not to the terminal; the command's stage lines still reach the terminal."""
+    import ray.cloudpickle
+    from contact_sim_ros.scenarios import campaign as cm
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers cannot import test modules
+    spec = load_campaign(campaign_file(tmp_path, trials=2))
+    out = tmp_path / "out"
+
+    def ray_like_output(row, n):
+        print(f"(raylet) a Ray message {n}", flush=True)
+        os.write(2, b"\x1b[33m(raylet)\x1b[0m a Ray C++ line\n")
+    s = run_campaign(spec, out, workers=2, progress=False, niceness=3, trial_fn=_trial_reporting_niceness,
+                     on_row=ray_like_output, say=lambda text, file=None: print(f"stage: {text}", file=file or
+                                                                                sys.stderr, flush=True))
+    assert s["run"] == 2 and not s["interrupted"]
+    assert {r["reason"] for r in read_results(out).to_pylist()} == {"niceness 3"}
+    captured = capfd.readouterr()
+    assert "(raylet)" not in captured.out + captured.err
+    assert "stage: starting a local Ray (2 workers at niceness 3" in captured.err and "stage: Ray ready" in captured.err
+    log = (out / "ray.log").read_text()
+    assert "(raylet) a Ray message 1" in log and "a Ray C++ line" in log
+    assert cm.DEFAULT_NICENESS == 15
+    with pytest.raises(SystemExit):
+        cm.main([str(spec.source), "--niceness", "20"])
+    with pytest.raises(SystemExit):
+        cm.main([str(spec.source), "--niceness", "0", "--address", "127.0.0.1:1"])
+    assert "--niceness must be 0 (normal) to 19" in capfd.readouterr().err
+

@@ -665,14 +665,95 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
 
 # ------------------------------------------------------------------------------------------- the campaign
 
+INTERRUPTED_EXIT = 130          # exit status of an interrupted campaign (Ctrl-C), as a shell gives for SIGINT
+SHUTDOWN_TIMEOUT_S = 1.5        # after Ctrl-C, Ray's shutdown gets this long; the command exits anyway then (s)
+DEFAULT_NICENESS = 15           # Ray's own default for its worker processes (nice(1): 0 normal, 19 lowest)
+RAY_LOG = "ray.log"             # in the output folder: what Ray's processes and threads print (not the terminal)
+_interrupted_at: list = []      # monotonic time of the first SIGINT of this command (main's handler)
+
+
+def _on_sigint(signum, frame) -> None:
+    """The campaign command's SIGINT handler: the first Ctrl-C raises KeyboardInterrupt (the campaign saves what
+    is done and stops) and is remembered, so that one Ray swallows (``Exception ignored ...``) still stops the
+    campaign at its next check; later ones are ignored here (their handling is under way and bounded: the
+    supervising process, cli.py, ends the command on a second one)."""
+    if not _interrupted_at:
+        _interrupted_at.append(time.monotonic())
+        raise KeyboardInterrupt
+
+
+def _check_interrupted() -> None:
+    """Raise KeyboardInterrupt when a Ctrl-C arrived whose KeyboardInterrupt something swallowed."""
+    if _interrupted_at:
+        raise KeyboardInterrupt
+
+
+class _RayOutputToFile:
+    """While Ray runs: file descriptors 1 and 2 of this process (and so of the Ray processes it starts, and Ray's
+    C++ threads) and sys.stdout / sys.stderr (Ray's Python threads: "(raylet) ..." lines with colour codes) go to
+    ``path``; ``self.term`` writes to the terminal (the command's own lines, the progress bar). Restored on exit; a Ray process still running keeps
+    writing to the file."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = (os.dup(1), os.dup(2))
+        self.term = os.fdopen(os.dup(self.saved[1]), "w", buffering=1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        # Python's streams too (Ray's driver threads print through them; they need not be fds 1 and 2)
+        self.py_streams = (sys.stdout, sys.stderr)
+        self.log = open(self.path, "a", buffering=1)      # noqa: SIM115 - closed in __exit__
+        sys.stdout = sys.stderr = self.log
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self.py_streams
+        self.log.close()
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in self.saved:
+            os.close(fd)
+        self.term.close()
+        return False
+
+
+def _shutdown_ray(ray, timeout: float | None) -> bool:
+    """``ray.shutdown()``; with a ``timeout`` (s) in a thread, not waited for longer (Ray's shutdown can block
+    for good, e.g. in its GlobalStateAccessor's destructor when interrupted while it starts). True when it
+    finished."""
+    if timeout is None:
+        ray.shutdown()
+        return True
+    import threading
+    t = threading.Thread(target=ray.shutdown, name="ray-shutdown", daemon=True)
+    t.start()
+    t.join(timeout)
+    return not t.is_alive()
+
+
 def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = None, workers: int | None = None,
                  trials: int | None = None, progress: bool = True, max_retries: int = 2,
-                 trial_fn=None, on_row=None) -> dict:
+                 trial_fn=None, on_row=None, in_process: bool = False, niceness: int | None = None,
+                 say=None) -> dict:
     """Run every (trial, engine) not yet in ``out`` as Ray tasks (local Ray by default; ``address`` or
     RAY_ADDRESS: an existing cluster), streaming rows to Parquet (the campaign's schema) as trials finish.
+    ``in_process``: the trials run one after another in this process, no Ray. ``niceness``: of a local Ray's
+    worker processes (default DEFAULT_NICENESS, Ray's 15: a campaign takes the CPU others leave; 0 competes as an
+    equal; a cluster's workers keep the niceness their ``ray start`` gave, env RAY_worker_niceness). What Ray's
+    processes print goes to ``<out>/ray.log``. ``say(text)``: told of each stage (the command prints them).
     Returns a summary; ``summary["interrupted"]``: a KeyboardInterrupt (Ctrl-C) stopped it, the rows done so far
-    are written (the same call resumes). ``on_row(row, n)``: called in the driver after each of the n rows
-    recorded so far (e.g. to sample memory). ConfigError when ``out`` holds results of another campaign."""
+    are written (the same call resumes); ``summary["ray_stopped"]``: False when Ray's shutdown did not finish
+    within SHUTDOWN_TIMEOUT_S after it (the command then exits without waiting). ``on_row(row, n)``: called in
+    the driver after each of the n rows recorded so far (e.g. to sample memory). ConfigError when ``out`` holds
+    results of another campaign."""
+    say = say or (lambda text, file=None: None)
     out = Path(out)
     schema = spec.schema()
     fingerprint = spec.fingerprint()
@@ -691,72 +772,113 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
     todo = [(k, e, v) for k in range(n_trials) for v in spec.runs(k) for e in spec.engines
             if (k, e, *(v[PICK_SOURCE] for _ in keys)) not in done]
     summary = {"done_before": len(done), "run": 0, "failed_tasks": 0, "lost": 0, "wall_s": 0.0,
-               "interrupted": False, "not_run": 0}
+               "interrupted": False, "not_run": 0, "ray_stopped": True}
+    say(f"{len(todo)} trial run(s) to do, {len(done)} done before; results in {results_dir(out)}")
     if not todo:
         return summary
     writer = PartWriter(out, schema)
     wall0 = time.monotonic()
-    started, bar, pending, ray = False, None, {}, None
-    try:
-        # deferred: optional, pip only (no rosdep key), ~1 s to import; inside the try so that a Ctrl-C while it
-        # loads or while the local node starts is an interrupted campaign, not a traceback
-        import ray
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        address = address or os.environ.get("RAY_ADDRESS")
-        if not ray.is_initialized():
-            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-            started = True
-            if address:
-                ray.init(address=address, **kwargs)
-            else:
-                _init_local_ray(ray, num_cpus=workers or os.cpu_count(), **kwargs)
-        # a worker process that dies (killed, out of memory) loses only its trial: Ray retries the task
-        task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(trial_fn or run_trial)
-        pending = {(task.remote(spec, k, e, v) if spec.pick_sources else task.remote(spec, k, e)): (k, e, v)
-                   for k, e, v in todo}
-        if progress:
-            from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
-            bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                k, e, values = pending.pop(ref)
-                try:
-                    row = ray.get(ref)
-                except Exception as exc:   # noqa: BLE001 - the worker died more than max_retries times
-                    if _lost_with_its_node(exc):
-                        summary["lost"] += 1           # not a trial result: no row, a rerun runs it
-                        if bar is not None:
-                            bar.update(1)
-                        continue
-                    summary["failed_tasks"] += 1
-                    row = {"trial": k, "engine": e, "seed": spec.seed, "success": False, "failure_mode": "other",
-                           "phase": "", "reason": f"task failed: {type(exc).__name__}: {str(exc)[:300]}",
-                           "solver_failures": 0, "wall_time_s": float("nan"), "sim_time_s": float("nan"),
-                           "cpu_time_s": float("nan"), "worker_pid": -1, "worker_rss_mb": float("nan"),
-                           **{f"p.{n}": v for n, v in values.items()}}
-                writer.add(row)
-                summary["run"] += 1
-                if on_row is not None:
-                    on_row(row, summary["run"])
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(success=row["success"])
-    except KeyboardInterrupt:
+    fn = trial_fn or run_trial
+
+    def record(row, bar=None, tell=say):
+        writer.add(row)
+        summary["run"] += 1
+        if summary["run"] == 1:
+            tell(f"first trial run done (trial {row['trial']}, {row['engine']})")
+        if on_row is not None:
+            on_row(row, summary["run"])
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(success=row["success"])
+
+    def failed_row(k, e, values, exc):
+        return {"trial": k, "engine": e, "seed": spec.seed, "success": False, "failure_mode": "other",
+                "phase": "", "reason": f"task failed: {type(exc).__name__}: {str(exc)[:300]}",
+                "solver_failures": 0, "wall_time_s": float("nan"), "sim_time_s": float("nan"),
+                "cpu_time_s": float("nan"), "worker_pid": -1, "worker_rss_mb": float("nan"),
+                **{f"p.{n}": v for n, v in values.items()}}
+
+    def stopped():
         summary["interrupted"] = True
         summary["not_run"] = len(todo) - summary["run"] - summary["lost"]
-        if ray is not None and pending:
-            try:
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-            except Exception:   # noqa: BLE001, S110 - best effort: the Ray shutdown below ends them anyway
-                pass
-    finally:
-        writer.flush()
-        if bar is not None:
-            bar.close()
-        if started:
-            ray.shutdown()
+        writer.flush()                                  # first: what is done is saved whatever Ray does next
+
+    if in_process:
+        try:
+            say(f"running {len(todo)} trial run(s) in this process (no Ray)")
+            for k, e, v in todo:
+                _check_interrupted()
+                try:
+                    row = fn(spec, k, e, v) if spec.pick_sources else fn(spec, k, e)
+                except Exception as exc:   # noqa: BLE001 - a trial function that raises: a failed row, as on Ray
+                    summary["failed_tasks"] += 1
+                    row = failed_row(k, e, v, exc)
+                record(row)
+            _check_interrupted()
+        except KeyboardInterrupt:
+            stopped()
+        finally:
+            writer.flush()
+        summary["wall_s"] = time.monotonic() - wall0
+        return summary
+    started, bar, pending, ray = False, None, {}, None
+    with _RayOutputToFile(out / RAY_LOG) as console:
+        def tell(text):         # the terminal, not the log
+            say(text, file=console.term)
+        try:
+            # deferred: optional, pip only (no rosdep key), ~1 s to import; inside the try so that a Ctrl-C while it
+            # loads or while the local node starts is an interrupted campaign, not a traceback
+            address = address or os.environ.get("RAY_ADDRESS")
+            nice = DEFAULT_NICENESS if niceness is None else int(niceness)
+            tell(f"connecting to the Ray cluster at {address}" if address else
+                 f"starting a local Ray ({workers or os.cpu_count()} workers at niceness {nice}; what Ray prints: "
+                 f"{out / RAY_LOG})")
+            import ray
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            if not ray.is_initialized():
+                kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+                started = True
+                if address:
+                    ray.init(address=address, **kwargs)
+                else:
+                    _init_local_ray(ray, num_cpus=workers or os.cpu_count(), _system_config={"worker_niceness": nice},
+                                    **kwargs)
+            _check_interrupted()
+            tell("Ray ready")
+            # a worker process that dies (killed, out of memory) loses only its trial: Ray retries the task
+            task = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(fn)
+            pending = {(task.remote(spec, k, e, v) if spec.pick_sources else task.remote(spec, k, e)): (k, e, v)
+                       for k, e, v in todo}
+            tell(f"{len(pending)} trial run(s) submitted")
+            if progress:
+                from tqdm import tqdm  # deferred: optional, pip only (no rosdep key)
+                bar = tqdm(total=len(todo), unit="trial", desc=f"{spec.scenario} campaign", dynamic_ncols=True,
+                           file=console.term)
+            while pending:
+                _check_interrupted()
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    k, e, values = pending.pop(ref)
+                    try:
+                        row = ray.get(ref)
+                    except Exception as exc:   # noqa: BLE001 - the worker died more than max_retries times
+                        if _lost_with_its_node(exc):
+                            summary["lost"] += 1           # not a trial result: no row, a rerun runs it
+                            if bar is not None:
+                                bar.update(1)
+                            continue
+                        summary["failed_tasks"] += 1
+                        row = failed_row(k, e, values, exc)
+                    record(row, bar, tell)
+            _check_interrupted()
+        except KeyboardInterrupt:
+            stopped()
+        finally:
+            writer.flush()
+            if bar is not None:
+                bar.close()
+            if started:
+                summary["ray_stopped"] = _shutdown_ray(ray, SHUTDOWN_TIMEOUT_S if summary["interrupted"] else None)
     summary["wall_s"] = time.monotonic() - wall0
     return summary
 
@@ -988,18 +1110,35 @@ def report(out: str | Path, bins: int = 5, plots: bool = True) -> str:
 # ------------------------------------------------------------------------------------------- command line
 
 def main(argv=None) -> int:
-    """``contact-sim campaign CAMPAIGN.yaml [--out DIR] [--trials N] [--workers N] [--address A] [--trial K]``
-    and ``contact-sim campaign report RESULTS_DIR`` (``contact-sim campaign compare``: cli.py hands it to
-    scenarios/compare.py). Exit status: 0 done, 2 a bad file or argument (one line), 130 interrupted (Ctrl-C:
-    what was done is written; the same command resumes)."""
+    """``contact-sim campaign CAMPAIGN.yaml [--out DIR] [--trials N] [--workers N] [--address A] [--niceness N]
+    [--in-process] [--trial K]`` and ``contact-sim campaign report RESULTS_DIR`` (``contact-sim campaign compare``:
+    cli.py hands it to scenarios/compare.py). Exit status: 0 done, 2 a bad file or argument (one line), 130
+    interrupted (Ctrl-C at any moment: ``contact-sim campaign: interrupted ...`` on stderr, what was done is
+    written; the same command resumes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    import signal
+    previous = signal.signal(signal.SIGINT, _on_sigint) if _main_thread() else None
+    _interrupted_at.clear()
     try:
         if argv[:1] == ["report"]:
             return _report_main(argv[1:])
         return _campaign_main(argv)
     except KeyboardInterrupt:
-        print("contact-sim campaign: interrupted", file=sys.stderr)
-        return 130
+        print("contact-sim campaign: interrupted", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+def _say(text: str, file=None) -> None:
+    """A stage of the command, one line on stderr (``contact-sim campaign: ...``)."""
+    print(f"contact-sim campaign: {text}", file=file or sys.stderr, flush=True)
 
 
 def _report_main(argv) -> int:
@@ -1035,6 +1174,12 @@ def _campaign_main(argv) -> int:
     ap.add_argument("--exit-after-run", "--no-wait", dest="exit_after_run", action="store_true",
                     help="with --viewer: exit when the trial ends (default: keep the page up until Ctrl-C)")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--niceness", type=int, default=None,
+                    help=f"niceness of a local Ray's worker processes, 0 (normal) to 19 (lowest) (default "
+                         f"{DEFAULT_NICENESS}, Ray's: a campaign gets the CPU other work leaves; a cluster's workers "
+                         f"keep their own, docs/scenarios.md)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="run the trials one after another in this process, without Ray")
     args = ap.parse_args(argv)
     if args.viewer and args.trial is None:
         ap.error("--viewer watches one trial: give --trial K")
@@ -1045,7 +1190,13 @@ def _campaign_main(argv) -> int:
         ap.error(f"--trials must be >= 1, got {args.trials}")
     if args.workers is not None and args.workers < 1:
         ap.error(f"--workers must be >= 1, got {args.workers}")
+    if args.niceness is not None and not 0 <= args.niceness <= 19:
+        ap.error(f"--niceness must be 0 (normal) to 19 (lowest), got {args.niceness}")
+    if args.niceness is not None and args.address:
+        ap.error("--niceness sets a local Ray's workers: a cluster's workers keep the niceness of their `ray start` "
+                 "(RAY_worker_niceness in its environment)")
     try:
+        _say(f"checking {args.campaign}")
         spec = load_campaign(args.campaign)
         if args.engine is not None and args.engine not in spec.engines:
             raise ConfigError(f"--engine {args.engine!r}: not an engine of {args.campaign} "
@@ -1067,19 +1218,44 @@ def _campaign_main(argv) -> int:
             return 0
         out = args.out or str(Path("out") / "campaigns" / Path(args.campaign).stem)
         summary = run_campaign(spec, out, address=args.address, workers=args.workers, trials=args.trials,
-                               progress=not args.no_progress)
-        if summary["interrupted"]:
+                               progress=not args.no_progress, in_process=args.in_process, niceness=args.niceness,
+                               say=_say)
+        if summary["interrupted"] or _interrupted_at:
             print(f"contact-sim campaign: interrupted: {summary['run']} trial run(s) of this run saved in "
-                  f"{results_dir(out)} ({summary['done_before'] + summary['run']} in all), {summary['not_run']} "
-                  f"not run; run the same command again to resume", file=sys.stderr)
-            return 130
+                  f"{results_dir(out)} ({summary['done_before'] + summary['run']} in all), "
+                  f"{summary['not_run']} not run; run the same command again "
+                  f"to resume" + ("" if summary["ray_stopped"] else f" (Ray had not stopped after "
+                                  f"{SHUTDOWN_TIMEOUT_S:g} s: left to end with this process)"),
+                  file=sys.stderr, flush=True)
+            return INTERRUPTED_EXIT
         print(f"{summary['run']} trial run(s) in {summary['wall_s']:.1f} s ({summary['done_before']} already done, "
               f"{summary['failed_tasks']} failed tasks); results in {results_dir(out)}")
         if summary["lost"]:
             print(f"{summary['lost']} trial run(s) lost with their Ray node (not recorded): run the same command "
                   f"again to run them", file=sys.stderr)
+        _say("writing the report")
         print(report(out))
     except ConfigError as exc:
         print(f"contact-sim campaign: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def child_main(argv) -> None:
+    """The campaign command in the process cli.py supervises (``contact-sim campaign``): main(), then this
+    process ends at once with its status (os._exit after flushing: no interpreter finalization, in which an
+    interrupted Ray's destructors can block for good)."""
+    try:
+        rc = main(argv)
+    except SystemExit as exc:            # argparse's errors and -h
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except BaseException:                # noqa: BLE001 - a bug: its traceback, then the status
+        import traceback
+        traceback.print_exc()
+        rc = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc)

@@ -1,0 +1,112 @@
+"""Ctrl-C at any moment of ``contact-sim campaign`` (issue 44 item 3): SIGINT sent to the command's process group
+(as a terminal's Ctrl-C is) at ten moments of its start-up and during its report, each moment defined by the
+stage lines the command prints on stderr (``contact-sim campaign: ...``), a few a point in time after one of them
+(while Ray starts): every time the command exits with status 130 and ``contact-sim campaign: interrupted``, no
+traceback, no ``Exception ignored``, nothing said after it, and within 5 s of the signal (the documented
+bound: the child's Ray shutdown gets 1.5 s, the supervising process kills it 3 s after the signal; a hang, as Ray's
+GlobalStateAccessor destructor gave in 1 of 12 tries before, never ends). The moments before Ray and those of the
+trials and report run ``--in-process`` (no Ray: a few seconds each); those around Ray's start run a local Ray.
+Before the fix: a Ctrl-C while Ray started could hang for good or be swallowed, the campaign running on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from contact_sim_ros.scenarios.campaign import finished_trials
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CAMPAIGN = """
+scenario: pick_shake_place
+engines: [tamsi]
+trials: 4
+seed: 3
+controller: {motion_time: 0.5, hold_time: 0.45, shake_cycles: 1}
+parameters:
+  object.bottle.friction: {uniform: [0.15, 1.0]}
+  controller.grip_force: {choice: [4.0, 20.0]}
+"""
+DEADLINE_S = 5.0          # the documented bound from the signal to the command's end
+EXIT_TIMES: dict = {}     # moment -> seconds from the signal to the exit (printed at the end of the module)
+
+# (name, Ray or --in-process, the stage line that defines the moment, seconds after it)
+MOMENTS = [
+    ("checking the file", False, "checking ", 0.0),
+    ("trials counted", False, "trial run(s) to do", 0.0),
+    ("first trial running in process", False, "in this process (no Ray)", 0.0),
+    ("second trial, first saved", False, "first trial run done", 0.0),
+    ("Ray about to be imported", True, "starting a local Ray", 0.0),
+    ("Ray starting, +1 s", True, "starting a local Ray", 1.0),
+    ("Ray starting, +2.5 s", True, "starting a local Ray", 2.5),
+    ("Ray ready", True, "Ray ready", 0.0),
+    ("trials submitted to Ray", True, "trial run(s) submitted", 0.0),
+    ("first trial done on Ray", True, "first trial run done", 0.0),
+    ("during the report", False, "writing the report", 0.0),
+]
+
+
+def interrupt_at(tmp_path, name, ray, marker, delay):
+    """Start the command in a session of its own, wait for the stage line ``marker`` (+ ``delay`` s), send SIGINT
+    to its process group; (exit status, seconds from the signal to the exit, stderr, stdout, out folder)."""
+    (tmp_path / "c.yaml").write_text(CAMPAIGN)
+    out = tmp_path / name.replace(" ", "_").replace(",", "").replace("+", "")
+    cmd = [sys.executable, "-m", "contact_sim_ros.cli", "campaign", str(tmp_path / "c.yaml"), "--out", str(out),
+           "--no-progress", *(["--workers", "2"] if ray else ["--in-process"])]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    err, std, seen = [], [], threading.Event()
+
+    def read_err():
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith("contact-sim campaign: ") and marker in line:
+                seen.set()
+        seen.set()                                    # ended without it: the assertion below says so
+    readers = [threading.Thread(target=read_err), threading.Thread(target=lambda: std.extend(proc.stdout))]
+    for t in readers:
+        t.start()
+    try:
+        assert seen.wait(300), f"no stage line {marker!r} in 300 s: {''.join(err)}"
+        assert proc.poll() is None, f"the command ended before {marker!r}: {''.join(err)}"
+        time.sleep(delay)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name}: hung: no exit 60 s after SIGINT; stderr: {''.join(err)}")
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for t in readers:
+            t.join(10)
+    return rc, elapsed, "".join(err), "".join(std), out
+
+
+@pytest.mark.parametrize("name, ray, marker, delay", MOMENTS, ids=[m[0] for m in MOMENTS])
+def test_ctrl_c_at_any_moment_exits_130_within_5_s(tmp_path, name, ray, marker, delay):
+    rc, elapsed, err, out_text, out = interrupt_at(tmp_path, name, ray, marker, delay)
+    EXIT_TIMES[name] = elapsed
+    print(f"{name}: exit {rc} {elapsed:.2f} s after SIGINT")
+    assert rc == 130, f"{name}: exit {rc}; stderr: {err}"
+    assert "contact-sim campaign: interrupted" in err, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert elapsed < DEADLINE_S, f"{name}: {elapsed:.2f} s from SIGINT to exit; stderr: {err}"
+    # nothing after the interruption is said (a stage the command reached before the signal arrived may come
+    # after the marker): the command stopped there
+    lines = err.splitlines()
+    first = [i for i, line in enumerate(lines) if "contact-sim campaign: interrupted" in line][0]
+    assert all("contact-sim campaign: interrupted" in line for line in lines[first:]), f"{name}: ran on: {err}"
+    assert "Campaign report" not in out_text, out_text
+    if marker != "writing the report":                   # (the summary line comes just before it)
+        assert "trial run(s) in" not in out_text, out_text
+    if marker == "first trial run done":
+        assert len(finished_trials(out)) >= 1            # what was done is saved
