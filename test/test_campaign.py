@@ -780,3 +780,47 @@ def test_the_workers_niceness_is_settable_and_rays_output_goes_to_a_file(tmp_pat
         cm.main([str(spec.source), "--niceness", "0", "--address", "127.0.0.1:1"])
     assert "--niceness must be 0 (normal) to 19" in capfd.readouterr().err
 
+
+# ------------------------------------------------ the README's numbers (issue 44 item 5)
+
+def _readme_numbers():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "campaign"))
+    import readme_numbers
+    return readme_numbers
+
+
+def test_the_readmes_campaign_numbers_are_those_of_the_recorded_run():
+    """README.md's example-campaign paragraph is exactly what readme_numbers.py renders from the committed record
+    of the run (benchmarks/campaign/readme_run.json: its metadata and its 400 rows): a hand edit, or a record
+    regenerated without the README, fails here (before: hand-written numbers, and --check needed a file that only
+    --run wrote into the results folder)."""
+    rn = _readme_numbers()
+    rows, meta = rn.read_record(rn.RECORD)
+    assert len(rows) == 400 and {r["engine"] for r in rows} == {"tamsi", "lagged"}
+    assert rn.main(["--check"]) == 0
+
+
+def test_readme_numbers_run_a_small_campaign_and_check_it(tmp_path):
+    """readme_numbers.py --run on a small campaign (2 trials x 2 engines, in process): the paragraph written into a
+    README copy, the record written; --check passes from the record and from the results folder (without the
+    results' own metadata file: the record's), and fails once a number is edited by hand."""
+    rn = _readme_numbers()
+    path = campaign_file(tmp_path, engines=("tamsi", "lagged"), trials=2)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{rn.BEGIN}\nold\n{rn.END}\nafter\n")
+    out, record = tmp_path / "out", tmp_path / "record.json"
+    common = ["--readme", str(readme), "--record", str(record)]
+    assert rn.main(["--run", "--campaign", str(path), "--in-process", "--results", str(out), *common]) == 0
+    rows = read_results(out).to_pylist()
+    text = readme.read_text()
+    for e, name in (("tamsi", "TAMSI"), ("lagged", "Lagged")):
+        s = sum(r["success"] for r in rows if r["engine"] == e)
+        assert f"{name} {s}/2 successes" in text, text
+    assert "in one process (--in-process)" in text and "old" not in text
+    assert rn.read_record(record)[0] == sorted(({k: r[k] for k in rn.ROW_KEYS} for r in rows),
+                                               key=lambda r: (r["trial"], r["engine"]))
+    assert rn.main(["--check", *common]) == 0
+    (out / "readme_run.json").unlink()
+    assert rn.main(["--check", "--results", str(out), *common]) == 0
+    readme.write_text(text.replace("/2 successes", "/3 successes", 1))
+    assert rn.main(["--check", *common]) == 1
