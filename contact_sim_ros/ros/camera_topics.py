@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import array
 import json
+import time
 
 import numpy as np
 import pinocchio as pin
 from geometry_msgs.msg import TransformStamped
+from rclpy.duration import Duration
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_system_default
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import String
@@ -28,6 +30,13 @@ from .state_messages import has_readers, stamp
 DEFAULT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE,
                          history=HistoryPolicy.KEEP_LAST)
 IMAGE_QOS = qos_profile_system_default
+# SYSTEM_DEFAULT on Fast DDS is reliable with a history of ONE sample: a 0.6-0.9 MB image goes out in ~10-15
+# fragments, and when the next image is published before a slow reader has acknowledged every fragment of the
+# previous one, that one is gone (measured under two CPU hogs: 37-40 of 45 images arrived, every camera_info and
+# point cloud - keep last 10 - did). So before a camera's next images the publisher waits (at most ACK_WAIT_S s
+# of wall time per frame) until every reliable reader has acknowledged the previous ones (rclpy
+# Publisher.wait_for_all_acked; best-effort readers do not acknowledge: no wait for them).
+ACK_WAIT_S = 0.5
 INFO_QOS = DEFAULT_QOS
 POINTS_QOS = DEFAULT_QOS
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -128,6 +137,7 @@ class CameraTopics:
 
     def __init__(self, node, spec: CameraSpec, frame_prefix: str):
         self.spec = spec
+        self.ack_timeouts = 0          # frames published before every reader acknowledged the previous images
         ns = f"{spec.name}/{spec.name}"
         base = frame_prefix + spec.name
         self.prefix = frame_prefix
@@ -166,10 +176,25 @@ class CameraTopics:
     def static_transforms(self, parent_frame: str, t: float) -> list:
         return camera_static_transforms(self.spec, parent_frame, self.prefix, t)
 
+    def wait_for_acks(self, timeout_s: float = ACK_WAIT_S) -> bool:
+        """Wait (at most ``timeout_s`` s in all) until every reliable reader has acknowledged the images published
+        so far (their writers keep one sample: SYSTEM_DEFAULT); False when the time ran out."""
+        deadline = time.monotonic() + timeout_s
+        for pub in (self.color, self.depth, self.aligned, self.labels):
+            if pub is None:
+                continue
+            remaining = deadline - time.monotonic()
+            if not pub.wait_for_all_acked(Duration(nanoseconds=max(0, int(remaining * 1e9)))):
+                return False
+        return True
+
     def publish(self, frame) -> None:
-        """Every wanted message of one rendered frame (render thread)."""
+        """Every wanted message of one rendered frame (render thread), once the previous images are acknowledged
+        (``wait_for_acks``)."""
         t = frame.t
         mm = None
+        if not self.wait_for_acks():
+            self.ack_timeouts += 1
         for pub, msg_fn in (
                 (self.color, lambda: image_message(frame.color, "rgb8", self.color_frame)),
                 (self.depth, lambda: image_message(mm, "16UC1", self.depth_frame)),
