@@ -752,8 +752,9 @@ def _trial_reporting_niceness(spec, k, engine):
 def test_the_workers_niceness_is_settable_and_rays_output_goes_to_a_file(tmp_path, capfd):
     """run_campaign(niceness=3) (`--niceness 3`) starts a local Ray whose trial workers run at niceness 3 (Ray's
     default 15 before, undocumented, not settable); what Ray's threads and processes print while it runs (here:
-    lines written to the driver's stdout and fd 2 while the rows come in, as Ray's '(raylet) ...' messages are)
-    goes to <out>/ray.log, not to the terminal; the command's stage lines still reach the terminal."""
+    lines printed by another thread of the driver and written to its fd 2 while the rows come in, as Ray's
+    '(raylet) ...' messages are) goes to <out>/ray.log, not to the terminal; the command's stage lines and what
+    the caller prints from its own thread still reach the terminal."""
     import ray.cloudpickle
     from contact_sim_ros.scenarios import campaign as cm
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers cannot import test modules
@@ -761,8 +762,12 @@ def test_the_workers_niceness_is_settable_and_rays_output_goes_to_a_file(tmp_pat
     out = tmp_path / "out"
 
     def ray_like_output(row, n):
-        print(f"(raylet) a Ray message {n}", flush=True)
+        import threading        # Ray's error listener prints from a thread of its own
+        t = threading.Thread(target=lambda: print(f"(raylet) a Ray message {n}", flush=True))
+        t.start()
+        t.join()
         os.write(2, b"\x1b[33m(raylet)\x1b[0m a Ray C++ line\n")
+        print(f"the caller's own line {n}", flush=True)       # (benchmarks/campaign/run.py prints its progress)
     s = run_campaign(spec, out, workers=2, progress=False, niceness=3, trial_fn=_trial_reporting_niceness,
                      on_row=ray_like_output, say=lambda text, file=None: print(f"stage: {text}", file=file or
                                                                                 sys.stderr, flush=True))
@@ -770,6 +775,7 @@ def test_the_workers_niceness_is_settable_and_rays_output_goes_to_a_file(tmp_pat
     assert {r["reason"] for r in read_results(out).to_pylist()} == {"niceness 3"}
     captured = capfd.readouterr()
     assert "(raylet)" not in captured.out + captured.err
+    assert "the caller's own line 2" in captured.out
     assert "stage: starting a local Ray (2 workers at niceness 3" in captured.err and "stage: Ray ready" in captured.err
     log = (out / "ray.log").read_text()
     assert "(raylet) a Ray message 1" in log and "a Ray C++ line" in log

@@ -690,8 +690,8 @@ def _check_interrupted() -> None:
 
 class _RayOutputToFile:
     """While Ray runs: file descriptors 1 and 2 of this process (and so of the Ray processes it starts, and Ray's
-    C++ threads) and sys.stdout / sys.stderr (Ray's Python threads: "(raylet) ..." lines with colour codes) go to
-    ``path``; ``self.term`` writes to the terminal (the command's own lines, the progress bar). Restored on exit; a Ray process still running keeps
+    C++ threads) and what Ray's Python threads print (sys.stdout / sys.stderr from threads other than the main
+    one: "(raylet) ..." lines with colour codes) go to ``path``; ``self.term`` writes to the terminal (the command's own lines, the progress bar). Restored on exit; a Ray process still running keeps
     writing to the file."""
 
     def __init__(self, path: Path):
@@ -702,15 +702,17 @@ class _RayOutputToFile:
         sys.stderr.flush()
         self.saved = (os.dup(1), os.dup(2))
         self.term = os.fdopen(os.dup(self.saved[1]), "w", buffering=1)
+        self.term_out = os.fdopen(os.dup(self.saved[0]), "w", buffering=1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-        # Python's streams too (Ray's driver threads print through them; they need not be fds 1 and 2)
+        # Python's streams too: Ray's driver threads print through them ("(raylet) ..."; they need not be fds 1
+        # and 2); what this process's main thread prints (the caller's on_row) still reaches the terminal
         self.py_streams = (sys.stdout, sys.stderr)
         self.log = open(self.path, "a", buffering=1)      # noqa: SIM115 - closed in __exit__
-        sys.stdout = sys.stderr = self.log
+        sys.stdout, sys.stderr = _ByThread(self.term_out, self.log), _ByThread(self.term, self.log)
         return self
 
     def __exit__(self, *exc):
@@ -721,7 +723,32 @@ class _RayOutputToFile:
         for fd in self.saved:
             os.close(fd)
         self.term.close()
+        self.term_out.close()
         return False
+
+
+class _ByThread:
+    """A text stream writing to ``main`` from the main thread and to ``other`` from any other thread."""
+
+    def __init__(self, main, other):
+        self.main, self.other = main, other
+
+    def _target(self):
+        import threading
+        return self.main if threading.current_thread() is threading.main_thread() else self.other
+
+    def write(self, text):
+        return self._target().write(text)
+
+    def flush(self):
+        for stream in (self.main, self.other):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def __getattr__(self, name):
+        return getattr(self.main, name)
 
 
 def _shutdown_ray(ray, timeout: float | None) -> bool:
