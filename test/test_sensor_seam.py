@@ -21,7 +21,8 @@ from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.sensors import (SensorSpec, make_sensor, sensor_class, sensor_types, spec_from_hardware,
                                      spec_from_preset)
-from contact_sim_ros.sim.sensors import ContactWrenchAccumulator, ForceTorqueSensor, external_joint_torques
+from contact_sim_ros.sensors.force_torque import ForceTorqueSensor
+from contact_sim_ros.sim.sensors import ContactWrenchAccumulator, external_joint_torques
 from contact_sim_ros.sim.simulator import Simulator
 from test_sensors import URDF
 
@@ -124,9 +125,9 @@ def test_broadcaster_reads_the_sensors_state_interfaces_bit_for_bit_with_the_ker
 
 
 def test_contact_wrench_and_external_torque_sensors_equal_the_former_computations(urdf):
-    """contact_wrench = the arithmetic of the node's former body_wrenches (ros/state_messages.py), external_joint_torques = sim.sensors.
-    external_joint_torques of the step's generalized contact force, bit for bit: a box dropped onto the hand,
-    then onto the ground."""
+    """contact_wrench = the arithmetic of the node's former body_wrenches (ros/state_messages.py),
+    external_joint_torques = sim.sensors.external_joint_torques of the step's generalized contact force, bit for
+    bit: a box dropped onto the hand, then onto the ground."""
     sim = Simulator({"robot": {"urdf": str(urdf)}, "environment": [{"name": "ground", "shape": "halfspace"}],
                      "objects": [{"name": "box", "shape": {"box": [0.1, 0.1, 0.1]}, "mass": 0.2,
                                   "pose": {"xyz": [0.03, 0.0, 1.2]}}]},      # dropped onto the hand

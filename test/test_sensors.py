@@ -1,4 +1,5 @@
-"""F/T sensor and contact-wrench computations (contact_sim_ros.sim.sensors) against statics and momentum balance.
+"""F/T sensor (contact_sim_ros.sensors.force_torque) and contact-wrench computations (contact_sim_ros.sim.sensors)
+against statics and momentum balance.
 
 The model is built here (no loader): an arm with a revolute shoulder, a wrist F/T sensor on a fixed joint,
 a palm merged by a second fixed joint and a prismatic finger, plus a free-flying held object.
@@ -12,8 +13,8 @@ import pytest
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.geometry.contact_set import ContactSet
 from contact_sim_ros.model.multibody_model import FreeBody, MultibodyModel
-from contact_sim_ros.sim.sensors import (ContactWrenchAccumulator, ForceTorqueSensor, contact_world_forces,
-                                         external_joint_torques)
+from contact_sim_ros.sensors.force_torque import ForceTorqueSensor
+from contact_sim_ros.sim.sensors import ContactWrenchAccumulator, contact_world_forces, external_joint_torques
 
 G = 9.81
 # link: (mass kg, inertial origin in the link frame m)
@@ -222,7 +223,7 @@ def test_sensor_on_the_robot_alone_reads_what_the_whole_model_reads(tmp_path, mo
     """The sensor's dynamics run on the arm alone (the held object's free flyer locked away: nv 2 instead of 8);
     at random states, accelerations and contacts (pads against the object, the object against the ground) it
     reads what the same sensor on the whole model reads (to round-off), at the wrist and at the finger joint."""
-    import contact_sim_ros.sim.sensors as sensors
+    import contact_sim_ros.sensors.force_torque as sensors
     from contact_sim_ros.model.robots_only import RobotsOnly
     model = build_model(tmp_path)
     pm = model.pin_model

@@ -50,7 +50,7 @@ from ..sim.default_gains import (DefaultGainsWarning, controller_gains, describe
                                  describe_default_gains, describe_passive_joints)
 from ..sensors.base import SensorSpec
 from ..sensors.contact_wrench import ContactWrench
-from ..sim.sensors import _body_frame_of_geometry
+from ..sim.sensors import body_frame_of_geometry
 from ..sim.simulator import Simulator
 from .camera_publisher import CameraPublisher
 from .command_intake import CommandIntake
@@ -275,7 +275,7 @@ class SimNode(Node):
         if not bodies:
             # every robot's contact bodies, and its fingertip frames where they carry collision geometry (else
             # the link holding it is named)
-            with_geometry = {pm.frames[_body_frame_of_geometry(m, g)].name
+            with_geometry = {pm.frames[body_frame_of_geometry(m, g)].name
                              for g in range(len(m.collision_model.geometryObjects))}
             for robot in self.sim.scene.robots:
                 bodies += list(robot.contact_bodies) + [f for f in robot.fingertip_frames if f in with_geometry]
@@ -301,7 +301,7 @@ class SimNode(Node):
             if go.parentJoint in free_by_joint:
                 out["_geom_body"].append(free_by_joint[go.parentJoint])
             else:
-                f = _body_frame_of_geometry(m, g)
+                f = body_frame_of_geometry(m, g)
                 out["_geom_body"].append(self.world if f == 0 else pm.frames[f].name)
         return out
 
