@@ -15,6 +15,7 @@ rules are ours (contact_sim_ros/model/materials.py). Timing as in ours_case.py: 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -25,7 +26,8 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import CASES, ROOT, SAP_RELAXATION_TIME, STICTION_TOLERANCE  # noqa: E402
+from cases import (CASES, ROOT, SAP_RELAXATION_TIME, STICTION_TOLERANCE, Penetration,  # noqa: E402
+                   package_dirs, resolve_package)
 
 from pydrake.common.value import AbstractValue  # noqa: E402
 from pydrake.geometry import (Box, CollisionFilterDeclaration, Cylinder, GeometrySet, HalfSpace,  # noqa: E402
@@ -115,6 +117,41 @@ class ExternalForces(LeafSystem):
         output.set_value(out)
 
 
+def stl_to_obj_urdf(urdf_path: str) -> str:
+    """Drake 1.51.1 reads no .stl collision mesh (MakeConvexHull: .obj, .vtk, .gltf): a copy of the URDF in
+    benchmarks/peers/out/drake_meshes/ whose .stl meshes are converted to .obj (same triangles, binary STL), without
+    visuals and <transmission>s."""
+    import struct
+    import xml.etree.ElementTree as ET
+    root = ET.parse(urdf_path).getroot()
+    meshes = [m for m in root.iter("mesh") if m.get("filename", "").lower().endswith(".stl")]
+    if not meshes:
+        return urdf_path
+    out = Path(__file__).resolve().parent / "out" / "drake_meshes"
+    out.mkdir(parents=True, exist_ok=True)
+    for m in meshes:
+        src = Path(resolve_package(m.get("filename"), Path(urdf_path).parent))
+        dst = out / (hashlib.sha1(str(src).encode()).hexdigest()[:8] + "_" + src.stem + ".obj")
+        if not dst.exists():
+            raw = src.read_bytes()
+            (n,) = struct.unpack_from("<I", raw, 80)
+            lines = []
+            for k in range(n):
+                v = struct.unpack_from("<12f", raw, 84 + 50 * k)
+                lines += [f"v {v[3 + 3 * i]!r} {v[4 + 3 * i]!r} {v[5 + 3 * i]!r}" for i in range(3)]
+                lines.append(f"f {3 * k + 1} {3 * k + 2} {3 * k + 3}")
+            dst.write_text("\n".join(lines) + "\n")
+        m.set("filename", str(dst))
+    for tr in root.findall("transmission"):    # actuators: one per driven joint, added by build() as for the presets
+        root.remove(tr)
+    for link in root.iter("link"):             # visuals (.dae) are not needed for contact
+        for v in link.findall("visual"):
+            link.remove(v)
+    copy = out / (Path(urdf_path).stem + "_obj.urdf")
+    ET.ElementTree(root).write(copy)
+    return str(copy)
+
+
 def build(case, approximation):
     scene = yaml.safe_load(case.scene.read_text())
     base = case.scene.parent
@@ -149,13 +186,23 @@ def build(case, approximation):
         objects.append((o["name"], body, pose(o.get("pose")), np.array(o.get("velocity") or [0] * 6, float)))
     robot = None
     if "robot" in scene:
-        preset = yaml.safe_load((ROOT / "config" / "robots" / f"{scene['robot']}.yaml").read_text())
-        (model,) = parser.AddModels(str(ROOT / "urdf" / preset["urdf"]))
-        # the URDF's root link: the body of this model instance with no parent joint
+        if isinstance(scene["robot"], dict):       # a robot mapping (issue 45 item 4): a URDF and its gains
+            preset = dict(scene["robot"])
+            urdf_path = stl_to_obj_urdf(resolve_package(preset["urdf"], base))
+            for d in package_dirs():
+                for pkg in Path(d).iterdir():
+                    if pkg.is_dir() and not parser.package_map().Contains(pkg.name):
+                        parser.package_map().Add(pkg.name, str(pkg))
+        else:
+            preset = yaml.safe_load((ROOT / "config" / "robots" / f"{scene['robot']}.yaml").read_text())
+            urdf_path = str(ROOT / "urdf" / preset["urdf"])
+        preset["urdf"] = urdf_path
+        (model,) = parser.AddModels(urdf_path)
+        # the URDF's root link: the body of this model instance with no parent joint (none: a link named world)
         children = {plant.get_joint(j).child_body().index() for j in plant.GetJointIndices(model)}
         roots = [plant.get_body(b) for b in plant.GetBodyIndices(model) if b not in children]
-        base_link = roots[0]
-        plant.WeldFrames(world.body_frame(), base_link.body_frame(), pose(preset.get("base_pose")))
+        if roots:
+            plant.WeldFrames(world.body_frame(), roots[0].body_frame(), pose(preset.get("base_pose")))
         robot = (model, preset)
         rmat = preset.get("materials") or {}
         rdefault = {**default, **(rmat.get("default") or {})}
@@ -165,11 +212,12 @@ def build(case, approximation):
     joints = []
     if robot is not None:    # one actuator per 1-dof joint, the URDF's effort limit (as ours)
         model, preset = robot
+        passive = set(scene.get("passive_joints") or [])
         joints = [plant.get_joint(j) for j in plant.GetJointIndices(model)
-                  if plant.get_joint(j).num_velocities() == 1]
+                  if plant.get_joint(j).num_velocities() == 1 and plant.get_joint(j).name() not in passive]
         import xml.etree.ElementTree as ET
         effort = {j.get("name"): float(j.find("limit").get("effort", "inf"))
-                  for j in ET.parse(ROOT / "urdf" / preset["urdf"]).getroot().iter("joint")
+                  for j in ET.parse(preset["urdf"]).getroot().iter("joint")
                   if j.find("limit") is not None}
         for joint in joints:
             lim = effort.get(joint.name(), float("inf"))
@@ -196,7 +244,7 @@ def build(case, approximation):
                           [expr(x) for x in f.get("torque", [0, 0, 0])]))
         ext = builder.AddSystem(ExternalForces(items))
         builder.Connect(ext.get_output_port(0), plant.get_applied_spatial_force_input_port())
-    if robot is not None:    # explicit PID (ki = 0) with the preset's gains, holding the initial positions
+    if robot is not None and joints:    # explicit PID (ki = 0) with the preset's gains, holding the initial positions
         model, preset = robot
         gains, q0 = preset["gains"], preset.get("initial_positions") or {}
         nq, nv, na = plant.num_positions(), plant.num_velocities(), len(joints)
@@ -214,7 +262,7 @@ def build(case, approximation):
         builder.Connect(sel.get_output_port(), pid.get_input_port_estimated_state())
         builder.Connect(target.get_output_port(), pid.get_input_port_desired_state())
         builder.Connect(pid.get_output_port_control(), plant.get_actuation_input_port())
-    return builder, plant, scene_graph, objects, joints, robot
+    return builder, plant, scene_graph, objects, joints, robot, scene.get("passive_joints") or []
 
 
 def main() -> None:
@@ -224,23 +272,26 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=None)
     a = ap.parse_args()
     c = CASES[a.case]
-    builder, plant, scene_graph, objects, joints, robot = build(c, a.engine)
+    builder, plant, scene_graph, objects, joints, robot, passive = build(c, a.engine)
     diagram = builder.Build()
-    run(c, a, diagram, plant, objects, joints, robot)
+    run(c, a, diagram, plant, objects, joints, robot, passive)
 
 
-def run(c, a, diagram, plant, objects, joints, robot):
+def run(c, a, diagram, plant, objects, joints, robot, passive=()):
     sim = Simulator(diagram)
     ctx = sim.get_mutable_context()
     pctx = plant.GetMyMutableContextFromRoot(ctx)
     for name, body, X, vel in objects:
         plant.SetFreeBodyPose(pctx, body, X)
         plant.SetFreeBodySpatialVelocity(pctx, body, SpatialVelocity(vel[3:], vel[:3]))
+    all_joints = list(joints)
     if robot is not None:
-        _, preset = robot
+        model, preset = robot
+        all_joints = [plant.get_joint(j) for j in plant.GetJointIndices(model)
+                      if plant.get_joint(j).num_velocities() == 1]
         q = plant.GetPositions(pctx).copy()
-        for j in joints:
-            q[j.position_start()] = float(preset["initial_positions"].get(j.name(), 0.0))
+        for j in all_joints:
+            q[j.position_start()] = float((preset.get("initial_positions") or {}).get(j.name(), 0.0))
         plant.SetPositions(pctx, q)
     if c.compare == "bodies":
         names = [o[0] for o in objects]
@@ -248,18 +299,32 @@ def run(c, a, diagram, plant, objects, joints, robot):
         def positions():
             return [list(plant.EvalBodyPoseInWorld(pctx, o[1]).translation()) for o in objects]
     else:
-        names = [j.name() for j in joints]
+        names = [j.name() for j in all_joints]
 
         def positions():
             q = plant.GetPositions(pctx)
-            return [[float(q[j.position_start()])] for j in joints]
+            return [[float(q[j.position_start()])] for j in all_joints]
+    pen = Penetration(c)
+    zjoint = next((j for j in all_joints if j.name() == "box_z"), None)
+
+    def sample():
+        if c.penetration == "bodies":
+            poses = {}
+            for name, body, _, _ in objects:
+                X = plant.EvalBodyPoseInWorld(pctx, body)
+                poses[name] = (X.translation(), X.rotation().matrix())
+            pen.add_bodies(poses)
+        elif c.penetration == "planar":
+            pen.add_planar(float(plant.GetPositions(pctx)[zjoint.position_start()]))
+        return positions()
     sim.Initialize()
     n = int(round((a.duration or c.duration) / c.dt))
     every = int(round(c.sample / c.dt))
-    samples = [[0.0, positions()]]
+    samples = [[0.0, sample()]]
     sim.AdvanceTo(c.dt)                          # untimed first step
     i = 1
     failed = None
+    untimed = untimed_wall = 0.0
     c0, w0 = time.process_time(), time.perf_counter()
     while i < n:
         k = min(every - (i % every), n - i)
@@ -270,10 +335,13 @@ def run(c, a, diagram, plant, objects, joints, robot):
             break
         i += k
         if i % every == 0:
-            samples.append([i * c.dt, positions()])
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            s0, sw = time.process_time(), time.perf_counter()       # sampling is not timed
+            samples.append([round(i * c.dt, 9), sample()])
+            untimed += time.process_time() - s0
+            untimed_wall += time.perf_counter() - sw
+    cpu, wall = time.process_time() - c0 - untimed, time.perf_counter() - w0 - untimed_wall
     print(json.dumps({"side": "drake", "case": a.case, "engine": a.engine, "steps": max(i - 1, 1), "cpu_s": cpu,
-                      "wall_s": wall, "names": names, "samples": samples, "failed": failed,
+                      "wall_s": wall, "names": names, "samples": samples, "penetration": pen.depth, "failed": failed,
                       "failed_at": i * c.dt if failed else None}))
 
 

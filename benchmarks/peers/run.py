@@ -1,4 +1,5 @@
-"""Ours vs Drake 1.51.1 on the same scenes (issue 18, item 1): one command, a table on stdout.
+"""Ours vs Drake 1.51.1 vs MuJoCo 4.0.0 on the same scenes (issue 18, item 1; issue 45, item 4): one command,
+a table on stdout.
 
     python benchmarks/peers/run.py                      # all cases, 3 rounds (make bench BENCH=peers)
     python benchmarks/peers/run.py --cases box,iiwa --rounds 5 --json out.json
@@ -9,8 +10,11 @@ The full run also times, in the same rounds, the TAMSI speed-target scenes of th
 gripper shaking the mug >= 40x real time, the Allegro hand >= 2.14x; the papers' C++ figures).
 
 Every case runs in a fresh process: ours in the project's venv (scripts/venv_run.sh python ours_case.py),
-Drake in benchmarks/peers/.venv-drake (created here from the pinned requirements-peers.txt on first use;
-git-ignored; never the project's venv). Runs are interleaved (round r: ours, Drake, next engine ...; the order
+Drake and MuJoCo in benchmarks/peers/.venv-drake (created here from the pinned requirements-peers.txt on first
+use; git-ignored; never the project's venv). MuJoCo (mujoco_case.py: the scene written as MJCF, MuJoCo's default
+solver at the case's time step) runs the rows of cases.MUJOCO_CASES, once per row (it has no engine choice).
+Accuracy beside the speed (cases.py): creep = largest drift of a resting object (m), penetration = deepest
+sampled penetration into the ground (m), per side from its first round. Runs are interleaved (round r: ours, Drake, next engine ...; the order
 flips every round) and the table gives the median over the rounds of the CPU time per step
 (time.process_time; the first step untimed) next to the wall time, the ratio ours / Drake, and the largest
 deviation between the two trajectories (free-body positions in m, or joint positions for the iiwa, sampled
@@ -34,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from cases import CASES  # noqa: E402
+from cases import CASES, MUJOCO_CASES, creep  # noqa: E402
 
 VENV = HERE / ".venv-drake"
 REQUIREMENTS = HERE / "requirements-peers.txt"
@@ -68,7 +72,7 @@ def loadavg() -> float:
 
 
 def run_one(side: str, case: str, engine: str, duration: float | None) -> dict:
-    script = HERE / ("ours_case.py" if side == "ours" else "drake_case.py")
+    script = HERE / {"ours": "ours_case.py", "drake": "drake_case.py", "mujoco": "mujoco_case.py"}[side]
     args = [str(script), "--case", case, "--engine", engine]
     if duration:
         args += ["--duration", str(duration)]
@@ -126,6 +130,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=None, help="override every case's sim duration (s)")
     ap.add_argument("--json", default=str(HERE / "out" / "peers.json"))
+    ap.add_argument("--no-mujoco", action="store_true", help="without the MuJoCo column")
     ap.add_argument("--profile", action="store_true", help="then run step_profile.py (per-step stages, floor)")
     ap.add_argument("--targets", default=None,
                     help="TAMSI speed-target scenes timed in the same rounds (gripper,allegro; 'none'); default: "
@@ -140,15 +145,21 @@ def main() -> None:
     targets = [] if a.targets == "none" else a.targets.split(",")
     target_runs = {t: [] for t in targets}
     start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    start_load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"[peers] {start}; CPU: {cpu_model()}; load average {Path('/proc/loadavg').read_text().split()[:3]}; "
-          f"{len(jobs)} cases x {a.rounds} rounds x 2 sides", flush=True)
+          f"{len(jobs)} cases x {a.rounds} rounds x 2 sides (+ MuJoCo once per row)", flush=True)
     results = {(c.name, e): {"ours": [], "drake": []} for c, e in jobs}
+    mujoco = {c.name: [] for c in cases if c.name in MUJOCO_CASES and not a.no_mujoco}
     for r in range(a.rounds):
+        done_mj = set()
         for c, e in jobs:
-            sides = ("ours", "drake") if r % 2 == 0 else ("drake", "ours")
+            sides = ["ours", "drake"] if r % 2 == 0 else ["drake", "ours"]
+            if c.name in mujoco and c.name not in done_mj:
+                sides.insert(1, "mujoco")
+                done_mj.add(c.name)
             for side in sides:
                 d = run_one(side, c.name, e, a.duration)
-                results[(c.name, e)][side].append(d)
+                (mujoco[c.name] if side == "mujoco" else results[(c.name, e)][side]).append(d)
                 print(f"  round {r + 1} {c.name:8s} {e:8s} {side:5s} cpu {d['cpu_s'] / d['steps'] * 1e6:8.1f} us/step"
                       f"  wall {d['wall_s'] / d['steps'] * 1e6:8.1f} us/step  load {d['load'][0]:.1f}", flush=True)
         for t in targets:
@@ -159,13 +170,17 @@ def main() -> None:
                   f"{d['sim_s'] / d['cpu_s']:.2f}x real time (CPU)", flush=True)
     end = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     loads = ([x for v in results.values() for s in v.values() for d in s for x in d["load"]]
-             + [x for v in target_runs.values() for d in v for x in d["load"]])
+             + [x for v in target_runs.values() for d in v for x in d["load"]]
+             + [x for v in mujoco.values() for d in v for x in d["load"]])
     rows = []
     for c, e in jobs:
         v = results[(c.name, e)]
         med = {s: {k: statistics.median(d[k] / d["steps"] * 1e6 for d in v[s]) for k in ("cpu_s", "wall_s")}
                for s in ("ours", "drake")}
         dev = deviation(v["ours"][0], v["drake"][0])
+        mj = mujoco.get(c.name) or []
+        mj_cpu = statistics.median(d["cpu_s"] / d["steps"] * 1e6 for d in mj) if mj else None
+        mj_wall = statistics.median(d["wall_s"] / d["steps"] * 1e6 for d in mj) if mj else None
         rows.append({"case": c.name, "title": c.title, "dt_ms": c.dt * 1e3, "engine": e,
                      "duration_s": a.duration or c.duration, "steps": v["ours"][0]["steps"],
                      "ours_cpu_us": med["ours"]["cpu_s"], "drake_cpu_us": med["drake"]["cpu_s"],
@@ -173,20 +188,38 @@ def main() -> None:
                      "ratio_cpu": med["ours"]["cpu_s"] / med["drake"]["cpu_s"],
                      "ratio_wall": med["ours"]["wall_s"] / med["drake"]["wall_s"],
                      "deviation": dev, "deviation_unit": "m" if c.compare == "bodies" else "rad|m",
+                     "mujoco_cpu_us": mj_cpu, "mujoco_wall_us": mj_wall,
+                     "ratio_cpu_mujoco": med["ours"]["cpu_s"] / mj_cpu if mj else None,
+                     "creep": {"ours": creep(c, v["ours"][0]), "drake": creep(c, v["drake"][0]),
+                               "mujoco": creep(c, mj[0]) if mj else None},
+                     "penetration": {"ours": v["ours"][0].get("penetration"),
+                                     "drake": v["drake"][0].get("penetration"),
+                                     "mujoco": mj[0].get("penetration") if mj else None},
+                     "deviation_mujoco": deviation(v["ours"][0], mj[0]) if mj else None,
                      "drake_failed_at": v["drake"][0].get("failed_at"),
                      "ours_failed_at": v["ours"][0].get("failed_at")})
     print()
-    print(f"Ours vs Drake 1.51.1, median of {a.rounds} interleaved rounds, fresh process per run; {start} - {end}")
+    print(f"Ours vs Drake 1.51.1 vs MuJoCo 4.0.0 (default solver), median of {a.rounds} interleaved rounds, "
+          f"fresh process per run; {start} - {end}")
     print(f"CPU: {cpu_model()}; load average during the runs {min(loads):.1f} - {max(loads):.1f} "
           f"(median {statistics.median(loads):.1f}); us/step = CPU time (wall time)")
     print()
-    print("| scene (dt) | engine | sim s | ours us/step | Drake us/step | ours / Drake | largest deviation | note |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| scene (dt) | engine | sim s | ours us/step | Drake us/step | MuJoCo us/step | ours / Drake | "
+          "ours / MuJoCo | creep ours / Drake / MuJoCo | penetration ours / Drake / MuJoCo | deviation from Drake | "
+          "note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+    def acc(d):
+        return " / ".join("-" if d[k] is None else fmt_dev(d[k], "m") if d[k] > 0 else "0"
+                          for k in ("ours", "drake", "mujoco"))
     for x in rows:
         unit = "m" if x["deviation_unit"] == "m" else "rad"
+        mjc = "-" if x["mujoco_cpu_us"] is None else f"{x['mujoco_cpu_us']:.1f} ({x['mujoco_wall_us']:.1f})"
+        mjr = "-" if x["ratio_cpu_mujoco"] is None else f"{x['ratio_cpu_mujoco']:.2f}"
         print(f"| {x['title']} ({x['dt_ms']:g} ms) | {x['engine']} | {x['duration_s']:g} | "
               f"{x['ours_cpu_us']:.0f} ({x['ours_wall_us']:.0f}) | {x['drake_cpu_us']:.0f} ({x['drake_wall_us']:.0f}) | "
-              f"{x['ratio_cpu']:.2f} ({x['ratio_wall']:.2f}) | {fmt_dev(x['deviation'], unit)} | "
+              f"{mjc} | {x['ratio_cpu']:.2f} ({x['ratio_wall']:.2f}) | {mjr} | {acc(x['creep'])} | "
+              f"{acc(x['penetration'])} | {fmt_dev(x['deviation'], unit)} | "
               + "; ".join(f"{who} failed at t = {x[key]:.3f} s (us/step up to there)"
                           for who, key in (("ours", "ours_failed_at"), ("Drake", "drake_failed_at")) if x[key])
               + " |")
@@ -216,7 +249,11 @@ def main() -> None:
                                "load_max": max(loads), "rounds": a.rounds, "rows": rows, "targets": target_rows,
                                "runs": {f"{k[0]}/{k[1]}": {s: [{kk: d[kk] for kk in ("cpu_s", "wall_s", "steps",
                                                                                        "load")} for d in v[s]]
-                                                           for s in v} for k, v in results.items()}}, indent=1))
+                                                           for s in v} for k, v in results.items()},
+                               "mujoco_runs": {k: [{kk: d[kk] for kk in ("cpu_s", "wall_s", "steps", "load")}
+                                                   for d in v] for k, v in mujoco.items()},
+                               "loadavg_start_end": [start_load, Path("/proc/loadavg").read_text().split()[:3]]},
+                              indent=1))
     print(f"\n[peers] JSON: {out}")
     if a.profile:
         subprocess.run([str(ROOT / "scripts" / "venv_run.sh"), "python", str(HERE / "step_profile.py")], cwd=ROOT,
