@@ -178,7 +178,7 @@ def test_imu_at_rest_reads_g_up_in_its_frame_and_its_orientation(urdf, q):
 def test_imu_on_a_rotating_link_reads_the_joint_velocity_and_the_centripetal_acceleration(urdf):
     """j1 at q = 0 turning at omega about y, no angular acceleration: the ft frame (r = 0.4 m above the axis)
     reads omega about y and the specific force (0, 0, g - omega^2 r) (the centripetal acceleration points at the
-    axis); with an angular acceleration alpha: + alpha r along x (tangential, z x y = -x ... sign below)."""
+    axis); with an angular acceleration alpha about y, the tangential acceleration alpha y x (r z) = alpha r x."""
     omega, alpha, r = 2.5, 3.0, 0.4
     model, state, v_prev = imu_state(urdf, [0.0, 0.0], [omega, 0.0], [0.0, 0.0])
     imu = make_sensor(SensorSpec("imu", "imu", {"link": "ft"}), model)
