@@ -50,7 +50,7 @@ Q_CAPACITY = 4096            # configuration entries a slot holds (a robot and ~
 #                              is not handed over (``request`` returns False: the node says so)
 HEADER = 4                   # slot layout: scene number, t (s), nq, watched (0/1), then q
 NICE = 5                     # the child's niceness with priority "normal"
-SYNC_WAIT_S = 2.0            # s of wall time the stepping thread waits at most for the child to take a camera's
+SYNC_WAIT_S = 5.0            # s of wall time the stepping thread waits at most for the child to take a camera's
 #                              previous state (sync); then the new one replaces it (counted as dropped, ``timeouts``)
 MAX_RESTARTS = 3             # children started again after one ended (killed, crashed) before the node gives up
 
@@ -58,8 +58,9 @@ MAX_RESTARTS = 3             # children started again after one ended (killed, c
 class CameraProcess:
     """Renders the cameras of ``scene`` for ``node`` (its name, namespace and frame prefix) in a child process.
 
-    ``viewer_slots``: the browser view's CameraSlots (or None). ``priority``: "idle" or "normal" (the node
-    parameter camera_priority; ``_lower_priority``). The constructor waits until the child has made its
+    ``viewer_slots``: the browser view's CameraSlots (or None). ``priority``: "normal" or "idle" (the node
+    parameter camera_priority; ``_lower_priority``). ``sync`` (node parameter camera_sync): ``request`` waits (at
+    most ``sync_wait_s`` s) for the child to take a camera's previous state (module docstring). The constructor waits until the child has made its
     renderer and raises what making it raised.
 
     A child that ends while the node runs (killed, crashed) is noticed at once by a watchdog thread (it waits on

@@ -13,14 +13,16 @@ Per camera ``C`` (relative to the node's namespace, as the driver's ``<camera_na
     C/C/segmentation/image_raw            sensor_msgs/Image 16UC1 labels (0 = nothing)
     C/C/segmentation/labels               std_msgs/String, JSON {label: {name, kind, robot}}, transient local
 
-QoS as the driver's defaults: images and camera_info SYSTEM_DEFAULT, the point cloud DEFAULT (reliable, depth 10).
+QoS as the driver's defaults: images SYSTEM_DEFAULT, camera_info and the point cloud DEFAULT (reliable, volatile,
+depth 10); sources in ros/camera_topics.py.
 TF (static, REP 103): parent -> C_link (the scene pose) -> C_color_frame / C_depth_frame (identity: color and
 depth are rendered from one viewpoint) -> C_color_optical_frame / C_depth_optical_frame (rpy -pi/2, 0, -pi/2).
 Stamps are the sim time of the rendered state.
 
 Where they are rendered: the stepping thread only hands a copy of (t, q) over, at each camera's rate in sim time
-(``hooks``: a PublishHook per camera), and never waits for rendering (when rendering falls behind, a camera's newer
-state replaces its unrendered older one). By default a process of its own renders and publishes them
+(``hooks``: a PublishHook per camera). With ``camera_sync`` (default) it waits for the camera process to take a
+camera's previous state before handing over the next (every frame rendered; the simulation slows down when
+rendering cannot keep up); without it, a camera's newer state replaces its untaken older one. By default a process of its own renders and publishes them
 (ros/camera_process.py: node ``<node>_cameras`` in the node's namespace; the stepping thread shares no interpreter
 lock with it). When the node records a bag (``record``), a render thread of the node does (cameras/
 render_thread.py), so that the recorder, which taps the node's own publishers, records the camera topics too.
