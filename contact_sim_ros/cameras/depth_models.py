@@ -5,7 +5,8 @@
 ``stereo``: an active-stereo RealSense D4xx-like model (parameters: spec.DepthModelSpec, figures from the D400
 datasheet). The depth imager pair has baseline B (m) and focal length f (px: its own, from the depth imagers'
 field of view, 87 deg on a D435: 337 px at 640 px width, not the color camera's); a point at depth z has disparity
-d = f B / z (px of the depth imager). The matcher's disparity error is Gaussian with standard deviation ``subpixel`` (px), so
+d = f B / z (px of the depth imager). The matcher's disparity error is Gaussian with standard deviation ``subpixel``
+(px), so
 
     z_measured = f B / (d + N(0, subpixel^2)),   std(z) ~= z^2 * subpixel / (f * B)
 

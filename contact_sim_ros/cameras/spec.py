@@ -66,7 +66,8 @@ class DepthModelSpec:
 # 0.28 m at 1280x720 (0.195 m at 848x480 is the datasheet's lowest), range up to ~10 m; D415 baseline 55 mm, FOV
 # 65 x 40 deg, min-Z 0.45 m. The depth imagers' horizontal FOV (87 / 65 deg) sets the depth model's focal length
 # (f = 0.5 W / tan(HFOV / 2): 337 px at a D435's 640 px width, where its color imager's 69.4 deg gives 462 px):
-# the disparity, and so the noise, is measured by the depth imagers whatever the color camera's fov. Subpixel 0.08 px: the "typical" RMS subpixel of the depth RMS error formula
+# the disparity, and so the noise, is measured by the depth imagers whatever the color camera's fov. Subpixel 0.08 px:
+# the "typical" RMS subpixel of the depth RMS error formula
 # RMS(mm) = z(mm)^2 * subpixel / (focal(px) * baseline(mm)) of Intel's whitepaper "Tuning depth cameras for best
 # performance" (and the datasheet's depth RMS error <= 2 % at 2 m).
 DEPTH_PRESETS = {

@@ -14,7 +14,8 @@ frame of the camera's rate in sim time is rendered while one is rendered and the
 simulation slows down (real-time factor below the target) when rendering cannot keep up. The child says what it
 took in a shared array (the slot sequence number per camera) and writes a byte into a second pipe; the stepping
 thread waits on that pipe and the child's sentinel (a child that ends is not waited for). Without ``sync`` the
-stepping thread never waits for rendering (a newer state replaces an untaken one: ``dropped``). No multiprocessing Lock or Event: their named semaphores outlive a node that ends with os._exit. The child (spawned:
+stepping thread never waits for rendering (a newer state replaces an untaken one: ``dropped``). No multiprocessing
+Lock or Event: their named semaphores outlive a node that ends with os._exit. The child (spawned:
 no fork of a multi-threaded process) makes the GL context, renders each newer slot, publishes the camera's topics
 (ros/camera_topics.py) if they have readers, and writes the browser view's frustum image (viewer CameraSlots).
 
@@ -60,7 +61,8 @@ class CameraProcess:
 
     ``viewer_slots``: the browser view's CameraSlots (or None). ``priority``: "normal" or "idle" (the node
     parameter camera_priority; ``_lower_priority``). ``sync`` (node parameter camera_sync): ``request`` waits (at
-    most ``sync_wait_s`` s) for the child to take a camera's previous state (module docstring). The constructor waits until the child has made its
+    most ``sync_wait_s`` s) for the child to take a camera's previous state (module docstring). The constructor waits
+    until the child has made its
     renderer and raises what making it raised.
 
     A child that ends while the node runs (killed, crashed) is noticed at once by a watchdog thread (it waits on

@@ -22,7 +22,8 @@ Stamps are the sim time of the rendered state.
 Where they are rendered: the stepping thread only hands a copy of (t, q) over, at each camera's rate in sim time
 (``hooks``: a PublishHook per camera). With ``camera_sync`` (default) it waits for the camera process to take a
 camera's previous state before handing over the next (every frame rendered; the simulation slows down when
-rendering cannot keep up); without it, a camera's newer state replaces its untaken older one. By default a process of its own renders and publishes them
+rendering cannot keep up); without it, a camera's newer state replaces its untaken older one. By default a process of
+its own renders and publishes them
 (ros/camera_process.py: node ``<node>_cameras`` in the node's namespace; the stepping thread shares no interpreter
 lock with it). When the node records a bag (``record``), a render thread of the node does (cameras/
 render_thread.py), so that the recorder, which taps the node's own publishers, records the camera topics too.
