@@ -28,9 +28,11 @@ from __future__ import annotations
 import ctypes
 import gc
 import math
+import multiprocessing
 import os
 import re
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -44,10 +46,11 @@ from ..errors import ContactSimError, ModelError
 from ..model.composition import free_joint_name
 from ..model.loader import load_urdf, resolve_mesh_path, urdf_dir
 from ..model.materials import ContactMaterial
-from ..model.mesh_object import load_mesh, parse_mesh_uri
+from ..model.mesh_object import mesh_body, parse_mesh_entry, parse_mesh_uri
 from ..model.robot_description import default_package_dirs, is_xacro, resolve_uri, urdf_from_description
 from ..driver.loop import step_count_problem, step_wait_timeout
 from ..sim.scene import parse_shape
+from .entity_reaper import EntityReaper
 from .state_messages import stamp
 
 try:
@@ -67,6 +70,13 @@ MATERIAL_KEYS = ("friction", "restitution", "stiffness", "dissipation")
 # kg/m^3: the densest spawnable primitive, 4x osmium (22,590 kg/m^3, the densest element). A 1e12 kg 5 cm box
 # (8e15 kg/m^3) was accepted and sank through the ground, then the divergence bound paused the simulation
 MAX_DENSITY = 1.0e5
+# a spawned mesh's size, checked before it is loaded: loading and preparing a mesh (trimesh's processing, the hull,
+# the mass properties) holds the GIL the stepping thread needs: 1.3M triangles stopped the stepping for up to 7.1 s
+# and delayed ~/pause by 6.9 s; 2M stalled 5.4 s and kept 1.4-2.3 GB (issue 44, fuzz finding 8). 300k triangles
+# load in ~0.5 s; object meshes (YCB's scans: 16k-280k) stay below. Formats whose triangles cannot be counted
+# without loading the file (GLB, glTF, DAE) are bounded by their size instead.
+MAX_SPAWN_TRIANGLES = 300_000
+MAX_SPAWN_MESH_BYTES = 32 * 2 ** 20
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _NAMESPACE = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*/?$")
 
@@ -155,19 +165,94 @@ def parse_primitive(uri: str) -> tuple[str, dict]:
     return kind, obj
 
 
+def count_triangles(path: str) -> int | None:
+    """The triangles of a mesh file counted without building the mesh: an OBJ's face lines, a binary STL's header
+    count, an ASCII STL's facets, a PLY's or an OFF's face count in its header (a polygon counted as one: a lower
+    bound); None for other formats (GLB, glTF, DAE)."""
+    suffix = Path(path).suffix.lower()
+    with open(path, "rb") as f:
+        if suffix == ".stl":
+            head = f.read(84)
+            size = os.path.getsize(path)
+            if len(head) == 84:
+                n = int.from_bytes(head[80:84], "little")
+                if size == 84 + 50 * n:
+                    return n
+            f.seek(0)
+            return f.read().count(b"facet normal")
+        if suffix == ".obj":
+            data = f.read()
+            return data.count(b"\nf ") + data.count(b"\nf\t") + data.startswith((b"f ", b"f\t"))
+        if suffix == ".ply":
+            for raw in f.read(65536).split(b"\n"):
+                words = raw.split()
+                if len(words) == 3 and words[0] == b"element" and words[1] == b"face":
+                    return int(words[2])
+                if raw.strip() == b"end_header":
+                    return 0
+            return None
+        if suffix == ".off":
+            lines = [ln.split(b"#")[0].strip() for ln in f.read(65536).split(b"\n")]
+            lines = [ln for ln in lines if ln]
+            if lines and lines[0].startswith(b"OFF"):
+                rest = lines[0][3:].split() or (lines[1].split() if len(lines) > 1 else [])
+                if len(rest) >= 2:
+                    return int(rest[1])
+            return None
+    return None
+
+
+def check_mesh_size(path: str) -> None:
+    """SpawnError (UNSUPPORTED_ASSETS) naming the file, its triangles (or bytes) and the bound when the mesh is
+    beyond MAX_SPAWN_TRIANGLES (or, uncountable, MAX_SPAWN_MESH_BYTES); before the mesh is loaded."""
+    code = SpawnEntity.Response.UNSUPPORTED_ASSETS
+    try:
+        n = count_triangles(path)
+    except (OSError, ValueError):
+        return                    # the preparation says what is wrong with the file
+    if n is not None and n > MAX_SPAWN_TRIANGLES:
+        raise SpawnError(code, f"{path}: {n:,} triangles, more than the {MAX_SPAWN_TRIANGLES:,} a spawned mesh may "
+                               f"have (loading it would stall the simulation): simplify it (e.g. trimesh's "
+                               f"simplify_quadric_decimation, MeshLab's Quadric Edge Collapse Decimation)")
+    size = os.path.getsize(path)
+    if n is None and size > MAX_SPAWN_MESH_BYTES:
+        raise SpawnError(code, f"{path}: {size:,} bytes, more than the {MAX_SPAWN_MESH_BYTES:,} a spawned mesh "
+                               f"file of this format may have (its triangles are not counted before loading): "
+                               f"simplify it or convert it to OBJ, STL or PLY")
+
+
 def _parse_mesh(uri: str) -> tuple[str, dict]:
-    """A ``mesh://`` resource (model/mesh_object.parse_mesh_uri) -> (default name, scene object mapping); the mesh
-    is read here (an unreadable file is the caller's RESOURCE_PARSE_ERROR, a missing one NOT_FOUND); its convex
-    pieces are made (or read from the cache) when the scene is rebuilt."""
+    """A ``mesh://`` resource (model/mesh_object.parse_mesh_uri) -> (default name, scene object mapping); the file's
+    size checked (check_mesh_size) before anything is loaded (a missing file is NOT_FOUND); the mesh is loaded,
+    checked and its convex pieces made (decomposed, cached on disk) by ``prepare_mesh`` in a child process."""
     try:
         name, obj = parse_mesh_uri(uri, lambda f: resolve_mesh_path(f, None))
-        load_mesh(obj["mesh"], obj.get("scale", (1.0, 1.0, 1.0)))
     except ModelError as exc:
         raise SpawnError(NOT_FOUND if "not found" in str(exc) else SpawnEntity.Response.RESOURCE_PARSE_ERROR,
                          str(exc)) from None
     except ContactSimError as exc:
         raise SpawnError(SpawnEntity.Response.RESOURCE_PARSE_ERROR, str(exc)) from None
+    check_mesh_size(obj["mesh"])
     return name, obj
+
+
+def _prepare_mesh_child(obj: dict, conn) -> None:
+    """In the child process (idle priority): the mesh object's body (load, checks, convex pieces: a decomposition
+    is cached on disk, where the parent's rebuild reads it); sends ("ok", pieces) or ("error", kind, message)."""
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+    try:
+        spec = parse_mesh_entry(obj, obj["mesh"], "spawned mesh")
+        body = mesh_body(spec, mass=obj.get("mass"), density=obj.get("density"), quiet=True)
+        conn.send(("ok", len(body.pieces)))
+    except ContactSimError as exc:
+        conn.send(("error", "missing" if "not found" in str(exc) else "parse", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which answers the request with it
+        conn.send(("error", "failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
 
 
 class SimulationInterfaces:
@@ -183,6 +268,8 @@ class SimulationInterfaces:
         self.spawned: set[str] = set()
         self._stopped_at = self.loop.steps_done if cfg.start_paused else None     # STATE_STOPPED marker
         self._model_lock = threading.Lock()
+        self.preparing: tuple | None = None        # (entity name, pid) while a spawned mesh is prepared
+        self.reaper = EntityReaper(node)            # a swap's dropped publishers, destroyed when the executor is done
         ns = node.get_namespace()
         self.world = node.world
         self._world_names = {"", node.world, node.prefix + node.world}
@@ -541,6 +628,8 @@ class SimulationInterfaces:
         with self._model_lock:
             try:
                 name, obj = self._spawn_object(request)
+                if "mesh" in obj:
+                    self._prepare_mesh(name, obj)
             except SpawnError as exc:
                 return _result(response, exc.code, str(exc))
             code, message = self._swap({**self.spec, "objects": self.spec["objects"] + [obj]})
@@ -550,6 +639,53 @@ class SimulationInterfaces:
         return _result(response, code, message)
 
     # ------------------------------------------------------------------------------ spawning
+
+    def _prepare_mesh(self, name: str, obj: dict) -> None:
+        """Load and check the mesh of ``obj`` and make its convex pieces (a decomposition: seconds to a minute,
+        cached on disk) in a child process at idle priority (``_prepare_mesh_child``), while this thread waits
+        without the GIL: the stepping, ~/pause and the other services go on; the rebuild then reads the cached
+        pieces. SpawnError with the child's reason, or FAILED when it ended without one (killed, crashed: logged)."""
+        R = SpawnEntity.Response
+        log = self.node.get_logger()
+        ctx = multiprocessing.get_context("spawn")       # no fork of a process with DDS threads
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_prepare_mesh_child, args=(obj, send), name=f"prepare mesh {name}", daemon=True)
+        start = time.monotonic()
+        proc.start()
+        send.close()
+        self.preparing = (name, proc.pid)
+        log.info(f"spawn_entity '{name}': preparing {obj['mesh']} in process {proc.pid} (idle priority); the "
+                 f"simulation runs on, the entity appears when it is ready")
+        message = stopped = None
+        try:
+            while message is None:
+                if recv.poll(0.1):
+                    try:
+                        message = recv.recv()
+                    except EOFError:          # the child ended without an answer
+                        break
+                elif not proc.is_alive() and not recv.poll(0):
+                    break
+                elif not self.loop.running:
+                    stopped = True
+                    proc.kill()
+                    break
+            proc.join(10.0)
+        finally:
+            self.preparing = None
+            recv.close()
+        if stopped:
+            raise SpawnError(FAILED, f"{obj['mesh']}: not spawned: the simulation stopped while it was prepared")
+        if message is None:
+            log.error(f"spawn_entity '{name}': the process preparing {obj['mesh']} (pid {proc.pid}) ended with "
+                      f"code {proc.exitcode} without an answer (killed? out of memory?); nothing spawned")
+            raise SpawnError(FAILED, f"{obj['mesh']}: its preparation process ended with code {proc.exitcode} "
+                                     f"without an answer (killed? out of memory?)")
+        if message[0] == "error":
+            code = {"missing": NOT_FOUND, "parse": R.RESOURCE_PARSE_ERROR}.get(message[1], FAILED)
+            raise SpawnError(code, message[2])
+        log.info(f"spawn_entity '{name}': {obj['mesh']} prepared ({message[1]} convex piece(s), "
+                 f"{time.monotonic() - start:.1f} s)")
 
     def _spawn_object(self, request) -> tuple[str, dict]:
         """(entity name, scene object mapping) of a SpawnEntity request; SpawnError with the spec's code."""
@@ -721,11 +857,11 @@ class SimulationInterfaces:
         except Exception as exc:   # noqa: BLE001 - reported to the caller; the old model stays
             for body, pub in tables["_wrench_pubs"].items():
                 if body not in old_pubs:
-                    node.destroy_publisher(pub)
+                    self.reaper.retire(pub, node)
             return FAILED, f"swapping in the new model failed: {exc!r}"
-        for body, pub in old_pubs.items():
+        for body, pub in old_pubs.items():   # retired: destroyed here they raced with the executor's wait
             if body not in tables["_wrench_pubs"]:
-                node.destroy_publisher(pub)
+                self.reaper.retire(pub, node)
         self.spec = spec
         del sim, old_pubs, tables
         gc.collect()                  # garbage with cycles (rclpy entities, messages) now, not at the next full gc
