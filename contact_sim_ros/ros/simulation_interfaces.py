@@ -49,6 +49,8 @@ from ..model.materials import ContactMaterial
 from ..model.mesh_object import mesh_body, parse_mesh_entry, parse_mesh_uri
 from ..model.robot_description import default_package_dirs, is_xacro, resolve_uri, urdf_from_description
 from ..driver.loop import step_count_problem, step_wait_timeout
+from ..sim.divergence import scene_size
+from ..sim.penetration import start_overlap
 from ..sim.scene import parse_shape
 from .entity_reaper import EntityReaper
 from .state_messages import stamp
@@ -76,6 +78,10 @@ MAX_DENSITY = 1.0e5
 # load in ~0.5 s; object meshes (YCB's scans: 16k-280k) stay below. Formats whose triangles cannot be counted
 # without loading the file (GLB, glTF, DAE) are bounded by their size instead.
 MAX_SPAWN_TRIANGLES = 300_000
+# m: the largest dimension of a spawned object is at most max(SPAWN_SIZE_FLOOR_M, 2 x the scene's size: the largest
+# distance of a joint origin from the world origin). A 1e6 m box (or a 1e30 kg one, under MAX_DENSITY only at such
+# sizes) was accepted and the next step paused the simulation (issue 44)
+SPAWN_SIZE_FLOOR_M = 10.0
 MAX_SPAWN_MESH_BYTES = 32 * 2 ** 20
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _NAMESPACE = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*/?$")
@@ -221,6 +227,22 @@ def check_mesh_size(path: str) -> None:
                                f"simplify it or convert it to OBJ, STL or PLY")
 
 
+def object_extent(obj: dict) -> float | None:
+    """The largest dimension (m) of a primitive scene object (box: its largest side; sphere: its diameter; cylinder
+    and capsule: the larger of the diameter and the length, a capsule's with its caps); None for other objects."""
+    shape = obj.get("shape")
+    if not shape:
+        return None
+    (kind, size), = shape.items()
+    size = [float(x) for x in (size if isinstance(size, (list, tuple)) else [size])]
+    if kind == "box":
+        return max(size)
+    if kind == "sphere":
+        return 2.0 * size[0]
+    radius, length = size
+    return max(2.0 * radius, length + (2.0 * radius if kind == "capsule" else 0.0))
+
+
 def _parse_mesh(uri: str) -> tuple[str, dict]:
     """A ``mesh://`` resource (model/mesh_object.parse_mesh_uri) -> (default name, scene object mapping); the file's
     size checked (check_mesh_size) before anything is loaded (a missing file is NOT_FOUND); the mesh is loaded,
@@ -246,7 +268,9 @@ def _prepare_mesh_child(obj: dict, conn) -> None:
     try:
         spec = parse_mesh_entry(obj, obj["mesh"], "spawned mesh")
         body = mesh_body(spec, mass=obj.get("mass"), density=obj.get("density"), quiet=True)
-        conn.send(("ok", len(body.pieces)))
+        points = np.concatenate([np.asarray(p, dtype=float) for p in body.pieces])
+        extent = float(np.max(points.max(axis=0) - points.min(axis=0)))
+        conn.send(("ok", len(body.pieces), body.mass, body.volume, extent))
     except ContactSimError as exc:
         conn.send(("error", "missing" if "not found" in str(exc) else "parse", str(exc)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which answers the request with it
@@ -628,11 +652,14 @@ class SimulationInterfaces:
         with self._model_lock:
             try:
                 name, obj = self._spawn_object(request)
+                extent = object_extent(obj)
                 if "mesh" in obj:
-                    self._prepare_mesh(name, obj)
+                    extent = self._prepare_mesh(name, obj)
+                if extent is not None:
+                    self._check_size(name, extent)
             except SpawnError as exc:
                 return _result(response, exc.code, str(exc))
-            code, message = self._swap({**self.spec, "objects": self.spec["objects"] + [obj]})
+            code, message = self._swap({**self.spec, "objects": self.spec["objects"] + [obj]}, spawned=name)
             if code == OK:
                 self.spawned.add(name)
                 response.entity_name = name
@@ -684,8 +711,27 @@ class SimulationInterfaces:
         if message[0] == "error":
             code = {"missing": NOT_FOUND, "parse": R.RESOURCE_PARSE_ERROR}.get(message[1], FAILED)
             raise SpawnError(code, message[2])
-        log.info(f"spawn_entity '{name}': {obj['mesh']} prepared ({message[1]} convex piece(s), "
+        _, pieces, mass, volume, extent = message
+        if volume > 0 and mass / volume > MAX_DENSITY:
+            raise SpawnError(R.RESOURCE_PARSE_ERROR, f"{obj['mesh']}: mass {mass:g} kg in {volume:.3g} m^3 gives a "
+                                                     f"density of {mass / volume:.3g} kg/m^3, beyond any solid "
+                                                     f"(bound {MAX_DENSITY:g} kg/m^3; osmium: 22590): no contact "
+                                                     f"could carry it")
+        log.info(f"spawn_entity '{name}': {obj['mesh']} prepared ({pieces} convex piece(s), "
                  f"{time.monotonic() - start:.1f} s)")
+        return extent
+
+    def _check_size(self, name: str, extent: float) -> None:
+        """SpawnError (RESOURCE_PARSE_ERROR) when an object of largest dimension ``extent`` (m) is beyond the scene's
+        size bound (SPAWN_SIZE_FLOOR_M)."""
+        sim = self.node.sim
+        size = scene_size(sim.model.pin_model, sim.q)
+        bound = max(SPAWN_SIZE_FLOOR_M, 2.0 * size)
+        if extent > bound:
+            raise SpawnError(SpawnEntity.Response.RESOURCE_PARSE_ERROR,
+                             f"'{name}' is {extent:.4g} m across, larger than the {bound:.3g} m a spawned object may "
+                             f"be in this scene (the larger of {SPAWN_SIZE_FLOOR_M:g} m and twice the scene's size, "
+                             f"{size:.3g} m): the simulation could not carry it")
 
     def _spawn_object(self, request) -> tuple[str, dict]:
         """(entity name, scene object mapping) of a SpawnEntity request; SpawnError with the spec's code."""
@@ -822,13 +868,24 @@ class SimulationInterfaces:
 
     # ------------------------------------------------------------------------------ the model swap
 
-    def _swap(self, spec: dict) -> tuple[int, str]:
-        """Build a Simulator of ``spec`` and swap it in (caller holds _model_lock)."""
+    def _swap(self, spec: dict, spawned: str | None = None) -> tuple[int, str]:
+        """Build a Simulator of ``spec`` and swap it in (caller holds _model_lock). ``spawned``: the object new in
+        ``spec``; refused (INVALID_POSE, nothing swapped) when it starts inside another body deeper than the
+        penetration bound (the first step would fail and pause the simulation: a box inside the robot's base)."""
         node, loop = self.node, self.loop
         try:
             sim = node.sim.rebuilt(node.config.load_scene(spec))
         except ContactSimError as exc:
             return FAILED, f"the scene cannot be rebuilt: {exc}"
+        if spawned is not None:
+            overlap = start_overlap(sim)
+            if overlap is not None and spawned in (overlap.link_a, overlap.link_b):
+                other = overlap.link_b if overlap.link_a == spawned else overlap.link_a
+                return SpawnEntity.Response.INVALID_POSE, (
+                    f"'{spawned}' would start inside '{other}' ({overlap.geometry_a!r} and {overlap.geometry_b!r} "
+                    f"overlap by {100 * overlap.depth:.3g} cm, more than the thinner one's thickness "
+                    f"{100 * overlap.thickness:.3g} cm allows): the first step could not carry it; spawn it "
+                    f"elsewhere")
         old_pubs = dict(node._wrench_pubs)
         tables = node.model_tables(sim.model, publishers=old_pubs)
         old_static = [(e.parent, e.child) for e in node.edges if e.static]

@@ -102,3 +102,34 @@ def test_steps_go_on_and_pause_is_answered_while_a_spawned_mesh_is_prepared(monk
         assert res.entity_name == "bracket" and "bracket" in _entities(sim)
     finally:
         sim.close()
+
+
+def test_spawns_the_next_step_could_not_carry_are_refused_with_the_reason(monkeypatch):
+    """Wrong list: a 1e6 m box, a 1e12 kg mesh and a box inside the robot's base were accepted, then the next step
+    failed and the simulation paused itself. Now each is refused at the service with its reason, nothing is added,
+    and the simulation plays on; an ordinary box is still spawned."""
+    sim = _node(monkeypatch, "--real-time-factor", "1.0")
+    try:
+        loop = sim.node.loop
+        before = _entities(sim)
+        R = SpawnEntity.Response
+        cases = [("huge", "primitive://box?size=1e6,1e6,1e6&density=1000", (0.6, 0.0, 0.05), R.RESOURCE_PARSE_ERROR,
+                  "is 1e+06 m across, larger than the 10 m"),
+                 ("heavy", "mesh://l_bracket.obj?mass=1e12&collision=hull", (0.6, 0.0, 0.05), R.RESOURCE_PARSE_ERROR,
+                  "beyond any solid"),
+                 ("inside", "primitive://box?size=0.1,0.1,0.1&mass=0.5", (0.0, 0.0, 0.08), R.INVALID_POSE,
+                  "'inside' would start inside 'iiwa_link_0")]
+        for name, uri, xyz, code, words in cases:
+            res = _call(sim, SpawnEntity, "/spawn_entity", _spawn_request(name, uri, xyz))
+            assert (res.result.result, words in res.result.error_message) == (code, True), \
+                (name, res.result.result, res.result.error_message)
+        assert _entities(sim) == before
+        steps = loop.steps_done
+        wait_until(lambda: loop.steps_done > steps + 100 or loop.paused, 60, what="steps after the refusals")
+        assert not loop.paused and loop.steps_done > steps + 100
+        res = _call(sim, SpawnEntity, "/spawn_entity",
+                    _spawn_request("box", "primitive://box?size=0.05,0.05,0.05&mass=0.2", (0.6, 0.0, 0.025)))
+        assert res.result.result == OK, res.result.error_message
+        assert _entities(sim) == before | {"box"}
+    finally:
+        sim.close()
