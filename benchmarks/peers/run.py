@@ -116,6 +116,8 @@ def deviation(a: dict, b: dict) -> float:
 
 
 def fmt_dev(x: float, unit: str) -> str:
+    if x < 1e-9:
+        return f"{x:.1e} {unit}"
     if x < 1e-3:
         return f"{x * 1e6:.3g} u{unit}"
     if x < 1:
