@@ -620,7 +620,7 @@ def test_a_params_file_larger_than_the_bound_is_refused_before_it_is_read(tmp_pa
     small = tmp_path / "small.yaml"
     small.write_text(text[:bound - 200].rpartition("\n")[0] + "\n")
     p = module.controller_parameters_from_files([small], "big", "/")
-    assert parsed == [small] and p["joints"] == ["j1"] and len(p) > 10_000
+    assert parsed == [small] and p["joints"] == ["j1"] and len(p) > 2_000
 
 
 def test_many_names_are_listed_as_ten_and_a_count(urdf):

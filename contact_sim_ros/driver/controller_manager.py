@@ -33,11 +33,12 @@ __all__ = ["BEST_EFFORT", "STRICT", "AUTO", "FORCE_AUTO", "CONTROLLER_TYPES", "C
            "ControllerManagers", "controller_parameters_from_files", "spawned_controllers", "MAX_PARAMS_FILE_BYTES",
            "some_names"]
 
-# the largest controller parameters file (``NAME.params_file``, spawner's -p) read (bytes): 256 KiB, 35 times the
+# the largest controller parameters file (``NAME.params_file``, spawner's -p) read (bytes): 64 KiB, 10 times the
 # largest file of ros2_control's and the vendors' stacks (UR's, 6.7 kB). Parsing (pure-Python YAML, 2.5 s per MB)
-# holds the GIL, which the stepping thread shares: a 5 MB file took 53 s and paused the stepping for up to 1.75 s
-# (issue 44, fuzz finding 7); a larger file is refused before it is read.
-MAX_PARAMS_FILE_BYTES = 256 * 1024
+# holds the GIL, which the stepping thread shares, and the controller checks its parameters between two steps: a
+# 5 MB file took 53 s and paused the stepping for up to 1.75 s (issue 44, fuzz finding 7); at 256 KiB (11k
+# parameters) a load took 1.2 s and paused the stepping 0.2 s. A larger file is refused before it is read.
+MAX_PARAMS_FILE_BYTES = 64 * 1024
 SHOWN_NAMES = 10        # names listed in a log line or a service answer; the rest counted ("and 9,990 more")
 
 
@@ -409,7 +410,7 @@ def controller_parameters_from_files(paths, name: str, namespace: str = "/") -> 
             size = 0                   # read_mapping says what is wrong with it
         if size > MAX_PARAMS_FILE_BYTES:
             raise ConfigError(f"{path}: controller parameters file of {size:,} bytes, larger than the "
-                              f"{MAX_PARAMS_FILE_BYTES:,} bytes (256 KiB) one may have: not read, nothing loaded "
+                              f"{MAX_PARAMS_FILE_BYTES:,} bytes (64 KiB) one may have: not read, nothing loaded "
                               f"(controller parameters files are a few kB)")
         data = read_mapping(path, "controller parameters file")
         sections = []
