@@ -297,7 +297,8 @@ class SimulationInterfaces:
         ns = node.get_namespace()
         self.world = node.world
         self._world_names = {"", node.world, node.prefix + node.world}
-        changes = MutuallyExclusiveCallbackGroup()     # spawn, delete, reset, state changes: one at a time
+        changes = MutuallyExclusiveCallbackGroup()     # delete, reset, state changes: one at a time
+        spawns = MutuallyExclusiveCallbackGroup()      # spawns one at a time; a mesh's preparation blocks no change
         queries = ReentrantCallbackGroup()
         for srv, name, fn, group in (
                 (GetSimulatorFeatures, "get_simulator_features", self._srv_features, queries),
@@ -309,7 +310,7 @@ class SimulationInterfaces:
                 (GetEntityState, "get_entity_state", self._srv_entity_state, queries),
                 (GetEntitiesStates, "get_entities_states", self._srv_entities_states, queries),
                 (SetEntityState, "set_entity_state", self._srv_set_entity_state, queries),
-                (SpawnEntity, "spawn_entity", self._srv_spawn, changes),
+                (SpawnEntity, "spawn_entity", self._srv_spawn, spawns),
                 (DeleteEntity, "delete_entity", self._srv_delete, changes)):
             node.create_service(srv, name, fn, callback_group=group)
         self.action = ActionServer(node, SimulateSteps, "simulate_steps", execute_callback=self._execute_steps,
@@ -649,16 +650,19 @@ class SimulationInterfaces:
         return _result(response, code, message)
 
     def _srv_spawn(self, request, response):
+        """The request checked and a mesh prepared (seconds to a minute: in a child process) before the model lock
+        is taken, so that pausing, resetting, deleting go on meanwhile (spawns are one at a time: their own callback
+        group); the swap under the lock, onto the scene as it is then."""
+        try:
+            name, obj = self._spawn_object(request)
+            extent = object_extent(obj)
+            if "mesh" in obj:
+                extent = self._prepare_mesh(name, obj)
+            if extent is not None:
+                self._check_size(name, extent)
+        except SpawnError as exc:
+            return _result(response, exc.code, str(exc))
         with self._model_lock:
-            try:
-                name, obj = self._spawn_object(request)
-                extent = object_extent(obj)
-                if "mesh" in obj:
-                    extent = self._prepare_mesh(name, obj)
-                if extent is not None:
-                    self._check_size(name, extent)
-            except SpawnError as exc:
-                return _result(response, exc.code, str(exc))
             code, message = self._swap({**self.spec, "objects": self.spec["objects"] + [obj]}, spawned=name)
             if code == OK:
                 self.spawned.add(name)
@@ -667,7 +671,7 @@ class SimulationInterfaces:
 
     # ------------------------------------------------------------------------------ spawning
 
-    def _prepare_mesh(self, name: str, obj: dict) -> None:
+    def _prepare_mesh(self, name: str, obj: dict) -> float:
         """Load and check the mesh of ``obj`` and make its convex pieces (a decomposition: seconds to a minute,
         cached on disk) in a child process at idle priority (``_prepare_mesh_child``), while this thread waits
         without the GIL: the stepping, ~/pause and the other services go on; the rebuild then reads the cached

@@ -5,15 +5,16 @@ node's own context.
 * A mesh beyond MAX_SPAWN_TRIANGLES is refused before it is loaded, naming its triangles and the bound (1.3M
   triangles stopped the stepping for 7.1 s; 2M stalled 5.4 s and kept 1.4-2.3 GB).
 * A mesh within the bound is prepared (loaded, decomposed) in a child process at idle priority: while it is, the
-  simulation keeps stepping (steps counted) and ~/pause is answered; the entity appears when it is ready and the
-  service answers then.
+  simulation keeps stepping (steps counted), ~/pause and set_simulation_state are answered; the entity appears when
+  it is ready and the service answers then.
 """
 
 from __future__ import annotations
 
 import struct
 
-from simulation_interfaces.srv import GetEntities, SpawnEntity
+from simulation_interfaces.msg import SimulationState
+from simulation_interfaces.srv import GetEntities, SetSimulationState, SpawnEntity
 from std_srvs.srv import SetBool
 
 from contact_sim_ros.ros import simulation_interfaces as si
@@ -93,9 +94,15 @@ def test_steps_go_on_and_pause_is_answered_while_a_spawned_mesh_is_prepared(monk
                    what="steps while the mesh is prepared")
         pause = _call_async(sim, SetBool, f"{node.get_fully_qualified_name()}/pause", SetBool.Request(data=True))
         wait_until(lambda: pause.done() or interfaces.preparing is None, 60, what="~/pause's answer")
+        assert loop.steps_done >= steps + 50 and pause.result().success and loop.paused
+        # simulation_interfaces' own state change too (it waited for the spawn's preparation before)
+        state = SetSimulationState.Request()
+        state.state.state = SimulationState.STATE_PLAYING
+        played = _call_async(sim, SetSimulationState, "/set_simulation_state", state)
+        wait_until(lambda: played.done() or interfaces.preparing is None, 60, what="set_simulation_state's answer")
         assert interfaces.preparing is not None and not spawned.done(), \
-            "the preparation ended before the steps and ~/pause could be observed during it"
-        assert loop.steps_done >= steps + 50 and pause.result().success
+            "the preparation ended before the steps, ~/pause and set_simulation_state could be observed during it"
+        assert played.result().result.result == OK and not loop.paused
         wait_until(spawned.done, 120, what="the spawn's answer")
         res = spawned.result()
         assert res.result.result == OK, res.result.error_message
