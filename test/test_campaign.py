@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.scenarios.results import FAILURE_MODES
 from contact_sim_ros.scenarios.campaign import (Distribution, finished_trials, load_campaign, read_results, report,
                                                 run_campaign, run_trial, wilson_interval)
 
@@ -165,8 +166,7 @@ def test_local_campaign_streams_resumes_and_reports(tmp_path):
     assert (out / "report.md").is_file() and (out / "plots" / "controller_grip_force.png").is_file()
     for r in rows:
         if not r["success"]:
-            assert r["failure_mode"] in ("missed", "dropped_during_lift", "dropped_during_shake",
-                                         "dropped_during_place", "solver_failure", "other")
+            assert r["failure_mode"] in FAILURE_MODES
 
 
 def _crash_once_then_run(spec, k, engine):
@@ -413,7 +413,7 @@ def test_parts_are_checked_when_written_and_when_read_back(tmp_path):
         read_results(out)
 
 
-def test_ctrl_c_writes_what_is_done_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
+def test_ctrl_c_writes_what_is_done_and_says_how_to_resume(tmp_path, capfd, monkeypatch):
     """A KeyboardInterrupt (Ctrl-C) after the 2nd row: both rows are on disk (the part is flushed), the command
     says how many are saved and how to resume, exit 130, no traceback; the same command then runs the rest."""
     from contact_sim_ros.scenarios import campaign as cm
@@ -428,13 +428,13 @@ def test_ctrl_c_writes_what_is_done_and_says_how_to_resume(tmp_path, capsys, mon
     out = str(tmp_path / "out")
     monkeypatch.setattr(cm, "run_campaign", interrupted)
     assert cm.main([path, "--out", out, "--workers", "2", "--no-progress"]) == 130
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "interrupted: 2 trial run(s) of this run saved" in err and "2 not run" in err, err
     assert "run the same command again to resume" in err and "Traceback" not in err
     assert len(finished_trials(out)) == 2
     monkeypatch.setattr(cm, "run_campaign", real)
     assert cm.main([path, "--out", out, "--workers", "2", "--no-progress"]) == 0
-    assert "2 trial run(s) in" in capsys.readouterr().out
+    assert "2 trial run(s) in" in capfd.readouterr().out
     assert sorted(r["trial"] for r in read_results(out).to_pylist()) == [0, 1, 2, 3]
     for png in ("object_bottle_friction.png", "failure_modes_object_bottle_friction.png"):
         assert (tmp_path / "out" / "plots" / png).stat().st_size > 5000

@@ -666,7 +666,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
 # ------------------------------------------------------------------------------------------- the campaign
 
 INTERRUPTED_EXIT = 130          # exit status of an interrupted campaign (Ctrl-C), as a shell gives for SIGINT
-SHUTDOWN_TIMEOUT_S = 1.5        # after Ctrl-C, Ray's shutdown gets this long; the command exits anyway then (s)
+SHUTDOWN_TIMEOUT_S = 1.0        # after Ctrl-C, Ray's shutdown gets this long; the command exits anyway then (s)
 DEFAULT_NICENESS = 15           # Ray's own default for its worker processes (nice(1): 0 normal, 19 lowest)
 RAY_LOG = "ray.log"             # in the output folder: what Ray's processes and threads print (not the terminal)
 _interrupted_at: list = []      # monotonic time of the first SIGINT of this command (main's handler)
@@ -825,10 +825,12 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                 "cpu_time_s": float("nan"), "worker_pid": -1, "worker_rss_mb": float("nan"),
                 **{f"p.{n}": v for n, v in values.items()}}
 
-    def stopped():
+    def stopped(tell=say):
         summary["interrupted"] = True
         summary["not_run"] = len(todo) - summary["run"] - summary["lost"]
         writer.flush()                                  # first: what is done is saved whatever Ray does next
+        tell(interrupted_message(out, summary))         # then said, before Ray's shutdown (bounded, killable)
+        summary["said"] = True
 
     if in_process:
         try:
@@ -883,7 +885,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                            file=console.term)
             while pending:
                 _check_interrupted()
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
                 for ref in ready:
                     k, e, values = pending.pop(ref)
                     try:
@@ -899,7 +901,10 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                     record(row, bar, tell)
             _check_interrupted()
         except KeyboardInterrupt:
-            stopped()
+            if bar is not None:
+                bar.close()
+                bar = None
+            stopped(tell)
         finally:
             writer.flush()
             if bar is not None:
@@ -908,6 +913,13 @@ def run_campaign(spec: CampaignSpec, out: str | Path, *, address: str | None = N
                 summary["ray_stopped"] = _shutdown_ray(ray, SHUTDOWN_TIMEOUT_S if summary["interrupted"] else None)
     summary["wall_s"] = time.monotonic() - wall0
     return summary
+
+
+def interrupted_message(out, summary: dict) -> str:
+    """What an interrupted campaign says (after ``contact-sim campaign: ``)."""
+    return (f"interrupted: {summary['run']} trial run(s) of this run saved in {results_dir(out)} "
+            f"({summary['done_before'] + summary['run']} in all), {summary['not_run']} not run; run the same command "
+            f"again to resume")
 
 
 def _init_local_ray(ray, attempts: int = 3, **kwargs) -> None:
@@ -1248,12 +1260,10 @@ def _campaign_main(argv) -> int:
                                progress=not args.no_progress, in_process=args.in_process, niceness=args.niceness,
                                say=_say)
         if summary["interrupted"] or _interrupted_at:
-            print(f"contact-sim campaign: interrupted: {summary['run']} trial run(s) of this run saved in "
-                  f"{results_dir(out)} ({summary['done_before'] + summary['run']} in all), "
-                  f"{summary['not_run']} not run; run the same command again "
-                  f"to resume" + ("" if summary["ray_stopped"] else f" (Ray had not stopped after "
-                                  f"{SHUTDOWN_TIMEOUT_S:g} s: left to end with this process)"),
-                  file=sys.stderr, flush=True)
+            if not summary.get("said"):
+                _say(interrupted_message(out, summary))
+            if not summary["ray_stopped"]:
+                _say(f"interrupted: Ray had not stopped {SHUTDOWN_TIMEOUT_S:g} s later: it ends with this process")
             return INTERRUPTED_EXIT
         print(f"{summary['run']} trial run(s) in {summary['wall_s']:.1f} s ({summary['done_before']} already done, "
               f"{summary['failed_tasks']} failed tasks); results in {results_dir(out)}")

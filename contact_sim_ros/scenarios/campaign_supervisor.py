@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 INTERRUPTED_EXIT = 130
-INTERRUPT_DEADLINE_S = 3.0      # from the first Ctrl-C to the child's end, else it is killed (s)
+INTERRUPT_DEADLINE_S = 2.5      # from the first Ctrl-C to the child's end, else it is killed (s)
 
 # the child's first lines: until campaign.main() installs its handler, a Ctrl-C (while the simulation's modules
 # load) ends it at once: nothing is under way yet
