@@ -140,3 +140,32 @@ def test_spawns_the_next_step_could_not_carry_are_refused_with_the_reason(monkey
         assert _entities(sim) == before | {"box"}
     finally:
         sim.close()
+
+
+def test_a_killed_preparation_process_is_reported_and_nothing_is_spawned(monkeypatch, tmp_path, capfd):
+    """Issue 44 (item 6): a child process's failure is noticed and reported, never silent. The process preparing a
+    mesh killed (SIGKILL, as the kernel's OOM killer would): the spawn is answered FAILED with its exit code, the
+    node logs it, nothing is added, and the next spawn of the same mesh works."""
+    import os
+    import signal
+    monkeypatch.setenv("CONTACT_SIM_MESH_CACHE", str(tmp_path / "cache"))
+    sim = _node(monkeypatch, "--paused")
+    try:
+        interfaces = sim.node.simulation_interfaces
+        before = _entities(sim)
+        uri = "mesh://l_bracket.obj?density=2700&collision=decompose"
+        spawned = _call_async(sim, SpawnEntity, "/spawn_entity", _spawn_request("bracket", uri))
+        wait_until(lambda: interfaces.preparing is not None or spawned.done(), 60, what="the mesh being prepared")
+        assert interfaces.preparing is not None, spawned.result().result.error_message
+        os.kill(interfaces.preparing[1], signal.SIGKILL)
+        wait_until(spawned.done, 60, what="the spawn's answer")
+        res = spawned.result().result
+        assert res.result == si.FAILED and "ended with code -9 without an answer" in res.error_message, \
+            res.error_message
+        assert _entities(sim) == before and interfaces.preparing is None
+        res = _call(sim, SpawnEntity, "/spawn_entity", _spawn_request("bracket", uri))
+        assert res.result.result == OK, res.result.error_message
+    finally:
+        sim.close()
+    err = capfd.readouterr().err
+    assert "spawn_entity 'bracket': the process preparing" in err and "ended with code -9" in err
