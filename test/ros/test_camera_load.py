@@ -6,7 +6,10 @@ color camera_info and the point cloud of a 15 Hz camera at >= 50 % of its rate i
 Before the fix the camera process (SCHED_IDLE) got almost no CPU next to the hogs: 1.3 frames per simulated second
 per camera, the states dropped at the hand-over (diagnostics: 28 rendered, 275 dropped). Now the stepping thread
 waits for the camera process to take a camera's previous state (camera_sync, as gz-sim's sensors), so the frames
-hold in sim time and the real-time factor drops instead: the window is measured in sim time, never in wall time."""
+hold in sim time and the real-time factor drops instead: the window is measured in sim time, never in wall time.
+With that alone 37-40 of 45 images arrived (all 45 camera_info and clouds): the images' writers keep one sample
+(SYSTEM_DEFAULT) and a slow reader lost the ones replaced before it acknowledged them; the camera process now waits
+for the acknowledgements of a camera's previous images before publishing the next (ros/camera_topics.py)."""
 
 import subprocess
 import time
