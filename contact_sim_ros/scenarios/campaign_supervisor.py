@@ -101,7 +101,7 @@ def run(argv) -> int:
                 child.wait()
                 print(f"contact-sim campaign: interrupted: stopped "
                       f"{'at the second Ctrl-C' if len(interrupts) > 1 else f'{INTERRUPT_DEADLINE_S:g} s after Ctrl-C'}"
-                      f" (the rows done are saved; run the same command again to resume)", file=sys.stderr,
+                      f" (the rows written so far are kept; run the same command again to resume)", file=sys.stderr,
                       flush=True)
                 return INTERRUPTED_EXIT
         if interrupts:
