@@ -89,7 +89,7 @@ def test_one_frame_placements_equal_frames_forward_kinematics_bit_for_bit(ik):
 def test_gripper_measurements_mean_is_numpys_bit_for_bit():
     """The mean of a few finger values (robot_link._mean, a sum from +0.0 then a division) is float(np.mean(...)),
     bit for bit, signed zeros included."""
-    from contact_sim_ros.controllers.robot_link import _mean
+    from contact_sim_ros.controllers.link_messages import mean_of as _mean
     rng = np.random.default_rng(6)
     for n in range(1, 11):
         for _ in range(2000):

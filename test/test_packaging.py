@@ -576,7 +576,7 @@ PACKAGE = ROOT / "contact_sim_ros"
 # The only places that may import rclpy, relative to contact_sim_ros/ (a folder ends with '/'): the ROS 2 package,
 # and the scenario controllers' links to a robot's ROS 2 interface: robot_link (over ROS 2) and inprocess_link (the
 # same interface in process; it turns the node's serialized publications back into messages).
-RCLPY_PLACES = ("ros/", "controllers/robot_link.py", "controllers/inprocess_link.py")
+RCLPY_PLACES = ("ros/", "controllers/robot_link.py")
 # what a kernel module (one with a function decorated with njit) may import besides other kernel modules
 KERNEL_MODULE_IMPORTS = {"__future__", "math", "numpy", "contact_sim_ros.jit"}
 
@@ -749,3 +749,55 @@ def test_readme_engine_table_lists_exactly_the_registered_engines():
     rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
     listed = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
     assert listed == set(engine_names()), listed ^ set(engine_names())
+
+
+# modules outside contact_sim_ros/ros/ that may import from it, with why (cli.py's ``node`` subcommand runs the node,
+# a function-local import; scenarios/replay.py reads bags with the recorder's message type tables)
+ROS_IMPORTERS = {"contact_sim_ros.cli": "the `node` subcommand starts the node (deferred, in its function)",
+                 "contact_sim_ros.scenarios.replay": "reads bags with ros/bag_recorder.py's type tables"}
+
+
+def _allowed_ros_import(module: str, function) -> bool:
+    """cli.py only from inside a function (its ``node`` subcommand); replay.py anywhere."""
+    return module == "contact_sim_ros.scenarios.replay" or (module == "contact_sim_ros.cli" and function is not None)
+
+
+def test_only_the_ros_package_imports_from_it():
+    """contact_sim_ros.ros is the top layer (rclpy: the node and its transports): nothing below it imports from
+    it (the driver, the in-process links, the scenario clients, campaigns), so a campaign worker or a unit test
+    never loads node code. The listed exceptions are entry points into ROS itself."""
+    graph = _import_graph()
+    outside = {}
+    for module, edges in graph.items():
+        if module == "contact_sim_ros.ros" or module.startswith("contact_sim_ros.ros."):
+            continue
+        lines = sorted(line for target, where in edges.items()
+                       if target == "contact_sim_ros.ros" or target.startswith("contact_sim_ros.ros.")
+                       for line, function in where
+                       if not _allowed_ros_import(module, function))
+        if lines:
+            outside[module] = lines
+    assert not outside, f"modules outside contact_sim_ros/ros/ importing from it (module: lines): {outside}"
+
+
+def test_a_campaign_trial_loads_no_rclpy_and_no_node_code(tmp_path):
+    """A campaign worker's trial (scenarios/campaign.run_trial: the in-process link and the scenario's client, what
+    each Ray task runs), in a fresh interpreter: it succeeds and has loaded neither rclpy nor any module of
+    contact_sim_ros.ros (the world is built by driver/, the in-process transport is not the node's)."""
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("scenario: pick_shake_place\nengines: [tamsi]\ntrials: 1\nseed: 3\n"
+                        "controller: {motion_time: 0.5, hold_time: 0.45, shake_cycles: 1, stop_at: transfer}\n"
+                        "parameters:\n  object.bottle.friction: {uniform: [0.6, 1.0]}\n")
+    code = ("import sys, json\n"
+            "from contact_sim_ros.scenarios.campaign import load_campaign, run_trial\n"
+            f"row = run_trial(load_campaign({str(campaign)!r}), 0, 'tamsi')\n"
+            "print(json.dumps({'success': row['success'], 'reason': row['reason'],\n"
+            "                  'rclpy': sorted(m for m in sys.modules if m.split('.')[0] == 'rclpy'),\n"
+            "                  'ros': sorted(m for m in sys.modules if m.startswith('contact_sim_ros.ros'))}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["success"], result["reason"]
+    assert result["rclpy"] == [], f"a campaign trial loaded rclpy: {result['rclpy'][:10]}"
+    assert result["ros"] == [], f"a campaign trial loaded node code: {result['ros']}"

@@ -330,7 +330,7 @@ def test_the_node_parameters_divergence_limits_and_penetration_limit_reach_the_s
     """A node user sets the bounds as parameters (ros/node_config.py): a mug at 6.5 km/s diverges with the
     defaults, steps with ``divergence_limits: "{max_speed: 1e4}"`` and with ``off``; malformed values name the
     parameter at start-up."""
-    from contact_sim_ros.ros.node_config import NodeConfig
+    from contact_sim_ros.driver.node_config import NodeConfig
 
     def mug_at(speed, **params):
         sim = Simulator(_mug_scene(), **{**NodeConfig.from_mapping(params).simulator_options(), "engine": "tamsi"})

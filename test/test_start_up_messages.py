@@ -16,7 +16,7 @@ import pytest
 from contact_sim_ros.driver.config import read_controllers_file
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.model.robot_description import default_package_dirs
-from contact_sim_ros.ros.node_config import NodeConfig
+from contact_sim_ros.driver.node_config import NodeConfig
 from contact_sim_ros.sim.default_gains import DefaultGainsWarning
 from contact_sim_ros.sim.simulator import Simulator
 from vendor_files import vendor_path

@@ -13,7 +13,7 @@ from contact_sim_ros.driver.loop import PublishHook, SteppingLoop, Transport
 from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.driver.thread_priority import SteppingThreadPriority
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.ros.node_config import NodeConfig
+from contact_sim_ros.driver.node_config import NodeConfig
 from contact_sim_ros.sim.simulator import Simulator
 
 SCENE = {"robot": "iiwa_wsg", "environment": [{"name": "ground", "shape": "halfspace"}]}

@@ -401,9 +401,9 @@ def memory_run(probe, engine, scene, dt, minutes):
 
 def parts_table(engine, scene, dt, n=2000):
     """In-process CPU time per call of each part of a step (module docstring, ``--parts``)."""
-    from contact_sim_ros.ros.node_config import read_param_files
-    from contact_sim_ros.ros.sim_node import SimNode, _default_param_files
-    defaults = read_param_files(_default_param_files("iiwa_wsg"), "contact_sim")
+    from contact_sim_ros.driver.node_config import default_param_files, read_param_files
+    from contact_sim_ros.ros.sim_node import SimNode
+    defaults = read_param_files(default_param_files("iiwa_wsg"), "contact_sim")
     defaults.update(engine=engine, time_step=dt, start_paused=True, real_time_factor=0.0)
     if scene:
         defaults["scene"] = str(Path(scene).resolve())
@@ -559,7 +559,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     if args.parts:
-        from contact_sim_ros.ros.node_config import use_fastdds_writer_profile
+        from contact_sim_ros.driver.node_config import use_fastdds_writer_profile
         use_fastdds_writer_profile()                 # the node's writer profile, as sim_node's main() loads it
         rclpy.init()
         try:

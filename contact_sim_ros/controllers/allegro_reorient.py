@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pick_shake_place import Verdict
-from .robot_link import TickTrajectory, positions_of
+from .link_messages import TickTrajectory, positions_of
 
 FLEX = ["joint_1.0", "joint_2.0", "joint_3.0", "joint_5.0", "joint_6.0", "joint_7.0", "joint_9.0", "joint_10.0",
         "joint_11.0"]

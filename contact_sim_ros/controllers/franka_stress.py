@@ -17,7 +17,7 @@ import numpy as np
 import pinocchio as pin
 
 from .pick_shake_place import PickShakePlace, PickShakePlaceParams, Verdict
-from .robot_link import gripper_measurements
+from .link_messages import gripper_measurements
 
 
 @dataclass

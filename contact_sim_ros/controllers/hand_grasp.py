@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pick_shake_place import Verdict
-from .robot_link import TickTrajectory, efforts_of, positions_of
+from .link_messages import TickTrajectory, efforts_of, positions_of
 
 HAND = ["bh_spread_joint", "bh_finger_1_proximal_joint", "bh_finger_2_proximal_joint", "bh_finger_3_proximal_joint"]
 LIFT = ["lift_joint"]

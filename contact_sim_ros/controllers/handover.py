@@ -21,7 +21,7 @@ import pinocchio as pin
 
 from .ik import JacobianIK, interpolate_pose, joint_path, min_jerk
 from .pick_shake_place import G, Verdict
-from .robot_link import TickTrajectory, gripper_measurements, positions_of
+from .link_messages import TickTrajectory, gripper_measurements, positions_of
 
 ROBOTS = ("left", "right")
 

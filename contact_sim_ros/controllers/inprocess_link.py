@@ -2,10 +2,10 @@
 :class:`~contact_sim_ros.controllers.robot_link.RobotLink` (``start``, ``state``, ``publish``, ``advance``,
 ``close``) over direct calls into a :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
 
-Same message semantics and rates as the node in lock-step mode: the robot's driver (contact_sim_ros/driver/: the
-hardware System over the Simulator, the emulated ros2_control controllers from the same controllers file, run by the
-same :class:`ControllerManager` and :class:`SteppingLoop`) with this module's transport (``InProcessHost``: no
-actions, no services): ``publish(controller, msg)`` is the ``<controller>/joint_trajectory`` subscription, and the
+Same message semantics and rates as the node in lock-step mode: the world the node builds (driver/world.py
+``World.build``: the Simulator, the hardware System, each robot's emulated ros2_control controllers from the same
+controllers file with the same inactive ones, run by the same :class:`ControllerManager` and
+:class:`SteppingLoop`) with this module's transport (``InProcessHost``: no actions, no services): ``publish(controller, msg)`` is the ``<controller>/joint_trajectory`` subscription, and the
 joint_state / force-torque broadcasters publish their messages into the host's mailboxes (``box``: topic -> the
 latest message). External joint torques and contact wrenches are computed as the node's publications compute them.
 One control period = ``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick
@@ -26,24 +26,19 @@ try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs), as r
 except ImportError:    # pragma: no cover - no control_msgs: no controller_state, as the node
     JointTrajectoryControllerState = None
 
-from ..driver.command_validation import JointLimits
-from ..driver.config import resolve_controllers
-from ..driver.controller_manager import ControllerManager
 from ..driver.controllers.base import ControllerIO, ControllerTransport
 from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import JointTrajectoryController
-from ..driver.loop import SteppingLoop
-from ..driver.system import SimulatorSystem
+from ..driver.loop import CommandCounters
+from ..driver.node_config import NodeConfig, default_param_files, read_param_files, scene_robot_name
+from ..driver.world import World
 from ..errors import ConfigError
-from ..ros.node_config import NodeConfig, _scene_robot_name, read_param_files
-from ..ros.sim_node import _default_param_files, topic_token
-from ..ros.state_messages import (fill_external_torques, fill_joint_state,
-                                  fill_trajectory_controller_state, fill_wrench)
 from ..sensors.base import SensorSpec
 from ..sensors.contact_wrench import ContactWrench
-from ..sim.simulator import Simulator
-from .robot_link import ControllerError, stamp_ns
+from ..state_messages import (fill_external_torques, fill_joint_state, fill_trajectory_controller_state,
+                              fill_wrench, topic_token)
+from .link_messages import ControllerError, stamp_ns
 
 
 def _noisy_wrench(msg: WrenchStamped, dfx: float, dfy: float, dfz: float) -> WrenchStamped:
@@ -121,13 +116,15 @@ class _TrajectoryState(ControllerIO):
 class InProcessHost(ControllerTransport):
     """The in-process transport of one robot's controllers: broadcasters publish into ``box`` (topic -> latest
     message), trajectory controllers' ``joint_trajectory`` subscriptions are callbacks in ``subscriptions`` (the
-    link calls them), reports go to Python logging and to the loop's counters (``loop``, set once it exists).
+    link calls them), reports go to Python logging and to ``counters`` (the world's, which the loop's diagnostics
+    read).
     ``trajectory_states``: False when nothing reads the trajectory controllers' ``controller_state`` (the
     campaign trial's controller reads joint states and wrenches only): they then build no message (a
     JointTrajectoryControllerState every control period of each controller, ~3 % of a campaign trial's CPU)."""
 
-    def __init__(self, frame_prefix: str = "", trajectory_states: bool = True):
-        self.loop = None
+    def __init__(self, frame_prefix: str = "", trajectory_states: bool = True,
+                 counters: CommandCounters | None = None):
+        self.counters = counters if counters is not None else CommandCounters()
         self.frame_prefix = frame_prefix
         self.trajectory_states = trajectory_states
         self.box: dict = {}
@@ -154,13 +151,12 @@ class InProcessHost(ControllerTransport):
 
     def reject_command(self, exc) -> None:
         self.rejected.append(str(exc))
-        if self.loop is not None:
-            self.loop.count_rejection(exc.kind)
+        self.counters.count_rejection(exc.kind)
         self._logger.warn(f"command rejected ({exc.kind}): {exc}")
 
     def note_clamped(self, notes, source) -> None:
-        if notes and self.loop is not None:
-            self.loop.count_clamped(len(notes))
+        if notes:
+            self.counters.count_clamped(len(notes))
 
     def close(self) -> None:
         """Drop the subscriptions (the controllers' callbacks) and the mailboxes' last messages."""
@@ -189,21 +185,43 @@ def control_period_steps(period: float, time_step: float) -> tuple[int, int]:
     return steps, int(round(period * 1e9))
 
 
-def build_simulation(scene: str, engine: str, time_step: float, *, robot_params: str = "",
-                     engine_options: dict | None = None, inactive_controllers=None, overrides: dict | None = None):
-    """(NodeConfig, Simulator) as the node builds them: its parameter files (config/node.yaml and, for
-    ``robot_params``, config/node/<robot>.yaml) under ``scene``, ``engine``, ``time_step`` (s), lock-step (real-time
-    factor 0), ``engine_options``, ``inactive_controllers`` (None: the robots' defaults) and ``overrides``."""
-    values = read_param_files(_default_param_files(robot_params), "contact_sim")
+class InProcessTransports:
+    """The in-process transports of a world (World.build): an :class:`InProcessHost` per robot (``hosts``: robot
+    name -> host, the world's order; its frame prefix the robot's), all counting into ``counters``; the stepping
+    loop publishes nothing of its own (``loop`` None: the link publishes at the tick)."""
+
+    loop = None
+
+    def __init__(self, trajectory_states: bool = True):
+        self.counters = CommandCounters()
+        self.trajectory_states = trajectory_states
+        self.hosts: dict[str, InProcessHost] = {}
+
+    def controllers(self, robot) -> InProcessHost:
+        host = self.hosts[robot.name] = InProcessHost(robot.frame_prefix, self.trajectory_states, self.counters)
+        return host
+
+
+def build_world(config: NodeConfig, trajectory_states: bool = True) -> tuple[World, InProcessTransports]:
+    """The world of ``config`` (driver/world.py, as the node builds it) with in-process transports."""
+    transports = InProcessTransports(trajectory_states)
+    return World.build(config, transports, counters=transports.counters), transports
+
+
+def link_config(scene: str, engine: str, time_step: float, *, robot_params: str = "",
+                engine_options: dict | None = None, inactive_controllers=None,
+                overrides: dict | None = None) -> NodeConfig:
+    """The node's parameters for a link: its parameter files (config/node.yaml and, for ``robot_params``,
+    config/node/<robot>.yaml) under ``scene``, ``engine``, ``time_step`` (s), lock-step (real-time factor 0),
+    ``engine_options``, ``inactive_controllers`` (None: the robots' defaults) and ``overrides``."""
+    values = read_param_files(default_param_files(robot_params), "contact_sim")
     values.update({"scene": str(scene), "engine": engine, "time_step": float(time_step),
                    "real_time_factor": 0.0, **(overrides or {})})
     if engine_options:
         values["engine_options"] = yaml.safe_dump(dict(engine_options), default_flow_style=True).strip()
     if inactive_controllers is not None:
         values["inactive_controllers"] = list(inactive_controllers)
-    cfg = NodeConfig.from_mapping(values)
-    sim = Simulator(cfg.load_scene(), **cfg.simulator_options())
-    return cfg, sim
+    return NodeConfig.from_mapping(values)
 
 
 class ContactWrenchTopics:
@@ -264,24 +282,20 @@ class InProcessLink:
                  ft_noise_std: float = 0.0, noise_seed=0, on_period=None, trajectory_states: bool = True):
         self.steps, self.period_ns = control_period_steps(period, time_step)
         # the node's parameter files: config/node.yaml and the scene robot's config/node/<robot>.yaml
-        self.config, self.sim = cfg, sim = build_simulation(
-            scene, engine, time_step, robot_params=_scene_robot_name(str(scene)) or "",
+        self.config = cfg = link_config(
+            scene, engine, time_step, robot_params=scene_robot_name(str(scene)) or "",
             engine_options=engine_options, inactive_controllers=inactive_controllers, overrides=overrides)
+        world, transports = build_world(cfg, trajectory_states)
+        self.sim = sim = world.sim
+        self.system, self.cm, self.loop = world.system, world.controller_manager, world.loop
         self.model = m = sim.model
         self.robot = sim.scene.robot
-        self.system = SimulatorSystem(sim, gravity_compensation=cfg.gravity_compensation)
-        self.host = InProcessHost(cfg.frame_prefix, trajectory_states=trajectory_states)
-        file, inactive = resolve_controllers(cfg.controllers_file, self.robot, m.joint_names,
-                                             cfg.inactive_controllers)
-        self.cm = ControllerManager(self.system, file, inactive, self.robot, transport=self.host,
-                                    limits=JointLimits.from_model(m), engine=sim.engine,
-                                    default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
-                                    active=cfg.active_controllers)
-        self.loop = self.host.loop = SteppingLoop(self.system, self.cm, real_time_factor=0.0)
+        self.host = transports.hosts[world.robots[0].name]
         self.ft_topic = ft_topic
         missing = [c for c in trajectory_controllers if f"{c}/joint_trajectory" not in self.host.subscriptions]
         if missing:
-            raise ConfigError(f"in-process link: no active-capable trajectory controller {missing} in {file.source}")
+            source = world.managers[0].source if world.managers else "(no controllers)"
+            raise ConfigError(f"in-process link: no active-capable trajectory controller {missing} in {source}")
         self.trajectory_controllers = tuple(trajectory_controllers)
         # external joint torques and contact wrenches: as the node publishes them
         self.wrench_topics = tuple(wrench_topics)

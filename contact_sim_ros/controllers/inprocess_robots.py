@@ -3,8 +3,8 @@
 {robot: state dict}, ``advance``, ``links[robot]``, ``close``) over direct calls into one
 :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
 
-The world is built as the simulation node builds it for a scene with ``robots:``: one
-:class:`~contact_sim_ros.driver.robot.Robot` per robot (its controllers file, joints and prefixed joint names,
+The world is built as the simulation node builds it for a scene with ``robots:`` (driver/world.py
+``World.build``): one :class:`~contact_sim_ros.driver.robot.Robot` per robot (its controllers file, joints and prefixed joint names,
 its <ros2_control> block, its emulated :class:`ControllerManager` over its joints) on one hardware System, and one
 :class:`~contact_sim_ros.driver.loop.SteppingLoop` running every robot's controller manager
 (:class:`~contact_sim_ros.driver.controller_manager.ControllerManagers`). Each robot's publishers are the mailboxes of its
@@ -19,17 +19,11 @@ import weakref
 
 from sensor_msgs.msg import JointState
 
-from ..driver.command_validation import JointLimits
-from ..driver.controller_manager import ControllerManagers
-from ..driver.loop import SteppingLoop
-from ..driver.robot import Robot, merge_hardware_infos
-from ..driver.system import SimulatorSystem
 from ..errors import ConfigError
-from ..ros.robot_port import preset_inactive_controllers
-from ..ros.state_messages import fill_external_torques
-from .inprocess_link import (ContactWrenchTopics, InProcessHost, build_simulation, control_period_steps,
+from ..state_messages import fill_external_torques
+from .inprocess_link import (ContactWrenchTopics, InProcessHost, build_world, control_period_steps, link_config,
                              release_world, run_control_period)
-from .robot_link import ControllerError, stamp_ns
+from .link_messages import ControllerError, stamp_ns
 
 
 class InProcessRobot:
@@ -91,40 +85,20 @@ class InProcessMultiRobotLink:
                  inactive_controllers=None, engine_options: dict | None = None, overrides: dict | None = None):
         self.steps, self.period_ns = control_period_steps(period, time_step)
         # inactive_controllers: the node parameter, every robot's default
-        self.config, self.sim = cfg, sim = build_simulation(
-            scene, engine, time_step, engine_options=engine_options, inactive_controllers=inactive_controllers,
-            overrides=overrides)
-        self.model = m = sim.model
+        self.config = cfg = link_config(scene, engine, time_step, engine_options=engine_options,
+                                        inactive_controllers=inactive_controllers, overrides=overrides)
+        world, transports = build_world(cfg)    # every robot of the world, as the node builds them
+        self.sim = sim = world.sim
         presets = {r.name: r for r in sim.scene.robots}
         unknown = [r for r in robots if r not in presets]
         if unknown:
             raise ConfigError(f"{scene}: no robot(s) {unknown} in the scene; its robots: {sorted(presets)}")
         self.robots = list(robots)
-        instances = {r.name: r for r in m.robots}
-        limits = JointLimits.from_model(m)
-        ports, hosts = [], {}
-        for r in presets.values():      # every robot of the world, as the node builds them (each its own namespace)
-            hosts[r.name] = InProcessHost(cfg.frame_prefix + (r.frame_prefix or ""))
-            ports.append(Robot(r, instances.get(r.name), m))
-        self.system = SimulatorSystem(sim, merge_hardware_infos([p.hardware_info(sim) for p in ports]),
-                                      gravity_compensation=cfg.gravity_compensation)
-        rates = {"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate}
-        managers = []
-        for port in ports:
-            robot = port.robot
-            inactive = getattr(robot, "inactive_controllers", None)
-            if inactive is None and not cfg.inactive_controllers:
-                inactive = preset_inactive_controllers(robot.preset_name or robot.name)
-            inactive = list(cfg.inactive_controllers if inactive is None else inactive)
-            managers.append(port.build_controller_manager(self.system, cfg.controllers_file, inactive,
-                                                          hosts[port.name], limits=limits, engine=sim.engine,
-                                                          default_rates=rates, name_errors=True,
-                                                          active=cfg.active_controllers))
-        self.cm = managers[0] if len(managers) == 1 else ControllerManagers(managers)
+        self.model = m = sim.model
+        self.system, self.cm, self.loop = world.system, world.controller_manager, world.loop
+        ports = [r.driver for r in world.robots]
+        hosts = transports.hosts
         self._hosts = list(hosts.values())
-        self.loop = SteppingLoop(self.system, self.cm, real_time_factor=0.0)
-        for host in self._hosts:
-            host.loop = self.loop
         self.links = {p.name: InProcessRobot(self, p.name, hosts[p.name], p) for p in ports if p.name in self.robots}
         missing = [c for c in trajectory_controllers
                    if not any(f"{c}/joint_trajectory" in link.host.subscriptions for link in self.links.values())]

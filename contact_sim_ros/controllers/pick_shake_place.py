@@ -32,7 +32,7 @@ import pinocchio as pin
 from ..cameras.perception import PerceptionError, locate_upright_cylinder, segment_object
 from ..errors import ConfigError, unknown_choice
 from .ik import JacobianIK, interpolate_poses, joint_path, min_jerk
-from .robot_link import ControllerError, RobotLink, TickTrajectory, gripper_measurements, positions_of
+from .link_messages import ControllerError, TickTrajectory, gripper_measurements, positions_of
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
 FINGERS = ["wsg_finger_left_joint", "wsg_finger_right_joint"]
@@ -437,6 +437,7 @@ def main(argv=None) -> int:
     ap.add_argument("--period", type=float, default=0.02, help="control period (s)")
     ap.add_argument("--grip-force", type=float, default=20.0, help="N per finger")
     args = ap.parse_args(argv)
+    from .robot_link import RobotLink     # deferred: rclpy, only for a run over ROS (a campaign trial is in process)
     c = PickShakePlace(PickShakePlaceParams(grip_force=args.grip_force))
     link = RobotLink(args.namespace, args.period, args.mode, ft_topic=c.ft_topic,
                      trajectory_controllers=c.trajectory_controllers)

@@ -10,10 +10,13 @@
 * loop.py: the stepping loop (pacing, pause / step / reset, failure policy, publish hooks);
 * robot.py: one robot of the world (its joints, <ros2_control> block, controllers file, controller manager);
 * config.py: the user's controllers files and <ros2_control> blocks; parameters.py: parameter tables;
-  command_validation.py: every command checked and clamped before it reaches the stepping thread.
+  command_validation.py: every command checked and clamped before it reaches the stepping thread;
+* node_config.py: the node's parameters (NodeConfig) and parameter files;
+* world.py: the one composition root, ``World.build(config, transports)``: Simulator, robots, System, controller
+  managers, stepping loop, used by the node and the in-process links alike.
 
-Transports plug in at construction: ros/ (the rclpy node: ``SteppingLoop(system, controllers, transport)``,
-``ControllerManager(..., transport=RosControllerTransport)``) and controllers/inprocess_link.py (no DDS).
+Transports plug in at construction (``World.build(config, transports)``): ros/ (the rclpy node: its publish hooks,
+``RosControllerTransport`` per robot) and controllers/inprocess_link.py (no DDS).
 
 The path of a joint command (FollowJointTrajectory goal): ros/controllers.py JointTrajectoryIO (the goal checked,
 ``JointTrajectoryController.goal``, handed over with ``submit``) -> driver/loop.py ``_cycle`` on the stepping thread

@@ -141,6 +141,31 @@ class LoopStats:
     scheduling: str = "normal"               # the stepping thread's scheduling now (thread_priority.py)
 
 
+class CommandCounters:
+    """The commands the transports rejected (by kind, REJECTION_KINDS) or clamped, counted for the loop's
+    diagnostics (``SteppingLoop.stats``). Built before the loop and the transports and handed to both (World.build),
+    so that a transport counts without a reference to the loop. Thread-safe (the transports count from their
+    callback threads)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.rejected = {k: 0 for k in REJECTION_KINDS}
+        self.clamped = 0
+
+    def count_rejection(self, kind: str) -> None:
+        with self._lock:
+            self.rejected[kind] = self.rejected.get(kind, 0) + 1
+
+    def count_clamped(self, n: int = 1) -> None:
+        with self._lock:
+            self.clamped += n
+
+    def snapshot(self) -> tuple[dict, int]:
+        """(rejected by kind, clamped) now (copies)."""
+        with self._lock:
+            return dict(self.rejected), self.clamped
+
+
 OK, WARN, ERROR = 0, 1, 2    # diagnostic_msgs/DiagnosticStatus levels
 
 
@@ -193,12 +218,14 @@ class SteppingLoop:
     ControllerManagers: ``cycle(step, time)``, ``preempt(command)``, ``reset()``, ``hooks``; None: commands go to
     the System as they arrive) and a :class:`Transport` (publish hooks, failure reports). ``sim`` is the System's
     Simulator (what publish hooks get). ``thread_priority``: SCHED_FIFO priority of the stepping thread while it
-    keeps real time (1..99; 0: normal scheduling; only with real_time_factor > 0: thread_priority.py)."""
+    keeps real time (1..99; 0: normal scheduling; only with real_time_factor > 0: thread_priority.py).
+    ``counters``: the transports' rejected / clamped command counts its statistics report (a new one if None)."""
 
     def __init__(self, system: SimulatorSystem, controllers=None, transport: Transport | None = None,
                  real_time_factor: float = 1.0, start_paused: bool = False, max_lag_s: float = 0.5,
-                 thread_priority: int = 0):
+                 thread_priority: int = 0, counters: CommandCounters | None = None):
         self.system = system
+        self.counters = counters if counters is not None else CommandCounters()
         self.priority = SteppingThreadPriority(thread_priority)
         self.dt = system.dt
         self.real_time_factor = float(real_time_factor)
@@ -450,12 +477,10 @@ class SteppingLoop:
         self.hooks = list(self.transport.hooks) + list(control)
 
     def count_rejection(self, kind: str) -> None:
-        with self._stats_lock:
-            self._stats.rejected[kind] = self._stats.rejected.get(kind, 0) + 1
+        self.counters.count_rejection(kind)
 
     def count_clamped(self, n: int = 1) -> None:
-        with self._stats_lock:
-            self._stats.clamped += n
+        self.counters.count_clamped(n)
 
     def stats(self, close_window: bool = True) -> LoopStats:
         """A copy of the statistics; ``close_window`` computes the window values and starts a new window."""
@@ -483,6 +508,7 @@ class SteppingLoop:
                 w.reset(now, 0.0)
                 self._thread_cpu0 = thread_cpu
             s.scheduling = self.priority.describe()
+            s.rejected, s.clamped = self.counters.snapshot()
             copy = LoopStats(**{**s.__dict__, "rejected": dict(s.rejected)})
         return copy
 

@@ -72,6 +72,7 @@ from rclpy.action import ActionServer
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: F401 - the bags' CDR, for replay too
 
+from ..driver.node_config import check_record_path
 from ..errors import ConfigError
 from ..resources import share_dir
 
@@ -295,24 +296,6 @@ def cdr_stamp_ns(data: bytes, offset: int | None) -> int | None:
     else:
         return None
     return sec * 1_000_000_000 + nsec
-
-
-def check_record_path(path) -> Path:
-    """``path`` as a new bag directory the recorder can create: ConfigError (one line) if it is empty or exists,
-    or if its nearest existing ancestor is not a directory or cannot be written. Creates nothing."""
-    if not str(path).strip():
-        raise ConfigError("parameter 'record': empty path")
-    path = Path(path)
-    if path.exists() or path.is_symlink():
-        raise ConfigError(f"parameter 'record': {path} exists already; rosbag2 writes a new directory")
-    ancestor = path.absolute().parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ConfigError(f"parameter 'record': cannot create {path}: {ancestor} is not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"parameter 'record': cannot create {path}: no permission to write in {ancestor}")
-    return path
 
 
 class BagRecorder:

@@ -15,21 +15,17 @@ robot's links carry the node's ``frame_prefix`` then the robot's own ``frame_pre
 
 from __future__ import annotations
 
-import numpy as np
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from ..driver.command_validation import CommandRejected
-from ..driver.franka import franka_hands
-from ..driver.robot import Robot
 from ..sensors.base import SensorSpec
 from ..sensors.external_joint_torques import ExternalJointTorques
 from .controller_manager_node import ControllerManagerNode
 from .controllers import RosControllerTransport
 from .franka import FrankaInterfaces
-from .node_config import read_param_files, share_path
 from .state_messages import JointStateCdr, has_readers
 
 
@@ -40,15 +36,6 @@ def full_namespace(node_namespace: str, robot_namespace: str) -> str:
         return ns.rstrip("/") or "/"
     base = node_namespace.rstrip("/")
     return f"{base}/{ns.strip('/')}"
-
-
-def preset_inactive_controllers(preset: str) -> list | None:
-    """``inactive_controllers`` of the preset's node parameter file config/node/<preset>.yaml (None if none)."""
-    path = share_path("config", "node", f"{preset}.yaml")
-    if not path.is_file():
-        return None
-    value = read_param_files([str(path)], "contact_sim", "").get("inactive_controllers")
-    return list(value) if isinstance(value, (list, tuple)) else None
 
 
 class RobotNode(Node):
@@ -63,17 +50,17 @@ class RobotNode(Node):
 
 
 class RobotPort:
-    """One robot's ROS interface (see the module docstring). ``node``: the simulation node itself (single-robot
-    layout) or a ``RobotNode`` in the robot's namespace."""
+    """One robot's ROS interface (see the module docstring). ``robot``: the robot of the world
+    (driver/world.py WorldRobot: its driver, layout, frame prefix); ``node``: the simulation node itself
+    (single-robot layout) or a ``RobotNode`` in the robot's namespace."""
 
-    def __init__(self, sim_node, preset, instance, node, frame_prefix: str):
-        self.sim_node, self.node = sim_node, node
-        # a user's URDF (urdf:=) is no preset, whatever its file is named: no preset's files or lists for it
-        user_urdf = bool(sim_node.config.urdf) and node is sim_node
-        self.driver = Robot(preset, instance, sim_node.model, preset_files=not user_urdf)
-        self.robot, self.instance, self.name = preset, instance, self.driver.name
+    def __init__(self, sim_node, robot, node):
+        self.sim_node, self.node, self.world_robot = sim_node, node, robot
+        robot.namespace = node.get_namespace()     # its controller manager's (the controllers file's keys)
+        self.driver = robot.driver
+        self.robot, self.instance, self.name = robot.preset, self.driver.instance, self.driver.name
         self.joint_names = self.driver.joint_names
-        self.frame_prefix = frame_prefix
+        self.frame_prefix = robot.frame_prefix
         self.controller_manager = None
         self.cm_node = None
         self.franka = None           # franka_ros2's gripper node and robot state (ros/franka.py)
@@ -106,39 +93,19 @@ class RobotPort:
         if text is not None:
             self.pub_description.publish(String(data=text))
 
-    def hardware_info(self):
-        """The robot's <ros2_control> block (driver.robot.Robot.hardware_info; the node parameter
-        ros2_control_file applies to the single-robot layout)."""
-        cfg = self.sim_node.config
-        return self.driver.hardware_info(self.sim_node.sim, cfg.ros2_control_file if not self.own_node else "")
+    def controller_transport(self):
+        """The ROS transport of this robot's controllers (ros/controllers.py): their topics, actions and services
+        on this robot's node (World.build hands it to the robot's controller manager)."""
+        return RosControllerTransport(self.node, self.sim_node, self.frame_prefix)
 
-    def build_controller_manager(self, system, inactive_default=()):
-        """The robot's emulated controller manager over ``system`` with its ROS transport and services."""
-        sim_node, robot = self.sim_node, self.robot
-        cfg = sim_node.config
-        inactive = getattr(robot, "inactive_controllers", None) if robot is not None else None
-        if inactive is None and self.own_node and not inactive_default and robot is not None:
-            inactive = preset_inactive_controllers(robot.preset_name or robot.name)
-        inactive = list(inactive_default if inactive is None else inactive)
-        cm = self.driver.build_controller_manager(
-            system, cfg.controllers_file, inactive, RosControllerTransport(self.node, sim_node, self.frame_prefix),
-            limits=sim_node.limits, engine=sim_node.sim.engine,
-            default_rates={"joint_states": cfg.joint_states_rate, "wrench": cfg.wrench_rate},
-            name_errors=self.own_node, passive_joints=tuple(sim_node.sim.passive_joints) + self.hand_fingers(),
-            active=cfg.active_controllers,
-            namespace=self.node.get_namespace())
-        # the robot's /<namespace>/controller_manager node (its services and parameters) and a node per controller
+    def attach_controller_manager(self, cm) -> None:
+        """The robot's /<namespace>/controller_manager node (its services and parameters) and a node per
+        controller over its emulated controller manager ``cm`` (built by driver/world.py), and a Franka's
+        franka_gripper node."""
+        sim_node = self.sim_node
         self.cm_node = ControllerManagerNode(self, cm, between_steps=lambda fn: sim_node.loop.request_call(fn))
         self.controller_manager = cm
         self.franka = FrankaInterfaces.of(self, cm)
-        return cm
-
-    def hand_fingers(self) -> tuple:
-        """The fingers of this robot's Franka Hands when the node serves franka_gripper for them (ros/franka.py):
-        left out of a default controller set, as franka_ros2's controllers leave the hand to franka_gripper."""
-        if not self.sim_node.config.franka_interfaces:
-            return ()
-        return tuple(h.finger for h in franka_hands(self.sim_node.model) if h.finger in self.joint_names)
 
     def publish_external_torques(self, sim) -> None:
         """External joint torques of this robot's joints: the generalized contact force (N*m or N), as

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import array
 import os
-import re
 import signal
 import sys
 import threading
 import time
 import traceback
-import warnings
 
 import numpy as np
 import pinocchio as pin
@@ -38,29 +36,26 @@ from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..driver.command_validation import CommandRejected, JointLimits
-from ..driver.controller_manager import ControllerManagers
-from ..driver.franka import with_hand_drives
-from ..driver.loop import PublishHook, SteppingLoop, Transport, loop_status, step_wait_timeout
-from ..driver.robot import merge_hardware_infos, validate_joint_command
-from ..driver.system import SimulatorSystem
+from ..driver.node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, default_param_files,
+                                  plain_args_to_ros_args, read_param_files, use_fastdds_writer_profile)
+from ..driver.loop import CommandCounters, PublishHook, Transport, loop_status, step_wait_timeout
+from ..driver.robot import validate_joint_command
+from ..driver.world import World, build_simulator, world_robots
 from ..errors import ConfigError, ContactSimError
 from ..kernel_cache import cold_start_note
 from ..model.multibody_model import MimicExpansion, model_body_names
-from ..sim.default_gains import (DefaultGainsWarning, controller_gains, describe_controller_gains,
+from ..sim.default_gains import (controller_gains, describe_controller_gains,
                                  describe_default_gains, describe_passive_joints)
 from ..sensors.base import SensorSpec
 from ..sensors.contact_wrench import ContactWrench
 from ..sim.sensors import body_frame_of_geometry
-from ..sim.simulator import Simulator
 from .camera_publisher import CameraPublisher
 from .command_intake import CommandIntake
 from .frames import tf_edges
 from .namespace_claim import NamespaceClaim
-from .node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, plain_args_to_ros_args, read_param_files,
-                          share_path, use_fastdds_writer_profile)
 from .robot_port import RobotNode, RobotPort, full_namespace
 from .simulation_interfaces import attach_simulation_interfaces
-from .state_messages import TransformsCdr, clock_cdr, fill_wrench, has_readers, stamp
+from ..state_messages import TransformsCdr, clock_cdr, fill_wrench, has_readers, stamp, topic_token
 
 try:
     from tf2_msgs.msg import TFMessage
@@ -92,18 +87,24 @@ def parameter_descriptor(p) -> ParameterDescriptor:
                                additional_constraints="; ".join(constraints), dynamic_typing=True)
 
 
-def topic_token(name: str) -> str:
-    """A link/object name as a topic name token: characters other than [A-Za-z0-9_] become '_'
-    (Allegro's 'link_3.0_tip' -> 'link_3_0_tip'); a leading digit gets a '_' prefix."""
-    token = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return "_" + token if token[:1].isdigit() else token
-
-
 def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
     x, y, z, qx, qy, qz, qw = pin.SE3ToXYZQUAT(M).tolist()   # one call: ~2 us instead of ~10 (Quaternion + floats)
     tr, rot = msg.transform.translation, msg.transform.rotation
     tr.x, tr.y, tr.z = x, y, z
     rot.x, rot.y, rot.z, rot.w = qx, qy, qz, qw
+
+
+class _NodeTransports:
+    """The node's transports for World.build (driver/world.py): each robot's controllers publish through its
+    RobotPort's node (ros/controllers.py), the stepping loop through ``loop`` (the node's publish hooks and failure
+    reports)."""
+
+    def __init__(self, node, loop: Transport):
+        self.node, self.loop = node, loop
+        self._ports = {id(p.world_robot): p for p in node.ports}
+
+    def controllers(self, robot):
+        return self._ports[id(robot)].controller_transport()
 
 
 class SimNode(Node):
@@ -139,10 +140,9 @@ class SimNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.log = self.get_logger()
 
-        with warnings.catch_warnings():          # said in the node's log below
-            warnings.simplefilter("ignore", DefaultGainsWarning)
-            # a Franka Hand left without a drive by its robot's <ros2_control> block gets its own (franka_gripper's)
-            self.sim = Simulator(with_hand_drives(cfg.load_scene()), **cfg.simulator_options())
+        # the world (driver/world.py): the Simulator now (a bad scene, URDF or preset is named first), its robots,
+        # then, once the node's publishers exist, the System, the controller managers and the stepping loop
+        self.sim = build_simulator(cfg)           # the default gains are said in the node's log below
         sim = self.sim
         self.model = sim.model
         note = cold_start_note(cfg.engine, driver=True)   # kernels missing from the compiled-code cache
@@ -167,6 +167,7 @@ class SimNode(Node):
         self._refuse_a_second_simulator()      # before this node publishes or serves anything
         self._parameter_service = ParameterService(self)     # as Node.__init__ does
         self.command_intake = CommandIntake()     # the command topics, applied before each ~/step (lock-step)
+        self.counters = CommandCounters()         # rejected / clamped commands: the loop's diagnostics read them
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
@@ -191,26 +192,24 @@ class SimNode(Node):
                                            priority=cfg.camera_priority)
             hooks += self.cameras.hooks()
         self._warned: dict[str, float] = {}
-        # the robot's driver (driver/): the hardware System over the Simulator, each robot's controller manager,
-        # the stepping loop with this node as its transport (publish hooks, failure reports)
-        infos = [p.hardware_info() for p in self.ports]    # a user's block's initial_values: the start (mock hw)
-        cfg.apply_initial_positions(sim)                   # the node parameter wins; ~/reset returns there
-        problem = cfg.start_pose_error(sim)                # a start the first step would refuse: refused now
-        if problem:
-            self._claim.release()
-            if self.recorder is not None:
-                self.recorder.close()
-            raise ConfigError(problem)
-        self.system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=cfg.gravity_compensation)
-        self.controller_manager = self._build_controller_manager()
+        # the robot's driver (driver/world.py): the hardware System over the Simulator, each robot's controller
+        # manager with its ROS transport, the stepping loop with this node as its transport (publish hooks, failure
+        # reports); the rejected / clamped command counts (self.counters) are the loop's diagnostics'
+        if self.no_controllers:
+            self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
+                          f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
+        ports = {id(p.world_robot): p for p in self.ports}      # WorldRobot -> its RobotPort
+        self.sim_world = World.build(cfg, _NodeTransports(self, Transport(
+            hooks, self._on_step_failure, self._on_loop_error, self.log.warn, before_steps=self.command_intake.drain)),
+            sim=sim, robots=[p.world_robot for p in self.ports], counters=self.counters,
+            on_start_pose_error=lambda _: self._release_before_start(),
+            on_controller_manager=lambda r, cm: self._attach_controller_manager(ports[id(r)], cm))
+        self.system = self.sim_world.system
+        self.controller_manager = self.sim_world.controller_manager
         if drives_later:
             self._say_drives(controller_gains(self.controller_manager))
         self._init_failure_policy()
-        self.loop = SteppingLoop(self.system, self.controller_manager,
-                                 Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn,
-                                           before_steps=self.command_intake.drain),
-                                 cfg.real_time_factor, start_paused=cfg.start_paused, max_lag_s=cfg.max_lag,
-                                 thread_priority=cfg.thread_priority)
+        self.loop = self.sim_world.loop
         self._build_subscriptions()
         self._build_services()
         self.simulation_interfaces = attach_simulation_interfaces(self)
@@ -482,29 +481,22 @@ class SimNode(Node):
     # ------------------------------------------------------------------------- commands
 
     def _build_robot_ports(self):
-        """One RobotPort per robot of the scene (robot_port.py): in the node itself for a scene with one robot
-        and no namespace, else each in its own namespace (a robot of several without one: its name)."""
-        cfg, m = self.config, self.model
-        presets = list(self.sim.scene.robots)
-        instances = {r.name: r for r in m.robots}
-        several = len(presets) > 1 or any(r.namespace for r in presets)
+        """One RobotPort per robot of the world (driver/world.py ``world_robots``; robot_port.py): in the node itself
+        for a scene with one robot and no namespace, else each in its own namespace (a robot of several without
+        one: its name)."""
         self.link_prefixes: dict[str, str] = {}
         self.ports, self.robot_nodes = [], []
-        if not presets:
-            self.ports.append(RobotPort(self, None, None, self, cfg.frame_prefix))
-            return
-        for r in presets:
-            inst = instances.get(r.name)
-            prefix = cfg.frame_prefix + (r.frame_prefix or "")
-            if r.frame_prefix and inst is not None:
-                self.link_prefixes.update({ln: prefix for ln in inst.link_names})
+        for r in world_robots(self.config, self.sim):
+            inst = r.driver.instance
+            if r.preset is not None and r.preset.frame_prefix and inst is not None:
+                self.link_prefixes.update({ln: r.frame_prefix for ln in inst.link_names})
             node = self
-            if several:
-                node = RobotNode(self, full_namespace(self.get_namespace(), r.namespace or r.name))
+            if r.own_namespace:
+                node = RobotNode(self, full_namespace(self.get_namespace(), r.preset.namespace or r.name))
                 self.robot_nodes.append(node)
                 if self.recorder is not None:      # its robot_description, controllers' topics ... in the bag
                     self.recorder.follow(node)
-            self.ports.append(RobotPort(self, r, inst, node, prefix))
+            self.ports.append(RobotPort(self, r, node))
 
     def extra_nodes(self) -> list:
         """The nodes spun with this one: each robot's RobotNode (several robots), its controller_manager node and
@@ -533,25 +525,21 @@ class SimNode(Node):
     def no_controllers(self) -> bool:
         return self.config.controllers_file.strip().lower() == "none"
 
-    def _build_controller_manager(self):
-        """Each robot's emulated controller manager (RobotPort.build_controller_manager: its controllers file,
-        else the node parameter controllers_file, else the preset's shipped config/ros2_control/<robot>_
-        controllers.yaml, else a default set for a bare URDF). Several robots: the loop runs a
-        ControllerManagers over them."""
-        cfg = self.config
-        if self.no_controllers:
-            self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
-                          f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
-            return None
-        managers = []
-        for port in self.ports:
-            cm = port.build_controller_manager(self.system, cfg.inactive_controllers)
-            managers.append(cm)
-            active = [n for n, c in cm.controllers.items() if c.active]
-            where = f" of robot {port.name!r} in {port.node.get_namespace()}" if port.own_node else ""
-            self.log.info(f"controllers{where} from {cm.source} at {cm.update_rate:g} Hz: active {active}, "
-                          f"inactive {[n for n in cm.controllers if n not in active]}")
-        return managers[0] if len(managers) == 1 else ControllerManagers(managers)
+    def _attach_controller_manager(self, port, cm) -> None:
+        """A robot's emulated controller manager ``cm``, as World.build made it (its controllers file, else the node
+        parameter controllers_file, else the preset's shipped config/ros2_control/<robot>_controllers.yaml, else a
+        default set for a bare URDF): its ROS services (RobotPort.attach_controller_manager) and its log line."""
+        port.attach_controller_manager(cm)
+        active = [n for n, c in cm.controllers.items() if c.active]
+        where = f" of robot {port.name!r} in {port.node.get_namespace()}" if port.own_node else ""
+        self.log.info(f"controllers{where} from {cm.source} at {cm.update_rate:g} Hz: active {active}, "
+                      f"inactive {[n for n in cm.controllers if n not in active]}")
+
+    def _release_before_start(self) -> None:
+        """A start refused (World.build raises): the namespace claim and the recorder are let go first."""
+        self._claim.release()
+        if self.recorder is not None:
+            self.recorder.close()
 
     def _build_subscriptions(self):
         self.command_intake.subscribe(self, JointState, "joint_command", self._on_joint_command, 10)
@@ -567,12 +555,12 @@ class SimNode(Node):
         self.log.warn(message if len(message) <= 500 else message[:500] + " ...")
 
     def reject_command(self, exc: CommandRejected) -> None:
-        self.loop.count_rejection(exc.kind)
+        self.counters.count_rejection(exc.kind)
         self.warn_throttled(f"command rejected ({exc.kind}): {exc}", key=f"rejected/{exc.kind}")
 
     def note_clamped(self, notes, source) -> None:
         if notes:
-            self.loop.count_clamped(len(notes))
+            self.counters.count_clamped(len(notes))
             self.warn_throttled(f"{source}: " + "; ".join(notes[:4]) + (" ..." if len(notes) > 4 else ""),
                                 key=f"clamped/{source}")
 
@@ -826,26 +814,13 @@ class StartUpInterrupted(BaseException):
     """SIGINT or SIGTERM while main() builds the node: it stops building, cleans up and exits with 0."""
 
 
-def _default_param_files(robot: str | None) -> list[str]:
-    """config/node.yaml and, if present, config/node/<robot>.yaml (what launch/sim.launch.py passes)."""
-    out = []
-    base = share_path("config", "node.yaml")
-    if base.is_file():
-        out.append(str(base))
-    if robot:
-        per = share_path("config", "node", f"{robot}.yaml")
-        if per.is_file():
-            out.append(str(per))
-    return out
-
-
 def param_defaults_of(cmd) -> tuple[dict, dict | None]:
     """The node's parameter defaults for the command line ``cmd`` (node_config.CommandLine): config/node.yaml,
     config/node/<robot>.yaml of the robot the command names (DEFAULT_ROBOT if it names none), then the --config
     files; and, when a robot's file is among them, the same without it (SimNode ``defaults_for_a_urdf``: the node
     takes it when its urdf parameter is set, however it was given). ConfigError for an unreadable file."""
-    base = _default_param_files(None)
-    robot_file = _default_param_files(DEFAULT_ROBOT if cmd.robot is None else cmd.robot)[len(base):]
+    base = default_param_files(None)
+    robot_file = default_param_files(DEFAULT_ROBOT if cmd.robot is None else cmd.robot)[len(base):]
     defaults = read_param_files(base + robot_file + cmd.config_files, cmd.node_name, cmd.namespace)
     if not robot_file:
         return defaults, None

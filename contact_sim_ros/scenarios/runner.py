@@ -32,7 +32,6 @@ import contact_sim_ros
 from ..controllers.inprocess_link import InProcessLink
 from ..controllers.inprocess_robots import InProcessMultiRobotLink
 from ..controllers.pick_shake_place import run_controller
-from ..controllers.robot_link import MultiRobotLink, RobotLink
 from ..engines.registry import engine_names
 from ..errors import ConfigError
 from ..resources import resolve_resource, share_dir
@@ -184,6 +183,8 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     scene = spec.scene_for(p) if scene is None else str(scene)
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots, scene)
+    # deferred: rclpy, only for a run over ROS (an in-process run, a campaign trial, loads none of it)
+    from ..controllers.robot_link import MultiRobotLink, RobotLink
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or [], scene),
                             cwd=_PACKAGE_PARENT,

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from contact_sim_ros.errors import ConfigError
-from contact_sim_ros.ros.node_config import (DEFAULT_ROBOT, FASTDDS_PROFILES_VARIABLE, NodeConfig,
+from contact_sim_ros.driver.node_config import (DEFAULT_ROBOT, FASTDDS_PROFILES_VARIABLE, NodeConfig,
                                             plain_args_to_ros_args, read_param_files, share_path,
                                             use_fastdds_writer_profile)
 
@@ -141,7 +141,7 @@ def test_fastdds_writer_profile_is_read_by_the_middleware_without_errors(tmp_pat
 def test_every_node_parameter_is_declared_once_with_type_unit_and_description():
     """NodeConfig's fields are the table (driver/parameters.py): each has a description, a ROS type (lists as
     arrays, so that several --params-file merge as on a real node), and the bounds its validation uses."""
-    from contact_sim_ros.ros.node_config import NODE_PARAMETERS
+    from contact_sim_ros.driver.node_config import NODE_PARAMETERS
     from contact_sim_ros.sim.simulator import MAX_TIME_STEP
     assert NODE_PARAMETERS.names() == NodeConfig.names()
     for p in NODE_PARAMETERS:

@@ -16,7 +16,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from contact_sim_ros.controllers.inprocess_link import InProcessLink
 from contact_sim_ros.controllers.pick_shake_place import PickShakePlaceParams
-from contact_sim_ros.controllers.robot_link import RobotLink, TickTrajectory, positions_of, to_duration, to_time
+from contact_sim_ros.controllers.link_messages import TickTrajectory, positions_of, to_duration, to_time
+from contact_sim_ros.controllers.robot_link import RobotLink
 from contact_sim_ros.driver.command_validation import JointLimits, TrajectorySampler, validate_trajectory
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import trial_scene

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from contact_sim_ros.ros.node_config import plain_args_to_ros_args
+from contact_sim_ros.driver.node_config import plain_args_to_ros_args
 from contact_sim_ros.ros.sim_node import param_defaults_of
 from inprocess_sim_node import InProcessSimNode
 

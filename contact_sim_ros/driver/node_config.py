@@ -1,5 +1,7 @@
-"""Node parameters: defaults, validation with messages that name the valid values, and the plain command-line
-flags of the console entry point mapped onto ROS arguments (no rclpy here: unit-testable)."""
+"""Node parameters: defaults, validation with messages that name the valid values, the ROS parameter files
+(``read_param_files``) and the plain command-line flags of the console entry point mapped onto ROS arguments. No
+rclpy here: the ROS node (ros/sim_node.py) declares these parameters, and the in-process route (the scenario
+clients' in-process links, campaign trials: driver/world.py) reads the same files without loading node code."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from ..driver.parameters import Parameter, ParameterTable
-from ..driver.loop import MAX_STEPS_PER_REQUEST
+from .parameters import Parameter, ParameterTable
+from .loop import MAX_STEPS_PER_REQUEST
 from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
 from ..model.loader import load_robot_preset, robot_preset_names
@@ -24,10 +26,27 @@ from ..sim.divergence import DivergenceLimits
 from ..sim.penetration import start_overlap
 from ..sim.simulator import MAX_TIME_STEP
 from ..yaml_files import missing_file, parse_yaml, read_mapping
-from .bag_recorder import check_record_path
 
 
 DEFAULT_ROBOT = "iiwa_wsg"
+
+
+def check_record_path(path) -> Path:
+    """``path`` as a new bag directory the recorder can create: ConfigError (one line) if it is empty or exists,
+    or if its nearest existing ancestor is not a directory or cannot be written. Creates nothing."""
+    if not str(path).strip():
+        raise ConfigError("parameter 'record': empty path")
+    path = Path(path)
+    if path.exists() or path.is_symlink():
+        raise ConfigError(f"parameter 'record': {path} exists already; rosbag2 writes a new directory")
+    ancestor = path.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"parameter 'record': cannot create {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"parameter 'record': cannot create {path}: no permission to write in {ancestor}")
+    return path
 
 
 def _p(default, kind: str, unit: str = "", description: str = "", **bounds):
@@ -139,7 +158,7 @@ class NodeConfig:
                               "step jitter, but on a CPU kept busy by other processes it gets almost no time: with "
                               "camera_sync the simulation then slows down, without it the frames drop)",
                               choices=("idle", "normal"))
-    camera_sync: bool = _p(True, "bool", description="the stepping thread waits (at most 2 s) for the camera "
+    camera_sync: bool = _p(True, "bool", description="the stepping thread waits (at most 5 s) for the camera "
                            "process to take a camera's previous state before it hands over the next, as gz-sim's "
                            "sensors: every frame of the camera's rate in sim time is rendered and the real-time "
                            "factor drops when rendering cannot keep up; false: frames are dropped instead")
@@ -495,7 +514,7 @@ def plain_args_to_ros_args(argv: list[str]) -> CommandLine:
         robot = ""
     elif not robot and scene:
         # a scene's preset: its config/node/<robot>.yaml applies too; a robot mapping: none ("")
-        robot = _scene_robot_name(scene) or ""
+        robot = scene_robot_name(scene) or ""
     elif not robot:
         robot = None    # neither robot, urdf nor scene: main() takes DEFAULT_ROBOT's file, as NodeConfig the robot
     return CommandLine(ros_part + (extra if len(extra) > 1 else []), robot, list(args.config), node_name,
@@ -522,7 +541,7 @@ def _ros_args_parameters(ros_args: list[str], node_name: str, namespace: str) ->
     return {**{k: merged[k] for k in ("robot", "urdf", "scene") if k in merged}, **values}
 
 
-def _scene_robot_name(scene: str) -> str | None:
+def scene_robot_name(scene: str) -> str | None:
     """The preset name a scene file's ``robot:`` names (None for a mapping, no robot or an unreadable file:
     the node reports a bad scene when it loads it)."""
     try:
@@ -530,6 +549,19 @@ def _scene_robot_name(scene: str) -> str | None:
     except ConfigError:
         return None
     return robot if isinstance(robot, str) and robot in robot_names() else None
+
+
+def default_param_files(robot: str | None) -> list[str]:
+    """config/node.yaml and, if present, config/node/<robot>.yaml (what launch/sim.launch.py passes)."""
+    out = []
+    base = share_path("config", "node.yaml")
+    if base.is_file():
+        out.append(str(base))
+    if robot:
+        per = share_path("config", "node", f"{robot}.yaml")
+        if per.is_file():
+            out.append(str(per))
+    return out
 
 
 def read_param_files(paths, node_name: str = "contact_sim", namespace: str = "", strict: bool = True) -> dict:

@@ -1,0 +1,169 @@
+"""The simulated world below the transports, built in one place: the node parameters (:class:`NodeConfig`) ->
+the :class:`~contact_sim_ros.sim.simulator.Simulator` -> one :class:`~contact_sim_ros.driver.robot.Robot` per robot
+of the scene -> the hardware System over all of them -> each robot's emulated controller manager (which of its
+controllers start inactive: :func:`inactive_controllers`, the rule written once) -> the stepping loop. The ROS node
+(ros/sim_node.py), the in-process links of the scenario clients (clients' ``InProcessLink`` and
+``InProcessMultiRobotLink``) and so every campaign trial build their world here; they differ only in their
+transports (what a robot's controllers publish through, what the loop publishes and reports through).
+
+The counters the loop's diagnostics read (commands rejected or clamped by the transports,
+:class:`~contact_sim_ros.driver.loop.CommandCounters`) are built first and handed to the transports and to the loop,
+so that no transport needs the loop. Like ros2_control's ``ros2_control_node`` (a ``ControllerManager`` over the
+``ResourceManager`` the URDF describes, its executor the transport) or gz-sim's ``Server`` (one ``SimulationRunner``
+whatever the systems), nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from .command_validation import JointLimits
+from .controller_manager import ControllerManagers
+from .controllers.base import ControllerTransport
+from .franka import franka_hands, with_hand_drives
+from .loop import CommandCounters, SteppingLoop, Transport
+from .node_config import NodeConfig, read_param_files, share_path
+from .robot import Robot, merge_hardware_infos
+from .system import SimulatorSystem
+from ..errors import ConfigError
+from ..sim.default_gains import DefaultGainsWarning
+from ..sim.simulator import Simulator
+
+
+def preset_inactive_controllers(preset: str) -> list | None:
+    """``inactive_controllers`` of the preset's node parameter file config/node/<preset>.yaml (None if none)."""
+    path = share_path("config", "node", f"{preset}.yaml")
+    if not path.is_file():
+        return None
+    value = read_param_files([str(path)], "contact_sim", "").get("inactive_controllers")
+    return list(value) if isinstance(value, (list, tuple)) else None
+
+
+def inactive_controllers(robot, node_default, own_namespace: bool) -> list:
+    """The controllers of ``robot`` (a scene's RobotPreset or None) spawned inactive: the scene robot's own
+    ``inactive_controllers``; else, for a robot in its own namespace (a scene with several robots) and no node
+    parameter ``inactive_controllers`` (``node_default``), its preset's config/node/<preset>.yaml list; else the
+    node parameter."""
+    inactive = getattr(robot, "inactive_controllers", None) if robot is not None else None
+    if inactive is None and own_namespace and not node_default and robot is not None:
+        inactive = preset_inactive_controllers(robot.preset_name or robot.name)
+    return list(node_default if inactive is None else inactive)
+
+
+@dataclass
+class WorldRobot:
+    """One robot of the world: its driver (``driver``: joints, <ros2_control> block, controllers file, controller
+    manager), whether it has its own namespace (a scene with several robots or one that names a namespace), and
+    its TF frame prefix (the node's ``frame_prefix`` then the robot's own) and the namespace of its controller
+    manager (the keys of a controllers file are matched against it; the node sets its robot node's)."""
+
+    driver: Robot
+    own_namespace: bool
+    frame_prefix: str
+    namespace: str = "/"
+
+    @property
+    def name(self) -> str:
+        return self.driver.name
+
+    @property
+    def preset(self):
+        return self.driver.robot
+
+
+def build_simulator(config: NodeConfig) -> Simulator:
+    """The Simulator of the node parameters ``config``: its scene (a Franka Hand left without a drive by its robot's
+    <ros2_control> block gets franka_gripper's, driver/franka.py) with the engine, time step and limits. The default
+    gains' warnings are not raised here: the node says them in its log."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DefaultGainsWarning)
+        return Simulator(with_hand_drives(config.load_scene()), **config.simulator_options())
+
+
+def world_robots(config: NodeConfig, sim: Simulator) -> list[WorldRobot]:
+    """The robots of ``sim``'s scene as the node lays them out (docs/ros_interface.md, "Several robots"): one robot
+    and no namespace keeps the node's own namespace; otherwise each robot has its own. A world without a robot
+    (objects only) has one driver over the model's joints. A user's URDF (``urdf`` parameter) is no preset."""
+    m = sim.model
+    presets = list(sim.scene.robots)
+    if not presets:
+        return [WorldRobot(Robot(None, None, m, preset_files=not config.urdf), False, config.frame_prefix)]
+    instances = {r.name: r for r in m.robots}
+    several = len(presets) > 1 or any(r.namespace for r in presets)
+    return [WorldRobot(Robot(r, instances.get(r.name), m, preset_files=several or not config.urdf), several,
+                       config.frame_prefix + (r.frame_prefix or "")) for r in presets]
+
+
+class WorldTransports(Protocol):
+    """What a transport gives :meth:`World.build`: ``controllers(robot)``: the ControllerTransport of a robot's
+    controllers (a WorldRobot; None: none); ``loop``: the stepping loop's Transport (publish hooks, failure reports;
+    None: none)."""
+
+    loop: Transport | None
+
+    def controllers(self, robot: WorldRobot) -> ControllerTransport | None: ...
+
+
+@dataclass
+class World:
+    """The built world (see the module docstring): ``config``, ``sim``, ``robots`` (WorldRobot, the scene's order),
+    ``system``, ``managers`` (each robot's ControllerManager, the robots' order; empty with ``controllers_file:
+    none``), ``controller_manager`` (what the loop runs: the one manager, a ControllerManagers over several, or
+    None), ``loop`` (not started), ``counters`` and ``limits``."""
+
+    config: NodeConfig
+    sim: Simulator
+    robots: list
+    system: SimulatorSystem
+    managers: list
+    controller_manager: object
+    loop: SteppingLoop
+    counters: CommandCounters
+    limits: JointLimits = field(repr=False, default=None)
+
+    @classmethod
+    def build(cls, config: NodeConfig, transports: WorldTransports, *, sim: Simulator | None = None,
+              robots: list | None = None, counters: CommandCounters | None = None,
+              on_start_pose_error: Callable[[str], None] | None = None,
+              on_controller_manager: Callable | None = None) -> "World":
+        """The world of ``config`` with ``transports``. ``sim`` / ``robots``: already built by the caller (the node
+        builds them first, for its publishers), else built here (:func:`build_simulator`, :func:`world_robots`).
+        ``counters``: the transports' (built here if None). ``on_start_pose_error(message)``: called before the
+        ConfigError raised for a start state the first step would refuse (the node releases what it holds).
+        ``on_controller_manager(robot, cm)``: called after each robot's manager is built (the node's services)."""
+        sim = sim if sim is not None else build_simulator(config)
+        robots = robots if robots is not None else world_robots(config, sim)
+        counters = counters if counters is not None else CommandCounters()
+        # the robots' <ros2_control> blocks (a user's block's initial_values: the start, as mock hardware); the node
+        # parameter ros2_control_file applies to the single-robot layout
+        infos = [r.driver.hardware_info(sim, config.ros2_control_file if not r.own_namespace else "")
+                 for r in robots]
+        config.apply_initial_positions(sim)                # the node parameter wins; a reset returns there
+        problem = config.start_pose_error(sim)             # a start the first step would refuse: refused now
+        if problem:
+            if on_start_pose_error is not None:
+                on_start_pose_error(problem)
+            raise ConfigError(problem)
+        system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=config.gravity_compensation)
+        limits = JointLimits.from_model(sim.model)
+        managers = []
+        if config.controllers_file.strip().lower() != "none":
+            hand_fingers = (tuple(h.finger for h in franka_hands(sim.model)) if config.franka_interfaces else ())
+            rates = {"joint_states": config.joint_states_rate, "wrench": config.wrench_rate}
+            for r in robots:
+                fingers = tuple(f for f in hand_fingers if f in r.driver.joint_names)
+                cm = r.driver.build_controller_manager(
+                    system, config.controllers_file,
+                    inactive_controllers(r.preset, config.inactive_controllers, r.own_namespace),
+                    transports.controllers(r), limits=limits, engine=sim.engine, default_rates=rates,
+                    name_errors=r.own_namespace, passive_joints=tuple(sim.passive_joints) + fingers,
+                    active=config.active_controllers, namespace=r.namespace)
+                managers.append(cm)
+                if on_controller_manager is not None:
+                    on_controller_manager(r, cm)
+        cm = (managers[0] if len(managers) == 1 else ControllerManagers(managers)) if managers else None
+        loop = SteppingLoop(system, cm, transports.loop, config.real_time_factor, start_paused=config.start_paused,
+                            max_lag_s=config.max_lag, thread_priority=config.thread_priority, counters=counters)
+        return cls(config, sim, robots, system, managers, cm, loop, counters, limits)
