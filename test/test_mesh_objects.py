@@ -10,6 +10,7 @@ physics assert what the pieces do).
 """
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -386,6 +387,76 @@ def test_campaign_picks_the_object_from_the_mesh_set(tmp_path):
     bottle = next(o for o in yaml.safe_load(out.read_text())["objects"] if o["name"] == "bottle")
     assert "urdf" not in bottle and Path(bottle["mesh"]) == ROOT / "meshes" / "mug.obj"
     assert bottle["pose"]["xyz"] == pytest.approx([0.55, -0.12, 0.0])
+
+
+def _object_extent(scene_file, name):
+    """(mass kg, rotational inertia 3x3 kg m^2 at the COM, collision AABB extents m) of a scene's free object."""
+    model = load_scene(scene_file).model
+    inertia = _free_body_inertia(load_scene(scene_file), name)
+    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
+    for go in model.collision_model.geometryObjects:
+        if go.name == name or go.name.startswith(name + "/"):
+            go.geometry.computeLocalAABB()
+            box = go.geometry.aabb_local
+            lo, hi = np.minimum(lo, box.min_), np.maximum(hi, box.max_)
+    return inertia.mass, inertia.inertia.copy(), hi - lo
+
+
+def test_campaign_mesh_choice_with_a_scale_per_file_gives_the_same_object_as_the_file_in_metres(tmp_path):
+    """A campaign picks between a box of 4 x 6 x 18 cm written in metres and the same box written in millimetres
+    with ``{mesh: FILE, scale: 0.001}``: a tiny campaign run in process (no Ray; each trial stops after the tare
+    phase) writes the scaled file's value with its scale in the rows, and the object each row's value builds has the
+    same mass, inertia and collision extents (4 x 6 x 18 cm) as the file in metres. The scale enters the
+    fingerprint; a bad scale or option is an error naming the parameter and the option."""
+    import pyarrow.parquet as pq
+    import yaml
+    from contact_sim_ros.scenarios.campaign import load_campaign, run_campaign, trial_scene
+    dims = np.array([0.04, 0.06, 0.18])
+    box = trimesh.creation.box(dims)
+    box.apply_translation([0, 0, dims[2] / 2])              # the frame at its base, as the object set's bottle
+    box.export(tmp_path / "box_m.obj")
+    box.copy().apply_scale(1000.0).export(tmp_path / "box_mm.obj")
+
+    def campaign(option, name="c.yaml"):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({
+            "scenario": "pick_shake_place", "engines": ["tamsi"], "trials": 4, "seed": 3,
+            "controller": {"stop_at": "approach"},
+            "parameters": {"object.bottle.mesh": {"choice": [str(tmp_path / "box_m.obj"), option]},
+                           "object.bottle.z": -0.0901}}))
+        return path
+
+    spec = load_campaign(campaign({"mesh": str(tmp_path / "box_mm.obj"), "scale": 0.001}))
+    scaled = f"{tmp_path / 'box_mm.obj'}?scale=0.001"
+    assert spec.parameters["object.bottle.mesh"].args == (str(tmp_path / "box_m.obj"), scaled)
+    assert scaled in json.dumps(spec.fingerprint())
+    other = load_campaign(campaign({"mesh": str(tmp_path / "box_mm.obj"), "scale": [0.001, 0.001, 0.002]}, "o.yaml"))
+    assert other.fingerprint()["distributions"] != spec.fingerprint()["distributions"]
+    picked = [spec.trial_parameters(k)["object.bottle.mesh"] for k in range(spec.trials)]
+    k_m, k_mm = picked.index(str(tmp_path / "box_m.obj")), picked.index(scaled)
+    n = max(k_m, k_mm) + 1
+    summary = run_campaign(spec, tmp_path / "out", trials=n, progress=False, in_process=True)
+    assert not summary.get("interrupted")
+    rows = pq.read_table(tmp_path / "out" / "results").to_pandas().set_index("trial")
+    assert rows.loc[k_mm, "p.object.bottle.mesh"] == scaled and rows.loc[k_m, "p.object.bottle.mesh"] == picked[k_m]
+    assert rows["success"].all(), rows["reason"].tolist()          # each trial reached the approach phase
+    scene_file = ROOT / "scenes" / "scenario_pick_shake_place.yaml"
+    built = {}
+    for k in (k_m, k_mm):
+        values = {"object.bottle.mesh": rows.loc[k, "p.object.bottle.mesh"], "object.bottle.z": -0.0901}
+        built[k] = _object_extent(trial_scene(scene_file, values, tmp_path), "bottle")
+    (m1, I1, e1), (m2, I2, e2) = built[k_m], built[k_mm]
+    assert e1 == pytest.approx(dims, abs=1e-9) and e2 == pytest.approx(dims, abs=1e-9)
+    assert m2 == pytest.approx(m1, rel=1e-12)
+    _assert_relative(I2, I1, rel=1e-9)
+    for option, message in [({"mesh": "box_mm.obj", "scale": 0}, r"choice\[1\] \(box_mm.obj\) scale: the scale "
+                                                                  r"must be > 0"),
+                            ({"mesh": "box_mm.obj", "scale": [1, 2]}, r"choice\[1\] \(box_mm.obj\) scale: a number "
+                                                                       r"or a list of 3 numbers"),
+                            ({"mesh": "box_mm.obj", "scales": 0.001}, r"choice\[1\]: a mesh option is a file name"),
+                            ("box_mm.obj?scale=mm", r"choice\[1\]: 'box_mm.obj\?scale=mm': the scale after")]:
+        with pytest.raises(ConfigError, match=r"parameters\.object\.bottle\.mesh: " + message):
+            load_campaign(campaign(option, "bad.yaml"))
 
 
 # ------------------------------------------------------------------------------------------------ grasp

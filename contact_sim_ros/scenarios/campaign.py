@@ -20,7 +20,8 @@ A campaign file (YAML; example: ``scenes/campaigns/pick_shake_place.yaml``)::
 Parameter names: ``object.<name>.{x,y,z,yaw}`` (m, rad: offsets of the object's initial pose),
 ``object.<name>.{mass_scale,friction,size_scale}`` (size_scale: primitive shapes only), ``object.<name>.mesh``
 (a mesh file, e.g. ``{choice: [mug.obj, bowl.obj, bottle.obj]}``: the object becomes that mesh object, with its
-mass or density and pose; meshes/ is the object set), ``controller.<field>``,
+mass or density and pose; meshes/ is the object set; an option ``{mesh: part_mm.stl, scale: 0.001}`` (a number or
+[sx, sy, sz], file units -> m) scales that file, its rows say ``part_mm.stl?scale=0.001``), ``controller.<field>``,
 ``sensor.ft_noise_std``. ``pick_sources`` (perception in the loop, docs/scenarios.md): each trial runs once
 with each listed value of the controller's ``pick_source`` (``given``: the nominal ``pick_xy``; ``truth``: the
 object's true position; ``perception``: located in the wrist depth image), on the scenario's scene with cameras
@@ -65,6 +66,7 @@ from ..controllers.pick_shake_place import RUN_NUMBERS, run_controller
 from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
 from ..model.loader import _resolve_urdf_path, resolve_mesh_path
+from ..model.mesh_object import parse_scale
 from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from ..viewer.scene_viewer import ViewerProcess
 from ..yaml_files import check_keys, load_yaml, read_mapping
@@ -289,6 +291,8 @@ def load_campaign(path: str | Path) -> CampaignSpec:
         if not isinstance(name, str):
             raise ConfigError(f"{where}: parameter name {name!r} is not text")
         names.check_parameter(name, where)
+        if name.endswith(".mesh"):         # per-file scale: {mesh: FILE, scale: S} -> "FILE?scale=S" (the row's value)
+            value = _mesh_options(value, f"{where}: parameters.{name}")
         params[name] = Distribution.parse(value, f"{where}: parameters.{name}")
         names.check_values(name, params[name], f"{where}: parameters.{name}")
     for key, value in controller.items():
@@ -434,6 +438,48 @@ class _ScenarioNames:
 
 
 _OBJECT_ATTRIBUTES = ("x", "y", "z", "yaw", "mass_scale", "friction", "size_scale", "mesh")
+MESH_SCALE = "?scale="      # a mesh choice's value with its scale: "part_mm.stl?scale=0.001" (as a mesh:// URI)
+
+
+def _mesh_options(value, where: str):
+    """A campaign's mesh choice with per-file scales: each option a file name or ``{mesh: FILE, scale: S}`` (S a
+    number or [sx, sy, sz] > 0, file units -> m; e.g. 0.001 for a file in mm). Returned with every option as text,
+    ``FILE`` or ``FILE?scale=S`` (:func:`split_mesh_value`): the value a trial's row carries and the fingerprint
+    holds. ConfigError naming the parameter and the option for a bad one."""
+    if not (isinstance(value, dict) and set(value) == {"choice"} and isinstance(value["choice"], (list, tuple))):
+        return value
+    options = []
+    for i, option in enumerate(value["choice"]):
+        at = f"{where}: choice[{i}]"
+        if isinstance(option, dict):
+            if not isinstance(option.get("mesh"), str) or not option["mesh"] or set(option) - {"mesh", "scale"}:
+                raise ConfigError(f"{at}: a mesh option is a file name or {{mesh: FILE, scale: S}} (S a number or "
+                                  f"[sx, sy, sz], file units -> m), got {option!r}")
+            file, scale = option["mesh"], option.get("scale", 1.0)
+        elif isinstance(option, str) and MESH_SCALE in option:
+            file, _, text = option.rpartition(MESH_SCALE)
+            try:
+                scale = [float(x) for x in text.split(",")]
+            except ValueError:
+                raise ConfigError(f"{at}: {option!r}: the scale after {MESH_SCALE!r} must be a number or 3 numbers "
+                                  f"separated by commas") from None
+            scale = scale[0] if len(scale) == 1 else scale
+        else:
+            options.append(option)
+            continue
+        s = parse_scale(scale, f"{at} ({file}) scale")
+        options.append(file if s == (1.0, 1.0, 1.0) else
+                       file + MESH_SCALE + (repr(s[0]) if s[0] == s[1] == s[2] else ",".join(map(repr, s))))
+    return {"choice": options}
+
+
+def split_mesh_value(value: str) -> tuple:
+    """A mesh choice's value (:func:`_mesh_options`) -> (file, scale (sx, sy, sz) or None when not scaled)."""
+    file, sep, text = str(value).rpartition(MESH_SCALE)
+    if not sep:
+        return str(value), None
+    s = [float(x) for x in text.split(",")]
+    return file, tuple(s * 3 if len(s) == 1 else s)
 
 
 def _check_field_value(field_name: str, default, v, dist, where: str) -> None:
@@ -524,9 +570,12 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
                 src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
                 root = ET.parse(src).getroot() if src is not None else None
                 obj["mass"] = sum(float(m.get("value")) for m in root.iter("mass")) if root is not None else None
-            for key in ("shape", "urdf"):
+            for key in ("shape", "urdf", "scale"):      # the scale is the chosen file's (1 unless it says)
                 obj.pop(key, None)
-            obj["mesh"] = resolve_mesh_path(str(value), scene_file.parent) or str(value)
+            file, scale = split_mesh_value(value)
+            obj["mesh"] = resolve_mesh_path(file, scene_file.parent) or file
+            if scale is not None:
+                obj["scale"] = list(scale)
         elif attr == "size_scale":
             shape = obj.get("shape")
             if not isinstance(shape, dict):
