@@ -459,6 +459,35 @@ def test_campaign_mesh_choice_with_a_scale_per_file_gives_the_same_object_as_the
             load_campaign(campaign(option, "bad.yaml"))
 
 
+@pytest.mark.timeout(600)
+def test_a_campaigns_failure_reasons_name_the_object_picked_from_the_mesh_choice(tmp_path):
+    """A campaign trial whose scene object ``bottle`` is replaced by a mesh file names that file's object in its
+    failure reason, never "the bottle": a tall box (crate.obj, 4 x 6 x 18 cm, friction 0.01: 20 N per finger hold
+    at most ~0.4 N of its 5 N weight) slips out when lifted; a 5 cm box (brick.obj) is below the fingers, which
+    close on nothing."""
+    import yaml
+    from contact_sim_ros.scenarios.campaign import load_campaign, run_trial
+    trimesh.creation.box([0.04, 0.06, 0.18], transform=trimesh.transformations.translation_matrix(
+        [0, 0, 0.09])).export(tmp_path / "crate.obj")
+    trimesh.creation.box([0.04, 0.06, 0.05], transform=trimesh.transformations.translation_matrix(
+        [0, 0, 0.025])).export(tmp_path / "brick.obj")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "scenario": "pick_shake_place", "engines": ["tamsi"], "trials": 1, "seed": 0,
+        "controller": {"motion_time": 0.5, "hold_time": 0.45, "shake_cycles": 1, "stop_at": "shake"},
+        "parameters": {"object.bottle.mesh": {"choice": [str(tmp_path / "crate.obj"), str(tmp_path / "brick.obj")]},
+                       "object.bottle.z": -0.0901, "object.bottle.friction": 0.01}}))
+    spec = load_campaign(path)
+    base = {"object.bottle.z": -0.0901, "object.bottle.friction": 0.01}
+    crate = run_trial(spec, 0, "tamsi", {**base, "object.bottle.mesh": str(tmp_path / "crate.obj")})
+    assert not crate["success"] and crate["phase"] in ("lift", "hold"), crate["reason"]
+    assert "the crate slipped out of the grasp" in crate["reason"] and "bottle" not in crate["reason"]
+    brick = run_trial(spec, 0, "tamsi", {**base, "object.bottle.mesh": str(tmp_path / "brick.obj")})
+    assert not brick["success"] and brick["phase"] == "close", brick["reason"]
+    assert "nothing between the fingers, the grasp missed the brick" in brick["reason"]
+    assert "bottle" not in brick["reason"]
+
+
 # ------------------------------------------------------------------------------------------------ grasp
 
 

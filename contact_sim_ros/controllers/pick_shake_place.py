@@ -72,6 +72,8 @@ class PickShakePlaceParams:
     # the image of that tick from the camera's topics, located through TF)
     pick_source: str = "given"
     pick_object: str = "bottle"         # the object to pick (truth; perception with segmentation 'labels')
+    object_label: str = ""              # what failure reasons call it ('': pick_object; a campaign's mesh choice
+                                        # sets the chosen file's stem: "the mug slipped", not "the bottle")
     camera: str = "wrist_camera"        # a camera of the scene (perception)
     segmentation: str = "height"        # 'height' (above the floor, minus the robot's pixels) or 'labels'
     look_height: float = 0.45           # m, grasp centre height when taking the image (camera ~0.4 m over the top)
@@ -242,6 +244,11 @@ class PickShakePlace:
             true_xy = self.link.object_position(p.pick_object)[:2]
             self.numbers["perception_error_m"] = float(np.linalg.norm(np.asarray(self.pick_xy) - true_xy))
 
+    @property
+    def label(self) -> str:
+        """The picked object as failure reasons name it: ``object_label``, else the scene's ``pick_object``."""
+        return self.p.object_label or self.p.pick_object
+
     def fail(self, reason: str):
         self.verdict = Verdict(False, reason, self.numbers)
 
@@ -269,7 +276,7 @@ class PickShakePlace:
         # continuous drop/slip monitoring while holding
         if ph in ("lift", "hold", "shake", "after_shake", "transfer") and width < p.min_opening:
             self.fail(f"slip: the fingers closed to {width * 1e3:.1f} mm per side during {ph} at "
-                      f"t = {t_k * 1e-9:.3f} s: the bottle slipped out of the grasp")
+                      f"t = {t_k * 1e-9:.3f} s: the {self.label} slipped out of the grasp")
             return True
         if ph == "tare":
             if elapsed >= 0.2:
@@ -289,7 +296,7 @@ class PickShakePlace:
             try:
                 self.perceive()
             except PerceptionError as exc:
-                self.fail(f"perception: camera {p.camera!r} did not find the {p.pick_object}: {exc}")
+                self.fail(f"perception: camera {p.camera!r} did not find the {self.label}: {exc}")
                 return True
             finally:
                 self.link.unwatch_camera(p.camera)
@@ -325,7 +332,7 @@ class PickShakePlace:
                 self.enter("lift", t_k)
             elif width < p.min_opening:
                 self.fail(f"grasp: the fingers closed to {width * 1e3:.1f} mm per side without the grip force "
-                          f"(measured {grip:.2f} N): nothing between the fingers")
+                          f"(measured {grip:.2f} N): nothing between the fingers, the grasp missed the {self.label}")
                 return True
             elif elapsed > 2.0:
                 self.numbers["close_grip_force_N"] = grip
@@ -350,7 +357,7 @@ class PickShakePlace:
                     held_load_N=self.held_load, held_mass_kg=self.held_load / G)
                 if self.held_load < p.min_held_load:
                     self.fail(f"slip: after lifting the wrist carries only {self.held_load:.2f} N "
-                              f"(tare {self.F0:.2f} N): the bottle slipped out of the grasp or stayed down")
+                              f"(tare {self.F0:.2f} N): the {self.label} slipped out of the grasp or stayed down")
                     return True
                 self.enter("shake", t_k)
         elif ph == "shake" and t_k < self.phase_end:

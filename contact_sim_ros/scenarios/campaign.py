@@ -674,11 +674,16 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     values = spec.trial_parameters(k) if values is None else dict(values)
     controller_params = {**spec.controller, **{n.split(".", 1)[1]: v for n, v in values.items()
                                                if n.startswith("controller.")}}
+    params_class = _load(sc.params)
+    fields = {f.name: f.default for f in dataclasses.fields(params_class)}
+    picked = values.get(f"object.{controller_params.get('pick_object', fields.get('pick_object'))}.mesh")
+    if "object_label" in fields and picked and not controller_params.get("object_label"):
+        controller_params["object_label"] = Path(split_mesh_value(picked)[0]).stem     # "the mug", not "the bottle"
     wall0, cpu0 = time.monotonic(), time.process_time()
     row = {"trial": int(k), "engine": engine, "seed": int(spec.seed), **{f"p.{n}": v for n, v in values.items()}}
     with tempfile.TemporaryDirectory(prefix="contact_sim_trial_") as tmp:
         scene = trial_scene(resolve_resource(spec.scene()), values, Path(tmp))
-        controller = _load(sc.factory)(_load(sc.params)(**controller_params))
+        controller = _load(sc.factory)(params_class(**controller_params))
         dt = spec.time_step or sc.time_step
         T = spec.period or sc.period
         link = InProcessLink(scene, engine, dt, T, ft_topic=getattr(controller, "ft_topic", None),
