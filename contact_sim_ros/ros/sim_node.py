@@ -790,6 +790,8 @@ class SimNode(Node):
         status.values = values
         arr = DiagnosticArray(status=[status] if self.cameras is None else   # + the cameras' (their process)
                               [status, self.cameras.diagnostic_status(self.get_fully_qualified_name())])
+        if getattr(self, "simulation_interfaces", None) is not None:     # + spawned meshes' preparation processes
+            arr.status.append(self.simulation_interfaces.diagnostic_status(self.get_fully_qualified_name()))
         arr.header.stamp = self.get_clock().now().to_msg()
         self.pub_diag.publish(arr)
         if self.loop.error is not None and not getattr(self, "_error_logged", False):

@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import numpy as np
 import pinocchio as pin
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 
@@ -293,6 +294,8 @@ class SimulationInterfaces:
         self._stopped_at = self.loop.steps_done if cfg.start_paused else None     # STATE_STOPPED marker
         self._model_lock = threading.Lock()
         self.preparing: tuple | None = None        # (entity name, pid) while a spawned mesh is prepared
+        self.preparations = self.preparation_failures = 0     # mesh preparation processes started / that failed
+        self.last_preparation_failure = ""         # why the last one failed ('' after a later success): diagnostics
         self.reaper = EntityReaper(node)            # a swap's dropped publishers, destroyed when the executor is done
         ns = node.get_namespace()
         self.world = node.world
@@ -685,6 +688,7 @@ class SimulationInterfaces:
         proc.start()
         send.close()
         self.preparing = (name, proc.pid)
+        self.preparations += 1
         log.info(f"spawn_entity '{name}': preparing {obj['mesh']} in process {proc.pid} (idle priority); the "
                  f"simulation runs on, the entity appears when it is ready")
         message = stopped = None
@@ -708,14 +712,17 @@ class SimulationInterfaces:
         if stopped:
             raise SpawnError(FAILED, f"{obj['mesh']}: not spawned: the simulation stopped while it was prepared")
         if message is None:
-            log.error(f"spawn_entity '{name}': the process preparing {obj['mesh']} (pid {proc.pid}) ended with "
-                      f"code {proc.exitcode} without an answer (killed? out of memory?); nothing spawned")
+            self.preparation_failures += 1
+            self.last_preparation_failure = (f"spawn_entity '{name}': the process preparing {obj['mesh']} (pid "
+                                             f"{proc.pid}) ended with code {proc.exitcode} without an answer")
+            log.error(f"{self.last_preparation_failure} (killed? out of memory?); nothing spawned")
             raise SpawnError(FAILED, f"{obj['mesh']}: its preparation process ended with code {proc.exitcode} "
                                      f"without an answer (killed? out of memory?)")
         if message[0] == "error":
             code = {"missing": NOT_FOUND, "parse": R.RESOURCE_PARSE_ERROR}.get(message[1], FAILED)
             raise SpawnError(code, message[2])
         _, pieces, mass, volume, extent = message
+        self.last_preparation_failure = ""
         if volume > 0 and mass / volume > MAX_DENSITY:
             raise SpawnError(R.RESOURCE_PARSE_ERROR, f"{obj['mesh']}: mass {mass:g} kg in {volume:.3g} m^3 gives a "
                                                      f"density of {mass / volume:.3g} kg/m^3, beyond any solid "
@@ -724,6 +731,24 @@ class SimulationInterfaces:
         log.info(f"spawn_entity '{name}': {obj['mesh']} prepared ({pieces} convex piece(s), "
                  f"{time.monotonic() - start:.1f} s)")
         return extent
+
+    def diagnostic_status(self, node_name: str) -> DiagnosticStatus:
+        """``<node_name>: spawned meshes``, the processes that prepare spawned meshes (``_prepare_mesh``): OK (and
+        which one runs), WARN after one ended without an answer (killed, out of memory, crashed: which, its exit
+        code) until a later one succeeds; values: the preparing process id, preparations, failures, last_failure."""
+        preparing = self.preparing
+        if self.last_preparation_failure:
+            level, message = 1, f"{self.last_preparation_failure}; nothing was spawned"
+        elif preparing is not None:
+            level, message = 0, f"preparing '{preparing[0]}' in process {preparing[1]} (idle priority)"
+        else:
+            level, message = 0, "no mesh being prepared"
+        values = [KeyValue(key="preparing_process_id", value=str(preparing[1]) if preparing else ""),
+                  KeyValue(key="preparations", value=str(self.preparations)),
+                  KeyValue(key="preparation_failures", value=str(self.preparation_failures)),
+                  KeyValue(key="last_preparation_failure", value=self.last_preparation_failure)]
+        return DiagnosticStatus(level=bytes([level]), name=f"{node_name}: spawned meshes", message=message,
+                                hardware_id="simulation_interfaces spawn_entity", values=values)
 
     def _check_size(self, name: str, extent: float) -> None:
         """SpawnError (RESOURCE_PARSE_ERROR) when an object of largest dimension ``extent`` (m) is beyond the scene's

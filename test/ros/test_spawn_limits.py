@@ -142,15 +142,31 @@ def test_spawns_the_next_step_could_not_carry_are_refused_with_the_reason(monkey
         sim.close()
 
 
+def _spawned_meshes_status(received):
+    """The last '<node>: spawned meshes' status received on /diagnostics (None before one): (level (bytes, as
+    DiagnosticStatus.OK), message, values as a dict)."""
+    for arr in reversed(received):
+        for st in arr.status:
+            if st.name.endswith(": spawned meshes"):
+                return st.level, st.message, {kv.key: kv.value for kv in st.values}
+    return None
+
+
 def test_a_killed_preparation_process_is_reported_and_nothing_is_spawned(monkeypatch, tmp_path, capfd):
     """Issue 44 (item 6): a child process's failure is noticed and reported, never silent. The process preparing a
     mesh killed (SIGKILL, as the kernel's OOM killer would): the spawn is answered FAILED with its exit code, the
-    node logs it, nothing is added, and the next spawn of the same mesh works."""
+    node logs it, /diagnostics' 'spawned meshes' status turns WARN naming the process and its exit code, nothing is
+    added, and the next spawn of the same mesh works (the status OK again, the failure still counted)."""
     import os
     import signal
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     monkeypatch.setenv("CONTACT_SIM_MESH_CACHE", str(tmp_path / "cache"))
     sim = _node(monkeypatch, "--paused")
     try:
+        received = []
+        sim.client.create_subscription(DiagnosticArray, "/diagnostics", received.append, 10)
+        wait_until(lambda: _spawned_meshes_status(received), 30, what="the spawned meshes' diagnostics")
+        assert _spawned_meshes_status(received)[:2] == (DiagnosticStatus.OK, "no mesh being prepared")
         interfaces = sim.node.simulation_interfaces
         before = _entities(sim)
         uri = "mesh://l_bracket.obj?density=2700&collision=decompose"
@@ -163,8 +179,17 @@ def test_a_killed_preparation_process_is_reported_and_nothing_is_spawned(monkeyp
         assert res.result == si.FAILED and "ended with code -9 without an answer" in res.error_message, \
             res.error_message
         assert _entities(sim) == before and interfaces.preparing is None
+        del received[:]
+        wait_until(lambda: _spawned_meshes_status(received), 30, what="the diagnostics after the failure")
+        level, message, values = _spawned_meshes_status(received)
+        assert level == DiagnosticStatus.WARN and "ended with code -9 without an answer" in message, message
+        assert (values["preparations"], values["preparation_failures"]) == ("1", "1"), values
         res = _call(sim, SpawnEntity, "/spawn_entity", _spawn_request("bracket", uri))
         assert res.result.result == OK, res.result.error_message
+        del received[:]
+        wait_until(lambda: _spawned_meshes_status(received), 30, what="the diagnostics after the spawn")
+        level, message, values = _spawned_meshes_status(received)
+        assert level == DiagnosticStatus.OK and values["preparation_failures"] == "1", (message, values)
     finally:
         sim.close()
     err = capfd.readouterr().err
