@@ -487,7 +487,7 @@ class Simulator:
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
                 return None
         contacts = self.contact_query._contact_set(n)
-        if self._penetration is not None and n and self._penetration.check(contacts, t):
+        if self._penetration is not None and n and self._penetration.check(contacts, t, self._v, dt):
             return None            # the staged step fails with the reason
         self.contacts = contacts
         self.last_result = StepResult(v, impulse, gen, act, SolverStats(SolverStatus.CONVERGED, iterations,
@@ -513,7 +513,7 @@ class Simulator:
                                              self._surface_velocity if self.scene.surface_velocities else None,
                                              joint_jacobians=True, q=q)
         if self._penetration is not None and contacts.size:
-            deep = self._penetration.check(contacts, t)
+            deep = self._penetration.check(contacts, t, v, dt)      # v, dt: the approach allowed
             if deep:                   # the start state is the problem: step() does not retry with sub-steps
                 self.contacts = contacts
                 return StepResult(v, np.zeros((contacts.size, 3)), np.zeros(pm.nv), np.zeros(pm.nv),
