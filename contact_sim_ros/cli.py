@@ -27,12 +27,39 @@ files (checked before the run: --duration > 0, 0 < --time-step <= MAX_TIME_STEP,
 
 from __future__ import annotations
 
-import argparse
-import math
+import _signal  # the interpreter's built-in signal module (loaded at start-up: importing it takes no time)
 import os
 import sys
-import time
-import warnings
+
+INTERRUPTED_EXIT = 130        # exit status of a Ctrl-C, as a shell gives for SIGINT
+
+
+def _interrupted_line(argv) -> str:
+    """The documented line of a Ctrl-C that ends the command: ``contact-sim campaign: interrupted`` for a campaign
+    (docs/scenarios.md; before any trial), ``contact-sim: interrupted`` otherwise."""
+    return "contact-sim campaign: interrupted" if list(argv[:1]) == ["campaign"] else "contact-sim: interrupted"
+
+
+def _interrupted_while_loading(signum, frame):
+    """SIGINT while this module's imports load (issue 44: a Ctrl-C then printed Python's KeyboardInterrupt
+    traceback): nothing is under way yet, so say the line and exit 130 at once."""
+    os.write(2, (_interrupted_line(sys.argv[1:]) + "\n").encode())
+    os._exit(INTERRUPTED_EXIT)
+
+
+# As the program's entry (the console script contact-sim, python -m contact_sim_ros.cli; not when a program imports
+# this module) a Ctrl-C from here until main() runs (numpy, the simulator: ~0.5 s) ends the command with the line
+# and 130; main() catches one after. Not where SIGINT is ignored (a background job inherits SIG_IGN).
+# (_signal, not signal: importing signal.py takes milliseconds in which a Ctrl-C still gave the traceback)
+_LOADING = ((__name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "").startswith("contact-sim"))
+            and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler)
+if _LOADING:
+    _signal.signal(_signal.SIGINT, _interrupted_while_loading)
+
+import argparse  # noqa: E402  (below the SIGINT handler of the loading)
+import math  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
 
 import numpy as np
 
@@ -46,6 +73,9 @@ from .sim.simulator import MAX_TIME_STEP, Simulator
 from .viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from .viewer.scene_viewer import ViewerProcess
 from .yaml_files import parse_yaml
+
+if _LOADING and _signal.getsignal(_signal.SIGINT) is _interrupted_while_loading:
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)       # main() catches a KeyboardInterrupt from here
 
 
 def _parse_option(text: str):
@@ -246,7 +276,17 @@ class _Log:
 
 
 def main(argv=None) -> int:
+    """The console entry point: the subcommand's exit status; a Ctrl-C (KeyboardInterrupt) not handled by the
+    subcommand ends it with ``contact-sim[ campaign]: interrupted`` and 130, no traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(_interrupted_line(argv), file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
+
+
+def _main(argv) -> int:
     parser = argparse.ArgumentParser(prog="contact-sim", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

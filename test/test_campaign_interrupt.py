@@ -110,3 +110,77 @@ def test_ctrl_c_at_any_moment_exits_130_within_5_s(tmp_path, name, ray, marker, 
         assert "trial run(s) in" not in out_text, out_text
     if marker == "first trial run done":
         assert len(finished_trials(out)) >= 1            # what was done is saved
+
+
+# ---------------------------------------------------------------------- Ctrl-C while the command is still importing
+
+ENTRIES = {"console script": [os.path.join(os.path.dirname(sys.executable), "contact-sim")],
+           "python -m": [sys.executable, "-m", "contact_sim_ros.cli"]}
+
+
+def _numpy_mapped(pid: int) -> bool:
+    """Whether process ``pid`` has numpy's core extension mapped: cli.py is importing its modules (numpy is the
+    first extension module it loads, below its SIGINT handler of the loading; the interpreter's start-up loads
+    none)."""
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            return "_multiarray_umath" in maps.read()
+    except OSError:
+        return False
+
+
+def _interrupt_early(tmp_path, entry, wait_for_import):
+    """Start ``contact-sim campaign`` by ``entry``, SIGINT to its process group right after Popen, or (with
+    ``wait_for_import``) as soon as it is importing the simulation's modules; (exit status, seconds from the signal
+    to the exit, stderr)."""
+    (tmp_path / "c.yaml").write_text(CAMPAIGN)
+    command = ENTRIES[entry]
+    assert os.path.exists(command[0]), command
+    proc = subprocess.Popen([*command, "campaign", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "out"),
+                             "--no-progress", "--in-process"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        if wait_for_import:
+            deadline = time.monotonic() + 120
+            while not _numpy_mapped(proc.pid):
+                assert proc.poll() is None, f"ended before importing numpy: {proc.communicate()}"
+                assert time.monotonic() < deadline, "numpy not loaded in 120 s"
+                time.sleep(0.001)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{entry}: hung: no exit 60 s after SIGINT")
+        return proc.returncode, time.monotonic() - t0, err
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+def test_ctrl_c_while_the_command_imports_exits_130_with_the_line_and_no_traceback(tmp_path, entry):
+    """SIGINT while cli.py imports numpy and the simulator (before main() and its first stage line): exit 130 and
+    the documented line, nothing else (before: Python's KeyboardInterrupt traceback, exit -2)."""
+    rc, elapsed, err = _interrupt_early(tmp_path, entry, wait_for_import=True)
+    EXIT_TIMES[f"importing ({entry})"] = elapsed
+    assert rc == 130, f"{entry}: exit {rc}; stderr: {err}"
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.splitlines()[-1] == "contact-sim campaign: interrupted", err
+    assert elapsed < DEADLINE_S, f"{entry}: {elapsed:.2f} s from SIGINT to exit"
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+def test_ctrl_c_right_after_the_process_starts_never_gives_a_traceback(tmp_path, entry):
+    """SIGINT right after Popen: before the interpreter handles SIGINT the process just ends by the signal (-2,
+    what a shell shows as 130); from cli.py's first lines on, 130 and the line. Never a traceback. (The milliseconds
+    of the interpreter's own start-up in between, its site-packages' .pth files and the console script's
+    ``import re``, run no code of this package: a SIGINT landing exactly there still gives Python's traceback; Popen
+    returns when the child has exec'd, well before them.)"""
+    rc, elapsed, err = _interrupt_early(tmp_path, entry, wait_for_import=False)
+    assert rc in (130, -signal.SIGINT), f"{entry}: exit {rc}; stderr: {err}"
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    if rc == 130:
+        assert err.splitlines()[-1] == "contact-sim campaign: interrupted", err
+    assert elapsed < DEADLINE_S
