@@ -1,5 +1,5 @@
 """The simulated measurements as ROS messages, built in one place for the node's publishers and for the in-process
-link of the scenario controllers (controllers/inprocess_link.py), so both hand over the same numbers (outside
+link of the scenario controllers (clients/inprocess_link.py), so both hand over the same numbers (outside
 ros/: the in-process route imports no node code; ros/state_messages.py gives the node these names):
 
 * ``fill_external_torques``: sensor_msgs/JointState ``external_joint_torques`` of some joints: the generalized

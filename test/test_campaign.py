@@ -498,8 +498,8 @@ def test_close_phase_says_which_side_of_the_command_the_grip_force_is(monkeypatc
     """The closing phase's rule, in sim time without physics: 2 s after closing began with the measured finger
     force outside 5 % of the command, the failure says overshoot (above) or undershoot (below)."""
     from types import SimpleNamespace
-    import contact_sim_ros.controllers.pick_shake_place as psp
-    from contact_sim_ros.controllers.pick_shake_place import PickShakePlace, PickShakePlaceParams
+    import contact_sim_ros.clients.pick_shake_place as psp
+    from contact_sim_ros.clients.pick_shake_place import PickShakePlace, PickShakePlaceParams
     c = PickShakePlace(PickShakePlaceParams(grip_force=20.0))
     c.phase, c.phase_t0, c.force_loop, c.F0, c.numbers, c.ik, c.q_full = "close", 0, False, 1.0, {}, None, None
     c.verdict = None
@@ -633,7 +633,7 @@ def test_a_folder_written_before_the_schema_was_fixed_is_still_read_whole(tmp_pa
 def test_a_number_the_controller_does_not_declare_is_refused_naming_it(tmp_path, monkeypatch):
     """The columns are fixed before the first trial from the controller's NUMBERS: a controller that reports a
     number it does not declare is a bug named by run_trial (not a column that appears in some parts only)."""
-    from contact_sim_ros.controllers.pick_shake_place import PickShakePlace
+    from contact_sim_ros.clients.pick_shake_place import PickShakePlace
     spec = load_campaign(campaign_file(tmp_path))
     spec = type(spec)(**{**spec.__dict__, "controller": {**spec.controller, "stop_at": "approach"}})   # ~0.5 s
     assert "n.tare_load_N" in spec.schema().names and run_trial(spec, 0, "tamsi")["n.tare_load_N"] > 0

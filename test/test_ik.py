@@ -1,4 +1,4 @@
-"""Jacobian IK of the scenario controllers (contact_sim_ros/controllers/ik.py) on the iiwa_wsg URDF."""
+"""Jacobian IK of the scenario controllers (contact_sim_ros/clients/ik.py) on the iiwa_wsg URDF."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from contact_sim_ros.controllers.ik import JacobianIK, interpolate_pose, joint_path, min_jerk
+from contact_sim_ros.clients.ik import JacobianIK, interpolate_pose, joint_path, min_jerk
 from contact_sim_ros.errors import ConfigError, ModelError
 
 URDF = (Path(__file__).resolve().parents[1] / "urdf" / "iiwa_wsg.urdf").read_text()
@@ -89,7 +89,7 @@ def test_one_frame_placements_equal_frames_forward_kinematics_bit_for_bit(ik):
 def test_gripper_measurements_mean_is_numpys_bit_for_bit():
     """The mean of a few finger values (robot_link._mean, a sum from +0.0 then a division) is float(np.mean(...)),
     bit for bit, signed zeros included."""
-    from contact_sim_ros.controllers.link_messages import mean_of as _mean
+    from contact_sim_ros.clients.link_messages import mean_of as _mean
     rng = np.random.default_rng(6)
     for n in range(1, 11):
         for _ in range(2000):
@@ -103,7 +103,7 @@ def test_gripper_measurements_mean_is_numpys_bit_for_bit():
 
 def test_interpolate_poses_is_interpolate_pose_bit_for_bit(ik):
     """interpolate_poses (the log and the difference once per path) gives interpolate_pose's poses, bit for bit."""
-    from contact_sim_ros.controllers.ik import interpolate_poses
+    from contact_sim_ros.clients.ik import interpolate_poses
     rng = np.random.default_rng(8)
     for _ in range(20):
         a = ik.forward(rng.uniform(ik.lower, ik.upper))

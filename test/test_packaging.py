@@ -576,7 +576,7 @@ PACKAGE = ROOT / "contact_sim_ros"
 # The only places that may import rclpy, relative to contact_sim_ros/ (a folder ends with '/'): the ROS 2 package,
 # and the scenario controllers' links to a robot's ROS 2 interface: robot_link (over ROS 2) and inprocess_link (the
 # same interface in process; it turns the node's serialized publications back into messages).
-RCLPY_PLACES = ("ros/", "controllers/robot_link.py")
+RCLPY_PLACES = ("ros/", "clients/robot_link.py")
 # what a kernel module (one with a function decorated with njit) may import besides other kernel modules
 KERNEL_MODULE_IMPORTS = {"__future__", "math", "numpy", "contact_sim_ros.jit"}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contact_sim_ros.controllers.inprocess_link import InProcessLink
-from contact_sim_ros.controllers.pick_shake_place import PickShakePlace, PickShakePlaceParams, run_controller
-from contact_sim_ros.controllers.link_messages import ControllerError
+from contact_sim_ros.clients.inprocess_link import InProcessLink
+from contact_sim_ros.clients.pick_shake_place import PickShakePlace, PickShakePlaceParams, run_controller
+from contact_sim_ros.clients.link_messages import ControllerError
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import trial_scene
 from contact_sim_ros.scenarios.runner import REPO, SCENARIOS

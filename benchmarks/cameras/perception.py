@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from contact_sim_ros.cameras.perception import locate_upright_cylinder, segment_object  # noqa: E402
-from contact_sim_ros.controllers.inprocess_link import InProcessLink  # noqa: E402
-from contact_sim_ros.controllers.pick_shake_place import (PickShakePlace, PickShakePlaceParams,  # noqa: E402
+from contact_sim_ros.clients.inprocess_link import InProcessLink  # noqa: E402
+from contact_sim_ros.clients.pick_shake_place import (PickShakePlace, PickShakePlaceParams,  # noqa: E402
                                                           run_controller)
 from contact_sim_ros.scenarios.campaign import load_campaign, run_trial, trial_scene  # noqa: E402
 from contact_sim_ros.scenarios.runner import SCENARIOS  # noqa: E402

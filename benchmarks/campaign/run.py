@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-import contact_sim_ros.controllers.pick_shake_place as psp  # noqa: E402
+import contact_sim_ros.clients.pick_shake_place as psp  # noqa: E402
 import contact_sim_ros.scenarios.campaign as campaign_module  # noqa: E402
 from contact_sim_ros.driver.controller_manager import ControllerManager  # noqa: E402
 from contact_sim_ros.driver.loop import SteppingLoop  # noqa: E402

@@ -14,7 +14,7 @@ What a simple grasp pipeline does with a RealSense on the wrist, on a :class:`~.
    height their median.
 
 Pure numpy, no rendering: the caller renders (the controller, through its link, at the moment it perceives), or
-receives the image from the camera's topics (:class:`DepthImage`: over ROS, controllers/robot_link.py).
+receives the image from the camera's topics (:class:`DepthImage`: over ROS, clients/robot_link.py).
 """
 
 from __future__ import annotations

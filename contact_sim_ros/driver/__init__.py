@@ -16,12 +16,12 @@
   managers, stepping loop, used by the node and the in-process links alike.
 
 Transports plug in at construction (``World.build(config, transports)``): ros/ (the rclpy node: its publish hooks,
-``RosControllerTransport`` per robot) and controllers/inprocess_link.py (no DDS).
+``RosControllerTransport`` per robot) and clients/inprocess_link.py (no DDS).
 
-The path of a joint command (FollowJointTrajectory goal): ros/controllers.py JointTrajectoryIO (the goal checked,
+The path of a joint command (FollowJointTrajectory goal): ros/controller_io.py JointTrajectoryIO (the goal checked,
 ``JointTrajectoryController.goal``, handed over with ``submit``) -> driver/loop.py ``_cycle`` on the stepping thread
 -> driver/controller_manager.py ``cycle`` -> driver/controllers/joint_trajectory.py ``update(time, period)``
 (state interfaces in, command interfaces out) -> driver/system.py ``write()`` (rate limits, gravity
 feed-forward) -> Simulator.set_joint_command_arrays -> ``step()``, ``read()`` -> the joint_state_broadcaster's
-values -> ros/controllers.py JointStateIO publishes /joint_states.
+values -> ros/controller_io.py JointStateIO publishes /joint_states.
 """

@@ -3,7 +3,7 @@
 ``active`` list every declared controller of an emulated type but the ``inactive`` ones is spawned active), runs
 their ``update(time, period)`` every ``period = 1 / update_rate`` s of sim time on the stepping thread, and
 switches them (``switch``). Its services (``controller_manager/list_controllers``, ``switch_controller`` ...) are
-the transport's (ros/controllers.py).
+the transport's (ros/controller_io.py).
 
 Claims: two active controllers never share a command interface, nor command one joint through different
 interfaces (a position group and a velocity group on the same joints: ros2_control's manager would let them,

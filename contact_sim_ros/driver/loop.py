@@ -1,7 +1,7 @@
 """The fixed-rate stepping loop of the driver (no rclpy): each cycle hands the commands of the transports to the
 command interfaces, runs the controllers due (``update(time, period)``), writes the commands to the hardware
 System and steps it (system.py: the one seam to the Simulator), then calls the publish hooks due. Transports (the
-ROS node in ros/, the in-process link in controllers/) talk to it only through the thread-safe
+ROS node in ros/, the in-process link in clients/) talk to it only through the thread-safe
 ``system.commands`` buffer and the request methods of :class:`SteppingLoop`, and plug in at construction
 through a :class:`Transport` (publish hooks, failure reports).
 

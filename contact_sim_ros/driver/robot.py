@@ -2,7 +2,7 @@
 joints, its ``robot_description``, its ``<ros2_control>`` block, its controllers file and its emulated controller
 manager over ITS joints, and the hardware-level joint commands it accepts (``joint_command``). The ROS side of a
 robot (its node or namespace, publishers, ``joint_command`` subscription) is ros/robot_port.py; the in-process
-link builds the same robots (controllers/inprocess_robots.py).
+link builds the same robots (clients/inprocess_robots.py).
 
 Controllers files (``controller_manager`` YAML as on hardware): the robot entry's ``controllers_file``, else the
 node parameter ``controllers_file``, else the robot preset's shipped ``config/ros2_control/<preset>_controllers

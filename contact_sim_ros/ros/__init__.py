@@ -1,6 +1,6 @@
 """rclpy code only: the simulation node (sim_node) with its publishers, subscriptions, services, action servers
 and parameters, each robot's ROS side (robot_port), the emulated controllers' topics, actions and controller_manager
-services (controllers), simulation_interfaces, the bag recorder. What they plug into (the stepping loop, the hardware
+services (controller_io), simulation_interfaces, the bag recorder. What they plug into (the stepping loop, the hardware
 System, the controllers, command validation, the node's parameters, the world they make: driver/world.py) is
 contact_sim_ros/driver/, which has no rclpy; nothing outside this package imports from it (test/test_packaging.py).
 frames does not import rclpy either and is testable without a ROS graph.

@@ -7,7 +7,7 @@ Why (issue 42, item 4): in lock-step a controller publishes its commands, then c
 multi-threaded executor runs the step service and the command callbacks on different threads, so the steps could
 start before a command's callback ran, even with the message already in the node's reader: the command then took
 effect some steps into the tick, or after it. A trajectory that keeps the plan of the current tick
-(controllers/robot_link.py ``TickTrajectory``) gives the same position targets anyway, but not the same velocity
+(clients/robot_link.py ``TickTrajectory``) gives the same position targets anyway, but not the same velocity
 at the tick's end (the tick's last update samples ``t + period``, the next tick, in the segment the new command
 defines): scenario 1's lock-step run differed from the in-process run by 7.4e-6 rad about one run in three, when
 the second of the two gripper commands of one tick (force loop, then release) was taken 20 ms late, after the

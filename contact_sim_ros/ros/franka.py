@@ -12,7 +12,7 @@ preset ``franka``), as MoveIt and force controllers use them (docs/ros_interface
   (geometry_msgs/WrenchStamped) and ``.../current_pose`` (PoseStamped), at the node's ``wrench_rate``
   (ros/franka_state.py), unless the controllers file spawns a franka_robot_state_broadcaster controller.
 
-Goals wait without holding an executor thread (ros/controllers.py ``_follow_goal``).
+Goals wait without holding an executor thread (ros/controller_io.py ``follow_goal``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sensor_msgs.msg import JointState
 from ..driver.controllers.franka_robot_state_broadcaster import FrankaRobotStateBroadcaster
 from ..driver.controllers.gripper_action import GoalRejected, GripperActionController
 from ..driver.franka import DEFAULT_EPSILON, DEFAULT_SPEED, FrankaGripper, FrankaHand, franka_hands, hand_gripper
-from .controllers import GoalWaits, _action_server, _follow_goal
+from .controller_io import GoalWaits, action_server, follow_goal
 from .franka_state import FrankaStatePublisher
 from .state_messages import has_readers, stamp
 
@@ -61,7 +61,7 @@ class _ActionHandler:
 
     def __init__(self, owner, action_type, name, make, fill, feedback):
         self.owner, self.type, self.make, self.fill, self.feedback = owner, action_type, make, fill, feedback
-        self.server = _action_server(owner, action_type, f"~/{name}", self)
+        self.server = action_server(owner, action_type, f"~/{name}", self)
         self.name = name
 
     def _goal_callback(self, request):
@@ -90,7 +90,7 @@ class _ActionHandler:
             self.fill(result, True, "", o.gripper.width)
             goal_handle.succeed()
             return result
-        await _follow_goal(o.gripper.c, g, goal_handle, o.waits, o.running,
+        await follow_goal(o.gripper.c, g, goal_handle, o.waits, o.running,
                            feedback=lambda: self.feedback(2.0 * g.measured[0]) if g.started else None,
                            on_stop=lambda: g.finish("aborted"))
         ok, error, width = g.outcome()

@@ -24,7 +24,7 @@ from ..driver.command_validation import CommandRejected
 from ..sensors.base import SensorSpec
 from ..sensors.external_joint_torques import ExternalJointTorques
 from .controller_manager_node import ControllerManagerNode
-from .controllers import RosControllerTransport
+from .controller_io import RosControllerTransport
 from .franka import FrankaInterfaces
 from .state_messages import JointStateCdr, has_readers
 
@@ -94,7 +94,7 @@ class RobotPort:
             self.pub_description.publish(String(data=text))
 
     def controller_transport(self):
-        """The ROS transport of this robot's controllers (ros/controllers.py): their topics, actions and services
+        """The ROS transport of this robot's controllers (ros/controller_io.py): their topics, actions and services
         on this robot's node (World.build hands it to the robot's controller manager)."""
         return RosControllerTransport(self.node, self.sim_node, self.frame_prefix)
 

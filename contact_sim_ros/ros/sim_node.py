@@ -96,7 +96,7 @@ def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
 
 class _NodeTransports:
     """The node's transports for World.build (driver/world.py): each robot's controllers publish through its
-    RobotPort's node (ros/controllers.py), the stepping loop through ``loop`` (the node's publish hooks and failure
+    RobotPort's node (ros/controller_io.py), the stepping loop through ``loop`` (the node's publish hooks and failure
     reports)."""
 
     def __init__(self, node, loop: Transport):

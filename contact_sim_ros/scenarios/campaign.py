@@ -61,8 +61,8 @@ import numpy as np
 import pinocchio as pin
 import yaml
 
-from ..controllers.inprocess_link import InProcessLink
-from ..controllers.pick_shake_place import RUN_NUMBERS, run_controller
+from ..clients.inprocess_link import InProcessLink
+from ..clients.pick_shake_place import RUN_NUMBERS, run_controller
 from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
 from ..model.loader import _resolve_urdf_path, resolve_mesh_path

@@ -58,8 +58,8 @@ import yaml
 from builtin_interfaces.msg import Duration
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ..controllers.inprocess_link import InProcessLink
-from ..controllers.pick_shake_place import run_controller
+from ..clients.inprocess_link import InProcessLink
+from ..clients.pick_shake_place import run_controller
 from ..errors import ConfigError
 from ..resources import resolve_resource
 from ..ros.bag_recorder import _ensure_type, deserialize_message, make_typestore, msgtype_name, serialize_message
@@ -303,7 +303,7 @@ def replay(bag: str | Path, scene: str | Path, engine: str = "tamsi", time_step:
            inactive_controllers=None, engine_options: dict | None = None, namespace: str = "",
            mapping: dict | None = None, tare: float = 0.0, duration: float | None = None) -> ReplayResult:
     """Play ``bag`` into a simulation of ``scene`` (in process: a Simulator and the robot's emulated ros2_control
-    controllers through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink`); see the module
+    controllers through :class:`~contact_sim_ros.clients.inprocess_link.InProcessLink`); see the module
     docstring. ``tare`` (s): subtract each wrench signal's mean over its first ``tare`` s. ``duration`` (s): stop
     after this much bag time (default: its last joint_states)."""
     data = read_bag(bag, namespace, mapping)

@@ -29,9 +29,9 @@ import numpy as np
 import yaml
 
 import contact_sim_ros
-from ..controllers.inprocess_link import InProcessLink
-from ..controllers.inprocess_robots import InProcessMultiRobotLink
-from ..controllers.pick_shake_place import run_controller
+from ..clients.inprocess_link import InProcessLink
+from ..clients.inprocess_robots import InProcessMultiRobotLink
+from ..clients.pick_shake_place import run_controller
 from ..engines.registry import engine_names
 from ..errors import ConfigError
 from ..resources import resolve_resource, share_dir
@@ -87,35 +87,35 @@ _STREAMED_GRIPPER = ("gripper_action_controller", "arm_position_controller", "ar
 SCENARIOS = {
     "pick_shake_place": ScenarioSpec(
         "pick_shake_place", "iiwa + WSG 50: pick the bottle, shake it, place it (force feedback; TAMSI VI-C)",
-        "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.controllers.pick_shake_place:PickShakePlace",
-        "contact_sim_ros.controllers.pick_shake_place:PickShakePlaceParams", inactive_controllers=_STREAMED_GRIPPER,
+        "scenes/scenario_pick_shake_place.yaml", "contact_sim_ros.clients.pick_shake_place:PickShakePlace",
+        "contact_sim_ros.clients.pick_shake_place:PickShakePlaceParams", inactive_controllers=_STREAMED_GRIPPER,
         perception_scene="scenes/scenario_pick_shake_place_cameras.yaml"),
     "franka_rod": ScenarioSpec(
         "franka_rod", "Franka: grasp the bronze rod, drive a 3 cm circle at a chosen frequency, time to failure "
-        "(ICF XII-B)", "scenes/scenario_franka_rod.yaml", "contact_sim_ros.controllers.franka_stress:FrankaStress",
-        "contact_sim_ros.controllers.franka_stress:FrankaStressParams", inactive_controllers=_STREAMED_GRIPPER),
+        "(ICF XII-B)", "scenes/scenario_franka_rod.yaml", "contact_sim_ros.clients.franka_stress:FrankaStress",
+        "contact_sim_ros.clients.franka_stress:FrankaStressParams", inactive_controllers=_STREAMED_GRIPPER),
     "allegro_mug": ScenarioSpec(
         "allegro_mug", "Allegro hand: open-loop periodic mug reorientation (TAMSI VI-B)",
-        "scenes/scenario_allegro_mug.yaml", "contact_sim_ros.controllers.allegro_reorient:AllegroReorient",
-        "contact_sim_ros.controllers.allegro_reorient:AllegroReorientParams", time_step=0.001),
+        "scenes/scenario_allegro_mug.yaml", "contact_sim_ros.clients.allegro_reorient:AllegroReorient",
+        "contact_sim_ros.clients.allegro_reorient:AllegroReorientParams", time_step=0.001),
     "barrett_cylinder": ScenarioSpec(
         "barrett_cylinder", "BarrettHand on a lift stage: close on the bottle (cylinder), lift 10 cm, grasp forces",
-        "scenes/scenario_barrett_cylinder.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
-        "contact_sim_ros.controllers.hand_grasp:HandGraspParams"),
+        "scenes/scenario_barrett_cylinder.yaml", "contact_sim_ros.clients.hand_grasp:HandGrasp",
+        "contact_sim_ros.clients.hand_grasp:HandGraspParams"),
     "barrett_box": ScenarioSpec(
         "barrett_box", "BarrettHand on a lift stage: close on a 6x6x16 cm box, lift 10 cm, grasp forces",
-        "scenes/scenario_barrett_box.yaml", "contact_sim_ros.controllers.hand_grasp:HandGrasp",
-        "contact_sim_ros.controllers.hand_grasp:HandGraspParams"),
+        "scenes/scenario_barrett_box.yaml", "contact_sim_ros.clients.hand_grasp:HandGrasp",
+        "contact_sim_ros.clients.hand_grasp:HandGraspParams"),
     "two_arm_handover": ScenarioSpec(
         "two_arm_handover", "two iiwa + WSG 50 in one world: the left arm picks the box and hands it to the right "
         "arm (a controller per robot namespace)", "scenes/two_iiwa_handover.yaml",
-        "contact_sim_ros.controllers.handover:HandOver", "contact_sim_ros.controllers.handover:HandOverParams",
+        "contact_sim_ros.clients.handover:HandOver", "contact_sim_ros.clients.handover:HandOverParams",
         time_step=0.001, inactive_controllers=_STREAMED_GRIPPER),
     "iiwa_allegro_mug": ScenarioSpec(
         "iiwa_allegro_mug", "Allegro hand on a KUKA iiwa in one world: open-loop mug reorientation in hand while "
         "the arm holds (a controller per robot namespace)", "scenes/iiwa_allegro_mug.yaml",
-        "contact_sim_ros.controllers.allegro_reorient:ArmHandReorient",
-        "contact_sim_ros.controllers.allegro_reorient:ArmHandReorientParams", time_step=0.001),
+        "contact_sim_ros.clients.allegro_reorient:ArmHandReorient",
+        "contact_sim_ros.clients.allegro_reorient:ArmHandReorientParams", time_step=0.001),
 }
 
 
@@ -163,7 +163,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
                  transport: str = "ros", scene: str | Path | None = None) -> RunResult:
     """Run the scenario's controller in lock-step until done: ``transport`` 'ros' starts the simulation node
     and talks to it over ROS 2 (DDS); 'inprocess' runs the same controllers against a Simulator in this
-    process through :class:`~contact_sim_ros.controllers.inprocess_link.InProcessLink` (same message
+    process through :class:`~contact_sim_ros.clients.inprocess_link.InProcessLink` (same message
     semantics and rates, no DDS). ``scene``: a scene file instead of the scenario's own (the same robot and
     object names; e.g. a campaign's ``trial_scene`` with an object moved or picked from the mesh set)."""
     if name not in SCENARIOS:
@@ -184,7 +184,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     if transport == "inprocess":
         return _run_in_process(spec, controller, engine, dt, T, duration, engine_options, progress, robots, scene)
     # deferred: rclpy, only for a run over ROS (an in-process run, a campaign trial, loads none of it)
-    from ..controllers.robot_link import MultiRobotLink, RobotLink
+    from ..clients.robot_link import MultiRobotLink, RobotLink
     log = tempfile.NamedTemporaryFile("w+", prefix=f"scenario_{name}_{engine}_", suffix=".log", delete=False)
     proc = subprocess.Popen(_node_command(spec, engine, ns, dt, T, engine_options, node_args or [], scene),
                             cwd=_PACKAGE_PARENT,

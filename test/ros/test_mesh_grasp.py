@@ -18,7 +18,7 @@ import pytest
 import trimesh
 import yaml
 
-from contact_sim_ros.controllers.pick_shake_place import PickShakePlaceParams
+from contact_sim_ros.clients.pick_shake_place import PickShakePlaceParams
 from contact_sim_ros.engines.registry import engine_class, engine_names
 from contact_sim_ros.model.loader import meshes_dir
 from contact_sim_ros.scenarios.runner import run_scenario

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from contact_sim_ros.controllers.inprocess_link import InProcessLink
-from contact_sim_ros.controllers.pick_shake_place import PickShakePlaceParams
-from contact_sim_ros.controllers.link_messages import TickTrajectory, positions_of, to_duration, to_time
-from contact_sim_ros.controllers.robot_link import RobotLink
+from contact_sim_ros.clients.inprocess_link import InProcessLink
+from contact_sim_ros.clients.pick_shake_place import PickShakePlaceParams
+from contact_sim_ros.clients.link_messages import TickTrajectory, positions_of, to_duration, to_time
+from contact_sim_ros.clients.robot_link import RobotLink
 from contact_sim_ros.driver.command_validation import JointLimits, TrajectorySampler, validate_trajectory
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import trial_scene

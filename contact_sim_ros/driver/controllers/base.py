@@ -5,8 +5,8 @@ Life cycle as in ros2_control: constructed and configured at start-up (parameter
 type's ``PARAMETERS`` table), then activated / deactivated by the controller manager (start-up and
 ``switch_controller``). What a controller sees is what a ros2_control controller sees: the state interfaces
 (``ctx.state``: joint positions, velocities, efforts at the sim time, F/T sensor wrenches) and the command
-interfaces (``ctx.command``), never the Simulator nor the node. Its transport side (topics, actions: ros/controllers.py
-over ROS, controllers/inprocess_link.py in process) is attached by the controller manager as ``io``. Threads:
+interfaces (``ctx.command``), never the Simulator nor the node. Its transport side (topics, actions: ros/controller_io.py
+over ROS, clients/inprocess_link.py in process) is attached by the controller manager as ``io``. Threads:
 
 * transport callbacks (subscriptions, action goals) run on the transport's threads; they hand over to the stepping
   thread through the controller's lock or the System's thread-safe command buffer (``ctx.commands``);

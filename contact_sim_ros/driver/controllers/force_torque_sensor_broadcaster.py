@@ -8,7 +8,7 @@ from the ``<sensor>`` block's ``parent_link`` / ``child_link`` parameters or the
 reads its semantic component. ``interface_names.*`` of single force
 components are accepted when they all name one sensor (``<sensor>/force.x`` ...). Rate: ``update_rate`` (Hz;
 default the node's ``wrench_rate``). The wrench is a state interface of the hardware System (system.py computes
-it); the publisher is the transport's (ros/controllers.py).
+it); the publisher is the transport's (ros/controller_io.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ of position_controllers / velocity_controllers / effort_controllers.
 the joints' ``interface_name`` command interface. Validation as for every command (command_validation): wrong
 length, NaN/Inf rejected with a throttled warning; out-of-limit values clamped. A message that arrives while
 the controller is inactive is ignored (warned), as the real controller does not write then. The subscription is the
-transport's (ros/controllers.py); it calls ``on_commands``. On deactivation a
+transport's (ros/controller_io.py); it calls ``on_commands``. On deactivation a
 velocity or effort group writes zeros (the real JointGroupVelocity/EffortController do); a position group
 leaves its joints holding their position.
 """

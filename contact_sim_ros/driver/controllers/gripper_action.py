@@ -14,7 +14,7 @@ simulated actuator's force, N or N*m), ``reached_goal`` when |goal - position| <
 reaching the goal (success if ``allow_stalling``, else aborted). The joint keeps pressing after a stalled
 goal until the next goal. A new goal preempts the active one (CANCELED); cancel holds the current position.
 
-The action server is the transport's (ros/controllers.py); goals are checked by ``goal`` (a NaN or infinite
+The action server is the transport's (ros/controller_io.py); goals are checked by ``goal`` (a NaN or infinite
 position, a negative or non-finite max_effort are refused there) and executed in ``update``.
 """
 

@@ -4,7 +4,7 @@ The sensor is ``sensor_name``, a ``<sensor>`` of the ``<ros2_control>`` block wi
 (orientation.x ... linear_acceleration.z, or a ``type`` param ``imu``) and a ``frame_id`` param naming the link it is
 mounted on (else the broadcaster's ``frame_id``): a sensors/imu.Imu. The covariances are the ``static_covariance_*``
 parameters (row-major 3 x 3, as ros2_controllers'). Rate: ``update_rate`` (Hz; default the node's ``wrench_rate``).
-The publisher is the transport's (ros/controllers.py)."""
+The publisher is the transport's (ros/controller_io.py)."""
 
 from __future__ import annotations
 

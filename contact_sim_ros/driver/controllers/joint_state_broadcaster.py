@@ -7,7 +7,7 @@ Parameters honoured: ``joints`` and ``interfaces`` (both empty: every joint, pos
 ``joint_states``), ``update_rate`` (Hz; default: the node's ``joint_states_rate``); ``dynamic_joint_states`` at most 100 Hz (the
 real broadcaster publishes it at the update rate; its messages cost ~50 us each to build here). Joints the URDF marks
 ``mimic`` are published after the actuated ones (position and velocity from their leader). Stamps are sim time.
-The publishers are the transport's (ros/controllers.py); this module gives the values (``values``).
+The publishers are the transport's (ros/controller_io.py); this module gives the values (``values``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Behaviour of the Jazzy controller:
 * Feedback at ``action_monitor_rate`` (Hz); ``controller_state`` at ``state_publish_rate`` (Hz, default 50:
   the real controller publishes every update).
 
-The topic, the action server and ``controller_state`` are the transport's (ros/controllers.py); this module is
+The topic, the action server and ``controller_state`` are the transport's (ros/controller_io.py); this module is
 the controller itself: goals checked (``validated``), handed over (``submit``) and executed in ``update``.
 
 Command interfaces: ``position`` (optionally with ``velocity``: the interpolated velocity is the feed-forward

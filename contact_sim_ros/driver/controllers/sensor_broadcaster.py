@@ -1,6 +1,6 @@
 """The one route of a sensor's readings to the transports: a broadcaster that reads a sensor's state interfaces
 (sensors/base.Sensor, owned by the hardware System) and whose transport side publishes them every
-``publish_every`` steps (ros/controllers.py over ROS, controllers/inprocess_link.py in process), as ros2_controllers'
+``publish_every`` steps (ros/controller_io.py over ROS, clients/inprocess_link.py in process), as ros2_controllers'
 sensor broadcasters read their semantic components. Subclasses: force_torque_sensor_broadcaster,
 imu_sensor_broadcaster (no rclpy)."""
 

@@ -2,7 +2,7 @@
 (std_msgs/Float64), the robot's speed scaling in percent (the real one: the ``speed_scaling/speed_scaling_factor``
 state interface x 100). The simulated robot always runs at full speed: 100.0, published every
 1 / ``state_publish_rate`` s of sim time (the real one publishes at its update rate once that exceeds it).
-``tf_prefix`` is accepted. The publisher is the transport's (ros/controllers.py)."""
+``tf_prefix`` is accepted. The publisher is the transport's (ros/controller_io.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The controllers' connection to a simulation in the same process: the interface of
-:class:`~contact_sim_ros.controllers.robot_link.RobotLink` (``start``, ``state``, ``publish``, ``advance``,
+:class:`~contact_sim_ros.clients.robot_link.RobotLink` (``start``, ``state``, ``publish``, ``advance``,
 ``close``) over direct calls into a :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
 
 Same message semantics and rates as the node in lock-step mode: the world the node builds (driver/world.py
@@ -21,7 +21,7 @@ import yaml
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
-try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs), as ros/controllers.py imports it
+try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs), as ros/controller_io.py imports it
     from control_msgs.msg import JointTrajectoryControllerState
 except ImportError:    # pragma: no cover - no control_msgs: no controller_state, as the node
     JointTrajectoryControllerState = None
@@ -101,7 +101,7 @@ class _Wrench(ControllerIO):
 
 
 class _TrajectoryState(ControllerIO):
-    """A joint_trajectory_controller's ``<name>/controller_state`` in process (the fields ros/controllers.py's
+    """A joint_trajectory_controller's ``<name>/controller_state`` in process (the fields ros/controller_io.py's
     JointTrajectoryIO.publish_state fills): a new control_msgs/JointTrajectoryControllerState per publication."""
 
     def __init__(self, c, box: dict):

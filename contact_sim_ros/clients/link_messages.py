@@ -1,5 +1,5 @@
-"""What the scenario clients share whatever link they run over (controllers/robot_link.py over ROS 2,
-controllers/inprocess_link.py in process): stamps in integer ns, the link's error, the tick-grid trajectory plan,
+"""What the scenario clients share whatever link they run over (clients/robot_link.py over ROS 2,
+clients/inprocess_link.py in process): stamps in integer ns, the link's error, the tick-grid trajectory plan,
 joint values by name from a JointState and a parallel gripper's measurements. Message classes only, no rclpy: a
 campaign trial (in process) imports this, never robot_link."""
 

@@ -6,7 +6,7 @@ Each arm is driven only through what its real driver stack offers in its own nam
 ``/<ns>/right/...``): ``joint_states``, the wrist F/T sensor (``ft_sensor/wrench``), the finger forces
 (``external_joint_torques``), ``robot_description`` (the prefixed URDF: joints ``left_iiwa_joint_1``, ...) and the
 trajectory topics of ``arm_controller`` and ``gripper_controller``. Both run in lock-step from one controller
-(:class:`~contact_sim_ros.controllers.robot_link.MultiRobotLink`).
+(:class:`~contact_sim_ros.clients.robot_link.MultiRobotLink`).
 
 Checks (the verdict): after the lift the left wrist carries the box (>= half its weight); after the hand-over the
 right wrist carries it and the left one does not (< 30 % of its weight); the right fingers still squeeze.

@@ -218,14 +218,14 @@ def _finish_goal(goal_handle, status: str) -> None:
         goal_handle.abort()
 
 
-def _action_server(node, action_type, name: str, io) -> ActionServer:
+def action_server(node, action_type, name: str, io) -> ActionServer:
     """An action server of a controller's ``io`` (its ``_goal_callback`` and ``_execute``): every cancel request
     accepted; goals executed concurrently (each waits in its coroutine, not in an executor thread)."""
     return ActionServer(node, action_type, name, execute_callback=io._execute, goal_callback=io._goal_callback,
                         cancel_callback=lambda _goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
 
 
-async def _follow_goal(c, execution, goal_handle, waits, transport, feedback, on_stop) -> None:
+async def follow_goal(c, execution, goal_handle, waits, transport, feedback, on_stop) -> None:
     """Hand ``execution`` (a goal of controller ``c``) to the stepping thread and wait, without holding an executor
     thread, until it ends: a cancel request is passed on, ``feedback()`` (a message, or None while there is none)
     is published every monitor period (s, wall clock, as the real action servers), ``on_stop()`` ends it if the
@@ -266,7 +266,7 @@ class JointTrajectoryIO(ControllerIO):
         self.action = None
         if FollowJointTrajectory is not None:
             self.waits = GoalWaits(node, c.monitor_period)
-            self.action = _action_server(node, FollowJointTrajectory, f"{c.name}/follow_joint_trajectory", self)
+            self.action = action_server(node, FollowJointTrajectory, f"{c.name}/follow_joint_trajectory", self)
 
     def _goal_callback(self, goal):
         c = self.c
@@ -287,7 +287,7 @@ class JointTrajectoryIO(ControllerIO):
             _release_trajectory_request(goal_handle)
             goal_handle.abort()
             return result
-        await _follow_goal(c, ex, goal_handle, self.waits, self.transport,
+        await follow_goal(c, ex, goal_handle, self.waits, self.transport,
                            feedback=lambda: self._feedback(ex.feedback) if ex.feedback is not None else None,
                            on_stop=lambda: ex.finish("aborted", INVALID_GOAL, "the simulation stopped"))
         result.error_code, result.error_string = ex.error_code, ex.error_string
@@ -323,7 +323,7 @@ class GripperIO(ControllerIO):
         self.action = None
         if GripperCommand is not None:
             self.waits = GoalWaits(transport.node, c.monitor_period)
-            self.action = _action_server(transport.node, GripperCommand, f"{c.name}/gripper_cmd", self)
+            self.action = action_server(transport.node, GripperCommand, f"{c.name}/gripper_cmd", self)
 
     def _goal_callback(self, goal):
         """The goal request checked where it is received: a bad one is rejected with its reason (warned)."""
@@ -346,7 +346,7 @@ class GripperIO(ControllerIO):
         except GripperGoalRejected:       # checked by the goal callback already
             goal_handle.abort()
             return result
-        await _follow_goal(c, g, goal_handle, self.waits, self.transport,
+        await follow_goal(c, g, goal_handle, self.waits, self.transport,
                            feedback=lambda: self._feedback(g) if g.started else None,
                            on_stop=lambda: g.finish("aborted"))
         result.position, result.effort, result.stalled, result.reached_goal = g.measured

@@ -16,7 +16,7 @@ the WSG driver reports its grasping force), ``robot_description``, and it comman
   detected (the support takes over half of the held weight while lowering) from L alone.
 
 Run through the scenario runner (``contact-sim-scenario pick_shake_place``) or standalone next to a running
-node: ``python -m contact_sim_ros.controllers.pick_shake_place --namespace /sim --mode lockstep``.
+node: ``python -m contact_sim_ros.clients.pick_shake_place --namespace /sim --mode lockstep``.
 """
 
 from __future__ import annotations

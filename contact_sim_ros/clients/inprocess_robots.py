@@ -1,5 +1,5 @@
 """Several robots of ONE simulated world in this process: the interface of
-:class:`~contact_sim_ros.controllers.robot_link.MultiRobotLink` (``start`` -> (t0, {robot: URDF}), ``state`` ->
+:class:`~contact_sim_ros.clients.robot_link.MultiRobotLink` (``start`` -> (t0, {robot: URDF}), ``state`` ->
 {robot: state dict}, ``advance``, ``links[robot]``, ``close``) over direct calls into one
 :class:`~contact_sim_ros.sim.simulator.Simulator`, no DDS.
 
@@ -8,7 +8,7 @@ The world is built as the simulation node builds it for a scene with ``robots:``
 its <ros2_control> block, its emulated :class:`ControllerManager` over its joints) on one hardware System, and one
 :class:`~contact_sim_ros.driver.loop.SteppingLoop` running every robot's controller manager
 (:class:`~contact_sim_ros.driver.controller_manager.ControllerManagers`). Each robot's publishers are the mailboxes of its
-own :class:`~contact_sim_ros.controllers.inprocess_link.InProcessHost` (what ``<ns>/<robot>/...`` topics carry over
+own :class:`~contact_sim_ros.clients.inprocess_link.InProcessHost` (what ``<ns>/<robot>/...`` topics carry over
 ROS); contact wrenches are computed as the node publishes them in the simulation's namespace. One control period
 = ``round(period / time_step)`` steps, then every broadcaster publishes the state at the tick.
 """
