@@ -261,10 +261,17 @@ def _parse_mesh(uri: str) -> tuple[str, dict]:
 
 def _prepare_mesh_child(obj: dict, conn) -> None:
     """In the child process (idle priority): the mesh object's body (load, checks, convex pieces: a decomposition
-    is cached on disk, where the parent's rebuild reads it); sends ("ok", pieces) or ("error", kind, message)."""
+    is cached on disk, where the parent's rebuild reads it); sends ("ok", pieces) or ("error", kind, message).
+    SCHED_IDLE on every thread (those CoACD starts inherit it): it runs only on a core nothing else wants, so it
+    takes no share of the stepping thread's core (niceness 19, where SCHED_IDLE is refused, still takes ~1/70)."""
     try:
         os.nice(19)
     except OSError:
+        pass
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setscheduler(int(tid), os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
         pass
     try:
         spec = parse_mesh_entry(obj, obj["mesh"], "spawned mesh")

@@ -11,6 +11,7 @@ node's own context.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from simulation_interfaces.msg import SimulationState
@@ -102,6 +103,17 @@ def test_steps_go_on_and_pause_is_answered_while_a_spawned_mesh_is_prepared(monk
         wait_until(lambda: played.done() or interfaces.preparing is None, 60, what="set_simulation_state's answer")
         assert interfaces.preparing is not None and not spawned.done(), \
             "the preparation ended before the steps, ~/pause and set_simulation_state could be observed during it"
+        pid = interfaces.preparing[1]          # the child runs at SCHED_IDLE once started (not load-dependent)
+
+        def policy():
+            try:
+                return os.sched_getscheduler(pid)
+            except OSError:                     # it ended meanwhile
+                return None
+        wait_until(lambda: policy() == os.SCHED_IDLE or interfaces.preparing is None, 60,
+                   what="the preparation process at SCHED_IDLE")
+        assert policy() == os.SCHED_IDLE and interfaces.preparing is not None, \
+            "the preparation ended before its scheduling policy could be observed"
         assert played.result().result.result == OK and not loop.paused
         wait_until(spawned.done, 120, what="the spawn's answer")
         res = spawned.result()
@@ -157,7 +169,6 @@ def test_a_killed_preparation_process_is_reported_and_nothing_is_spawned(monkeyp
     mesh killed (SIGKILL, as the kernel's OOM killer would): the spawn is answered FAILED with its exit code, the
     node logs it, /diagnostics' 'spawned meshes' status turns WARN naming the process and its exit code, nothing is
     added, and the next spawn of the same mesh works (the status OK again, the failure still counted)."""
-    import os
     import signal
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     monkeypatch.setenv("CONTACT_SIM_MESH_CACHE", str(tmp_path / "cache"))
