@@ -477,28 +477,10 @@ def surface_error(mesh: trimesh.Trimesh, pieces, samples: int | None = None, see
     return SurfaceError(outward, inward, ratio)
 
 
-def _convex_components(mesh: trimesh.Trimesh):
-    """The mesh's connected components when every one is closed and convex within ``CONVEX_COMPONENT_TOLERANCE``
-    (its hull's volume over its own; a box with a bevelled or slightly bowed face passes, a tray's plate, a
-    V-HACD file's hulls pass); else None. A component that is one flat triangle (a stray face) is dropped."""
-    parts = mesh.split(only_watertight=False) if len(mesh.faces) else []
-    out = []
-    for c in parts:
-        if not c.is_watertight:
-            return None
-        with np.errstate(invalid="ignore", divide="ignore"):
-            vol = abs(float(c.volume))
-        if not vol > ZERO_VOLUME * max(float(np.prod(c.extents)), 1e-300):
-            return None
-        hull = c.convex_hull
-        if hull.volume > (1.0 + CONVEX_COMPONENT_TOLERANCE) * vol:
-            return None
-        out.append(np.asarray(hull.vertices, dtype=float))
-    return out or None
-
-
 def _closed_components(mesh: trimesh.Trimesh):
-    """(convex hulls, non-convex closed components) when every component is closed, else None."""
+    """(convex hulls, non-convex closed components) when every component is closed and has a volume, else None;
+    a component counts as convex when its hull's volume is within ``CONVEX_COMPONENT_TOLERANCE`` of its own (a box
+    with a bevelled or slightly bowed face passes)."""
     parts = mesh.split(only_watertight=False) if len(mesh.faces) else []
     convex, other = [], []
     for c in parts:
@@ -585,13 +567,13 @@ def decompose_keeping_surface(mesh: trimesh.Trimesh, params: dict, source: str, 
     target = params.pop("max_surface_error_m", None)
     explicit = set(explicit)
     name = Path(source).name
-    hulls = _convex_components(mesh)
-    if hulls is not None:
+    split = _closed_components(mesh)
+    if split is not None and split[0] and not split[1]:
+        hulls = split[0]          # every component closed and convex (a tray's plates, a V-HACD file's hulls)
         err = surface_error(mesh, hulls)
         print(f"{name}: {len(hulls)} closed convex components: their hulls are the pieces; {err.text()}",
               file=sys.stderr, flush=True)
         return hulls, err, "components"
-    split = _closed_components(mesh)
     if split is not None:
         convex, targets, method = split[0], split[1], "coacd"
         preprocess = "off"
