@@ -192,22 +192,27 @@ os._exit(0)
 def test_a_simulation_node_seen_only_on_the_ros_graph_is_named_and_refused(ros):
     """A simulation node the namespace claim cannot see (one on another host; here a process that serves what a
     simulation node serves and answers its parameters, without the claim) is found on the ROS graph: the new
-    node refuses to start naming it."""
+    node refuses to start naming it. DDS discovery has no deadline: where the new node has not discovered the
+    other's services within its start-up window (GRAPH_DISCOVERY_S; seen once on a loaded machine), it starts and
+    its second look, 3 s later, logs the ERROR naming the other node; either way it is named."""
     import subprocess
     import sys
     remote = subprocess.Popen([sys.executable, "-c", REMOTE_NODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
+    late = "another simulation node runs in namespace '/remote': /remote/contact_sim: both publish"
     try:
         assert remote.stdout.readline().strip() == "on the graph"
         new = NodeProcess(["--robot", "iiwa_wsg", "--namespace", "remote", "--config", NO_CLOCK])
         try:
-            try:
-                code = new.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                code = None
+            wait_until(lambda: new.proc.poll() is not None or late in new.output(), 120,
+                       what=lambda: f"the refusal or the late ERROR: {new.output()}")
+            code = new.proc.poll()
         finally:
             new.stop()
         out = new.output()
+        if code is None:          # discovered after the start-up window: named by the second look
+            assert late in out, out
+            return
         assert code == 2, out
         assert ("sim_node: error: another simulation node already runs in namespace '/remote': /remote/contact_sim "
                 "(robot 'franka', engine 'lagged'); stop it") in out, out
