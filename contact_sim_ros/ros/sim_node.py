@@ -111,11 +111,12 @@ class SimNode(Node):
     """Publishes the simulation and accepts commands; see docs/ros_interface.md."""
 
     def __init__(self, node_name: str = NODE_NAME, param_defaults: dict | None = None,
-                 defaults_for_a_urdf: dict | None = None, **kwargs):
+                 defaults_for_a_urdf: dict | None = None, start_stepping: bool = True, **kwargs):
         """``param_defaults``: parameter values that replace the built-in defaults (from parameter files);
         ROS parameter overrides (-p, --params-file) still win. ``defaults_for_a_urdf``: the same without a robot
         preset's node file (main(): ``param_defaults_of``), taken instead when the node's ``urdf`` turns out set
-        (a urdf:= robot is no preset: none of a preset's lists apply to it)."""
+        (a urdf:= robot is no preset: none of a preset's lists apply to it). ``start_stepping=False``: the stepping
+        thread is started later by ``self.loop.start()`` (main(): once a signal no longer interrupts the build)."""
         # the parameter services start after the look for another simulation node (_refuse_a_second_simulator):
         # asking /<ns>/contact_sim/get_parameters, this node would otherwise answer itself
         super().__init__(node_name, start_parameter_services=False, **kwargs)
@@ -223,7 +224,8 @@ class SimNode(Node):
                       f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
                       f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
                       + (" (paused)" if cfg.start_paused else ""))
-        self.loop.start()
+        if start_stepping:
+            self.loop.start()
 
     # ------------------------------------------------------------------------- publishers
 
@@ -878,8 +880,14 @@ def main(argv=None) -> int:
         if stop.is_set():        # Ctrl-C before the node was built: not built
             raise ExternalShutdownException()
         building.set()
-        node = SimNode(param_defaults=defaults, defaults_for_a_urdf=defaults_for_a_urdf)
+        # the stepping thread starts once a signal no longer interrupts the build: a SIGINT that raised
+        # StartUpInterrupted after it had started (just after "simulating ...") left it stepping while rclpy's
+        # context was shut down under it ("publisher's context is invalid": the node exited 1 with a traceback)
+        node = SimNode(param_defaults=defaults, defaults_for_a_urdf=defaults_for_a_urdf, start_stepping=False)
         building.clear()
+        if stop.is_set():        # Ctrl-C as the build ended: shut down without stepping
+            raise ExternalShutdownException()
+        node.loop.start()
         if writer_profile:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")
         executor = MultiThreadedExecutor(num_threads=6)   # action goals wait in their thread
