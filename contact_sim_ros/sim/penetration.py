@@ -165,7 +165,7 @@ def start_overlap(sim) -> StartOverlap | None:
     simulator's query keeps its state) on the simulator's kinematics of the state (``sim.pin_data``: joint
     placements and Jacobians; a Data of its own costs seconds to allocate for a model of many objects)."""
     from ..geometry.contact_query import ContactQuery      # deferred: the query's module imports this one's users
-    from .sensors import _body_frame_of_geometry
+    from .sensors import body_frame_of_geometry
     check = sim._penetration
     if check is None:
         return None
@@ -181,6 +181,6 @@ def start_overlap(sim) -> StartOverlap | None:
 
     def link(g):
         j = int(gos[g].parentJoint)
-        return free.get(j) or (pm.frames[_body_frame_of_geometry(m, g)].name if j > 0 else check._names[g])
+        return free.get(j) or (pm.frames[body_frame_of_geometry(m, g)].name if j > 0 else check._names[g])
     return StartOverlap(check._names[a], check._names[b], link(a), link(b), depth, float(check.thickness[thin]),
                         int(gos[a].parentJoint), int(gos[b].parentJoint))

@@ -128,9 +128,6 @@ class ContactWrenchAccumulator:
         return w
 
 
-_body_frame_of_geometry = body_frame_of_geometry     # (the name sim/penetration.py imports)
-
-
 # columns of p and f whose products p x f subtracts: (p1 f2, p2 f0, p0 f1) - (p2 f1, p0 f2, p1 f0)
 _CROSS_P = np.array([1, 2, 0, 2, 0, 1])
 _CROSS_F = np.array([2, 0, 1, 1, 2, 0])

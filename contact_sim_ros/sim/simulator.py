@@ -142,7 +142,7 @@ class Simulator:
             self._ff_friction[vi], self._ff_damping[vi] = friction, damping
         self._has_feed_forward = bool(np.any(self._ff_friction > 0) or np.any(self._ff_damping > 0))
         if self._has_feed_forward:
-            self._ff = np.zeros(nv)
+            self._ff, self._ff_scratch = np.zeros(nv), np.zeros(nv)   # per-step buffers (no allocation)
             self._actuation.effort = np.zeros(nv)
         self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
@@ -543,10 +543,14 @@ class Simulator:
         step_kernels.prepare_step(M, v, nle, position_error, self._rows, self._modes,
                                   self._free_motion.v_index, self._friction_tolerance, self._tree_ptr)
         if self._has_feed_forward:   # the default servo's friction and damping feed-forward (position mode only)
-            ff = self._ff
+            ff, fc = self._ff, self._ff_scratch
             np.multiply(self._v_target, self._position_mode, out=ff)        # v_t (rad/s or m/s)
-            np.add(np.multiply(self._ff_friction, ff / np.maximum(np.abs(ff), self.joint_stiction_tolerance)),
-                   np.multiply(self._ff_damping, ff), out=ff)
+            np.abs(ff, out=fc)
+            np.maximum(fc, self.joint_stiction_tolerance, out=fc)
+            np.divide(ff, fc, out=fc)
+            np.multiply(self._ff_friction, fc, out=fc)                      # Fc v_t / max(|v_t|, v_s)
+            np.multiply(self._ff_damping, ff, out=ff)                       # d v_t
+            np.add(fc, ff, out=ff)
             np.add(self._effort, ff, out=act.effort)
         inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
         result = self.engine.step(inputs)
