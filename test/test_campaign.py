@@ -519,39 +519,27 @@ def _arrow_rows(table):
 
 
 def parquet_readers():
-    """(name, read(results folder) -> (column names, rows as dicts)) of every Parquet reader installed: pyarrow
-    always (requirements.txt); pandas, polars and DuckDB when they are importable."""
+    """(name, read(results folder) -> (column names, rows as dicts)) of the Parquet readers users read a campaign's
+    folder with: pyarrow (table, ParquetDataset, dataset), pandas, polars (eager, lazy) and DuckDB, all pinned in
+    requirements.txt."""
+    import duckdb
+    import pandas as pd
+    import polars as pl
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
-    readers = [("pyarrow.parquet.read_table", lambda d: _arrow_rows(pq.read_table(d))),
-               ("pyarrow.parquet.ParquetDataset", lambda d: _arrow_rows(pq.ParquetDataset(d).read())),
-               ("pyarrow.dataset", lambda d: _arrow_rows(ds.dataset(d, format="parquet").to_table()))]
-    try:
-        import pandas as pd
-    except ImportError:
-        pass
-    else:
-        readers.append(("pandas.read_parquet", lambda d: (lambda df: (list(df.columns), df.to_dict("records")))(
-            pd.read_parquet(d))))
-    try:
-        import polars as pl
-    except ImportError:
-        pass
-    else:
-        readers.append(("polars.read_parquet", lambda d: (lambda df: (df.columns, df.to_dicts()))(
-            pl.read_parquet(d))))
-        readers.append(("polars.scan_parquet", lambda d: (lambda df: (df.columns, df.to_dicts()))(
-            pl.scan_parquet(f"{d}/*.parquet").collect())))
-    try:
-        import duckdb
-    except ImportError:
-        pass
-    else:
-        def by_duckdb(d):
-            rel = duckdb.connect().sql(f"SELECT * FROM read_parquet('{d}/*.parquet')")
-            return rel.columns, [dict(zip(rel.columns, r)) for r in rel.fetchall()]
-        readers.append(("duckdb read_parquet", by_duckdb))
-    return readers
+
+    def by_duckdb(d):
+        rel = duckdb.connect().sql(f"SELECT * FROM read_parquet('{d}/*.parquet')")
+        return rel.columns, [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+    return [("pyarrow.parquet.read_table", lambda d: _arrow_rows(pq.read_table(d))),
+            ("pyarrow.parquet.ParquetDataset", lambda d: _arrow_rows(pq.ParquetDataset(d).read())),
+            ("pyarrow.dataset", lambda d: _arrow_rows(ds.dataset(d, format="parquet").to_table())),
+            ("pandas.read_parquet", lambda d: (lambda df: (list(df.columns), df.to_dict("records")))(
+                pd.read_parquet(d))),
+            ("polars.read_parquet", lambda d: (lambda df: (df.columns, df.to_dicts()))(pl.read_parquet(d))),
+            ("polars.scan_parquet", lambda d: (lambda df: (df.columns, df.to_dicts()))(
+                pl.scan_parquet(f"{d}/*.parquet").collect())),
+            ("duckdb read_parquet", by_duckdb)]
 
 
 def _is_null(v) -> bool:
