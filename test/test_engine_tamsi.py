@@ -344,7 +344,7 @@ def test_gripper_holds_the_shaken_mug_through_stick_slip():
     for _ in range(int(round(1.0 / h))):
         v_before = sim.body_velocity("mug")[2]
         report = sim.step(strict=True)
-        assert report.ok and report.substeps == 1 and report.status == "converged"
+        assert report.ok and report.substeps == 1 and report.status is SolverStatus.CONVERGED
         mug_v = sim.body_velocity("mug")
         slip.append(mug_v[2] - sim.body_velocity("gripper_base")[2])
         rel.append(sim.body_pose("mug").translation[2] - sim.body_pose("gripper_base").translation[2])

@@ -11,6 +11,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from contact_sim_ros.engines.base import SolverStatus
 from contact_sim_ros.errors import SolverError
 from contact_sim_ros.sim import free_body_step as F
 from contact_sim_ros.sim.simulator import Simulator
@@ -129,7 +130,7 @@ def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_elsewh
     assert sim._fused is not None
     q0, v0 = sim.q.copy(), sim.v.copy()
     report = sim.step()
-    assert not report.ok and report.substeps == 4 and report.status == "max_iterations"
+    assert not report.ok and report.substeps == 4 and report.status is SolverStatus.MAX_ITERATIONS
     assert "engine 'tamsi' failed at t = 0.000000 s" in report.message
     np.testing.assert_array_equal(sim.q, q0)
     np.testing.assert_array_equal(sim.v, v0)

@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 
+from contact_sim_ros.engines.base import SolverStatus
 from contact_sim_ros.errors import ConfigError, EngineError
 from contact_sim_ros.sim.simulator import Simulator
 
@@ -281,7 +282,7 @@ def test_a_free_body_launched_beyond_the_bound_fails_the_step_naming_it(index, v
     sim.set_state(sim.q, v)
     q0, v0 = sim.q.copy(), sim.v.copy()
     report = sim.step()
-    assert not report.ok and report.substeps == 4 and report.status == "failed"
+    assert not report.ok and report.substeps == 4 and report.status is SolverStatus.FAILED
     assert "engine 'semi_implicit' failed at t = 0.000000 s" in report.message
     assert re.search(message, report.message), report.message
     np.testing.assert_array_equal(sim.q, q0)

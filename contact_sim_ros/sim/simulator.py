@@ -48,7 +48,7 @@ MAX_TIME_STEP = 0.1
 class StepReport:
     t: float                 # s, sim time after the step (unchanged if the step failed)
     ok: bool
-    status: str              # SolverStatus value of the last attempt
+    status: SolverStatus     # the engine's status of the last attempt (SolverStatus.CONVERGED when ok)
     substeps: int            # 1 if the first attempt succeeded
     iterations: int          # engine iterations summed over sub-steps
     message: str = ""
@@ -431,7 +431,7 @@ class Simulator:
         q0, v0, t0 = self._q, self._v, self._t
         iterations = 0
         message = ""
-        status = "converged"
+        status = SolverStatus.CONVERGED
         for level in range(self.max_substep_levels + 1):
             n = 2 ** level
             dt = self.time_step / n
@@ -440,7 +440,7 @@ class Simulator:
             for _ in range(n):
                 result, q_next = self._advance(q, v, t, dt)
                 iterations += result.stats.iterations
-                status = result.stats.status.value
+                status = result.stats.status
                 if q_next is None:
                     ok = False
                     message = result.stats.message
@@ -497,7 +497,7 @@ class Simulator:
         self._q, self._v, self._t = q, v, t + dt
         self.step_count += 1
         self._stale = ALL_STALE                  # computed when read (pin_data); the fused step needs none
-        return StepReport(self._t, True, "converged", 1, iterations, "")
+        return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
