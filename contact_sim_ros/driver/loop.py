@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from .command_validation import REJECTION_KINDS
-from .system import SimulatorSystem
+from .system import CommandBuffer, SimulatorSystem
 from .thread_priority import SteppingThreadPriority
 
 
@@ -166,6 +166,51 @@ class CommandCounters:
             return dict(self.rejected), self.clamped
 
 
+class LoopLink:
+    """What the transports hold of the stepping loop: whether its thread runs (``running``), calls run between two
+    steps (:meth:`between_steps`: a controller manager's switch, load and unload) and the hand-over of commands
+    (``commands``, the hardware System's CommandBuffer). Built before the loop and the transports and handed to
+    both (World.build), as :class:`CommandCounters`: a transport built before the loop (a robot's ports, its
+    controllers' topics and actions) holds this and never the loop. The loop keeps its run state here: the
+    ``running`` flag, the condition variable it waits on (``cv``) and the queue of calls (``calls``); it never
+    refers to the loop."""
+
+    def __init__(self, commands: CommandBuffer | None = None):
+        self.commands = commands if commands is not None else CommandBuffer()
+        self.cv = threading.Condition()
+        self.running = False           # the stepping thread runs (set by the loop: start, stop, an error)
+        self.calls: list = []          # [fn, result, exception, done] run between two steps (between_steps)
+        self.thread: threading.Thread | None = None     # the stepping thread (set by the loop's start)
+        self.ran_directly = False      # a call ran on its caller's thread: the loop reads the System again first
+
+    @property
+    def stepping(self) -> bool:
+        """The stepping thread is alive (calls wait for it; otherwise they run on the caller's thread)."""
+        return self.thread is not None and self.thread.is_alive()
+
+    def between_steps(self, fn, timeout: float = 30.0):
+        """Run ``fn()`` on the stepping thread between two steps (also while paused; directly, on this thread, if
+        the stepping thread is not alive) and return its result; its exception is raised here. TimeoutError if it
+        did not run within ``timeout`` s."""
+        if not self.stepping:
+            try:
+                return fn()
+            finally:
+                self.ran_directly = True      # the loop reads the System and collects its hooks before using them
+        call = [fn, None, None, False]
+        with self.cv:
+            self.calls.append(call)
+            self.cv.notify_all()
+            self.cv.wait_for(lambda: call[3] or not self.running, timeout)
+            if not call[3]:
+                if call in self.calls:
+                    self.calls.remove(call)
+                raise TimeoutError(f"the stepping thread did not take the request within {timeout:g} s")
+        if call[2] is not None:
+            raise call[2]
+        return call[1]
+
+
 OK, WARN, ERROR = 0, 1, 2    # diagnostic_msgs/DiagnosticStatus levels
 
 
@@ -223,9 +268,13 @@ class SteppingLoop:
 
     def __init__(self, system: SimulatorSystem, controllers=None, transport: Transport | None = None,
                  real_time_factor: float = 1.0, start_paused: bool = False, max_lag_s: float = 0.5,
-                 thread_priority: int = 0, counters: CommandCounters | None = None):
+                 thread_priority: int = 0, counters: CommandCounters | None = None, link: LoopLink | None = None):
         self.system = system
         self.counters = counters if counters is not None else CommandCounters()
+        self.link = link if link is not None else LoopLink(system.commands)
+        if self.link.commands is not system.commands:
+            raise ValueError("SteppingLoop: the link's command buffer is not the System's (build the System with "
+                             "commands=link.commands)")
         self.priority = SteppingThreadPriority(thread_priority)
         self.dt = system.dt
         self.real_time_factor = float(real_time_factor)
@@ -237,8 +286,7 @@ class SteppingLoop:
         self.commands = system.commands
         self.joint_names = system.joint_names
         self.last_report = None
-        self._cv = threading.Condition()
-        self._running = False
+        self._cv = self.link.cv        # the run state lives in the link: the transports see it, not the loop
         self._paused = bool(start_paused)
         self._pending_steps = 0
         self._steps_done = 0           # steps executed (monotonic, survives reset)
@@ -249,7 +297,7 @@ class SteppingLoop:
         self._thread: threading.Thread | None = None
         self._cpu_clock = None         # the stepping thread's CPU-time clock (start)
         self._thread_cpu0 = float("nan")
-        self._calls: list = []         # [fn, result, exception, done] run between two steps (request_call)
+        self._calls = self.link.calls  # [fn, result, exception, done] run between two steps (request_call)
         self._stats = LoopStats(paused=self._paused)
         self._stats_lock = threading.Lock()
         self._win = _Window()
@@ -276,6 +324,14 @@ class SteppingLoop:
         self._preempt_reason = ""
 
     @property
+    def _running(self) -> bool:
+        return self.link.running
+
+    @_running.setter
+    def _running(self, value: bool) -> None:
+        self.link.running = value
+
+    @property
     def sim(self):
         """The System's Simulator (replaced by ``replace_simulator``)."""
         return self.system.sim
@@ -288,8 +344,10 @@ class SteppingLoop:
     # ------------------------------------------------------------------ control (any thread)
 
     def start(self) -> None:
+        self._sync_direct_calls()
         self._running = True
-        self._thread = threading.Thread(target=self._run_guarded, name="contact_sim_stepping", daemon=True)
+        self._thread = self.link.thread = threading.Thread(target=self._run_guarded, name="contact_sim_stepping",
+                                                           daemon=True)
         self._thread.start()
         try:                        # its CPU clock, read by stats() from the diagnostics thread (no per-step cost)
             self._cpu_clock = time.pthread_getcpuclockid(self._thread.ident)
@@ -422,24 +480,21 @@ class SteppingLoop:
                     hook.last = -1
                 self._idle_published = False
                 return out
-        if self._thread is None or not self._thread.is_alive():
+        if not self.link.stepping:
             try:
                 return fn()
             finally:
                 self.system.read()
                 self._collect_hooks()
-        call = [fn, None, None, False]
-        with self._cv:
-            self._calls.append(call)
-            self._cv.notify_all()
-            self._cv.wait_for(lambda: call[3] or not self._running, timeout)
-            if not call[3]:
-                if call in self._calls:
-                    self._calls.remove(call)
-                raise TimeoutError(f"the stepping thread did not take the request within {timeout:g} s")
-        if call[2] is not None:
-            raise call[2]
-        return call[1]
+        return self.link.between_steps(fn, timeout)
+
+    def _sync_direct_calls(self) -> None:
+        """A call the link ran on its caller's thread (no stepping thread then) may have changed the state or the
+        publications: the System is read and the hooks collected before the loop steps or publishes."""
+        if self.link.ran_directly:
+            self.link.ran_directly = False
+            self.system.read()
+            self._collect_hooks()
 
     def replace_simulator(self, sim, then=None, timeout: float = 30.0) -> None:
         """Swap in ``sim``, a Simulator of the same robot with another model (a free object spawned or deleted),
@@ -552,6 +607,7 @@ class SteppingLoop:
     def step_now(self):
         """One step on the caller's thread (the loop's thread must not run): commands and controllers applied,
         the velocity before the step kept for the sensors, as the stepping thread does. Returns the StepReport."""
+        self._sync_direct_calls()
         self._cycle()
         return self.system.step()
 
@@ -562,6 +618,7 @@ class SteppingLoop:
 
     def publish_now(self):
         """Every publish hook publishes the current state (as the paused loop does after ~/step)."""
+        self._sync_direct_calls()
         for hook in self.hooks:
             hook.last = -1
         self._publish_all()

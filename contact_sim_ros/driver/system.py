@@ -57,14 +57,16 @@ class CommandBuffer:
 class SimulatorSystem:
     """The Simulator as the robot's hardware (module docstring). ``hardware_info``: the <ros2_control> blocks
     (mimic joints, sensors, offered interfaces); ``gravity_compensation``: add g(q) to the effort of position- and
-    velocity-controlled joints."""
+    velocity-controlled joints. ``commands``: the buffer the transports push into (built before the System:
+    loop.LoopLink; a new one if None)."""
 
-    def __init__(self, sim, hardware_info=None, gravity_compensation: bool = True):
+    def __init__(self, sim, hardware_info=None, gravity_compensation: bool = True,
+                 commands: CommandBuffer | None = None):
         self.sim = sim
         self.dt = float(sim.time_step)
         self.joint_names = tuple(sim.model.joint_names)
         n = len(self.joint_names)
-        self.commands = CommandBuffer()
+        self.commands = commands if commands is not None else CommandBuffer()   # the transports' (loop.LoopLink)
         self.command = JointCommandInterfaces(self.joint_names, hardware_info)
         self.state = StateInterfaces(self.joint_names, self.dt)
         self.state.connect(self)

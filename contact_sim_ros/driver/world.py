@@ -7,8 +7,9 @@ controllers start inactive: :func:`inactive_controllers`, the rule written once)
 transports (what a robot's controllers publish through, what the loop publishes and reports through).
 
 The counters the loop's diagnostics read (commands rejected or clamped by the transports,
-:class:`~contact_sim_ros.driver.loop.CommandCounters`) are built first and handed to the transports and to the loop,
-so that no transport needs the loop. Like ros2_control's ``ros2_control_node`` (a ``ControllerManager`` over the
+:class:`~contact_sim_ros.driver.loop.CommandCounters`) and the loop's link (whether it runs, calls between two steps,
+the command hand-over: :class:`~contact_sim_ros.driver.loop.LoopLink`) are built first and handed to the transports
+and to the loop, so that no transport needs the loop. Like ros2_control's ``ros2_control_node`` (a ``ControllerManager`` over the
 ``ResourceManager`` the URDF describes, its executor the transport) or gz-sim's ``Server`` (one ``SimulationRunner``
 whatever the systems), nothing here imports rclpy.
 """
@@ -23,7 +24,7 @@ from .command_validation import JointLimits
 from .controller_manager import ControllerManagers
 from .controllers.base import ControllerTransport
 from .franka import franka_hands, with_hand_drives
-from .loop import CommandCounters, SteppingLoop, Transport
+from .loop import CommandCounters, LoopLink, SteppingLoop, Transport
 from .node_config import NodeConfig, read_param_files, share_path
 from .robot import Robot, merge_hardware_infos
 from .system import SimulatorSystem
@@ -111,7 +112,7 @@ class World:
     """The built world (see the module docstring): ``config``, ``sim``, ``robots`` (WorldRobot, the scene's order),
     ``system``, ``managers`` (each robot's ControllerManager, the robots' order; empty with ``controllers_file:
     none``), ``controller_manager`` (what the loop runs: the one manager, a ControllerManagers over several, or
-    None), ``loop`` (not started), ``counters`` and ``limits``."""
+    None), ``loop`` (not started), ``counters``, ``limits`` and ``link`` (the loop's LoopLink)."""
 
     config: NodeConfig
     sim: Simulator
@@ -122,20 +123,22 @@ class World:
     loop: SteppingLoop
     counters: CommandCounters
     limits: JointLimits = field(repr=False, default=None)
+    link: LoopLink = field(repr=False, default=None)
 
     @classmethod
     def build(cls, config: NodeConfig, transports: WorldTransports, *, sim: Simulator | None = None,
-              robots: list | None = None, counters: CommandCounters | None = None,
+              robots: list | None = None, counters: CommandCounters | None = None, link: LoopLink | None = None,
               on_start_pose_error: Callable[[str], None] | None = None,
               on_controller_manager: Callable | None = None) -> "World":
         """The world of ``config`` with ``transports``. ``sim`` / ``robots``: already built by the caller (the node
         builds them first, for its publishers), else built here (:func:`build_simulator`, :func:`world_robots`).
-        ``counters``: the transports' (built here if None). ``on_start_pose_error(message)``: called before the
+        ``counters``, ``link``: the transports' (built here if None). ``on_start_pose_error(message)``: called before the
         ConfigError raised for a start state the first step would refuse (the node releases what it holds).
         ``on_controller_manager(robot, cm)``: called after each robot's manager is built (the node's services)."""
         sim = sim if sim is not None else build_simulator(config)
         robots = robots if robots is not None else world_robots(config, sim)
         counters = counters if counters is not None else CommandCounters()
+        link = link if link is not None else LoopLink()
         # the robots' <ros2_control> blocks (a user's block's initial_values: the start, as mock hardware); the node
         # parameter ros2_control_file applies to the single-robot layout
         infos = [r.driver.hardware_info(sim, config.ros2_control_file if not r.own_namespace else "")
@@ -146,7 +149,8 @@ class World:
             if on_start_pose_error is not None:
                 on_start_pose_error(problem)
             raise ConfigError(problem)
-        system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=config.gravity_compensation)
+        system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=config.gravity_compensation,
+                                 commands=link.commands)
         limits = JointLimits.from_model(sim.model)
         managers = []
         if config.controllers_file.strip().lower() != "none":
@@ -165,5 +169,6 @@ class World:
                     on_controller_manager(r, cm)
         cm = (managers[0] if len(managers) == 1 else ControllerManagers(managers)) if managers else None
         loop = SteppingLoop(system, cm, transports.loop, config.real_time_factor, start_paused=config.start_paused,
-                            max_lag_s=config.max_lag, thread_priority=config.thread_priority, counters=counters)
-        return cls(config, sim, robots, system, managers, cm, loop, counters, limits)
+                            max_lag_s=config.max_lag, thread_priority=config.thread_priority, counters=counters,
+                            link=link)
+        return cls(config, sim, robots, system, managers, cm, loop, counters, limits, link)

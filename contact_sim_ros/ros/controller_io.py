@@ -129,10 +129,11 @@ def _seconds(d) -> float:
 class RosControllerTransport(ControllerTransport):
     """The ROS side of one robot's controllers: their entities on ``node`` (the simulation node itself, or the
     robot's RobotNode in its namespace), reports to ``sim_node`` (throttled warnings, rejection counters; tagged
-    with the robot's namespace when ``node`` is its own), ``frame_prefix`` on the F/T frames."""
+    with the robot's namespace when ``node`` is its own), ``frame_prefix`` on the F/T frames; ``link``: the stepping
+    loop's driver/loop.LoopLink (whether it runs), built before the loop: this transport never holds the loop."""
 
-    def __init__(self, node, sim_node, frame_prefix: str):
-        self.node, self.sim_node, self.frame_prefix = node, sim_node, frame_prefix
+    def __init__(self, node, sim_node, frame_prefix: str, link):
+        self.node, self.sim_node, self.frame_prefix, self.link = node, sim_node, frame_prefix, link
         self.tag = node.get_namespace() if node is not sim_node else ""
         self.reaper = EntityReaper(node)      # destroys an unloaded controller's entities when the executor is done
 
@@ -181,7 +182,7 @@ class RosControllerTransport(ControllerTransport):
     @property
     def running(self) -> bool:
         """The stepping thread runs (goals waiting on it end when it stops)."""
-        return self.sim_node.loop.running
+        return self.link.running
 
 
 _MALLOC_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)     # glibc; None elsewhere

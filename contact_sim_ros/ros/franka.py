@@ -46,15 +46,6 @@ def is_franka(port) -> bool:
     return robot is not None and "franka" in (getattr(robot, "preset_name", None) or robot.name, robot.name)
 
 
-class _Running:
-    def __init__(self, sim_node):
-        self.sim_node = sim_node
-
-    @property
-    def running(self) -> bool:
-        return self.sim_node.loop.running
-
-
 class _ActionHandler:
     """One action of the franka_gripper node: ``make(request) -> FrankaGripperGoal | None`` (GoalRejected on bad
     values); ``fill(result, goal)`` the result; ``feedback()`` the feedback message."""
@@ -119,7 +110,7 @@ class FrankaGripperNode(Node):
             m = sim.model
             return sim.q[m.joint_q_index[m.joint_index(controller.joint)]]
         self.gripper = FrankaGripper(controller, finger_position)
-        self.running = _Running(sim_node)
+        self.running = sim_node.link       # driver/loop.LoopLink: whether the stepping thread runs (goals end when not)
         p = self.declare_parameter
         self.default_speed = p("default_speed", DEFAULT_SPEED).value
         self.inner = p("default_grasp_epsilon.inner", DEFAULT_EPSILON).value

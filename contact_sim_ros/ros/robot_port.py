@@ -65,6 +65,7 @@ class RobotPort:
         self.cm_node = None
         self.franka = None           # franka_ros2's gripper node and robot state (ros/franka.py)
         self.own_node = node is not sim_node
+        self.link = sim_node.link     # the stepping loop's LoopLink (driver/loop.py): built before the loop
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_description = node.create_publisher(String, "robot_description", latched)
@@ -96,14 +97,14 @@ class RobotPort:
     def controller_transport(self):
         """The ROS transport of this robot's controllers (ros/controller_io.py): their topics, actions and services
         on this robot's node (World.build hands it to the robot's controller manager)."""
-        return RosControllerTransport(self.node, self.sim_node, self.frame_prefix)
+        return RosControllerTransport(self.node, self.sim_node, self.frame_prefix, self.link)
 
     def attach_controller_manager(self, cm) -> None:
         """The robot's /<namespace>/controller_manager node (its services and parameters) and a node per
         controller over its emulated controller manager ``cm`` (built by driver/world.py), and a Franka's
         franka_gripper node."""
         sim_node = self.sim_node
-        self.cm_node = ControllerManagerNode(self, cm, between_steps=lambda fn: sim_node.loop.request_call(fn))
+        self.cm_node = ControllerManagerNode(self, cm, between_steps=self.link.between_steps)
         self.controller_manager = cm
         self.franka = FrankaInterfaces.of(self, cm)
 
@@ -128,4 +129,4 @@ class RobotPort:
             sim_node.reject_command(exc)
             return
         sim_node.note_clamped(cmd.clamped, "joint_command")
-        sim_node.loop.commands.push_command(cmd)
+        self.link.commands.push_command(cmd)

@@ -38,7 +38,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from ..driver.command_validation import CommandRejected, JointLimits
 from ..driver.node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, default_param_files,
                                   plain_args_to_ros_args, read_param_files, use_fastdds_writer_profile)
-from ..driver.loop import CommandCounters, PublishHook, Transport, loop_status, step_wait_timeout
+from ..driver.loop import CommandCounters, LoopLink, PublishHook, Transport, loop_status, step_wait_timeout
 from ..driver.robot import validate_joint_command
 from ..driver.world import World, build_simulator, world_robots
 from ..errors import ConfigError, ContactSimError
@@ -169,6 +169,7 @@ class SimNode(Node):
         self._parameter_service = ParameterService(self)     # as Node.__init__ does
         self.command_intake = CommandIntake()     # the command topics, applied before each ~/step (lock-step)
         self.counters = CommandCounters()         # rejected / clamped commands: the loop's diagnostics read them
+        self.link = LoopLink()     # whether the loop runs, calls between steps, commands: what the transports hold
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
@@ -202,7 +203,7 @@ class SimNode(Node):
         ports = {id(p.world_robot): p for p in self.ports}      # WorldRobot -> its RobotPort
         self.sim_world = World.build(cfg, _NodeTransports(self, Transport(
             hooks, self._on_step_failure, self._on_loop_error, self.log.warn, before_steps=self.command_intake.drain)),
-            sim=sim, robots=[p.world_robot for p in self.ports], counters=self.counters,
+            sim=sim, robots=[p.world_robot for p in self.ports], counters=self.counters, link=self.link,
             on_start_pose_error=lambda _: self._release_before_start(),
             on_controller_manager=lambda r, cm: self._attach_controller_manager(ports[id(r)], cm))
         self.system = self.sim_world.system
@@ -213,7 +214,7 @@ class SimNode(Node):
         self.loop = self.sim_world.loop
         self._build_subscriptions()
         self._build_services()
-        self.simulation_interfaces = attach_simulation_interfaces(self)
+        self.simulation_interfaces = attach_simulation_interfaces(self, self.loop)
         if cfg.diagnostics_rate > 0:
             self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -574,7 +575,7 @@ class SimNode(Node):
             self.reject_command(exc)
             return
         self.note_clamped(cmd.clamped, "joint_command")
-        self.loop.commands.push_command(cmd)
+        self.link.commands.push_command(cmd)
 
     # ------------------------------------------------------------------------- services
 

@@ -88,14 +88,15 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _NAMESPACE = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*/?$")
 
 
-def attach_simulation_interfaces(node):
-    """Serve the simulation_interfaces services and action on ``node`` (a SimNode); None (with a warning) if the
-    interface package is not installed."""
+def attach_simulation_interfaces(node, loop):
+    """Serve the simulation_interfaces services and action on ``node`` (a SimNode) over its stepping ``loop``
+    (driver/loop.SteppingLoop: handed over by the node, which built it); None (with a warning) if the interface
+    package is not installed."""
     if SimulateSteps is None:
         node.get_logger().warn("simulation_interfaces is not installed: its services are not served (run "
                                "scripts/ensure_venv.sh, or install ros-jazzy-simulation-interfaces)")
         return None
-    return SimulationInterfaces(node)
+    return SimulationInterfaces(node, loop)
 
 
 class SpawnError(Exception):
@@ -290,9 +291,9 @@ def _prepare_mesh_child(obj: dict, conn) -> None:
 class SimulationInterfaces:
     """The services and the action on one SimNode; see the module docstring."""
 
-    def __init__(self, node):
+    def __init__(self, node, loop):
         self.node = node
-        self.loop = node.loop
+        self.loop = loop
         cfg = node.config
         base = node.config.scene_spec()
         self.base_spec = {**base, "objects": list(base.get("objects") or [])}    # the scene as launched
