@@ -260,7 +260,7 @@ def world(tmp_path, joints, file_text, active=(), inactive=(), namespace="/"):
     system = SimulatorSystem(sim)
     reports = Reports()
     cm = ControllerManager(system, read_controllers_file(cfile, namespace=namespace), list(inactive),
-                           transport=reports, limits=JointLimits.from_model(sim.model), engine=sim.engine,
+                           transport=reports, limits=JointLimits.from_model(sim.model),
                            active=list(active))
     return SimpleNamespace(sim=sim, cm=cm, loop=SteppingLoop(system, cm, real_time_factor=0.0), reports=reports,
                            file=cfile)
@@ -594,7 +594,7 @@ def test_lbr_stacks_own_file_with_its_mock_launch_spawns_runs_a_trajectory(tmp_p
     reports = Reports()
     lbr_file = read_controllers_file(vendor_path(*LBR_FILE), namespace="/lbr")
     cm = ControllerManager(system, lbr_file, [], transport=reports,
-                           limits=JointLimits.from_model(sim.model), engine=sim.engine,
+                           limits=JointLimits.from_model(sim.model),
                            active=["joint_state_broadcaster", "joint_trajectory_controller"])
     w = SimpleNamespace(sim=sim, cm=cm, loop=SteppingLoop(system, cm, real_time_factor=0.0), reports=reports)
     assert set(cm.controllers) == {"joint_state_broadcaster", "joint_trajectory_controller"}

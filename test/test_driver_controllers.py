@@ -92,7 +92,7 @@ def make_world(urdf, arm_params=None, gripper_params=None, inactive=("forward",)
              ControllerSpec("forward", FORWARD, {"joints": ARM}), *extra)
     reports = Reports()
     cm = ControllerManager(system, ControllersFile("<test>", update_rate, specs), list(inactive),
-                           transport=reports, limits=JointLimits.from_model(sim.model), engine=sim.engine)
+                           transport=reports, limits=JointLimits.from_model(sim.model))
     loop = SteppingLoop(system, cm, real_time_factor=0.0)
     return SimpleNamespace(sim=sim, system=system, cm=cm, loop=loop, reports=reports,
                            arm=cm.controllers["arm"], gripper=cm.controllers["gripper"])

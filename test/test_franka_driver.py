@@ -94,7 +94,7 @@ def test_franka_robot_state_broadcaster_controller_on_the_panda(tmp_path):
     cfile.write_text(FR3_STYLE_FILE)
     sim = Simulator({"robot": "franka", "environment": [{"name": "ground", "shape": "halfspace"}]}, engine="tamsi")
     cm = ControllerManager(SimulatorSystem(sim), read_controllers_file(cfile), [], transport=ControllerTransport(),
-                           limits=JointLimits.from_model(sim.model), engine=sim.engine,
+                           limits=JointLimits.from_model(sim.model),
                            active=["joint_state_broadcaster", "franka_robot_state_broadcaster"])
     c = cm.controllers["franka_robot_state_broadcaster"]
     assert c.active and c.joints == PANDA and c.command_interfaces() == []

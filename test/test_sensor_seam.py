@@ -73,7 +73,7 @@ def arm_world(urdf, q0=0.3):
     specs = (ControllerSpec("ft_broadcaster", FTS, {"sensor_name": "wrist_ft", "frame_id": "ft"}),
              ControllerSpec("imu_broadcaster", IMUB, {"sensor_name": "wrist_imu", "frame_id": "ft"}))
     cm = ControllerManager(system, ControllersFile("<test>", 1000.0, specs), [], transport=Quiet(),
-                           limits=JointLimits.from_model(sim.model), engine=sim.engine)
+                           limits=JointLimits.from_model(sim.model))
     return SimpleNamespace(sim=sim, system=system, cm=cm, info=info,
                            loop=SteppingLoop(system, cm, real_time_factor=0.0))
 
@@ -250,4 +250,4 @@ def test_sensor_broadcasters_refuse_unknown_sensors_and_the_wrong_type(urdf):
         system = SimulatorSystem(sim, hardware_info=info)
         with pytest.raises(ConfigError, match=needle):
             ControllerManager(system, ControllersFile("<test>", 1000.0, (ControllerSpec("b", ctype, params),)), [],
-                              transport=Quiet(), limits=JointLimits.from_model(sim.model), engine=sim.engine)
+                              transport=Quiet(), limits=JointLimits.from_model(sim.model))

@@ -106,7 +106,7 @@ def world(robot, controllers_file: Path, controller: str, namespace: str = "/", 
     system = SimulatorSystem(sim, gravity_compensation=gravity_compensation)
     reports = Reports()
     cm = ControllerManager(system, read_controllers_file(controllers_file, namespace=namespace), [],
-                           transport=reports, limits=JointLimits.from_model(sim.model), engine=sim.engine,
+                           transport=reports, limits=JointLimits.from_model(sim.model),
                            active=["joint_state_broadcaster", controller])
     loop = SteppingLoop(system, cm, real_time_factor=0.0)
     jtc = cm.controllers[controller]

@@ -146,6 +146,9 @@ class InProcessHost(ControllerTransport):
     def info(self, message: str) -> None:
         self._logger.info(message)
 
+    def error(self, message: str) -> None:
+        self._logger.error(message)
+
     def warn_throttled(self, message: str, key: str | None = None) -> None:
         self._logger.warn(message)
 

@@ -9,9 +9,18 @@ Claims: two active controllers never share a command interface, nor command one 
 interfaces (a position group and a velocity group on the same joints: ros2_control's manager would let them,
 the hardware refuses mixed command modes, as Franka's does in ``prepare_command_mode_switch``). ``switch`` with STRICT (or AUTO, FORCE_AUTO)
 fails as a whole on an unknown name, an activation of an active controller, a deactivation of an inactive one, or
-a claim conflict; BEST_EFFORT (and 0, as in ros2_control) skips those and switches the rest. Deactivation comes
+a claim conflict or a claimed command interface the hardware does not export (ros2_control's "Unable to activate
+controller ... since the command interface ... is not available."); BEST_EFFORT (and 0, as in ros2_control) skips
+those and switches the rest. Deactivation comes
 before activation, so a trajectory controller can be swapped for a forward controller on the same joints in one
 call.
+
+Loans: an activated controller gets the rows of the command interfaces it claims
+(loaned_interfaces.LoanedCommandInterfaces: writing another row raises), released when it is deactivated. An
+``update`` that returns ReturnType.ERROR or raises deactivates its controller at the end of that cycle, logged
+through the transport with ros2_control's line ("Deactivating controllers : [ NAME ] as their update resulted in
+an error!"; an exception first as "Caught exception of type : ... while updating controller 'NAME': ..."); the
+other controllers and the stepping go on.
 
 :class:`ControllerManagers` runs several robots' managers in one world (each at its own rate).
 """
@@ -24,8 +33,9 @@ import threading
 from ..errors import ConfigError
 from ..yaml_files import read_mapping
 from .command_validation import JointLimits
-from .controllers.base import NO_IO, Controller, ControllerContext, ControllerTransport, flatten
+from .controllers.base import NO_IO, Controller, ControllerContext, ControllerTransport, ReturnType, flatten
 from .controllers.registry import CONTROLLER_TYPES, controller_class
+from .loaned_interfaces import CommandInterfacesView, LoanedCommandInterfaces
 from .loop import PublishHook
 
 BEST_EFFORT, STRICT, AUTO, FORCE_AUTO = 1, 2, 3, 4
@@ -110,15 +120,15 @@ class ControllerManager:
     """Owns the emulated controllers of one robot; see the module docstring."""
 
     def __init__(self, system, controllers_file, inactive=(), robot=None, joints=None,
-                 transport: ControllerTransport | None = None, limits=None, engine=None,
+                 transport: ControllerTransport | None = None, limits=None,
                  default_rates: dict | None = None, active=()):
         """``inactive``, ``active``: the controllers spawned inactive and active (spawned_controllers);
         ``system``: the hardware System (system.py; its state and command interfaces, command hand-over);
         ``joints``: the robot's actuated joints when the world holds several robots (None: every joint);
         ``transport``: attaches each controller's topics and actions and receives the reports (warnings,
-        rejected commands); ``limits``: JointLimits of the model; ``engine``: the Simulator's contact engine;
-        ``default_rates``: Hz of the broadcasters without an update_rate ('joint_states', 'wrench')."""
+        rejected commands); ``limits``: JointLimits of the model; ``default_rates``: Hz of the broadcasters without an update_rate ('joint_states', 'wrench')."""
         self.system = system
+        self.hw = system.command          # the command interfaces (the manager claims and loans their rows)
         self.transport = transport if transport is not None else ControllerTransport()
         self.source = controllers_file.source
         self.update_rate = controllers_file.update_rate
@@ -128,10 +138,10 @@ class ControllerManager:
         self.lock = threading.Lock()
         if limits is None:
             limits = JointLimits.from_model(system.sim.model)
-        ctx = ControllerContext(state=system.state, command=system.command, commands=system.commands,
+        ctx = ControllerContext(state=system.state, command=CommandInterfacesView(system.command),
                                 model=system.sim.model, limits=limits, update_rate=self.update_rate, time_step=dt,
                                 transport=self.transport, robot=robot,
-                                joints=tuple(joints) if joints is not None else None, engine=engine,
+                                joints=tuple(joints) if joints is not None else None,
                                 default_rates=dict(default_rates or {}))
         self.ctx = ctx
         self.specs = {spec.name: spec for spec in controllers_file.controllers}   # declared: name -> spec
@@ -153,6 +163,10 @@ class ControllerManager:
             if io is not None:
                 c.io = io
         start = [self.controllers[n] for n in start_names]
+        for c in start:
+            error = self._unavailable(c)
+            if error:
+                raise ConfigError(f"{self.source}: {error}")
         error = self._conflicts(start)
         if error:
             raise ConfigError(f"{self.source}: cannot activate every controller at start: {error}; list the ones "
@@ -186,10 +200,38 @@ class ControllerManager:
             self.update(time, self.period)
 
     def update(self, time: float, period: float) -> None:
-        """Every active controller's update (stepping thread)."""
+        """Every active controller's update (stepping thread); those whose update returned ERROR or raised are
+        deactivated after the others' (module docstring)."""
+        failed = None
         with self.lock:
             for c in self._updaters:
-                c.update(time, period)
+                try:
+                    result = c.update(time, period)
+                except Exception as exc:        # as ros2_control's manager with handle_exceptions (its default)
+                    self.transport.error(f"Caught exception of type : {type(exc).__name__} while updating "
+                                         f"controller '{c.name}': {exc}")
+                    result = ReturnType.ERROR
+                if result is not ReturnType.OK:
+                    if failed is None:
+                        failed = []
+                    failed.append(c)
+            if failed is not None:
+                self._deactivate_failed(failed)
+
+    def _deactivate_failed(self, failed) -> None:
+        """Deactivate the controllers (or devices) ``failed`` whose update failed (the lock held)."""
+        self.transport.error(f"Deactivating controllers : [ {''.join(c.name + ' ' for c in failed)}] as their "
+                             f"update resulted in an error!")
+        for c in failed:
+            try:
+                c.on_deactivate()
+            except Exception as exc:
+                self.transport.error(f"Caught exception of type : {type(exc).__name__} while deactivating "
+                                     f"controller '{c.name}': {exc}")
+            self._release(c)
+            if c in self.devices:
+                self.devices.remove(c)
+        self._refresh()
 
     def preempt(self, command) -> None:
         indices = set(command.indices.tolist())
@@ -232,13 +274,11 @@ class ControllerManager:
         commands through libfranka: driver/franka.py ``hand_gripper``). ConfigError if an active controller
         claims one of them. Before the stepping loop starts, or between two steps."""
         with self.lock:
-            error = self._conflicts([c for c in self.controllers.values() if c.active] + self.devices + [device])
+            error = (self._unavailable(device) or
+                     self._conflicts([c for c in self.controllers.values() if c.active] + self.devices + [device]))
             if error:
                 raise ConfigError(f"{self.source}: {error}")
-            device.on_activate()
-            device.state = "active"
-            for i in device.command_interfaces():
-                self.ctx.command.claims[i] = device.name
+            self._activate(device)
             self.devices.append(device)
             self._refresh()
 
@@ -259,17 +299,38 @@ class ControllerManager:
                             f"modes on joint '{joint}' (the hardware refuses them)")
         return ""
 
-    def _activate(self, c):
-        c.on_activate()
-        c.state = "active"
+    def _unavailable(self, c) -> str:
+        """Why ``c`` cannot be activated on this hardware ('' if it can): a command interface it claims is not
+        exported (ros2_control's message, then the reason)."""
         for i in c.command_interfaces():
-            self.ctx.command.claims[i] = c.name
+            reason = self.hw.unavailable_reason(i)
+            if reason:
+                return (f"Unable to activate controller '{c.name}' since the command interface '{i}' is not "
+                        f"available. ({reason})")
+        return ""
+
+    def _activate(self, c):
+        names = c.command_interfaces()
+        c.assign_interfaces(LoanedCommandInterfaces(self.hw, self.system.commands, names, c.name))
+        try:
+            c.on_activate()
+        except BaseException:
+            c.release_interfaces()
+            raise
+        c.state = "active"
+        for i in names:
+            self.hw.claims[i] = c.name
+
+    def _release(self, c):
+        c.release_interfaces()
+        c.state = "inactive"
+        for i in c.command_interfaces():
+            if self.hw.claims.get(i) == c.name:
+                del self.hw.claims[i]
 
     def _deactivate(self, c):
         c.on_deactivate()
-        c.state = "inactive"
-        for i in c.command_interfaces():
-            self.ctx.command.claims.pop(i, None)
+        self._release(c)
 
     def switch(self, activate, deactivate, strictness: int) -> tuple[bool, str]:
         """Apply a switch_controller request; (ok, message). Between two steps (the stepping thread, or
@@ -303,6 +364,8 @@ class ControllerManager:
                 problems.append(f"'{name}' is already active")
             elif c.state == "unconfigured":
                 problems.append(f"'{name}' is unconfigured (configure_controller first)")
+            elif self._unavailable(c):
+                problems.append(self._unavailable(c))
             else:
                 act.append(c)
         if problems and strict:

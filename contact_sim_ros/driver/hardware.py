@@ -1,8 +1,9 @@
 """The simulated robot as ros2_control hardware: per-joint command and state interfaces and the claims of the
 command interfaces (no rclpy).
 
-Every actuated joint has the command interfaces ``position``, ``velocity`` and ``effort`` and the state
-interfaces of the same names (rad or m, rad/s or m/s, N*m or N). A command interface holds its last written
+Every actuated joint has the command interfaces ``position``, ``velocity`` and ``effort`` (those its
+<ros2_control> block lists, if any; the hardware exports no ``effort`` when the engine ignores efforts: the
+quasistatic engines) and the state interfaces of the same names (rad or m, rad/s or m/s, N*m or N). A command interface holds its last written
 value, as a hardware component's command buffer does. The joint's *mode* is the kind of its last command:
 
 * position: PD to the position target (velocity target as feed-forward for the D term);
@@ -14,7 +15,9 @@ Writers: the controllers (from the stepping thread, in their ``update``) and the
 ``joint_command`` topic (topic_based_ros2_control's convention). Joints that the ``<ros2_control>`` block marks
 ``mimic`` of another joint (``followers``) are driven with their leader by the controllers that command a single
 gripper joint (``multiplier * leader + offset``), as the WSG 50's one motor drives both fingers. Claims record which controller owns which command interface
-(``list_hardware_interfaces``, conflict checks of ``switch_controller``).
+(``list_hardware_interfaces``, conflict checks of ``switch_controller``); a controller writes only the rows it
+claimed, through the LoanedCommandInterfaces the controller manager gives it on activation
+(loaned_interfaces.py).
 
 :class:`StateInterfaces` is what controllers read: the joints' position, velocity and effort at the sim time
 ``time``, and the force/torque sensors' wrenches. The hardware System (system.py) fills them in ``read()``; a
@@ -37,7 +40,9 @@ STATE_INTERFACES = ("position", "velocity", "effort")
 class JointCommandInterfaces:
     """Command buffers of the actuated joints, in ``MultibodyModel.joint_names`` order."""
 
-    def __init__(self, joint_names, hardware_info=None):
+    def __init__(self, joint_names, hardware_info=None, no_effort: str = ""):
+        """``no_effort``: why the hardware exports no effort command interface (the engine ignores efforts; ''
+        it exports those of the <ros2_control> block, every joint's position, velocity and effort without one)."""
         self.joint_names = tuple(joint_names)
         self.index = {name: i for i, name in enumerate(self.joint_names)}
         n = len(self.joint_names)
@@ -73,6 +78,9 @@ class JointCommandInterfaces:
         self._mimic_mult = np.array(mult)
         self._mimic_off = np.array(off)
         self.hardware_info = hardware_info
+        self.no_effort = no_effort
+        # the command interfaces the hardware exports: what a controller may claim (list_hardware_interfaces)
+        self.exported = frozenset(self.available_command_interfaces())
 
     # ---------------------------------------------------------------------------------------- writing
 
@@ -146,16 +154,27 @@ class JointCommandInterfaces:
         return [f"{j}/{i}" for j in joints for i in interfaces]
 
     def available_command_interfaces(self) -> list[str]:
-        """What the <ros2_control> block offers (every joint's position/velocity/effort without one)."""
+        """The command interfaces the hardware exports: what the <ros2_control> block offers (every joint's
+        position/velocity/effort without one), without the efforts when ``no_effort`` says why."""
         info = self.hardware_info
         out = []
         for name in self.joint_names:
             j = info.joint(name) if info is not None else None
-            if j is None or not j.command_interfaces:
-                out += [f"{name}/{i}" for i in COMMAND_INTERFACES]
-            else:
-                out += [f"{name}/{i}" for i in j.command_interfaces]
+            kinds = COMMAND_INTERFACES if j is None or not j.command_interfaces else j.command_interfaces
+            out += [f"{name}/{i}" for i in kinds if not (i == "effort" and self.no_effort)]
         return out
+
+    def unavailable_reason(self, name: str) -> str:
+        """Why the command interface ``name`` ("joint/interface") is not exported ('' if it is)."""
+        if name in self.exported:
+            return ""
+        joint, _, kind = name.rpartition("/")
+        if joint not in self.index:
+            return f"no actuated joint '{joint}'"
+        if kind == "effort" and self.no_effort:
+            return self.no_effort
+        offered = [n.rpartition("/")[2] for n in self.exported if n.rpartition("/")[0] == joint]
+        return f"joint '{joint}' exports the command interfaces {sorted(offered)}"
 
     def available_state_interfaces(self) -> list[str]:
         info = self.hardware_info

@@ -166,7 +166,7 @@ class Robot:
         return file, list(inactive)
 
     def build_controller_manager(self, system, controllers_file: str, inactive, transport=None, limits=None,
-                                 engine=None, default_rates=None, name_errors: bool = False,
+                                 default_rates=None, name_errors: bool = False,
                                  passive_joints=(), active=(), namespace: str = "/"):
         """The robot's emulated ControllerManager over ``system`` (module docstring: which controllers file);
         ``inactive``, ``active``: the controllers spawned inactive / active (controller_manager.
@@ -183,7 +183,7 @@ class Robot:
                                         frames + sensors)
         try:
             cm = ControllerManager(system, file, inactive, robot, joints=self.joint_names, transport=transport,
-                                   limits=limits, engine=engine, default_rates=default_rates, active=active)
+                                   limits=limits, default_rates=default_rates, active=active)
         except ConfigError as exc:
             if not name_errors:
                 raise

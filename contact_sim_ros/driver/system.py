@@ -5,7 +5,8 @@ one seam between the Simulator and the emulated controllers (no rclpy).
   positions, velocities, actuator efforts at the sim time; the sensors' readings, sensors/base.Sensor: each
   measured on the first read of its state interfaces after the read, so that a sensor nobody reads costs nothing);
 * controllers ``update(time, period)`` read state interfaces and write command interfaces
-  (hardware.JointCommandInterfaces);
+  (hardware.JointCommandInterfaces, through the rows loaned to them: loaned_interfaces.py); the command
+  interfaces exported are the ones the engine accepts (no ``effort`` where it ignores efforts);
 * ``write()``: the command interfaces go to the Simulator (``Simulator.set_joint_command_arrays``), through what
   a real robot's driver adds between the controller and the motors: the position targets rate-limited to the
   joints' velocity limits (a driver's interpolator: the comment after ``_push_targets``) and the gravity
@@ -67,7 +68,11 @@ class SimulatorSystem:
         self.joint_names = tuple(sim.model.joint_names)
         n = len(self.joint_names)
         self.commands = commands if commands is not None else CommandBuffer()   # the transports' (loop.LoopLink)
-        self.command = JointCommandInterfaces(self.joint_names, hardware_info)
+        engine = sim.engine        # the command interfaces it accepts are the ones exported
+        self.command = JointCommandInterfaces(
+            self.joint_names, hardware_info,
+            no_effort="" if engine.accepts_effort_commands else
+            f"engine '{engine.name}' ignores effort commands: its joints follow position or velocity commands")
         self.state = StateInterfaces(self.joint_names, self.dt)
         self.state.connect(self)
         self.v_prev = np.array(sim.v, dtype=float)   # velocity before the last step (for accelerations)

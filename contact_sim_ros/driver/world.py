@@ -161,7 +161,7 @@ class World:
                 cm = r.driver.build_controller_manager(
                     system, config.controllers_file,
                     inactive_controllers(r.preset, config.inactive_controllers, r.own_namespace),
-                    transports.controllers(r), limits=limits, engine=sim.engine, default_rates=rates,
+                    transports.controllers(r), limits=limits, default_rates=rates,
                     name_errors=r.own_namespace, passive_joints=tuple(sim.passive_joints) + fingers,
                     active=config.active_controllers, namespace=r.namespace)
                 managers.append(cm)

@@ -179,6 +179,9 @@ class RosControllerTransport(ControllerTransport):
     def info(self, message: str) -> None:
         self.node.get_logger().info(message)
 
+    def error(self, message: str) -> None:
+        self.node.get_logger().error(message)
+
     @property
     def running(self) -> bool:
         """The stepping thread runs (goals waiting on it end when it stops)."""

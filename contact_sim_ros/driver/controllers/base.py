@@ -5,23 +5,43 @@ Life cycle as in ros2_control: constructed and configured at start-up (parameter
 type's ``PARAMETERS`` table), then activated / deactivated by the controller manager (start-up and
 ``switch_controller``). What a controller sees is what a ros2_control controller sees: the state interfaces
 (``ctx.state``: joint positions, velocities, efforts at the sim time, F/T sensor wrenches) and the command
-interfaces (``ctx.command``), never the Simulator nor the node. Its transport side (topics, actions: ros/controller_io.py
-over ROS, clients/inprocess_link.py in process) is attached by the controller manager as ``io``. Threads:
+interfaces, never the Simulator, its engine nor the node: the context (:class:`ControllerContext`) gives read-only
+views (``ctx.command``: joint names, indices, the exported command interfaces and their claims, the commanded
+values), and on activation the controller manager loans the controller the rows of the command interfaces it
+claims (``loan``, a loaned_interfaces.LoanedCommandInterfaces, as ros2_control's ``assign_interfaces``: a write to
+another row raises), released on deactivation (``loan`` None). Its transport side (topics, actions:
+ros/controller_io.py over ROS, clients/inprocess_link.py in process) is attached by the controller manager as
+``io``. Threads:
 
 * transport callbacks (subscriptions, action goals) run on the transport's threads; they hand over to the stepping
-  thread through the controller's lock or the System's thread-safe command buffer (``ctx.commands``);
+  thread through the controller's lock or its loan's ``push_command`` (the System's thread-safe command buffer);
 * ``update(time, period)`` runs on the stepping thread before a step, every ``period = 1 / update_rate`` s of sim
-  time: it reads state interfaces and writes command interfaces;
+  time: it reads state interfaces, writes its loaned command interfaces and returns a :class:`ReturnType`
+  (``ERROR``, or an exception, and the controller manager deactivates it, as ros2_control's does);
 * broadcasters: the transport publishes their values after a step, every ``publish_every`` steps.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError
+from ...model.loader import RobotPreset
+from ...model.multibody_model import MultibodyModel
+from ..command_validation import JointLimits
+from ..hardware import StateInterfaces
+from ..loaned_interfaces import CommandInterfacesView, LoanedCommandInterfaces
 from ..parameters import Parameter, ParameterTable
+
+
+class ReturnType(enum.Enum):
+    """What ``update`` returns (controller_interface::return_type): ERROR and the controller manager deactivates
+    the controller."""
+
+    OK = 0
+    ERROR = 1
 
 
 class ControllerTransport:
@@ -47,6 +67,9 @@ class ControllerTransport:
     def info(self, message: str) -> None:
         pass
 
+    def error(self, message: str) -> None:
+        """An error of the controller manager (a controller deactivated because its update failed)."""
+
 
 class ControllerIO:
     """A controller's transport side (the base: nothing is published)."""
@@ -63,22 +86,21 @@ NO_IO = ControllerIO()
 
 @dataclass
 class ControllerContext:
-    """What a controller may touch: the state and command interfaces, the command hand-over of the transports,
-    the robot's model (joints, mimic joints, links: the URDF a ros2_control controller reads), its joint limits,
-    the rates, and the transport's reports (warnings, rejected and clamped commands)."""
+    """What a controller may touch: the state interfaces, a read-only view of the command interfaces (it writes
+    the rows loaned to it on activation: ``Controller.loan``), the robot's model (joints, mimic joints, links: the
+    URDF a ros2_control controller reads), its joint limits, the rates, and the transport's reports (warnings,
+    rejected and clamped commands). Not the engine: what it accepts is what the hardware exports."""
 
-    state: object                # hardware.StateInterfaces
-    command: object              # hardware.JointCommandInterfaces
-    commands: object             # system.CommandBuffer: commands that bypass the controllers' update
-    model: object                # MultibodyModel
-    limits: object               # command_validation.JointLimits
-    update_rate: float           # Hz of the controller manager
-    time_step: float             # s of one simulation step
+    state: StateInterfaces
+    command: CommandInterfacesView
+    model: MultibodyModel
+    limits: JointLimits
+    update_rate: float                              # Hz of the controller manager
+    time_step: float                                # s of one simulation step
     transport: ControllerTransport = field(default_factory=ControllerTransport)
-    robot: object = None         # RobotPreset or None (F/T sensor geometry)
-    joints: tuple | None = None  # the robot's actuated joints (several robots in one world), None: every joint
-    engine: object = None        # the Simulator's contact engine (effort commands it ignores are refused)
-    default_rates: dict = field(default_factory=dict)   # Hz: 'joint_states', 'wrench' (the node's rates)
+    robot: RobotPreset | None = None                # the scene's robot (F/T sensor geometry), None: a bare model
+    joints: tuple[str, ...] | None = None           # the robot's actuated joints (several robots), None: every joint
+    default_rates: dict[str, float] = field(default_factory=dict)   # Hz: 'joint_states', 'wrench' (the node's)
 
     def decimation(self, rate: float) -> int:
         return max(1, int(round(1.0 / (rate * self.time_step)))) if rate > 0 else 0
@@ -119,6 +141,7 @@ class Controller:
         self.lock = threading.Lock()
         self.where = f"controller '{name}' ({ctype})"
         self.io = NO_IO
+        self.loan: LoanedCommandInterfaces | None = None   # its command interfaces while active
 
     # -------------------------------------------------------------------------------- parameters
 
@@ -153,15 +176,27 @@ class Controller:
     def state_interfaces(self) -> list[str]:
         return []
 
+    def assign_interfaces(self, loan: LoanedCommandInterfaces) -> None:
+        """(the controller manager, before ``on_activate``) The command interfaces it claimed, loaned."""
+        self.loan = loan
+
+    def release_interfaces(self) -> None:
+        """(the controller manager, after ``on_deactivate``) The loan ends: later writes through it raise."""
+        loan, self.loan = self.loan, None
+        if loan is not None:
+            loan.release()
+
     def on_activate(self) -> None:
-        """The controller becomes active (the controller manager's lock held)."""
+        """The controller becomes active (the controller manager's lock held; ``loan`` assigned)."""
 
     def on_deactivate(self) -> None:
-        """The controller becomes inactive (the controller manager's lock held)."""
+        """The controller becomes inactive (the controller manager's lock held; ``loan`` still assigned)."""
 
-    def update(self, time: float, period: float) -> None:
-        """Read state interfaces, write command interfaces (stepping thread, before a step); ``time`` the sim
-        time (s), ``period`` the controller manager's period (s)."""
+    def update(self, time: float, period: float) -> ReturnType:
+        """Read state interfaces, write the loaned command interfaces (stepping thread, before a step); ``time``
+        the sim time (s), ``period`` the controller manager's period (s). ReturnType.ERROR (or an exception): the
+        controller manager deactivates the controller."""
+        return ReturnType.OK
 
     def preempt(self, indices: set) -> None:
         """A hardware-level command took over the joints ``indices``: stop commanding them."""

@@ -4,8 +4,11 @@ of position_controllers / velocity_controllers / effort_controllers.
 ``<name>/commands`` (std_msgs/Float64MultiArray): one value per joint of ``joints`` in that order, written to
 the joints' ``interface_name`` command interface. Validation as for every command (command_validation): wrong
 length, NaN/Inf rejected with a throttled warning; out-of-limit values clamped. A message that arrives while
-the controller is inactive is ignored (warned), as the real controller does not write then. The subscription is the
-transport's (ros/controller_io.py); it calls ``on_commands``. On deactivation a
+the controller is inactive is ignored (warned), as the real controller does not write then; a command goes to the
+next cycle through the controller's loaned command interfaces. An effort group cannot be activated on an engine
+that ignores efforts (the hardware exports no effort interface: the controller manager's "Unable to activate
+controller ... not available."). The subscription is the transport's (ros/controller_io.py); it calls
+``on_commands``. On deactivation a
 velocity or effort group writes zeros (the real JointGroupVelocity/EffortController do); a position group
 leaves its joints holding their position.
 """
@@ -13,7 +16,7 @@ leaves its joints holding their position.
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..command_validation import CommandRejected, reject_unsupported_effort, validate_group_command
+from ..command_validation import CommandRejected, validate_group_command
 from ..parameters import Parameter, ParameterTable
 from .base import UPDATE_RATE, Controller
 
@@ -61,19 +64,18 @@ class ForwardCommandController(Controller):
         transport = self.ctx.transport
         try:
             cmd = validate_group_command(self.ctx.limits, self.joints, data, self.interface, source=self.topic)
-            reject_unsupported_effort(cmd, self.ctx.engine)
         except CommandRejected as exc:
             transport.reject_command(exc)
             return
-        if not self.active:
+        loan = self.loan
+        if loan is None or not loan.push_command(cmd):
             transport.warn_throttled(f"{self.topic}: controller '{self.name}' is {self.state}: command ignored "
                                      f"(activate it with controller_manager/switch_controller)")
             return
         transport.note_clamped(cmd.clamped, self.topic)
-        self.ctx.commands.push_command(cmd)
 
     def on_deactivate(self):
-        hw = self.ctx.command
+        hw = self.loan
         if self.interface == "velocity":
             hw.write_velocity(self.idx, 0.0)
         elif self.interface == "effort":

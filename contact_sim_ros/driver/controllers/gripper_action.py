@@ -23,9 +23,11 @@ from __future__ import annotations
 import math
 import threading
 
+import numpy as np
+
 from ...errors import ConfigError
 from ..parameters import Parameter, ParameterTable
-from .base import UPDATE_RATE, Controller
+from .base import UPDATE_RATE, Controller, ReturnType
 
 
 class GoalRejected(Exception):
@@ -81,7 +83,7 @@ class GripperActionController(Controller):
         self.i = hw.index[joint]
         follow = hw.followers(self.i)
         self.limited_joints = [joint] + [hw.joint_names[f] for f, _, _ in follow]
-        self._idx = [self.i] + [f for f, _, _ in follow]
+        self._idx = np.array([self.i] + [f for f, _, _ in follow], dtype=int)   # the rows it claims
         self._mult = [1.0] + [m for _, m, _ in follow]
         self._off = [0.0] + [o for _, _, o in follow]
         self.goal_tolerance = p["goal_tolerance"]
@@ -120,7 +122,7 @@ class GripperActionController(Controller):
     # ---------------------------------------------------------------------------- stepping thread
 
     def _set_limit(self, max_effort: float | None) -> None:
-        self.ctx.command.limit_effort(self._idx, max_effort if max_effort else None)
+        self.loan.limit_effort(self._idx, max_effort if max_effort else None)
 
     def update(self, time, period):
         if self._pending:
@@ -136,7 +138,7 @@ class GripperActionController(Controller):
                 self.current = g
         g = self.current
         if g is None:
-            return
+            return ReturnType.OK
         state = self.ctx.state
         q = float(state.position[self.i])
         v = float(state.velocity[self.i])
@@ -146,13 +148,13 @@ class GripperActionController(Controller):
             g.measured = (q, effort, False, False)
             g.finish("canceled")
             self.current = None
-            return
+            return ReturnType.OK
         error = g.position - q
         if abs(error) < self.goal_tolerance:
             g.measured = (q, effort, False, True)
             g.finish("succeeded")
             self.current = None
-            return
+            return ReturnType.OK
         if abs(v) > self.stall_velocity:
             g.last_movement = time
             g.measured = (q, effort, False, False)
@@ -160,12 +162,13 @@ class GripperActionController(Controller):
             # stalled on an object: press on it with max_effort (the gripper's grasp force), as a force-limited
             # gripper does, and report that effort; the position loop alone would press with kp * error
             force = self._max_effort(g) * (1.0 if error > 0 else -1.0)
-            self.ctx.command.write_effort(self._idx, [m * force for m in self._mult])
+            self.loan.write_effort(self._idx, [m * force for m in self._mult])
             g.measured = (q, force, True, False)
             g.finish("succeeded" if self.allow_stalling else "aborted")
             self.current = None
         else:
             g.measured = (q, effort, False, False)
+        return ReturnType.OK
 
     def _max_effort(self, g: GripperGoal) -> float:
         """The goal's max_effort, else the max_effort parameter, else the joint's URDF effort limit (N or N*m)."""
@@ -173,7 +176,7 @@ class GripperActionController(Controller):
 
     def _write(self, position: float) -> None:
         """Position target of the joint and of its mimic followers (m or rad)."""
-        self.ctx.command.write_position(self._idx, [m * position + o for m, o in zip(self._mult, self._off)])
+        self.loan.write_position(self._idx, [m * position + o for m, o in zip(self._mult, self._off)])
 
     def on_activate(self):
         self._write(float(self.ctx.state.position[self.i]))
@@ -183,7 +186,7 @@ class GripperActionController(Controller):
             self.current.finish("aborted")
             self.current = None
         self._set_limit(None)
-        self.ctx.command.hold(self._idx, self.ctx.state.position[self._idx])
+        self.loan.hold(self._idx, self.ctx.state.position[self._idx])
 
     def reset(self):
         if self.current is not None:
@@ -193,7 +196,8 @@ class GripperActionController(Controller):
             pending, self._pending = self._pending, []
         for g in pending:
             g.finish("aborted")
-        self._set_limit(None)
+        if self.loan is not None:     # (inactive: its deactivation lifted the limit; the rows are not its own)
+            self._set_limit(None)
 
     def shutdown(self):
         if self.current is not None:

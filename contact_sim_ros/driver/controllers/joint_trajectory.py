@@ -61,7 +61,7 @@ from ...errors import ConfigError, unknown_choice
 from .. import control_kernels as kernels
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
 from ..parameters import Parameter, ParameterTable
-from .base import UPDATE_RATE, Controller
+from .base import UPDATE_RATE, Controller, ReturnType
 from .pid import STRATEGIES, JointPid
 
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP, PATH_TOLERANCE_VIOLATED, \
@@ -271,10 +271,6 @@ class JointTrajectoryController(Controller):
             if "velocity" not in states:      # the real controller's on_configure check
                 raise ConfigError(f"{self.where}: command_interfaces [{self.closed_loop}] need the 'position' and "
                                   f"'velocity' state interfaces, got {states}")
-            engine = ctx.engine
-            if self.closed_loop == "effort" and engine is not None and not engine.accepts_effort_commands:
-                raise ConfigError(f"{self.where}: command_interfaces [effort]: engine {engine.name!r} ignores "
-                                  f"effort commands; use [position] (or an engine with efforts: tamsi, lagged)")
             self._configure_pid(p)
         self.allow_partial = p["allow_partial_joints_goal"]
         self.allow_nonzero_end_velocity = p["allow_nonzero_velocity_at_trajectory_end"]
@@ -469,7 +465,7 @@ class JointTrajectoryController(Controller):
         """Hold the measured positions ``q`` (of every joint of the controller): position mode at q, or, closed
         loop, the PID's desired state (q, 0) from now on (the real controller's hold trajectory)."""
         if self.pid is None:
-            self.ctx.command.hold(self.idx, q)
+            self.loan.hold(self.idx, q)
             return
         self._des_q[:] = q
         self._next_q[:] = q
@@ -482,7 +478,7 @@ class JointTrajectoryController(Controller):
         interfaces (position mode), or kept with the sample at ``t`` for the closed loop's update."""
         if self.pid is None:
             pos, vel, _ = sampler.sample(t + period)
-            self.ctx.command.write_position(ex.rows, pos, vel)
+            self.loan.write_position(ex.rows, pos, vel)
             return pos, vel
         local = ex.local
         pos, vel, _ = sampler.sample(t)
@@ -496,7 +492,7 @@ class JointTrajectoryController(Controller):
     def _close_loop(self, period: float) -> None:
         """command = ff_velocity_scale * v_desired(t + period) + PID(q_desired - q, v_desired - v) of every joint,
         to the effort (on the hardware's gravity compensation) or velocity command interfaces."""
-        state, hw = self.ctx.state, self.ctx.command
+        state, hw = self.ctx.state, self.loan
         np.take(state.position, self.idx, out=self._q)
         np.take(state.velocity, self.idx, out=self._v)
         np.subtract(self._des_q, self._q, out=self._err_q)
@@ -513,6 +509,7 @@ class JointTrajectoryController(Controller):
         self._update(time, period)
         if self.pid is not None and self._holding:
             self._close_loop(period)
+        return ReturnType.OK
 
     def _update(self, time, period):
         hw, state = self.ctx.command, self.ctx.state
@@ -601,7 +598,8 @@ class JointTrajectoryController(Controller):
         action goal's feedback, a path tolerance), the feedback (desired: the previous update's sample, one period
         ahead then, or the measured state at the first update) and the path tolerance; then the sample one period
         ahead written to the command interfaces (position mode)."""
-        hw, state = self.ctx.command, self.ctx.state
+        state = self.ctx.state
+        hw_mode, hw_values = self.loan.buffers(ex.hw_idx)       # (checked: rows it claimed)
         if ex.monitored:
             monitor = kernels.MONITORED if ex._feedback is not None else kernels.MONITORED_FIRST
             values = state.motion()
@@ -609,7 +607,7 @@ class JointTrajectoryController(Controller):
             monitor, values = kernels.UNMONITORED, state.values
         k = kernels.trajectory_update(round((t + period) * 1e9) - sampler.start_ns, sampler.positions,
                                       sampler.positions if sampler.velocities is None else sampler.velocities,
-                                      sampler.ints, sampler.out, ex.hw_idx, hw.mode, hw.values, monitor,
+                                      sampler.ints, sampler.out, ex.hw_idx, hw_mode, hw_values, monitor,
                                       ex.monitor, values)
         if monitor != kernels.UNMONITORED:
             ex.keep_feedback(t, ex.monitor[:4].copy())
@@ -617,7 +615,7 @@ class JointTrajectoryController(Controller):
             err = np.abs(ex.monitor[kernels.REF_Q] - ex.monitor[kernels.MEASURED_Q])
             self._path_violated(ex, k, err, t)
             return
-        hw.changed = True
+        self.loan.written()
 
     def _path_violated(self, ex: Execution, k: int, err: np.ndarray, t: float) -> None:
         name = self.ctx.command.joint_names[ex.idx[k]]
@@ -627,7 +625,7 @@ class JointTrajectoryController(Controller):
 
     def on_activate(self):
         q = self.ctx.state.position[self.idx]
-        self.ctx.command.hold(self.idx, q)        # set_hold_position, as the real controller on activation
+        self.loan.hold(self.idx, q)               # set_hold_position, as the real controller on activation
         if self.pid is not None:                  # closed loop: the PID holds q from the first update
             self.pid.reset()                      # (the real controller resets its PIDs on activation)
             self._hold(q)
@@ -640,7 +638,7 @@ class JointTrajectoryController(Controller):
             self.pid.reset()
         # the joints hold their position (the simulated drive's PD; the real controller writes 0 effort or
         # velocity, what the hardware then does is the robot's)
-        self.ctx.command.hold(self.idx, self.ctx.state.position[self.idx])
+        self.loan.hold(self.idx, self.ctx.state.position[self.idx])
         with self.lock:
             pending, self._pending = self._pending, []
         for ex in pending:
