@@ -694,7 +694,7 @@ def test_every_scenario_controller_declares_every_number_it_reports(tmp_path):
     import ast
     import inspect
     import re
-    from contact_sim_ros.scenarios.runner import SCENARIOS, _load
+    from contact_sim_ros.scenarios.runner import SCENARIOS
     text_numbers = {"links_touching_after_close"}          # hand_grasp's text value: not a column (run_trial)
     for name, sc in SCENARIOS.items():
         p = tmp_path / f"{name}.yaml"
@@ -703,7 +703,7 @@ def test_every_scenario_controller_declares_every_number_it_reports(tmp_path):
         names = spec.schema().names
         assert {f"n.{n}" for n in spec.numbers()} <= set(names) and "n.sim_time_s" in names, name
         declared = set(spec.numbers())
-        cls = _load(sc.factory)
+        cls = sc.client_class()
         sources = [inspect.getsource(c) for c in cls.__mro__ if c.__module__.startswith("contact_sim_ros.")]
         keys = []
         for node in (n for src in sources for n in ast.walk(ast.parse(src))):

@@ -801,3 +801,118 @@ def test_a_campaign_trial_loads_no_rclpy_and_no_node_code(tmp_path):
     assert result["success"], result["reason"]
     assert result["rclpy"] == [], f"a campaign trial loaded rclpy: {result['rclpy'][:10]}"
     assert result["ros"] == [], f"a campaign trial loaded node code: {result['ros']}"
+
+
+# ------------------------------------------------------------------------------------------- private names
+
+# the calls that read a module attribute by name: getattr(module, "_name") reaches a private as module._name does
+_ATTRIBUTE_CALLS = {"getattr", "hasattr", "setattr", "delattr"}
+
+
+def _is_private(name: str) -> bool:
+    """One leading underscore (``_load``, ``_MEMO``); a dunder (``__version__``, ``__all__``) is public."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(tree, module: str, is_package: bool, modules) -> list[tuple[int, str]]:
+    """(line, dotted name) of each private name of another package module that the module ``module`` (its source
+    parsed to ``tree``; ``is_package``: an __init__.py) reaches: imported (``from .loader import _x``, absolute or
+    relative, or anything from or of a private module ``a._m``), or read on a package module it imported
+    (``loader._x`` after ``from . import loader``, ``contact_sim_ros.a.b._x``, ``getattr(m, "_x")``), anywhere in
+    the file (module level or in a function). Its own privates are its own business."""
+    found, bound = [], {}        # bound: local name -> the package module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] != "contact_sim_ros":
+                    continue
+                if any(_is_private(p) for p in a.name.split(".")):
+                    found.append((node.lineno, a.name))
+                if a.asname:
+                    bound[a.asname] = a.name
+                else:
+                    bound[a.name.split(".")[0]] = "contact_sim_ros"
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                full = ".".join(base + ([node.module] if node.module else []))
+            else:
+                full = node.module or ""
+            if full.split(".")[0] != "contact_sim_ros":
+                continue
+            for a in node.names:
+                if f"{full}.{a.name}" in modules:
+                    bound[a.asname or a.name] = f"{full}.{a.name}"
+                if full != module and (_is_private(a.name) or any(_is_private(p) for p in full.split("."))):
+                    found.append((node.lineno, f"{full}.{a.name}"))
+
+    def module_named(expr):
+        """The package module an expression (``m``, ``contact_sim_ros.a.b``) names, or None."""
+        chain = []
+        while isinstance(expr, ast.Attribute):
+            chain.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in bound:
+            return None
+        dotted = ".".join([bound[expr.id]] + chain[::-1])
+        return dotted if dotted in modules else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            owner, name = module_named(node.value), node.attr
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ATTRIBUTE_CALLS
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str) and _is_private(node.args[1].value)):
+            owner, name = module_named(node.args[0]), node.args[1].value
+        else:
+            continue
+        if owner is not None and owner != module:
+            found.append((node.lineno, f"{owner}.{name}"))
+    return sorted(found)
+
+
+def test_the_private_name_finder_sees_every_way_to_reach_a_private():
+    """The finder the next test runs: imports (absolute, relative, in a function, of a private module) and
+    attribute reads of an imported package module; not a module's own privates, not dunders, not privates of
+    objects or of other packages."""
+    modules = {"contact_sim_ros", "contact_sim_ros.model", "contact_sim_ros.model.loader",
+               "contact_sim_ros.model.composition", "contact_sim_ros.model._impl", "contact_sim_ros.jit"}
+    source = ("import contact_sim_ros.model.loader\n"                                   # 1
+              "import contact_sim_ros.model.loader as L\n"                              # 2
+              "from contact_sim_ros.model.loader import _resolve, load_urdf\n"          # 3
+              "from .loader import _check, __doc__\n"                                   # 4
+              "from . import loader\n"                                                  # 5
+              "from .._impl import thing\n"                                             # 6 (a private module)
+              "from ..model import _impl\n"                                             # 7
+              "from .composition import _own, _also_own\n"                              # 8 (its own)
+              "def f(self):\n"                                                          # 9
+              "    from ..jit import _cache\n"                                          # 10
+              "    x = loader._memo + L._memo + L.public + L.__name__\n"                # 11
+              "    y = contact_sim_ros.model.loader._memo\n"                            # 12
+              "    z = getattr(loader, '_memo'), getattr(loader, 'public'), self._memo\n"  # 13
+              "    import numpy as np\n"                                                # 14
+              "    return np._core, _impl._x\n")                                        # 15
+    found = _private_uses(ast.parse(source), "contact_sim_ros.model.composition", False, modules)
+    assert found == [(3, "contact_sim_ros.model.loader._resolve"), (4, "contact_sim_ros.model.loader._check"),
+                     (6, "contact_sim_ros._impl.thing"), (7, "contact_sim_ros.model._impl"),
+                     (10, "contact_sim_ros.jit._cache"), (11, "contact_sim_ros.model.loader._memo"),
+                     (11, "contact_sim_ros.model.loader._memo"), (12, "contact_sim_ros.model.loader._memo"),
+                     (13, "contact_sim_ros.model.loader._memo"), (15, "contact_sim_ros.model._impl._x")], found
+    # a package's __init__: ``from .x import`` is relative to the package itself
+    assert _private_uses(ast.parse("from .loader import _x\n"), "contact_sim_ros.model", True, modules) == \
+        [(1, "contact_sim_ros.model.loader._x")]
+
+
+def test_no_private_name_is_imported_or_read_across_the_packages_modules():
+    """A name with a leading underscore is its module's own (issue 42): no module of contact_sim_ros imports or
+    reads another module's private (a function, a constant, a kernel), so a module's privates can change without
+    breaking another. What modules share is public, with a docstring. Tests under test/ are not held to this:
+    a unit test may look inside the unit it tests (a kernel's pieces, a memo it clears)."""
+    modules = _package_modules()
+    found = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found += [f"{path.relative_to(ROOT)}:{line}: {name}"
+                  for line, name in _private_uses(tree, module, path.name == "__init__.py", modules)]
+    assert not found, f"{len(found)} private name(s) of another module imported or read:\n  " + "\n  ".join(found)

@@ -27,7 +27,7 @@ import pinocchio as pin
 import trimesh
 
 from ..errors import ModelError
-from ..model.loader import _resolve_urdf_path, urdf_dir
+from ..model.loader import resolve_urdf_path, urdf_dir
 from ..model.multibody_model import MultibodyModel
 from ..model.robot_description import default_package_dirs, prefix_urdf_xml
 
@@ -263,7 +263,7 @@ def build_visual_scene(scene) -> VisualScene:
         body = model.free_body(obj.name)
         if obj.urdf is not None:
             path = obj.urdf if not obj.urdf.lstrip().startswith("<") else None
-            resolved = _resolve_urdf_path(path, source_dir) if path else None
+            resolved = resolve_urdf_path(path, source_dir) if path else None
             if resolved is None:
                 raise ModelError(f"{scene.source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
                                  f"(looked relative to the scene and in {urdf_dir()})")
@@ -286,7 +286,7 @@ def build_visual_scene(scene) -> VisualScene:
                   b.label(obj.name, "object"), f"{scene.source}: object {obj.name!r}")
     for env in scene.environment:
         if env.urdf is not None:
-            resolved = _resolve_urdf_path(env.urdf, source_dir)
+            resolved = resolve_urdf_path(env.urdf, source_dir)
             if resolved is None:
                 raise ModelError(f"{scene.source}: environment {env.name!r}: URDF {env.urdf!r} not found")
             b.urdf(str(resolved), "", (), "environment", env.name, world_pose=env.pose)

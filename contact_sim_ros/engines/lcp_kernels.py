@@ -9,7 +9,7 @@ from ..jit import njit
 
 
 @njit(cache=True)
-def _contact_lcp_kernel(W, sel, c, gap, mu, basis, nu3, M, q, Bt):
+def contact_lcp_kernel(W, sel, c, gap, mu, basis, nu3, M, q, Bt):
     """Compiled assembly of the eq. 28 / eq. 34 LCP data for the contacts ``sel`` of the full operational-
     space matrix W ((3N + nb)^2, contact rows first, bilateral rows from nu3 = 3N) -- what
     ``ContactLCP.solve`` builds with numpy from the extracted blocks, in one call:

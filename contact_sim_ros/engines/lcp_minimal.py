@@ -59,7 +59,7 @@ from ..solvers import lemke_kernels
 from ..solvers.lemke import LCPStatus, LemkeSolver
 from . import lcp_kernels
 from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
-from .lcp_kernels import _contact_lcp_kernel
+from .lcp_kernels import contact_lcp_kernel
 from .registry import register_engine
 
 
@@ -94,7 +94,7 @@ class ContactLCP:
     Reuses a ``LemkeSolver``. All arguments are in the contact frame of each contact (rows t1, t2, n).
     ``solve`` takes the extracted blocks (numpy assembly, the readable reference); ``solve_rows`` takes the full
     operational-space matrix and the selected contacts and, with ``kernel="numba"`` (default), assembles the
-    LCP in one compiled call (``_contact_lcp_kernel``; same matrices up to round-off, tested).
+    LCP in one compiled call (``contact_lcp_kernel``; same matrices up to round-off, tested).
     """
 
     def __init__(self, n_directions: int, max_pivots: int | None = None, pivot_tol: float = 1e-12,
@@ -251,7 +251,7 @@ class ContactLCP:
             if self._zeros.shape[0] < n:
                 self._zeros = np.zeros(n)
             normal_term = self._zeros
-        _contact_lcp_kernel(W, sel, c_full, normal_term, mu_full, self.basis, nu3, M, q, Bt)
+        contact_lcp_kernel(W, sel, c_full, normal_term, mu_full, self.basis, nu3, M, q, Bt)
         if split:
             self._fill_split_blocks(M, q, nk, nb, Bt, W[nu3:, nu3:], c_b)
             return self._finish_split(M, q, n, nb)

@@ -30,8 +30,7 @@ import pinocchio as pin
 
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..yaml_files import parse_vector
-from .loader import (EnvironmentSpec, JointGroup, ObjectSpec, _check_preset_against_model, _resolve_urdf_path,
-                     load_urdf, urdf_dir)
+from .loader import EnvironmentSpec, JointGroup, ObjectSpec, load_urdf, resolve_urdf_path, urdf_dir
 from .materials import ContactMaterial
 from .mesh_object import MeshSpec, mesh_body
 from .multibody_model import FreeBody, MimicJoint, MultibodyModel, RobotInstance
@@ -154,7 +153,7 @@ def compose_robots(model: pin.Model, geom: pin.GeometryModel, robots, source: st
     for k, r in enumerate(mount_order(robots, source)):
         urdf = load_urdf(r.urdf, package_dirs=list(r.package_dirs), prefix=r.prefix)
         joints = list(urdf.model.names[1:])
-        _check_preset_against_model(r, urdf.model, urdf.mimic_joints)
+        _check_preset_against_model(r, urdf.model)
         _check_clashes(r, joints, urdf.link_names, owner_joint, owner_link, robots, source)
         root = next(ln for ln in urdf.link_names if ln not in urdf.link_parents)
         frame = 0
@@ -202,6 +201,21 @@ def compose_robots(model: pin.Model, geom: pin.GeometryModel, robots, source: st
     if armature is not None:
         out.model.armature = armature
     return out
+
+
+def _check_preset_against_model(robot, model: pin.Model) -> None:
+    """ModelError naming the preset file when a joint that ``robot`` (a RobotPreset) names in its joint groups,
+    initial positions, gains or armature is not a joint of its URDF's ``model``."""
+    names = [n for n in model.names[1:]]
+    for group in robot.joint_groups.values():
+        for j in group.joints:
+            if j not in names:
+                raise ModelError(f"{robot.source}: joint group {group.name!r} names joint {j!r}, which is not in "
+                                 f"{robot.urdf}; joints there: {', '.join(names)}")
+    for j in list(robot.initial_positions) + list(robot.gains) + list(robot.armature):
+        if j not in names:
+            raise ModelError(f"{robot.source}: joint {j!r} (initial_positions/gains/armature) is not in {robot.urdf}; "
+                             f"joints there: {', '.join(names)}")
 
 
 def _check_clashes(robot, joints, links, owner_joint, owner_link, robots, source):
@@ -313,7 +327,7 @@ def _environment_geometries(env: EnvironmentSpec, source: str):
         if env.shape is None:
             raise ConfigError(f"{source}: environment {env.name!r} needs a 'shape', a 'mesh' or a 'urdf'")
         return [(env.name, env.pose, env.shape.collision_geometry())]
-    path = _resolve_urdf_path(env.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
+    path = resolve_urdf_path(env.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
     if path is None:
         raise ModelError(f"{source}: environment {env.name!r}: URDF {env.urdf!r} not found "
                          f"(looked relative to the scene and in {urdf_dir()})")
@@ -339,7 +353,7 @@ def _object_model(obj: ObjectSpec, source: str):
         if obj.urdf.lstrip().startswith("<"):       # a URDF document (SpawnEntity's resource_string)
             path = obj.urdf
         else:
-            path = _resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
+            path = resolve_urdf_path(obj.urdf, Path(source).parent if os.path.isfile(source) else Path.cwd())
         if path is None:
             raise ModelError(f"{source}: object {obj.name!r}: URDF {obj.urdf!r} not found "
                              f"(looked relative to the scene and in {urdf_dir()})")

@@ -15,7 +15,7 @@ _TAYLOR_ANGLE = float(np.finfo(float).eps) ** (1.0 / 3.0)
 
 
 @njit(cache=True)
-def _frozen_frame_update(q0, v, dt, q_index, v_index, q, v_next):
+def frozen_frame_update(q0, v, dt, q_index, v_index, q, v_next):
     """Free bodies of the frozen-frame step (see the module docstring), in place on q / v_next (copies of the
     ``pin.integrate`` result / of v): per body, with R0 the rotation of the unit quaternion (x, y, z, w) at
     q0[iq+3:iq+7] and phi = dt w (rad),

@@ -16,7 +16,7 @@ re-expressed in the new body frame, v_lin <- exp(dt w)^T v_lin (``integrate``). 
 exact (constant world velocity).
 
 Cost: the simulator runs both operations inside its compiled step passes (sim/step_kernels.py, with the
-functions below); ``integrate`` does the free-body part in one compiled call (``_frozen_frame_update``, numba, ~1 us for
+functions below); ``integrate`` does the free-body part in one compiled call (``frozen_frame_update``, numba, ~1 us for
 1-40 bodies instead of ~15 us of Pinocchio calls per body); ``integrate_reference`` is the same step with
 Pinocchio's ``Quaternion.matrix`` and ``exp3`` (the readable reference, equal to round-off; compared in
 test/test_simulator.py).
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from .free_body_kernels import _frozen_frame_update, frame_rotation_velocity
+from .free_body_kernels import frame_rotation_velocity, frozen_frame_update
 from .multibody_model import MultibodyModel
 
 class FreeBodyMotion:
@@ -56,7 +56,7 @@ class FreeBodyMotion:
         if not self.q_index.size:
             return q, v
         v_next = v.copy()
-        _frozen_frame_update(q0, v, float(dt), self.q_index, self.v_index, q, v_next)
+        frozen_frame_update(q0, v, float(dt), self.q_index, self.v_index, q, v_next)
         return q, v_next
 
     def integrate_reference(self, q0: np.ndarray, v: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:

@@ -362,7 +362,7 @@ def load_robot_preset(name_or_path, base_dir=None) -> RobotPreset:
     if "urdf" not in data:
         raise ConfigError(f"{source}: missing key 'urdf'")
     urdf_value, xacro_args = split_description(str(data["urdf"]))      # "FILE.xacro name:=value ..."
-    urdf = _resolve_urdf_path(urdf_value, base)
+    urdf = resolve_urdf_path(urdf_value, base)
     if urdf is None:
         raise ModelError(f"{source}: URDF {data['urdf']!r} not found (looked in {base} and {urdf_dir()})")
     if not isinstance(data.get("xacro_args") or {}, dict):
@@ -417,7 +417,10 @@ def urdf_driven_joints(urdf_path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if n))
 
 
-def _resolve_urdf_path(value: str, base: Path) -> Path | None:
+def resolve_urdf_path(value: str, base: Path) -> Path | None:
+    """The existing URDF (or xacro) file ``value`` names, resolved, or None when there is none: a ``package://``
+    URI (looked up in ``default_package_dirs()``), a path relative to ``base`` (the folder of the file that names
+    it: a preset, a scene) or absolute, else a file of the package's ``urdf/`` folder (``urdf_dir()``)."""
     if value.startswith("package://"):
         found = resolve_uri(value, str(base), default_package_dirs())
         return Path(found) if found else None
@@ -532,16 +535,3 @@ class EnvironmentSpec:
     mesh: MeshSpec | None = None
     collision: str = "auto"
     decomposition: dict = field(default_factory=dict)
-
-
-def _check_preset_against_model(robot: RobotPreset, model: pin.Model, mimics) -> None:
-    names = [n for n in model.names[1:]]
-    for group in robot.joint_groups.values():
-        for j in group.joints:
-            if j not in names:
-                raise ModelError(f"{robot.source}: joint group {group.name!r} names joint {j!r}, which is not in "
-                                 f"{robot.urdf}; joints there: {', '.join(names)}")
-    for j in list(robot.initial_positions) + list(robot.gains) + list(robot.armature):
-        if j not in names:
-            raise ModelError(f"{robot.source}: joint {j!r} (initial_positions/gains/armature) is not in {robot.urdf}; "
-                             f"joints there: {', '.join(names)}")

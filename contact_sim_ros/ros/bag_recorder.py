@@ -97,7 +97,7 @@ def make_typestore(msgtypes=()):
     from rosbags.typesys import Stores, get_typestore  # deferred: optional, pip only (no rosdep key)
     store = get_typestore(Stores.ROS2_JAZZY)
     for msgtype in msgtypes:
-        _ensure_type(store, msgtype)
+        ensure_message_type(store, msgtype)
     return store
 
 
@@ -149,14 +149,17 @@ def _qualify(line: str, pkg: str) -> str:
     return line.replace(token, f"{pkg}/msg/{token}", 1)
 
 
-def _ensure_type(store, msgtype: str, depth: int = 0) -> None:
-    """Register ``msgtype``'s whole package from its .msg files if the store lacks it, then its dependencies."""
+def ensure_message_type(store, msgtype: str, depth: int = 0) -> None:
+    """Make the rosbags type store ``store`` know ``msgtype`` (``pkg/msg/Name``, ``pkg/action/Name_Goal`` ...):
+    if it lacks it, register its whole package from its .msg files (an action's parts from its .action file)
+    found under AMENT_PREFIX_PATH or the checkout's msgs/, then the types they use that it lacks (``depth``: the
+    recursion's, at most 8 levels). ConfigError naming the type when no definition is found."""
     from rosbags.typesys import get_types_from_msg  # deferred: optional, pip only (no rosdep key)
     if msgtype in store.fielddefs:
         missing = _missing_dependencies(store, msgtype)
         for dep in missing:
             if depth < 8:
-                _ensure_type(store, dep, depth + 1)
+                ensure_message_type(store, dep, depth + 1)
         return
     pkg, kind, name = msgtype.split("/")
     if kind == "action":                            # Name_Goal / _Result / _Feedback from Name.action
@@ -183,7 +186,7 @@ def _register(store, types: dict, depth: int) -> None:
     for t in types:
         for dep in _missing_dependencies(store, t):
             if depth < 8:
-                _ensure_type(store, dep, depth + 1)
+                ensure_message_type(store, dep, depth + 1)
 
 
 def _missing_dependencies(store, msgtype: str) -> list[str]:
@@ -352,7 +355,7 @@ class BagRecorder:
         """The channel of (topic, type, QoS), created if new (call with the lock held); None once closed."""
         if self._closed:
             return None
-        _ensure_type(self.typestore, msgtype)
+        ensure_message_type(self.typestore, msgtype)
         key = (topic, msgtype, qos.durability, qos.reliability)
         chan = self._channels.get(key)
         if chan is None:

@@ -65,7 +65,7 @@ from ..clients.inprocess_link import InProcessLink
 from ..clients.pick_shake_place import RUN_NUMBERS, run_controller
 from ..engines.registry import engine_names
 from ..errors import ConfigError, unknown_choice
-from ..model.loader import _resolve_urdf_path, resolve_mesh_path
+from ..model.loader import resolve_mesh_path, resolve_urdf_path
 from ..model.mesh_object import parse_scale
 from ..viewer.run_controls import pace, publish_if_due, serve_until_interrupted, viewer_controls
 from ..viewer.scene_viewer import ViewerProcess
@@ -75,7 +75,7 @@ from .results import (FAILURE_MODES, PartWriter, axis_label, campaign_schema, ch
                       file_sha256, finished_trials, parameter_unit, read_results, results_dir, same_columns,
                       stored_schema, value_order, value_type, wilson_interval, write_fingerprint)
 from ..resources import resolve_resource
-from .runner import SCENARIOS, _load
+from .runner import SCENARIOS
 
 # phase of the pick_shake_place controller at a failure -> failure mode
 _MODE_OF_PHASE = {"look": "missed", "perceive": "missed", "approach": "missed", "descend": "missed", "close": "missed", "grasp": "missed",
@@ -204,7 +204,7 @@ class CampaignSpec:
     def numbers(self) -> tuple:
         """The numbers a trial's verdict can carry: those the scenario's controller declares (its ``NUMBERS``)
         and those run_controller adds (sim and wall time, real-time factor)."""
-        controller = _load(SCENARIOS[self.scenario].factory)
+        controller = SCENARIOS[self.scenario].client_class()
         declared = getattr(controller, "NUMBERS", None)
         if declared is None:
             raise ConfigError(f"{self.source}: the controller of scenario {self.scenario} ({controller.__name__}) "
@@ -370,7 +370,7 @@ class _ScenarioNames:
         scene = load_yaml(scene_file.read_text()) or {}
         self.scenario = sc.name
         self.objects = {o.get("name"): o for o in scene.get("objects", []) if isinstance(o, dict)}
-        params = _load(sc.params)
+        params = sc.params_class()
         self.params_class = params.__name__
         self.fields = {f.name: (f.default if f.default is not dataclasses.MISSING else
                                 f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
@@ -559,7 +559,7 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
             obj.setdefault("material", {})["friction"] = float(value)
         elif attr == "mass_scale":
             if "urdf" in obj:
-                src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
+                src = resolve_urdf_path(obj["urdf"], scene_file.parent)
                 obj["urdf"] = str(_scaled_urdf(Path(src), float(value), out_dir))
             elif "density" in obj:
                 obj["density"] = float(obj["density"]) * float(value)
@@ -567,7 +567,7 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
                 obj["mass"] = float(obj["mass"]) * float(value)
         elif attr == "mesh":           # the object picked from a set of meshes: keeps its mass (or density), pose
             if "urdf" in obj and "mass" not in obj and "density" not in obj:      # the URDF's total mass
-                src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
+                src = resolve_urdf_path(obj["urdf"], scene_file.parent)
                 root = ET.parse(src).getroot() if src is not None else None
                 obj["mass"] = sum(float(m.get("value")) for m in root.iter("mass")) if root is not None else None
             for key in ("shape", "urdf", "scale"):      # the scale is the chosen file's (1 unless it says)
@@ -585,7 +585,7 @@ def trial_scene(scene_file: Path, values: dict, out_dir: Path) -> Path:
             obj["shape"] = {kind: [float(d) * float(value) for d in np.atleast_1d(dims)]}
     for obj in scene.get("objects", []):      # relative URDFs resolve against the original scene's folder
         if "urdf" in obj and not Path(obj["urdf"]).is_absolute():
-            src = _resolve_urdf_path(obj["urdf"], scene_file.parent)
+            src = resolve_urdf_path(obj["urdf"], scene_file.parent)
             obj["urdf"] = str(src) if src is not None else obj["urdf"]
         if "mesh" in obj and not Path(str(obj["mesh"])).is_absolute():      # likewise relative meshes
             obj["mesh"] = resolve_mesh_path(str(obj["mesh"]), scene_file.parent) or obj["mesh"]
@@ -674,7 +674,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     values = spec.trial_parameters(k) if values is None else dict(values)
     controller_params = {**spec.controller, **{n.split(".", 1)[1]: v for n, v in values.items()
                                                if n.startswith("controller.")}}
-    params_class = _load(sc.params)
+    params_class = sc.params_class()
     fields = {f.name: f.default for f in dataclasses.fields(params_class)}
     picked = values.get(f"object.{controller_params.get('pick_object', fields.get('pick_object'))}.mesh")
     if "object_label" in fields and picked and not controller_params.get("object_label"):
@@ -683,7 +683,7 @@ def run_trial(spec: CampaignSpec, k: int, engine: str, values: dict | None = Non
     row = {"trial": int(k), "engine": engine, "seed": int(spec.seed), **{f"p.{n}": v for n, v in values.items()}}
     with tempfile.TemporaryDirectory(prefix="contact_sim_trial_") as tmp:
         scene = trial_scene(resolve_resource(spec.scene()), values, Path(tmp))
-        controller = _load(sc.factory)(params_class(**controller_params))
+        controller = sc.client_class()(params_class(**controller_params))
         dt = spec.time_step or sc.time_step
         T = spec.period or sc.period
         link = InProcessLink(scene, engine, dt, T, ft_topic=getattr(controller, "ft_topic", None),

@@ -62,11 +62,12 @@ from ..clients.inprocess_link import InProcessLink
 from ..clients.pick_shake_place import run_controller
 from ..errors import ConfigError
 from ..resources import resolve_resource
-from ..ros.bag_recorder import _ensure_type, deserialize_message, make_typestore, msgtype_name, serialize_message
+from ..ros.bag_recorder import (deserialize_message, ensure_message_type, make_typestore, msgtype_name,
+                               serialize_message)
 from ..sim.scene import load_scene
 from ..yaml_files import load_yaml
 from .campaign import trial_scene
-from .runner import SCENARIOS, _load
+from .runner import SCENARIOS
 
 JOINT_STATES = "joint_states"
 WRENCH_AXES = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
@@ -474,7 +475,7 @@ class _RecordingLink:
         conn = self._conns.get(topic)
         if conn is None:
             msgtype = msgtype_name(type(msg))
-            _ensure_type(self._store, msgtype)        # control_msgs: from its .msg files (not in Jazzy's store)
+            ensure_message_type(self._store, msgtype)  # control_msgs: from its .msg files (not in Jazzy's store)
             conn = self._conns[topic] = self._writer.add_connection(topic, msgtype, typestore=self._store)
         self._writer.write(conn, int(t_ns), self._ser(msg))
 
@@ -517,7 +518,7 @@ def record_scenario_bag(path: str | Path, scenario: str = "pick_shake_place", en
     if storage not in plugins:
         raise ConfigError(f"storage {storage!r}; valid: mcap, sqlite3")
     sc = SCENARIOS[scenario]
-    controller = _load(sc.factory)(_load(sc.params)(**(params or {})))
+    controller = sc.client_class()(sc.params_class()(**(params or {})))
     with tempfile.TemporaryDirectory(prefix="contact_sim_record_") as tmp:
         scene = trial_scene(resolve_resource(sc.scene), dict(scene_values or {}), Path(tmp))
         link = InProcessLink(scene, engine, time_step or sc.time_step, sc.period,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
+import pkgutil
 import signal
 import subprocess
 import sys
@@ -77,6 +77,14 @@ class ScenarioSpec:
             return self.perception_scene
         return self.scene
 
+    def client_class(self):
+        """The scenario client's class (``factory``, imported): called with a ``params_class()`` instance."""
+        return pkgutil.resolve_name(self.factory)
+
+    def params_class(self):
+        """The dataclass of the client's parameters (``params``, imported)."""
+        return pkgutil.resolve_name(self.params)
+
 
 # the arm scenarios stream the fingers' positions (force loop) through gripper_controller (a trajectory
 # controller) instead of the default gripper_action_controller on the same joints
@@ -117,11 +125,6 @@ SCENARIOS = {
         "contact_sim_ros.clients.allegro_reorient:ArmHandReorient",
         "contact_sim_ros.clients.allegro_reorient:ArmHandReorientParams", time_step=0.001),
 }
-
-
-def _load(ref: str):
-    mod, attr = ref.split(":")
-    return getattr(importlib.import_module(mod), attr)
 
 
 @dataclass
@@ -176,9 +179,8 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     dt = spec.time_step if time_step is None else float(time_step)
     T = spec.period if period is None else float(period)
     ns = namespace or f"/scenario_{os.getpid()}_{time.monotonic_ns() % 100000}"
-    Params = _load(spec.params)
-    p = Params(**(params or {}))
-    controller = _load(spec.factory)(p)
+    p = spec.params_class()(**(params or {}))
+    controller = spec.client_class()(p)
     robots = getattr(controller, "robots", None)      # several robots in one world: one namespace each
     scene = spec.scene_for(p) if scene is None else str(scene)
     if transport == "inprocess":

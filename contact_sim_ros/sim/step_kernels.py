@@ -17,7 +17,7 @@ nonLinearEffects:
 model whose joints are all vector-space joints, revolute or prismatic, with q_next = q0 + dt v_next computed there:
 what ``pin.integrate`` computes for them, without its call and the dt v_next array):
 
-* the free bodies' frozen-frame update (``free_body_kernels._frozen_frame_update``) into q_next and v_out;
+* the free bodies' frozen-frame update (``free_body_kernels.frozen_frame_update``) into q_next and v_out;
 * finiteness of q_next and v_out;
 * the divergence bounds (``divergence_kernels.bounds_exceeded``);
 * the joint limits: limited joints clamped to [lower, upper], the velocity into the limit removed
@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from ..jit import njit
-from ..model.free_body_kernels import _frozen_frame_update, frame_rotation_velocity
+from ..model.free_body_kernels import frame_rotation_velocity, frozen_frame_update
 from .divergence_kernels import bounds_exceeded
 
 # rows of prepare_step's ``rows`` (N_ROWS, nv) block: the simulator's gains, the model's damping and friction, the
@@ -137,7 +137,7 @@ def finish_step(q0, q, v, v_out, dt, integration, M, index, values):
     for a in range(nv):
         v_out[a] = v[a]
     if integration == FROZEN_FRAME:
-        _frozen_frame_update(q0, v, dt, free_q, free_v, q, v_out)
+        frozen_frame_update(q0, v, dt, free_q, free_v, q, v_out)
     elif integration == VECTOR_SPACE:
         for a in range(q.shape[0]):
             q[a] = q0[a] + dt * v[a]

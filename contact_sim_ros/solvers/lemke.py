@@ -20,7 +20,7 @@ each pivot is one rank-1 update, O(n^2), restricted to the rows whose entering-c
 
 Two implementations of the same pivoting rules: ``kernel="numpy"`` (readable reference: one vectorised
 rank-1 update per pivot, the loop in Python) and ``kernel="numba"`` (default: the whole pivot sequence in one
-compiled call, ``_lemke_pivots``; the rank-1 update skips zero entries of the pivot row and column, so the
+compiled call, ``lemke_pivots``; the rank-1 update skips zero entries of the pivot row and column, so the
 tableau entries are computed by the same floating-point operations and both kernels visit the same bases).
 On the LCPs of the LCP engine (sizes 6 ... 300) the compiled loop removes ~5-10 us of Python/numpy overhead per
 pivot (``benchmarks/lcp/lemke_kernels.py``).
@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .lemke_kernels import _MAX_PIVOTS, _SOLVED, _complementarity_error_kernel, _lemke_pivots, _lemke_solve
+from .lemke_kernels import (MAX_PIVOTS, NON_FINITE, SOLVED, TRIVIAL, complementarity_error_kernel, lemke_pivots,
+                            lemke_solve)
 
 KERNELS = ("numba", "numpy")
 
@@ -61,7 +62,7 @@ class LCPResult:
         """max(|min(z, 0)|, |min(w, 0)|, |z_i w_i|): 0 for an exact solution."""
         if self.z.size == 0:
             return 0.0
-        return float(_complementarity_error_kernel(self.z, self.w))
+        return float(complementarity_error_kernel(self.z, self.w))
 
 
 class LemkeSolver:
@@ -134,10 +135,10 @@ class LemkeSolver:
         rhs = 2 * n + 1
         max_pivots = self.max_pivots if self.max_pivots is not None else 50 * (n + 1)
         if self.kernel == "numba":
-            code, pivots = _lemke_pivots(T, basis, n, max_pivots, self.pivot_tol)
-            if code == _SOLVED:
+            code, pivots = lemke_pivots(T, basis, n, max_pivots, self.pivot_tol)
+            if code == SOLVED:
                 return self._result(M, q, n, LCPStatus.SOLVED, pivots)
-            if code == _MAX_PIVOTS:
+            if code == MAX_PIVOTS:
                 return self._result(M, q, n, LCPStatus.MAX_PIVOTS, pivots,
                                     f"Lemke reached the pivot limit ({max_pivots}) on an LCP of size {n}")
             return self._result(M, q, n, LCPStatus.RAY_TERMINATION, pivots,
@@ -192,16 +193,16 @@ class LemkeSolver:
         max_pivots = self.max_pivots if self.max_pivots is not None else 50 * (n + 1)
         q_out = np.empty(n)
         z = np.empty(n)
-        code, pivots = _lemke_solve(np.ascontiguousarray(M), np.ascontiguousarray(q), d, self._tableau,
-                                    self._basis, max_pivots, self.pivot_tol, self.zero_tol, q_out, z)
-        if code == 4:
+        code, pivots = lemke_solve(np.ascontiguousarray(M), np.ascontiguousarray(q), d, self._tableau,
+                                   self._basis, max_pivots, self.pivot_tol, self.zero_tol, q_out, z)
+        if code == TRIVIAL:
             return LCPResult(z, q_out, LCPStatus.SOLVED, 0)
-        if code == 3:
+        if code == NON_FINITE:
             return LCPResult(z, q_out, LCPStatus.RAY_TERMINATION, 0, "non-finite LCP data")
         w = M @ z + q_out
-        if code == _SOLVED:
+        if code == SOLVED:
             return LCPResult(z, w, LCPStatus.SOLVED, pivots)
-        if code == _MAX_PIVOTS:
+        if code == MAX_PIVOTS:
             return LCPResult(z, w, LCPStatus.MAX_PIVOTS, pivots,
                              f"Lemke reached the pivot limit ({max_pivots}) on an LCP of size {n}")
         return LCPResult(z, w, LCPStatus.RAY_TERMINATION, pivots,

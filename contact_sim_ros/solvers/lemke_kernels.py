@@ -1,5 +1,5 @@
 """The compiled kernels of Lemke's method (``lemke.py``, kernel "numba"): the whole pivot sequence in one call
-(``_lemke_pivots``, ``_lemke_solve``) and the complementarity error. Only the jit decorator, numpy and math here
+(``lemke_pivots``, ``lemke_solve``) and the complementarity error. Only the jit decorator, numpy and math here
 (the kernel modules' layer)."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import numpy as np
 
 from ..jit import njit
 
-_SOLVED, _RAY, _MAX_PIVOTS = 0, 1, 2
+# the status codes the kernels return (lemke.py turns them into an LCPStatus): solved, ray termination, pivot
+# limit reached, non-finite data, the trivial solution z = 0 (q >= 0)
+SOLVED, RAY, MAX_PIVOTS, NON_FINITE, TRIVIAL = 0, 1, 2, 3, 4
 
 
 @njit(cache=True)
@@ -54,9 +56,9 @@ def _pivot_kernel(T, row, col, nz):
                 T[i, j] -= f * T[row, j]
 
 @njit(cache=True)
-def _lemke_pivots(T, basis, n, max_pivots, pivot_tol):
+def lemke_pivots(T, basis, n, max_pivots, pivot_tol):
     """The complementary pivot sequence of ``LemkeSolver.solve`` on the prepared tableau T (n, 2n + 2)
-    with basis = [0 .. n-1]. Returns (status, pivots): status 0 solved, 1 ray termination, 2 pivot limit."""
+    with basis = [0 .. n-1]. Returns (status, pivots): status SOLVED, RAY (ray termination) or MAX_PIVOTS."""
     z0 = 2 * n
     rhs = 2 * n + 1
     rows = np.empty(n, dtype=np.int64)
@@ -88,9 +90,9 @@ def _lemke_pivots(T, basis, n, max_pivots, pivot_tol):
         basis[row] = entering
         pivots += 1
         if leaving == z0:
-            return _SOLVED, pivots
+            return SOLVED, pivots
         if pivots >= max_pivots:
-            return _MAX_PIVOTS, pivots
+            return MAX_PIVOTS, pivots
         entering = leaving + n if leaving < n else leaving - n
         scale = 1.0
         for i in range(n):
@@ -106,7 +108,7 @@ def _lemke_pivots(T, basis, n, max_pivots, pivot_tol):
                 if ratio < best:
                     best = ratio
         if not found:
-            return _RAY, pivots
+            return RAY, pivots
         tol = 1e-12 * max(1.0, abs(best))
         m = 0
         z0_row = -1
@@ -124,10 +126,10 @@ def _lemke_pivots(T, basis, n, max_pivots, pivot_tol):
             row = _lex_pick(T, rows, m, col, n, 1.0)
 
 @njit(cache=True)
-def _lemke_solve(M, q, d, T, basis, max_pivots, pivot_tol, zero_tol, q_out, z):
+def lemke_solve(M, q, d, T, basis, max_pivots, pivot_tol, zero_tol, q_out, z):
     """The whole of ``LemkeSolver.solve`` after the argument checks, compiled: q round-off to 0, the trivial
     solution, the finiteness check, the tableau, the pivots and z. Returns (status, pivots): status as
-    _lemke_pivots, 3 for non-finite data, 4 for the trivial solution z = 0."""
+    lemke_pivots, NON_FINITE for non-finite data, TRIVIAL for the trivial solution z = 0."""
     n = q.shape[0]
     q_max = 0.0
     for i in range(n):
@@ -138,18 +140,18 @@ def _lemke_solve(M, q, d, T, basis, max_pivots, pivot_tol, zero_tol, q_out, z):
     z[:] = 0.0
     if not np.isfinite(q_max):
         q_out[:] = q
-        return 3, 0
+        return NON_FINITE, 0
     threshold = zero_tol * max(1.0, q_max)
     q_min = np.inf
     for i in range(n):
         q_out[i] = 0.0 if abs(q[i]) <= threshold else q[i]
         q_min = min(q_min, q_out[i])
     if q_min >= 0.0:
-        return 4, 0
+        return TRIVIAL, 0
     for i in range(n):
         for j in range(n):
             if not np.isfinite(M[i, j]):
-                return 3, 0
+                return NON_FINITE, 0
     for i in range(n):
         for j in range(n):
             T[i, j] = 0.0
@@ -158,16 +160,16 @@ def _lemke_solve(M, q, d, T, basis, max_pivots, pivot_tol, zero_tol, q_out, z):
         T[i, 2 * n] = -d[i]
         T[i, 2 * n + 1] = q_out[i]
         basis[i] = i
-    code, pivots = _lemke_pivots(T, basis, n, max_pivots, pivot_tol)
+    code, pivots = lemke_pivots(T, basis, n, max_pivots, pivot_tol)
     for r in range(n):
         var = basis[r]
         if n <= var < 2 * n:
             value = T[r, 2 * n + 1]
-            z[var - n] = max(value, 0.0) if code == _SOLVED else value
+            z[var - n] = max(value, 0.0) if code == SOLVED else value
     return code, pivots
 
 @njit(cache=True)
-def _complementarity_error_kernel(z, w):
+def complementarity_error_kernel(z, w):
     """Compiled ``LCPResult.complementarity_error`` (the same maximum, NaN if any term is NaN)."""
     err = 0.0
     for i in range(z.shape[0]):
