@@ -126,7 +126,8 @@ class ControllerManager:
         ``system``: the hardware System (system.py; its state and command interfaces, command hand-over);
         ``joints``: the robot's actuated joints when the world holds several robots (None: every joint);
         ``transport``: attaches each controller's topics and actions and receives the reports (warnings,
-        rejected commands); ``limits``: JointLimits of the model; ``default_rates``: Hz of the broadcasters without an update_rate ('joint_states', 'wrench')."""
+        rejected commands); ``limits``: JointLimits of the model; ``default_rates``: Hz of the broadcasters
+        without an update_rate ('joint_states', 'wrench')."""
         self.system = system
         self.hw = system.command          # the command interfaces (the manager claims and loans their rows)
         self.transport = transport if transport is not None else ControllerTransport()
