@@ -106,3 +106,73 @@ def test_a_loop_refuses_a_link_whose_commands_are_not_its_systems():
     from contact_sim_ros.driver.loop import LoopLink, SteppingLoop
     with pytest.raises(ValueError, match="command buffer"):
         SteppingLoop(world.system, link=LoopLink())
+
+
+# ------------------------------------------------------------------------------------------------ one builder
+
+def test_nothing_but_world_build_builds_a_simulator_for_a_world():
+    """The node and the in-process links hand their configuration to World.build and build no piece of the world
+    themselves: no module but driver/world.py names ``build_simulator`` or ``world_robots``."""
+    users = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "driver" / "world.py":
+            continue
+        users += [f"{path.relative_to(PACKAGE)}:{n.lineno}" for n in ast.walk(ast.parse(path.read_text()))
+                  if (isinstance(n, ast.Name) and n.id in ("build_simulator", "world_robots"))
+                  or (isinstance(n, ast.Attribute) and n.attr in ("build_simulator", "world_robots"))
+                  or (isinstance(n, ast.alias) and n.name in ("build_simulator", "world_robots"))]
+    assert users == [], f"a world built outside World.build: {users}"
+
+
+class Recorder(InProcessTransports):
+    """The in-process transports, recording World.build's calls of the hooks in order (the node does its start-up
+    in them: its messages, namespace claim, ports, publishers, services)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def simulator_built(self, sim, robots):
+        self.calls.append(("simulator_built", len(sim.model.joint_names), [r.name for r in robots]))
+
+    def controllers(self, robot):
+        self.calls.append(("controllers", robot.name))
+        return super().controllers(robot)
+
+    def start_refused(self, message):
+        self.calls.append(("start_refused", message))
+
+    def controller_manager_built(self, robot, cm):
+        self.calls.append(("controller_manager_built", robot.name, sorted(cm.controllers)))
+
+    @property
+    def loop(self):
+        self.calls.append(("loop",))
+        return None
+
+
+def test_world_build_calls_the_hooks_in_order():
+    """The Simulator first (the hook sees it and its robots, before anything else exists), then per robot its
+    controllers' transport and its manager, then the loop's transport."""
+    transports = Recorder()
+    world = World.build(config(), transports, counters=transports.counters)
+    names = [c[0] for c in transports.calls]
+    assert names == ["simulator_built", "controllers", "controller_manager_built", "loop"], transports.calls
+    assert transports.calls[0] == ("simulator_built", len(world.sim.model.joint_names), ["iiwa_wsg"])
+    assert transports.calls[2][2] == sorted(world.controller_manager.controllers)
+    assert world.link.commands is world.system.commands
+
+
+def test_a_refused_start_calls_its_hook_before_the_error(tmp_path):
+    """A bare UR5's zero pose puts its wrist into the ground (test_start_up_messages): World.build calls
+    start_refused with the message, then raises it; no controller transport is asked for."""
+    from contact_sim_ros.driver.node_config import NodeConfig
+    from contact_sim_ros.model.robot_description import default_package_dirs
+    found = [p for p in (Path(d) / "example-robot-data" / "robots" / "ur_description" / "urdf" / "ur5_robot.urdf"
+                         for d in default_package_dirs()) if p.is_file()]
+    assert found, "example-robot-data's ur5_robot.urdf"
+    transports = Recorder()
+    with pytest.raises(ConfigError, match="overlap by 4.8") as err:
+        World.build(NodeConfig.from_mapping({"urdf": str(found[0])}), transports)
+    assert [c[0] for c in transports.calls] == ["simulator_built", "start_refused"]
+    assert transports.calls[1][1] == str(err.value)

@@ -32,7 +32,7 @@ from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import JointTrajectoryController
 from ..driver.loop import CommandCounters
 from ..driver.node_config import NodeConfig, default_param_files, read_param_files, scene_robot_name
-from ..driver.world import World
+from ..driver.world import World, WorldTransports
 from ..errors import ConfigError
 from ..sensors.base import SensorSpec
 from ..sensors.contact_wrench import ContactWrench
@@ -188,7 +188,7 @@ def control_period_steps(period: float, time_step: float) -> tuple[int, int]:
     return steps, int(round(period * 1e9))
 
 
-class InProcessTransports:
+class InProcessTransports(WorldTransports):
     """The in-process transports of a world (World.build): an :class:`InProcessHost` per robot (``hosts``: robot
     name -> host, the world's order; its frame prefix the robot's), all counting into ``counters``; the stepping
     loop publishes nothing of its own (``loop`` None: the link publishes at the tick)."""

@@ -9,16 +9,18 @@ transports (what a robot's controllers publish through, what the loop publishes 
 The counters the loop's diagnostics read (commands rejected or clamped by the transports,
 :class:`~contact_sim_ros.driver.loop.CommandCounters`) and the loop's link (whether it runs, calls between two steps,
 the command hand-over: :class:`~contact_sim_ros.driver.loop.LoopLink`) are built first and handed to the transports
-and to the loop, so that no transport needs the loop. Like ros2_control's ``ros2_control_node`` (a ``ControllerManager`` over the
-``ResourceManager`` the URDF describes, its executor the transport) or gz-sim's ``Server`` (one ``SimulationRunner``
-whatever the systems), nothing here imports rclpy.
+and to the loop, so that no transport needs the loop. A transport that has work to do between two stages of the
+build (the node: its start-up messages, namespace claim, ports and publishers once the Simulator exists, its
+services once a controller manager exists) does it in the hooks of :class:`WorldTransports`, which the build calls;
+nothing builds a piece of the world outside :meth:`World.build`. Like ros2_control's ``ros2_control_node`` (a
+``ControllerManager`` over the ``ResourceManager`` the URDF describes, its executor the transport) or gz-sim's
+``Server`` (one ``SimulationRunner`` whatever the systems), nothing here imports rclpy.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
 
 from .command_validation import JointLimits
 from .controller_manager import ControllerManagers
@@ -97,14 +99,33 @@ def world_robots(config: NodeConfig, sim: Simulator) -> list[WorldRobot]:
                        config.frame_prefix + (r.frame_prefix or "")) for r in presets]
 
 
-class WorldTransports(Protocol):
-    """What a transport gives :meth:`World.build`: ``controllers(robot)``: the ControllerTransport of a robot's
-    controllers (a WorldRobot; None: none); ``loop``: the stepping loop's Transport (publish hooks, failure reports;
-    None: none)."""
+class WorldTransports:
+    """What the transports give :meth:`World.build` and the hooks it calls, in this order (each a no-op here):
 
-    loop: Transport | None
+    1. ``simulator_built(sim, robots)``: the Simulator (its scene loaded, the default gains' warnings not raised:
+       the node says them in its log) and its robots (WorldRobot) exist, nothing else does (the node says its
+       start-up notes, claims its namespace and builds its robot ports and publishers);
+    2. ``controllers(robot)``: the ControllerTransport of a robot's controllers (None: none), asked once per robot;
+    3. ``start_refused(message)``: the start state is one the first step would refuse; the ConfigError follows
+       (the node lets go what it holds);
+    4. ``controller_manager_built(robot, cm)``: after each robot's controller manager is built (the node's
+       services, its log line);
+    5. ``loop``: the stepping loop's Transport (publish hooks, failure reports; None: none), read once the
+       controller managers exist (the node makes it in ``simulator_built``)."""
 
-    def controllers(self, robot: WorldRobot) -> ControllerTransport | None: ...
+    loop: Transport | None = None
+
+    def simulator_built(self, sim: Simulator, robots: list) -> None:
+        pass
+
+    def controllers(self, robot: WorldRobot) -> ControllerTransport | None:
+        return None
+
+    def start_refused(self, message: str) -> None:
+        pass
+
+    def controller_manager_built(self, robot: WorldRobot, cm) -> None:
+        pass
 
 
 @dataclass
@@ -126,19 +147,16 @@ class World:
     link: LoopLink = field(repr=False, default=None)
 
     @classmethod
-    def build(cls, config: NodeConfig, transports: WorldTransports, *, sim: Simulator | None = None,
-              robots: list | None = None, counters: CommandCounters | None = None, link: LoopLink | None = None,
-              on_start_pose_error: Callable[[str], None] | None = None,
-              on_controller_manager: Callable | None = None) -> "World":
-        """The world of ``config`` with ``transports``. ``sim`` / ``robots``: already built by the caller (the node
-        builds them first, for its publishers), else built here (:func:`build_simulator`, :func:`world_robots`).
-        ``counters``, ``link``: the transports' (built here if None). ``on_start_pose_error(message)``: called before the
-        ConfigError raised for a start state the first step would refuse (the node releases what it holds).
-        ``on_controller_manager(robot, cm)``: called after each robot's manager is built (the node's services)."""
-        sim = sim if sim is not None else build_simulator(config)
-        robots = robots if robots is not None else world_robots(config, sim)
+    def build(cls, config: NodeConfig, transports: WorldTransports, *, counters: CommandCounters | None = None,
+              link: LoopLink | None = None) -> "World":
+        """The world of ``config`` with ``transports`` (their hooks called on the way: :class:`WorldTransports`).
+        ``counters``, ``link``: the transports' (built here if None). ConfigError (a bad scene, URDF, preset,
+        controllers file, or a start state the first step would refuse) naming the file or parameter."""
         counters = counters if counters is not None else CommandCounters()
         link = link if link is not None else LoopLink()
+        sim = build_simulator(config)
+        robots = world_robots(config, sim)
+        transports.simulator_built(sim, robots)
         # the robots' <ros2_control> blocks (a user's block's initial_values: the start, as mock hardware); the node
         # parameter ros2_control_file applies to the single-robot layout
         infos = [r.driver.hardware_info(sim, config.ros2_control_file if not r.own_namespace else "")
@@ -146,8 +164,7 @@ class World:
         config.apply_initial_positions(sim)                # the node parameter wins; a reset returns there
         problem = config.start_pose_error(sim)             # a start the first step would refuse: refused now
         if problem:
-            if on_start_pose_error is not None:
-                on_start_pose_error(problem)
+            transports.start_refused(problem)
             raise ConfigError(problem)
         system = SimulatorSystem(sim, merge_hardware_infos(infos), gravity_compensation=config.gravity_compensation,
                                  commands=link.commands)
@@ -165,8 +182,7 @@ class World:
                     name_errors=r.own_namespace, passive_joints=tuple(sim.passive_joints) + fingers,
                     active=config.active_controllers, namespace=r.namespace)
                 managers.append(cm)
-                if on_controller_manager is not None:
-                    on_controller_manager(r, cm)
+                transports.controller_manager_built(r, cm)
         cm = (managers[0] if len(managers) == 1 else ControllerManagers(managers)) if managers else None
         loop = SteppingLoop(system, cm, transports.loop, config.real_time_factor, start_paused=config.start_paused,
                             max_lag_s=config.max_lag, thread_priority=config.thread_priority, counters=counters,

@@ -40,7 +40,7 @@ from ..driver.node_config import (DEFAULT_ROBOT, NODE_PARAMETERS, NodeConfig, de
                                   plain_args_to_ros_args, read_param_files, use_fastdds_writer_profile)
 from ..driver.loop import CommandCounters, LoopLink, PublishHook, Transport, loop_status, step_wait_timeout
 from ..driver.robot import validate_joint_command
-from ..driver.world import World, build_simulator, world_robots
+from ..driver.world import World, WorldTransports
 from ..errors import ConfigError, ContactSimError
 from ..kernel_cache import cold_start_note
 from ..model.multibody_model import MimicExpansion, model_body_names
@@ -94,17 +94,30 @@ def _set_transform(msg: TransformStamped, M: pin.SE3) -> None:
     rot.x, rot.y, rot.z, rot.w = qx, qy, qz, qw
 
 
-class _NodeTransports:
-    """The node's transports for World.build (driver/world.py): each robot's controllers publish through its
-    RobotPort's node (ros/controller_io.py), the stepping loop through ``loop`` (the node's publish hooks and failure
-    reports)."""
+class _NodeTransports(WorldTransports):
+    """The node's transports for World.build (driver/world.py), which calls them in its order: once the Simulator
+    exists the node says its start-up notes, claims its namespace and builds its robot ports and publishers
+    (``simulator_built``: SimNode.on_simulator, which makes ``loop``: the node's publish hooks and failure reports);
+    each robot's controllers publish through its RobotPort's node (ros/controller_io.py); a refused start lets go of
+    the claim and the recorder; each controller manager gets its ROS services."""
 
-    def __init__(self, node, loop: Transport):
-        self.node, self.loop = node, loop
-        self._ports = {id(p.world_robot): p for p in node.ports}
+    def __init__(self, node):
+        self.node = node
+        self.loop: Transport | None = None
+        self._ports: dict = {}
+
+    def simulator_built(self, sim, robots) -> None:
+        self.loop = self.node.on_simulator(sim, robots)
+        self._ports = {id(p.world_robot): p for p in self.node.ports}      # WorldRobot -> its RobotPort
 
     def controllers(self, robot):
         return self._ports[id(robot)].controller_transport()
+
+    def start_refused(self, message: str) -> None:
+        self.node.release_before_start()
+
+    def controller_manager_built(self, robot, cm) -> None:
+        self.node.attach_controller_manager(self._ports[id(robot)], cm)
 
 
 class SimNode(Node):
@@ -141,18 +154,55 @@ class SimNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.log = self.get_logger()
 
-        # the world (driver/world.py): the Simulator now (a bad scene, URDF or preset is named first), its robots,
-        # then, once the node's publishers exist, the System, the controller managers and the stepping loop
-        self.sim = build_simulator(cfg)           # the default gains are said in the node's log below
+        self.counters = CommandCounters()         # rejected / clamped commands: the loop's diagnostics read them
+        self.link = LoopLink()     # whether the loop runs, calls between steps, commands: what the transports hold
+        # the world, built in one place (driver/world.py): the Simulator first (a bad scene, URDF or preset is named
+        # first), then this node's start-up (on_simulator: notes, namespace claim, ports, publishers), the System,
+        # each robot's controller manager with its ROS transport and services, the stepping loop with this node as
+        # its transport (publish hooks, failure reports); the rejected / clamped command counts (self.counters) are
+        # the loop's diagnostics'
+        self.sim_world = World.build(cfg, _NodeTransports(self), counters=self.counters, link=self.link)
         sim = self.sim
+        self.system = self.sim_world.system
+        self.controller_manager = self.sim_world.controller_manager
+        if self._drives_later:
+            self._say_drives(controller_gains(self.controller_manager))
+        self._init_failure_policy()
+        self.loop = self.sim_world.loop
+        self._build_subscriptions()
+        self._build_services()
+        self.simulation_interfaces = attach_simulation_interfaces(self, self.loop)
+        if cfg.diagnostics_rate > 0:
+            self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
+                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._publish_static()
+        if self.recorder is not None:
+            self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
+        self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
+                      f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
+                      f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
+                      + (" (paused)" if cfg.start_paused else ""))
+        if start_stepping:
+            self.loop.start()
+
+    # ------------------------------------------------------------------------- start-up (World.build's hooks)
+
+    def on_simulator(self, sim, robots) -> Transport:
+        """World.build's first hook: the Simulator ``sim`` and its ``robots`` (driver/world.py WorldRobot) exist.
+        Says the start-up notes (compiled-code cache, the joints' drives), claims the namespace, builds the robot
+        ports, publishers, viewer and cameras; returns the stepping loop's Transport (publish hooks, failure
+        reports)."""
+        cfg = self.config
+        self.sim = sim           # the default gains are said in the node's log below
         self.model = sim.model
         note = cold_start_note(cfg.engine, driver=True)   # kernels missing from the compiled-code cache
         if note:
             self.get_logger().warn(note)
         # the joints' drives: said now, unless a controllers file may give PID gains for joints with default gains
         # (said once its controllers are built, without the joints they drive with the file's gains)
-        drives_later = bool(sim.default_gains) and bool(cfg.controllers_file.strip()) and not self.no_controllers
-        if not drives_later:
+        self._drives_later = (bool(sim.default_gains) and bool(cfg.controllers_file.strip())
+                              and not self.no_controllers)
+        if not self._drives_later:
             self._say_drives({})
         self.limits = JointLimits.from_model(self.model)
         self.robot = sim.scene.robot
@@ -168,13 +218,11 @@ class SimNode(Node):
         self._refuse_a_second_simulator()      # before this node publishes or serves anything
         self._parameter_service = ParameterService(self)     # as Node.__init__ does
         self.command_intake = CommandIntake()     # the command topics, applied before each ~/step (lock-step)
-        self.counters = CommandCounters()         # rejected / clamped commands: the loop's diagnostics read them
-        self.link = LoopLink()     # whether the loop runs, calls between steps, commands: what the transports hold
         self.recorder = None
         if cfg.record:    # before any publisher: it taps every one the node (and its controllers) creates
             from .bag_recorder import attach_recorder   # deferred: rosbags, only when recording
             self.recorder = attach_recorder(self, cfg.record)
-        self._build_robot_ports()
+        self._build_robot_ports(robots)
         self._build_publishers()
         hooks = self._build_hooks()
         self.viewer = None
@@ -194,39 +242,11 @@ class SimNode(Node):
                                            priority=cfg.camera_priority)
             hooks += self.cameras.hooks()
         self._warned: dict[str, float] = {}
-        # the robot's driver (driver/world.py): the hardware System over the Simulator, each robot's controller
-        # manager with its ROS transport, the stepping loop with this node as its transport (publish hooks, failure
-        # reports); the rejected / clamped command counts (self.counters) are the loop's diagnostics'
         if self.no_controllers:
             self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
                           f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
-        ports = {id(p.world_robot): p for p in self.ports}      # WorldRobot -> its RobotPort
-        self.sim_world = World.build(cfg, _NodeTransports(self, Transport(
-            hooks, self._on_step_failure, self._on_loop_error, self.log.warn, before_steps=self.command_intake.drain)),
-            sim=sim, robots=[p.world_robot for p in self.ports], counters=self.counters, link=self.link,
-            on_start_pose_error=lambda _: self._release_before_start(),
-            on_controller_manager=lambda r, cm: self._attach_controller_manager(ports[id(r)], cm))
-        self.system = self.sim_world.system
-        self.controller_manager = self.sim_world.controller_manager
-        if drives_later:
-            self._say_drives(controller_gains(self.controller_manager))
-        self._init_failure_policy()
-        self.loop = self.sim_world.loop
-        self._build_subscriptions()
-        self._build_services()
-        self.simulation_interfaces = attach_simulation_interfaces(self, self.loop)
-        if cfg.diagnostics_rate > 0:
-            self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
-                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._publish_static()
-        if self.recorder is not None:
-            self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
-        self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
-                      f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
-                      f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
-                      + (" (paused)" if cfg.start_paused else ""))
-        if start_stepping:
-            self.loop.start()
+        return Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn,
+                         before_steps=self.command_intake.drain)
 
     # ------------------------------------------------------------------------- publishers
 
@@ -483,13 +503,13 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------------- commands
 
-    def _build_robot_ports(self):
-        """One RobotPort per robot of the world (driver/world.py ``world_robots``; robot_port.py): in the node itself
-        for a scene with one robot and no namespace, else each in its own namespace (a robot of several without
-        one: its name)."""
+    def _build_robot_ports(self, robots):
+        """One RobotPort per robot of the world (``robots``: driver/world.py WorldRobot; robot_port.py): in the node
+        itself for a scene with one robot and no namespace, else each in its own namespace (a robot of several
+        without one: its name)."""
         self.link_prefixes: dict[str, str] = {}
         self.ports, self.robot_nodes = [], []
-        for r in world_robots(self.config, self.sim):
+        for r in robots:
             inst = r.driver.instance
             if r.preset is not None and r.preset.frame_prefix and inst is not None:
                 self.link_prefixes.update({ln: r.frame_prefix for ln in inst.link_names})
@@ -528,7 +548,7 @@ class SimNode(Node):
     def no_controllers(self) -> bool:
         return self.config.controllers_file.strip().lower() == "none"
 
-    def _attach_controller_manager(self, port, cm) -> None:
+    def attach_controller_manager(self, port, cm) -> None:
         """A robot's emulated controller manager ``cm``, as World.build made it (its controllers file, else the node
         parameter controllers_file, else the preset's shipped config/ros2_control/<robot>_controllers.yaml, else a
         default set for a bare URDF): its ROS services (RobotPort.attach_controller_manager) and its log line."""
@@ -538,7 +558,7 @@ class SimNode(Node):
         self.log.info(f"controllers{where} from {cm.source} at {cm.update_rate:g} Hz: active {active}, "
                       f"inactive {[n for n in cm.controllers if n not in active]}")
 
-    def _release_before_start(self) -> None:
+    def release_before_start(self) -> None:
         """A start refused (World.build raises): the namespace claim and the recorder are let go first."""
         self._claim.release()
         if self.recorder is not None:
