@@ -818,9 +818,11 @@ def _private_uses(tree, module: str, is_package: bool, modules) -> list[tuple[in
     """(line, dotted name) of each private name of another package module that the module ``module`` (its source
     parsed to ``tree``; ``is_package``: an __init__.py) reaches: imported (``from .loader import _x``, absolute or
     relative, or anything from or of a private module ``a._m``), or read on a package module it imported
-    (``loader._x`` after ``from . import loader``, ``contact_sim_ros.a.b._x``, ``getattr(m, "_x")``), anywhere in
-    the file (module level or in a function). Its own privates are its own business."""
+    (``loader._x`` after ``from . import loader``, ``contact_sim_ros.a.b._x``, ``getattr(m, "_x")``) or on a class
+    or function it imported from one (``Simulator._x``), anywhere in the file (module level or in a function).
+    Its own privates are its own business."""
     found, bound = [], {}        # bound: local name -> the package module it names
+    imported = {}                # local name -> (module, name) of a class or function imported from another module
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -844,16 +846,23 @@ def _private_uses(tree, module: str, is_package: bool, modules) -> list[tuple[in
             for a in node.names:
                 if f"{full}.{a.name}" in modules:
                     bound[a.asname or a.name] = f"{full}.{a.name}"
+                elif full != module:
+                    imported[a.asname or a.name] = f"{full}.{a.name}"
                 if full != module and (_is_private(a.name) or any(_is_private(p) for p in full.split("."))):
                     found.append((node.lineno, f"{full}.{a.name}"))
 
     def module_named(expr):
-        """The package module an expression (``m``, ``contact_sim_ros.a.b``) names, or None."""
+        """The package module an expression (``m``, ``contact_sim_ros.a.b``) names, or the dotted name of the
+        class or function it names, or None."""
         chain = []
         while isinstance(expr, ast.Attribute):
             chain.append(expr.attr)
             expr = expr.value
-        if not isinstance(expr, ast.Name) or expr.id not in bound:
+        if not isinstance(expr, ast.Name):
+            return None
+        if expr.id in imported and not chain:
+            return imported[expr.id]
+        if expr.id not in bound:
             return None
         dotted = ".".join([bound[expr.id]] + chain[::-1])
         return dotted if dotted in modules else None
@@ -874,8 +883,8 @@ def _private_uses(tree, module: str, is_package: bool, modules) -> list[tuple[in
 
 def test_the_private_name_finder_sees_every_way_to_reach_a_private():
     """The finder the next test runs: imports (absolute, relative, in a function, of a private module) and
-    attribute reads of an imported package module; not a module's own privates, not dunders, not privates of
-    objects or of other packages."""
+    attribute reads of an imported package module or of a class imported from one; not a module's own privates,
+    not dunders, not privates of objects (``self._x``) or of other packages."""
     modules = {"contact_sim_ros", "contact_sim_ros.model", "contact_sim_ros.model.loader",
                "contact_sim_ros.model.composition", "contact_sim_ros.model._impl", "contact_sim_ros.jit"}
     source = ("import contact_sim_ros.model.loader\n"                                   # 1
@@ -892,13 +901,16 @@ def test_the_private_name_finder_sees_every_way_to_reach_a_private():
               "    y = contact_sim_ros.model.loader._memo\n"                            # 12
               "    z = getattr(loader, '_memo'), getattr(loader, 'public'), self._memo\n"  # 13
               "    import numpy as np\n"                                                # 14
-              "    return np._core, _impl._x\n")                                        # 15
+              "    return np._core, _impl._x\n"                                         # 15
+              "from .loader import Preset\n"                                            # 16
+              "w = Preset._cache, Preset.load, _own._x\n")                              # 17
     found = _private_uses(ast.parse(source), "contact_sim_ros.model.composition", False, modules)
     assert found == [(3, "contact_sim_ros.model.loader._resolve"), (4, "contact_sim_ros.model.loader._check"),
                      (6, "contact_sim_ros._impl.thing"), (7, "contact_sim_ros.model._impl"),
                      (10, "contact_sim_ros.jit._cache"), (11, "contact_sim_ros.model.loader._memo"),
                      (11, "contact_sim_ros.model.loader._memo"), (12, "contact_sim_ros.model.loader._memo"),
-                     (13, "contact_sim_ros.model.loader._memo"), (15, "contact_sim_ros.model._impl._x")], found
+                     (13, "contact_sim_ros.model.loader._memo"), (15, "contact_sim_ros.model._impl._x"),
+                     (17, "contact_sim_ros.model.loader.Preset._cache")], found
     # a package's __init__: ``from .x import`` is relative to the package itself
     assert _private_uses(ast.parse("from .loader import _x\n"), "contact_sim_ros.model", True, modules) == \
         [(1, "contact_sim_ros.model.loader._x")]
