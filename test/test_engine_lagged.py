@@ -899,11 +899,11 @@ def test_known_jacobian_columns_give_the_step_of_the_scanned_jacobian(engine_nam
     root = Path(__file__).resolve().parents[1]
     sim = Simulator(str(root / "scenes" / "icf_clutter.yaml"), engine=engine_name, time_step=2e-3)
     scanning = make_engine(engine_name, sim.model, {})
-    original = sim.engine.step
+    original = sim.engine.step_into        # the simulator's call (ContactEngine.step_into)
     compared = {"steps": 0, "contacts": 0, "two_body": 0}
 
-    def both(inputs):
-        known = original(inputs)
+    def both(inputs, slot):
+        known = original(inputs, slot)
         c = inputs.contacts
         if c.size:
             assert c.jacobian_columns is not None and c.jacobian_columns.shape[0] == c.size
@@ -916,7 +916,7 @@ def test_known_jacobian_columns_give_the_step_of_the_scanned_jacobian(engine_nam
             compared["two_body"] += int(((c.joint_a > 0) & (c.joint_b > 0)).sum())
         return known
 
-    sim.engine.step = both
+    sim.engine.step_into = both
     for _ in range(300):
         sim.step(strict=True)
     assert compared["steps"] > 200 and compared["contacts"] > 5000 and compared["two_body"] > 1000, compared

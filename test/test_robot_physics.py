@@ -157,14 +157,14 @@ def test_barrett_on_rig_fingers_close_symmetrically():
         primary, k = mimic.get(full.names[jid], (full.names[jid], 1.0))
         G[full.joints[jid].idx_v, pm.joints[pm.getJointId(primary)].idx_v] = k
     full_data = full.createData()
-    step, worst_m = sim.engine.step, [0.0]
+    step, worst_m = sim.engine.step_into, [0.0]       # the simulator's call (ContactEngine.step_into)
 
-    def checked_step(inputs):
+    def checked_step(inputs, slot):
         Mf = pin.crba(full, full_data, G @ inputs.q)        # no mimic joints: no stale terms
         Mf = np.triu(Mf) + np.triu(Mf, 1).T
         worst_m[0] = max(worst_m[0], float(np.abs(inputs.mass_matrix - G.T @ Mf @ G).max()))
-        return step(inputs)
-    sim.engine.step = checked_step
+        return step(inputs, slot)
+    sim.engine.step_into = checked_step
     joints = list(m.joint_names)
     data = pm.createData()
     start = {j: float(sim.q[m.joint_q_index[m.joint_index(j)]]) for j in joints}

@@ -95,6 +95,38 @@ def test_bad_engine_and_time_step_are_rejected():
         Simulator(scene, engine_options={"bogus": 1})
 
 
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_engine_outputs_are_written_in_place_and_last_result_survives_the_next_step(engine):
+    """The engine writes a step's outputs into one of two preallocated slots (ContactEngine.step_into), the one
+    last_result does not hold: no result object or output array is made per step, and the last result a caller
+    read is still intact after the next step (only the step after that reuses its arrays)."""
+    m = 0.7
+    sim = Simulator({"objects": [{"name": "obj", "shape": {"box": [0.1, 0.08, 0.06]}, "mass": m,
+                                  "pose": {"xyz": [0, 0, 0.03]}}],
+                     "environment": [{"name": "ground", "shape": "halfspace"}],
+                     "materials": {"default": {"stiffness": 1e5, "dissipation": 20.0, "friction": 0.5}}},
+                    engine=engine, time_step=1e-3)
+    sim.run(0.3)
+    state, state_values = (sim.q, sim.v), (sim.q.copy(), sim.v.copy())
+    first = sim.last_result
+    kept = {k: getattr(first, k).copy() for k in ("contact_impulse", "generalized_contact_force", "actuation_force")}
+    buffers = {k: getattr(first, k) for k in kept}
+    assert first.contact_impulse.shape[0] == 4 and kept["contact_impulse"][:, 2].sum() > 0
+    sim.step()
+    second = sim.last_result
+    assert second is not first
+    for k, value in kept.items():
+        np.testing.assert_array_equal(getattr(first, k), value, err_msg=k)
+    sim.step()
+    assert sim.last_result is first and sim.actuation_force is buffers["actuation_force"]
+    for k, array in buffers.items():            # the same arrays, new values
+        assert getattr(first, k) is array or getattr(first, k).base is array.base, k
+    for array, value in zip(state, state_values):   # the state arrays a caller holds are never written again
+        np.testing.assert_array_equal(array, value)
+    normal = sim.last_result.contact_impulse[:, 2].sum() / sim.time_step
+    assert normal == pytest.approx(m * G, rel=0.01)
+
+
 def test_failed_step_keeps_the_state_and_reports_the_sim_time():
     """An engine that cannot converge even with sub-steps: the state is kept (no NaN), the report names the
     engine and the sim time, no stale contact data is left, and strict mode raises SolverError."""

@@ -71,6 +71,8 @@ for k in ("cq._finish_numba", "cq._finish_numpy", "cq.computeJointJacobians", "c
     CATEGORY[k] = "assembly (frames, Jacobians, ContactSet)"
 CATEGORY["engine.step"] = "engine (Python around kernels)"
 CATEGORY["engine._do_step"] = "engine (Python around kernels)"
+CATEGORY["engine.step_into"] = "engine (Python around kernels)"
+CATEGORY["engine._do_step_into"] = "engine (Python around kernels)"
 for k in ("kern.newton_step_packed", "kern.icf_step"):
     CATEGORY[k] = "engine (compiled kernels)"
 for k in ("sim.step", "sim._advance", "sim._update_kinematics", "sim._apply_scripts", "sim._external_forces",
@@ -194,7 +196,7 @@ def instrument(sim, prof):
     for name in ("update", "_finish_numba", "_finish_numpy", "_patch_contacts_numba", "_contact_set"):
         setattr(q, name, prof.wrap(f"cq.{name}", getattr(q, name)))
     e = sim.engine
-    for name in ("step", "_do_step"):
+    for name in ("step", "_do_step", "step_into", "_do_step_into"):
         if hasattr(e, name):
             setattr(e, name, prof.wrap(f"engine.{name}", getattr(e, name)))
     if getattr(e, "_kernels", None) is not None:

@@ -78,8 +78,8 @@ def stage_breakdown(name, duration):
             return out
         setattr(obj, attr, wrapper)
     timed("contact query (ContactQuery.update)", sim.contact_query, "update")
-    timed("engine.step (ContactEngine.step)", sim.engine, "step")
-    timed("  of which TamsiEngine._do_step", sim.engine, "_do_step")
+    timed("engine.step_into (ContactEngine.step_into)", sim.engine, "step_into")
+    timed("  of which TamsiEngine._do_step_into", sim.engine, "_do_step_into")
     timed("scripted inputs (_apply_scripts)", sim, "_apply_scripts")
     timed("kinematics (_update_kinematics)", sim, "_update_kinematics")
     timed("free-body frame force + integration", sim._free_motion, "frame_rotation_force")
@@ -101,12 +101,12 @@ def record_inputs(name, steps):
     """Deep copies of the StepInputs of the first ``steps`` steps of scene ``name`` (and its model)."""
     sim = _simulator(name, "numba")
     recorded = []
-    step = sim.engine.step
+    step = sim.engine.step_into                  # the simulator's call (ContactEngine.step_into)
 
-    def recording(inputs):
+    def recording(inputs, slot):
         recorded.append(copy.deepcopy(inputs))
-        return step(inputs)
-    sim.engine.step = recording
+        return step(inputs, slot)
+    sim.engine.step_into = recording
     for _ in range(steps):
         sim.step(strict=True)
     return sim.model, recorded

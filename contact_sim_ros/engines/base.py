@@ -107,6 +107,33 @@ class StepResult:
     friction_normal_impulse: np.ndarray | None = None
 
 
+class ResultSlot:
+    """A step's output arrays allocated once and reused (``ContactEngine.step_into``): generalized velocity,
+    actuation and generalized contact force (nv,) each, and the contact impulses (and an engine's friction normal
+    impulses), grown geometrically with the number of contacts, whose (n, 3) / (n,) views are made once per n;
+    ``result`` is the one StepResult (with its SolverStats) that an engine filling the slot returns, its fields
+    pointing at these arrays. A caller that must keep a result across the next step into the same slot copies it
+    (the Simulator alternates two slots: its ``last_result`` stays valid while the next step runs)."""
+
+    def __init__(self, nv: int):
+        self.v_next, self.generalized_contact_force, self.actuation_force = np.zeros((3, nv))
+        self.result = StepResult(self.v_next, np.zeros((0, 3)), self.generalized_contact_force,
+                                 self.actuation_force, SolverStats())
+        self._capacity = -1
+        self.rows(8)
+
+    def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n, 3) impulse and (n,) friction-normal-impulse views of the slot's contact buffers (N*s)."""
+        views = self._views.get(n) if n <= self._capacity else None
+        if views is None:
+            if n > self._capacity:
+                self._capacity = max(n, 2 * self._capacity)
+                self._impulse, self._normal = np.zeros((self._capacity, 3)), np.zeros(self._capacity)
+                self._views = {}
+            views = self._views[n] = (self._impulse[:n], self._normal[:n])
+        return views
+
+
 class ContactEngine(abc.ABC):
     """Base class of all contact engines.
 
@@ -184,6 +211,27 @@ class ContactEngine(abc.ABC):
             result.stats.status = SolverStatus.FAILED
             result.stats.message = "non-finite velocity or impulse"
         return result
+
+    # True for an engine (or instance) whose ``_do_step_into`` writes a step's outputs into a ResultSlot
+    fills_slot: bool = False
+
+    def step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
+        """``step`` for a caller that guarantees the sizes (the Simulator: its model's arrays, its contact query's
+        Jacobian): no size checks, and an engine that ``fills_slot`` writes into ``slot``'s arrays and returns
+        ``slot.result`` (no array or object made per step; valid until the next step into the same slot); the
+        others return a new StepResult as ``step`` does. Same arithmetic as ``step``, bit for bit."""
+        start = time.perf_counter()
+        result = self._do_step_into(inputs, slot) if self.fills_slot else self._do_step(inputs)
+        result.stats.solve_time_s = time.perf_counter() - start
+        if not self.results_checked and result.stats.status is SolverStatus.CONVERGED and not (
+                np.isfinite(result.v_next).all() and np.isfinite(result.contact_impulse).all()):
+            result.stats.status = SolverStatus.FAILED
+            result.stats.message = "non-finite velocity or impulse"
+        return result
+
+    def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
+        """``_do_step`` into ``slot`` (engines that set ``fills_slot``)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def _do_step(self, inputs: StepInputs) -> StepResult:

@@ -67,7 +67,7 @@ from ..errors import ConfigError
 from ..solvers import rtsafe
 from ..solvers.rtsafe import rtsafe_start, rtsafe_step
 from . import icf_kernels
-from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
+from .base import ContactEngine, ResultSlot, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
 __all__ = ["ConvexICFEngine", "LaggedEngine", "SimilarEngine", "SapEngine", "hunt_crossley_impulse"]
@@ -186,6 +186,7 @@ class ConvexICFEngine(ContactEngine):
         opt = self.options
         self._compiled = opt.newton_kernel == "numba"
         self.results_checked = self._compiled   # icf_step reports CONVERGED only with finite v_next and impulses
+        self.fills_slot = self._compiled        # _do_step_into: the compiled step into a ResultSlot
         self._lagged = self.contact_model == "lagged"
         K = icf_kernels
         # the compiled step's options (read once, at construction) and tree structure: the kernel wants each
@@ -469,6 +470,50 @@ class ConvexICFEngine(ContactEngine):
                 return self._failure(inputs, self._FAILURES[code].format(failed_at))
             if not np.isfinite(v_next).all():
                 v_next = np.array(inputs.v, float, copy=True)
+        return StepResult(v_next=v_next, contact_impulse=impulse, generalized_contact_force=generalized_force,
+                          actuation_force=actuation, stats=stats,
+                          friction_normal_impulse=gn0 if self._lagged else None)
+
+    def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
+        """The compiled ``_do_step`` writing into ``slot``'s arrays (the same kernel call, bit for bit); a step that
+        does not converge returns a new StepResult as ``_do_step`` does."""
+        contacts = inputs.contacts
+        nc = contacts.signed_distance.shape[0]
+        if nc > self._capacity:
+            self._ensure_capacity(nc)
+        act = inputs.actuation
+        impulse, gn0 = slot.rows(nc)
+        if not self._lagged:
+            gn0 = self._no_friction_normal_impulse
+        damping = inputs.joint_damping
+        if not damping.flags.writeable:        # as in _do_step: one compiled variant of the kernel
+            damping = self._damping
+            np.copyto(damping, inputs.joint_damping)
+        v_next, generalized_force, actuation = slot.v_next, slot.generalized_contact_force, slot.actuation_force
+        code, iterations, residual, failed_at, n_eval, deferred = icf_kernels.icf_step(
+            inputs.dt, inputs.mass_matrix, inputs.v, inputs.generalized_force, damping,
+            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
+            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
+            contacts.dissipation, contacts.friction,
+            self._jacobian_columns(contacts),
+            self._kernel_options, self._structure, self._fwork,
+            self._iwork, self._stiction, v_next, impulse, generalized_force, actuation, gn0)
+        self._last_nc = nc
+        self.last_line_search_evaluations = n_eval
+        self.last_deferred_contacts = deferred
+        if code == icf_kernels.CONVERGED:
+            result = slot.result
+            stats = result.stats
+            stats.status, stats.message, stats.iterations, stats.residual = SolverStatus.CONVERGED, "", iterations, \
+                residual
+            result.v_next, result.contact_impulse = v_next, impulse
+            result.friction_normal_impulse = gn0 if self._lagged else None
+            return result
+        stats = self._compiled_failure(inputs, code, iterations, residual, failed_at)
+        if stats is None:
+            return self._failure(inputs, self._FAILURES[code].format(failed_at))
+        if not np.isfinite(v_next).all():
+            v_next = np.array(inputs.v, float, copy=True)
         return StepResult(v_next=v_next, contact_impulse=impulse, generalized_contact_force=generalized_force,
                           actuation_force=actuation, stats=stats,
                           friction_normal_impulse=gn0 if self._lagged else None)

@@ -66,7 +66,7 @@ from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
 
 from ..errors import ConfigError
 from . import tamsi_kernels
-from .base import ContactEngine, SolverStats, SolverStatus, StepInputs, StepResult
+from .base import ContactEngine, ResultSlot, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
 
 _COUPLINGS = ("two_way", "one_way")
@@ -161,6 +161,7 @@ class TamsiEngine(ContactEngine):
         if self.options.kernel == "numba":
             self._kernels = tamsi_kernels
             self.results_checked = True          # the kernel's CONVERGED guarantees finite results
+            self.fills_slot = True               # _do_step_into: the compiled step into a ResultSlot
             K = tamsi_kernels
             # the compiled step's nv-sized scratch (K.fixed_views): its options (read once: like the history
             # buffer they are fixed at construction); rows v, actuation tau and d tau/dv, residual, update, next
@@ -514,6 +515,36 @@ class TamsiEngine(ContactEngine):
             stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
                               message=message),
         )
+
+    def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
+        """``_do_step_compiled`` writing into ``slot``'s arrays (the same kernel call, bit for bit): no array or
+        result object made per step."""
+        kernels = self._kernels
+        contacts = inputs.contacts
+        n = contacts.signed_distance.shape[0]
+        if n > self._capacity:
+            self._ensure_capacity(n)
+        act = inputs.actuation
+        impulse = slot.rows(n)[0]
+        code, iterations, err, self._history_count, info = kernels.newton_step_packed(
+            inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, float(inputs.dt),
+            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
+            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
+            contacts.dissipation, contacts.friction, *self._kernel_scratch, slot.v_next, impulse,
+            slot.generalized_contact_force, slot.actuation_force)
+        result = slot.result
+        stats = result.stats
+        result.v_next, result.contact_impulse = slot.v_next, impulse
+        if code == kernels.CONVERGED:
+            stats.status, stats.message = SolverStatus.CONVERGED, ""
+        else:
+            stats.status, stats.message = self._failure(code, err, info, inputs.t)
+            if not np.isfinite(slot.v_next).all():
+                result.v_next = inputs.v.copy()
+            if not np.isfinite(impulse).all():
+                result.contact_impulse = np.zeros((n, 3))
+        stats.iterations, stats.residual = iterations, float(err) if iterations else 0.0
+        return result
 
     def _failure(self, code: int, err: float, info: int, t: float) -> tuple[SolverStatus, str]:
         """Status and message of a compiled step that did not converge (same wording as the numpy path)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ..engines.base import Actuation, SolverStats, SolverStatus, StepInputs, StepResult
+from ..engines.base import Actuation, ResultSlot, SolverStats, SolverStatus, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from .. import native_build
@@ -145,6 +145,10 @@ class Simulator:
             self._ff, self._ff_scratch = np.zeros(nv), np.zeros(nv)   # per-step buffers (no allocation)
             self._actuation.effort = np.zeros(nv)
         self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
+        self._wrench_force = np.zeros(nv)         # J^T [f; m] of one scripted wrench on a link (N or N*m)
+        # the engine's outputs, written in place (ContactEngine.step_into): two slots, a step writes into the one
+        # that last_result does not hold, so last_result stays valid while the next step (or a failed attempt) runs
+        self._slots = (ResultSlot(nv), ResultSlot(nv))
         self._surface_velocity = np.zeros((len(m.geometry_names), 3))
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
@@ -429,10 +433,18 @@ class Simulator:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
         q0, v0, t0 = self._q, self._v, self._t
-        iterations = 0
-        message = ""
-        status = SolverStatus.CONVERGED
-        for level in range(self.max_substep_levels + 1):
+        # the first attempt: the whole step at once (the loop below from its level 1 when it fails)
+        result, q_next = self._advance(q0, v0, t0, self.time_step)
+        iterations = result.stats.iterations
+        status = result.stats.status
+        if q_next is not None:
+            self._q, self._v, self._t = q_next, result.v_next, t0 + self.time_step
+            self.step_count += 1
+            self._update_kinematics()
+            return StepReport(self._t, True, status, 1, iterations, "")
+        message = result.stats.message
+        n = 1
+        for level in range(1, self.max_substep_levels + 1) if not message.startswith(DEEP_PENETRATION) else ():
             n = 2 ** level
             dt = self.time_step / n
             q, v, t = q0, v0, t0
@@ -505,13 +517,16 @@ class Simulator:
         if q is not self._q or v is not self._v:     # sub-steps: kinematics of the intermediate state
             self._q, self._v = q, v
             self._update_kinematics()
-        self._apply_scripts(t + dt)
-        for g, f in self.scene.surface_velocities.items():
-            self._surface_velocity[g] = f(t)
+        scene = self.scene
+        if scene.joint_scripts:
+            self._apply_scripts(t + dt)
+        surface_velocity = None
+        if scene.surface_velocities:
+            surface_velocity = self._surface_velocity
+            for g, f in scene.surface_velocities.items():
+                surface_velocity[g] = f(t)
         # pin_data.J holds the joint Jacobians of q (_update_kinematics): the query does not compute them again
-        contacts = self.contact_query.update(data, None,
-                                             self._surface_velocity if self.scene.surface_velocities else None,
-                                             joint_jacobians=True, q=q)
+        contacts = self.contact_query.update(data, None, surface_velocity, joint_jacobians=True, q=q)
         if self._penetration is not None and contacts.size:
             deep = self._penetration.check(contacts, t, v, dt)      # v, dt: the approach allowed
             if deep:                   # the start state is the problem: step() does not retry with sub-steps
@@ -539,7 +554,8 @@ class Simulator:
         # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
         # kp / kd / position error by the joints' modes; the joint damping with the lagged Coulomb friction
         act = self._actuation
-        self._external_forces(t)                                  # into self._tau_ext, a row of self._rows
+        if scene.external_forces:
+            self._external_forces(t)                              # into self._tau_ext, a row of self._rows
         step_kernels.prepare_step(M, v, nle, position_error, self._rows, self._modes,
                                   self._free_motion.v_index, self._friction_tolerance, self._tree_ptr)
         if self._has_feed_forward:   # the default servo's friction and damping feed-forward (position mode only)
@@ -553,9 +569,11 @@ class Simulator:
             np.add(fc, ff, out=ff)
             np.add(self._effort, ff, out=act.effort)
         inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
-        result = self.engine.step(inputs)
+        # into the slot that last_result does not hold (an engine that fills none returns a new StepResult)
+        slots = self._slots
+        result = self.engine.step_into(inputs, slots[1] if self.last_result is slots[0].result else slots[0])
         self.contacts = contacts
-        if not result.stats.status.ok:
+        if result.stats.status is not SolverStatus.CONVERGED:
             return result, None
         # one compiled pass: integration (vector-space models) or the free-body frozen-frame update, finiteness,
         # divergence bounds, joint limits
@@ -677,8 +695,11 @@ class Simulator:
                     np.dot(f.wrench(t).reshape(2, 3), R, out=target)      # rows R^T f, R^T m
             else:
                 J = pin.getFrameJacobian(self._pm, self._pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
-                tau += J.T @ np.concatenate([f.force(t), f.torque(t)]) if J.ndim == 2 else \
-                    J * np.concatenate([f.force(t), f.torque(t)])
+                wrench = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
+                if J.ndim == 2:        # J^T [f; m] into a preallocated buffer (the same product as J.T @ w)
+                    tau += np.matmul(J.T, wrench, out=self._wrench_force)
+                else:
+                    tau += J * wrench
         return tau
 
     def _wrench_target(self, f) -> int | None:
