@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from contact_sim_ros.scenarios.campaign import load_campaign, run_trial  # noqa: E402
-from contact_sim_ros.scenarios.compare import _distances, _features  # noqa: E402
+from contact_sim_ros.scenarios.compare import parameter_distances, parameter_features  # noqa: E402
 
 CAMPAIGN = REPO / "scenes" / "campaigns" / "pick_shake_place.yaml"
 CSV_PATH = REPO / "scenes" / "campaigns" / "real_trials_example.csv"
@@ -94,14 +94,14 @@ def matched_trials(spec) -> list[int]:
     standard deviation of each parameter as its scale, over the plans of all its trials)."""
     plans = [spec.trial_parameters(k) for k in range(spec.trials)]
     scales = {n: float(np.std([p[n] for p in plans])) or 1.0 for n in MEASURED}
-    Xs = _features(plans, list(MEASURED), scales, {})
+    Xs = parameter_features(plans, list(MEASURED), scales, {})
     out = []
     for index, (k, trial_id, changes, _) in enumerate(ROWS):
         if trial_id is not None:
             out.append(trial_id)
             continue
-        Xr = _features([measured_values(spec, index, k, changes)], list(MEASURED), scales, {})
-        out.append(int(np.argmin(_distances(Xr, Xs, np.zeros(len(MEASURED), bool))[0])))
+        Xr = parameter_features([measured_values(spec, index, k, changes)], list(MEASURED), scales, {})
+        out.append(int(np.argmin(parameter_distances(Xr, Xs, np.zeros(len(MEASURED), bool))[0])))
     return out
 
 

@@ -276,9 +276,11 @@ def read_real_trials(path: str | Path, parameters, strict: bool = False, trial_i
     return trials, sorted(column_of), ignored, skipped
 
 
-def _features(values_list, names, scales, categorical):
-    """Rows of parameter values -> (n, d) float matrix in normalized units; categorical columns are mapped to
-    codes (compared by equality, see _distances)."""
+def parameter_features(values_list, names, scales, categorical):
+    """Rows of parameter values (dicts ``{name: value}``) -> (n, d) float matrix in normalized units (each value
+    over its ``scales[name]``, in the parameter's unit); columns named in ``categorical`` ({name: {text: code}},
+    filled as new texts come) are mapped to codes (compared by equality, see parameter_distances). How compare
+    matches a real trial to the nearest plan."""
     X = np.empty((len(values_list), len(names)))
     for j, name in enumerate(names):
         if name in categorical:
@@ -289,8 +291,10 @@ def _features(values_list, names, scales, categorical):
     return X
 
 
-def _distances(A, B, cat_mask, chunk: int = 256) -> np.ndarray:
-    """(len(A), len(B)) normalized parameter distances (vectorized over B, A in chunks to bound memory)."""
+def parameter_distances(A, B, cat_mask, chunk: int = 256) -> np.ndarray:
+    """(len(A), len(B)) Euclidean distances between the rows of ``parameter_features`` matrices (dimensionless;
+    a categorical column, ``cat_mask``, adds MISMATCH when its codes differ), vectorized over B, A in chunks to
+    bound memory."""
     out = np.empty((len(A), len(B)))
     for i in range(0, len(A), chunk):
         diff = A[i:i + chunk, None, :] - B[None, :, :]
@@ -332,16 +336,16 @@ def compare(results: str | Path, real_csv: str | Path, out: str | Path | None = 
         else:
             categorical[n] = {}
     cat_mask = np.array([n in categorical for n in names], dtype=bool)
-    Xr = _features([t.values for t in real], names, scales, categorical)
+    Xr = parameter_features([t.values for t in real], names, scales, categorical)
     real_success = np.array([t.success for t in real], dtype=bool)
     comps = {}
     for e in engines:
         sim = sorted((r for r in rows if r["engine"] == e), key=lambda r: r["trial"])
         ids = np.array([r["trial"] for r in sim])
         index_of = {int(t): i for i, t in enumerate(ids)}
-        Xs = _features([{n: r[f"p.{n}"] for n in names} for r in sim], names, scales, categorical)
+        Xs = parameter_features([{n: r[f"p.{n}"] for n in names} for r in sim], names, scales, categorical)
         s_succ = np.array([bool(r["success"]) for r in sim], dtype=bool)
-        D = _distances(Xr, Xs, cat_mask) if names else np.zeros((len(real), len(sim)))
+        D = parameter_distances(Xr, Xs, cat_mask) if names else np.zeros((len(real), len(sim)))
         by_id = np.array([t.trial is not None and t.trial in index_of for t in real], dtype=bool)
         missing = sorted({t.trial for t in real if t.trial is not None and t.trial not in index_of})
         if missing:          # a trial of the campaign this engine has no row of (an interrupted campaign)
