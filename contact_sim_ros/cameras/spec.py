@@ -189,9 +189,11 @@ def parse_depth_model(value, where: str) -> DepthModelSpec:
     return spec
 
 
-def parse_camera(entry, index: int, valid_parents, source: str) -> CameraSpec:
-    """One ``cameras:`` entry -> CameraSpec; ConfigError naming the camera (and the file, by the caller)."""
-    where = f"cameras[{index}]"
+def parse_camera(entry, index: int, valid_parents, source: str, where: str = "") -> CameraSpec:
+    """One ``cameras:`` entry -> CameraSpec; ConfigError naming the camera (and the file, by the caller).
+    ``where``: the entry's name in errors (default ``cameras[<index>]``; a scene's ``sensors:`` entry names its
+    own)."""
+    where = where or f"cameras[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
         raise ConfigError(f"{where}: each camera is a mapping with a 'name' (string), got {entry!r}")
     name = entry["name"]
@@ -276,7 +278,7 @@ def _depth_frame_offset(pin_model, name: str) -> bool:
     return bool(np.linalg.norm(rel.translation) > 1e-6 or np.linalg.norm(pin.log3(rel.rotation)) > 1e-6)
 
 
-def urdf_camera(entry, index: int, links) -> tuple[dict, pin.SE3, tuple] | None:
+def urdf_camera(entry, index: int, links, where: str = "") -> tuple[dict, pin.SE3, tuple] | None:
     """A ``cameras:`` entry whose camera the robot's URDF already mounts (the model has a link ``<name>_link``,
     as realsense2_description's ``sensor_d435`` macro makes; with ``use_nominal_extrinsics`` also the color and
     depth frames and their optical frames): (the entry with its parent set to the URDF frame images are rendered
@@ -289,7 +291,7 @@ def urdf_camera(entry, index: int, links) -> tuple[dict, pin.SE3, tuple] | None:
         return None
     given = [k for k in ("parent", "pose") if k in entry]
     if given:
-        raise ConfigError(f"cameras[{index}] ({name}): the robot's URDF already mounts this camera (link "
+        raise ConfigError(f"{where or f'cameras[{index}]'} ({name}): the robot's URDF already mounts this camera (link "
                           f"'{name}_link'): remove {' and '.join(repr(k) for k in given)} (its frames come from "
                           f"the URDF)")
     frames = tuple(f.format(name) for f in CAMERA_FRAMES if f.format(name) in links)
@@ -299,6 +301,23 @@ def urdf_camera(entry, index: int, links) -> tuple[dict, pin.SE3, tuple] | None:
         parent = f"{name}_color_frame" if f"{name}_color_frame" in links else f"{name}_link"
         pose = pin.SE3.Identity()
     return {**entry, "parent": parent}, pose, frames
+
+
+def parse_camera_entry(entry, index: int, model: MultibodyModel, source: str, parents=None,
+                       where: str = "") -> CameraSpec:
+    """One camera entry (a scene's ``cameras:`` entry, or a ``sensors:`` entry of type camera without its
+    ``type``) -> CameraSpec: a camera named like a camera of the robot's URDF (link ``<name>_link``) is that camera
+    (:func:`urdf_camera`). ``parents``: the model's body names (computed if None); ``where``: the entry's name in
+    errors (default ``cameras[<index>]``)."""
+    parents = set(model_body_names(model)) if parents is None else parents
+    mounted = urdf_camera(entry, index, parents, where)
+    if mounted is None:
+        return parse_camera(entry, index, parents, source, where)
+    entry, pose, frames = mounted
+    offset = entry["parent"].endswith("_color_optical_frame") and \
+        f"{entry['name']}_depth_optical_frame" in frames and _depth_frame_offset(model.pin_model, entry["name"])
+    return replace(parse_camera(entry, index, parents, source, where), pose=pose, urdf_frames=frames,
+                   depth_in_color_frame=offset)
 
 
 def parse_cameras(entries, model: MultibodyModel, source: str) -> list[CameraSpec]:
@@ -311,17 +330,7 @@ def parse_cameras(entries, model: MultibodyModel, source: str) -> list[CameraSpe
         raise ConfigError(f"cameras: a list of camera entries ({{name, parent, pose, width, height, fov, ...}}), "
                           f"got {entries!r}")
     parents = set(model_body_names(model))
-    cameras = []
-    for i, e in enumerate(entries):
-        mounted = urdf_camera(e, i, parents)
-        if mounted is None:
-            cameras.append(parse_camera(e, i, parents, source))
-        else:
-            entry, pose, frames = mounted
-            offset = entry["parent"].endswith("_color_optical_frame") and \
-                f"{entry['name']}_depth_optical_frame" in frames and _depth_frame_offset(model.pin_model, entry["name"])
-            cameras.append(replace(parse_camera(entry, i, parents, source), pose=pose, urdf_frames=frames,
-                                   depth_in_color_frame=offset))
+    cameras = [parse_camera_entry(e, i, model, source, parents) for i, e in enumerate(entries)]
     names = [c.name for c in cameras]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

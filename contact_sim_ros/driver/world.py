@@ -23,6 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from .command_validation import JointLimits
+from .config import HardwareInfo, SensorInfo
 from .controller_manager import ControllerManagers
 from .controllers.base import ControllerTransport
 from .franka import franka_hands, with_hand_drives
@@ -99,6 +100,24 @@ def world_robots(config: NodeConfig, sim: Simulator) -> list[WorldRobot]:
                        config.frame_prefix + (r.frame_prefix or "")) for r in presets]
 
 
+def scene_sensor_infos(sim: Simulator, infos) -> tuple:
+    """The scene's sensors measured on the stepping thread (``sim.scene.sensors`` but cameras: its ``sensors:``
+    entries, built through the sensor registry) as ``<ros2_control>`` ``<sensor>``s (driver/config.SensorInfo: the
+    type's state interfaces, its parameters with its ``type``), so that a controllers file's broadcaster names one
+    by ``sensor_name`` as it names a ``<sensor>`` of a robot's block (force_torque_sensor_broadcaster,
+    imu_sensor_broadcaster). ConfigError for a name a robot's block (``infos``: HardwareInfo or None) already has."""
+    out = []
+    for sensor in sim.scene.sensors:
+        if sensor.off_thread:            # cameras: their own process
+            continue
+        taken = [i.source for i in infos if i is not None and i.sensor(sensor.name) is not None]
+        if taken:
+            raise ConfigError(f"{sim.scene.source}: {sensor.spec.source} ({sensor.name}): a <sensor> of {taken[0]} "
+                              f"has this name already: rename the scene's sensor")
+        out.append(SensorInfo(sensor.name, tuple(sensor.interfaces), {"type": sensor.spec.type, **sensor.spec.params}))
+    return tuple(out)
+
+
 class WorldTransports:
     """What the transports give :meth:`World.build` and the hooks it calls, in this order (each a no-op here):
 
@@ -161,6 +180,9 @@ class World:
         # parameter ros2_control_file applies to the single-robot layout
         infos = [r.driver.hardware_info(sim, config.ros2_control_file if not r.own_namespace else "")
                  for r in robots]
+        sensors = scene_sensor_infos(sim, infos)       # the scene's sensors: as a block's <sensor>s
+        if sensors:
+            infos.append(HardwareInfo(str(sim.scene.source), (), (), (), sensors))
         config.apply_initial_positions(sim)                # the node parameter wins; a reset returns there
         problem = config.start_pose_error(sim)             # a start the first step would refuse: refused now
         if problem:

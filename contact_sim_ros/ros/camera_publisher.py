@@ -36,6 +36,7 @@ from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
 from ..cameras.render_thread import RenderThread
 from ..driver.loop import PublishHook
+from ..errors import ContactSimError
 from .camera_process import CameraProcess
 from .camera_topics import LATCHED, CameraTopics, camera_static_transforms
 
@@ -49,16 +50,21 @@ class CameraPublisher:
     """The node's cameras: static TF, the stepping-thread hooks, and what renders and publishes them: a
     CameraProcess, or (``in_node``, when the node records) the node's own publishers fed by a RenderThread.
 
-    ``node``: the SimNode (``node.world``, ``node.prefix``, ``node.link_prefixes`` name the parent frames).
+    ``node``: the SimNode (``node.world``, ``node.prefix``, ``node.link_prefixes`` name the parent frames);
+    ``cameras``: the cameras/spec.CameraSpec of the scene's camera sensors (sensors/camera.py; the scene's
+    ``cameras`` list, which its render process reads).
     Raises ContactSimError (the render back-end missing, a bad camera) at start-up, after the renderer tried to
     make its GL context."""
 
-    def __init__(self, node, sim, viewer=None, in_node: bool = False, priority: str = "idle"):
+    def __init__(self, node, sim, cameras, viewer=None, in_node: bool = False, priority: str = "idle"):
         self.node = node
         self.sim = sim
         self.viewer = viewer          # the browser view (ViewerProcess): the frusta with their live images
         self.log = node.get_logger()
-        self.specs = list(sim.scene.cameras)
+        self.specs = list(cameras)
+        if [c.name for c in self.specs] != [c.name for c in sim.scene.cameras]:
+            raise ContactSimError(f"cameras {[c.name for c in self.specs]}: not the scene's cameras "
+                                  f"{[c.name for c in sim.scene.cameras]}, which its render process renders")
         for spec in self.specs:
             spec.check_rate(sim.time_step)
         self.topics = None

@@ -225,20 +225,23 @@ class SimNode(Node):
         self._build_robot_ports(robots)
         self._build_publishers()
         hooks = self._build_hooks()
+        # the cameras: the scene's camera sensors (its cameras: and its sensors: of type camera, built through the
+        # sensor registry: sensors/camera.py), rendered by a process of their own
+        cameras = [s.camera for s in sim.scene.sensors if s.type_name == "camera"]
         self.viewer = None
         if cfg.viewer:
             from ..viewer.scene_viewer import CameraView, ViewerProcess   # deferred: viser, only with the viewer
             self.viewer = ViewerProcess(self.model, port=cfg.viewer_port, update_rate=cfg.viewer_rate,
-                                        objects=sim.scene.objects, cameras=[CameraView(c.name, c.fov_y, c.width, c.height)
-                                                 for c in sim.scene.cameras])
+                                        objects=sim.scene.objects,
+                                        cameras=[CameraView(c.name, c.fov_y, c.width, c.height) for c in cameras])
             self._viewer_clock = (time.monotonic(), sim.t)
             hooks.append(PublishHook("viewer", cfg.decimation(cfg.viewer_rate), self._pub_viewer))
             self._viewer_timer = self.create_timer(0.1, self._viewer_events,
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))
             self.log.info(f"viewer: {self.viewer.url}")
         self.cameras = None
-        if sim.scene.cameras:     # simulated RGB-D cameras (issue 28): a process of their own (camera_publisher)
-            self.cameras = CameraPublisher(self, sim, self.viewer, in_node=self.recorder is not None,
+        if cameras:     # simulated RGB-D cameras (issue 28): a process of their own (camera_publisher)
+            self.cameras = CameraPublisher(self, sim, cameras, self.viewer, in_node=self.recorder is not None,
                                            priority=cfg.camera_priority)
             hooks += self.cameras.hooks()
         self._warned: dict[str, float] = {}

@@ -173,3 +173,37 @@ def spec_from_mapping(name: str, data: dict, source: str) -> SensorSpec:
                           f"{', '.join(sensor_types())}")
     params = {k: v for k, v in data.items() if k != "type"}
     return SensorSpec(name, str(data["type"]), params, source)
+
+
+def scene_sensors(entries, model, cameras=()) -> list[Sensor]:
+    """A scene's sensors, built through the registry: its ``cameras:`` (``cameras``: the parsed
+    cameras/spec.CameraSpec list, registered as ``camera`` sensors) then its ``sensors:`` list (``entries``: each a
+    mapping ``{name, type, <the type's parameters>}``, the parameters as a ``<ros2_control>`` ``<sensor>``'s
+    ``<param>``s give them: force_torque parent_link / child_link / frame_id, imu frame_id, camera parent / pose /
+    width / height / fov ...). ConfigError naming the entry (``sensors[<i>] (<name>)``; the scene loader prefixes
+    the file) and what is wrong: not a mapping, no name or type, an unknown type (the valid ones listed), a bad
+    parameter, a repeated name."""
+    out = [sensor_class("camera").of(c, model, f"cameras[{i}]") for i, c in enumerate(cameras)]
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise ConfigError(f"sensors: a list of sensor entries ({{name, type, <parameters>}}), got {entries!r}; "
+                          f"sensor types: {', '.join(sensor_types())}")
+    for i, entry in enumerate(entries):
+        where = f"sensors[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: a mapping {{name, type, <parameters>}}, got {entry!r}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where}: each sensor has a 'name' (string; it names its state interfaces), got "
+                              f"{entry!r}")
+        kind = entry.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise ConfigError(f"{where} ({name}): each sensor has a 'type'; sensor types: {', '.join(sensor_types())}")
+        params = {k: v for k, v in entry.items() if k not in ("name", "type")}
+        out.append(make_sensor(SensorSpec(name, kind, params, where), model))
+    names = [s.name for s in out]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"sensors: names must be unique among the cameras and the sensors; repeated: {repeated}")
+    return out

@@ -15,6 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..cameras.spec import parse_cameras
+from ..sensors.base import scene_sensors
 from ..errors import ConfigError, ContactSimError, ModelError, unknown_choice
 from ..model.composition import build_scene_model, mount_order, prefixed_preset
 from ..model.loader import (EnvironmentSpec, ObjectSpec, RobotPreset, ShapeSpec, load_robot_preset, meshes_dir,
@@ -251,7 +252,12 @@ class Scene:
     robots: list = field(default_factory=list)
     # joints left without a drive whatever the robot declares (scene key passive_joints; sim/default_gains.py)
     passive_joints: tuple = ()
-    cameras: list = field(default_factory=list)     # cameras.spec.CameraSpec per ``cameras:`` entry
+    # the cameras (cameras.spec.CameraSpec): the ``camera`` sensors' specs, ``cameras:`` then ``sensors:`` entries
+    cameras: list = field(default_factory=list)
+    # every sensor of the scene (sensors/base.Sensor, built through the sensor registry: sensors/base.scene_sensors):
+    # a camera per ``cameras:`` entry, then the ``sensors:`` entries (a sensor a broadcaster names by sensor_name,
+    # as a <ros2_control> <sensor>: driver/world.py)
+    sensors: list = field(default_factory=list)
 
     def __post_init__(self):
         if not self.robots and self.robot is not None:
@@ -266,7 +272,8 @@ class Scene:
 
 
 _SCENE_KEYS = {"gravity", "robot", "robots", "objects", "environment", "materials", "disabled_collisions",
-               "contact_margin", "inputs", "description", "initial_positions", "passive_joints", "cameras"}
+               "contact_margin", "inputs", "description", "initial_positions", "passive_joints", "cameras",
+               "sensors"}
 
 
 def load_scene(scene, source: str | None = None) -> Scene:
@@ -426,9 +433,12 @@ def _build(data: dict, source: str) -> Scene:
         for g, link in enumerate(model.geometry_names):
             if link == name or link.startswith(name + "/"):
                 surface_by_geom[g] = f
-    cameras = parse_cameras(data.get("cameras"), model, source)
+    # the sensors through the registry (sensors/base.py): the cameras, then the sensors: list; the cameras the node
+    # renders are the camera sensors
+    sensors = scene_sensors(data.get("sensors"), model, parse_cameras(data.get("cameras"), model, source))
+    cameras = [s.camera for s in sensors if s.type_name == "camera"]
     return Scene(model, q0, v0, source, robot, margin, forces, scripts, surface_by_geom, objects, environment,
-                 robots, tuple(dict.fromkeys(passive)), cameras)
+                 robots, tuple(dict.fromkeys(passive)), cameras, sensors)
 
 
 def _mesh_entry(o: dict, scene_dir, where: str) -> MeshSpec:
