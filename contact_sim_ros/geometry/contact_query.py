@@ -305,6 +305,7 @@ class ContactQuery:
         self._near_bounds = (PairBounds.make(pm, gm, near, margin)
                              if self._bounds is not None and len(near) else None)
         self._bounds_wait = 0                  # updates left before the next bounding-volume test
+        self._no_coal_rows = None              # the narrow phase's rows when no pair is coal's (update)
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
         self._pair_geometries = [tuple(p) for p in pairs.tolist()]             # (A, B) of each pair, Python ints
         # world placements (4x4) of the geometries of this step's coal patches, by geometry index (patch_contacts
@@ -553,6 +554,13 @@ class ContactQuery:
         if self._native is not None:
             (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
              multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_native(pin_data, near)
+        elif self._broad is None and not self._coal_pairs:
+            # every pair compiled (analytic): coal's narrow phase has nothing to test, its (empty) rows are the same
+            # every step: made once (they are only read)
+            if self._no_coal_rows is None:
+                self._no_coal_rows = self._narrow_phase_python(pin_data, near)
+            (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
+             multi_a, multi_b, n_colliding, n_candidates) = self._no_coal_rows
         else:
             (single_pair, single_a, single_b, single_n, multi_pair, multi_start, multi_mid, multi_n, multi_depth,
              multi_a, multi_b, n_colliding, n_candidates) = self._narrow_phase_python(pin_data, near)
