@@ -631,6 +631,7 @@ class SteppingLoop:
 
     def _run(self):
         sim = self.sim
+        link = self.link                # its running flag read directly: no property call per step
         period = self.dt / self.real_time_factor if self.real_time_factor > 0 else 0.0
         deadline = time.monotonic()
         slept = deadline                # when this thread last let the GIL go for a while (yield_period_s)
@@ -638,7 +639,7 @@ class SteppingLoop:
         while True:
             with self._cv:
                 next_publish = time.monotonic() + self.paused_publish_period
-                while (self._running and self._paused and self._pending_steps == 0
+                while (link.running and self._paused and self._pending_steps == 0
                        and self._reset_requested == 0 and not self._calls):
                     if not self._idle_published:
                         self._idle_published = True
@@ -660,7 +661,7 @@ class SteppingLoop:
                         continue
                     self._cv.wait(next_publish - now)
                     last_start = None
-                if not self._running:
+                if not link.running:
                     return
                 if self._reset_requested:
                     self._do_reset()
