@@ -95,14 +95,16 @@ def test_bad_engine_and_time_step_are_rejected():
         Simulator(scene, engine_options={"bogus": 1})
 
 
-@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
-def test_engine_outputs_are_written_in_place_and_last_result_survives_the_next_step(engine):
-    """The engine writes a step's outputs into one of two preallocated slots (ContactEngine.step_into), the one
-    last_result does not hold: no result object or output array is made per step, and the last result a caller
-    read is still intact after the next step (only the step after that reuses its arrays)."""
+@pytest.mark.parametrize("engine, shape, contacts", [("tamsi", {"box": [0.1, 0.08, 0.06]}, 4),
+                                                     ("lagged", {"box": [0.1, 0.08, 0.06]}, 4),
+                                                     ("tamsi", {"sphere": 0.03}, 1)])     # the fused step
+def test_engine_outputs_are_written_in_place_and_last_result_survives_the_next_step(engine, shape, contacts):
+    """The engine writes a step's outputs into one of two preallocated slots (ContactEngine.step_into; the fused
+    free-body step too), the one last_result does not hold: no result object or output array is made per step,
+    and the last result a caller read is still intact after the next step (only the step after that reuses its
+    arrays)."""
     m = 0.7
-    sim = Simulator({"objects": [{"name": "obj", "shape": {"box": [0.1, 0.08, 0.06]}, "mass": m,
-                                  "pose": {"xyz": [0, 0, 0.03]}}],
+    sim = Simulator({"objects": [{"name": "obj", "shape": shape, "mass": m, "pose": {"xyz": [0, 0, 0.03]}}],
                      "environment": [{"name": "ground", "shape": "halfspace"}],
                      "materials": {"default": {"stiffness": 1e5, "dissipation": 20.0, "friction": 0.5}}},
                     engine=engine, time_step=1e-3)
@@ -111,7 +113,8 @@ def test_engine_outputs_are_written_in_place_and_last_result_survives_the_next_s
     first = sim.last_result
     kept = {k: getattr(first, k).copy() for k in ("contact_impulse", "generalized_contact_force", "actuation_force")}
     buffers = {k: getattr(first, k) for k in kept}
-    assert first.contact_impulse.shape[0] == 4 and kept["contact_impulse"][:, 2].sum() > 0
+    assert first.contact_impulse.shape[0] == contacts and kept["contact_impulse"][:, 2].sum() > 0
+    assert (sim._fused is not None) == ("sphere" in shape)
     sim.step()
     second = sim.last_result
     assert second is not first

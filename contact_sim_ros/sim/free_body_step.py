@@ -317,14 +317,19 @@ class FreeBodyTamsiStep:
                       *engine._kernel_scratch, *sim._finish_arrays)
         self._head = (self._body_int, self._body_float, self._gravity, M, self._nle, self._J)
 
-    def step(self, q, v, dt):
+    def step(self, q, v, dt, slot=None):
         """One attempt from (q, v) over dt (s): (status, iterations, err, n, finish code, q_next, v_next, impulse
-        (n, 3), generalized contact force, actuation); the arrays are fresh (the new state and StepResult's)."""
+        (n, 3), generalized contact force, actuation); q_next and v_next are fresh (the new state), the others are
+        written into ``slot``'s arrays (engines/base.ResultSlot) when given, else fresh too."""
         q_next, v_out = np.empty(self._nq), np.empty(self._nv)
-        impulse, gen, act = np.empty((self._pairs, 3)), np.empty(self._nv), np.empty(self._nv)
+        if slot is None:
+            impulse, gen, act = np.empty((self._pairs, 3)), np.empty(self._nv), np.empty(self._nv)
+        else:
+            impulse, gen, act = slot.rows(self._pairs)[0], slot.generalized_contact_force, slot.actuation_force
         status, iterations, err, count, info, n, r, code = free_body_tamsi_step(
             q, v, dt, *self._head, *self._args, q_next, v_out, self._v_engine, impulse, gen, act)
         self._engine._history_count = count
         stats = self._cq.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = self._pairs, r, n
-        return status, iterations, err, info, n, code, q_next, v_out, impulse[:n], gen, act
+        return (status, iterations, err, info, n, code, q_next, v_out,
+                impulse[:n] if slot is None else slot.rows(n)[0], gen, act)

@@ -492,8 +492,10 @@ class Simulator:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the bodies' rotations
             self._external_forces(t)                              # into self._tau_ext, a row of self._rows
+        slots = self._slots                # the engine's outputs into the slot last_result does not hold
+        slot = slots[1] if self.last_result is slots[0].result else slots[0]
         start = time.perf_counter()
-        status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt)
+        status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt, slot)
         elapsed = time.perf_counter() - start
         if code != step_kernels.OK:
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
@@ -502,8 +504,11 @@ class Simulator:
         if self._penetration is not None and n and self._penetration.check(contacts, t, self._v, dt):
             return None            # the staged step fails with the reason
         self.contacts = contacts
-        self.last_result = StepResult(v, impulse, gen, act, SolverStats(SolverStatus.CONVERGED, iterations,
-                                                                        err if iterations else 0.0, elapsed))
+        result = self.last_result = slot.result
+        result.v_next, result.contact_impulse, result.friction_normal_impulse = v, impulse, None
+        stats = result.stats
+        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
+            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed, "")
         self._last_dt = dt
         self.actuation_force = act
         self._q, self._v, self._t = q, v, t + dt
