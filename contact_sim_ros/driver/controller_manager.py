@@ -203,7 +203,7 @@ class ControllerManager:
     def update(self, time: float, period: float) -> None:
         """Every active controller's update (stepping thread); those whose update returned ERROR or raised are
         deactivated after the others' (module docstring)."""
-        failed = None
+        failed, ok = None, ReturnType.OK
         with self.lock:
             for c in self._updaters:
                 try:
@@ -212,7 +212,7 @@ class ControllerManager:
                     self.transport.error(f"Caught exception of type : {type(exc).__name__} while updating "
                                          f"controller '{c.name}': {exc}")
                     result = ReturnType.ERROR
-                if result is not ReturnType.OK:
+                if result is not ok:
                     if failed is None:
                         failed = []
                     failed.append(c)
@@ -365,8 +365,8 @@ class ControllerManager:
                 problems.append(f"'{name}' is already active")
             elif c.state == "unconfigured":
                 problems.append(f"'{name}' is unconfigured (configure_controller first)")
-            elif self._unavailable(c):
-                problems.append(self._unavailable(c))
+            elif unavailable := self._unavailable(c):
+                problems.append(unavailable)
             else:
                 act.append(c)
         if problems and strict:

@@ -115,15 +115,16 @@ class LoanedCommandInterfaces:
 
     def check(self, idx) -> None:
         """InterfaceNotClaimed unless every row of ``idx`` (an int, an index array, a slice or a list) is claimed
-        and the loan is not released. An index array or slice is remembered once checked (by identity)."""
+        and the loan is not released. An index array or slice is remembered once checked (by identity; the
+        release forgets them all)."""
+        key = id(idx)
+        if key in self._checked:          # the per-update case: one look-up
+            return
         if self.released:
             raise self._refuse(idx)
         if type(idx) is int or isinstance(idx, np.integer):
             if not self._mask[idx]:
                 raise self._refuse(idx)
-            return
-        key = id(idx)
-        if key in self._checked:
             return
         if not self._mask[idx].all():
             raise self._refuse(idx)
