@@ -67,7 +67,7 @@ def _check_gain_rules(sim) -> None:
         assert kp == pytest.approx(min(m_ii * DEFAULT_BANDWIDTH ** 2, limit / MAX_POSITION_ERROR), rel=1e-12)
         assert kd == pytest.approx(2.0 * math.sqrt(kp * m_ii), rel=1e-12)       # critically damped
         vi = m.joint_v_index[i]
-        assert (sim._kp[vi], sim._kd[vi]) == (kp, kd)
+        assert (sim.data.kp[vi], sim.data.kd[vi]) == (kp, kd)
 
 
 def _hold_and_track(sim, joints, hold_s=1.0, track_s=2.0):
@@ -197,9 +197,9 @@ def test_preset_gains_win_and_only_missing_joints_get_defaults():
     m = sim.model
     assert set(sim.default_gains) == set(UR5_JOINTS) - set(given)
     vi = m.joint_v_index[m.joint_index("shoulder_pan_joint")]
-    assert (sim._kp[vi], sim._kd[vi]) == (100.0, 5.0)
+    assert (sim.data.kp[vi], sim.data.kd[vi]) == (100.0, 5.0)
     vi = m.joint_v_index[m.joint_index("wrist_3_joint")]
-    assert (sim._kp[vi], sim._kd[vi]) == (7.0, 0.0)
+    assert (sim.data.kp[vi], sim.data.kd[vi]) == (7.0, 0.0)
     for preset in ("allegro", "barrett", "franka", "iiwa_wsg"):
         scene = load_scene({"robot": preset})
         assert set(scene.robot.gains) == set(scene.model.joint_names), preset   # no defaults for presets

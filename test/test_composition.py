@@ -79,8 +79,8 @@ def test_iiwa_allegro_model_records_both_robots():
     assert [r.name for r in sim.scene.robots] == ["iiwa", "allegro"] and sim.scene.robot.name == "iiwa"
     assert sim.scene.scene_robot("allegro").namespace == "allegro"
     # every joint has the gains of its robot (allegro preset: kp 3, iiwa mapping: kp 2000 on joint 1)
-    assert sim._kp[m.joint_v_index[m.joint_index("joint_5.0")]] == 3.0
-    assert sim._kp[m.joint_v_index[m.joint_index("iiwa_joint_1")]] == 2000.0
+    assert sim.data.kp[m.joint_v_index[m.joint_index("joint_5.0")]] == 3.0
+    assert sim.data.kp[m.joint_v_index[m.joint_index("iiwa_joint_1")]] == 2000.0
     assert sim.default_gains == {}
     # no contact between the arm and the hand at the start
     assert sim.contact_query.update(sim.pin_data, sim.geometry_data, None).size == 0

@@ -151,7 +151,7 @@ def test_presets_keep_every_joint_driven():
             warnings.simplefilter("error", DefaultGainsWarning)    # presets give every joint its gains
             sim = Simulator({"robot": robot}, engine="tamsi", time_step=DT)
         assert sim.passive_joints == () and not sim.default_gains
-        assert np.all(sim._kp[sim.model.joint_v_index] > 0)
+        assert np.all(sim.data.kp[sim.model.joint_v_index] > 0)
 
 
 def test_contact_sim_run_says_which_joints_got_default_gains(tmp_path):

@@ -213,8 +213,8 @@ def test_scripted_joint_targets_equal_set_joint_targets(tmp_path):
                                               velocities={"iiwa_joint_1": 0.3 * np.cos(t)})
         commanded.set_joint_targets(efforts={"iiwa_joint_2": 2.0 + t})
         assert clamped == ["iiwa_joint_4"]
-        for name in ("_q_target", "_v_target", "_effort", "_position_mode", "_velocity_mode"):
-            np.testing.assert_array_equal(getattr(scripted, name), getattr(commanded, name), err_msg=name)
+        for name in ("q_target", "v_target", "effort", "position_mode", "velocity_mode"):
+            np.testing.assert_array_equal(getattr(scripted.data, name), getattr(commanded.data, name), err_msg=name)
 
 
 @pytest.mark.parametrize("engine", ["tamsi", "quasistatic_miqp"])
@@ -229,7 +229,7 @@ def test_joint_command_arrays_equal_set_joint_targets(engine):
     names = by_name.model.joint_names
     n = len(names)
     rng = np.random.default_rng(7)
-    fields = ("_q_target", "_v_target", "_effort", "_position_mode", "_velocity_mode")
+    fields = ("q_target", "v_target", "effort", "position_mode", "velocity_mode")
     for trial in range(20):
         mode = rng.integers(0, 2 if engine == "quasistatic_miqp" else 3, n)     # 0 position, 1 velocity, 2 effort
         q = rng.uniform(-4.0, 4.0, n)          # beyond some joints' limits: clamped
@@ -244,8 +244,9 @@ def test_joint_command_arrays_equal_set_joint_targets(engine):
         else:
             by_array.set_joint_command_arrays(pos, vel, q, v, e)
         for f in fields:
-            np.testing.assert_array_equal(getattr(by_array, f), getattr(by_name, f), err_msg=f"{f}, trial {trial}")
-    before = {f: getattr(by_array, f).copy() for f in fields}
+            np.testing.assert_array_equal(getattr(by_array.data, f), getattr(by_name.data, f),
+                                          err_msg=f"{f}, trial {trial}")
+    before = {f: getattr(by_array.data, f).copy() for f in fields}
     q[0] = np.nan
     with pytest.raises(ConfigError, match=f"joint '{names[0]}': position command must be finite"):
         by_array.set_joint_command_arrays(np.ones(n, bool), np.zeros(n, bool), q, v, e)
@@ -254,7 +255,7 @@ def test_joint_command_arrays_equal_set_joint_targets(engine):
         with pytest.raises(ConfigError, match=f"pure effort command for joint.*{names[1]}"):
             by_array.set_joint_command_arrays(np.zeros(n, bool), np.arange(n) != 1, q, v, e)
     for f in fields:
-        np.testing.assert_array_equal(getattr(by_array, f), before[f], err_msg=f)
+        np.testing.assert_array_equal(getattr(by_array.data, f), before[f], err_msg=f)
 
 
 # ------------------------------------------------------------------ URDF Coulomb joint friction

@@ -267,7 +267,7 @@ def test_default_servo_accounts_for_damping_friction_and_the_effort_cap(monkeypa
                 assert slow >= DEFAULT_BANDWIDTH * (1 - 1e-9), (name, slow)
                 assert fc / kp <= FRICTION_BAND * (1 + 1e-9)
             assert disc <= 1e-9 * c * c or kd == 0.0          # critically damped, or overdamped by d alone
-            assert (sim._ff_friction[vi], sim._ff_damping[vi]) == (fc, d)
+            assert (sim.data.ff_friction[vi], sim.data.ff_damping[vi]) == (fc, d)
 
 
 # ------------------------------------------------------------------------------ goal tolerance
@@ -390,10 +390,10 @@ def test_friction_feed_forward_removes_the_lag_that_the_effort_cap_leaves(tmp_pa
     for feed_forward in (True, False):
         sim = Simulator({"robot": {"urdf": str(urdf)}}, engine=ENGINE, time_step=DT)
         kp, kd = sim.default_gains["spin"]
-        assert kp == pytest.approx(50.0) and sim._ff_friction[0] == 0.5 and sim._ff_damping[0] == 0.05
+        assert kp == pytest.approx(50.0) and sim.data.ff_friction[0] == 0.5 and sim.data.ff_damping[0] == 0.05
         if not feed_forward:
             sim.set_gains(kp={"spin": kp}, kd={"spin": kd})
-            assert sim._ff_friction[0] == 0.0 == sim._ff_damping[0]
+            assert sim.data.ff_friction[0] == 0.0 == sim.data.ff_damping[0]
         for k in range(1100):
             u = min((k + 1) * DT, 1.0)
             q = 0.3 * (10 * u ** 3 - 15 * u ** 4 + 6 * u ** 5)

@@ -301,8 +301,8 @@ def micro(scene, dt, engine, settle):
                                                                  pin.computeGeneralizedGravity(pm, data, q))),
         "Simulator._external_forces": timeit(lambda: sim._external_forces(sim.t), 500),
         "Simulator._apply_scripts": timeit(lambda: sim._apply_scripts(sim.t), 500),
-        "np.where(mask, a, 0.0) (nv)": timeit(lambda: np.where(sim._position_mode, sim._kp, 0.0)),
-        "pin.difference (q, q_target)": timeit(lambda: pin.difference(pm, q, sim._q_target)),
+        "np.where(mask, a, 0.0) (nv)": timeit(lambda: np.where(sim.data.position_mode, sim.data.kp, 0.0)),
+        "pin.difference (q, q_target)": timeit(lambda: pin.difference(pm, q, sim.data.q_target)),
         "divergence check": timeit(lambda: sim._divergence.check(q, v, M, 0.0)) if sim._divergence else 0.0,
         "free_motion.integrate": timeit(lambda: sim._free_motion.integrate(q, v, dt)),
         "engine.step (whole engine)": timeit(lambda: sim.engine.step(StepInputs(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ..engines.base import Actuation, ResultSlot, SolverStats, SolverStatus, StepInputs, StepResult
+from ..engines.base import Actuation, SolverStats, SolverStatus, StepInputs, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from .. import native_build
@@ -31,6 +31,7 @@ from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep
 from .scene import Scene, load_scene
+from .sim_data import SimData
 
 # what of the kinematics of the current state is still to be computed when ``pin_data`` / ``geometry_data`` are read
 # (the step itself needs neither the frame nor the geometry placements of the new state, the fused step not even
@@ -97,12 +98,9 @@ class Simulator:
         self._penetration = PenetrationCheck.make(self.model, penetration_limit)
         nv, nq = pm.nv, pm.nq
         m = self.model
-        # actuation state (per velocity index); gains from the robot preset
-        # gains, model damping and friction, scripted external force and the step's actuation rows: views of one
-        # block, the compiled pass before the engine reads and writes (sim/step_kernels.py)
-        self._rows = np.zeros((step_kernels.N_ROWS, nv))
-        self._kp = self._rows[step_kernels.KP]
-        self._kd = self._rows[step_kernels.KD]
+        # every array a step reads or writes, by name (sim/sim_data.py): gains, commands, the rows of the compiled
+        # pass before the engine, the dynamics buffers, the engine's output slots
+        d = self.data = SimData.allocate(nq, nv, len(m.geometry_names))
         # the joints the robots declare driven get their gains or defaults derived from the model, the others stay
         # passive (sim/default_gains.py: drive_plan); a DefaultGainsWarning names the joints that got defaults
         self.default_gains: dict = {}           # joint -> (kp, kd) of the joints that got defaults
@@ -113,52 +111,32 @@ class Simulator:
             self.passive_joints = plan.passive
             for joint, (kp, kd) in {**plan.given, **self.default_gains}.items():
                 vi = m.joint_v_index[m.joint_index(joint)]
-                self._kp[vi], self._kd[vi] = kp, kd
+                d.kp[vi], d.kd[vi] = kp, kd
             warn_default_gains(self.default_gains, ", ".join(r.name for r in self.scene.robots),
                                self.passive_joints)
         self._passive_v = np.array([m.joint_v_index[m.joint_index(j)] for j in self.passive_joints], dtype=np.intp)
-        self._effort_limit = np.full(nv, np.inf)
-        self._effort_limit[m.joint_v_index] = m.effort_limit
-        self._q_target = np.zeros(nq)
+        d.effort_limit[m.joint_v_index] = m.effort_limit
         self._command_index_model = None      # set_joint_command_arrays' index arrays are for this model
-        self._v_target = np.zeros(nv)
-        self._effort = np.zeros(nv)
-        self._modes = np.zeros((2, nv), dtype=bool)
-        self._position_mode = self._modes[step_kernels.POSITION_MODE]
-        self._velocity_mode = self._modes[step_kernels.VELOCITY_MODE]
         # the step's actuation (engines/base.py): effort, velocity target and effort limit are the command arrays
         # themselves (changed in place only); kp, kd and the position error are written by
         # step_kernels.prepare_step from the gains and the joints' modes every step
-        rows = self._rows
-        self._actuation = Actuation(self._effort, rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
-                                    rows[step_kernels.ERROR_OUT], self._v_target, self._effort_limit)
-        self._tau_ext = self._rows[step_kernels.EXTERNAL]
+        self._actuation = Actuation(d.effort, d.kp_out, d.kd_out, d.error_out, d.v_target, d.effort_limit)
         # the default servo's feed-forward of the URDF's friction and damping at the velocity target
         # (sim/default_gains.py: default_feed_forward) on the joints that got default gains, in position mode: then
         # the actuation's effort is the commanded effort + Fc v_t / max(|v_t|, v_s) + d v_t (N*m or N)
-        self._ff_friction, self._ff_damping = np.zeros(nv), np.zeros(nv)
         for joint, (friction, damping) in default_feed_forward(m, self.default_gains).items():
             vi = m.joint_v_index[m.joint_index(joint)]
-            self._ff_friction[vi], self._ff_damping[vi] = friction, damping
-        self._has_feed_forward = bool(np.any(self._ff_friction > 0) or np.any(self._ff_damping > 0))
+            d.ff_friction[vi], d.ff_damping[vi] = friction, damping
+        self._has_feed_forward = bool(np.any(d.ff_friction > 0) or np.any(d.ff_damping > 0))
         if self._has_feed_forward:
-            self._ff, self._ff_scratch = np.zeros(nv), np.zeros(nv)   # per-step buffers (no allocation)
-            self._actuation.effort = np.zeros(nv)
+            self._actuation.effort = d.actuation_effort
         self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
-        self._wrench_force = np.zeros(nv)         # J^T [f; m] of one scripted wrench on a link (N or N*m)
-        # the engine's outputs, written in place (ContactEngine.step_into): two slots, a step writes into the one
-        # that last_result does not hold, so last_result stays valid while the next step (or a failed attempt) runs
-        self._slots = (ResultSlot(nv), ResultSlot(nv))
-        self._surface_velocity = np.zeros((len(m.geometry_names), 3))
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
-        self._joint_friction = np.asarray(m.joint_friction, dtype=float)
-        self._has_joint_friction = bool(np.any(self._joint_friction > 0))
         # constants of the compiled passes around the engine (sim/step_kernels.py)
-        self._rows[step_kernels.VISCOUS_DAMPING] = m.joint_damping
-        self._rows[step_kernels.JOINT_FRICTION] = self._joint_friction
-        self._damping = self._rows[step_kernels.DAMPING_OUT]          # viscous + friction damping of the step
-        self._tau = self._rows[step_kernels.TAU]
+        d.viscous_damping[:] = m.joint_damping
+        d.joint_friction[:] = np.asarray(m.joint_friction, dtype=float)
+        self._has_joint_friction = bool(np.any(d.joint_friction > 0))
         self._friction_tolerance = self.joint_stiction_tolerance if self._has_joint_friction else 0.0
         self._tree_ptr = tree_velocity_ranges(pm)                    # M's diagonal blocks (prepare_step)
         limited = np.flatnonzero(self._limited)
@@ -185,10 +163,7 @@ class Simulator:
         if self._free_bodies is None:
             module = native_build.RIGID_BODY.load()
             if module is not None:
-                self._mass_matrix = np.zeros((nv, nv))
-                self._nle, self._gravity, self._position_error = np.zeros((3, nv))
-                self._rigid = module.RigidBodyDynamics(pm, self._pin_data, self._mass_matrix, self._nle,
-                                                       self._gravity)
+                self._rigid = module.RigidBodyDynamics(pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
@@ -228,11 +203,12 @@ class Simulator:
         self.step_count = 0
         self._q = self.scene.q0.copy()
         self._v = self.scene.v0.copy()
-        self._q_target[:] = self._q
-        self._v_target[:] = 0.0
-        self._effort[:] = 0.0
-        self._position_mode[:] = self.model.actuated & (self._kp > 0)
-        self._velocity_mode[:] = False
+        d = self.data
+        d.q_target[:] = self._q
+        d.v_target[:] = 0.0
+        d.effort[:] = 0.0
+        d.position_mode[:] = self.model.actuated & (d.kp > 0)
+        d.velocity_mode[:] = False
         self.engine.reset()
         self.contacts = None
         self.last_result: StepResult | None = None
@@ -280,13 +256,14 @@ class Simulator:
                 continue
             qn, qo = slice(jn.idx_q, jn.idx_q + jn.nq), slice(jo.idx_q, jo.idx_q + jo.nq)
             vn, vo = slice(jn.idx_v, jn.idx_v + jn.nv), slice(jo.idx_v, jo.idx_v + jo.nv)
-            for attr in ("_q", "_q_target"):
-                getattr(self, attr)[qn] = getattr(old, attr)[qo]
+            self._q[qn] = old._q[qo]
+            self.data.q_target[qn] = old.data.q_target[qo]
             self.scene.q0[qn] = old.scene.q0[qo]
             self.scene.v0[vn] = old.scene.v0[vo]
-            for attr in ("_v", "_kp", "_kd", "_effort_limit", "_v_target", "_effort", "_position_mode",
-                         "_velocity_mode", "actuation_force"):
-                getattr(self, attr)[vn] = getattr(old, attr)[vo]
+            self._v[vn] = old._v[vo]
+            self.actuation_force[vn] = old.actuation_force[vo]
+            for field in ("kp", "kd", "effort_limit", "v_target", "effort", "position_mode", "velocity_mode"):
+                getattr(self.data, field)[vn] = getattr(old.data, field)[vo]
         self._t, self.step_count = old._t, old.step_count
         if self._divergence is not None:
             self._divergence.set_time(self._t)
@@ -306,7 +283,7 @@ class Simulator:
             m = self.model
             self._passive_v = np.array([m.joint_v_index[m.joint_index(j)] for j in self.passive_joints],
                                        dtype=np.intp)
-        for gains, out in ((kp, self._kp), (kd, self._kd)):
+        for gains, out in ((kp, self.data.kp), (kd, self.data.kd)):
             for name, value in (gains or {}).items():
                 value = float(value)
                 if not np.isfinite(value) or value < 0:
@@ -314,7 +291,7 @@ class Simulator:
                 out[self.model.joint_v_index[self.model.joint_index(name)]] = value
         for name in named:                 # the given gains are a plain PD: no default feed-forward
             vi = self.model.joint_v_index[self.model.joint_index(name)]
-            self._ff_friction[vi] = self._ff_damping[vi] = 0.0
+            self.data.ff_friction[vi] = self.data.ff_damping[vi] = 0.0
 
     def set_initial_positions(self, positions: dict) -> None:
         """Replace the initial position of joints by name (rad or m; e.g. the ``initial_value`` of a
@@ -341,7 +318,7 @@ class Simulator:
             if not (np.isfinite(value) and value >= 0.0):
                 raise ConfigError(f"effort limit of joint {joint!r} must be finite and >= 0, got {limit!r}")
             value = min(value, urdf_limit)
-        self._effort_limit[self.model.joint_v_index[i]] = value
+        self.data.effort_limit[self.model.joint_v_index[i]] = value
 
     def set_joint_targets(self, positions: dict | None = None, velocities: dict | None = None,
                           efforts: dict | None = None) -> list[str]:
@@ -371,13 +348,13 @@ class Simulator:
                 if p < lo or p > hi:
                     p = min(max(p, lo), hi)
                     clamped.append(name)
-                self._q_target[qi] = p
-            self._v_target[vi] = float(velocities[name]) if has_v else 0.0
-            self._effort[vi] = float(efforts[name]) if has_e else 0.0
-            self._position_mode[vi] = has_p
-            self._velocity_mode[vi] = has_v and not has_p
+                self.data.q_target[qi] = p
+            self.data.v_target[vi] = float(velocities[name]) if has_v else 0.0
+            self.data.effort[vi] = float(efforts[name]) if has_e else 0.0
+            self.data.position_mode[vi] = has_p
+            self.data.velocity_mode[vi] = has_v and not has_p
         if self._passive_v.size:         # passive joints: no actuator (their gains are 0)
-            self._effort[self._passive_v] = 0.0
+            self.data.effort[self._passive_v] = 0.0
         return clamped
 
     def set_joint_command_arrays(self, position_mode: np.ndarray, velocity_mode: np.ndarray, positions: np.ndarray,
@@ -401,7 +378,7 @@ class Simulator:
         code = step_kernels.joint_commands(
             position_mode, velocity_mode, positions, velocities, efforts, self._command_qi, self._command_vi,
             self._command_lo, self._command_hi, self._passive_v, bool(self.engine.accepts_effort_commands),
-            self._q_target, self._v_target, self._effort, self._position_mode, self._velocity_mode)
+            self.data.q_target, self.data.v_target, self.data.effort, self.data.position_mode, self.data.velocity_mode)
         if code == step_kernels.COMMAND_NOT_FINITE:
             has_v = np.logical_or(position_mode, velocity_mode)
             for d, kind, used in ((positions, "position", position_mode), (velocities, "velocity", has_v),
@@ -491,8 +468,8 @@ class Simulator:
         if self.scene.external_forces:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the bodies' rotations
-            self._external_forces(t)                              # into self._tau_ext, a row of self._rows
-        slots = self._slots                # the engine's outputs into the slot last_result does not hold
+            self._external_forces(t)                              # into data.external, a row of data.rows
+        slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
         start = time.perf_counter()
         status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt, slot)
@@ -518,7 +495,7 @@ class Simulator:
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
-        pm, data = self._pm, self._pin_data
+        pm, data, d = self._pm, self._pin_data, self.data
         if q is not self._q or v is not self._v:     # sub-steps: kinematics of the intermediate state
             self._q, self._v = q, v
             self._update_kinematics()
@@ -527,7 +504,7 @@ class Simulator:
             self._apply_scripts(t + dt)
         surface_velocity = None
         if scene.surface_velocities:
-            surface_velocity = self._surface_velocity
+            surface_velocity = d.surface_velocity
             for g, f in scene.surface_velocities.items():
                 surface_velocity[g] = f(t)
         # pin_data.J holds the joint Jacobians of q (_update_kinematics): the query does not compute them again
@@ -544,9 +521,9 @@ class Simulator:
             # in compiled passes; no actuated joint, so no position error
             M, (nle, gravity), position_error = bodies.mass_matrix, bodies.bias_forces(q, v), bodies.zero_velocity
         elif self._rigid is not None:           # the same calls as below, compiled (rigid_body_dynamics.cpp)
-            gravity = self._gravity if self.engine.uses_gravity_force else None
-            self._rigid.dynamics(q, v, self._q_target, self._position_error, gravity is not None)
-            M, nle, position_error = self._mass_matrix, self._nle, self._position_error
+            gravity = d.gravity if self.engine.uses_gravity_force else None
+            self._rigid.dynamics(q, v, d.q_target, d.position_error, gravity is not None)
+            M, nle, position_error = d.mass_matrix, d.nle, d.position_error
         else:
             # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
             # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
@@ -554,28 +531,28 @@ class Simulator:
             M = pin.crba(pm, data, q, pin.Convention.WORLD)           # upper triangle; prepare_step mirrors it
             nle = pin.nonLinearEffects(pm, data, q, v)
             gravity = pin.computeGeneralizedGravity(pm, data, q) if self.engine.uses_gravity_force else None
-            position_error = pin.difference(pm, q, self._q_target)
+            position_error = pin.difference(pm, q, d.q_target)
         # one compiled pass (sim/step_kernels.py): M symmetric; tau = external - nle + the frame-rotation force of
         # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
         # kp / kd / position error by the joints' modes; the joint damping with the lagged Coulomb friction
         act = self._actuation
         if scene.external_forces:
-            self._external_forces(t)                              # into self._tau_ext, a row of self._rows
-        step_kernels.prepare_step(M, v, nle, position_error, self._rows, self._modes,
+            self._external_forces(t)                              # into data.external, a row of data.rows
+        step_kernels.prepare_step(M, v, nle, position_error, d.rows, d.modes,
                                   self._free_motion.v_index, self._friction_tolerance, self._tree_ptr)
         if self._has_feed_forward:   # the default servo's friction and damping feed-forward (position mode only)
-            ff, fc = self._ff, self._ff_scratch
-            np.multiply(self._v_target, self._position_mode, out=ff)        # v_t (rad/s or m/s)
+            ff, fc = d.ff, d.ff_scratch
+            np.multiply(d.v_target, d.position_mode, out=ff)                # v_t (rad/s or m/s)
             np.abs(ff, out=fc)
             np.maximum(fc, self.joint_stiction_tolerance, out=fc)
             np.divide(ff, fc, out=fc)
-            np.multiply(self._ff_friction, fc, out=fc)                      # Fc v_t / max(|v_t|, v_s)
-            np.multiply(self._ff_damping, ff, out=ff)                       # d v_t
+            np.multiply(d.ff_friction, fc, out=fc)                          # Fc v_t / max(|v_t|, v_s)
+            np.multiply(d.ff_damping, ff, out=ff)                           # d v_t
             np.add(fc, ff, out=ff)
-            np.add(self._effort, ff, out=act.effort)
-        inputs = StepInputs(t, dt, q, v, M, self._tau, gravity, self._damping, act, contacts)
+            np.add(d.effort, ff, out=act.effort)
+        inputs = StepInputs(t, dt, q, v, M, d.tau, gravity, d.damping, act, contacts)
         # into the slot that last_result does not hold (an engine that fills none returns a new StepResult)
-        slots = self._slots
+        slots = d.slots
         result = self.engine.step_into(inputs, slots[1] if self.last_result is slots[0].result else slots[0])
         self.contacts = contacts
         if result.stats.status is not SolverStatus.CONVERGED:
@@ -626,7 +603,7 @@ class Simulator:
             return self.model.joint_damping
         d = np.abs(v)
         np.maximum(d, self.joint_stiction_tolerance, out=d)
-        np.divide(self._joint_friction, d, out=d)
+        np.divide(self.data.joint_friction, d, out=d)
         d += self.model.joint_damping
         return d
 
@@ -670,17 +647,17 @@ class Simulator:
                 p = float(p)
                 if p < lo or p > hi:
                     p = min(max(p, lo), hi)
-                self._q_target[qi] = p
-            self._v_target[vi] = float(vel) if vel is not None else 0.0
-            self._effort[vi] = float(eff) if eff is not None else 0.0
-            self._position_mode[vi] = p is not None
-            self._velocity_mode[vi] = vel is not None and p is None
+                self.data.q_target[qi] = p
+            self.data.v_target[vi] = float(vel) if vel is not None else 0.0
+            self.data.effort[vi] = float(eff) if eff is not None else 0.0
+            self.data.position_mode[vi] = p is not None
+            self.data.velocity_mode[vi] = vel is not None and p is None
 
     def _external_forces(self, t: float) -> np.ndarray:
         """Generalized force (N or N*m) of the scene's scripted wrenches at t: J^T [f; m] with J the world-aligned
         Jacobian of the body's frame. On a free body whose frame is its joint frame that is (R^T f, R^T m) on its
         six velocities (body-frame free-flyer velocities), applied without the Jacobian."""
-        tau = self._tau_ext
+        tau = self.data.external
         if not self.scene.external_forces:
             return tau
         tau[:] = 0.0
@@ -702,7 +679,7 @@ class Simulator:
                 J = pin.getFrameJacobian(self._pm, self._pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
                 wrench = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
                 if J.ndim == 2:        # J^T [f; m] into a preallocated buffer (the same product as J.T @ w)
-                    tau += np.matmul(J.T, wrench, out=self._wrench_force)
+                    tau += np.matmul(J.T, wrench, out=self.data.wrench_force)
                 else:
                     tau += J * wrench
         return tau

@@ -565,8 +565,8 @@ def test_carry_over_keeps_the_robot_and_the_remaining_objects():
     for name in ("b0", "b2"):
         np.testing.assert_array_equal(new.q[n.free_body(name).q_slice], q[m.free_body(name).q_slice])
         np.testing.assert_array_equal(new.v[n.free_body(name).v_slice], v[m.free_body(name).v_slice])
-    np.testing.assert_array_equal(new._q_target[n.joint_q_index], sim._q_target[m.joint_q_index])
-    assert new._effort_limit[n.joint_v_index[n.joint_index("panda_finger_joint1")]] == 5.0
+    np.testing.assert_array_equal(new.data.q_target[n.joint_q_index], sim.data.q_target[m.joint_q_index])
+    assert new.data.effort_limit[n.joint_v_index[n.joint_index("panda_finger_joint1")]] == 5.0
     # both continue the same way for the robot (no contact with the removed box)
     for _ in range(50):
         sim.step()
