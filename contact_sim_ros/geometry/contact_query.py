@@ -306,6 +306,7 @@ class ContactQuery:
                              if self._bounds is not None and len(near) else None)
         self._bounds_wait = 0                  # updates left before the next bounding-volume test
         self._no_coal_rows = None              # the narrow phase's rows when no pair is coal's (update)
+        self._bh_patch_args = None             # _patch_contacts_numba's fixed arguments of the box-halfspace call
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
         self._pair_geometries = [tuple(p) for p in pairs.tolist()]             # (A, B) of each pair, Python ints
         # world placements (4x4) of the geometries of this step's coal patches, by geometry index (patch_contacts
@@ -862,12 +863,20 @@ class ContactQuery:
                 c.face_start, c.face_normal, c.face_offset, c.tolerance, DEEPEST_POINT_TOLERANCE,
                 self._patch_min_gap, pair_out, wa, wb, normal_out)
         if n_box:
-            b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement = self._bh_patch
-            r += self._kernels.patch_contacts(
-                b_pair[:n_box], b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry[0], b_geometry[1],
-                self._bh_slots[0], self._bh_slots[1], b_placement, c.type, c.half, c.radius, c.half_length,
-                c.plane_normal, c.plane_offset, c.face_start, c.face_normal, c.face_offset, c.tolerance,
-                DEEPEST_POINT_TOLERANCE, self._bh_min_gap, pair_out[r:], wa[r:], wb[r:], normal_out[r:])
+            args = self._bh_patch_args
+            if args is None:       # the call's arguments between the pairs and the outputs: fixed arrays, once
+                b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement = self._bh_patch
+                args = self._bh_patch_args = (
+                    b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry[0], b_geometry[1], self._bh_slots[0],
+                    self._bh_slots[1], b_placement, c.type, c.half, c.radius, c.half_length, c.plane_normal,
+                    c.plane_offset, c.face_start, c.face_normal, c.face_offset, c.tolerance,
+                    DEEPEST_POINT_TOLERANCE, self._bh_min_gap)
+            b_pair = self._bh_patch[0]
+            if r:
+                r += self._kernels.patch_contacts(b_pair[:n_box], *args, pair_out[r:], wa[r:], wb[r:],
+                                                  normal_out[r:])
+            else:
+                r = self._kernels.patch_contacts(b_pair[:n_box], *args, pair_out, wa, wb, normal_out)
         return pair_out[:r], wa[:r], wb[:r], normal_out[:r]
 
     def _load_patch_kernel(self) -> None:
