@@ -945,7 +945,7 @@ def main(argv=None) -> int:
             rclpy.shutdown()
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_IGN if stop.is_set() else handler)
-    stepping = node is not None and node.loop._thread is not None and node.loop._thread.is_alive()
+    stepping = node is not None and node.link.stepping       # the stepping thread alive (driver/loop.LoopLink)
     if stepping or any(t.is_alive() and not t.daemon for t in threading.enumerate()
                        if t is not threading.main_thread()):
         # a first step still compiling kernels, or a callback still waiting: do not wait for them at exit
