@@ -12,19 +12,26 @@ SCENE    ?= scenes/default.yaml
 TIMEOUT  ?= 300
 FULL     ?=
 PYTEST_ARGS ?=
-# JOBS=N: the test files on N pytest-xdist workers (a file's tests stay on one worker: its module fixtures, its
-# nodes; 14.8 -> 9.3 min on 2 cores). Not the default: on 2 cores the extra load fails two wall-clock-sensitive
-# ROS tests about one run in three (README, make test). JOBS=0: one process, in file order.
-JOBS     ?= 0
+# make test runs the tests by size (test/conftest.py: unit, node, process, campaign): first the unit and node tests
+# (in the pytest process: no process start) on JOBS pytest-xdist workers (a file's tests stay on one worker: its
+# module fixtures), then the process and campaign tests (they start processes: sim_node, runners, colcon, Ray) in
+# one pytest process. JOBS=0: the first phase in one process too. SIZES=...: only those sizes (e.g. SIZES=unit).
+JOBS     ?= 2
+SIZES    ?= unit node process campaign
 XDIST    := $(if $(filter 0,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadfile)
-MARK     := $(if $(filter 1 yes true,$(FULL)),,-m "not slow")
+NOT_SLOW := $(if $(filter 1 yes true,$(FULL)),,and not slow)
+IN_PROCESS_SIZES := $(filter unit node,$(SIZES))
+PROCESS_SIZES    := $(filter process campaign,$(SIZES))
+# pytest's exit code 5 (no test selected: PYTEST_ARGS="-k ..." matching one phase only) is not a failure
+PYTEST_PHASE = rc=0; $(RUN) --isolated python -m pytest test -q --timeout=$(TIMEOUT) $(1) \
+	-m "($(subst $(eval) , or ,$(strip $(2)))) $(NOT_SLOW)" $(PYTEST_ARGS) || rc=$$?; [[ $$rc -eq 5 ]] && rc=0
 
 .PHONY: help venv demo demo-headless test bench clean
 
 help:
 	@echo "make demo    the simulation node + scenario $(SCENARIO) over ROS 2 (ENGINE=$(ENGINE)); progress, real-time factor, verdict"
 	@echo "make demo-headless  run $(SCENE) headless through the Python API (no ROS)"
-	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; FULL=1 adds slow tests; JOBS=2: on 2 workers)"
+	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; unit+node tests on JOBS=$(JOBS) workers, then process+campaign; FULL=1 adds slow tests)"
 	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area, BENCH_ARGS=... passed on)"
 	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
 	@echo "make clean   remove .venv/ and build outputs"
@@ -45,7 +52,10 @@ demo-headless:
 	$(RUN) contact-sim run $(SCENE) --engine $(ENGINE)
 
 test:
-	$(RUN) --isolated python -m pytest test -q --timeout=$(TIMEOUT) $(XDIST) $(MARK) $(PYTEST_ARGS)
+	@status=0; \
+	$(if $(IN_PROCESS_SIZES),$(call PYTEST_PHASE,$(XDIST),$(IN_PROCESS_SIZES)); status=$$rc;) \
+	$(if $(PROCESS_SIZES),$(call PYTEST_PHASE,-p no:xdist,$(PROCESS_SIZES)); [[ $$status -ne 0 ]] || status=$$rc;) \
+	exit $$status
 
 # Convention: benchmarks/<area>/run.py runs that area's benchmarks in one command, prints a table and saves
 # its PNG plots (matplotlib Agg backend).

@@ -14,3 +14,65 @@ import sys
 
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+# ---------------------------------------------------------------------------------------------------- test sizes
+# Every test has one size (as Drake's and Bazel's test sizes): make test runs the `unit` and `node` tests on two
+# pytest-xdist workers, then the `process` and `campaign` tests.
+#   unit      in the pytest process, no DDS, no process started;
+#   node      in the pytest process over DDS (an in-process node, ros/inprocess_sim_node.py, an rclpy probe);
+#   process   starts processes: the sim_node entry point, a scenario runner, colcon, a compiler, a camera or
+#             viewer process (signals, exit codes, the launch path, the install space);
+#   campaign  a Ray campaign (Ray's worker processes).
+# A test says its size with a marker (`pytestmark = pytest.mark.process` for a whole module); without one it is
+# `process` if it uses the `start_node` fixture, else `node` under test/ros/ and `unit` elsewhere. A unit or node
+# test that starts a process fails with the reason (starts_no_process below), so the sizes stay true.
+import multiprocessing.process  # noqa: E402
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+
+SIZES = ("unit", "node", "process", "campaign")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        sizes = {m.name for m in item.iter_markers() if m.name in SIZES}
+        if len(sizes) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: more than one size marker {sorted(sizes)}")
+        if sizes:
+            continue
+        if "start_node" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.process)
+        elif "ros" in item.path.relative_to(config.rootpath).parts[:2]:
+            item.add_marker(pytest.mark.node)
+        else:
+            item.add_marker(pytest.mark.unit)
+
+
+def _LIBRARY_LOOKUP(args) -> bool:
+    """ctypes.util.find_library's `ldconfig -p` (the render back-end's EGL look-up): a library's probe, not a test's
+    process."""
+    argv = [args] if isinstance(args, (str, bytes)) else list(args)
+    return bool(argv) and os.path.basename(str(argv[0])) == "ldconfig"
+
+
+@pytest.fixture(autouse=True)
+def starts_no_process(request, monkeypatch):
+    """A unit or node test may start no process: subprocess.Popen and multiprocessing's Process.start raise, naming
+    the test's size and the command."""
+    size = next((m.name for m in request.node.iter_markers() if m.name in SIZES), None)
+    if size in ("unit", "node"):
+        popen_init = subprocess.Popen.__init__
+
+        def refused(self, args, *a, **kw):
+            if _LIBRARY_LOOKUP(args):
+                return popen_init(self, args, *a, **kw)
+            raise AssertionError(f"a {size} test starts no process (it ran {args!r}): mark the test "
+                                 "pytest.mark.process (test/conftest.py, test sizes)")
+        def refused_child(self):
+            raise AssertionError(f"a {size} test starts no process (it started {self!r}): mark the test "
+                                 "pytest.mark.process (test/conftest.py, test sizes)")
+        monkeypatch.setattr(subprocess.Popen, "__init__", refused)
+        monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refused_child)
+    yield

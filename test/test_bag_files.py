@@ -98,6 +98,7 @@ KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 def test_a_killed_writer_leaves_every_flushed_message_and_bag_repair_recovers_them(tmp_path, capsys):
     bag = tmp_path / "killed"
     flushed = 2000

@@ -11,6 +11,7 @@ from contact_sim_ros.cameras import backend
 from contact_sim_ros.cameras.backend import RenderBackendError, create_context
 
 
+@pytest.mark.process
 def test_headless_context_renders_offscreen():
     gl = create_context()
     try:
@@ -26,6 +27,7 @@ def test_headless_context_renders_offscreen():
         gl.release()
 
 
+@pytest.mark.process
 def test_context_refuses_another_thread():
     gl = create_context()
     errors = []
@@ -62,6 +64,7 @@ def test_no_egl_library_names_what_to_install(monkeypatch):
         create_context()
 
 
+@pytest.mark.process
 def test_scene_without_cameras_needs_no_backend():
     """Loading and stepping a scene without cameras imports neither moderngl nor the renderer."""
     code = ("import sys; sys.modules['moderngl'] = None\n"

@@ -39,6 +39,7 @@ def wait_for_image(slots, last_seq, timeout=60.0):
     raise AssertionError("the camera process wrote no image")
 
 
+@pytest.mark.process
 def test_the_child_renders_the_handed_state_and_switches_to_a_changed_scene():
     sim = Simulator(scene(BALL), engine="semi_implicit", time_step=1e-3)
     for _ in range(50):
@@ -77,6 +78,7 @@ def _threads(pid):
     return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("priority", ["idle", "normal"])
 def test_the_child_renders_at_the_priority_asked(priority):
     """'idle': every thread of the child, the renderer's included, is SCHED_IDLE and llvmpipe has one rasteriser
@@ -105,6 +107,7 @@ def test_the_child_renders_at_the_priority_asked(priority):
         process.close()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sync", [True, False])
 def test_with_sync_every_handed_state_is_rendered(sync):
     """Issue 43 (item 5): states handed over faster than the child renders them (20 in a row, no stepping between:
@@ -138,12 +141,14 @@ def test_with_sync_every_handed_state_is_rendered(sync):
         process.close()
 
 
+@pytest.mark.process
 def test_a_start_up_error_of_the_child_is_raised_in_the_parent():
     bad = dict(CAMERA, rate=2000.0)         # above the 1 kHz step rate
     with pytest.raises(ConfigError, match="camera 'cam': rate 2000 Hz is above the step rate 1000 Hz"):
         CameraProcess(load_scene({"cameras": [bad]}), 1e-3, "camera_process_bad", "/camera_process_bad", "")
 
 
+@pytest.mark.process
 def test_a_state_larger_than_the_slot_is_refused_not_cut():
     """A configuration with more entries than the hand-over slot holds is not handed over (request says so: the
     node logs it), rather than a truncated q rendered as if it were the state."""
@@ -161,6 +166,7 @@ def test_a_state_larger_than_the_slot_is_refused_not_cut():
         process.close()
 
 
+@pytest.mark.process
 def test_the_franka_camera_scene_renders_in_the_child_as_in_this_process():
     """Issue 44 (finding 1): the camera process of scenes/franka_cameras.yaml crashed (SIGSEGV) at its first render:
     the pickled Pinocchio model's mimic joint (the Panda's second finger) had its sizes unset. It renders the wrist
@@ -215,6 +221,7 @@ def reaped(pid) -> bool:
         return True
 
 
+@pytest.mark.process
 def test_a_killed_child_is_noticed_reaped_logged_restarted_and_then_given_up():
     """Issue 44 (finding 3): a killed camera process went unnoticed (images stopped for good, nothing logged, a
     zombie left). The watchdog reaps it, logs why, reports it in status() (the node's /diagnostics) and starts

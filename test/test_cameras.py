@@ -339,6 +339,7 @@ def test_mimic_joints_of_every_kind_cross_a_pickle_with_their_kinematics():
         np.testing.assert_array_equal(_frame_poses(loaded, q), _frame_poses(model, q))
 
 
+@pytest.mark.process
 def test_a_franka_camera_scene_crosses_to_the_camera_process_and_renders_the_same_image():
     """Issue 44 (finding 1): the RigScene that the camera process receives (pickled) of scenes/franka_cameras.yaml
     (the Panda's second finger is a mimic joint) has the model's joints as they were and renders the wrist camera's

@@ -108,6 +108,7 @@ def test_campaign_files_are_checked_against_the_scenario_before_any_trial(tmp_pa
     assert str(exc.value).startswith(f"{bad}: ") and message in str(exc.value) and "\n" not in str(exc.value)
 
 
+@pytest.mark.campaign
 def test_campaign_command_refuses_a_bad_file_in_one_line_without_running(tmp_path, capfd):
     """(The command runs the campaign in a child process, campaign_supervisor: its output is the fds'.) The stage
     line saying which file is checked, then the refusal in one line."""
@@ -136,6 +137,7 @@ def test_a_trial_is_reproducible_alone_bit_for_bit(tmp_path):
             assert a[key] == b[key], key
 
 
+@pytest.mark.campaign
 def test_local_campaign_streams_resumes_and_reports(tmp_path):
     """4 trials on 2 local Ray workers, then resumed to 6: nothing repeated or lost; trial rows equal a rerun of
     the trial alone; the low grip force (4 N) on a slippery bottle fails, 20 N on a grippy one holds."""
@@ -179,6 +181,7 @@ def _crash_once_then_run(spec, k, engine):
     return real(spec, k, engine)
 
 
+@pytest.mark.campaign
 def test_a_worker_that_dies_loses_only_its_trial_which_is_retried(tmp_path, monkeypatch):
     import ray.cloudpickle
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers cannot import test modules
@@ -199,6 +202,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.campaign
 def test_two_node_cluster_on_this_machine_runs_a_small_campaign(tmp_path):
     ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent))
     assert ray_bin, "the ray command is installed with the ray package"
@@ -254,6 +258,7 @@ def stop_processes_under(temp: Path, timeout: float = 15.0) -> None:
     assert not ours(), "processes of the test's Ray cluster survived SIGKILL"
 
 
+@pytest.mark.campaign
 def test_a_trial_rerun_in_the_browser_viewer_is_the_same_trial(tmp_path):
     """``--trial K --viewer``: the trial is drawn live (frames of its Simulator in the viewer process, the page
     served), paced to the wall clock, held while the page's Pause is pressed (sim time stands still), a Reset click
@@ -311,6 +316,7 @@ def test_a_trial_rerun_in_the_browser_viewer_is_the_same_trial(tmp_path):
             assert row[key] == plain[key] or (row[key] != row[key] and plain[key] != plain[key]), key
 
 
+@pytest.mark.campaign
 def test_campaign_command_trial_viewer_options(tmp_path, capsys):
     """``contact-sim campaign FILE --trial K --viewer --exit-after-run``: the viewer's address and the trial's row;
     ``--viewer`` without ``--trial`` and a bad ``--real-time-factor`` are refused with the reason."""
@@ -413,6 +419,7 @@ def test_parts_are_checked_when_written_and_when_read_back(tmp_path):
         read_results(out)
 
 
+@pytest.mark.campaign
 def test_ctrl_c_writes_what_is_done_and_says_how_to_resume(tmp_path, capfd, monkeypatch):
     """A KeyboardInterrupt (Ctrl-C) after the 2nd row: both rows are on disk (the part is flushed), the command
     says how many are saved and how to resume, exit 130, no traceback; the same command then runs the rest."""
@@ -737,6 +744,7 @@ def _trial_reporting_niceness(spec, k, engine):
     return row
 
 
+@pytest.mark.campaign
 def test_the_workers_niceness_is_settable_and_rays_output_goes_to_a_file(tmp_path, capfd):
     """run_campaign(niceness=3) (`--niceness 3`) starts a local Ray whose trial workers run at niceness 3 (Ray's
     default 15 before, undocumented, not settable); what Ray's threads and processes print while it runs (here:
@@ -794,6 +802,7 @@ def test_the_readmes_campaign_numbers_are_those_of_the_recorded_run():
     assert rn.main(["--check"]) == 0
 
 
+@pytest.mark.campaign
 def test_readme_numbers_run_a_small_campaign_and_check_it(tmp_path):
     """readme_numbers.py --run on a small campaign (2 trials x 2 engines, in process): the paragraph written into a
     README copy, the record written; --check passes from the record and from the results folder (without the

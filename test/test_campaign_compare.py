@@ -251,6 +251,7 @@ def test_a_row_far_from_its_trials_plan_is_flagged_with_the_distance(campaigns):
                                                                   far_from_plan=5.0)[0]
 
 
+@pytest.mark.process
 def test_the_shipped_example_is_made_from_the_example_campaigns_plans(tmp_path):
     """Issue 44 item 4: scenes/campaigns/real_trials_example.csv is what benchmarks/campaign/real_trials_example.py
     makes from the example campaign's plans (each row a planned trial set up and measured with errors, its outcome

@@ -21,6 +21,8 @@ import pytest
 
 from contact_sim_ros.scenarios.campaign import finished_trials
 
+pytestmark = pytest.mark.process   # each test starts the campaign command (test/conftest.py, test sizes)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAMPAIGN = """
 scenario: pick_shake_place

@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.process   # its tests start processes (test/conftest.py, test sizes)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "ros"))     # ros_testing (its conftest is not this folder's)
 

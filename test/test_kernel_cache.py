@@ -49,6 +49,7 @@ def filled_cache():
     _python(["-m", "contact_sim_ros.kernel_cache", "--engines", "tamsi", "lagged"])
 
 
+@pytest.mark.process
 def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(filled_cache):
     out = json.loads(_python([*("-c", _PROBE), "tamsi", "lagged"]).stdout.splitlines()[-1])
     stats = out["stats"]
@@ -61,6 +62,7 @@ def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(f
     assert out["uncached"] == []
 
 
+@pytest.mark.process
 def test_icf_engines_load_their_step_from_the_cache_on_scenes_unlike_the_warm_up(filled_cache):
     """The warm-up steps the ICF engines on the default scene (a robot with joint friction, contacts); a node on a
     scene without joint friction (read-only joint damping) or without any contact, with Lagged or SAP, still
@@ -83,6 +85,7 @@ print(json.dumps(kernel_cache.kernel_stats()))
     assert not {name: s for name, s in icf.items() if s["misses"]}, icf
 
 
+@pytest.mark.process
 def test_the_fused_free_body_step_loads_from_the_cache(filled_cache):
     """The warm-up also steps TAMSI on the falling sphere: a fresh process stepping free bodies on sphere-halfspace
     pairs with TAMSI (sim/free_body_step.py, one compiled call per step) loads that call and compiles nothing."""
@@ -102,6 +105,7 @@ print(json.dumps(kernel_cache.kernel_stats()))
     assert not {name: s for name, s in stats.items() if s["misses"]}, stats
 
 
+@pytest.mark.process
 def test_another_install_location_shares_the_cache(tmp_path, filled_cache):
     """A copy of the package elsewhere (as a colcon or pip install would place it) finds the compiled code
     the checkout's processes wrote: the cache is keyed by the module's path inside the package and its
@@ -117,6 +121,7 @@ def test_another_install_location_shares_the_cache(tmp_path, filled_cache):
     assert stats["contact_sim_ros.engines.tamsi_kernels.newton_step_packed"]["hits"] >= 1
 
 
+@pytest.mark.process
 def test_cache_location_and_cold_start_announcement(tmp_path, filled_cache):
     empty = tmp_path / "numba"
     code = ("import json; from contact_sim_ros import jit, kernel_cache as kc; "
@@ -151,6 +156,7 @@ def test_cache_dir_fallbacks(monkeypatch, tmp_path):
     assert jit.cache_dir() == tmp_path / "xdg" / "contact_sim_ros" / "numba"
 
 
+@pytest.mark.process
 def test_the_decorator_module_still_runs_the_warm_up_as_a_script(filled_cache):
     """``python -m contact_sim_ros.jit`` (scripts/ensure_venv.sh's step 6) is ``python -m
     contact_sim_ros.kernel_cache``: the warm-up, which fails unless the engines' kernel modules are then cached."""

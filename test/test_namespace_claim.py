@@ -54,6 +54,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.process
 def test_a_killed_holder_leaves_no_stale_claim(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, env={**os.environ, "TMPDIR": str(tmp_path), "ROS_DOMAIN_ID": "7"})
@@ -110,6 +111,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.process
 def test_a_lock_held_by_a_process_that_is_not_a_simulation_node_is_reported_with_its_pid_and_path():
     """Issue 44: such a holder was reported as "a simulation node" with no process id nor path."""
     path = claim_path("/arm")

@@ -51,6 +51,7 @@ def headerless_prefix(tmp_path, monkeypatch):
     return prefix
 
 
+@pytest.mark.process
 def test_a_failed_native_build_is_a_warning_and_the_steps_take_the_python_path(compiled, headerless_prefix, capsys):
     assert cli.main(["compile-kernels", "--engines", "tamsi"]) == 0
     err = capsys.readouterr().err
@@ -69,6 +70,7 @@ def test_a_failed_native_build_is_a_warning_and_the_steps_take_the_python_path(c
     np.testing.assert_allclose(python.v, compiled[1], rtol=0, atol=1e-9)
 
 
+@pytest.mark.process
 def test_require_native_makes_a_failed_build_exit_1(headerless_prefix, capsys):
     assert cli.main(["compile-kernels", "--engines", "tamsi", "--require-native"]) == 1
     err = capsys.readouterr().err

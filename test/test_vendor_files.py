@@ -7,6 +7,8 @@ import hashlib
 import re
 import subprocess
 
+import pytest
+
 from vendor_files import PROJECT_ROOT, vendor_dir
 
 # a path to a vendor folder spelled out anywhere but in the helper: "data/vendor", "shared" / "vendor", ...
@@ -25,6 +27,7 @@ def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.process
 def test_no_file_of_the_project_is_a_copy_of_a_vendor_file():
     """No file of the project has the bytes of a file in ../shared/vendor/ (lbr_controllers.yaml was one:
     test/data/vendor/), empty files aside."""
@@ -40,6 +43,7 @@ def test_no_file_of_the_project_is_a_copy_of_a_vendor_file():
     assert not (PROJECT_ROOT / "test" / "data" / "vendor").exists()
 
 
+@pytest.mark.process
 def test_tests_find_vendor_files_only_through_the_helper():
     """Every test reads vendors' files through test/vendor_files.py (the one place that knows ../shared/vendor and
     skips where it is absent): no other test module spells a vendor folder's path, and nothing in the project

@@ -77,6 +77,7 @@ def viewer_on_table(tmp_path_factory):
     viewer.close()
 
 
+@pytest.mark.process
 def test_robot_is_visible_in_the_browser(viewer_on_table, tmp_path):
     sim, viewer, with_robot = viewer_on_table
     robot = [viewer._handles[g] for g in viewer._moving if viewer.geometries[g].color == ROBOT_COLOR]
@@ -91,6 +92,7 @@ def test_robot_is_visible_in_the_browser(viewer_on_table, tmp_path):
     assert _changed_fraction(with_robot, without_robot) > 0.005, "hiding the robot changed no pixels"
 
 
+@pytest.mark.process
 def test_force_arrows_appear_for_an_object_resting_on_the_table(viewer_on_table, tmp_path):
     sim, viewer, with_arrows = viewer_on_table
     assert viewer.contact_count >= 3
@@ -163,6 +165,7 @@ def test_frame_buffer_round_trip_keeps_the_largest_forces_and_counts_clicks():
         FrameBuffer([3, 5], capacity=0)
 
 
+@pytest.mark.process
 def test_viewer_process_serves_the_scene_and_takes_frames(tmp_path):
     """The out-of-process viewer used by the CLI and the node: it starts, serves the page and takes frames
     through shared memory without blocking the caller."""
@@ -187,6 +190,7 @@ def test_viewer_process_serves_the_scene_and_takes_frames(tmp_path):
     assert not viewer.alive
 
 
+@pytest.mark.process
 def test_viewer_process_redraws_a_changed_scene(tmp_path):
     """Objects spawned and deleted while running (the node's simulation_interfaces): the viewer process is sent
     the new model's description (send_scene) and, from the first frame of that model on (use_scene), draws it:
@@ -236,6 +240,7 @@ def test_viewer_process_redraws_a_changed_scene(tmp_path):
         viewer.close()
 
 
+@pytest.mark.process
 def test_pause_and_reset_buttons_drive_the_headless_runner(tmp_path):
     """``contact-sim run --viewer --paused``: headless Chromium clicks Resume (sim time advances), Pause (it stops:
     the page's sim time and the runner agree and stay put), Reset (back to t = 0) and Resume; the run's log shows
@@ -318,6 +323,7 @@ def _blue_fraction(image: np.ndarray, rect) -> float:
     return float(np.mean((b > 0.75) & (r < 0.4) & (b - r > 0.4)))
 
 
+@pytest.mark.process
 def test_viewer_stays_up_after_the_run_with_its_panel_until_ctrl_c(tmp_path):
     """``contact-sim run --viewer`` without --exit-after-run: when the run ends the page stays served, showing the
     final state, until Ctrl-C (exit 0). Chromium shows the side panel's sim time, real-time factor and buttons:
@@ -403,6 +409,7 @@ def _look_at(eye, target) -> np.ndarray:
     return M
 
 
+@pytest.mark.process
 def test_camera_frustum_shows_the_live_image_where_the_camera_is(tmp_path):
     """A camera of the scene in the out-of-process viewer (what the node and `contact-sim run --viewer` use): no
     frustum is drawn before its first image; once an image (solid magenta) is published with a pose between the

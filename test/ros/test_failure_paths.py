@@ -357,6 +357,7 @@ def test_stalled_loop_is_reported(tmp_path):
         loop.stop()
 
 
+@pytest.mark.process
 def test_diagnostics_say_starting_while_the_first_step_compiles_and_sigint_ends_it(ros, tmp_path):
     """A fresh numba cache: the first step compiles the kernels (18-27 s on 2 cores); meanwhile /diagnostics
     says WARN "starting: compiling kernels", and two SIGINTs end the node cleanly within 2 s."""
@@ -388,6 +389,7 @@ SIGNALS = {"one SIGINT": (signal.SIGINT,), "two SIGINTs": (signal.SIGINT, signal
            "SIGTERM": (signal.SIGTERM,)}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("how", list(SIGNALS))
 def test_every_robot_shuts_down_cleanly(ros, how):
     """Four robots running at once (real time, no /clock), each stopped with ``how`` in turn: exit 0, no

@@ -21,6 +21,8 @@ from sensor_msgs.msg import JointState
 from launch_emulation import REPO, launch_nodes, ros_arguments
 from ros_testing import NodeProcess, wait_until
 
+pytestmark = pytest.mark.process   # its tests start processes (test/conftest.py, test sizes)
+
 LAUNCH = REPO / "launch"
 ROBOTS = ("iiwa_wsg", "franka", "allegro", "barrett")
 ENGINES = ("tamsi", "lagged")

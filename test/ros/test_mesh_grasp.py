@@ -23,6 +23,8 @@ from contact_sim_ros.engines.registry import engine_class, engine_names
 from contact_sim_ros.model.loader import meshes_dir
 from contact_sim_ros.scenarios.runner import run_scenario
 
+pytestmark = pytest.mark.process   # its tests start processes (test/conftest.py, test sizes)
+
 DYNAMIC_ENGINES = [n for n in engine_names() if engine_class(n).dynamic]
 # scenario 1's durations shortened (as test_scenarios.py), stopped when the shake begins (after the hold is weighed)
 FAST = dict(motion_time=0.5, hold_time=0.45, shake_cycles=2, stop_at="shake", grasp_z=0.04)

@@ -113,6 +113,7 @@ def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_
     assert node.proc.poll() is None
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("engine", ["tamsi", "lagged"])
 def test_two_arm_handover_passes_over_ros(engine):
     from contact_sim_ros.scenarios.runner import run_scenario
@@ -155,6 +156,7 @@ def assert_in_process_run_agrees(ros_result, scenario, engine, exact=True):
     return r
 
 
+@pytest.mark.process
 def test_iiwa_allegro_mug_reorientation_passes_over_ros():
     """The Allegro on the iiwa's flange reorients the mug in hand (its hand_controller in /<ns>/allegro) while the
     iiwa's arm_controller (in /<ns>/iiwa) holds the arm: the mug is never dropped, turns by > 10 deg, and the

@@ -162,6 +162,7 @@ def test_a_killed_camera_process_is_logged_shown_in_diagnostics_reaped_and_resta
     wait_until(lambda: _stamp_ns(color[-1]) > stamp, 120, what="images again")
 
 
+@pytest.mark.process
 def test_camera_start_up_errors(tmp_path):
     """A node whose scene has cameras stops at start-up (exit 2, one line) when the render back-end is missing,
     naming what to install, and when a camera is faster than the stepping, naming the camera and the file."""
@@ -191,6 +192,7 @@ def test_camera_start_up_errors(tmp_path):
         in err[0], outs["too_fast"]
 
 
+@pytest.mark.process
 def test_ctrl_c_of_a_node_with_cameras_and_the_browser_view_ends_every_process_cleanly(ros):
     """Ctrl-C in a terminal signals the whole process group (the node, its camera process, its viewer process):
     the node exits 0, no process prints a traceback, nothing is left running and no semaphore is leaked."""

@@ -119,6 +119,7 @@ def test_fastdds_writer_profile_only_where_the_user_chose_nothing():
     assert use_fastdds_writer_profile(cyclone) is None and FASTDDS_PROFILES_VARIABLE not in cyclone
 
 
+@pytest.mark.process
 def test_fastdds_writer_profile_is_read_by_the_middleware_without_errors(tmp_path):
     """Fast DDS reports a profile it cannot parse (e.g. the element spelled correctly, "nackSuppressionDuration")
     as an XMLPARSER error and then ignores the profile: the shipped one must load cleanly where a node creates its

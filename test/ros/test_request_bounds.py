@@ -189,6 +189,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.process
 def test_a_simulation_node_seen_only_on_the_ros_graph_is_named_and_refused(ros):
     """A simulation node the namespace claim cannot see (one on another host; here a process that serves what a
     simulation node serves and answers its parameters, without the claim) is found on the ROS graph: the new
@@ -236,6 +237,7 @@ sys.stdin.read()        # never spins: on the graph, answers nothing (a killed p
 """
 
 
+@pytest.mark.process
 def test_a_stale_graph_entry_of_the_same_name_is_warned_about_and_the_node_starts(ros):
     """The graph entry of a killed simulation node (same name and namespace, answering nothing: a respawn after
     ``on_failure: exit``) does not stop a new one: it starts with a warning. (It used to answer its own parameter
@@ -397,6 +399,7 @@ def catches(pid: int, sig: int) -> bool:
     return bool(mask & (1 << (sig - 1)))
 
 
+@pytest.mark.process
 def test_sigint_during_the_imports_exits_0_at_once():
     """As soon as the process handles SIGTERM (Python itself does not: the node's package installs it before the
     node's module is compiled) and before the node logs anything, SIGINT ends it with 0, quietly, before it
@@ -426,6 +429,7 @@ def _interrupt(proc) -> str:
     return out
 
 
+@pytest.mark.process
 def test_sigint_while_the_node_is_built_exits_0_before_it_simulates():
     """A bare URDF: the node warns about default gains right after building its Simulator, then builds controllers,
     publishers and services (~1 s); SIGINT at the warning stops the building: exit 0, quietly, never

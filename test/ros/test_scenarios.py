@@ -40,6 +40,7 @@ def full_run(request, ros):   # `ros` only for the isolated ROS domain of confte
     return run_scenario("pick_shake_place", request.param, params=FAST)
 
 
+@pytest.mark.process
 def test_lagged_grasp_hold_and_shake(ros):
     """Fast variant for the Lagged (ICF) engine: the scenario up to the end of the shake check (~4.1 s)."""
     r = run_scenario("pick_shake_place", "lagged", params={**FAST, "stop_at": "transfer"})
@@ -71,6 +72,7 @@ def test_pick_shake_place_succeeds(full_run):
         np.testing.assert_allclose(r.object_poses["bottle"][:2], p.place_xy, atol=0.02)
 
 
+@pytest.mark.process
 def test_a_pick_from_the_wrist_camera_topics_finds_the_displaced_bottle_and_lifts_it(ros, tmp_path):
     """Perception over ROS (docs/cameras.md): the bottle moved 3 cm in x and y from the nominal pick_xy (where the
     grasp would close on nothing: test_perception.py), the controller subscribes to the node's wrist camera topics
@@ -96,6 +98,7 @@ def test_a_pick_from_the_wrist_camera_topics_finds_the_displaced_bottle_and_lift
     assert n["held_mass_kg"] == pytest.approx(BOTTLE_MASS, rel=0.05), explain(r)
 
 
+@pytest.mark.process
 def test_perception_over_ros_without_the_camera_is_a_clear_error(ros):
     """The node runs scenario 1's scene without cameras: the controller names the missing camera topic."""
     spec = SCENARIOS["pick_shake_place"]
@@ -106,6 +109,7 @@ def test_perception_over_ros_without_the_camera_is_a_clear_error(ros):
                      scene=REPO / spec.scene)
 
 
+@pytest.mark.process
 def test_too_low_grip_force_slips_and_is_reported(ros):
     # 2 N per finger with mu = 0.67 carries at most 2.7 N < 5.0 N bottle weight
     r = run_scenario("pick_shake_place", "tamsi", params={**FAST, "grip_force": 2.0})
@@ -115,6 +119,7 @@ def test_too_low_grip_force_slips_and_is_reported(ros):
     assert r.numbers["close_time_s"] < 2.0
 
 
+@pytest.mark.process
 def test_same_scenario_twice_gives_bit_identical_joint_state_logs(full_run):
     first = full_run
     second = run_scenario("pick_shake_place", first.engine, params=FAST, duration=2.0)
@@ -185,6 +190,7 @@ def test_runner_rejects_bad_scenario_and_engine(capsys):
         run_scenario("nope")
 
 
+@pytest.mark.process
 def test_readme_main_command_runs_scenario_1_to_a_verdict(ros):
     """What `make demo` runs (`python -m contact_sim_ros.scenarios.runner`, default scenario and engine), as a
     subprocess, shortened: it exits 0 and ends with the success verdict and its numbers."""

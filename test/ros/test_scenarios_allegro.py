@@ -17,6 +17,7 @@ MUG_MASS = sum(float(link.find("inertial/mass").get("value"))
                if link.find("inertial") is not None)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("engine", ["tamsi", "lagged"])
 def test_open_loop_flexing_reorients_the_mug_without_dropping_it(ros, engine):
     r = run_scenario("allegro_mug", engine, params={"duration": 3.0})

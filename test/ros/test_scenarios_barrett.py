@@ -40,6 +40,7 @@ def explain(r) -> str:
             f"node output (tail):\n{r.node_output[-1500:]}")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("engine", ["tamsi", "lagged"])
 @pytest.mark.parametrize("scenario", ["barrett_cylinder", "barrett_box"])
 def test_hand_grasps_lifts_and_reports_forces_per_finger(ros, scenario, engine):
@@ -59,6 +60,7 @@ def test_hand_grasps_lifts_and_reports_forces_per_finger(ros, scenario, engine):
         assert r.object_poses[frame][2] - z0 == pytest.approx(LIFT, abs=0.01), explain(r)
 
 
+@pytest.mark.process
 def test_barely_closed_hand_does_not_lift_and_the_controller_reports_the_slip(ros):
     frame, mass, z0 = _scene_object("barrett_cylinder")
     r = run_scenario("barrett_cylinder", "tamsi", params={"close_angle": 0.1})
@@ -69,6 +71,7 @@ def test_barely_closed_hand_does_not_lift_and_the_controller_reports_the_slip(ro
         assert abs(r.object_poses[frame][2] - z0) < 0.01, explain(r)       # the bottle stayed on the ground
 
 
+@pytest.mark.process
 def test_same_run_twice_gives_bit_identical_joint_logs(ros):
     """Determinism (lock-step stepping): two runs of the box grasp through closing and the start of the lift
     (1.0 s) log the same joint positions and velocities and grasp forces, bit for bit."""

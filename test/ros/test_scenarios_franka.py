@@ -22,6 +22,7 @@ def explain(r) -> str:
     return f"{r.engine}: {r.reason}\nnumbers: {r.numbers}\nnode output (tail):\n{r.node_output[-1500:]}"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("engine", ["tamsi", "lagged"])
 def test_gentle_circle_holds_the_rod(ros, engine):
     r = run_scenario("franka_rod", engine, params={**SHORT, "circle_frequency": 1.0, "grip_force": 20.0})
@@ -30,6 +31,7 @@ def test_gentle_circle_holds_the_rod(ros, engine):
     assert math.isinf(r.numbers["time_to_failure_s"])
 
 
+@pytest.mark.process
 def test_fast_circle_with_weak_grip_loses_the_rod_and_reports_when(ros):
     r = run_scenario("franka_rod", "tamsi", params={**SHORT, "circle_frequency": 4.0, "grip_force": 10.0})
     assert not r.success, explain(r)

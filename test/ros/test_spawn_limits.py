@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import struct
 
+import pytest
 from simulation_interfaces.msg import SimulationState
 from simulation_interfaces.srv import GetEntities, SetSimulationState, SpawnEntity
 from std_srvs.srv import SetBool
@@ -79,6 +80,7 @@ def test_a_mesh_beyond_the_triangle_bound_is_refused_before_it_is_loaded(monkeyp
         sim.close()
 
 
+@pytest.mark.process
 def test_steps_go_on_and_pause_is_answered_while_a_spawned_mesh_is_prepared(monkeypatch, tmp_path):
     monkeypatch.setenv("CONTACT_SIM_MESH_CACHE", str(tmp_path / "cache"))     # decomposed anew (CoACD, seconds)
     sim = _node(monkeypatch, "--real-time-factor", "1.0")
@@ -123,6 +125,7 @@ def test_steps_go_on_and_pause_is_answered_while_a_spawned_mesh_is_prepared(monk
         sim.close()
 
 
+@pytest.mark.process
 def test_spawns_the_next_step_could_not_carry_are_refused_with_the_reason(monkeypatch):
     """Wrong list: a 1e6 m box, a 1e12 kg mesh and a box inside the robot's base were accepted, then the next step
     failed and the simulation paused itself. Now each is refused at the service with its reason, nothing is added,
@@ -164,6 +167,7 @@ def _spawned_meshes_status(received):
     return None
 
 
+@pytest.mark.process
 def test_a_killed_preparation_process_is_reported_and_nothing_is_spawned(monkeypatch, tmp_path, capfd):
     """Issue 44 (item 6): a child process's failure is noticed and reported, never silent. The process preparing a
     mesh killed (SIGKILL, as the kernel's OOM killer would): the spawn is answered FAILED with its exit code, the

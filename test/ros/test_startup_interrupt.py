@@ -14,6 +14,8 @@ import pytest
 
 from ros_testing import REPO, wait_until
 
+pytestmark = pytest.mark.process   # its tests start processes (test/conftest.py, test sizes)
+
 
 def _maps(pid: int) -> str:
     try:
