@@ -3,10 +3,11 @@
 a controller not in the controllers file loaded from a params file as spawner loads it (set_parameters
 ``<name>.type`` and ``<name>.params_file``, load_controller, configure_controller, switch_controller) and then
 commanded, its own node's parameters, unload_controller refused while active and done when inactive,
-configure / cleanup_controller (``ros2 control set_controller_state``), list_hardware_components. The load / configure / unload rules are tested in sim time in
-test/test_driver_controllers.py.
+configure / cleanup_controller (``ros2 control set_controller_state``), list_hardware_components. The load /
+configure / unload rules are tested in sim time in test/test_driver_controllers.py.
 
-One node: iiwa_wsg in namespace /cm, real time."""
+One node: iiwa_wsg in namespace /cm, real time, built in this process (inprocess_sim_node.py); its log is read from
+the test's captured stderr."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from rcl_interfaces.srv import GetParameters, SetParameters
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
 from ros_testing import SCENES, switch_controllers, wait_until
 
 NS = "/cm"
@@ -29,16 +32,19 @@ POSITION = "position_controllers/JointGroupPositionController"
 
 
 @pytest.fixture(scope="module")
-def node(ros, start_node):
-    proc = start_node("--robot", "iiwa_wsg", "--namespace", "cm", "--engine", "tamsi", "--real-time-factor", "1.0",
-                      "--config", str(SCENES / "no_clock.yaml"))
-    js = ros.subscribe(JointState, f"{NS}/joint_states", keep=50)
-    try:
-        wait_until(lambda: js or proc.proc.poll() is not None, 120, what=f"{NS}/joint_states")
-    except AssertionError:
-        raise AssertionError(proc.output()) from None
-    assert proc.proc.poll() is None, proc.output()
-    return proc, js
+def node(ros):
+    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--namespace", "cm", "--engine", "tamsi",
+                                  "--real-time-factor", "1.0", "--config", str(SCENES / "no_clock.yaml")])
+    defaults, for_a_urdf = param_defaults_of(cmd)
+    with pytest.MonkeyPatch.context() as mp:
+        sim = InProcessSimNode(mp, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        try:
+            js = ros.subscribe(JointState, f"{NS}/joint_states", keep=50)
+            wait_until(lambda: js, 120, what=f"{NS}/joint_states")
+            yield sim, js
+            assert not sim.callback_errors, sim.callback_errors
+        finally:
+            sim.close()
 
 
 def get_params(ros, node_name, names):
@@ -154,22 +160,28 @@ def test_load_of_an_unknown_type_or_bad_parameters_is_refused_and_nothing_is_loa
 
 
 @pytest.mark.parametrize("name", ["arm-2", "a/b", "2arm"])
-def test_load_of_a_name_that_is_not_a_ros_node_name_is_answered_refused_and_loads_nothing(ros, node, tmp_path, name):
+def test_load_of_a_name_that_is_not_a_ros_node_name_is_answered_refused_and_loads_nothing(ros, node, tmp_path, name,
+                                                                                          capfd):
     """Issue 44 (finding 6): every loaded controller has a node of its own, so its name must be a valid ROS node
     name. 'arm-2' and 'a/b' were loaded into the controller manager and then its node could not be made: no
     answer (the callback raised), and 'a/b' stayed loaded without its node. Now refused with the rule, logged."""
-    proc, _ = node
     params = tmp_path / "odd.yaml"
     params.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"joints": IIWA}}}))
     assert all(r.successful for r in set_params(ros, CM, **{f"{name}.type": POSITION,
                                                              f"{name}.params_file": str(params)}))
-    before = len(proc.output())
+    capfd.readouterr()
+    log = []
+
+    def output():                  # the node's log since the call (rcutils: stderr, or stdout if so configured)
+        captured = capfd.readouterr()
+        log.append(captured.err + captured.out)
+        return "".join(log)
     assert not call(ros, LoadController, "load_controller", name)
     assert name not in controllers(ros)
     wait_until(lambda: f"load_controller '{name}': not a valid controller name: its node '{NS}/{name}' would "
-                       f"have an invalid ROS node name" in proc.output()[before:], 30,
-               what="the reason in the node's log")
-    assert "Traceback" not in proc.output()[before:]
+                       f"have an invalid ROS node name" in output(), 30, what="the reason in the node's log")
+    assert "Traceback" not in output()
+    assert not node[0].callback_errors, node[0].callback_errors
 
 
 def test_list_hardware_components_names_the_simulated_system_with_its_interfaces(ros, node):
