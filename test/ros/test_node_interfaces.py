@@ -1,10 +1,10 @@
 """The simulation node over real DDS (iiwa_wsg on the ground, TAMSI, 1 ms, real time): commands on every
 interface move the joints, trajectories keep their timing, /tf covers every link, /clock advances by exactly
-one time step per step, pause/step/reset, and bad commands are rejected and counted while stepping goes on."""
+one time step per step, pause/step/reset, and bad commands are rejected and counted while stepping goes on. The node
+is built in this process (inprocess_sim_node.py); the stepping thread's SCHED_FIFO is a node process's (`process`)."""
 
 import math
 import os
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from std_srvs.srv import SetBool, Trigger
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
 from ros_testing import use_controllers, wait_until
 
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
@@ -29,9 +31,21 @@ DT = 1e-3
 
 
 @pytest.fixture(scope="module")
-def node(ros, start_node):
-    proc = start_node("--robot", "iiwa_wsg", "--engine", "tamsi", "--time-step", str(DT),
-                      "--real-time-factor", "1.0")
+def node(ros):
+    """iiwa_wsg (TAMSI, 1 ms, real time) built in this process, and the probe's subscriptions."""
+    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--engine", "tamsi", "--time-step", str(DT),
+                                  "--real-time-factor", "1.0"])
+    defaults, for_a_urdf = param_defaults_of(cmd)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        sim = InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        try:
+            yield from _subscribed(ros, sim)
+        finally:
+            sim.close()
+    assert not sim.callback_errors, sim.callback_errors[0]
+
+
+def _subscribed(ros, sim):
     topics = {
         "joint_states": ros.subscribe(JointState, "/joint_states"),
         "clock": ros.subscribe(Clock, "/clock"),
@@ -40,9 +54,9 @@ def node(ros, start_node):
         "description": ros.subscribe(String, "/robot_description", latched=True),
         "diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics"),
     }
-    wait_until(lambda: topics["joint_states"] or proc.proc.poll() is not None, 60, what="/joint_states")
-    assert proc.proc.poll() is None, proc.output()
-    yield proc, topics
+    wait_until(lambda: topics["joint_states"] or not sim.node.link.stepping, 60, what="/joint_states")
+    assert sim.node.link.stepping, f"the stepping thread stopped: {sim.node.loop.error!r}"
+    yield sim, topics
 
 
 def positions(msg):
@@ -105,7 +119,8 @@ def test_tf_covers_every_link(node):
 def test_clock_advances_one_time_step_per_step(node):
     _, topics = node
     n0 = len(topics["clock"])
-    time.sleep(0.5)
+    t0 = sim_time(topics["clock"][-1].clock)
+    wait_until(lambda: sim_time(topics["clock"][-1].clock) > t0 + 0.2, 30, what="0.2 s of sim time on /clock")
     ns = [m.clock.sec * 1_000_000_000 + m.clock.nanosec for m in topics["clock"][n0:]]
     assert len(ns) > 50
     steps = np.diff(ns)
@@ -126,7 +141,9 @@ def test_topics_subscribed_late_get_every_publication(node, ros):
     for (topic, _), msgs in got.items():
         wait_until(lambda: len(msgs) > 3, 10, what=topic)
     n0 = {key: len(msgs) for key, msgs in got.items()}
-    time.sleep(0.6)
+    t0 = sim_time(node[1]["clock"][-1].clock)
+    wait_until(lambda: all(sim_time(msgs[-1].header.stamp) > t0 + 0.6 for msgs in got.values()), 30,
+               what="0.6 s of sim time on every topic")
     for key, rate in rates.items():
         ns = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in got[key][n0[key]:]])
         period = int(round(1e9 / rate))
@@ -145,10 +162,10 @@ def test_has_readers(ros, tmp_path):
     alone = ros.node.create_publisher(Clock, "/has_readers_alone", 10)
     read = ros.node.create_publisher(Clock, "/has_readers_read", 10)
     recorded = ros.node.create_publisher(Clock, "/has_readers_recorded", 10)
-    time.sleep(0.2)
     assert not has_readers(alone) and not has_readers(read) and not has_readers(recorded)
     ros.subscribe(Clock, "/has_readers_read")
     wait_until(lambda: has_readers(read), 5, what="a matched subscription")
+    assert not has_readers(alone) and not has_readers(recorded)     # as long as discovery took: still no reader
     recorder = BagRecorder(tmp_path / "bag")
     recorder.tap(recorded)
     assert has_readers(recorded) and not has_readers(alone)
@@ -245,36 +262,36 @@ def set_param(ros, name, value: int):
 
 
 def test_pause_step_and_reset(node, ros):
-    _, topics = node
+    sim, topics = node
+
+    def clock_ns(m):
+        return m.clock.sec * 1_000_000_000 + m.clock.nanosec
     res = ros.call(SetBool, "/contact_sim/pause", SetBool.Request(data=True))
     assert res.success
-    time.sleep(0.3)
+    t0_ns = int(round(sim.node.sim.t * 1e9))          # paused: the node's sim time stays; its last /clock arrives
+    wait_until(lambda: clock_ns(topics["clock"][-1]) == t0_ns, 5, what="the paused time on /clock")
     n0 = len(topics["clock"])
-    t0 = topics["clock"][-1].clock
-    time.sleep(0.5)
-    assert len(topics["clock"]) == n0                        # paused: /clock stops
-    t0_ns = t0.sec * 1_000_000_000 + t0.nanosec
 
     res = ros.call(Trigger, "/contact_sim/step", Trigger.Request())
     assert res.success, res.message
     wait_until(lambda: len(topics["clock"]) > n0, 5, what="/clock after one step")
-    last = topics["clock"][-1].clock
-    assert last.sec * 1_000_000_000 + last.nanosec == t0_ns + 1_000_000
+    # paused: no /clock and no step since the pause, then exactly the one step asked
+    assert [clock_ns(m) for m in topics["clock"][n0:]] == [t0_ns + 1_000_000]
 
     set_param(ros, "step_count", 250)
     n1 = len(topics["clock"])
     res = ros.call(Trigger, "/contact_sim/step", Trigger.Request())
     assert res.success, res.message
     target = t0_ns + 251 * 1_000_000
-
-    def clock_ns(m):
-        return m.clock.sec * 1_000_000_000 + m.clock.nanosec
     wait_until(lambda: clock_ns(topics["clock"][-1]) == target, 10, what="/clock at t0 + 251 steps")
-    time.sleep(0.5)
-    stamps = [clock_ns(m) for m in topics["clock"][n1:]]
-    assert stamps[-1] == target and max(stamps) == target     # exactly 250 more steps, then still paused
-    assert np.all(np.diff(stamps) > 0) and np.all((np.array(stamps) - t0_ns) % 1_000_000 == 0)
     set_param(ros, "step_count", 1)
+    # still paused after the 250 steps: one more step asked is the next /clock, at target + 1 step
+    res = ros.call(Trigger, "/contact_sim/step", Trigger.Request())
+    assert res.success, res.message
+    wait_until(lambda: clock_ns(topics["clock"][-1]) > target, 5, what="/clock after one more step")
+    stamps = [clock_ns(m) for m in topics["clock"][n1:]]
+    assert stamps[-1] == target + 1_000_000 and max(stamps[:-1]) == target    # exactly 250 steps, then paused
+    assert np.all(np.diff(stamps) > 0) and np.all((np.array(stamps) - t0_ns) % 1_000_000 == 0)
 
     res = ros.call(Trigger, "/contact_sim/reset", Trigger.Request())
     assert res.success, res.message
@@ -306,13 +323,17 @@ def test_bad_commands_are_rejected_counted_and_stepping_continues(node, ros):
     # out of limits: clamped (joint 1 limit 2.967 rad), not rejected
     ros.publish(JointState, "/joint_command", JointState(name=["wsg_finger_left_joint"], position=[0.5]))
     t0 = sim_time(topics["clock"][-1].clock)
-    time.sleep(1.5)
-    after = next_diagnostics(topics)
-    delta = {k: int(after[k]) - int(before[k]) for k in before if k.startswith("rejected_") or k == "clamped_commands"}
-    assert delta == {"rejected_unknown_joint": 1, "rejected_non_finite": 2, "rejected_wrong_length": 2,
+    counted = {"rejected_commands": 8, "clamped_commands": 1}
+
+    def delta():
+        after = next_diagnostics(topics)
+        return {k: int(after[k]) - int(before[k]) for k in before if k.startswith("rejected_") or
+                k == "clamped_commands"}
+    wait_until(lambda: all(delta()[k] >= n for k, n in counted.items()), 30, what="the 9 commands counted")
+    wait_until(lambda: sim_time(topics["clock"][-1].clock) > t0 + 0.3, 30, what="0.3 s of sim time")
+    assert delta() == {"rejected_unknown_joint": 1, "rejected_non_finite": 2, "rejected_wrong_length": 2,
                      "rejected_empty": 1, "rejected_duplicate_joint": 1, "rejected_bad_trajectory": 1,
                      "rejected_unsupported": 0, "rejected_commands": 8, "clamped_commands": 1}
-    assert sim_time(topics["clock"][-1].clock) > t0 + 0.3     # still stepping
     wait_joints(topics, {"wsg_finger_left_joint": 0.055})      # clamped target reached
 
 
@@ -328,15 +349,20 @@ def _thread_policies(pid: int) -> dict:
     return policies
 
 
-def test_the_stepping_thread_runs_sched_fifo_with_thread_priority_as_diagnostics_say(node, ros, start_node):
-    """thread_priority (default 0: every thread of the node at normal scheduling; 50, as ros2_control's
-    controller_manager): exactly one thread of the node, the stepping thread, runs under SCHED_FIFO 50 once it
-    has kept real time for a second (the test runs as root, as CI does; driver/thread_priority.py), /diagnostics
-    says so, and the node's other threads (executor, DDS) keep normal scheduling."""
-    proc, topics = node
+def test_the_stepping_thread_runs_normal_scheduling_by_default(node):
+    """thread_priority (default 0): every thread of the node (here: of this process) at normal scheduling, and
+    /diagnostics says so."""
+    _, topics = node
     assert next_diagnostics(topics)["stepping_thread_scheduling"] == "normal"
-    assert set(_thread_policies(proc.proc.pid).values()) == {(os.SCHED_OTHER, 0)}
+    assert set(_thread_policies(os.getpid()).values()) == {(os.SCHED_OTHER, 0)}
 
+
+@pytest.mark.process
+def test_the_stepping_thread_runs_sched_fifo_with_thread_priority_as_diagnostics_say(ros, start_node):
+    """thread_priority 50 (as ros2_control's controller_manager): exactly one thread of the node process, the
+    stepping thread, runs under SCHED_FIFO 50 once it has kept real time for a second (the test runs as root, as CI
+    does; driver/thread_priority.py), /diagnostics says so, and the node's other threads (executor, DDS) keep
+    normal scheduling."""
     diagnostics = ros.subscribe(DiagnosticArray, "/diagnostics")
     fifo = start_node("--robot", "iiwa_wsg", "--namespace", "fifo", "--time-step", str(DT), "--real-time-factor",
                       "1.0", "--ros-args", "-p", "thread_priority:=50", "-p", "diagnostics_rate:=4.0")
