@@ -71,6 +71,7 @@ def test_perceived_and_true_poses_side_by_side_in_the_report(tmp_path):
     assert f"over {n} perceived runs: median" in text
 
 
+@pytest.mark.campaign
 def test_a_local_campaign_with_pick_sources_resumes_by_trial_engine_and_source(tmp_path):
     """Trial 0's truth run already written: the local Ray campaign runs the other three (trial 0 with perception
     too: a run is done per trial, engine and source), and its rows equal the runs alone."""
