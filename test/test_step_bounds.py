@@ -139,6 +139,30 @@ def test_a_ball_pushed_through_the_ground_fails_the_fused_step():
                      r"thickness of the thinner one \('ball', 10 cm\)", failed[0].message), failed[0].message
 
 
+@pytest.mark.process
+def test_the_penetration_pass_is_loaded_with_the_simulator_not_at_the_first_touch_down():
+    """A fresh process: the compiled penetration pass has the variant a step's contacts call once the Simulator is
+    built, so the first step with a contact loads nothing (loading it there stalled that step for ~2.5 ms)."""
+    import subprocess
+    import sys
+    script = (
+        "from contact_sim_ros.sim.penetration_kernels import deepest_excess as k\n"
+        "from contact_sim_ros.sim.simulator import Simulator\n"
+        "sim = Simulator({'objects': [{'name': 'ball', 'shape': {'sphere': 0.025}, 'mass': 0.5,\n"
+        "                  'pose': {'xyz': [0, 0, 0.05]}}], 'environment': [{'name': 'g', 'shape': 'halfspace'}]},\n"
+        "                engine='tamsi', time_step=2e-3)\n"
+        "built = sorted(map(str, k.signatures))\n"
+        "touched = 0\n"
+        "for _ in range(100):\n"
+        "    sim.step(strict=True)\n"
+        "    touched += sim.contacts.size > 0\n"
+        "print(touched, built == sorted(map(str, k.signatures)), len(built))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    touched, same, variants = out.stdout.split()
+    assert int(touched) > 10 and same == "True" and int(variants) == 1, out.stdout
+
+
 def test_thickness_of_shapes_and_bodies():
     import coal
     assert shape_thickness(coal.Sphere(0.05)) == pytest.approx(0.1)
