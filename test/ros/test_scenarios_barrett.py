@@ -1,9 +1,11 @@
-"""Scenario 4 over ROS: BarrettHand (fingers down on a lift stage) closes on the bottle (cylinder) and on a box,
-lifts 10 cm and reports the grasp force per finger, with TAMSI and Lagged at the scenario's 2 ms step (real node
-subprocess through the scenario runner; the controller sees only joint states, external joint torques and the
-per-link contact wrenches). The stage's held load is the object's weight; F1 and F2 press equally (mirror grasp).
-A hand that barely closes (proximal target 0.1 rad: the pads only graze the bottle) does not lift it, and the
-controller reports the slip from the stage's load."""
+"""Scenario 4: BarrettHand (fingers down on a lift stage) closes on the bottle (cylinder) and on a box, lifts 10 cm
+and reports the grasp force per finger, with TAMSI and Lagged at the scenario's 2 ms step (the controller sees only
+joint states, external joint torques and the per-link contact wrenches). The stage's held load is the object's
+weight; F1 and F2 press equally (mirror grasp). A hand that barely closes (proximal target 0.1 rad: the pads only
+graze the bottle) does not lift it, and the controller reports the slip from the stage's load.
+
+One run over ROS (the runner starts a real sim_node process, lock-step through ~/step, the bottle's height from
+/tf): the in-process run's twin, bit for bit; the other runs (engines, the box, the slip) in process."""
 
 from __future__ import annotations
 
@@ -36,16 +38,12 @@ def _scene_object(name):
 
 
 def explain(r) -> str:
-    return (f"{r.scenario} / {r.engine}: {r.reason}\nnumbers: {r.numbers}\nobject poses (tf): {r.object_poses}\n"
+    return (f"{r.scenario} / {r.engine}: {r.reason}\nnumbers: {r.numbers}\nobject poses: {r.object_poses}\n"
             f"node output (tail):\n{r.node_output[-1500:]}")
 
 
-@pytest.mark.process
-@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
-@pytest.mark.parametrize("scenario", ["barrett_cylinder", "barrett_box"])
-def test_hand_grasps_lifts_and_reports_forces_per_finger(ros, scenario, engine):
+def check_grasp(r, scenario):
     frame, mass, z0 = _scene_object(scenario)
-    r = run_scenario(scenario, engine)
     assert r.success, explain(r)
     n = r.numbers
     # the stage carries the object's weight (the drop of the lift joint's external force) within 3 %
@@ -56,26 +54,48 @@ def test_hand_grasps_lifts_and_reports_forces_per_finger(ros, scenario, engine):
     # friction carries the weight: the grasp forces exceed the weight shared by three fingers
     assert sum(forces) > mass * G, explain(r)
     assert {f"bh_finger_{k}_distal" for k in (1, 2, 3)} <= set(n["links_touching_after_close"].split(", "))
-    if frame in r.object_poses:         # ground truth from /tf (needs tf2_msgs built from msgs/)
-        assert r.object_poses[frame][2] - z0 == pytest.approx(LIFT, abs=0.01), explain(r)
+    # ground truth (over ROS from /tf, in process the simulator's pose): lifted 10 cm
+    assert r.object_poses[frame][2] - z0 == pytest.approx(LIFT, abs=0.01), explain(r)
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+@pytest.mark.parametrize("scenario", ["barrett_cylinder", "barrett_box"])
+def test_hand_grasps_lifts_and_reports_forces_per_finger(scenario, engine):
+    check_grasp(run_scenario(scenario, engine, transport="inprocess"), scenario)
 
 
 @pytest.mark.process
-def test_barely_closed_hand_does_not_lift_and_the_controller_reports_the_slip(ros):
+def test_over_ros_the_hand_grasps_and_lifts_as_in_process_bit_for_bit(ros):
+    """The cylinder grasp over ROS (a sim_node process, real DDS; `ros` only for the isolated ROS domain of
+    conftest.py) passes the same checks, the bottle's lift measured from /tf, and is the in-process run's twin:
+    the same verdict and numbers, the joint positions, velocities, grasp and stage loads logged bit for bit
+    (lock-step determinism: every command acts from the first step of its tick)."""
+    r = run_scenario("barrett_cylinder", "tamsi")
+    check_grasp(r, "barrett_cylinder")
+    twin = run_scenario("barrett_cylinder", "tamsi", transport="inprocess")
+    assert (twin.success, twin.reason) == (r.success, r.reason)
+    timing = ("wall_time_s", "real_time_factor")
+    assert {k: v for k, v in twin.numbers.items() if k not in timing} == \
+        {k: v for k, v in r.numbers.items() if k not in timing}
+    assert len(r.log["q"]) > 50 and set(r.log["phase"]) >= {"close", "lift"}
+    for key in ("t", "q", "v", "grip", "load"):
+        assert np.array_equal(twin.log[key], r.log[key]), key
+
+
+def test_barely_closed_hand_does_not_lift_and_the_controller_reports_the_slip():
     frame, mass, z0 = _scene_object("barrett_cylinder")
-    r = run_scenario("barrett_cylinder", "tamsi", params={"close_angle": 0.1})
+    r = run_scenario("barrett_cylinder", "tamsi", params={"close_angle": 0.1}, transport="inprocess")
     assert not r.success, explain(r)
     assert r.reason.startswith("slip"), explain(r)
     assert r.numbers["held_load_N"] < 0.2 * mass * G, explain(r)
-    if frame in r.object_poses:
-        assert abs(r.object_poses[frame][2] - z0) < 0.01, explain(r)       # the bottle stayed on the ground
+    assert abs(r.object_poses[frame][2] - z0) < 0.01, explain(r)       # the bottle stayed on the ground
 
 
-@pytest.mark.process
-def test_same_run_twice_gives_bit_identical_joint_logs(ros):
-    """Determinism (lock-step stepping): two runs of the box grasp through closing and the start of the lift
-    (1.0 s) log the same joint positions and velocities and grasp forces, bit for bit."""
-    a, b = (run_scenario("barrett_box", "tamsi", duration=1.0) for _ in range(2))
+def test_same_run_twice_gives_bit_identical_joint_logs():
+    """Determinism: two in-process runs of the box grasp through closing and the start of the lift (1.0 s) log the
+    same joint positions and velocities and grasp forces, bit for bit (over ROS: the ROS run above is the
+    in-process run's twin)."""
+    a, b = (run_scenario("barrett_box", "tamsi", duration=1.0, transport="inprocess") for _ in range(2))
     assert len(a.log["q"]) == len(b.log["q"]) > 50
     for key in ("t", "q", "v", "grip", "load"):
         assert np.array_equal(a.log[key], b.log[key]), key
