@@ -1,4 +1,6 @@
-"""Several robots in ONE simulated world over ROS 2 (issue 16, item 3): real sim_node processes, real DDS.
+"""Several robots in ONE simulated world over ROS 2 (issue 16, item 3): real DDS, the simulation node built in the
+test's process from sim_node's command line (runner.NodeInThisProcess; the runner's 'node' transport), and the
+hand-over once with a real sim_node process (the runner's 'ros' transport).
 
 (a) iiwa + Allegro hand on its flange (scenes/iiwa_allegro_mug.yaml): each robot in its namespace with its own
     controller_manager, joint_states (its joints only), robot_description; the TF chain world -> iiwa links ->
@@ -6,15 +8,15 @@
     the mug in the palm touches only hand links (/contacts), its contact wrench is the sum of those contact forces
     and they carry its weight on average.
 (b) two iiwa + WSG 50 (scenes/two_iiwa_handover.yaml): the hand-over scenario, one controller per robot
-    namespace (prefixed joints left_*/right_*), passes with TAMSI and with Lagged: the right wrist carries the
-    box's weight after the left gripper let go, the left one nothing;
-(c) the iiwa + Allegro scenario: in-hand mug reorientation by the hand's controller while the arm's holds.
+    namespace (prefixed joints left_*/right_*), passes with TAMSI over ROS (a node process) and with Lagged in
+    process: the right wrist carries the box's weight after the left gripper let go, the left one nothing;
+(c) the iiwa + Allegro scenario: in-hand mug reorientation by the hand's controller while the arm's holds (over
+    DDS, the node in the test's process).
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -24,7 +26,10 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import REPO, active_controllers, wait_until, world_pose
+from ros_testing import REPO, active_controllers, stamp_s, wait_until, world_pose
+
+from contact_sim_ros.ros import sim_node
+from contact_sim_ros.scenarios.runner import NodeInThisProcess, run_scenario
 
 from contact_sim_msgs.msg import ContactArray          # built into the venv by scripts/ensure_venv.sh
 from tf2_msgs.msg import TFMessage
@@ -33,11 +38,28 @@ G = 9.81
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
 
 
-def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_node):
+@pytest.fixture(scope="module", autouse=True)
+def no_graph_look():
+    """A node built in this process: the namespace claim on this host decides at once, without the 3 s look for
+    another simulation node on the ROS graph (as InProcessSimNode)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
+        yield
+
+
+def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros):
+    node = NodeInThisProcess(["--scene", str(REPO / "scenes" / "iiwa_allegro_mug.yaml"), "--engine", "tamsi"])
+    try:
+        check_iiwa_with_allegro(ros, node)
+    finally:
+        node.close()
+
+
+def check_iiwa_with_allegro(ros, node):
+    """The node runs in real time (real_time_factor 1); the waits are on its sim time (message stamps)."""
     from contact_sim_ros.sim.scene import load_scene
     scene_file = REPO / "scenes" / "iiwa_allegro_mug.yaml"
     mug_mass = load_scene(str(scene_file)).model.free_body("mug").mass
-    node = start_node("--scene", str(scene_file), "--engine", "tamsi")
     js_arm = ros.subscribe(JointState, "/iiwa/joint_states", keep=5)
     js_hand = ros.subscribe(JointState, "/allegro/joint_states", keep=5)
     desc_hand = ros.subscribe(String, "/allegro/robot_description", latched=True)
@@ -61,7 +83,8 @@ def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_
     # hand link; its published contact wrench is the sum of those contact forces (same stamp), and over 1 s they
     # carry its weight on average
     hand_links = set(load_scene(str(scene_file)).model.robot("allegro").link_names)
-    time.sleep(1.0)
+    settled = stamp_s(js_arm[-1].header.stamp) + 1.0
+    wait_until(lambda: stamp_s(js_arm[-1].header.stamp) >= settled, 60, what=f"sim time {settled:.2f} s")
     contacts[:] = []
     mug_wrench[:] = []
     wait_until(lambda: len(contacts) >= 50, 60, what="1 s of sim time of /contacts (50 Hz)")
@@ -101,7 +124,9 @@ def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_
     ros.publish(JointTrajectory, "/iiwa/arm_controller/joint_trajectory", traj)
     wait_until(lambda: abs(js_arm[-1].position[0] - target[0]) < 2e-3 and abs(js_arm[-1].velocity[0]) < 1e-2,
                30, what=f"iiwa joint 1 at {target[0]:.3f} rad")
-    time.sleep(0.3)     # a /tf message after the arm stopped
+    stopped = stamp_s(js_arm[-1].header.stamp)
+    wait_until(lambda: tf and stamp_s(tf[-1].transforms[0].header.stamp) > stopped, 30,
+               what=f"a /tf message after the arm stopped (sim time {stopped:.3f} s)")
     _, p1 = world_pose("palm_link", [tf_static, tf])
     turned = math.atan2(p1[1], p1[0]) - math.atan2(p0[1], p0[0])
     assert turned == pytest.approx(js_arm[-1].position[0] - q0[0], abs=5e-3)
@@ -110,14 +135,10 @@ def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros, start_
     # the hand held its joints meanwhile, and the mug is still on the palm
     _, pm = world_pose("mug", [tf_static, tf])
     assert np.linalg.norm(pm - p1) < 0.15
-    assert node.proc.poll() is None
+    assert node.state() == "still running" and not node.output(), node.output()
 
 
-@pytest.mark.process
-@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
-def test_two_arm_handover_passes_over_ros(engine):
-    from contact_sim_ros.scenarios.runner import run_scenario
-    result = run_scenario("two_arm_handover", engine, timeout=120.0)
+def check_handover(result):
     n = result.numbers
     assert result.success, f"{result.reason}\n{n}\n{result.node_output[-2000:]}"
     weight = n["box_weight_N"]
@@ -128,7 +149,20 @@ def test_two_arm_handover_passes_over_ros(engine):
     # ground truth from /tf: the box is in the air above the stand (top at 0.2 m) where the right gripper holds it
     box = result.object_poses["box"]
     assert box[2] > 0.25
-    r = assert_in_process_run_agrees(result, "two_arm_handover", engine, exact=False).numbers
+
+
+def test_two_arm_handover_passes_in_process_with_lagged():
+    check_handover(run_scenario("two_arm_handover", "lagged", transport="inprocess"))
+
+
+@pytest.mark.process
+def test_two_arm_handover_passes_over_ros(ros):
+    """With a sim_node process (`ros` only for the isolated ROS domain of conftest.py)."""
+    result = run_scenario("two_arm_handover", "tamsi", timeout=120.0)
+    check_handover(result)
+    n = result.numbers
+    weight = n["box_weight_N"]
+    r = assert_in_process_run_agrees(result, "two_arm_handover", "tamsi", exact=False).numbers
     for key in ("left_load_lifted_N", "right_load_after_N", "left_grip_N", "right_grip_after_N"):
         assert r[key] == pytest.approx(n[key], rel=0.02), key
     assert abs(r["left_load_after_N"]) < 0.1 * weight
@@ -142,7 +176,6 @@ def assert_in_process_run_agrees(ros_result, scenario, engine, exact=True):
     reorientation is chaotic, and coal's GJK warm start depends on the process's call history at ~1e-11: the turned
     angle differs between processes by degrees; the hand-over's numbers by round-off) the verdict; the caller
     compares the numbers the verdict rests on."""
-    from contact_sim_ros.scenarios.runner import run_scenario
     r = run_scenario(scenario, engine, transport="inprocess")
     assert r.success == ros_result.success, (r.reason, ros_result.reason, r.numbers)
     if not exact:
@@ -156,13 +189,11 @@ def assert_in_process_run_agrees(ros_result, scenario, engine, exact=True):
     return r
 
 
-@pytest.mark.process
 def test_iiwa_allegro_mug_reorientation_passes_over_ros():
     """The Allegro on the iiwa's flange reorients the mug in hand (its hand_controller in /<ns>/allegro) while the
     iiwa's arm_controller (in /<ns>/iiwa) holds the arm: the mug is never dropped, turns by > 10 deg, and the
-    contact force on it carries its weight on average (0.98 N)."""
-    from contact_sim_ros.scenarios.runner import run_scenario
-    result = run_scenario("iiwa_allegro_mug", "tamsi", timeout=120.0)
+    contact force on it carries its weight on average (0.98 N). Over DDS, the node built in this process."""
+    result = run_scenario("iiwa_allegro_mug", "tamsi", timeout=120.0, transport="node")
     n = result.numbers
     assert result.success, f"{result.reason}\n{n}\n{result.node_output[-2000:]}"
     assert n["max_rotation_deg"] > 10.0
