@@ -1,8 +1,9 @@
 """``record:=PATH``: the simulation node writes its own publications to a rosbag2 (MCAP) directory (the recorder
 taps the node's publishers, contact_sim_ros/ros/bag_recorder.py); read back with rosbags: every message published
 over the recorded sim time is in the bag (counts = the publication rates x sim time, to the message), stamps are
-sim time and increase per topic, and the content is what a subscriber in another process received for the same
-stamp."""
+sim time and increase per topic, and the content is what a subscriber of another node (a DDS participant of its
+own) received for the same stamp. The nodes are built in this process (inprocess_sim_node.py) but for the SIGKILLed
+one and the refused start-up (exit code 2): those are `process` tests."""
 
 import signal
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
 from ros_testing import wait_until
 
 JS_HZ, CLOCK_HZ, TF_HZ = 100.0, 100.0, 50.0        # sim-time rates asked of the node
@@ -19,25 +22,41 @@ def _ns(stamp) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
-def test_node_records_every_publication_to_mcap(ros, start_node, tmp_path):
+def _node(monkeypatch, *flags) -> InProcessSimNode:
+    """The simulation node of ``sim_node *flags`` built in this process."""
+    cmd = plain_args_to_ros_args(list(flags))
+    defaults, for_a_urdf = param_defaults_of(cmd)
+    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+
+
+def _closed(sim) -> None:
+    """The node shut down as main() does at exit (the recorder writes what is queued and closes the bag); none of
+    its callbacks raised."""
+    sim.close()
+    assert not sim.callback_errors, sim.callback_errors[0]
+
+
+def test_node_records_every_publication_to_mcap(ros, monkeypatch, tmp_path, capfd):
     from rosbags.highlevel import AnyReader
     from sensor_msgs.msg import JointState
     bag = tmp_path / "run"
     from diagnostic_msgs.msg import DiagnosticArray
     seen = ros.subscribe(JointState, "/rec/joint_states", keep=100_000)
     diag_seen = ros.subscribe(DiagnosticArray, "/diagnostics", keep=20)
-    proc = start_node("--robot", "iiwa_wsg", "--real-time-factor", "0", "--namespace", "rec", "--ros-args",
-                      "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}", "-p", f"clock_rate:={CLOCK_HZ}",
-                      "-p", f"tf_rate:={TF_HZ}")
-    wait_until(lambda: "recording the node's publications" in proc.output() or proc.proc.poll() is not None, 90,
-               what="the recorder to start")
-    assert proc.proc.poll() is None, proc.output()
-    wait_until(lambda: seen and seen[-1].header.stamp.sec >= 2, 120, what="2 s of simulated time")
-    # and one /diagnostics (1 Hz of wall time: 2 s of sim time can take less than a second)
-    wait_until(lambda: any(s.name.startswith("/rec/contact_sim") for m in list(diag_seen) for s in m.status), 30,
-               what="the node's /diagnostics")
-    assert proc.stop() == 0, proc.output()
-    assert "recording: " in proc.output() and "messages dropped" not in proc.output(), proc.output()
+    sim = _node(monkeypatch, "--robot", "iiwa_wsg", "--real-time-factor", "0", "--namespace", "rec", "--ros-args",
+                "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}", "-p", f"clock_rate:={CLOCK_HZ}",
+                "-p", f"tf_rate:={TF_HZ}")
+    try:
+        wait_until(lambda: (seen and seen[-1].header.stamp.sec >= 2) or not sim.node.link.stepping, 120,
+                   what="2 s of simulated time")
+        # and one /diagnostics (1 Hz of wall time: 2 s of sim time can take less than a second)
+        wait_until(lambda: any(s.name.startswith("/rec/contact_sim") for m in list(diag_seen) for s in m.status), 30,
+                   what="the node's /diagnostics")
+    finally:
+        _closed(sim)
+    log = "".join(capfd.readouterr())           # the node's log (rcutils: stderr, or stdout if so configured)
+    assert "recording the node's publications" in log and "recording: " in log, log
+    assert "messages dropped" not in log, log
     meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert meta["storage_identifier"] == "mcap" and meta["version"] == 9
 
@@ -93,7 +112,7 @@ def test_node_records_every_publication_to_mcap(ros, start_node, tmp_path):
     assert pytest.approx(1e-9 * stamps["/clock"][-1], abs=0.02) == 1e-9 * stamps["/rec/joint_states"][-1]
 
 
-def test_node_with_several_robots_records_each_robots_topics(ros, start_node, tmp_path):
+def test_node_with_several_robots_records_each_robots_topics(ros, monkeypatch, tmp_path):
     """Two robots in one world (scenes/two_iiwa_handover.yaml): each robot's node (its namespace) is recorded too:
     its joint states at their rate over the recorded sim time, its robot_description, its controllers' topics."""
     from rosbags.highlevel import AnyReader
@@ -101,11 +120,13 @@ def test_node_with_several_robots_records_each_robots_topics(ros, start_node, tm
     from ros_testing import REPO
     bag = tmp_path / "two"
     seen = ros.subscribe(JointState, "/left/joint_states", keep=5)
-    proc = start_node("--scene", str(REPO / "scenes" / "two_iiwa_handover.yaml"), "--real-time-factor", "0",
-                      "--ros-args", "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
-    wait_until(lambda: (seen and seen[-1].header.stamp.sec >= 1) or proc.proc.poll() is not None, 180,
-               what="1 s of simulated time")
-    assert proc.stop() == 0, proc.output()
+    sim = _node(monkeypatch, "--scene", str(REPO / "scenes" / "two_iiwa_handover.yaml"), "--real-time-factor", "0",
+                "--ros-args", "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
+    try:
+        wait_until(lambda: (seen and seen[-1].header.stamp.sec >= 1) or not sim.node.link.stepping, 180,
+                   what="1 s of simulated time")
+    finally:
+        _closed(sim)
     with AnyReader([bag]) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
         stamps = {}
@@ -148,7 +169,7 @@ def _decode_every_message(bag):
     return by_rosbags, by_mcap
 
 
-def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_replays(ros, start_node, tmp_path):
+def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_replays(ros, monkeypatch, tmp_path):
     """The real node records what it publishes AND what it is asked (a FollowJointTrajectory goal, a trajectory on
     the topic, a /joint_command): every message of every topic decodes with rosbags and with mcap-ros2-support
     (controller_state too: the defect of issue 27), metadata.yaml as Jazzy writes it, and ``contact-sim replay``
@@ -161,36 +182,37 @@ def test_node_bag_every_topic_decodes_with_rosbags_and_mcap_with_its_inputs_and_
     from contact_sim_ros.scenarios.replay import replay
     bag = tmp_path / "asked"
     js = ros.subscribe(JointState, "/rec2/joint_states", keep=100_000)
-    proc = start_node("--robot", "iiwa_wsg", "--real-time-factor", "1", "--namespace", "rec2", "--ros-args",
-                      "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
-    wait_until(lambda: js or proc.proc.poll() is not None, 120, what="the node's joint states")
-    assert proc.proc.poll() is None, proc.output()
-    q0 = dict(zip(js[-1].name, js[-1].position))
-    # a /joint_command (a direct target 0.02 rad from where the joint is, so that its arrival can be seen: the goal
-    # must come after it, or the command would preempt the goal); then a goal; then a trajectory on the topic
-    ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"],
-                                                             position=[q0["iiwa_joint_7"] + 0.02]))
-    wait_until(lambda: abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_7"] - q0["iiwa_joint_7"]) > 0.01,
-               120, what="the joint command's effect on iiwa_joint_7")
-    client = ActionClient(ros.node, FollowJointTrajectory, "/rec2/arm_controller/follow_joint_trajectory")
-    assert client.wait_for_server(timeout_sec=60)
-    goal = FollowJointTrajectory.Goal()
-    target = [q0[j] + (0.3 if j == "iiwa_joint_1" else 0.0) for j in IIWA]
-    goal.trajectory = JointTrajectory(joint_names=IIWA, points=[
-        JointTrajectoryPoint(positions=target, velocities=[0.0] * 7, time_from_start=Duration(sec=1))])
-    fut = client.send_goal_async(goal)
-    wait_until(fut.done, 60, what="the goal response")
-    assert fut.result().accepted
-    res = fut.result().get_result_async()
-    wait_until(res.done, 120, what="the goal result")
-    assert res.result().result.error_code == 0, res.result().result.error_string
-    back = [q0[j] for j in IIWA]                       # and back, by the topic
-    ros.publish(JointTrajectory, "/rec2/arm_controller/joint_trajectory", JointTrajectory(joint_names=IIWA, points=[
-        JointTrajectoryPoint(positions=back, velocities=[0.0] * 7, time_from_start=Duration(sec=1))]))
-    t_sent = js[-1].header.stamp.sec + 1e-9 * js[-1].header.stamp.nanosec
-    wait_until(lambda: _ns(js[-1].header.stamp) * 1e-9 > t_sent + 1.5, 120, what="the return trajectory's end")
-    assert abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"] - q0["iiwa_joint_1"]) < 0.01, proc.output()
-    assert proc.stop() == 0, proc.output()
+    sim = _node(monkeypatch, "--robot", "iiwa_wsg", "--real-time-factor", "1", "--namespace", "rec2", "--ros-args",
+                "-p", f"record:={bag}", "-p", f"joint_states_rate:={JS_HZ}")
+    try:
+        wait_until(lambda: js or not sim.node.link.stepping, 120, what="the node's joint states")
+        q0 = dict(zip(js[-1].name, js[-1].position))
+        # a /joint_command (a direct target 0.02 rad from where the joint is, so that its arrival can be seen: the goal
+        # must come after it, or the command would preempt the goal); then a goal; then a trajectory on the topic
+        ros.publish(JointState, "/rec2/joint_command", JointState(name=["iiwa_joint_7"],
+                                                                 position=[q0["iiwa_joint_7"] + 0.02]))
+        wait_until(lambda: abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_7"] - q0["iiwa_joint_7"]) > 0.01,
+                   120, what="the joint command's effect on iiwa_joint_7")
+        client = ActionClient(ros.node, FollowJointTrajectory, "/rec2/arm_controller/follow_joint_trajectory")
+        assert client.wait_for_server(timeout_sec=60)
+        goal = FollowJointTrajectory.Goal()
+        target = [q0[j] + (0.3 if j == "iiwa_joint_1" else 0.0) for j in IIWA]
+        goal.trajectory = JointTrajectory(joint_names=IIWA, points=[
+            JointTrajectoryPoint(positions=target, velocities=[0.0] * 7, time_from_start=Duration(sec=1))])
+        fut = client.send_goal_async(goal)
+        wait_until(fut.done, 60, what="the goal response")
+        assert fut.result().accepted
+        res = fut.result().get_result_async()
+        wait_until(res.done, 120, what="the goal result")
+        assert res.result().result.error_code == 0, res.result().result.error_string
+        back = [q0[j] for j in IIWA]                       # and back, by the topic
+        ros.publish(JointTrajectory, "/rec2/arm_controller/joint_trajectory", JointTrajectory(joint_names=IIWA, points=[
+            JointTrajectoryPoint(positions=back, velocities=[0.0] * 7, time_from_start=Duration(sec=1))]))
+        t_sent = js[-1].header.stamp.sec + 1e-9 * js[-1].header.stamp.nanosec
+        wait_until(lambda: _ns(js[-1].header.stamp) * 1e-9 > t_sent + 1.5, 120, what="the return trajectory's end")
+        assert abs(dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"] - q0["iiwa_joint_1"]) < 0.01
+    finally:
+        _closed(sim)
 
     by_rosbags, _ = _decode_every_message(bag)
     counts = {t: len(m) for t, m in by_rosbags.items()}
@@ -313,7 +335,7 @@ cameras:
 """
 
 
-def test_camera_topics_are_recorded_and_decode_with_rosbags_and_mcap(ros, start_node, tmp_path):
+def test_camera_topics_are_recorded_and_decode_with_rosbags_and_mcap(ros, monkeypatch, tmp_path):
     """Issue 28 item 6: with record:=PATH the camera's topics go into the bag like every other publication (the
     recorder counts as a reader: the node renders for it with no subscriber), each message decodes with rosbags
     and mcap-ros2-support, stamped on the camera's 10 Hz grid of sim time; the ideal depth of the floor 1 m below
@@ -323,11 +345,13 @@ def test_camera_topics_are_recorded_and_decode_with_rosbags_and_mcap(ros, start_
     scene.write_text(CAMERA_SCENE)
     bag = tmp_path / "cam"
     seen = ros.subscribe(JointState, "/reccam/joint_states", keep=10)
-    proc = start_node("--scene", str(scene), "--engine", "tamsi", "--namespace", "reccam", "--ros-args",
-                      "-p", f"record:={bag}")
-    wait_until(lambda: (seen and seen[-1].header.stamp.sec >= 1) or proc.proc.poll() is not None, 120,
-               what="1 s of simulated time")
-    assert proc.stop() == 0, proc.output()
+    sim = _node(monkeypatch, "--scene", str(scene), "--engine", "tamsi", "--namespace", "reccam", "--ros-args",
+                "-p", f"record:={bag}")
+    try:
+        wait_until(lambda: (seen and seen[-1].header.stamp.sec >= 1) or not sim.node.link.stepping, 120,
+                   what="1 s of simulated time")
+    finally:
+        _closed(sim)
     by_rosbags, by_mcap = _decode_every_message(bag)
     ns = "/reccam/floor_camera/floor_camera"
     for topic in ("color/image_raw", "color/camera_info", "depth/image_rect_raw", "aligned_depth_to_color/image_raw",
