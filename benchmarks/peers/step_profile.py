@@ -1,6 +1,6 @@
 """Per-step profile of the small scenes (issue 18, item 2): where a step's time goes, and the floor.
 
-    scripts/venv_run.sh python benchmarks/peers/step_profile.py [--scenes box,sphere,iiwa,gripper] [--steps 1000] [--detail]
+    scripts/venv_run.sh python benchmarks/peers/step_profile.py [--scenes box,sphere,iiwa,planar,gripper] [--steps 1000] [--detail]
     scripts/venv_run.sh python benchmarks/peers/step_profile.py --micro     # per-call costs of the small calls
 
 For each scene and engine: a fresh Simulator settles ``--settle`` steps, then ``--steps`` steps run
@@ -49,6 +49,7 @@ SCENES = {   # name: (scene, dt, engines)
     "box": (CASES["box"].scene, 1e-3, ("tamsi", "lagged")),
     "sphere": (CASES["sphere"].scene, 2e-3, ("tamsi", "lagged")),
     "iiwa": (CASES["iiwa"].scene, 1e-3, ("tamsi", "lagged")),
+    "planar": (CASES["planar"].scene, 1e-3, ("tamsi", "lagged")),      # a URDF robot: the generic (staged) path
     "gripper": (ROOT / "scenes" / "tamsi_gripper_mug.yaml", 3e-3, ("tamsi", "lagged")),
 }
 
