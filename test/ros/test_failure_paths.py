@@ -12,7 +12,11 @@
 * one SIGINT, two SIGINTs and SIGTERM end every robot's node with 0 in < 2 s, no traceback (also while the
   first step still compiles kernels).
 
-The nodes are shared and started in parallel (module fixtures), most run as fast as possible."""
+The nodes whose process is what is tested ('exit' and 'die': exit codes; the shutdown by signals; the cold start)
+are processes (process size); the others ('fail', 'main') are built in the test's process (inprocess_sim_node.py,
+node size), their log read from the test's captured stderr. Waits are on conditions (messages received, sim time);
+the wall-clock bounds left are the ones the policy states (a service answers within 0.5 s, a process ends within
+1 s of its fatal log line)."""
 
 from __future__ import annotations
 
@@ -33,6 +37,8 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
 from ros_testing import ActionClient, NodeProcess, stamp_s, wait_until
 
 NO_CLOCK = str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")
@@ -107,39 +113,91 @@ class ExitWatch:
         self._stop = True
 
 
-@pytest.fixture(scope="module")
-def nodes(ros, start_node, tmp_path_factory):
-    """Started at once: 'fail' (pause policy), 'exit' (on_failure: exit, fails by itself), 'die' (NaN input),
-    'main' (healthy, real time)."""
-    tmp = tmp_path_factory.mktemp("scenes")
-    (tmp / "into_floor.yaml").write_text(SCENE_INTO_FLOOR)
-    (tmp / "nan.yaml").write_text(SCENE_NAN)
-    common = ("--config", NO_CLOCK, "--ros-args", "-p", "diagnostics_rate:=5.0")
-    procs = {
-        "fail": start_node("--robot", "iiwa_wsg", *FAILING_TAMSI, "--namespace", "fail", "--real-time-factor", "0",
-                           *common),
-        "exit": start_node("--scene", str(tmp / "into_floor.yaml"), *FAILING_TAMSI, "--namespace", "exit",
-                           "--real-time-factor", "0", *common, "-p", "on_failure:=exit"),
-        "die": start_node("--scene", str(tmp / "nan.yaml"), "--namespace", "die", "--real-time-factor", "1",
-                          *common),
-        "main": start_node("--robot", "iiwa_wsg", "--namespace", "main", "--real-time-factor", "1", *common),
-    }
+COMMON = ("--config", NO_CLOCK, "--ros-args", "-p", "diagnostics_rate:=5.0")
+
+
+def in_process(monkeypatch, *flags) -> InProcessSimNode:
+    """The node of the console command's ``flags``, built in this process."""
+    cmd = plain_args_to_ros_args(list(flags))
+    defaults, for_a_urdf = param_defaults_of(cmd)
+    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+
+
+class Log:
+    """The in-process node's log as captured on the test's stderr (rcutils; stdout if so configured)."""
+
+    def __init__(self, capfd):
+        self.capfd, self.text = capfd, ""
+
+    def __call__(self) -> str:
+        captured = self.capfd.readouterr()
+        self.text += captured.err + captured.out
+        return self.text
+
+
+@pytest.fixture
+def exiting(start_node, tmp_path):
+    """start(name) -> the process that fails, started by the test that watches it (one at a time: its exit is
+    timed, and another node's start beside it would time the CPU contention): 'exit' (on_failure: exit, fails by
+    itself), 'die' (NaN input)."""
+    (tmp_path / "into_floor.yaml").write_text(SCENE_INTO_FLOOR)
+    (tmp_path / "nan.yaml").write_text(SCENE_NAN)
+    flags = {"exit": ("--scene", str(tmp_path / "into_floor.yaml"), *FAILING_TAMSI, "--namespace", "exit",
+                      "--real-time-factor", "0", *COMMON, "-p", "on_failure:=exit"),
+             "die": ("--scene", str(tmp_path / "nan.yaml"), "--namespace", "die", "--real-time-factor", "1", *COMMON)}
     watch = ExitWatch()
-    for name, p in procs.items():
-        watch.add(name, p)
-    topics = {"diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics")}
-    for ns in ("fail", "main"):
-        topics[ns] = ros.subscribe(JointState, f"/{ns}/joint_states")
-    for ns in ("fail", "main"):
-        wait_until(lambda: topics[ns] or procs[ns].proc.poll() is not None, 90, what=f"/{ns}/joint_states")
-        assert procs[ns].proc.poll() is None, procs[ns].output()
-    yield procs, topics, watch
+
+    def start(name):
+        proc = start_node(*flags[name])
+        watch.add(name, proc)
+        return proc, watch
+    yield start
     watch.close()
 
 
-def test_persistent_solver_failure_pauses_with_a_reason_keeps_joint_states_and_reset_recovers(nodes, ros):
-    procs, topics, _ = nodes
-    proc, js = procs["fail"], topics["fail"]
+_ACTION_CLIENTS: dict = {}
+
+
+def action_client(ros, action_type, name) -> ActionClient:
+    """One action client per probe and action, kept until the probe's node is destroyed (after its spinning thread
+    has stopped): destroying one while that thread builds its wait set kills the thread ("Failed to add
+    'rcl_action_client_t' to wait set: action client pointer is invalid"), and every later test of the module
+    then waits for messages that no longer arrive."""
+    key = (id(ros), name)
+    if key not in _ACTION_CLIENTS:
+        _ACTION_CLIENTS[key] = ActionClient(ros.node, action_type, name)
+    return _ACTION_CLIENTS[key]
+
+
+@pytest.fixture(scope="module")
+def nodes(ros):
+    """'main': iiwa_wsg, healthy, real time, in this process."""
+    with pytest.MonkeyPatch.context() as mp:
+        sim = in_process(mp, "--robot", "iiwa_wsg", "--namespace", "main", "--real-time-factor", "1", *COMMON)
+        try:
+            topics = {"diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics"),
+                      "main": ros.subscribe(JointState, "/main/joint_states")}
+            wait_until(lambda: topics["main"], 90, what="/main/joint_states")
+            yield {"main": sim}, topics
+            assert not sim.callback_errors, sim.callback_errors
+        finally:
+            sim.close()
+
+
+def test_persistent_solver_failure_pauses_with_a_reason_keeps_joint_states_and_reset_recovers(ros, monkeypatch,
+                                                                                               capfd):
+    topics = {"diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics")}
+    js = topics["fail"] = ros.subscribe(JointState, "/fail/joint_states")
+    sim = in_process(monkeypatch, "--robot", "iiwa_wsg", *FAILING_TAMSI, "--namespace", "fail",
+                     "--real-time-factor", "0", *COMMON)
+    try:
+        _fail_pause_reset(ros, sim, topics, js, Log(capfd))
+    finally:
+        sim.close()
+
+
+def _fail_pause_reset(ros, sim, topics, js, output):
+    wait_until(lambda: js, 90, what="/fail/joint_states")
     ros.publish(JointState, "/fail/joint_command", JointState(name=list(INTO_FLOOR), position=list(INTO_FLOOR.values())))
     status = wait_until(lambda: next((s for s in statuses(topics["diagnostics"], "fail")
                                       if "paused by a failure" in s.message), None), 60,
@@ -147,15 +205,14 @@ def test_persistent_solver_failure_pauses_with_a_reason_keeps_joint_states_and_r
     assert status.level == DiagnosticStatus.ERROR
     assert "consecutive failed steps at t = " in status.message and "did not converge" in status.message
     assert value(status, "paused") == "True" and "failed steps" in value(status, "pause_reason")
-    out = proc.output()
+    out = output()
     assert "[ERROR]" in out and "step failed at t = " in out                     # cause and sim time
     assert "10 consecutive failed steps at t = " in out and "simulation paused" in out
     assert out.count("step failed at t = ") <= 2                                 # throttled (2 s)
     # the last good state keeps coming (same stamp), the simulation does not advance
     n0 = len(js)
-    time.sleep(0.6)
+    wait_until(lambda: len(js) >= n0 + 4, 10, what="4 joint states while paused")   # 10 Hz while paused
     frozen = js[n0:]
-    assert len(frozen) >= 4, len(frozen)                                         # 10 Hz while paused
     assert len({stamp_s(m.header.stamp) for m in frozen}) == 1
     t_fail = stamp_s(frozen[-1].header.stamp)
     assert t_fail > 0.0 and all(np.all(np.isfinite(m.position)) for m in frozen)
@@ -178,11 +235,11 @@ def test_persistent_solver_failure_pauses_with_a_reason_keeps_joint_states_and_r
     k = len(topics["diagnostics"])
     wait_until(lambda: statuses(topics["diagnostics"][k:], "fail"), 10, what="diagnostics after the reset")
     assert statuses(topics["diagnostics"][k:], "fail")[-1].level != DiagnosticStatus.ERROR
+    assert not sim.callback_errors, sim.callback_errors
 
 
-def test_on_failure_exit_ends_the_process_with_code_1_within_1_s(nodes):
-    procs, _, watch = nodes
-    proc = procs["exit"]
+def test_on_failure_exit_ends_the_process_with_code_1_within_1_s(exiting):
+    proc, watch = exiting("exit")
     ended = watch.wait("exit", 90)
     out = proc.output()
     assert proc.proc.returncode == 1, out
@@ -191,9 +248,8 @@ def test_on_failure_exit_ends_the_process_with_code_1_within_1_s(nodes):
     assert_clean(out.split("sim_node: fatal:")[0])
 
 
-def test_a_dead_stepping_thread_ends_the_process_with_code_1_within_1_s(nodes):
-    procs, _, watch = nodes
-    proc = procs["die"]
+def test_a_dead_stepping_thread_ends_the_process_with_code_1_within_1_s(exiting):
+    proc, watch = exiting("die")
     ended = watch.wait("die", 90)
     out = proc.output()
     assert proc.proc.returncode == 1, out
@@ -216,7 +272,7 @@ def timed_call(ros, srv_type, name, request):
 
 
 def test_pause_and_reset_answer_during_a_long_step_and_preempt_it(nodes, ros):
-    procs, topics, _ = nodes
+    procs, topics = nodes
     ns = "main"
     res, _ = timed_call(ros, SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=True))
     assert res.success
@@ -226,8 +282,10 @@ def test_pause_and_reset_answer_during_a_long_step_and_preempt_it(nodes, ros):
     try:
         for preempt, srv_type, request in (("~/pause", SetBool, SetBool.Request(data=True)),
                                            ("~/reset", Trigger, Trigger.Request())):
+            t0 = stamp_s(topics[ns][-1].header.stamp)
             future = step_client.call_async(Trigger.Request())
-            time.sleep(0.5)                                       # the long step is running
+            # the long step is running: sim time moves on while paused (20000 steps take 20 s at real time)
+            wait_until(lambda: stamp_s(topics[ns][-1].header.stamp) > t0 + 0.05, 30, what="the long ~/step running")
             assert not future.done()
             name = f"/{ns}/contact_sim/{preempt[2:]}"
             res, elapsed = timed_call(ros, srv_type, name, request)
@@ -250,13 +308,13 @@ def test_goals_sent_while_paused_hold_no_executor_thread(nodes, ros):
     """50 FollowJointTrajectory goals sent while the simulation is paused (more than the executor's 6 threads)
     wait without holding a thread: ~/pause false still answers within 1 s, and then the goals proceed (each new
     goal preempts the one before: 49 CANCELED, the last SUCCEEDED)."""
-    procs, topics, _ = nodes
+    procs, topics = nodes
     ns = "main"
     assert timed_call(ros, SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=True))[0].success
     arm = [f"iiwa_joint_{i}" for i in range(1, 8)]
     js = topics[ns][-1]
     q = dict(zip(js.name, js.position))
-    client = ActionClient(ros.node, FollowJointTrajectory, f"/{ns}/arm_controller/follow_joint_trajectory")
+    client = action_client(ros, FollowJointTrajectory, f"/{ns}/arm_controller/follow_joint_trajectory")
     try:
         assert client.wait_for_server(timeout_sec=30)
         sent = []
@@ -276,7 +334,6 @@ def test_goals_sent_while_paused_hold_no_executor_thread(nodes, ros):
             statuses.append(result.result().status)
         assert statuses == [5] * 49 + [4], statuses                    # CANCELED by preemption, SUCCEEDED
     finally:
-        client.destroy()
         ros.call(SetBool, f"/{ns}/contact_sim/pause", SetBool.Request(data=False))
 
 
@@ -285,25 +342,22 @@ def test_goals_sent_while_paused_hold_no_executor_thread(nodes, ros):
 def test_a_bad_gripper_command_is_rejected_and_the_node_goes_on(nodes, ros, position, max_effort):
     """A GripperCommand goal with max_effort < 0, NaN or Inf, or a NaN position, is rejected where it is received
     (issue 31: it reached the stepping thread and killed the node); the node keeps stepping."""
-    procs, topics, _ = nodes
+    procs, topics = nodes
     ns = "main"
-    client = ActionClient(ros.node, GripperCommand, f"/{ns}/gripper_action_controller/gripper_cmd")
-    try:
-        assert client.wait_for_server(timeout_sec=30)
-        goal = GripperCommand.Goal()
-        goal.command.position, goal.command.max_effort = position, max_effort
-        response = client.send_goal_async(goal)
-        wait_until(response.done, 30, what="the goal response")
-        assert not response.result().accepted
-        t = stamp_s(topics[ns][-1].header.stamp)
-        wait_until(lambda: stamp_s(topics[ns][-1].header.stamp) > t + 0.1, 30, what="0.1 s more of simulation")
-        assert procs[ns].proc.poll() is None
-    finally:
-        client.destroy()
+    client = action_client(ros, GripperCommand, f"/{ns}/gripper_action_controller/gripper_cmd")
+    assert client.wait_for_server(timeout_sec=30)
+    goal = GripperCommand.Goal()
+    goal.command.position, goal.command.max_effort = position, max_effort
+    response = client.send_goal_async(goal)
+    wait_until(response.done, 30, what="the goal response")
+    assert not response.result().accepted
+    t = stamp_s(topics[ns][-1].header.stamp)
+    wait_until(lambda: stamp_s(topics[ns][-1].header.stamp) > t + 0.1, 30, what="0.1 s more of simulation")
+    assert not procs[ns].callback_errors, procs[ns].callback_errors
 
 
 def test_a_far_position_command_moves_at_most_at_the_velocity_limit(nodes, ros):
-    procs, topics, _ = nodes
+    procs, topics = nodes
     js = topics["main"]
     wait_until(lambda: js and stamp_s(js[-1].header.stamp) > 0.1, 20, what="/main/joint_states running")
     q0 = dict(zip(js[-1].name, js[-1].position))["iiwa_joint_1"]
@@ -325,7 +379,7 @@ def test_a_far_position_command_moves_at_most_at_the_velocity_limit(nodes, ros):
 
 
 def test_diagnostics_are_never_ok_without_steps(nodes):
-    procs, topics, _ = nodes
+    procs, topics = nodes
     seen = statuses(topics["diagnostics"], "main")
     assert seen
     for s in seen:
@@ -387,35 +441,42 @@ def test_diagnostics_say_starting_while_the_first_step_compiles_and_sigint_ends_
 
 SIGNALS = {"one SIGINT": (signal.SIGINT,), "two SIGINTs": (signal.SIGINT, signal.SIGINT),
            "SIGTERM": (signal.SIGTERM,)}
+# one start per robot, each stopped one way; every way stops two or more kinds of robot (arm + gripper, arm + hand,
+# hands): the shutdown path (ros/sim_node.py main(): the signal handlers, the stepping thread, the controllers'
+# nodes) is the same code for every robot, what differs per robot is what is torn down
+HOW = {"iiwa_wsg": "one SIGINT", "franka": "two SIGINTs", "allegro": "SIGTERM", "barrett": "one SIGINT"}
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("how", list(SIGNALS))
-def test_every_robot_shuts_down_cleanly(ros, how):
-    """Four robots running at once (real time, no /clock), each stopped with ``how`` in turn: exit 0, no
-    traceback, before launch's 5 s escalation."""
-    key = how.replace(" ", "_")
+def test_every_robot_shuts_down_cleanly(ros):
+    """Four robots running at once (real time, no /clock), each stopped in turn with one SIGINT, two SIGINTs or
+    SIGTERM (HOW): exit 0, no traceback, before launch's 5 s escalation."""
     procs, js = {}, {}
     for robot in ROBOTS:
-        ns = f"down_{key}_{robot}"
+        ns = f"down_{robot}"
         js[robot] = ros.subscribe(JointState, f"/{ns}/joint_states")
         procs[robot] = NodeProcess(["--robot", robot, "--namespace", ns, "--config", NO_CLOCK])
+    assert set(HOW) == set(ROBOTS) and set(HOW.values()) == set(SIGNALS)
     try:
         for robot, proc in procs.items():
             wait_until(lambda: js[robot] or proc.proc.poll() is not None, 90, what=f"{robot} joint states")
             assert proc.proc.poll() is None, proc.output()
-        time.sleep(0.3)
+        for robot, proc in procs.items():        # each simulating: its sim time moves on
+            t0 = stamp_s(js[robot][-1].header.stamp)
+            wait_until(lambda: stamp_s(js[robot][-1].header.stamp) > t0 or proc.proc.poll() is not None, 30,
+                       what=f"{robot} stepping")
         took = {}
         for robot, proc in procs.items():        # one at a time: each node's own shutdown is timed (four
-            t0 = time.monotonic()                # exiting together on 2 cores would time the CPU contention)
-            proc.proc.send_signal(SIGNALS[how][0])
-            for sig in SIGNALS[how][1:]:
-                time.sleep(0.05)
+            signals = SIGNALS[HOW[robot]]        # exiting together on 2 cores would time the CPU contention)
+            t0 = time.monotonic()
+            proc.proc.send_signal(signals[0])
+            for sig in signals[1:]:
+                time.sleep(0.05)                 # a second Ctrl-C shortly after the first
                 proc.proc.send_signal(sig)
             proc.proc.wait(10)
             took[robot] = time.monotonic() - t0
         for robot, proc in procs.items():
-            assert proc.proc.returncode == 0, (robot, proc.output())
+            assert proc.proc.returncode == 0, (robot, HOW[robot], proc.output())
             assert_clean(proc.output())
         # launch escalates a SIGINT to SIGTERM after 5 s (sigterm_timeout) and SIGTERM to SIGKILL after 5 more:
         # the node must be gone before that, whatever the load (quiet machine: < 0.3 s, issue 31's 2 s target; a
