@@ -243,6 +243,25 @@ def test_readme_main_command_runs_scenario_1_to_the_in_process_runs_verdict_and_
     # the machine's load - at load 23 the in-process run had 0.37, the ROS run 1.92; docs/scenarios.md gives the times)
 
 
+def test_a_node_in_this_process_with_a_bad_scene_is_a_clear_error_and_leaves_nothing_running(tmp_path):
+    """NodeInThisProcess: a scene file that does not exist is named (the node's ConfigError, as sim_node's exit 2
+    message), and no executor thread is left spinning; a good command line afterwards builds and closes a node."""
+    import threading
+    before = {t.name for t in threading.enumerate()}
+    missing = tmp_path / "no_such_scene.yaml"
+    with pytest.raises(ConfigError, match="no_such_scene.yaml"):
+        NodeInThisProcess(["--scene", str(missing), "--real-time-factor", "0", "--paused"])
+    assert "scenario_sim_node" not in {t.name for t in threading.enumerate()} - before
+    node = NodeInThisProcess(["--scene", str(REPO / SCENARIOS["franka_rod"].scene), "--real-time-factor", "0",
+                              "--paused", "--namespace", f"/bad_scene_{os.getpid()}"])
+    try:
+        assert node.state() == "still running"
+        assert Path(node.node.sim.scene.source).name == "scenario_franka_rod.yaml" and node.node.model.nv == 14
+    finally:
+        out = node.close()
+    assert out == "" and node.state() == "shut down"
+
+
 def test_in_process_hand_scenario_with_contact_wrench_topics():
     """A hand scenario (per-link contact wrenches, a lift stage robot mapping with default controllers) in
     process: the BarrettHand lifts the bottle with the stage carrying its weight."""
