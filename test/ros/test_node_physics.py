@@ -1,8 +1,8 @@
 """Physics through ROS: the iiwa_wsg holding the 0.5 l bottle in static hold (scene test/ros/scenes/
 iiwa_wsg_bottle_hold.yaml). The wrist F/T sensor reads the weight of the gripper plus the bottle, the contact
-wrenches on the finger pads balance the bottle's weight, and the per-contact detail adds up to it."""
+wrenches on the finger pads balance the bottle's weight, and the per-contact detail adds up to it. The node is built
+in the test's process (inprocess_sim_node.py), once per engine; paused once the hold has settled."""
 
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,7 +14,11 @@ from sensor_msgs.msg import JointState
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ros_testing import wait_until, world_pose
+from std_srvs.srv import SetBool
+
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
+from ros_testing import stamp_s, wait_until, world_pose
 
 REPO = Path(__file__).resolve().parents[2]
 SCENE = Path(__file__).resolve().parent / "scenes" / "iiwa_wsg_bottle_hold.yaml"
@@ -36,12 +40,13 @@ def vec(v):
 
 
 @pytest.fixture(scope="module", params=["tamsi", "lagged"])
-def held(request, ros, start_node):
+def held(request, ros):
     engine = request.param
     ns = f"/hold_{engine}"
-    proc = start_node("--scene", str(SCENE), "--engine", engine, "--time-step", "0.001",
-                      "--real-time-factor", "0", "--namespace", ns, "--frame-prefix", f"{engine}/",
-                      "--config", str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml"))
+    cmd = plain_args_to_ros_args(["--scene", str(SCENE), "--engine", engine, "--time-step", "0.001",
+                                  "--real-time-factor", "0", "--namespace", ns, "--frame-prefix", f"{engine}/",
+                                  "--config", str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")])
+    defaults, for_a_urdf = param_defaults_of(cmd)
     topics = {
         "ft": ros.subscribe(WrenchStamped, f"{ns}/ft_sensor/wrench"),
         "left": ros.subscribe(WrenchStamped, f"{ns}/contact_wrench/wsg_finger_left"),
@@ -53,22 +58,26 @@ def held(request, ros, start_node):
         "tf": ros.subscribe(TFMessage, "/tf"),
         "tf_static": ros.subscribe(TFMessage, "/tf_static", latched=True),
     }
-    # 0.8 s of sim time: the fingers close (scripted to 20 N squeeze) and the bottle settles (F/T within 1 %
-    # of its final value after 0.6 s)
-    def settled():
-        if proc.proc.poll() is not None:
-            return True
-        return topics["ft"] and topics["ft"][-1].header.stamp.sec + 1e-9 * topics["ft"][-1].header.stamp.nanosec >= 0.8
-    try:
-        wait_until(settled, 120, what="0.8 s of simulated static hold")
-    except AssertionError:
-        raise AssertionError(f"{len(topics['ft'])} F/T messages; node output:\n{proc.output()}")
-    assert proc.proc.poll() is None, proc.output()
-    # the latched static transforms (published once at start-up) reach a subscriber that existed before the node
-    wait_until(lambda: topics["tf_static"], 10, what="the latched /tf_static message")
-    time.sleep(0.2)
-    yield engine, topics
-    proc.stop()     # before the other engine's node starts: this one steps as fast as it can (real_time_factor 0)
+    with pytest.MonkeyPatch.context() as mp:
+        sim = InProcessSimNode(mp, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        try:
+            # 0.8 s of sim time: the fingers close (scripted to 20 N squeeze) and the bottle settles (F/T within
+            # 1 % of its final value after 0.6 s); every stream read by the tests has a message of then
+            def settled():
+                return all(topics[k] and stamp_s(topics[k][-1].header.stamp) >= 0.8
+                           for k in ("ft", "left", "right", "bottle", "contacts", "ext")) and \
+                    topics["markers"] and topics["tf"] and \
+                    stamp_s(topics["tf"][-1].transforms[0].header.stamp) >= 0.8
+            wait_until(settled, 120, what=lambda: f"0.8 s of simulated static hold ({len(topics['ft'])} F/T "
+                                                  "messages)")
+            # paused: the messages read are of the settled hold (this process's CPU is the tests')
+            assert ros.call(SetBool, f"{ns}/contact_sim/pause", SetBool.Request(data=True)).success
+            # the latched static transforms (published once at start-up) reach a subscriber that existed before
+            wait_until(lambda: topics["tf_static"], 10, what="the latched /tf_static message")
+            yield engine, topics
+            assert not sim.callback_errors, sim.callback_errors
+        finally:
+            sim.close()     # before the other engine's node is built
 
 
 def frame_tf(topics, frame):
