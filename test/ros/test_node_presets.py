@@ -1,6 +1,7 @@
 """Every robot preset runs as a node: /joint_states names every joint of the preset, /tf and /tf_static cover
 every link of its URDF, and a command on the preset's hand/gripper position controller moves the joints.
-One node per preset, all started at once in separate namespaces (only the first publishes /clock)."""
+One node per preset, each built in the test's process (inprocess_sim_node.py) in a namespace of its own, one after
+the other (each steps as fast as it can)."""
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,6 +12,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from tf2_msgs.msg import TFMessage
 
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
 from ros_testing import use_controllers, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,44 +21,39 @@ NO_CLOCK = Path(__file__).resolve().parent / "scenes" / "no_clock.yaml"
 PRESETS = ["franka", "allegro", "barrett"]   # iiwa_wsg: test_node_interfaces.py
 
 
-@pytest.fixture(scope="module")
-def nodes(ros, start_node):
-    out = {}
-    for k, robot in enumerate(PRESETS):
-        args = ["--robot", robot, "--engine", "tamsi", "--namespace", robot, "--frame-prefix", f"{robot}/",
-                "--real-time-factor", "0"]
-        if k:
-            args += ["--config", str(NO_CLOCK)]
-        proc = start_node(*args)
-        out[robot] = (proc, {"js": ros.subscribe(JointState, f"/{robot}/joint_states"),
-                             "desc": ros.subscribe(String, f"/{robot}/robot_description", latched=True)})
-    out["tf"] = ros.subscribe(TFMessage, "/tf")
-    out["tf_static"] = ros.subscribe(TFMessage, "/tf_static", latched=True)
-    for robot in PRESETS:
-        proc, topics = out[robot]
+@pytest.fixture(scope="module", params=PRESETS)
+def preset(request, ros):
+    """(robot, its topics, /tf, /tf_static) of the preset's node, built in this process."""
+    robot = request.param
+    cmd = plain_args_to_ros_args(["--robot", robot, "--engine", "tamsi", "--namespace", robot, "--frame-prefix",
+                                  f"{robot}/", "--real-time-factor", "0", "--config", str(NO_CLOCK)])
+    defaults, for_a_urdf = param_defaults_of(cmd)
+    topics = {"js": ros.subscribe(JointState, f"/{robot}/joint_states"),
+              "desc": ros.subscribe(String, f"/{robot}/robot_description", latched=True),
+              "tf": ros.subscribe(TFMessage, "/tf"), "tf_static": ros.subscribe(TFMessage, "/tf_static", latched=True)}
+    with pytest.MonkeyPatch.context() as mp:
+        sim = InProcessSimNode(mp, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
         try:
-            wait_until(lambda: topics["js"] or proc.proc.poll() is not None, 120, what=f"/{robot}/joint_states")
-        except AssertionError:
-            raise AssertionError(proc.output())
-        assert proc.proc.poll() is None, proc.output()
-    return out
+            wait_until(lambda: topics["js"], 120, what=f"/{robot}/joint_states")
+            yield robot, topics
+            assert not sim.callback_errors, sim.callback_errors
+        finally:
+            sim.close()
 
 
-@pytest.mark.parametrize("robot", PRESETS)
-def test_preset_publishes_every_joint_and_link(nodes, robot):
-    _, topics = nodes[robot]
+def test_preset_publishes_every_joint_and_link(preset):
+    robot, topics = preset
     desc = wait_until(lambda: topics["desc"], 10, what="robot_description")[-1].data
     root = ET.fromstring(desc)
     links = {f"{robot}/{link.get('name')}" for link in root.iter("link")}
     joints = {j.get("name") for j in root.iter("joint") if j.get("type") in ("revolute", "prismatic", "continuous")}
     assert set(topics["js"][-1].name) == joints
-    wait_until(lambda: links <= {t.child_frame_id for m in nodes["tf"][-50:] + nodes["tf_static"]
+    wait_until(lambda: links <= {t.child_frame_id for m in topics["tf"][-50:] + topics["tf_static"]
                                  for t in m.transforms}, 10, what=f"every {robot} link on /tf or /tf_static")
 
 
-@pytest.mark.parametrize("robot", PRESETS)
-def test_hand_position_controller_moves_the_joints(nodes, ros, robot):
-    _, topics = nodes[robot]
+def test_hand_position_controller_moves_the_joints(preset, ros):
+    robot, topics = preset
     preset = yaml.safe_load((REPO / "config" / "robots" / f"{robot}.yaml").read_text())
     group, spec = next((g, s) for g, s in preset["joint_groups"].items() if g in ("gripper", "hand", "index"))
     root = ET.fromstring(topics["desc"][-1].data)
