@@ -5,7 +5,8 @@ interface: the action servers with feedback, cancel and preemption statuses, con
 controllers' rules (tolerances, error codes, preemption by the topic, stall, switch strictness) are tested in sim
 time without DDS in test/test_driver_controllers.py.
 
-Nodes (started together, one namespace each, as fast as possible unless said otherwise):
+Nodes (built in the test's process when a test first needs one, one at a time: inprocess_sim_node.py; one
+namespace each, as fast as possible unless said otherwise; the tests are ordered so that each is built once):
   iiwa   iiwa_wsg on the ground, real time (cancel / preemption are timed against the wall clock)
   franka franka on the ground
   wsg    iiwa_wsg with a static 30 mm cube between the open fingers (GripperCommand stalls on it)
@@ -30,8 +31,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ros_testing import (SCENES, ActionClient, active_controllers, switch_controllers, wait_for_joint_states,
-                         wait_until)
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
+from ros_testing import SCENES, ActionClient, active_controllers, switch_controllers, wait_until
 
 IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]
@@ -98,30 +100,56 @@ def _ur5_files(tmp: Path) -> tuple[Path, Path, Path]:
     return urdf, cfile, block
 
 
+class Nodes:
+    """``nodes[name]`` -> (the node, its joint states): built in this process on first use, the one built before
+    it closed (each steps as fast as it can: one at a time)."""
+
+    def __init__(self, ros, tmp):
+        urdf, cfile, block = _ur5_files(tmp)
+        self.specs = {
+            "iiwa": ["--robot", "iiwa_wsg", "--real-time-factor", "1.0"],
+            "franka": ["--robot", "franka", "--real-time-factor", "0"],
+            "wsg": ["--scene", str(_cube_scene(tmp, "iiwa_wsg", "wsg_tcp")), "--real-time-factor", "0"],
+            "panda": ["--scene", str(_cube_scene(tmp, "franka", "panda_hand_tcp")), "--real-time-factor", "0"],
+            "ur5": ["--urdf", str(urdf), "--real-time-factor", "0"],
+        }
+        self.ros_params = {"ur5": ["-p", f"controllers_file:={cfile}", "-p", f"ros2_control_file:={block}",
+                                   "-p", "inactive_controllers:=[forward_position_controller]"]}
+        self.ros = ros
+        self.name = self.sim = self.js = None
+
+    def __getitem__(self, name):
+        if name != self.name:
+            self.close()
+            cmd = [*self.specs[name], "--namespace", name, "--frame-prefix", f"{name}/", "--engine", "tamsi",
+                   "--config", str(SCENES / "no_clock.yaml")]
+            if name in self.ros_params:
+                cmd += ["--ros-args", *self.ros_params[name]]
+            cmd = plain_args_to_ros_args(cmd)
+            defaults, for_a_urdf = param_defaults_of(cmd)
+            js = self.ros.subscribe(JointState, f"/{name}/joint_states", keep=2000)
+            self._mp = pytest.MonkeyPatch()
+            self.sim = InProcessSimNode(self._mp, ros_args=cmd.ros_args, defaults=defaults,
+                                        defaults_for_a_urdf=for_a_urdf)
+            self.name, self.js = name, js
+            wait_until(lambda: js, 120, what=f"/{name}/joint_states")
+        return self.sim, self.js
+
+    def close(self):
+        if self.sim is not None:
+            sim, self.sim, self.name = self.sim, None, None
+            try:
+                assert not sim.callback_errors, sim.callback_errors
+            finally:
+                sim.close()
+                self._mp.undo()
+
+
 @pytest.fixture(scope="module")
-def nodes(ros, start_node, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ros2_control")
-    urdf, cfile, block = _ur5_files(tmp)
-    specs = {
-        "iiwa": ["--robot", "iiwa_wsg", "--real-time-factor", "1.0"],
-        "franka": ["--robot", "franka", "--real-time-factor", "0"],
-        "wsg": ["--scene", str(_cube_scene(tmp, "iiwa_wsg", "wsg_tcp")), "--real-time-factor", "0"],
-        "panda": ["--scene", str(_cube_scene(tmp, "franka", "panda_hand_tcp")), "--real-time-factor", "0"],
-        "ur5": ["--urdf", str(urdf), "--real-time-factor", "0"],
-    }
-    ros_params = {"ur5": ["-p", f"controllers_file:={cfile}", "-p", f"ros2_control_file:={block}",
-                          "-p", "inactive_controllers:=[forward_position_controller]"]}
-    out = {}
-    for k, (name, args) in enumerate(specs.items()):
-        cmd = [*args, "--namespace", name, "--frame-prefix", f"{name}/", "--engine", "tamsi"]
-        if k:
-            cmd += ["--config", str(SCENES / "no_clock.yaml")]
-        if name in ros_params:
-            cmd += ["--ros-args", *ros_params[name]]
-        proc = start_node(*cmd)
-        out[name] = (proc, ros.subscribe(JointState, f"/{name}/joint_states", keep=2000))
-    wait_for_joint_states(out)
-    return out
+def nodes(ros, tmp_path_factory):
+    built = Nodes(ros, tmp_path_factory.mktemp("ros2_control"))
+    yield built
+    built.close()
 
 
 def positions(js, names):
@@ -193,7 +221,39 @@ def five_points(q0, delta, dt=0.4):
     return [q0 + (3 * x * x - 2 * x ** 3) * delta for x in s], [dt * (k + 1) for k in range(5)]
 
 
-@pytest.mark.parametrize("ns,joints", [("iiwa", IIWA), ("franka", PANDA)])
+def test_switch_controller_swaps_the_trajectory_controller_for_a_forward_one(nodes, ros):
+    js = nodes["franka"][1]
+    res = switch_controllers(ros, ["arm_position_controller"], ["arm_controller"], namespace="/franka")
+    assert res.ok, res.message
+    active = active_controllers(ros, "/franka")
+    assert "arm_position_controller" in active and "arm_controller" not in active
+    hw = ros.call(ListHardwareInterfaces, "/franka/controller_manager/list_hardware_interfaces",
+                  ListHardwareInterfaces.Request())
+    claimed = {i.name for i in hw.command_interfaces if i.is_claimed}
+    assert {f"{j}/position" for j in PANDA} <= claimed
+    # the deactivated trajectory controller refuses goals; the forward controller moves the arm
+    q0 = positions(js, PANDA)
+    assert not Goal(ros, "franka", "arm_controller", PANDA, [q0], [1.0]).accepted()
+    target = q0 + np.array([0.2, 0, 0, 0, 0, 0, 0])
+    ros.publish(Float64MultiArray, "/franka/arm_position_controller/commands", Float64MultiArray(data=target.tolist()))
+    wait_until(lambda: abs(positions(js, PANDA)[0] - target[0]) < 2e-3, 30, what="panda_joint1 at the target")
+    # the other joints settle after the move (coupled dynamics) before the hold below is measured
+    wait_until(lambda: np.max(np.abs(velocities(js, PANDA))) < 2e-3, 30, what="the arm at rest after the move")
+    # a conflicting activation is refused as a whole with STRICT
+    res = switch_controllers(ros, ["arm_controller"], [], namespace="/franka")
+    assert not res.ok and "arm_position_controller" in res.message
+    # deactivated alone, a position controller leaves its joints holding where they are
+    res = switch_controllers(ros, [], ["arm_position_controller"], namespace="/franka")
+    assert res.ok, res.message
+    q1 = positions(js, PANDA)
+    t = stamp_s(js)
+    wait_until(lambda: stamp_s(js) > t + 1.0, 30, what="1 s with no active arm controller")
+    assert np.max(np.abs(positions(js, PANDA) - q1)) < 2e-3
+    res = switch_controllers(ros, ["arm_controller"], [], namespace="/franka")
+    assert res.ok, res.message
+
+
+@pytest.mark.parametrize("ns,joints", [("franka", PANDA), ("iiwa", IIWA)])
 def test_follow_joint_trajectory_five_points_succeeds_within_goal_tolerance(nodes, ros, ns, joints):
     js = nodes[ns][1]
     q0 = positions(js, joints)
@@ -212,6 +272,7 @@ def test_follow_joint_trajectory_five_points_succeeds_within_goal_tolerance(node
 
 
 def test_controller_state_is_published(nodes, ros):
+    nodes["iiwa"]
     states = ros.subscribe(JointTrajectoryControllerState, "/iiwa/arm_controller/controller_state", keep=5)
     wait_until(lambda: states, 10, what="arm_controller/controller_state")
     msg = states[-1]
@@ -261,6 +322,7 @@ def test_a_new_goal_preempts_the_active_one(nodes, ros):
 @pytest.mark.parametrize("ns,joint,max_effort", [("wsg", "wsg_finger_left_joint", 40.0),
                                                  ("panda", "panda_finger_joint1", 30.0)])
 def test_gripper_command_stalls_on_the_object_at_max_effort(nodes, ros, ns, joint, max_effort):
+    js = nodes[ns][1]
     client = ActionClient(ros.node, GripperCommand, f"/{ns}/gripper_action_controller/gripper_cmd")
     assert client.wait_for_server(timeout_sec=30)
     goal = GripperCommand.Goal()
@@ -276,7 +338,6 @@ def test_gripper_command_stalls_on_the_object_at_max_effort(nodes, ros, ns, join
     assert 0.012 < r.position < 0.016                 # on the 30 mm cube (half width 15 mm per finger)
     assert abs(r.effort) == pytest.approx(max_effort, rel=0.10)
     # and it holds: the finger stays on the cube, pressing
-    js = nodes[ns][1]
     t = stamp_s(js)
     wait_until(lambda: stamp_s(js) > t + 0.5, 30, what="0.5 s after the grasp")
     p = dict(zip(js[-1].name, js[-1].position))
@@ -285,9 +346,13 @@ def test_gripper_command_stalls_on_the_object_at_max_effort(nodes, ros, ns, join
     assert abs(e[joint]) == pytest.approx(max_effort, rel=0.10)
 
 
-def test_users_ur5_with_its_controllers_file_and_ros2_control_block_tracks_a_trajectory(nodes, ros):
-    proc, js = nodes["ur5"]
-    assert "no PD gains given for 6 joints" in proc.output()           # the start-up warning, gains named
+def test_users_ur5_with_its_controllers_file_and_ros2_control_block_tracks_a_trajectory(nodes, ros, capfd):
+    capfd.readouterr()
+    if nodes.name == "ur5":
+        nodes.close()                                                 # built anew: its start-up log read here
+    _, js = nodes["ur5"]
+    captured = capfd.readouterr()
+    assert "no PD gains given for 6 joints" in captured.err + captured.out    # the start-up warning, gains named
     names = set(ros.call(ListControllers, "/ur5/controller_manager/list_controllers",
                          ListControllers.Request()).controller[k].name for k in range(3))
     assert names == {"joint_state_broadcaster", "scaled_joint_trajectory_controller", "forward_position_controller"}
@@ -298,35 +363,3 @@ def test_users_ur5_with_its_controllers_file_and_ros2_control_block_tracks_a_tra
     status, result = goal.result()
     assert status == STATUS_SUCCEEDED, result.error_string
     assert np.max(np.abs(positions(js, UR5) - points[-1])) < 0.02
-
-
-def test_switch_controller_swaps_the_trajectory_controller_for_a_forward_one(nodes, ros):
-    js = nodes["franka"][1]
-    res = switch_controllers(ros, ["arm_position_controller"], ["arm_controller"], namespace="/franka")
-    assert res.ok, res.message
-    active = active_controllers(ros, "/franka")
-    assert "arm_position_controller" in active and "arm_controller" not in active
-    hw = ros.call(ListHardwareInterfaces, "/franka/controller_manager/list_hardware_interfaces",
-                  ListHardwareInterfaces.Request())
-    claimed = {i.name for i in hw.command_interfaces if i.is_claimed}
-    assert {f"{j}/position" for j in PANDA} <= claimed
-    # the deactivated trajectory controller refuses goals; the forward controller moves the arm
-    q0 = positions(js, PANDA)
-    assert not Goal(ros, "franka", "arm_controller", PANDA, [q0], [1.0]).accepted()
-    target = q0 + np.array([0.2, 0, 0, 0, 0, 0, 0])
-    ros.publish(Float64MultiArray, "/franka/arm_position_controller/commands", Float64MultiArray(data=target.tolist()))
-    wait_until(lambda: abs(positions(js, PANDA)[0] - target[0]) < 2e-3, 30, what="panda_joint1 at the target")
-    # the other joints settle after the move (coupled dynamics) before the hold below is measured
-    wait_until(lambda: np.max(np.abs(velocities(js, PANDA))) < 2e-3, 30, what="the arm at rest after the move")
-    # a conflicting activation is refused as a whole with STRICT
-    res = switch_controllers(ros, ["arm_controller"], [], namespace="/franka")
-    assert not res.ok and "arm_position_controller" in res.message
-    # deactivated alone, a position controller leaves its joints holding where they are
-    res = switch_controllers(ros, [], ["arm_position_controller"], namespace="/franka")
-    assert res.ok, res.message
-    q1 = positions(js, PANDA)
-    t = stamp_s(js)
-    wait_until(lambda: stamp_s(js) > t + 1.0, 30, what="1 s with no active arm controller")
-    assert np.max(np.abs(positions(js, PANDA) - q1)) < 2e-3
-    res = switch_controllers(ros, ["arm_controller"], [], namespace="/franka")
-    assert res.ok, res.message
