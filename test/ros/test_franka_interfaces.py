@@ -3,7 +3,8 @@ Panda with a static 30 mm cube between its fingers, and franka_robot_state_broad
 external wrench against the contact forces on the hand while the arm presses on a table. The rules (grasp
 epsilon, the wrench estimate) are tested in sim time in test/test_franka_driver.py.
 
-Nodes (one namespace each, as fast as possible):
+Nodes (built in the test's process when a test first needs one, one at a time: inprocess_sim_node.py; one namespace
+each, as fast as possible):
   grip   franka with the cube between the open fingers
   press  franka with a static table 2 cm under the fingertips, its gripper node named fr3_gripper, a controllers
          file that spawns franka_robot_state_broadcaster (the controller publishes robot_state; grip: the preset's
@@ -26,7 +27,9 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ros_testing import SCENES, ActionClient, active_controllers, wait_for_joint_states, wait_until
+from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+from inprocess_sim_node import InProcessSimNode
+from ros_testing import SCENES, ActionClient, active_controllers, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,19 +66,47 @@ def _scenes(tmp):
     return out
 
 
+class Nodes:
+    """``nodes[name]`` -> (the node, its joint states): built in this process on first use, the one built before
+    it closed (each steps as fast as it can: one at a time)."""
+
+    def __init__(self, ros, tmp):
+        self.scenes, self.ros = _scenes(tmp), ros
+        self.name = self.sim = self.js = None
+
+    def __getitem__(self, name):
+        if name != self.name:
+            self.close()
+            cmd = ["--scene", str(self.scenes[name]), "--real-time-factor", "0", "--namespace", name, "--engine",
+                   "tamsi", "--config", str(SCENES / "no_clock.yaml")]
+            if name == "press":     # the gripper node named as MoveIt's FR3 config expects it, the state broadcaster
+                cmd += ["--ros-args", "-p", "franka_gripper_name:=fr3_gripper",
+                        "-p", f"controllers_file:={self.scenes['controllers']}"]
+            cmd = plain_args_to_ros_args(cmd)
+            defaults, for_a_urdf = param_defaults_of(cmd)
+            js = self.ros.subscribe(JointState, f"/{name}/joint_states", keep=200)
+            self._mp = pytest.MonkeyPatch()
+            self.sim = InProcessSimNode(self._mp, ros_args=cmd.ros_args, defaults=defaults,
+                                        defaults_for_a_urdf=for_a_urdf)
+            self.name, self.js = name, js
+            wait_until(lambda: js, 120, what=f"/{name}/joint_states")
+        return self.sim, self.js
+
+    def close(self):
+        if self.sim is not None:
+            sim, self.sim, self.name = self.sim, None, None
+            try:
+                assert not sim.callback_errors, sim.callback_errors
+            finally:
+                sim.close()
+                self._mp.undo()
+
+
 @pytest.fixture(scope="module")
-def nodes(ros, start_node, tmp_path_factory):
-    scenes = _scenes(tmp_path_factory.mktemp("franka"))
-    out = {}
-    for k, name in enumerate(("grip", "press")):
-        cmd = ["--scene", str(scenes[name]), "--real-time-factor", "0", "--namespace", name, "--engine", "tamsi"]
-        if k:      # press: the gripper node named as MoveIt's FR3 config expects it, the spawned state broadcaster
-            cmd += ["--config", str(SCENES / "no_clock.yaml"), "--ros-args", "-p", "franka_gripper_name:=fr3_gripper",
-                    "-p", f"controllers_file:={scenes['controllers']}"]
-        proc = start_node(*cmd)
-        out[name] = (proc, ros.subscribe(JointState, f"/{name}/joint_states", keep=200))
-    wait_for_joint_states(out)
-    return out
+def nodes(ros, tmp_path_factory):
+    built = Nodes(ros, tmp_path_factory.mktemp("franka"))
+    yield built
+    built.close()
 
 
 def _run(ros, action, name, goal, timeout=60):
@@ -141,6 +172,7 @@ def test_franka_gripper_homing_grasp_of_the_cube_and_move(nodes, ros):
 
 
 def test_robot_state_external_wrench_equals_the_hand_contact_wrench(nodes, ros):
+    nodes["press"]
     states = ros.subscribe(FrankaRobotState, "/press/franka_robot_state_broadcaster/robot_state", keep=100)
     contacts = ros.subscribe(ContactArray, "/press/contacts", keep=5)
     wait_until(lambda: states, 60, what="robot_state")
@@ -207,5 +239,6 @@ def test_robot_state_external_wrench_equals_the_hand_contact_wrench(nodes, ros):
 
 
 def test_gripper_node_name_as_moveit_fr3_config_expects(nodes, ros):
+    nodes["press"]
     client = ActionClient(ros.node, GripperCommand, "/press/fr3_gripper/gripper_action")
     assert client.wait_for_server(timeout_sec=30)
