@@ -130,6 +130,31 @@ def test_engine_outputs_are_written_in_place_and_last_result_survives_the_next_s
     assert normal == pytest.approx(m * G, rel=0.01)
 
 
+def test_the_scene_is_never_written_the_initial_state_is_the_simulators(tmp_path):
+    """set_initial_positions and carry_over change the Simulator's initial state (data.q0 / v0, what reset returns
+    to), never the Scene it was built from: a second Simulator of the same Scene object starts where the scene
+    says, and a rebuilt Simulator takes over the changed initial state."""
+    from contact_sim_ros.sim.scene import load_scene
+    urdf = tmp_path / "pendulum.urdf"
+    urdf.write_text(PENDULUM.format(l=0.5, m=1.0, i=1e-4))
+    scene = load_scene({"robot": {"urdf": str(urdf), "initial_positions": {"hinge": 0.05},
+                                  "gains": {"hinge": {"kp": 50.0, "kd": 5.0}}}})
+    loaded = scene.q0.copy()
+    sim = Simulator(scene, time_step=1e-3)
+    sim.set_initial_positions({"hinge": 0.7})
+    np.testing.assert_array_equal(scene.q0, loaded)
+    assert sim.q0[0] == 0.7 and sim.q[0] == 0.7
+    sim.run(0.05)
+    sim.reset()
+    assert sim.q[0] == 0.7 and sim.t == 0.0
+    assert Simulator(scene, time_step=1e-3).q[0] == 0.05            # the same Scene object, unchanged
+    new = sim.rebuilt(load_scene({"robot": {"urdf": str(urdf), "initial_positions": {"hinge": 0.05},
+                                            "gains": {"hinge": {"kp": 50.0, "kd": 5.0}}}}))
+    new.reset()
+    assert new.q[0] == 0.7
+    np.testing.assert_array_equal(scene.q0, loaded)
+
+
 def test_failed_step_keeps_the_state_and_reports_the_sim_time():
     """An engine that cannot converge even with sub-steps: the state is kept (no NaN), the report names the
     engine and the sim time, no stale contact data is left, and strict mode raises SolverError."""

@@ -25,6 +25,8 @@ from . import step_kernels
 class SimData:
     """Named preallocated arrays of one Simulator (see the module docstring)."""
 
+    q0: np.ndarray               # (nq,) the initial state reset() returns to: the Scene's, copied (the Scene is
+    v0: np.ndarray               # (nv,) never written: set_initial_positions and carry_over change these)
     rows: np.ndarray             # (N_ROWS, nv) the block step_kernels.prepare_step takes whole
     kp: np.ndarray               # rows[KP]: PD gains of the drives (0: passive)
     kd: np.ndarray               # rows[KD]
@@ -66,7 +68,7 @@ class SimData:
         modes = np.zeros((2, nv), dtype=bool)
         v_target, effort, ff_friction, ff_damping, ff, ff_scratch, actuation_effort, wrench_force = np.zeros((8, nv))
         nle, gravity, position_error = np.zeros((3, nv))
-        return cls(rows=rows, kp=rows[K.KP], kd=rows[K.KD], viscous_damping=rows[K.VISCOUS_DAMPING],
+        return cls(q0=np.zeros(nq), v0=np.zeros(nv), rows=rows, kp=rows[K.KP], kd=rows[K.KD], viscous_damping=rows[K.VISCOUS_DAMPING],
                    joint_friction=rows[K.JOINT_FRICTION], external=rows[K.EXTERNAL], tau=rows[K.TAU],
                    kp_out=rows[K.KP_OUT], kd_out=rows[K.KD_OUT], error_out=rows[K.ERROR_OUT],
                    damping=rows[K.DAMPING_OUT], modes=modes, position_mode=modes[K.POSITION_MODE],

@@ -101,6 +101,7 @@ class Simulator:
         # every array a step reads or writes, by name (sim/sim_data.py): gains, commands, the rows of the compiled
         # pass before the engine, the dynamics buffers, the engine's output slots
         d = self.data = SimData.allocate(nq, nv, len(m.geometry_names))
+        d.q0[:], d.v0[:] = self.scene.q0, self.scene.v0       # the Scene itself is never written
         # the joints the robots declare driven get their gains or defaults derived from the model, the others stay
         # passive (sim/default_gains.py: drive_plan); a DefaultGainsWarning names the joints that got defaults
         self.default_gains: dict = {}           # joint -> (kp, kd) of the joints that got defaults
@@ -197,12 +198,23 @@ class Simulator:
     def v(self) -> np.ndarray:
         return self._v
 
+    @property
+    def q0(self) -> np.ndarray:
+        """(nq,) the initial configuration ``reset`` returns to (rad or m; a copy): the scene's, changed by
+        ``set_initial_positions`` and ``carry_over`` (which leave the Scene as it was loaded)."""
+        return self.data.q0.copy()
+
+    @property
+    def v0(self) -> np.ndarray:
+        """(nv,) the initial velocity ``reset`` returns to (rad/s or m/s; a copy)."""
+        return self.data.v0.copy()
+
     def reset(self) -> None:
         """Back to the scene's initial state; position targets hold the initial configuration."""
         self._t = 0.0
         self.step_count = 0
-        self._q = self.scene.q0.copy()
-        self._v = self.scene.v0.copy()
+        self._q = self.data.q0.copy()
+        self._v = self.data.v0.copy()
         d = self.data
         d.q_target[:] = self._q
         d.v_target[:] = 0.0
@@ -258,8 +270,8 @@ class Simulator:
             vn, vo = slice(jn.idx_v, jn.idx_v + jn.nv), slice(jo.idx_v, jo.idx_v + jo.nv)
             self._q[qn] = old._q[qo]
             self.data.q_target[qn] = old.data.q_target[qo]
-            self.scene.q0[qn] = old.scene.q0[qo]
-            self.scene.v0[vn] = old.scene.v0[vo]
+            self.data.q0[qn] = old.data.q0[qo]
+            self.data.v0[vn] = old.data.v0[vo]
             self._v[vn] = old._v[vo]
             self.actuation_force[vn] = old.actuation_force[vo]
             for field in ("kp", "kd", "effort_limit", "v_target", "effort", "position_mode", "velocity_mode"):
@@ -303,7 +315,7 @@ class Simulator:
             if not (np.isfinite(value) and m.position_lower[i] <= value <= m.position_upper[i]):
                 raise ConfigError(f"initial position {value!r} of joint {name!r} is outside its limits "
                                   f"[{m.position_lower[i]:.6g}, {m.position_upper[i]:.6g}]")
-            self.scene.q0[m.joint_q_index[i]] = value
+            self.data.q0[m.joint_q_index[i]] = value
         self.reset()
 
     def set_effort_limit(self, joint: str, limit: float | None) -> None:

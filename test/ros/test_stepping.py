@@ -49,7 +49,7 @@ def test_paused_loop_steps_exactly_n_and_resets(sim):
         assert np.allclose(np.diff(published[:10]), 2e-3)  # hook after every step
         assert loop.request_reset(timeout=20.0)
         assert sim.t == 0.0 and sim.step_count == 0
-        np.testing.assert_array_equal(sim.q, sim.scene.q0)
+        np.testing.assert_array_equal(sim.q, sim.q0)
         s = loop.stats()
         assert s.steps == 10 and s.solver_failures == 0
     finally:
@@ -119,7 +119,7 @@ def test_a_step_request_first_applies_the_commands_its_transport_received(sim):
     ros/command_intake.py), so a command handed over then acts from the request's first step: the 5 steps give the
     state, bit for bit, of a loop that had the command before its first step."""
     limits = JointLimits.from_model(sim.model)
-    q0 = np.array(sim.scene.q0)[np.asarray(sim.model.joint_q_index)]
+    q0 = sim.q0[np.asarray(sim.model.joint_q_index)]
     target = q0[:7] + [0.2, -0.1, 0.1, 0.15, -0.2, 0.1, 0.3]
 
     def command():
