@@ -1,7 +1,9 @@
-"""The node's live browser view (viewer:=true / --viewer): served while the node steps and publishes."""
+"""The node's live browser view (viewer:=true / --viewer): served while the node steps and publishes. One node start
+(the viewer is a process of the node's: process size): the page served, then its buttons clicked. Paused, the node
+republishes its frozen state every 0.1 s of wall time (driver/loop.py, paused_publish_period): "no step while
+paused" is read from those republications, not from a sleep."""
 
 import socket
-import time
 import urllib.request
 
 import numpy as np
@@ -18,29 +20,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_viewer_flag_serves_the_scene_while_the_node_runs(ros, start_node):
-    port = _free_port()
-    node = start_node("--robot", "franka", "--engine", "tamsi", "--viewer", "--viewer-port", str(port),
-                      "--namespace", "viewed")
-    states = ros.subscribe(JointState, "/viewed/joint_states")
-    try:
-        wait_until(lambda: len(states) > 50 or node.proc.poll() is not None, 120, what="/viewed/joint_states")
-    except AssertionError:
-        raise AssertionError(node.output())
-    assert node.proc.poll() is None, node.output()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=30) as page:
-        assert page.status == 200 and b"<html" in page.read(2000).lower()
-    # stepping goes on with the viewer attached
-    n = len(states)
-    wait_until(lambda: len(states) > n + 50, 30, what="more /viewed/joint_states with the viewer running")
-
-
 def _stamp(msg) -> float:
     return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
 
 
-def test_viewer_pause_and_reset_buttons_act_through_the_node(ros, start_node):
-    """Headless Chromium clicks the page's buttons of a node started paused: Resume (sim time advances), Pause
+def frozen(states, n: int = 3) -> bool:
+    """The last ``n`` joint states received carry one stamp (a paused node's republications)."""
+    return len(states) >= n and len({_stamp(m) for m in states[-n:]}) == 1
+
+
+def test_viewer_serves_the_page_and_its_buttons_act_through_the_node(ros, start_node):
+    """The page is served (HTTP 200, HTML) by a node started with --viewer; headless Chromium clicks its buttons
+    of the node, started paused: Resume (sim time advances, stepping goes on with the viewer attached), Pause
     (joint_states stamps stop), Reset (back to t = 0 and the initial joint positions, after a commanded move);
     the ~/pause service and the page's button show the same state."""
     port = _free_port()
@@ -60,13 +51,18 @@ def test_viewer_pause_and_reset_buttons_act_through_the_node(ros, start_node):
     assert node.proc.poll() is None, node.output()
     initial = states[-1]
     assert _stamp(initial) == 0.0                              # started paused: the state at t = 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=30) as page:
+        assert page.status == 200 and b"<html" in page.read(2000).lower()
     names = list(initial.name)
     with HeadlessChromium(f"http://127.0.0.1:{port}", timeout=40) as browser:
         browser.wait_for_button("Resume")                      # the page knows the node is paused
-        time.sleep(0.5)
+        n = len(states)
+        wait_until(lambda: len(states) >= n + 3, 30, what="3 republications of the paused state")
         assert max(_stamp(m) for m in states) == 0.0           # paused: no step
         browser.click_button("Resume")
         wait_until(lambda: _stamp(states[-1]) > 0.1, 30, what="joint_states stamps advancing after Resume")
+        n = len(states)                                        # stepping goes on with the viewer attached
+        wait_until(lambda: len(states) > n + 50, 30, what="50 more joint states with the viewer running")
         # move a joint away from its initial position
         target = initial.position[0] + 0.4
         ros.publish(JointState, "/clicked/joint_command", JointState(name=[names[0]], position=[target]))
@@ -74,12 +70,11 @@ def test_viewer_pause_and_reset_buttons_act_through_the_node(ros, start_node):
                    what=f"{names[0]} to move towards {target:.2f} rad")
         browser.click_button("Pause")
         browser.wait_for_button("Resume")
-        time.sleep(0.3)                                        # messages in flight arrive
+        wait_until(lambda: frozen(states), 30, what="the paused state republished")   # in-flight ones arrived
         stopped_at = max(_stamp(m) for m in states)
         n = len(states)
-        time.sleep(1.0)
-        assert max(_stamp(m) for m in states[n:]) <= stopped_at if len(states) > n else True, \
-            "joint_states stamps advanced while paused"
+        wait_until(lambda: len(states) >= n + 5, 30, what="5 more republications while paused")
+        assert max(_stamp(m) for m in states[n:]) <= stopped_at, "joint_states stamps advanced while paused"
         assert browser.text_value("sim time (s)") == f"{stopped_at:.3f}"
         n = len(states)
         browser.click_button("Reset")
