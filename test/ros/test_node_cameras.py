@@ -163,9 +163,9 @@ def test_a_killed_camera_process_is_logged_shown_in_diagnostics_reaped_and_resta
 
 
 @pytest.mark.process
-def test_camera_start_up_errors(tmp_path):
-    """A node whose scene has cameras stops at start-up (exit 2, one line) when the render back-end is missing,
-    naming what to install, and when a camera is faster than the stepping, naming the camera and the file."""
+def test_camera_start_up_error_without_the_render_back_end(tmp_path):
+    """A node whose scene has cameras stops at start-up (exit 2, one line) when the render back-end is missing
+    (found by its camera process), naming what to install."""
     import os
 
     from ros_testing import NodeProcess
@@ -173,23 +173,34 @@ def test_camera_start_up_errors(tmp_path):
     fake.mkdir()
     (fake / "moderngl.py").write_text("raise ImportError('No module named moderngl')\n")
     env = {"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    # namespaces of their own: the module's camera node runs in '/' (a second node there is refused first)
+    # a namespace of its own: the module's camera node runs in '/' (a second node there is refused first)
     no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--namespace", "cam_no_backend"], env=env)
-    too_fast = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1", "--namespace",
-                            "cam_too_fast"])
     try:
-        codes = {name: proc.proc.wait(300) for name, proc in (("no_backend", no_backend), ("too_fast", too_fast))}
+        code = no_backend.proc.wait(300)
     finally:
-        outs = {"no_backend": no_backend.output(), "too_fast": too_fast.output()}
         no_backend.stop()
-        too_fast.stop()
-    assert codes == {"no_backend": 2, "too_fast": 2}, outs
-    err = [line for line in outs["no_backend"].splitlines() if line.startswith("sim_node: error:")]
+    out = no_backend.output()
+    assert code == 2, out
+    err = [line for line in out.splitlines() if line.startswith("sim_node: error:")]
     assert len(err) == 1 and "moderngl" in err[0] and "apt-get install libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri" in \
-        err[0] and "Traceback" not in outs["no_backend"], outs["no_backend"]
-    err = [line for line in outs["too_fast"].splitlines() if line.startswith("sim_node: error:")]
-    assert len(err) == 1 and "iiwa_wsg_cameras.yaml: camera 'wrist_camera': rate 15 Hz is above the step rate 10 Hz" \
-        in err[0], outs["too_fast"]
+        err[0] and "Traceback" not in out, out
+
+
+def test_a_camera_faster_than_the_stepping_is_refused_naming_it(monkeypatch):
+    """A camera faster than the stepping stops the node at start-up (before any camera process), naming the camera
+    and the file: the ContactSimError main() prints as its one "sim_node: error:" line (exit 2: the bad files of
+    test_request_bounds.py)."""
+    from contact_sim_ros.errors import ContactSimError
+    from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
+    from inprocess_sim_node import InProcessSimNode
+    cmd = plain_args_to_ros_args(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1", "--namespace",
+                                  "cam_too_fast"])
+    defaults, for_a_urdf = param_defaults_of(cmd)
+    with pytest.raises(ContactSimError) as refused:
+        InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf).close()
+    message = str(refused.value)
+    assert "\n" not in message, message
+    assert "iiwa_wsg_cameras.yaml: camera 'wrist_camera': rate 15 Hz is above the step rate 10 Hz" in message, message
 
 
 @pytest.mark.process
