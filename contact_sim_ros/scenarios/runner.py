@@ -163,15 +163,17 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
                  period: float | None = None, duration: float | None = None, params: dict | None = None,
                  engine_options: dict | None = None, namespace: str | None = None, progress=None,
                  timeout: float = 120.0, node_args: list[str] | None = None,
-                 transport: str = "ros", scene: str | Path | None = None) -> RunResult:
-    """Run the scenario's controller in lock-step until done: ``transport`` 'ros' starts the simulation node
-    (a process) and talks to it over ROS 2 (DDS); 'node' builds the same node, from the same command line, in this
-    process (:class:`NodeInThisProcess`: no process start) and talks to it over DDS as well; 'inprocess' runs the
-    same controllers against a Simulator in this process through
+                 transport: str = "ros", scene: str | Path | None = None, node_factory=None) -> RunResult:
+    """Run the scenario's controller in lock-step until done: ``transport`` 'ros' runs the simulation node and talks
+    to it over ROS 2 (DDS); 'inprocess' runs the same controllers against a Simulator in this process through
     :class:`~contact_sim_ros.clients.inprocess_link.InProcessLink` (same message semantics and rates, no DDS).
-    ``scene``: a scene file instead of the scenario's own (the same robot and object names; e.g. a campaign's
-    ``trial_scene`` with an object moved or picked from the mesh set). ``timeout``: s of wall time the controller
-    waits for any one answer of the node (a failure guard)."""
+    ``node_factory`` (transport 'ros'): how the node runs - None: a process (``python -m
+    contact_sim_ros.ros.sim_node`` with the scenario's flags); else a callable taking those flags (sim_node's
+    command-line arguments) and returning a handle with ``state()``, ``output()`` and ``close()`` (returns the
+    node's output), e.g. :class:`contact_sim_ros.ros.node_in_process.NodeInThisProcess`: the same node built in
+    this process, no process start. ``scene``: a scene file instead of the scenario's own (the same robot and object
+    names; e.g. a campaign's ``trial_scene`` with an object moved or picked from the mesh set). ``timeout``: s of
+    wall time the controller waits for any one answer of the node (a failure guard)."""
     if name not in SCENARIOS:
         raise ConfigError(f"unknown scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
     if transport not in TRANSPORTS:
@@ -191,8 +193,8 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     # deferred: rclpy, only for a run over ROS (an in-process run, a campaign trial, loads none of it)
     from ..clients.robot_link import MultiRobotLink, RobotLink
     cmd = _node_command(spec, engine, ns, dt, T, engine_options, node_args or [], scene)
-    node = (_NodeSubprocess(cmd, f"scenario_{name}_{engine}_") if transport == "ros" else
-            NodeInThisProcess(cmd[cmd.index("contact_sim_ros.ros.sim_node") + 1:]))
+    node = (_NodeSubprocess(cmd, f"scenario_{name}_{engine}_") if node_factory is None else
+            node_factory(cmd[cmd.index("contact_sim_ros.ros.sim_node") + 1:]))
     link = None
     poses = {}
     out = ""
@@ -228,7 +230,7 @@ def run_scenario(name: str = "pick_shake_place", engine: str = "tamsi", *, time_
     return _result(spec, engine, controller, verdict, out, poses)
 
 
-TRANSPORTS = ("ros", "node", "inprocess")
+TRANSPORTS = ("ros", "inprocess")
 
 
 class _NodeSubprocess:
@@ -256,89 +258,6 @@ class _NodeSubprocess:
         self.log.close()
         out = Path(self.log.name).read_text()
         os.unlink(self.log.name)
-        return out
-
-
-class NodeInThisProcess:
-    """The simulation node of the command line ``argv`` (sim_node's flags and ROS arguments, as
-    ``python -m contact_sim_ros.ros.sim_node`` takes them) built in this process: the same parameters (the same
-    defaults and parameter files: sim_node.param_defaults_of), the same SimNode, in an rclpy context of its own,
-    spun with its robots' and controllers' nodes by an executor thread as sim_node.main() spins them (a callback
-    that raises is kept in ``callback_errors`` and the spinning goes on). No process start: a scenario run without
-    the node's ~5 s start-up (imports, compiled-kernel loads) and without a second process's DDS discovery. Not the
-    entry point: signals, exit codes and the Fast DDS writer profile are main()'s (a 'ros' run covers them). The
-    node's log goes to this process's stderr; ``output()`` gives what the node kept (callback errors, a stopped
-    stepping thread's error). ``close()`` shuts it down as main() does."""
-
-    def __init__(self, argv: list[str]):
-        import threading
-
-        import rclpy
-        from rclpy.executors import MultiThreadedExecutor
-
-        from ..driver.node_config import plain_args_to_ros_args
-        from ..ros import sim_node
-        cmd = plain_args_to_ros_args(list(argv))
-        defaults, defaults_for_a_urdf = sim_node.param_defaults_of(cmd)
-        self.context = rclpy.Context()
-        rclpy.init(args=["sim_node", *cmd.ros_args], context=self.context)
-        self.node = self.executor = None
-        self.callback_errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = None
-        try:
-            self.node = sim_node.SimNode(param_defaults=defaults, defaults_for_a_urdf=defaults_for_a_urdf,
-                                         context=self.context)
-            self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)
-            for n in [self.node, *self.node.extra_nodes()]:
-                self.executor.add_node(n)
-            self._thread = threading.Thread(target=self._spin, name="scenario_sim_node", daemon=True)
-            self._thread.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def _spin(self) -> None:
-        import traceback
-        while not self._stop.is_set() and self.context.ok() and self.node.exit_code is None:
-            try:
-                self.executor.spin_once(timeout_sec=0.1)
-            except Exception:   # noqa: BLE001 - as main(): a callback's bug is kept, the node goes on
-                if self._stop.is_set() or not self.context.ok():
-                    return
-                self.callback_errors.append(traceback.format_exc())
-
-    def state(self) -> str:
-        if self.node is None:
-            return "shut down"
-        if self.node.exit_code is not None:
-            return f"stopped (exit code {self.node.exit_code})"
-        return "still running" if self.node.loop.error is None else f"stepping stopped: {self.node.loop.error!r}"
-
-    def output(self) -> str:
-        error = None if self.node is None else self.node.loop.error
-        return "\n".join(self.callback_errors + ([f"stepping thread stopped: {error!r}"] if error else []))
-
-    def close(self) -> str:
-        """Shut the node down (its stepping thread, controller managers, claim), stop the executor thread, destroy
-        the nodes and the context; returns ``output()``."""
-        import rclpy
-        out = self.output() if self.node is not None else "\n".join(self.callback_errors)
-        self._stop.set()
-        node = self.node
-        if node is not None:
-            node.shutdown()
-        if self._thread is not None:
-            self._thread.join(5.0)
-        if self.executor is not None:
-            self.executor.shutdown(timeout_sec=2.0)
-        if node is not None:
-            for n in node.extra_nodes():
-                n.destroy_node()
-            node.destroy_node()
-        self.node = self.executor = None
-        if self.context.ok():
-            rclpy.shutdown(context=self.context)
         return out
 
 
@@ -396,8 +315,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--transport", choices=TRANSPORTS, default="ros",
-                    help="ros: the simulation node (a process) over DDS (default); node: the same node built in "
-                         "this process, over DDS; inprocess: the same controllers, no DDS")
+                    help="ros: the simulation node over DDS (default); inprocess: the same controllers, no DDS")
     args = ap.parse_args(argv)
     if args.list:
         for s in SCENARIOS.values():

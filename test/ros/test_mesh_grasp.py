@@ -3,7 +3,7 @@ height: its neck makes it non-convex, so CoACD gives convex pieces) with each dy
 controller in lock-step, the scenario's robot and floor with the mesh bottle), run until the shake would begin:
 approach, descend, close with the force loop, lift 15 cm, static hold. The wrist F/T sensor weighs the held object;
 its pose is the simulator's. Once over ROS (TAMSI): the simulation node built in the test's process from sim_node's
-command line (runner transport 'node'), the controller over DDS, the bottle's height from /tf; the other engines in
+command line (NodeInThisProcess), the controller over DDS, the bottle's height from /tf; the other engines in
 process (transport 'inprocess': the ROS run's bit-identical twin, test_scenarios.py).
 
 The bottle is scaled to 9 cm so that the fingers close on its cylindrical body (grasp centre 4 cm above the floor)
@@ -24,6 +24,7 @@ from contact_sim_ros.engines.registry import engine_class, engine_names
 from contact_sim_ros.model.loader import meshes_dir
 from contact_sim_ros.model.mesh_object import MeshSpec, mesh_body
 from contact_sim_ros.ros import sim_node
+from contact_sim_ros.ros.node_in_process import NodeInThisProcess
 from contact_sim_ros.scenarios.runner import run_scenario
 
 DYNAMIC_ENGINES = [n for n in engine_names() if engine_class(n).dynamic]
@@ -86,7 +87,8 @@ def test_wsg_grasps_and_lifts_the_decomposed_bottle_over_dds(mesh_scene):
     """TAMSI over ROS: the node built in this process (its Simulator loads the bottle as the 2 convex pieces of
     CoACD: mesh_object's memo, the same pieces this process's later loads reuse), the controller over DDS, the
     bottle's pose from /tf."""
-    r = run_scenario("pick_shake_place", "tamsi", params=FAST, scene=mesh_scene, timeout=60.0, transport="node")
+    r = run_scenario("pick_shake_place", "tamsi", params=FAST, scene=mesh_scene, timeout=60.0,
+                     node_factory=NodeInThisProcess)
     check_lift(r, "tamsi")
     body = mesh_body(MeshSpec(str(meshes_dir() / "bottle.obj"), (1.0, 1.0, 0.5)), mass=MASS, quiet=True)
     assert body.decomposed and len(body.pieces) == 2 and body.method.startswith("coacd"), body.report()

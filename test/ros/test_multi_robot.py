@@ -1,5 +1,5 @@
 """Several robots in ONE simulated world over ROS 2 (issue 16, item 3): real DDS, the simulation node built in the
-test's process from sim_node's command line (runner.NodeInThisProcess; the runner's 'node' transport), and the
+test's process from sim_node's command line (ros/node_in_process.py NodeInThisProcess, run_scenario's node_factory), and the
 hand-over once with a real sim_node process (the runner's 'ros' transport).
 
 (a) iiwa + Allegro hand on its flange (scenes/iiwa_allegro_mug.yaml): each robot in its namespace with its own
@@ -29,7 +29,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from ros_testing import REPO, active_controllers, stamp_s, wait_until, world_pose
 
 from contact_sim_ros.ros import sim_node
-from contact_sim_ros.scenarios.runner import NodeInThisProcess, run_scenario
+from contact_sim_ros.ros.node_in_process import NodeInThisProcess
+from contact_sim_ros.scenarios.runner import run_scenario
 
 from contact_sim_msgs.msg import ContactArray          # built into the venv by scripts/ensure_venv.sh
 from tf2_msgs.msg import TFMessage
@@ -193,7 +194,7 @@ def test_iiwa_allegro_mug_reorientation_passes_over_ros():
     """The Allegro on the iiwa's flange reorients the mug in hand (its hand_controller in /<ns>/allegro) while the
     iiwa's arm_controller (in /<ns>/iiwa) holds the arm: the mug is never dropped, turns by > 10 deg, and the
     contact force on it carries its weight on average (0.98 N). Over DDS, the node built in this process."""
-    result = run_scenario("iiwa_allegro_mug", "tamsi", timeout=120.0, transport="node")
+    result = run_scenario("iiwa_allegro_mug", "tamsi", timeout=120.0, node_factory=NodeInThisProcess)
     n = result.numbers
     assert result.success, f"{result.reason}\n{n}\n{result.node_output[-2000:]}"
     assert n["max_rotation_deg"] > 10.0

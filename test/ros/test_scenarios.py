@@ -4,7 +4,7 @@ cycles at 2 Hz, 2 ms time step, 20 ms control period).
 
 The lock-step ROS run is the in-process run's twin, bit for bit (docs/scenarios.md "Determinism"), which two tests
 here show: the runner's command (`make demo`: a runner process starting a sim_node process, real DDS) and the node
-built in the test's process (runner transport 'node', real DDS) log the in-process run's joint states, grip forces
+built in the test's process (run_scenario's node_factory NodeInThisProcess, real DDS) log the in-process run's joint states, grip forces
 and wrist loads bit-identically. The verdict tests (engines, grip forces) then run in process (transport
 'inprocess'); perception over ROS needs the node's camera process (a process test)."""
 
@@ -29,7 +29,8 @@ from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import trial_scene
 from contact_sim_ros.ros import sim_node
 from contact_sim_ros.clients import robot_link
-from contact_sim_ros.scenarios.runner import SCENARIOS, NodeInThisProcess, _fmt, main as runner_main, run_scenario
+from contact_sim_ros.ros.node_in_process import NodeInThisProcess
+from contact_sim_ros.scenarios.runner import SCENARIOS, _fmt, main as runner_main, run_scenario
 from contact_sim_ros.yaml_files import load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def explain(r) -> str:
 
 @pytest.fixture(scope="module", autouse=True)
 def no_graph_look():
-    """A node built in this process (transport 'node') in its own fresh namespace: the namespace claim on this host
+    """A node built in this process (NodeInThisProcess) in its own fresh namespace: the namespace claim on this host
     decides at once, without the 3 s look for another simulation node on the ROS graph (as InProcessSimNode)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
@@ -125,7 +126,7 @@ def test_perception_over_ros_without_the_camera_is_a_clear_error(monkeypatch):
                                            r"image_raw or .*does the simulation node run a scene with camera "
                                            r"'wrist_camera'"):
         run_scenario("pick_shake_place", "tamsi", params={**FAST, "pick_source": "perception"},
-                     scene=REPO / spec.scene, transport="node")
+                     scene=REPO / spec.scene, node_factory=NodeInThisProcess)
 
 
 def test_too_low_grip_force_slips_and_is_reported():
@@ -142,7 +143,8 @@ def test_the_node_in_this_process_over_dds_gives_the_in_process_runs_bit_identic
     line (NodeInThisProcess: the same SimNode, parameters and services as the process) and the controller over DDS
     log the in-process run's joint positions, velocities and grip forces bit for bit (2 s: through the lift)."""
     first = full_run
-    second = run_scenario("pick_shake_place", first.engine, params=FAST, duration=2.0, transport="node")
+    second = run_scenario("pick_shake_place", first.engine, params=FAST, duration=2.0,
+                          node_factory=NodeInThisProcess)
     n = len(second.log["t"])
     assert n > 100
     np.testing.assert_array_equal(second.log["t"], first.log["t"][:n])
@@ -208,7 +210,7 @@ def test_runner_rejects_bad_scenario_and_engine(capsys):
     assert "valid engines" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="valid scenarios"):
         run_scenario("nope")
-    with pytest.raises(ConfigError, match="unknown transport 'dds'; valid transports: inprocess, node, ros"):
+    with pytest.raises(ConfigError, match="unknown transport 'dds'; valid transports: inprocess, ros"):
         run_scenario("pick_shake_place", transport="dds")
 
 
@@ -280,7 +282,7 @@ def test_commands_published_before_a_step_act_from_its_first_step():
     spec = SCENARIOS["pick_shake_place"]
     dt, period, steps = spec.time_step, spec.period, int(round(spec.period / spec.time_step))
     ns = f"/lockstep_burst_{os.getpid()}"
-    # the node built in this process from sim_node's command line (the runner's 'node' transport), over DDS
+    # the node built in this process from sim_node's command line (ros/node_in_process.py), over DDS
     node = NodeInThisProcess(["--scene", str(REPO / spec.scene), "--engine", "tamsi", "--time-step", repr(dt),
                               "--real-time-factor", "0", "--paused", "--namespace", ns, "--ros-args", "-p",
                               f"step_count:={steps}", "-p", "publish_clock:=false", "-p", "tf_rate:=0.0"])
