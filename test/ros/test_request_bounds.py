@@ -429,7 +429,9 @@ def test_a_bad_file_is_refused_naming_it(bad_files, name, monkeypatch):
 
 @pytest.mark.process
 def test_a_bad_file_is_one_line_naming_it_and_exit_2(bad_files):
-    procs = {name: NodeProcess(["--namespace", f"bad_file_{list(BAD_FILES).index(name)}",
+    # namespaces of their own: a node that failed to build in this process (test_a_bad_file_is_refused_naming_it)
+    # keeps its namespace claim while this process lives
+    procs = {name: NodeProcess(["--namespace", f"bad_file_exit_{list(BAD_FILES).index(name)}",
                                 *(a.format(tmp=bad_files) for a in BAD_FILES[name][0])]) for name in IN_A_PROCESS}
     for name, proc in procs.items():
         try:
