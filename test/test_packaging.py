@@ -246,6 +246,7 @@ def rosdep_workspace(tmp_path_factory):
     return src.parent, env
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("os_name", ROSDEP_OSES)
 def test_readme_rosdep_line_resolves_every_dependency(rosdep_workspace, os_name):
     """The README's ``rosdep install --from-paths src --ignore-src -y``, simulated for a Jazzy platform."""
@@ -259,6 +260,7 @@ def test_readme_rosdep_line_resolves_every_dependency(rosdep_workspace, os_name)
     assert "Cannot locate rosdep definition" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("os_name", ROSDEP_OSES)
 def test_rosdep_resolves_every_key_of_the_workspace_to_jazzy_packages(rosdep_workspace, os_name):
     """``rosdep keys`` lists the dependencies of src/ that the workspace does not provide: each resolves with apt,
@@ -441,6 +443,7 @@ def test_colcon_install_puts_executables_where_ros2_run_looks(colcon_install):
         assert exe.is_file() and os.access(exe, os.X_OK), f"{exe} missing (ros2 run contact_sim_ros {name})"
 
 
+@pytest.mark.process
 def test_installed_package_finds_its_data_through_the_ament_index(colcon_install, tmp_path):
     site = next((colcon_install / "lib").glob("python3*/site-packages"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONTACT_SIM_SHARE_DIR")}
@@ -553,6 +556,7 @@ def _domain_of(recipe: str, env: dict) -> str:
     return proc.stdout.strip()
 
 
+@pytest.mark.process
 def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
     base = {k: v for k, v in os.environ.items() if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL")}
     (demo_set,) = _make_dry_run("demo", ROS_DOMAIN_ID="42")
@@ -561,13 +565,24 @@ def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
     (demo_unset,) = _make_dry_run("demo")
     assert "--isolated" in demo_unset.split()
     assert 1 <= int(_domain_of(demo_unset, base)) <= 100
-    (test_set,) = _make_dry_run("test", ROS_DOMAIN_ID="42")
-    assert "--isolated" in test_set.split()          # concurrent test runs never hear each other
+    test_phases = _make_dry_run("test", ROS_DOMAIN_ID="42")
+    assert test_phases and all("--isolated" in line.split() for line in test_phases)   # concurrent runs never meet
     # make demo ROS_DOMAIN_ID=N on the command line counts as set too
     env = {**base}
     proc = subprocess.run(["make", "-n", "--no-print-directory", "demo", "ROS_DOMAIN_ID=7"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert "--isolated" not in proc.stdout and "ROS_DOMAIN_ID=7" in proc.stdout
+
+
+@pytest.mark.process
+def test_make_test_runs_unit_and_node_tests_on_two_workers_then_the_tests_that_start_processes():
+    """The suite by size (test/conftest.py): the in-process sizes on two xdist workers, then the sizes that start
+    processes in one pytest process; every size in one of the two phases."""
+    first, second = _make_dry_run("test")
+    assert "-n 2 --dist loadfile" in first and '-m "(unit or node) and not slow"' in first
+    assert "-p no:xdist" in second and '-m "(process or campaign) and not slow"' in second
+    (only_unit,) = _make_dry_run("test", SIZES="unit", JOBS="0")
+    assert "-p no:xdist" in only_unit and '-m "(unit) and not slow"' in only_unit
 
 
 # ------------------------------------------------------------------------------------------------ layering
@@ -780,6 +795,7 @@ def test_only_the_ros_package_imports_from_it():
     assert not outside, f"modules outside contact_sim_ros/ros/ importing from it (module: lines): {outside}"
 
 
+@pytest.mark.process
 def test_a_campaign_trial_loads_no_rclpy_and_no_node_code(tmp_path):
     """A campaign worker's trial (scenarios/campaign.run_trial: the in-process link and the scenario's client, what
     each Ray task runs), in a fresh interpreter: it succeeds and has loaded neither rclpy nor any module of
