@@ -229,13 +229,15 @@ def action_server(node, action_type, name: str, io) -> ActionServer:
                         cancel_callback=lambda _goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
 
 
-async def follow_goal(c, execution, goal_handle, waits, transport, feedback, on_stop) -> None:
+async def follow_goal(c, execution, goal_handle, waits, transport, feedback, on_stop, submitted=None) -> None:
     """Hand ``execution`` (a goal of controller ``c``) to the stepping thread and wait, without holding an executor
     thread, until it ends: a cancel request is passed on, ``feedback()`` (a message, or None while there is none)
     is published every monitor period (s, wall clock, as the real action servers), ``on_stop()`` ends it if the
-    simulation stops."""
+    simulation stops; ``submitted()``, if given, is called once the execution is handed over."""
     execution.on_done = waits.done
     c.submit(execution)
+    if submitted is not None:
+        submitted()
     next_feedback = time.monotonic() + c.monitor_period
     with waits:
         while not execution.done.is_set():
@@ -268,9 +270,17 @@ class JointTrajectoryIO(ControllerIO):
             self._state = JointTrajectoryControllerState()
             self._state.joint_names = list(c.joints)
         self.action = None
+        # goals are handed to the controller in the order they were accepted (the newest accepted preempts, as
+        # ros2_control's): their execute callbacks run on several executor threads, in any order (a goal accepted
+        # just after another could be handed over first and then be preempted by the older one)
+        self._order = threading.Lock()
+        self._accepted = self._handed_over = 0
+        self._sequence: dict[int, int] = {}      # id(goal request) -> its acceptance number
         if FollowJointTrajectory is not None:
             self.waits = GoalWaits(node, c.monitor_period)
             self.action = action_server(node, FollowJointTrajectory, f"{c.name}/follow_joint_trajectory", self)
+
+    HAND_OVER_WAIT_S = 1.0    # s (wall) a goal waits at most for the goals accepted before it to be handed over
 
     def _goal_callback(self, goal):
         c = self.c
@@ -278,14 +288,29 @@ class JointTrajectoryIO(ControllerIO):
             self.transport.warn_throttled(f"{c.name}/follow_joint_trajectory: goal rejected, controller "
                                           f"'{c.name}' is {c.state}", key=f"{c.name}/inactive")
             return GoalResponse.REJECT
+        with self._order:
+            self._accepted += 1
+            self._sequence[id(goal)] = self._accepted     # the request object the goal handle keeps
         return GoalResponse.ACCEPT
+
+    def _handed(self, n: int | None) -> None:
+        if n is not None:
+            with self._order:
+                self._handed_over = max(self._handed_over, n)
+            self.waits.done()                  # wakes the executor: a goal waiting for its turn goes on
 
     async def _execute(self, goal_handle):
         c = self.c
         result = FollowJointTrajectory.Result()
+        with self._order:
+            n = self._sequence.pop(id(goal_handle.request), None)
+        deadline = time.monotonic() + self.HAND_OVER_WAIT_S
+        while n is not None and self._handed_over < n - 1 and time.monotonic() < deadline:
+            await _NextWake()                  # the goals accepted before this one first
         try:
             ex = c.goal(goal_handle.request, goal_handle)
         except GoalRejected as exc:
+            self._handed(n)
             result.error_code, result.error_string = exc.code, str(exc)
             self.transport.node.get_logger().warn(f"{c.name}: goal aborted: {exc}")
             _release_trajectory_request(goal_handle)
@@ -293,7 +318,8 @@ class JointTrajectoryIO(ControllerIO):
             return result
         await follow_goal(c, ex, goal_handle, self.waits, self.transport,
                            feedback=lambda: self._feedback(ex.feedback) if ex.feedback is not None else None,
-                           on_stop=lambda: ex.finish("aborted", INVALID_GOAL, "the simulation stopped"))
+                           on_stop=lambda: ex.finish("aborted", INVALID_GOAL, "the simulation stopped"),
+                           submitted=lambda: self._handed(n))
         result.error_code, result.error_string = ex.error_code, ex.error_string
         _release_trajectory_request(goal_handle)
         _finish_goal(goal_handle, ex.status)
