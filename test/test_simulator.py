@@ -1,5 +1,6 @@
 """Simulator against analytic results (reference engine)."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -428,10 +429,30 @@ def test_vector_space_integration_in_the_finish_pass_equals_pinocchio_integrate(
     from pathlib import Path
     scene = Path(__file__).resolve().parent.parent / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml"
     compiled, reference = Simulator(scene, engine=engine), Simulator(scene, engine=engine)
-    assert compiled._vector_space
-    reference._vector_space = False                  # pin.integrate, then the frozen-frame pass
+    assert compiled.sim_model.vector_space
+    # the model is frozen: the reference Simulator gets a copy saying pin.integrate, then the frozen-frame pass
+    reference.sim_model = dataclasses.replace(reference.sim_model, vector_space=False)
     for _ in range(300):
         assert compiled.step().ok and reference.step().ok
         np.testing.assert_array_equal(compiled.q, reference.q)
         np.testing.assert_array_equal(compiled.v, reference.v)
-    assert not Simulator(_mug_scene())._vector_space            # a free body: quaternions
+    assert not Simulator(_mug_scene()).sim_model.vector_space            # a free body: quaternions
+
+
+def test_sim_model_is_frozen_and_its_numpy_arrays_read_only():
+    """The step's constants (sim/sim_model.py) cannot be changed after the Simulator is built: no field can be
+    rebound and the arrays only numpy reads refuse writes; they match the MultibodyModel they were built from."""
+    from pathlib import Path
+    scene = Path(__file__).resolve().parent.parent / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml"
+    sim = Simulator(scene, engine="tamsi", time_step=2e-3)
+    m = sim.sim_model
+    assert m.time_step == 2e-3 and (m.nq, m.nv) == (sim.model.pin_model.nq, sim.model.pin_model.nv)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.time_step = 1e-3
+    for name in ("joint_q_index", "joint_v_index", "position_lower", "position_upper", "limited"):
+        a = getattr(m, name)
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = a[0]
+    np.testing.assert_array_equal(m.joint_v_index, sim.model.joint_v_index)
+    np.testing.assert_array_equal(m.position_upper, sim.model.position_upper)
+    assert m.any_limited and m.limited.sum() == np.isfinite(sim.model.position_upper).sum()

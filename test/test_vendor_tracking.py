@@ -237,7 +237,7 @@ def test_ur5_with_the_ur_drivers_file_ends_a_moveit_goal_within_2_mrad():
 def test_presets_with_their_own_gains_end_a_moveit_goal_within_1_mrad(preset):
     """The presets keep their hand-tuned gains (no default gains, no feed-forward): within 1 mrad."""
     w = world(preset, share_dir() / "config" / "ros2_control" / f"{preset}_controllers.yaml", "arm_controller")
-    assert w.sim.default_gains == {} and not w.sim._has_feed_forward
+    assert w.sim.default_gains == {} and not w.sim.sim_model.has_feed_forward
     ex, err, t = run_goal(w)
     _report(preset, w, ex, err, t)
     assert (ex.status, ex.error_code) == ("succeeded", SUCCESSFUL), ex.error_string

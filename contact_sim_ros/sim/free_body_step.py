@@ -312,9 +312,10 @@ class FreeBodyTamsiStep:
         self._args = (self._position_error, cq._an_joint_placement, cq._an_int, cq._an_float, cq.margin,
                       cq._an_pair_out, cq._an_raw, cq._pair_ids, cq._pair_material, cq._joint_columns, cq._column_dof,
                       cq._ids, cq._point, cq._normal, cq._phi, cq._rotation, cq._jacobian, cq._material,
-                      cq._rel_scratch, cq._columns, cq._bias, sim.data.rows, sim.data.modes, sim._free_motion.v_index,
-                      sim._friction_tolerance, sim._tree_ptr, sim.data.effort, sim.data.v_target, sim.data.effort_limit,
-                      *engine._kernel_scratch, *sim._finish_arrays)
+                      cq._rel_scratch, cq._columns, cq._bias, sim.data.rows, sim.data.modes,
+                      sim.sim_model.free_v_index, sim.sim_model.friction_tolerance, sim.sim_model.tree_ptr,
+                      sim.data.effort, sim.data.v_target, sim.data.effort_limit, *engine._kernel_scratch,
+                      sim.sim_model.finish_index, sim.data.finish_values)
         self._head = (self._body_int, self._body_float, self._gravity, M, self._nle, self._J)
 
     def step(self, q, v, dt, slot=None):

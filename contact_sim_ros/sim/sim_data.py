@@ -59,6 +59,9 @@ class SimData:
     # the engine's outputs, written in place (ContactEngine.step_into): a step writes into the slot that the
     # Simulator's last_result does not hold
     slots: tuple
+    # step_kernels.finish_step's packed values (finish_arrays' second): the divergence bounds' scales, which grow
+    # with sim time (DivergenceCheck.bind / set_time write them), and the joint limits
+    finish_values: np.ndarray = None
 
     @classmethod
     def allocate(cls, nq: int, nv: int, n_geometries: int) -> "SimData":

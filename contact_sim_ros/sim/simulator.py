@@ -32,6 +32,9 @@ from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep
 from .scene import Scene, load_scene
 from .sim_data import SimData
+from .sim_model import SimModel
+from . import stages
+from .stages import StepParts
 
 # what of the kinematics of the current state is still to be computed when ``pin_data`` / ``geometry_data`` are read
 # (the step itself needs neither the frame nor the geometry placements of the new state, the fused step not even
@@ -128,31 +131,34 @@ class Simulator:
         for joint, (friction, damping) in default_feed_forward(m, self.default_gains).items():
             vi = m.joint_v_index[m.joint_index(joint)]
             d.ff_friction[vi], d.ff_damping[vi] = friction, damping
-        self._has_feed_forward = bool(np.any(d.ff_friction > 0) or np.any(d.ff_damping > 0))
-        if self._has_feed_forward:
+        has_feed_forward = bool(np.any(d.ff_friction > 0) or np.any(d.ff_damping > 0))
+        if has_feed_forward:
             self._actuation.effort = d.actuation_effort
         self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
-        self._limited = np.isfinite(m.position_lower) | np.isfinite(m.position_upper)
         # constants of the compiled passes around the engine (sim/step_kernels.py)
         d.viscous_damping[:] = m.joint_damping
         d.joint_friction[:] = np.asarray(m.joint_friction, dtype=float)
-        self._has_joint_friction = bool(np.any(d.joint_friction > 0))
-        self._friction_tolerance = self.joint_stiction_tolerance if self._has_joint_friction else 0.0
-        self._tree_ptr = tree_velocity_ranges(pm)                    # M's diagonal blocks (prepare_step)
-        limited = np.flatnonzero(self._limited)
-        self._finish_arrays = step_kernels.finish_arrays(
+        tree_ptr = tree_velocity_ranges(pm)                    # M's diagonal blocks (prepare_step)
+        limited = np.flatnonzero(np.isfinite(m.position_lower) | np.isfinite(m.position_upper))
+        finish_index, d.finish_values = step_kernels.finish_arrays(
             self._free_motion.q_index, self._free_motion.v_index,
             self._divergence.kernel_arrays if self._divergence is not None else None,
             np.asarray(m.joint_q_index)[limited], np.asarray(m.joint_v_index)[limited],
             np.asarray(m.position_lower)[limited], np.asarray(m.position_upper)[limited])
         if self._divergence is not None:      # its bounds grow with sim time (set_time): the packed scales follow
             ndq, ndv = len(self._divergence.kernel_arrays[0]), len(self._divergence.kernel_arrays[2])
-            values = self._finish_arrays[1]
+            values = d.finish_values
             self._divergence.bind(values[:ndq], values[ndq:ndq + ndv])
-        # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
-        self._vector_space = pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
-                                                    for j in range(1, pm.njoints))
+        # the step's constants by name (sim/sim_model.py), built once: what the stages read (sim/stages.py)
+        self.sim_model = SimModel.build(
+            self.scene, m, self._free_motion, tree_ptr, finish_index, time_step=self.time_step,
+            max_substep_levels=self.max_substep_levels, joint_stiction_tolerance=self.joint_stiction_tolerance,
+            joint_friction=d.joint_friction, has_feed_forward=has_feed_forward,
+            # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
+            vector_space=pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
+                                                for j in range(1, pm.njoints)),
+            uses_gravity_force=self.engine.uses_gravity_force)
         # a model of free bodies only: constant M, nle, g(q) and the query's joint placements from q, compiled
         self._free_bodies = FreeBodies.of(self.model, self.contact_query)
         if self._free_bodies is not None and self.contact_query.analytic_joint_slots:
@@ -166,6 +172,8 @@ class Simulator:
             if module is not None:
                 self._rigid = module.RigidBodyDynamics(pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
+        self._parts = StepParts(pm, self._pin_data, self.engine, self.contact_query, self._actuation,
+                                self._free_bodies, self._rigid, self._penetration, self._divergence)
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
 
@@ -506,94 +514,34 @@ class Simulator:
         return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
-        """One attempt at a (sub-)step from (q, v, t). Returns (result, q_next or None on failure)."""
-        pm, data, d = self._pm, self._pin_data, self.data
+        """One attempt at a (sub-)step from (q, v, t): the stages of sim/stages.py in order, on the model
+        (``sim_model``) and the data (``data``). Returns (result, q_next or None on failure)."""
+        m, d, p = self.sim_model, self.data, self._parts
         if q is not self._q or v is not self._v:     # sub-steps: kinematics of the intermediate state
             self._q, self._v = q, v
             self._update_kinematics()
-        scene = self.scene
-        if scene.joint_scripts:
+        if m.has_joint_scripts:
             self._apply_scripts(t + dt)
         surface_velocity = None
-        if scene.surface_velocities:
+        if m.has_surface_velocities:
             surface_velocity = d.surface_velocity
-            for g, f in scene.surface_velocities.items():
+            for g, f in self.scene.surface_velocities.items():
                 surface_velocity[g] = f(t)
-        # pin_data.J holds the joint Jacobians of q (_update_kinematics): the query does not compute them again
-        contacts = self.contact_query.update(data, None, surface_velocity, joint_jacobians=True, q=q)
-        if self._penetration is not None and contacts.size:
-            deep = self._penetration.check(contacts, t, v, dt)      # v, dt: the approach allowed
-            if deep:                   # the start state is the problem: step() does not retry with sub-steps
-                self.contacts = contacts
-                return StepResult(v, np.zeros((contacts.size, 3)), np.zeros(pm.nv), np.zeros(pm.nv),
-                                  SolverStats(SolverStatus.FAILED, 0, 0.0, 0.0, deep)), None
-        bodies = self._free_bodies
-        if bodies is not None:
-            # free bodies only (sim/free_body_step.FreeBodies): M constant in their local velocities, nle and g(q)
-            # in compiled passes; no actuated joint, so no position error
-            M, (nle, gravity), position_error = bodies.mass_matrix, bodies.bias_forces(q, v), bodies.zero_velocity
-        elif self._rigid is not None:           # the same calls as below, compiled (rigid_body_dynamics.cpp)
-            gravity = d.gravity if self.engine.uses_gravity_force else None
-            self._rigid.dynamics(q, v, d.q_target, d.position_error, gravity is not None)
-            M, nle, position_error = d.mass_matrix, d.nle, d.position_error
-        else:
-            # WORLD convention: Pinocchio 4.1's default (LOCAL) crba keeps stale data.Fcrb on models where a mimic
-            # joint carries actuated children below an actuated ancestor (BarrettHand on its lift rig: M[lift, F2]
-            # drifted by up to 1.1 between calls); WORLD is exact there and costs the same (docs/robots.md)
-            M = pin.crba(pm, data, q, pin.Convention.WORLD)           # upper triangle; prepare_step mirrors it
-            nle = pin.nonLinearEffects(pm, data, q, v)
-            gravity = pin.computeGeneralizedGravity(pm, data, q) if self.engine.uses_gravity_force else None
-            position_error = pin.difference(pm, q, d.q_target)
-        # one compiled pass (sim/step_kernels.py): M symmetric; tau = external - nle + the frame-rotation force of
-        # the free bodies stepped in their body frame frozen at q (model/free_body_motion.py); the actuation's
-        # kp / kd / position error by the joints' modes; the joint damping with the lagged Coulomb friction
-        act = self._actuation
-        if scene.external_forces:
+        contacts, deep = stages.contacts(m, d, p, q, v, t, dt, surface_velocity)
+        if deep:                       # the start state is the problem: step() does not retry with sub-steps
+            self.contacts = contacts
+            return stages.deep_penetration_result(m, v, contacts.size, deep), None
+        M, nle, gravity, position_error = stages.dynamics(m, d, p, q, v)
+        if m.has_external_forces:
             self._external_forces(t)                              # into data.external, a row of data.rows
-        step_kernels.prepare_step(M, v, nle, position_error, d.rows, d.modes,
-                                  self._free_motion.v_index, self._friction_tolerance, self._tree_ptr)
-        if self._has_feed_forward:   # the default servo's friction and damping feed-forward (position mode only)
-            ff, fc = d.ff, d.ff_scratch
-            np.multiply(d.v_target, d.position_mode, out=ff)                # v_t (rad/s or m/s)
-            np.abs(ff, out=fc)
-            np.maximum(fc, self.joint_stiction_tolerance, out=fc)
-            np.divide(ff, fc, out=fc)
-            np.multiply(d.ff_friction, fc, out=fc)                          # Fc v_t / max(|v_t|, v_s)
-            np.multiply(d.ff_damping, ff, out=ff)                           # d v_t
-            np.add(fc, ff, out=ff)
-            np.add(d.effort, ff, out=act.effort)
-        inputs = StepInputs(t, dt, q, v, M, d.tau, gravity, d.damping, act, contacts)
-        # into the slot that last_result does not hold (an engine that fills none returns a new StepResult)
-        slots = d.slots
-        result = self.engine.step_into(inputs, slots[1] if self.last_result is slots[0].result else slots[0])
+        stages.actuation(m, d, p, M, v, nle, position_error)
+        result = stages.solve(m, d, p, t, dt, q, v, M, gravity, contacts, self.last_result)
         self.contacts = contacts
         if result.stats.status is not SolverStatus.CONVERGED:
             return result, None
-        # one compiled pass: integration (vector-space models) or the free-body frozen-frame update, finiteness,
-        # divergence bounds, joint limits
-        if result.q_next is not None:          # quasistatic engines update q themselves
-            integration, q_next = step_kernels.ENGINE_Q, result.q_next
-        elif self._vector_space:
-            integration, q_next = step_kernels.VECTOR_SPACE, np.empty(pm.nq)
-        elif bodies is not None:               # the quaternions here, the translations in finish_step
-            integration, q_next = step_kernels.FROZEN_FRAME, bodies.integrate_rotations(q, result.v_next, dt)
-        elif self._rigid is not None:
-            integration, q_next = step_kernels.FROZEN_FRAME, np.empty(pm.nq)
-            self._rigid.integrate(q, result.v_next, dt, q_next)        # pin.integrate(pm, q, dt * v_next)
-        else:
-            integration, q_next = step_kernels.FROZEN_FRAME, pin.integrate(pm, q, dt * result.v_next)
-        v_next = np.empty(pm.nv)
-        code = step_kernels.finish_step(q, q_next, result.v_next, v_next, dt, integration, M, *self._finish_arrays)
-        result.v_next = v_next
-        if code == step_kernels.NON_FINITE:
-            result.stats.message = "non-finite state"
+        q_next = stages.integrate(m, d, p, q, result, M, t, dt)
+        if q_next is None:
             return result, None
-        if code == step_kernels.DIVERGED:
-            diverged = self._divergence.check(q_next, v_next, M, t + dt)
-            if diverged:
-                result.stats.status, result.stats.message = SolverStatus.FAILED, diverged
-                return result, None
-            self._enforce_joint_limits(q_next, v_next)      # within the bounds after all (rare)
         self.last_result = result
         self._last_dt = dt
         self.actuation_force = result.actuation_force
@@ -611,7 +559,7 @@ class Simulator:
         order in the velocity change of the step; sticking: a stiff damping that lets a torque below F_c creep
         at most at v_s. It is dissipative at every step (d_f >= 0) and stable for any d_f (implicit).
         The step computes the same in its compiled pass (sim/step_kernels.prepare_step); this is the reference."""
-        if not self._has_joint_friction:
+        if not self.sim_model.has_joint_friction:
             return self.model.joint_damping
         d = np.abs(v)
         np.maximum(d, self.joint_stiction_tolerance, out=d)
@@ -621,18 +569,8 @@ class Simulator:
 
     def _enforce_joint_limits(self, q, v) -> None:
         """Clamp limited joints to [lower, upper] and remove the velocity component into the limit
-        (a perfectly inelastic joint stop)."""
-        m = self.model
-        if not self._limited.any():
-            return
-        qi, vi = m.joint_q_index, m.joint_v_index
-        pos = q[qi]
-        low = pos < m.position_lower
-        high = pos > m.position_upper
-        if low.any() or high.any():
-            q[qi] = np.clip(pos, m.position_lower, m.position_upper)
-            vel = v[vi]
-            v[vi] = np.where(low, np.maximum(vel, 0.0), np.where(high, np.minimum(vel, 0.0), vel))
+        (a perfectly inelastic joint stop): ``stages.enforce_joint_limits``."""
+        stages.enforce_joint_limits(self.sim_model, q, v)
 
     def _apply_scripts(self, t_end: float) -> None:
         """The scene's scripted joint commands at ``t_end``: per script exactly ``set_joint_targets`` with that
@@ -710,12 +648,7 @@ class Simulator:
         """Kinematics of the current state that the next step reads: joint placements and velocities, joint
         Jacobians (the contact query uses them). Frame and geometry placements (the node, the sensors, the viewer)
         are computed when ``pin_data`` / ``geometry_data`` are next read (``_refresh_kinematics``)."""
-        if self._rigid is not None:
-            self._rigid.kinematics(self._q, self._v)   # the two calls below, compiled
-        else:
-            pm, data = self._pm, self._pin_data
-            pin.forwardKinematics(pm, data, self._q, self._v)
-            pin.computeJointJacobians(pm, data)       # from the joint placements of the forward kinematics
+        stages.kinematics(self.sim_model, self.data, self._parts, self._q, self._v)
         self._stale = PLACEMENTS_STALE
 
     def _refresh_kinematics(self) -> None:
