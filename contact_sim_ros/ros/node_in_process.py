@@ -60,10 +60,11 @@ class NodeInThisProcess:
             return "shut down"
         if self.node.exit_code is not None:
             return f"stopped (exit code {self.node.exit_code})"
-        return "still running" if self.node.loop.error is None else f"stepping stopped: {self.node.loop.error!r}"
+        error = self.node.stepping_error
+        return "still running" if error is None else f"stepping stopped: {error!r}"
 
     def output(self) -> str:
-        error = None if self.node is None else self.node.loop.error
+        error = None if self.node is None else self.node.stepping_error
         return "\n".join(self.callback_errors + ([f"stepping thread stopped: {error!r}"] if error else []))
 
     def close(self) -> str:

@@ -524,6 +524,12 @@ class SimNode(Node):
                     self.recorder.follow(node)
             self.ports.append(RobotPort(self, r, node))
 
+    @property
+    def stepping_error(self) -> BaseException | None:
+        """The error that stopped the stepping thread (None: it runs or stopped normally)."""
+        loop = getattr(self, "loop", None)
+        return loop.error if loop is not None else None
+
     def extra_nodes(self) -> list:
         """The nodes spun with this one: each robot's RobotNode (several robots), its controller_manager node and
         its controllers' nodes (those loaded now), a Franka's franka_gripper node (ros/franka.py)."""
