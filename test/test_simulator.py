@@ -456,3 +456,35 @@ def test_sim_model_is_frozen_and_its_numpy_arrays_read_only():
     np.testing.assert_array_equal(m.joint_v_index, sim.model.joint_v_index)
     np.testing.assert_array_equal(m.position_upper, sim.model.position_upper)
     assert m.any_limited and m.limited.sum() == np.isfinite(sim.model.position_upper).sum()
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_the_stages_called_in_order_are_the_step(engine):
+    """sim/stages.py's functions called by hand on a Simulator's model, data and parts - kinematics, contacts,
+    dynamics, actuation, solve, integrate, as Simulator._advance calls them - step a robot among free objects (the
+    UR5 held by PD beside 20 resting boxes and spheres) exactly as Simulator.step does: q, v, the actuation and the
+    contact impulses bit for bit over 100 steps with contacts. What a compiled kernel replacing one stage must
+    reproduce is then the stage alone."""
+    from pathlib import Path
+    from contact_sim_ros.sim import stages
+    scene = Path(__file__).resolve().parent.parent / "benchmarks" / "peers" / "scenes" / "ur5_objects.yaml"
+    stepped, staged = Simulator(scene, engine=engine), Simulator(scene, engine=engine)
+    m, d, p = staged.sim_model, staged.data, staged.step_parts
+    q, v, t, dt, last = staged.q, staged.v, staged.t, m.time_step, None
+    stages.kinematics(m, d, p, q, v)
+    for k in range(100):
+        found, deep = stages.contacts(m, d, p, q, v, t, dt, None)
+        assert not deep and found.size >= 20                      # every object touches the ground
+        M, nle, gravity, position_error = stages.dynamics(m, d, p, q, v)
+        stages.actuation(m, d, p, M, v, nle, position_error)
+        result = stages.solve(m, d, p, t, dt, q, v, M, gravity, found, last)
+        q_next = stages.integrate(m, d, p, q, result, M, t, dt)
+        assert q_next is not None
+        q, v, t, last = q_next, result.v_next, t + dt, result
+        stages.kinematics(m, d, p, q, v)
+        assert stepped.step().ok
+        np.testing.assert_array_equal(stepped.q, q, err_msg=f"step {k + 1}")
+        np.testing.assert_array_equal(stepped.v, v, err_msg=f"step {k + 1}")
+        np.testing.assert_array_equal(stepped.actuation_force, result.actuation_force)
+        np.testing.assert_array_equal(stepped.last_result.contact_impulse, result.contact_impulse)
+    assert np.abs(v).max() > 0             # not a state at rest by construction: the step moved it

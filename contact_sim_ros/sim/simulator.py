@@ -81,8 +81,7 @@ class Simulator:
                               max_substep_levels=max_substep_levels,
                               joint_stiction_tolerance=joint_stiction_tolerance, divergence_limits=divergence_limits,
                               penetration_limit=penetration_limit)
-        self.time_step = float(time_step)
-        self.max_substep_levels = int(max_substep_levels)
+        time_step = float(time_step)          # s; the model's (sim_model.time_step, read-only as time_step)
         self.model = self.scene.model
         pm = self.model.pin_model
         self._pm = pm
@@ -111,7 +110,7 @@ class Simulator:
         self.passive_joints: tuple = ()         # joints without a drive: no PD, efforts ignored
         if self.scene.robots:      # every robot's gains (prefixed names)
             plan = drive_plan(self.scene)
-            self.default_gains = default_gains(m, self.scene.q0, plan.defaults, time_step=self.time_step)
+            self.default_gains = default_gains(m, self.scene.q0, plan.defaults, time_step=time_step)
             self.passive_joints = plan.passive
             for joint, (kp, kd) in {**plan.given, **self.default_gains}.items():
                 vi = m.joint_v_index[m.joint_index(joint)]
@@ -152,8 +151,8 @@ class Simulator:
             self._divergence.bind(values[:ndq], values[ndq:ndq + ndv])
         # the step's constants by name (sim/sim_model.py), built once: what the stages read (sim/stages.py)
         self.sim_model = SimModel.build(
-            self.scene, m, self._free_motion, tree_ptr, finish_index, time_step=self.time_step,
-            max_substep_levels=self.max_substep_levels, joint_stiction_tolerance=self.joint_stiction_tolerance,
+            self.scene, m, self._free_motion, tree_ptr, finish_index, time_step=time_step,
+            max_substep_levels=max_substep_levels, joint_stiction_tolerance=self.joint_stiction_tolerance,
             joint_friction=d.joint_friction, has_feed_forward=has_feed_forward,
             # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
             vector_space=pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
@@ -172,7 +171,8 @@ class Simulator:
             if module is not None:
                 self._rigid = module.RigidBodyDynamics(pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
-        self._parts = StepParts(pm, self._pin_data, self.engine, self.contact_query, self._actuation,
+        # the objects the stages call (sim/stages.py), fixed for the Simulator's life
+        self.step_parts = StepParts(pm, self._pin_data, self.engine, self.contact_query, self._actuation,
                                 self._free_bodies, self._rigid, self._penetration, self._divergence)
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
@@ -182,6 +182,16 @@ class Simulator:
     @property
     def t(self) -> float:
         return self._t
+
+    @property
+    def time_step(self) -> float:
+        """s, the step (``sim_model.time_step``: fixed when the Simulator is built)."""
+        return self.sim_model.time_step
+
+    @property
+    def max_substep_levels(self) -> int:
+        """A failed step is retried as 2, 4, ... 2**max_substep_levels sub-steps (``sim_model``)."""
+        return self.sim_model.max_substep_levels
 
     @property
     def q(self) -> np.ndarray:
@@ -430,20 +440,21 @@ class Simulator:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
         q0, v0, t0 = self._q, self._v, self._t
+        time_step, levels = self.sim_model.time_step, self.sim_model.max_substep_levels
         # the first attempt: the whole step at once (the loop below from its level 1 when it fails)
-        result, q_next = self._advance(q0, v0, t0, self.time_step)
+        result, q_next = self._advance(q0, v0, t0, time_step)
         iterations = result.stats.iterations
         status = result.stats.status
         if q_next is not None:
-            self._q, self._v, self._t = q_next, result.v_next, t0 + self.time_step
+            self._q, self._v, self._t = q_next, result.v_next, t0 + time_step
             self.step_count += 1
             self._update_kinematics()
             return StepReport(self._t, True, status, 1, iterations, "")
         message = result.stats.message
         n = 1
-        for level in range(1, self.max_substep_levels + 1) if not message.startswith(DEEP_PENETRATION) else ():
+        for level in range(1, levels + 1) if not message.startswith(DEEP_PENETRATION) else ():
             n = 2 ** level
-            dt = self.time_step / n
+            dt = time_step / n
             q, v, t = q0, v0, t0
             ok = True
             for _ in range(n):
@@ -458,7 +469,7 @@ class Simulator:
             if not ok and message.startswith(DEEP_PENETRATION):
                 break            # the contacts of the step's start (or a sub-step's) are too deep: no retry
             if ok:
-                self._q, self._v, self._t = q, v, t0 + self.time_step
+                self._q, self._v, self._t = q, v, t0 + time_step
                 self.step_count += 1
                 self._update_kinematics()
                 note = "" if n == 1 else f"solved in {n} sub-steps after: {message}"
@@ -472,9 +483,9 @@ class Simulator:
         if message.startswith(DEEP_PENETRATION):
             report = StepReport(t0, False, status, n, iterations, f"{message}; state kept")
         else:
-            report = StepReport(t0, False, status, 2 ** self.max_substep_levels, iterations,
+            report = StepReport(t0, False, status, 2 ** levels, iterations,
                                 f"engine {self.engine.name!r} failed at t = {t0:.6f} s even with "
-                                f"{2 ** self.max_substep_levels} sub-steps: {message}; state kept")
+                                f"{2 ** levels} sub-steps: {message}; state kept")
         if strict:
             raise SolverError(report.message)
         return report
@@ -484,8 +495,8 @@ class Simulator:
         (sim/free_body_step.py): the same step as ``_advance`` to round-off. None when it did not succeed (not
         converged, non-finite, diverged): ``step`` then runs the staged step, which fails the same way and
         retries with sub-steps."""
-        t, dt = self._t, self.time_step
-        if self.scene.external_forces:
+        t, dt = self._t, self.sim_model.time_step
+        if self.sim_model.has_external_forces:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the bodies' rotations
             self._external_forces(t)                              # into data.external, a row of data.rows
@@ -516,7 +527,7 @@ class Simulator:
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t): the stages of sim/stages.py in order, on the model
         (``sim_model``) and the data (``data``). Returns (result, q_next or None on failure)."""
-        m, d, p = self.sim_model, self.data, self._parts
+        m, d, p = self.sim_model, self.data, self.step_parts
         if q is not self._q or v is not self._v:     # sub-steps: kinematics of the intermediate state
             self._q, self._v = q, v
             self._update_kinematics()
@@ -648,7 +659,7 @@ class Simulator:
         """Kinematics of the current state that the next step reads: joint placements and velocities, joint
         Jacobians (the contact query uses them). Frame and geometry placements (the node, the sensors, the viewer)
         are computed when ``pin_data`` / ``geometry_data`` are next read (``_refresh_kinematics``)."""
-        stages.kinematics(self.sim_model, self.data, self._parts, self._q, self._v)
+        stages.kinematics(self.sim_model, self.data, self.step_parts, self._q, self._v)
         self._stale = PLACEMENTS_STALE
 
     def _refresh_kinematics(self) -> None:
