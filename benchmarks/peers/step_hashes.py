@@ -3,8 +3,8 @@
     scripts/venv_run.sh python benchmarks/peers/step_hashes.py --save /tmp/before.json     # on the old commit
     scripts/venv_run.sh python benchmarks/peers/step_hashes.py --check /tmp/before.json    # exit 1 on a difference
 
-Steps the peers benchmark's planar box, sphere, box, iiwa + WSG and UR5 + objects scenes with TAMSI, Lagged, SAP and
-semi-implicit for ``--steps`` steps each and hashes, every step, the bytes of q, v, the actuation force, the last
+Steps the peers benchmark's planar box, sphere, box, iiwa + WSG and UR5 + objects scenes, a conveyor and a scripted
+joint (``EXTRA``) with TAMSI, Lagged, SAP and semi-implicit for ``--steps`` steps each and hashes, every step, the bytes of q, v, the actuation force, the last
 result's contact impulses and the step report (ok, status, sub-steps, iterations, message): one SHA-256 per
 (scene, engine). A refactoring that keeps the arithmetic keeps every hash.
 """
@@ -22,17 +22,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import CASES  # noqa: E402
 
-SCENES = ("planar", "sphere", "box", "iiwa", "ur5_objects")
+SCENES = ("planar", "sphere", "box", "iiwa", "ur5_objects", "conveyor", "scripted")
+ROOT = Path(__file__).resolve().parents[2]
+# besides the peers' cases: the scene inputs they lack - surface velocities (a conveyor) and a scripted joint (the
+# default scene's iiwa joint 1 on a sine); (scene file, time step s). The planar box and the box have scripted
+# wrenches (on a link through its Jacobian, on a free body in its frame).
+EXTRA = {"conveyor": (ROOT / "scenes" / "icf_conveyor.yaml", 1e-3), "scripted": (ROOT / "scenes" / "default.yaml", 1e-3)}
 ENGINES = ("tamsi", "lagged", "sap", "semi_implicit")
 
 
 def trajectory_hash(case: str, engine: str, steps: int) -> str:
     """SHA-256 over every step's q, v, actuation force, contact impulses and report of ``case`` with ``engine``."""
     from contact_sim_ros.sim.simulator import Simulator
-    c = CASES[case]
+    scene, dt = EXTRA[case] if case in EXTRA else (CASES[case].scene, CASES[case].dt)
     h = hashlib.sha256()
     try:
-        sim = Simulator(str(c.scene), engine=engine, time_step=c.dt)
+        sim = Simulator(str(scene), engine=engine, time_step=dt)
     except Exception as e:          # an engine that refuses the scene: its error is the hashed outcome
         h.update(f"construction: {type(e).__name__}: {e}".encode())
         return h.hexdigest()
