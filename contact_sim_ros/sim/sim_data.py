@@ -62,6 +62,10 @@ class SimData:
     # step_kernels.finish_step's packed values (finish_arrays' second): the divergence bounds' scales, which grow
     # with sim time (DivergenceCheck.bind / set_time write them), and the joint limits
     finish_values: np.ndarray = None
+    # per scripted wrench of the scene: the (2, 3) view of ``external`` on the free body's (linear, angular)
+    # velocities it is written into (its frame is the body's joint frame and no other wrench acts on that body),
+    # else None (stages.external_forces)
+    wrench_views: tuple = ()
 
     @classmethod
     def allocate(cls, nq: int, nv: int, n_geometries: int) -> "SimData":

@@ -133,7 +133,13 @@ class Simulator:
         has_feed_forward = bool(np.any(d.ff_friction > 0) or np.any(d.ff_damping > 0))
         if has_feed_forward:
             self._actuation.effort = d.actuation_effort
-        self._wrench_targets = None               # per scripted wrench: where it goes (_external_forces)
+        # per scripted wrench: the free body's first velocity index it is applied on in the body's frame, or -1
+        # (J^T [f; m]); a (2, 3) view of data.external for a free body no other wrench acts on (stages.external_forces)
+        targets = [self._wrench_target(f) for f in self.scene.external_forces]
+        free = [v0 for v0 in targets if v0 is not None]
+        d.wrench_views = tuple(None if v0 is None or free.count(v0) != 1 else d.external[v0:v0 + 6].reshape(2, 3)
+                               for v0 in targets)
+        wrench_targets = tuple(-1 if v0 is None else v0 for v0 in targets)
         self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
         # constants of the compiled passes around the engine (sim/step_kernels.py)
         d.viscous_damping[:] = m.joint_damping
@@ -157,7 +163,7 @@ class Simulator:
             # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
             vector_space=pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
                                                 for j in range(1, pm.njoints)),
-            uses_gravity_force=self.engine.uses_gravity_force)
+            uses_gravity_force=self.engine.uses_gravity_force, wrench_targets=wrench_targets)
         # a model of free bodies only: constant M, nle, g(q) and the query's joint placements from q, compiled
         self._free_bodies = FreeBodies.of(self.model, self.contact_query)
         if self._free_bodies is not None and self.contact_query.analytic_joint_slots:
@@ -173,7 +179,8 @@ class Simulator:
         # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
         # the objects the stages call (sim/stages.py), fixed for the Simulator's life
         self.step_parts = StepParts(pm, self._pin_data, self.engine, self.contact_query, self._actuation,
-                                self._free_bodies, self._rigid, self._penetration, self._divergence)
+                                self._free_bodies, self._rigid, self._penetration, self._divergence,
+                                tuple(self.scene.external_forces))
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
 
@@ -544,7 +551,7 @@ class Simulator:
             return stages.deep_penetration_result(m, v, contacts.size, deep), None
         M, nle, gravity, position_error = stages.dynamics(m, d, p, q, v)
         if m.has_external_forces:
-            self._external_forces(t)                              # into data.external, a row of data.rows
+            stages.external_forces(m, d, p, t)                    # into data.external, a row of data.rows
         stages.actuation(m, d, p, M, v, nle, position_error)
         result = stages.solve(m, d, p, t, dt, q, v, M, gravity, contacts, self.last_result)
         self.contacts = contacts
@@ -615,35 +622,11 @@ class Simulator:
             self.data.velocity_mode[vi] = vel is not None and p is None
 
     def _external_forces(self, t: float) -> np.ndarray:
-        """Generalized force (N or N*m) of the scene's scripted wrenches at t: J^T [f; m] with J the world-aligned
-        Jacobian of the body's frame. On a free body whose frame is its joint frame that is (R^T f, R^T m) on its
-        six velocities (body-frame free-flyer velocities), applied without the Jacobian."""
-        tau = self.data.external
-        if not self.scene.external_forces:
-            return tau
-        tau[:] = 0.0
-        if self._wrench_targets is None:
-            targets = [self._wrench_target(f) for f in self.scene.external_forces]
-            free = [v0 for v0 in targets if v0 is not None]
-            # (2, 3) views of tau on each free body's (linear, angular) velocities; None where several wrenches act
-            # on one body (they add up) or the frame is not a free body's joint frame
-            self._wrench_targets = [None if v0 is None else
-                                    (tau[v0:v0 + 6].reshape(2, 3) if free.count(v0) == 1 else v0) for v0 in targets]
-        for f, target in zip(self.scene.external_forces, self._wrench_targets):
-            if target is not None and f.wrench is not None:
-                R = self._pin_data.oMi[f.joint_id].rotation
-                if isinstance(target, int):
-                    tau[target:target + 6] += (f.wrench(t).reshape(2, 3) @ R).reshape(6)
-                else:
-                    np.dot(f.wrench(t).reshape(2, 3), R, out=target)      # rows R^T f, R^T m
-            else:
-                J = pin.getFrameJacobian(self._pm, self._pin_data, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
-                wrench = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
-                if J.ndim == 2:        # J^T [f; m] into a preallocated buffer (the same product as J.T @ w)
-                    tau += np.matmul(J.T, wrench, out=self.data.wrench_force)
-                else:
-                    tau += J * wrench
-        return tau
+        """Generalized force (N or N*m) of the scene's scripted wrenches at t into data.external
+        (``stages.external_forces``); returns it."""
+        if self.sim_model.has_external_forces:
+            stages.external_forces(self.sim_model, self.data, self.step_parts, t)
+        return self.data.external
 
     def _wrench_target(self, f) -> int | None:
         """The first velocity index of the free-flyer joint whose joint frame is ``f``'s frame, else None."""

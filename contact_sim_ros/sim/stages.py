@@ -2,7 +2,7 @@
 ``Simulator._advance`` as MuJoCo's mj_fwdPosition / mj_fwdVelocity / ... are by mj_step, so that a whole-step kernel
 can replace them one at a time:
 
-    kinematics -> contacts -> dynamics -> [the scene's external forces] -> actuation -> solve -> integrate
+    kinematics -> contacts -> dynamics -> external_forces -> actuation -> solve -> integrate
 
 ``model`` is the SimModel (sim/sim_model.py: constants), ``data`` the SimData (sim/sim_data.py: the arrays written in
 place), ``parts`` the StepParts below: the objects a stage calls (Pinocchio's model and data, the contact query, the
@@ -36,6 +36,7 @@ class StepParts:
     rigid: object              # the compiled Pinocchio calls (rigid_body_dynamics.cpp), else None
     penetration: object        # sim/penetration.PenetrationCheck or None (off)
     divergence: object         # sim/divergence.DivergenceCheck or None (off)
+    external_forces: tuple = ()  # the scene's scripted wrenches (sim/scene.py), model.wrench_targets' order
 
 
 def kinematics(model, data, parts, q, v) -> None:
@@ -81,6 +82,30 @@ def dynamics(model, data, parts, q, v):
     nle = pin.nonLinearEffects(pm, pd, q, v)
     gravity = pin.computeGeneralizedGravity(pm, pd, q) if model.uses_gravity_force else None
     return M, nle, gravity, pin.difference(pm, q, data.q_target)
+
+
+def external_forces(model, data, parts, t) -> None:
+    """data.external = the generalized force (N or N*m) of the scene's scripted wrenches at t: J^T [f; m] with J the
+    world-aligned Jacobian of the body's frame, at the joint placements of ``parts.pin_data`` (kinematics). On a
+    free body whose frame is its joint frame that is (R^T f, R^T m) on its six velocities (body-frame free-flyer
+    velocities), applied without the Jacobian (model.wrench_targets, data.wrench_views)."""
+    tau = data.external
+    tau[:] = 0.0
+    pd = parts.pin_data
+    for f, target, view in zip(parts.external_forces, model.wrench_targets, data.wrench_views):
+        if target >= 0 and f.wrench is not None:
+            R = pd.oMi[f.joint_id].rotation
+            if view is None:            # several wrenches on this body: they add up
+                tau[target:target + 6] += (f.wrench(t).reshape(2, 3) @ R).reshape(6)
+            else:
+                np.dot(f.wrench(t).reshape(2, 3), R, out=view)      # rows R^T f, R^T m
+        else:
+            J = pin.getFrameJacobian(parts.pin_model, pd, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
+            wrench = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
+            if J.ndim == 2:        # J^T [f; m] into a preallocated buffer (the same product as J.T @ w)
+                tau += np.matmul(J.T, wrench, out=data.wrench_force)
+            else:
+                tau += J * wrench
 
 
 def actuation(model, data, parts, M, v, nle, position_error) -> None:
