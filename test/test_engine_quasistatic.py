@@ -403,7 +403,9 @@ def _run_module():
     return bench
 
 
-@pytest.mark.parametrize("solver, scale", [("daqp", 1.0), ("scip", 0.25)])
+# SCIP's lift (~60 s of CPU per object) runs with FULL=1: make test covers SCIP's MIQPs by
+# test_persistent_scip_model_solves_the_same_miqps and test_daqp_and_scip_find_the_same_optimal_objective
+@pytest.mark.parametrize("solver, scale", [("daqp", 1.0), pytest.param("scip", 0.25, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("obj", ["cylinder", "box"])
 def test_3d_iiwa_wsg_lifts_object(obj, solver, scale):
     """Section V-B with the open-source back-ends, for the cylinder and the box: with DAQP (the default) the whole
