@@ -52,12 +52,14 @@ class SimModel:
     # per scripted wrench of the scene (Scene.external_forces order): the first velocity index of the free-flyer
     # joint whose joint frame is the wrench's frame (applied as (R^T f, R^T m) there), -1: J^T [f; m] of its frame
     wrench_targets: tuple = ()
+    # per scripted joint of the scene (Scene.joint_scripts order): (q index, v index, lower, upper) of its joint
+    script_index: tuple = ()
 
     @classmethod
     def build(cls, scene, model, free_motion, tree_ptr, finish_index, *, time_step: float,
               max_substep_levels: int, joint_stiction_tolerance: float, joint_friction: np.ndarray,
               has_feed_forward: bool, vector_space: bool, uses_gravity_force: bool,
-              wrench_targets: tuple = ()) -> "SimModel":
+              wrench_targets: tuple = (), script_index: tuple = ()) -> "SimModel":
         """From the Scene, its MultibodyModel (``model``), the FreeBodyMotion and the packed kernel arrays."""
         limited = np.isfinite(model.position_lower) | np.isfinite(model.position_upper)
         has_friction = bool(np.any(joint_friction > 0))
@@ -75,4 +77,5 @@ class SimModel:
                    vector_space=bool(vector_space), uses_gravity_force=bool(uses_gravity_force),
                    has_joint_scripts=bool(scene.joint_scripts),
                    has_surface_velocities=bool(scene.surface_velocities),
-                   has_external_forces=bool(scene.external_forces), wrench_targets=tuple(wrench_targets))
+                   has_external_forces=bool(scene.external_forces), wrench_targets=tuple(wrench_targets),
+                   script_index=tuple(script_index))

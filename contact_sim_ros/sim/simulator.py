@@ -11,14 +11,13 @@ sim/divergence.py); divergence is handled as a solver failure, its message start
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
 
-from ..engines.base import Actuation, SolverStats, SolverStatus, StepInputs, StepResult
+from ..engines.base import Actuation, SolverStatus, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from .. import native_build
@@ -140,7 +139,10 @@ class Simulator:
         d.wrench_views = tuple(None if v0 is None or free.count(v0) != 1 else d.external[v0:v0 + 6].reshape(2, 3)
                                for v0 in targets)
         wrench_targets = tuple(-1 if v0 is None else v0 for v0 in targets)
-        self._script_index = {}                   # scripted joint -> (q index, v index, lower, upper)
+        script_index = []                         # per scripted joint: (q index, v index, lower, upper)
+        for script in self.scene.joint_scripts:
+            i = m.joint_index(script.joint)
+            script_index.append((m.joint_q_index[i], m.joint_v_index[i], m.position_lower[i], m.position_upper[i]))
         # constants of the compiled passes around the engine (sim/step_kernels.py)
         d.viscous_damping[:] = m.joint_damping
         d.joint_friction[:] = np.asarray(m.joint_friction, dtype=float)
@@ -163,7 +165,8 @@ class Simulator:
             # revolute and prismatic joints only: finish_step integrates q_next = q0 + dt v itself (as pin.integrate)
             vector_space=pm.nq == pm.nv and all(pm.joints[j].shortname() in step_kernels.VECTOR_SPACE_JOINTS
                                                 for j in range(1, pm.njoints)),
-            uses_gravity_force=self.engine.uses_gravity_force, wrench_targets=wrench_targets)
+            uses_gravity_force=self.engine.uses_gravity_force, wrench_targets=wrench_targets,
+            script_index=script_index)
         # a model of free bodies only: constant M, nle, g(q) and the query's joint placements from q, compiled
         self._free_bodies = FreeBodies.of(self.model, self.contact_query)
         if self._free_bodies is not None and self.contact_query.analytic_joint_slots:
@@ -180,7 +183,8 @@ class Simulator:
         # the objects the stages call (sim/stages.py), fixed for the Simulator's life
         self.step_parts = StepParts(pm, self._pin_data, self.engine, self.contact_query, self._actuation,
                                 self._free_bodies, self._rigid, self._penetration, self._divergence,
-                                tuple(self.scene.external_forces))
+                                tuple(self.scene.external_forces), tuple(self.scene.joint_scripts),
+                                tuple(self.scene.surface_velocities.items()))
         self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
         self.reset()
 
@@ -539,12 +543,8 @@ class Simulator:
             self._q, self._v = q, v
             self._update_kinematics()
         if m.has_joint_scripts:
-            self._apply_scripts(t + dt)
-        surface_velocity = None
-        if m.has_surface_velocities:
-            surface_velocity = d.surface_velocity
-            for g, f in self.scene.surface_velocities.items():
-                surface_velocity[g] = f(t)
+            stages.joint_scripts(m, d, p, t + dt)
+        surface_velocity = stages.surface_velocities(m, d, p, t) if m.has_surface_velocities else None
         contacts, deep = stages.contacts(m, d, p, q, v, t, dt, surface_velocity)
         if deep:                       # the start state is the problem: step() does not retry with sub-steps
             self.contacts = contacts
@@ -591,35 +591,10 @@ class Simulator:
         stages.enforce_joint_limits(self.sim_model, q, v)
 
     def _apply_scripts(self, t_end: float) -> None:
-        """The scene's scripted joint commands at ``t_end``: per script exactly ``set_joint_targets`` with that
-        joint's position / velocity / effort (the same validation, clamping and modes), without its dicts."""
-        if not self.scene.joint_scripts:
-            return
-        m = self.model
-        for s in self.scene.joint_scripts:
-            index = self._script_index.get(s.joint)
-            if index is None:
-                i = m.joint_index(s.joint)
-                index = self._script_index[s.joint] = (m.joint_q_index[i], m.joint_v_index[i],
-                                                       m.position_lower[i], m.position_upper[i])
-            qi, vi, lo, hi = index
-            p = s.position(t_end) if s.position else None
-            vel = s.velocity(t_end) if s.velocity else None
-            eff = s.effort(t_end) if s.effort else None
-            if p is None and vel is None and eff is None:
-                continue
-            for value, kind in ((p, "position"), (vel, "velocity"), (eff, "effort")):
-                if value is not None and not math.isfinite(value):
-                    raise ConfigError(f"joint {s.joint!r}: {kind} command must be finite, got {value!r}")
-            if p is not None:
-                p = float(p)
-                if p < lo or p > hi:
-                    p = min(max(p, lo), hi)
-                self.data.q_target[qi] = p
-            self.data.v_target[vi] = float(vel) if vel is not None else 0.0
-            self.data.effort[vi] = float(eff) if eff is not None else 0.0
-            self.data.position_mode[vi] = p is not None
-            self.data.velocity_mode[vi] = vel is not None and p is None
+        """The scene's scripted joint commands at ``t_end`` (``stages.joint_scripts``): per script exactly
+        ``set_joint_targets`` with that joint's position / velocity / effort, without its dicts."""
+        if self.sim_model.has_joint_scripts:
+            stages.joint_scripts(self.sim_model, self.data, self.step_parts, t_end)
 
     def _external_forces(self, t: float) -> np.ndarray:
         """Generalized force (N or N*m) of the scene's scripted wrenches at t into data.external

@@ -2,7 +2,10 @@
 ``Simulator._advance`` as MuJoCo's mj_fwdPosition / mj_fwdVelocity / ... are by mj_step, so that a whole-step kernel
 can replace them one at a time:
 
-    kinematics -> contacts -> dynamics -> external_forces -> actuation -> solve -> integrate
+    [joint_scripts, surface_velocities] -> kinematics -> contacts -> dynamics -> external_forces -> actuation
+    -> solve -> integrate
+
+(the scene's inputs in brackets, as MuJoCo's control callback: only when the scene has them)
 
 ``model`` is the SimModel (sim/sim_model.py: constants), ``data`` the SimData (sim/sim_data.py: the arrays written in
 place), ``parts`` the StepParts below: the objects a stage calls (Pinocchio's model and data, the contact query, the
@@ -14,11 +17,13 @@ benchmarks/peers/step_hashes.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
 
+from ..errors import ConfigError
 from ..engines.base import SolverStats, SolverStatus, StepInputs, StepResult
 from . import step_kernels
 
@@ -37,6 +42,8 @@ class StepParts:
     penetration: object        # sim/penetration.PenetrationCheck or None (off)
     divergence: object         # sim/divergence.DivergenceCheck or None (off)
     external_forces: tuple = ()  # the scene's scripted wrenches (sim/scene.py), model.wrench_targets' order
+    joint_scripts: tuple = ()    # the scene's scripted joint commands, model.script_index's order
+    surface_velocities: tuple = ()  # the scene's moving surfaces: (geometry index, f(t) -> (3,) m/s world)
 
 
 def kinematics(model, data, parts, q, v) -> None:
@@ -82,6 +89,38 @@ def dynamics(model, data, parts, q, v):
     nle = pin.nonLinearEffects(pm, pd, q, v)
     gravity = pin.computeGeneralizedGravity(pm, pd, q) if model.uses_gravity_force else None
     return M, nle, gravity, pin.difference(pm, q, data.q_target)
+
+
+def joint_scripts(model, data, parts, t_end) -> None:
+    """The scene's scripted joint commands at ``t_end`` (s) into the data's targets and modes: per script exactly
+    ``Simulator.set_joint_targets`` with that joint's position / velocity / effort (the same validation, clamping
+    and modes). ConfigError for a non-finite command."""
+    for s, (qi, vi, lo, hi) in zip(parts.joint_scripts, model.script_index):
+        p = s.position(t_end) if s.position else None
+        vel = s.velocity(t_end) if s.velocity else None
+        eff = s.effort(t_end) if s.effort else None
+        if p is None and vel is None and eff is None:
+            continue
+        for value, kind in ((p, "position"), (vel, "velocity"), (eff, "effort")):
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"joint {s.joint!r}: {kind} command must be finite, got {value!r}")
+        if p is not None:
+            p = float(p)
+            if p < lo or p > hi:
+                p = min(max(p, lo), hi)
+            data.q_target[qi] = p
+        data.v_target[vi] = float(vel) if vel is not None else 0.0
+        data.effort[vi] = float(eff) if eff is not None else 0.0
+        data.position_mode[vi] = p is not None
+        data.velocity_mode[vi] = vel is not None and p is None
+
+
+def surface_velocities(model, data, parts, t) -> np.ndarray:
+    """data.surface_velocity (G, 3) m/s, world frame, per collision geometry: the scene's moving surfaces at t."""
+    out = data.surface_velocity
+    for g, f in parts.surface_velocities:
+        out[g] = f(t)
+    return out
 
 
 def external_forces(model, data, parts, t) -> None:
