@@ -13,9 +13,10 @@ TIMEOUT  ?= 300
 FULL     ?=
 PYTEST_ARGS ?=
 # make test runs the tests by size (test/conftest.py: unit, node, process, campaign): first the unit and node tests
-# (in the pytest process: no process start) on JOBS pytest-xdist workers (a file's tests stay on one worker: its
-# module fixtures), then the process and campaign tests (they start processes: sim_node, runners, colcon, Ray) in
-# one pytest process. JOBS=0: the first phase in one process too. SIZES=...: only those sizes (e.g. SIZES=unit).
+# (in the pytest process: no process start), then the process and campaign tests (they start processes: sim_node,
+# runners, colcon, Ray), each phase on JOBS pytest-xdist workers (a file's tests stay on one worker: its module
+# fixtures; each worker its own ROS domain). JOBS=0: one pytest process per phase. SIZES=...: only those sizes
+# (e.g. SIZES=unit).
 JOBS     ?= 2
 SIZES    ?= unit node process campaign
 XDIST    := $(if $(filter 0,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadfile)
@@ -31,7 +32,7 @@ PYTEST_PHASE = rc=0; $(RUN) --isolated python -m pytest test -q --timeout=$(TIME
 help:
 	@echo "make demo    the simulation node + scenario $(SCENARIO) over ROS 2 (ENGINE=$(ENGINE)); progress, real-time factor, verdict"
 	@echo "make demo-headless  run $(SCENE) headless through the Python API (no ROS)"
-	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; unit+node tests on JOBS=$(JOBS) workers, then process+campaign; FULL=1 adds slow tests)"
+	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; unit+node tests, then process+campaign, on JOBS=$(JOBS) workers; FULL=1 adds slow tests)"
 	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area, BENCH_ARGS=... passed on)"
 	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
 	@echo "make clean   remove .venv/ and build outputs"
@@ -54,7 +55,7 @@ demo-headless:
 test:
 	@status=0; \
 	$(if $(IN_PROCESS_SIZES),$(call PYTEST_PHASE,$(XDIST),$(IN_PROCESS_SIZES)); status=$$rc;) \
-	$(if $(PROCESS_SIZES),$(call PYTEST_PHASE,-p no:xdist,$(PROCESS_SIZES)); [[ $$status -ne 0 ]] || status=$$rc;) \
+	$(if $(PROCESS_SIZES),$(call PYTEST_PHASE,$(XDIST),$(PROCESS_SIZES)); [[ $$status -ne 0 ]] || status=$$rc;) \
 	exit $$status
 
 # Convention: benchmarks/<area>/run.py runs that area's benchmarks in one command, prints a table and saves

@@ -576,11 +576,11 @@ def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
 
 @pytest.mark.process
 def test_make_test_runs_unit_and_node_tests_on_two_workers_then_the_tests_that_start_processes():
-    """The suite by size (test/conftest.py): the in-process sizes on two xdist workers, then the sizes that start
-    processes in one pytest process; every size in one of the two phases."""
+    """The suite by size (test/conftest.py): the in-process sizes, then the sizes that start processes, each on two
+    xdist workers; every size in one of the two phases."""
     first, second = _make_dry_run("test")
     assert "-n 2 --dist loadfile" in first and '-m "(unit or node) and not slow"' in first
-    assert "-p no:xdist" in second and '-m "(process or campaign) and not slow"' in second
+    assert "-n 2 --dist loadfile" in second and '-m "(process or campaign) and not slow"' in second
     (only_unit,) = _make_dry_run("test", SIZES="unit", JOBS="0")
     assert "-p no:xdist" in only_unit and '-m "(unit) and not slow"' in only_unit
 
