@@ -34,6 +34,10 @@ from .sim_data import SimData
 from .sim_model import SimModel
 from . import stages
 from .stages import StepParts
+# the stages the step calls, bound here (a global look-up per call instead of a global and an attribute)
+from .stages import (actuation as _actuation_stage, contacts as _contacts_stage, dynamics as _dynamics_stage,
+                     external_forces as _external_forces_stage, integrate as _integrate_stage,
+                     kinematics as _kinematics_stage, solve as _solve_stage)
 
 # what of the kinematics of the current state is still to be computed when ``pin_data`` / ``geometry_data`` are read
 # (the step itself needs neither the frame nor the geometry placements of the new state, the fused step not even
@@ -545,19 +549,19 @@ class Simulator:
         if m.has_joint_scripts:
             stages.joint_scripts(m, d, p, t + dt)
         surface_velocity = stages.surface_velocities(m, d, p, t) if m.has_surface_velocities else None
-        contacts, deep = stages.contacts(m, d, p, q, v, t, dt, surface_velocity)
+        contacts, deep = _contacts_stage(m, d, p, q, v, t, dt, surface_velocity)
         if deep:                       # the start state is the problem: step() does not retry with sub-steps
             self.contacts = contacts
             return stages.deep_penetration_result(m, v, contacts.size, deep), None
-        M, nle, gravity, position_error = stages.dynamics(m, d, p, q, v)
+        M, nle, gravity, position_error = _dynamics_stage(m, d, p, q, v)
         if m.has_external_forces:
-            stages.external_forces(m, d, p, t)                    # into data.external, a row of data.rows
-        stages.actuation(m, d, p, M, v, nle, position_error)
-        result = stages.solve(m, d, p, t, dt, q, v, M, gravity, contacts, self.last_result)
+            _external_forces_stage(m, d, p, t)                    # into data.external, a row of data.rows
+        _actuation_stage(m, d, p, M, v, nle, position_error)
+        result = _solve_stage(m, d, p, t, dt, q, v, M, gravity, contacts, self.last_result)
         self.contacts = contacts
         if result.stats.status is not SolverStatus.CONVERGED:
             return result, None
-        q_next = stages.integrate(m, d, p, q, result, M, t, dt)
+        q_next = _integrate_stage(m, d, p, q, result, M, t, dt)
         if q_next is None:
             return result, None
         self.last_result = result
@@ -617,7 +621,7 @@ class Simulator:
         """Kinematics of the current state that the next step reads: joint placements and velocities, joint
         Jacobians (the contact query uses them). Frame and geometry placements (the node, the sensors, the viewer)
         are computed when ``pin_data`` / ``geometry_data`` are next read (``_refresh_kinematics``)."""
-        stages.kinematics(self.sim_model, self.data, self.step_parts, self._q, self._v)
+        _kinematics_stage(self.sim_model, self.data, self.step_parts, self._q, self._v)
         self._stale = PLACEMENTS_STALE
 
     def _refresh_kinematics(self) -> None:
