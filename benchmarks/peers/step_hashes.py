@@ -48,7 +48,8 @@ def trajectory_hash(case: str, engine: str, steps: int) -> str:
         h.update(np.ascontiguousarray(sim.actuation_force).tobytes())
         if sim.last_result is not None:
             h.update(np.ascontiguousarray(sim.last_result.contact_impulse).tobytes())
-        h.update(repr((r.t, r.ok, r.status, r.substeps, r.iterations, r.message)).encode())
+        status = getattr(r.status, "value", r.status)      # the SolverStatus's string (a plain string before b722585)
+        h.update(repr((r.t, r.ok, status, r.substeps, r.iterations, r.message)).encode())
     return h.hexdigest()
 
 
