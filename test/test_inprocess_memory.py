@@ -52,10 +52,10 @@ def _our_cyclic_garbage() -> list[str]:
 
 def test_a_campaign_trial_frees_its_world_when_it_ends(tmp_path, no_cyclic_gc):
     spec = load_campaign(campaign_file(tmp_path))
-    assert _alive(Simulator) == 0
+    before = _alive(Simulator)    # (0 alone; an earlier test's module fixture on this xdist worker may hold one)
     row = run_trial(spec, 1, "tamsi")
     assert row["sim_time_s"] > 0.5 and row["solver_failures"] == 0, row
-    assert _alive(Simulator) == 0, "a finished trial's Simulator is still alive"
+    assert _alive(Simulator) <= before, "a finished trial's Simulator is still alive"
     assert _our_cyclic_garbage() == []
 
 
@@ -67,19 +67,20 @@ def test_repeated_scene_loads_leave_no_pinocchio_objects_behind(no_cyclic_gc):
     scene_file = REPO / SCENARIOS["pick_shake_place"].scene
     load_scene(scene_file)            # first load: what stays for the process (caches)
     gc.collect()
-    before = _alive(pin.GeometryModel)
+    before, simulators = _alive(pin.GeometryModel), _alive(Simulator)
     for _ in range(3):
         sim = Simulator(load_scene(scene_file), engine="tamsi", time_step=0.002)
         sim.step()
         del sim
-    assert _alive(Simulator) == 0
+    assert _alive(Simulator) <= simulators
     gc.collect()
     assert _alive(pin.GeometryModel) == before
 
 
 def test_a_multi_robot_run_in_process_frees_its_world(no_cyclic_gc):
     from contact_sim_ros.scenarios.runner import run_scenario
+    before = _alive(Simulator)
     result = run_scenario("two_arm_handover", "tamsi", transport="inprocess", duration=0.2)
     assert result.log["q"].shape[0] > 0
-    assert _alive(Simulator) == 0, "the two-robot world's Simulator is still alive"
+    assert _alive(Simulator) <= before, "the two-robot world's Simulator is still alive"
     assert _our_cyclic_garbage() == []

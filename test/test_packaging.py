@@ -540,7 +540,10 @@ def test_the_package_finds_its_data_only_through_resources():
 def _make_dry_run(target: str, **env_overrides) -> list[str]:
     """The recipe lines ``make -n TARGET`` would run, with ROS_DOMAIN_ID taken out of the environment unless
     given."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL")}
+    # (the Makefile's own variables as well: a `make test JOBS=4` running this test exports JOBS to it)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "JOBS", "SIZES", "FULL",
+                        "TIMEOUT", "PYTEST_ARGS")}
     env.update(env_overrides)
     proc = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -575,12 +578,12 @@ def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
 
 
 @pytest.mark.process
-def test_make_test_runs_unit_and_node_tests_on_two_workers_then_the_tests_that_start_processes():
-    """The suite by size (test/conftest.py): the in-process sizes, then the sizes that start processes, each on two
+def test_make_test_runs_unit_and_node_tests_then_the_tests_that_start_processes_on_four_workers():
+    """The suite by size (test/conftest.py): the in-process sizes, then the sizes that start processes, each on four
     xdist workers; every size in one of the two phases."""
     first, second = _make_dry_run("test")
-    assert "-n 2 --dist loadfile" in first and '-m "(unit or node) and not slow"' in first
-    assert "-n 2 --dist loadfile" in second and '-m "(process or campaign) and not slow"' in second
+    assert "-n 4 --dist loadfile" in first and '-m "(unit or node) and not slow"' in first
+    assert "-n 4 --dist loadfile" in second and '-m "(process or campaign) and not slow"' in second
     (only_unit,) = _make_dry_run("test", SIZES="unit", JOBS="0")
     assert "-p no:xdist" in only_unit and '-m "(unit) and not slow"' in only_unit
 
