@@ -260,19 +260,19 @@ def _parse_mesh(uri: str) -> tuple[str, dict]:
     return name, obj
 
 
+PREPARATION_NICENESS = 10   # of the mesh preparation child: ~10 % of a core's share beside a nice-0 thread
+
+
 def _prepare_mesh_child(obj: dict, conn) -> None:
-    """In the child process (idle priority): the mesh object's body (load, checks, convex pieces: a decomposition
+    """In the child process (low priority): the mesh object's body (load, checks, convex pieces: a decomposition
     is cached on disk, where the parent's rebuild reads it); sends ("ok", pieces) or ("error", kind, message).
-    SCHED_IDLE on every thread (those CoACD starts inherit it): it runs only on a core nothing else wants, so it
-    takes no share of the stepping thread's core (niceness 19, where SCHED_IDLE is refused, still takes ~1/70)."""
+    Niceness +10 (PREPARATION_NICENESS, the CoACD threads inherit it): on a core the stepping thread also wants it
+    takes ~1/10 of that core (CFS weights 110 vs 1024), on a free core all of it. Not SCHED_IDLE, which it was
+    before: on a machine whose cores other work keeps busy (two `yes` beside the node) SCHED_IDLE never ran and the
+    spawn did not answer within minutes; niceness 19 would take ~1/70 of a core there."""
     try:
-        os.nice(19)
+        os.nice(PREPARATION_NICENESS)
     except OSError:
-        pass
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            os.sched_setscheduler(int(tid), os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
         pass
     try:
         spec = parse_mesh_entry(obj, obj["mesh"], "spawned mesh")
@@ -684,7 +684,7 @@ class SimulationInterfaces:
 
     def _prepare_mesh(self, name: str, obj: dict) -> float:
         """Load and check the mesh of ``obj`` and make its convex pieces (a decomposition: seconds to a minute,
-        cached on disk) in a child process at idle priority (``_prepare_mesh_child``), while this thread waits
+        cached on disk) in a child process at low priority (``_prepare_mesh_child``), while this thread waits
         without the GIL: the stepping, ~/pause and the other services go on; the rebuild then reads the cached
         pieces. SpawnError with the child's reason, or FAILED when it ended without one (killed, crashed: logged)."""
         R = SpawnEntity.Response
@@ -697,7 +697,7 @@ class SimulationInterfaces:
         send.close()
         self.preparing = (name, proc.pid)
         self.preparations += 1
-        log.info(f"spawn_entity '{name}': preparing {obj['mesh']} in process {proc.pid} (idle priority); the "
+        log.info(f"spawn_entity '{name}': preparing {obj['mesh']} in process {proc.pid} (low priority); the "
                  f"simulation runs on, the entity appears when it is ready")
         message = stopped = None
         try:
@@ -748,7 +748,7 @@ class SimulationInterfaces:
         if self.last_preparation_failure:
             level, message = 1, f"{self.last_preparation_failure}; nothing was spawned"
         elif preparing is not None:
-            level, message = 0, f"preparing '{preparing[0]}' in process {preparing[1]} (idle priority)"
+            level, message = 0, f"preparing '{preparing[0]}' in process {preparing[1]} (low priority)"
         else:
             level, message = 0, "no mesh being prepared"
         values = [KeyValue(key="preparing_process_id", value=str(preparing[1]) if preparing else ""),
