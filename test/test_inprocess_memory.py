@@ -43,7 +43,8 @@ def _our_cyclic_garbage() -> list[str]:
         gc.collect()
         found = sorted({type(o).__qualname__ for o in gc.garbage
                         if type(o).__module__.startswith("contact_sim_ros")
-                        or isinstance(o, (pin.Data, pin.GeometryData, pin.GeometryModel))})
+                        or issubclass(type(o), (pin.Data, pin.GeometryData, pin.GeometryModel))})
+        # (type(o), not isinstance: isinstance asks a dead weakref.proxy in the garbage its __class__, which raises)
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
