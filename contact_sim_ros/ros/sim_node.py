@@ -25,7 +25,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rcl_interfaces.srv import GetParameters
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter_service import ParameterService
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -658,11 +658,16 @@ class SimNode(Node):
             found = self.other_simulators()
         for other in found:
             client = self.create_client(GetParameters, other + "/get_parameters")
+            # an executor of this node's context: rclpy's global one belongs to the default context, which a node
+            # built in another process's context (ros/node_in_process.py, the tests) has not initialised
+            executor = SingleThreadedExecutor(context=self.context)
             try:
                 future = client.call_async(GetParameters.Request(names=["robot", "engine"]))
-                rclpy.spin_until_future_complete(self, future, timeout_sec=OTHER_NODE_ANSWER_S)
+                rclpy.spin_until_future_complete(self, future, executor=executor, timeout_sec=OTHER_NODE_ANSWER_S)
                 answer = future.result() if future.done() else None
             finally:
+                executor.remove_node(self)
+                executor.shutdown(timeout_sec=0)
                 self.destroy_client(client)
             if answer is not None:
                 what = ", ".join(f"{n} {v.string_value!r}" for n, v in zip(("robot", "engine"), answer.values)
