@@ -43,6 +43,14 @@ class InProcessSimNode:
         self._thread = threading.Thread(target=self._spin, name="inprocess_sim_node", daemon=True)
         self._thread.start()
 
+    @classmethod
+    def from_command_line(cls, monkeypatch, *flags) -> "InProcessSimNode":
+        """The node of the console command's ``flags`` (``--robot iiwa_wsg --namespace x ...``), built as main()
+        builds it from them (sim_node.plain_args_to_ros_args, param_defaults_of)."""
+        cmd = sim_node.plain_args_to_ros_args(list(flags))
+        defaults, for_a_urdf = sim_node.param_defaults_of(cmd)
+        return cls(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+
     def _spin(self) -> None:
         executor = self.executor
         while not self._stop.is_set() and self.context.ok():

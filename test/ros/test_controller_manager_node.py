@@ -20,7 +20,6 @@ from rcl_interfaces.srv import GetParameters, SetParameters
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import SCENES, switch_controllers, wait_until
 
@@ -33,11 +32,9 @@ POSITION = "position_controllers/JointGroupPositionController"
 
 @pytest.fixture(scope="module")
 def node(ros):
-    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--namespace", "cm", "--engine", "tamsi",
-                                  "--real-time-factor", "1.0", "--config", str(SCENES / "no_clock.yaml")])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     with pytest.MonkeyPatch.context() as mp:
-        sim = InProcessSimNode(mp, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        sim = InProcessSimNode.from_command_line(mp, "--robot", "iiwa_wsg", "--namespace", "cm", "--engine", "tamsi",
+                                                 "--real-time-factor", "1.0", "--config", str(SCENES / "no_clock.yaml"))
         try:
             js = ros.subscribe(JointState, f"{NS}/joint_states", keep=50)
             wait_until(lambda: js, 120, what=f"{NS}/joint_states")

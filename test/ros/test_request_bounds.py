@@ -39,7 +39,6 @@ from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from contact_sim_ros.errors import ContactSimError
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import REPO, ActionClient, NodeProcess, stamp_s, wait_until
 
@@ -72,9 +71,7 @@ def value(status, key):
 
 def in_process(monkeypatch, *flags) -> InProcessSimNode:
     """The node of the console command's ``flags``, built in this process."""
-    cmd = plain_args_to_ros_args(list(flags))
-    defaults, for_a_urdf = param_defaults_of(cmd)
-    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+    return InProcessSimNode.from_command_line(monkeypatch, *flags)
 
 
 class Log:
