@@ -28,11 +28,18 @@ def _alive(cls) -> int:
 
 @pytest.fixture
 def no_cyclic_gc():
+    """The cyclic collector off for the test; every object alive at its start held until its end.
+
+    Holding them keeps what an earlier test on this xdist worker left (an in-process node whose executor thread
+    drops its last references while this test runs) out of the garbage this test counts: only objects made during
+    the test can turn up there."""
     gc.collect()
     gc.disable()
+    alive_before = gc.get_objects()
     try:
         yield
     finally:
+        del alive_before
         gc.enable()
 
 
