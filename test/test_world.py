@@ -73,6 +73,27 @@ def test_no_ros_module_but_the_node_reaches_the_stepping_loop_through_another_ob
     assert offenders == [], "modules under ros/ reach the stepping loop:\n" + "\n".join(offenders)
 
 
+def test_simulation_interfaces_uses_only_the_stepping_control_of_the_loop_and_no_private_part_of_the_node():
+    """simulation_interfaces (pause, step, reset, spawn, delete, entity state) steers the run through
+    driver/loop.SteppingControl, and swaps a rebuilt model through the node's public swap_simulator: it reads
+    nothing else of the loop (its transport, its simulator swap) and no private attribute of the node."""
+    from contact_sim_ros.driver.loop import SteppingControl, SteppingLoop
+    allowed = {n for n in vars(SteppingControl) if not n.startswith("_")}
+    assert allowed <= {n for n in dir(SteppingLoop) if not n.startswith("_")}     # the loop is one
+    tree = ast.parse((PACKAGE / "ros" / "simulation_interfaces.py").read_text())
+    loop_uses, node_privates = set(), []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = ast.unparse(node.value)
+        if owner in ("self.loop", "loop"):
+            loop_uses.add(node.attr)
+        elif owner in ("self.node", "node") and node.attr.startswith("_"):
+            node_privates.append(f"{node.lineno}: {ast.unparse(node)}")
+    assert loop_uses and loop_uses <= allowed, f"beyond SteppingControl: {sorted(loop_uses - allowed)}"
+    assert node_privates == []
+
+
 # ------------------------------------------------------------------------------------------------ LoopLink
 
 def test_the_link_follows_the_loop_and_runs_calls_between_steps():

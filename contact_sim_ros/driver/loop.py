@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -256,6 +256,35 @@ class _Window:
         self.dev_sum = self.dev_sq = self.dev_max = 0.0
         self.overruns = self.failures = 0
         self.sim_dt = 0.0
+
+
+class SteppingControl(Protocol):
+    """What a front-end that controls the simulation (ros/simulation_interfaces.py: pause, step, reset, entity
+    state) may use of the stepping loop: the state of the run and the requests served between two steps. The
+    swap of a rebuilt Simulator is the node's (SimNode.swap_simulator), not the front-end's. SteppingLoop is one."""
+
+    @property
+    def sim(self): ...                       # the Simulator now (read it inside ``request_call``)
+
+    @property
+    def v_prev(self) -> np.ndarray: ...      # generalized velocities before the last step [m/s, rad/s]
+
+    @property
+    def steps_done(self) -> int: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def set_paused(self, paused: bool, reason: str = "") -> None: ...
+
+    def request_steps(self, n: int, timeout: float = 30.0) -> bool: ...
+
+    def request_reset(self, timeout: float = 10.0) -> bool: ...
+
+    def request_call(self, fn, timeout: float = 30.0, publish: bool = False): ...
 
 
 class SteppingLoop:

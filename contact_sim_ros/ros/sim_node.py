@@ -51,6 +51,7 @@ from ..sensors.contact_wrench import ContactWrench
 from ..sim.sensors import body_frame_of_geometry
 from .camera_publisher import CameraPublisher
 from .command_intake import CommandIntake
+from .entity_reaper import EntityReaper
 from .frames import tf_edges
 from .namespace_claim import NamespaceClaim
 from .robot_port import RobotNode, RobotPort, full_namespace
@@ -175,7 +176,7 @@ class SimNode(Node):
         if cfg.diagnostics_rate > 0:
             self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._publish_static()
+        self.publish_static()
         if self.recorder is not None:
             self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
         self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
@@ -248,8 +249,50 @@ class SimNode(Node):
         if self.no_controllers:
             self.log.info("controllers_file none: no emulated controllers; commands on joint_command, joint "
                           f"states on {cfg.joint_states_topic} (topic_based_ros2_control)")
-        return Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn,
-                         before_steps=self.command_intake.drain)
+        self.transport = Transport(hooks, self._on_step_failure, self._on_loop_error, self.log.warn,
+                                   before_steps=self.command_intake.drain)
+        # publishers a model swap drops (swap_simulator), destroyed once the executor is done with them
+        self.reaper = EntityReaper(self)
+        return self.transport
+
+    def swap_simulator(self, sim) -> None:
+        """Swap in ``sim``, a Simulator rebuilt for a new scene (simulation_interfaces.py: spawn, delete, reset),
+        between two steps. What depends on the model follows it: the TF edges, the contact-wrench publishers (a
+        body's publisher kept, a body gone retired through ``reaper``), the controller managers' model, the
+        browser view, /tf_static. Raises what the loop's swap raised; the old model stays then."""
+        old_pubs = dict(self._wrench_pubs)
+        tables = self.model_tables(sim.model, publishers=old_pubs)
+        old_static = [(e.parent, e.child) for e in self.edges if e.static]
+        new_static = [(e.parent, e.child) for e in tables["edges"] if e.static]
+        scene = None                  # the browser view's description of the new model, sent to its process
+        if self.viewer is not None:
+            try:
+                scene = self.viewer.send_scene(sim.model, sim.scene.objects)
+            except ValueError as exc:
+                self.log.warn(f"the browser view keeps the previous scene and stops updating: {exc}")
+
+        def then(new):
+            self.sim, self.model = new, new.model
+            vars(self).update(tables)
+            if self.controller_manager is not None:
+                self.controller_manager.on_model_changed(new.model)
+            if scene is not None:     # the view's frames from now on: the new model's moving geometries
+                self.viewer.use_scene(scene)
+            elif self.viewer is not None:
+                self.transport.drop_hooks("viewer")
+            if new_static != old_static:
+                self._tf_static_msg = None
+                self.publish_static()
+        try:
+            self.loop.replace_simulator(sim, then=then)
+        except Exception:
+            for body, pub in tables["_wrench_pubs"].items():
+                if body not in old_pubs:
+                    self.reaper.retire(pub, self)
+            raise
+        for body, pub in old_pubs.items():   # retired: destroyed here they raced with the executor's wait
+            if body not in tables["_wrench_pubs"]:
+                self.reaper.retire(pub, self)
 
     # ------------------------------------------------------------------------- publishers
 
@@ -330,9 +373,10 @@ class SimNode(Node):
                 out["_geom_body"].append(self.world if f == 0 else pm.frames[f].name)
         return out
 
-    def _publish_static(self):
+    def publish_static(self):
         """robot_description and /tf_static. The static transforms are computed once, before the stepping
-        thread starts (they do not depend on the state), and the same message is republished on reset."""
+        thread starts (they do not depend on the state), and the same message is republished on reset (and
+        computed again after a swap that changed the static edges: swap_simulator)."""
         for port in self.ports:
             port.publish_description()
         if self.pub_tf_static is None:
@@ -391,7 +435,7 @@ class SimNode(Node):
                 self.loop.set_paused(bool(event[1]))
                 self.log.info(("paused" if event[1] else "resumed") + f" from the viewer at t = {self.sim.t:.6f} s")
             elif event[0] == "reset" and self.loop.request_reset():
-                self._publish_static()
+                self.publish_static()
                 self.log.info("reset from the viewer")
         self.viewer.set_paused(self.loop.paused)
 
@@ -699,7 +743,7 @@ class SimNode(Node):
         response.message = (f"reset to t = {self.sim.t:.6f} s" if response.success else
                             "reset timed out" if self.loop.running else "reset failed: the stepping thread stopped")
         if response.success:
-            self._publish_static()
+            self.publish_static()
         return response
 
     def _srv_pause(self, request, response):

@@ -49,11 +49,10 @@ from ..model.loader import load_urdf, resolve_mesh_path, urdf_dir
 from ..model.materials import ContactMaterial
 from ..model.mesh_object import mesh_body, parse_mesh_entry, parse_mesh_uri
 from ..model.robot_description import default_package_dirs, is_xacro, resolve_uri, urdf_from_description
-from ..driver.loop import step_count_problem, step_wait_timeout
+from ..driver.loop import SteppingControl, step_count_problem, step_wait_timeout
 from ..sim.divergence import scene_size
 from ..sim.penetration import start_overlap
 from ..sim.scene import parse_shape
-from .entity_reaper import EntityReaper
 from .state_messages import stamp
 
 try:
@@ -88,10 +87,10 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _NAMESPACE = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*/?$")
 
 
-def attach_simulation_interfaces(node, loop):
+def attach_simulation_interfaces(node, loop: SteppingControl):
     """Serve the simulation_interfaces services and action on ``node`` (a SimNode) over its stepping ``loop``
-    (driver/loop.SteppingLoop: handed over by the node, which built it); None (with a warning) if the interface
-    package is not installed."""
+    (driver/loop.SteppingControl: what of the loop it may use; handed over by the node); None (with a warning)
+    if the interface package is not installed."""
     if SimulateSteps is None:
         node.get_logger().warn("simulation_interfaces is not installed: its services are not served (run "
                                "scripts/ensure_venv.sh, or install ros-jazzy-simulation-interfaces)")
@@ -291,7 +290,7 @@ def _prepare_mesh_child(obj: dict, conn) -> None:
 class SimulationInterfaces:
     """The services and the action on one SimNode; see the module docstring."""
 
-    def __init__(self, node, loop):
+    def __init__(self, node, loop: SteppingControl):
         self.node = node
         self.loop = loop
         cfg = node.config
@@ -304,7 +303,6 @@ class SimulationInterfaces:
         self.preparing: tuple | None = None        # (entity name, pid) while a spawned mesh is prepared
         self.preparations = self.preparation_failures = 0     # mesh preparation processes started / that failed
         self.last_preparation_failure = ""         # why the last one failed ('' after a later success): diagnostics
-        self.reaper = EntityReaper(node)            # a swap's dropped publishers, destroyed when the executor is done
         ns = node.get_namespace()
         self.world = node.world
         self._world_names = {"", node.world, node.prefix + node.world}
@@ -505,7 +503,7 @@ class SimulationInterfaces:
     def _reset_time_state(self) -> tuple[int, str]:
         if not self.loop.request_reset():
             return FAILED, "the reset timed out or the stepping thread stopped"
-        self.node._publish_static()
+        self.node.publish_static()
         return OK, ""
 
     def _srv_reset(self, request, response):
@@ -909,7 +907,7 @@ class SimulationInterfaces:
         """Build a Simulator of ``spec`` and swap it in (caller holds _model_lock). ``spawned``: the object new in
         ``spec``; refused (INVALID_POSE, nothing swapped) when it starts inside another body deeper than the
         penetration bound (the first step would fail and pause the simulation: a box inside the robot's base)."""
-        node, loop = self.node, self.loop
+        node = self.node
         try:
             sim = node.sim.rebuilt(node.config.load_scene(spec))
         except ContactSimError as exc:
@@ -923,41 +921,12 @@ class SimulationInterfaces:
                     f"overlap by {100 * overlap.depth:.3g} cm, more than the thinner one's thickness "
                     f"{100 * overlap.thickness:.3g} cm allows): the first step could not carry it; spawn it "
                     f"elsewhere")
-        old_pubs = dict(node._wrench_pubs)
-        tables = node.model_tables(sim.model, publishers=old_pubs)
-        old_static = [(e.parent, e.child) for e in node.edges if e.static]
-        new_static = [(e.parent, e.child) for e in tables["edges"] if e.static]
-        scene = None                  # the browser view's description of the new model, sent to its process
-        if node.viewer is not None:
-            try:
-                scene = node.viewer.send_scene(sim.model, sim.scene.objects)
-            except ValueError as exc:
-                node.get_logger().warn(f"the browser view keeps the previous scene and stops updating: {exc}")
-
-        def then(new):
-            node.sim, node.model = new, new.model
-            vars(node).update(tables)
-            if node.controller_manager is not None:
-                node.controller_manager.on_model_changed(new.model)
-            if scene is not None:     # the view's frames from now on: the new model's moving geometries
-                node.viewer.use_scene(scene)
-            elif node.viewer is not None:
-                loop.transport.drop_hooks("viewer")
-            if new_static != old_static:
-                node._tf_static_msg = None
-                node._publish_static()
         try:
-            loop.replace_simulator(sim, then=then)
+            node.swap_simulator(sim)
         except Exception as exc:   # noqa: BLE001 - reported to the caller; the old model stays
-            for body, pub in tables["_wrench_pubs"].items():
-                if body not in old_pubs:
-                    self.reaper.retire(pub, node)
             return FAILED, f"swapping in the new model failed: {exc!r}"
-        for body, pub in old_pubs.items():   # retired: destroyed here they raced with the executor's wait
-            if body not in tables["_wrench_pubs"]:
-                self.reaper.retire(pub, node)
         self.spec = spec
-        del sim, old_pubs, tables
+        del sim
         gc.collect()                  # garbage with cycles (rclpy entities, messages) now, not at the next full gc
         _trim_heap()
         return OK, ""

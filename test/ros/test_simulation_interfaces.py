@@ -464,7 +464,7 @@ def test_twenty_boxes_spawned_one_grasped_all_deleted_memory_flat(node, ros):
     wait_until(lambda: wrench, 10, what="ft_sensor/wrench")
     # the wrench topics of the entities earlier tests deleted gone from the graph (their publishers, retired by the
     # swap, are destroyed by the reaper a little later: ros/entity_reaper.py)
-    reaper = sim.node.simulation_interfaces.reaper
+    reaper = sim.node.reaper
     wait_until(lambda: len(reaper) == 0, 30, what="the earlier tests' entities reaped")
     own = {p.topic_name for p in sim.node.publishers}
 
