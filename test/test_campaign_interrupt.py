@@ -10,6 +10,7 @@ Before the fix: a Ctrl-C while Ray started could hang for good or be swallowed, 
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -173,3 +174,35 @@ def test_ctrl_c_while_the_command_imports_exits_130_with_the_line_and_no_traceba
     # interrupted line may say more (what is saved): either way it starts so
     assert err.splitlines()[-1].startswith("contact-sim campaign: interrupted"), err
     assert elapsed < DEADLINE_S, f"{entry}: {elapsed:.2f} s from SIGINT to exit"
+
+
+# ---------------------------------------------------------------------- a Ctrl-C where Python cannot raise
+
+def test_a_ctrl_c_landing_where_python_cannot_raise_is_not_printed_and_stops_the_campaign_at_its_next_check():
+    """The campaign's SIGINT handler raises KeyboardInterrupt; where Python cannot raise one (a fork's after-fork
+    hook while Ray starts its processes, a finalizer) the interpreter printed ``Exception ignored ... Traceback``
+    (seen once beside CPU hogs). The command's unraisable hook drops that one silently, and the next
+    ``_check_interrupted`` raises it again. Sim-free: a finalizer stands for the fork hook."""
+    from contact_sim_ros.scenarios import campaign
+
+    class RunsTheHandlerWhenFinalized:
+        def __del__(self):
+            campaign._on_sigint(signal.SIGINT, None)
+
+    def swallowed_with(hook) -> str:
+        campaign._interrupted_at.clear()
+        saved, sys.unraisablehook = sys.unraisablehook, hook
+        err = io.StringIO()
+        saved_err, sys.stderr = sys.stderr, err
+        try:
+            RunsTheHandlerWhenFinalized()              # finalized at once: its KeyboardInterrupt is unraisable
+        finally:
+            sys.stderr, sys.unraisablehook = saved_err, saved
+        return err.getvalue()
+    try:
+        assert "KeyboardInterrupt" in swallowed_with(sys.__unraisablehook__)      # what the user saw before
+        assert swallowed_with(campaign._drop_a_swallowed_interrupt) == ""
+        with pytest.raises(KeyboardInterrupt):
+            campaign._check_interrupted()
+    finally:
+        campaign._interrupted_at.clear()

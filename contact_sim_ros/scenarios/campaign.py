@@ -736,6 +736,16 @@ def _on_sigint(signum, frame) -> None:
         raise KeyboardInterrupt
 
 
+def _drop_a_swallowed_interrupt(unraisable) -> None:
+    """sys.unraisablehook while the campaign command runs: the KeyboardInterrupt of a Ctrl-C that landed where
+    Python cannot raise (a fork's after-fork hook in logging, while Ray starts its processes) is not printed as
+    ``Exception ignored ... Traceback``: it was remembered, and the next ``_check_interrupted`` raises it again.
+    Anything else goes to Python's own hook."""
+    if _interrupted_at and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _check_interrupted() -> None:
     """Raise KeyboardInterrupt when a Ctrl-C arrived whose KeyboardInterrupt something swallowed."""
     if _interrupted_at:
@@ -1211,6 +1221,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     import signal
     previous = signal.signal(signal.SIGINT, _on_sigint) if _main_thread() else None
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _drop_a_swallowed_interrupt
     _interrupted_at.clear()
     try:
         if argv[:1] == ["report"]:
@@ -1220,6 +1231,7 @@ def main(argv=None) -> int:
         print("contact-sim campaign: interrupted", file=sys.stderr, flush=True)
         return INTERRUPTED_EXIT
     finally:
+        sys.unraisablehook = previous_hook
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 
