@@ -113,14 +113,16 @@ class ResultSlot:
     impulses), grown geometrically with the number of contacts, whose (n, 3) / (n,) views are made once per n;
     ``result`` is the one StepResult (with its SolverStats) that an engine filling the slot returns, its fields
     pointing at these arrays. A caller that must keep a result across the next step into the same slot copies it
-    (the Simulator alternates two slots: its ``last_result`` stays valid while the next step runs)."""
+    (the Simulator alternates two slots: its ``last_result`` stays valid while the next step runs). A slot made for
+    one step (an engine's allocating ``_do_step``: ``_do_step_into`` on a fresh slot) gives ``contacts`` = that
+    step's number of contacts, so its buffers are allocated once at their size."""
 
-    def __init__(self, nv: int):
+    def __init__(self, nv: int, contacts: int = 8):
         self.v_next, self.generalized_contact_force, self.actuation_force = np.zeros((3, nv))
-        self.result = StepResult(self.v_next, np.zeros((0, 3)), self.generalized_contact_force,
-                                 self.actuation_force, SolverStats())
         self._capacity = -1
-        self.rows(8)
+        self.rows(contacts)
+        self.result = StepResult(self.v_next, self._impulse[:0], self.generalized_contact_force,
+                                 self.actuation_force, SolverStats())
 
     def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(n, 3) impulse and (n,) friction-normal-impulse views of the slot's contact buffers (N*s)."""

@@ -382,7 +382,8 @@ class TamsiEngine(ContactEngine):
 
     def _do_step(self, inputs: StepInputs) -> StepResult:
         if self._kernels is not None:
-            return self._do_step_compiled(inputs)
+            # the compiled step has one path, ``_do_step_into``: here into a slot of this step's own (fresh arrays)
+            return self._do_step_into(inputs, ResultSlot(self._nv, inputs.contacts.signed_distance.shape[0]))
         return self._do_step_numpy(inputs)
 
     def _record(self, err: float, alpha: float) -> None:
@@ -482,43 +483,11 @@ class TamsiEngine(ContactEngine):
                               message=message),
         )
 
-    def _do_step_compiled(self, inputs: StepInputs) -> StepResult:
-        """The same step as ``_do_step_numpy`` in one call of the compiled kernel (``tamsi_kernels.newton_step``)."""
-        kernels = self._kernels
-        contacts = inputs.contacts
-        n = contacts.signed_distance.shape[0]
-        if n > self._capacity:
-            self._ensure_capacity(n)
-        act = inputs.actuation
-        h = float(inputs.dt)
-        nv = self._nv
-        v_next, actuation, gen_contact = np.empty(nv), np.empty(nv), np.empty(nv)
-        impulse = np.empty((n, 3))
-        code, iterations, err, self._history_count, info = kernels.newton_step_packed(
-            inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, h,
-            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
-            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
-            contacts.dissipation, contacts.friction, *self._kernel_scratch, v_next, impulse, gen_contact, actuation)
-        if code == kernels.CONVERGED:
-            status, message = SolverStatus.CONVERGED, ""
-        else:
-            status, message = self._failure(code, err, info, inputs.t)
-            if not np.isfinite(v_next).all():
-                v_next = inputs.v.copy()
-            if not np.isfinite(impulse).all():
-                impulse = np.zeros((n, 3))
-        return StepResult(
-            v_next=v_next,
-            contact_impulse=impulse,
-            generalized_contact_force=gen_contact,
-            actuation_force=actuation,
-            stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
-                              message=message),
-        )
-
     def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
-        """``_do_step_compiled`` writing into ``slot``'s arrays (the same kernel call, bit for bit): no array or
-        result object made per step."""
+        """The compiled step (``_do_step_numpy`` in one call of ``tamsi_kernels.newton_step_packed``) writing into
+        ``slot``'s arrays: no array or result object made per step (``step_into``; ``_do_step`` gives it a fresh
+        slot). A step that does not converge keeps a finite state: ``v_next`` = v0 and zero impulses where the
+        kernel's are not finite."""
         kernels = self._kernels
         contacts = inputs.contacts
         n = contacts.signed_distance.shape[0]
