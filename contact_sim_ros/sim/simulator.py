@@ -525,7 +525,7 @@ class Simulator:
         if code != step_kernels.OK:
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
                 return None
-        contacts = self.contact_query._contact_set(n)
+        contacts = self.contact_query.contact_set(n)
         if self._penetration is not None and n and self._penetration.check(contacts, t, self._v, dt):
             return None            # the staged step fails with the reason
         self.contacts = contacts
