@@ -113,16 +113,27 @@ class ResultSlot:
     impulses), grown geometrically with the number of contacts, whose (n, 3) / (n,) views are made once per n;
     ``result`` is the one StepResult (with its SolverStats) that an engine filling the slot returns, its fields
     pointing at these arrays. A caller that must keep a result across the next step into the same slot copies it
-    (the Simulator alternates two slots: its ``last_result`` stays valid while the next step runs). A slot made for
-    one step (an engine's allocating ``_do_step``: ``_do_step_into`` on a fresh slot) gives ``contacts`` = that
-    step's number of contacts, so its buffers are allocated once at their size."""
+    (the Simulator alternates two slots: its ``last_result`` stays valid while the next step runs)."""
 
-    def __init__(self, nv: int, contacts: int = 8):
+    def __init__(self, nv: int):
         self.v_next, self.generalized_contact_force, self.actuation_force = np.zeros((3, nv))
-        self._capacity = -1
-        self.rows(contacts)
-        self.result = StepResult(self.v_next, self._impulse[:0], self.generalized_contact_force,
+        self.result = StepResult(self.v_next, np.zeros((0, 3)), self.generalized_contact_force,
                                  self.actuation_force, SolverStats())
+        self._capacity = -1
+        self.rows(8)
+
+    @classmethod
+    def for_one_step(cls, nv: int, n: int) -> "ResultSlot":
+        """A slot for one step of ``n`` contacts whose result the caller keeps (an engine's allocating ``_do_step``
+        is its ``_do_step_into`` on one): its arrays uninitialised (the step writes them all) and sized exactly,
+        made as the StepResult's own arrays were before the slots (``np.empty``, no views to cache)."""
+        slot = cls.__new__(cls)
+        slot.v_next, slot.generalized_contact_force, slot.actuation_force = np.empty(nv), np.empty(nv), np.empty(nv)
+        slot._impulse, slot._normal = np.empty((n, 3)), np.empty(n)
+        slot._capacity, slot._views = n, {n: (slot._impulse, slot._normal)}
+        slot.result = StepResult(slot.v_next, slot._impulse, slot.generalized_contact_force, slot.actuation_force,
+                                 SolverStats())
+        return slot
 
     def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(n, 3) impulse and (n,) friction-normal-impulse views of the slot's contact buffers (N*s)."""

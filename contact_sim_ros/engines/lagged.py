@@ -437,7 +437,7 @@ class ConvexICFEngine(ContactEngine):
         if not self._compiled:
             return self._do_step_numpy(inputs)
         # the compiled step has one path, ``_do_step_into``: here into a slot of this step's own (fresh arrays)
-        return self._do_step_into(inputs, ResultSlot(self._nv, inputs.contacts.signed_distance.shape[0]))
+        return self._do_step_into(inputs, ResultSlot.for_one_step(self._nv, inputs.contacts.signed_distance.shape[0]))
 
     def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
         """The compiled step (``icf_kernels.icf_step``) writing into ``slot``'s arrays: no array or result object
