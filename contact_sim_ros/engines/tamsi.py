@@ -401,7 +401,8 @@ class TamsiEngine(ContactEngine):
     def _do_step(self, inputs: StepInputs) -> StepResult:
         if self._kernels is not None:
             # the compiled step has one path, ``_do_step_into``: here into a slot of this step's own (fresh arrays)
-            return self._do_step_into(inputs, ResultSlot.for_one_step(self._nv, inputs.contacts.signed_distance.shape[0]))
+            slot = ResultSlot.for_one_step(self._nv, inputs.contacts.signed_distance.shape[0])
+            return self._do_step_into(inputs, slot)
         return self._do_step_numpy(inputs)
 
     def _record(self, err: float, alpha: float) -> None:
