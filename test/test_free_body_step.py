@@ -97,13 +97,19 @@ def test_kinematics_dynamics_and_rotation_update_equal_pinocchio():
 @pytest.mark.parametrize("scene, dt, seconds", [(SPHERE, 2e-3, 1.0), (BOX, 1e-3, 1.0)])
 def test_trajectories_equal_the_staged_step(scene, dt, seconds):
     """The peers' sphere (drop, impact, sliding, rolling) and box (scripted push, stick-slip on 4 corners): q, v,
-    the contacts and their impulses step by step as the staged step's, within round-off."""
+    the contacts and their impulses step by step as the staged step's, within round-off, and the engine's
+    ``iteration_history`` (the fused call runs TAMSI's kernel on the engine's scratch) as long as the staged step's
+    when both took as many iterations."""
     fused, staged = Simulator(scene, engine="tamsi", time_step=dt), Simulator(scene, engine="tamsi", time_step=dt)
     staged._fused = None
     for _ in range(int(round(seconds / dt))):
         a, b = fused.step(), staged.step()
         assert a.ok and b.ok and a.substeps == b.substeps == 1 and a.t == b.t
         assert abs(a.iterations - b.iterations) <= 1
+        history = fused.engine.iteration_history
+        assert a.iterations <= len(history) <= a.iterations + 1 and all(np.isfinite(history).ravel())
+        if a.iterations == b.iterations:
+            assert len(history) == len(staged.engine.iteration_history)
         np.testing.assert_allclose(fused.q, staged.q, rtol=0, atol=1e-12)
         np.testing.assert_allclose(fused.v, staged.v, rtol=0, atol=1e-10)
         assert fused.contacts.size == staged.contacts.size
@@ -121,6 +127,23 @@ def test_trajectories_equal_the_staged_step(scene, dt, seconds):
     np.testing.assert_allclose(fused.body_velocity(name), staged.body_velocity(name), atol=1e-10)
     if scene == SPHERE:    # rolling without slipping at 5/7 v0 (ICF paper, section XI-B)
         assert abs(fused.body_velocity(name)[0] - 2.0 * 5.0 / 7.0) < 0.01
+
+
+def test_the_pieces_the_fused_step_runs_are_refused_where_they_do_not_exist():
+    """The compiled TAMSI scratch (``TamsiEngine.kernel_scratch``) of a numpy-kernel engine and the analytic pass's
+    arguments (``ContactQuery.analytic_step_arguments``) of a query with a coal pair: clear errors naming them."""
+    from contact_sim_ros.errors import ConfigError, EngineError
+    numpy_kernel = Simulator(SPHERE, engine="tamsi", time_step=2e-3, engine_options={"kernel": "numpy"})
+    assert not numpy_kernel.engine.compiled
+    with pytest.raises(EngineError, match="kernel_scratch needs the compiled kernel"):
+        numpy_kernel.engine.kernel_scratch(1)
+    box_on_ground = {"objects": [{"name": "b", "shape": {"box": [0.1, 0.1, 0.1]}, "mass": 1.0,
+                                  "pose": {"xyz": [0, 0, 0.05]}}],
+                     "environment": [{"name": "ground", "shape": "halfspace"}]}
+    coal_pair = Simulator(box_on_ground, engine="tamsi")
+    assert coal_pair.engine.compiled and not coal_pair.contact_query.all_analytic
+    with pytest.raises(ConfigError, match="analytic_step_arguments.*all_analytic is False"):
+        coal_pair.contact_query.analytic_step_arguments()
 
 
 def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_elsewhere():

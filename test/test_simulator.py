@@ -131,6 +131,44 @@ def test_engine_outputs_are_written_in_place_and_last_result_survives_the_next_s
     assert normal == pytest.approx(m * G, rel=0.01)
 
 
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_the_allocating_step_is_the_step_into_a_fresh_slot(engine):
+    """The compiled engines have one step (``_do_step_into``): ``ContactEngine.step`` runs it on a fresh ResultSlot.
+    A box sliding at 0.5 m/s on the ground with friction 0.5 (it sticks after ~0.1 s) for 0.3 s: a second engine of
+    the same model stepped with ``step`` on the Simulator's inputs gives, every step, the Simulator's result
+    (``step_into`` into its slots) to the bit, and its results are arrays of their own (the next ``step`` does not
+    write them; not the slots')."""
+    sim = Simulator({"objects": [{"name": "obj", "shape": {"box": [0.1, 0.08, 0.06]}, "mass": 0.7,
+                                  "pose": {"xyz": [0, 0, 0.03]}, "velocity": [0.5, 0, 0, 0, 0, 0]}],
+                     "environment": [{"name": "ground", "shape": "halfspace"}],
+                     "materials": {"default": {"stiffness": 1e5, "dissipation": 20.0, "friction": 0.5}}},
+                    engine=engine, time_step=1e-3)
+    twin = type(sim.engine)(sim.model, sim.engine.options)
+    step_into, seen = sim.engine.step_into, []
+
+    def both(inputs, slot):
+        into = step_into(inputs, slot)
+        fresh = twin.step(inputs)
+        assert into is slot.result and fresh is not into
+        assert (fresh.stats.status, fresh.stats.iterations, fresh.stats.residual) == (
+            into.stats.status, into.stats.iterations, into.stats.residual)
+        for field in ("v_next", "contact_impulse", "generalized_contact_force", "actuation_force"):
+            np.testing.assert_array_equal(getattr(fresh, field), getattr(into, field), err_msg=field)
+            assert not np.shares_memory(getattr(fresh, field), getattr(into, field)), field
+        if seen:                                         # the previous step's result, kept by the caller
+            previous, values = seen[-1]
+            for field, value in values.items():
+                np.testing.assert_array_equal(getattr(previous, field), value, err_msg=field)
+        seen.append((fresh, {f: getattr(fresh, f).copy() for f in ("v_next", "contact_impulse")}))
+        return into
+
+    sim.engine.step_into = both
+    for _ in range(300):
+        sim.step(strict=True)
+    assert len(seen) == 300 and all(r.contact_impulse.shape == (4, 3) for r, _ in seen)
+    assert seen[0][0].v_next[0] > 0.4 and abs(sim.v[0]) < 1e-3      # slid, then stuck: both regimes compared
+
+
 def test_the_scene_is_never_written_the_initial_state_is_the_simulators(tmp_path):
     """set_initial_positions and carry_over change the Simulator's initial state (data.q0 / v0, what reset returns
     to), never the Scene it was built from: a second Simulator of the same Scene object starts where the scene

@@ -68,7 +68,7 @@ for k in ("coal.CollisionResult.getContact", "coal.Contact.getNearestPoint1", "c
           "coal.Contact.penetration_depth"):
     CATEGORY[k] = "contact query (coal result accessors)"
 for k in ("cq._finish_numba", "cq._finish_numpy", "cq.computeJointJacobians", "cq._patch_contacts_numba",
-          "cq._contact_set", "cq.kernels.finish_contacts"):
+          "cq.contact_set", "cq.kernels.finish_contacts"):
     CATEGORY[k] = "assembly (frames, Jacobians, ContactSet)"
 CATEGORY["engine.step"] = "engine (Python around kernels)"
 CATEGORY["engine._do_step"] = "engine (Python around kernels)"
@@ -194,7 +194,7 @@ def instrument(sim, prof):
     q = sim.contact_query
     if q._broad is not None:
         q._broad = BroadProxy(prof, q._broad)
-    for name in ("update", "_finish_numba", "_finish_numpy", "_patch_contacts_numba", "_contact_set"):
+    for name in ("update", "_finish_numba", "_finish_numpy", "_patch_contacts_numba", "contact_set"):
         setattr(q, name, prof.wrap(f"cq.{name}", getattr(q, name)))
     e = sim.engine
     for name in ("step", "_do_step", "step_into", "_do_step_into"):

@@ -122,6 +122,19 @@ class ResultSlot:
         self._capacity = -1
         self.rows(8)
 
+    @classmethod
+    def for_one_step(cls, nv: int, n: int) -> "ResultSlot":
+        """A slot for one step of ``n`` contacts whose result the caller keeps (an engine's allocating ``_do_step``
+        is its ``_do_step_into`` on one): its arrays uninitialised (the step writes them all) and sized exactly,
+        made as the StepResult's own arrays were before the slots (``np.empty``, no views to cache)."""
+        slot = cls.__new__(cls)
+        slot.v_next, slot.generalized_contact_force, slot.actuation_force = np.empty(nv), np.empty(nv), np.empty(nv)
+        slot._impulse, slot._normal = np.empty((n, 3)), np.empty(n)
+        slot._capacity, slot._views = n, {n: (slot._impulse, slot._normal)}
+        slot.result = StepResult(slot.v_next, slot._impulse, slot.generalized_contact_force, slot.actuation_force,
+                                 SolverStats())
+        return slot
+
     def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(n, 3) impulse and (n,) friction-normal-impulse views of the slot's contact buffers (N*s)."""
         views = self._views.get(n) if n <= self._capacity else None

@@ -436,47 +436,13 @@ class ConvexICFEngine(ContactEngine):
     def _do_step(self, inputs: StepInputs) -> StepResult:
         if not self._compiled:
             return self._do_step_numpy(inputs)
-        contacts = inputs.contacts
-        nc = contacts.signed_distance.shape[0]
-        if nc > self._capacity:
-            self._ensure_capacity(nc)
-        act = inputs.actuation
-        nv = self._nv
-        v_next, generalized_force, actuation = np.empty(nv), np.empty(nv), np.empty(nv)
-        impulse = np.empty((nc, 3))
-        gn0 = np.empty(nc) if self._lagged else self._no_friction_normal_impulse
-        damping = inputs.joint_damping
-        if not damping.flags.writeable:
-            # the model's own (read-only) array when no joint has friction: a read-only argument would make numba
-            # compile (and cache) a second variant of the kernel, so the node's warm start would compile again
-            damping = self._damping
-            np.copyto(damping, inputs.joint_damping)
-        code, iterations, residual, failed_at, n_eval, deferred = icf_kernels.icf_step(
-            inputs.dt, inputs.mass_matrix, inputs.v, inputs.generalized_force, damping,
-            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
-            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
-            contacts.dissipation, contacts.friction,
-            self._jacobian_columns(contacts),
-            self._kernel_options, self._structure, self._fwork,
-            self._iwork, self._stiction, v_next, impulse, generalized_force, actuation, gn0)
-        self._last_nc = nc
-        self.last_line_search_evaluations = n_eval
-        self.last_deferred_contacts = deferred
-        if code == icf_kernels.CONVERGED:
-            stats = SolverStats(iterations=iterations, residual=residual)
-        else:
-            stats = self._compiled_failure(inputs, code, iterations, residual, failed_at)
-            if stats is None:
-                return self._failure(inputs, self._FAILURES[code].format(failed_at))
-            if not np.isfinite(v_next).all():
-                v_next = np.array(inputs.v, float, copy=True)
-        return StepResult(v_next=v_next, contact_impulse=impulse, generalized_contact_force=generalized_force,
-                          actuation_force=actuation, stats=stats,
-                          friction_normal_impulse=gn0 if self._lagged else None)
+        # the compiled step has one path, ``_do_step_into``: here into a slot of this step's own (fresh arrays)
+        return self._do_step_into(inputs, ResultSlot.for_one_step(self._nv, inputs.contacts.signed_distance.shape[0]))
 
     def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
-        """The compiled ``_do_step`` writing into ``slot``'s arrays (the same kernel call, bit for bit); a step that
-        does not converge returns a new StepResult as ``_do_step`` does."""
+        """The compiled step (``icf_kernels.icf_step``) writing into ``slot``'s arrays: no array or result object
+        made per step when it converges (``step_into``; ``_do_step`` gives it a fresh slot); a step that does not
+        converge returns a new StepResult over the slot's arrays."""
         contacts = inputs.contacts
         nc = contacts.signed_distance.shape[0]
         if nc > self._capacity:
@@ -486,7 +452,9 @@ class ConvexICFEngine(ContactEngine):
         if not self._lagged:
             gn0 = self._no_friction_normal_impulse
         damping = inputs.joint_damping
-        if not damping.flags.writeable:        # as in _do_step: one compiled variant of the kernel
+        if not damping.flags.writeable:
+            # the model's own (read-only) array when no joint has friction: a read-only argument would make numba
+            # compile (and cache) a second variant of the kernel, so the node's warm start would compile again
             damping = self._damping
             np.copyto(damping, inputs.joint_damping)
         v_next, generalized_force, actuation = slot.v_next, slot.generalized_contact_force, slot.actuation_force

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EngineError
 from . import tamsi_kernels
 from .base import ContactEngine, ResultSlot, SolverStats, SolverStatus, StepInputs, StepResult
 from .registry import register_engine
@@ -153,10 +153,12 @@ class TamsiEngine(ContactEngine):
         self._diag = np.arange(nv)
         self._p_star = np.empty(nv)
         self._v = np.empty(nv)
-        # (|dv_c|_inf, alpha) of every Newton update of the last step (rows [:_history_count]); see
+        # (|dv_c|_inf, alpha) of every Newton update of the last step (rows [:history_count]); see
         # ``iteration_history``. The simplified-Newton exit adds one row, hence max_iterations + 1.
         self._history = np.zeros((self.options.max_iterations + 1, 2))
-        self._history_count = 0
+        # rows of _history the last step wrote: this engine's step, or a compiled step run outside it on its
+        # kernel_scratch (sim/free_body_step.py), which sets it
+        self.history_count = 0
         self._kernels = None
         if self.options.kernel == "numba":
             self._kernels = tamsi_kernels
@@ -184,9 +186,25 @@ class TamsiEngine(ContactEngine):
     def iteration_history(self) -> list[tuple[float, float]]:
         """(|dv|_inf in m/s, alpha) of every Newton update of the last step (for Fig. 4-style plots); a last row
         with alpha = 0 is the simplified-Newton estimate that ended the iteration (not applied)."""
-        return [(float(e), float(a)) for e, a in self._history[:self._history_count]]
+        return [(float(e), float(a)) for e, a in self._history[:self.history_count]]
+
+    @property
+    def compiled(self) -> bool:
+        """True when the step is the compiled kernel's (``kernel="numba"``, ``tamsi_kernels.newton_step_packed``)."""
+        return self._kernels is not None
 
     # ------------------------------------------------------------------ scratch
+    def kernel_scratch(self, contacts: int) -> tuple:
+        """The compiled kernel's scratch arguments (fixed-size float and int buffers, contact-sized float and int
+        buffers: ``newton_step_packed``'s arguments between the contacts' and the outputs), grown to hold
+        ``contacts`` contacts, for a caller that runs the kernel itself with at most that many contacts
+        (sim/free_body_step.py). They stay the engine's: the same arrays until one of its steps has more contacts.
+        That caller sets ``history_count`` to the kernel's count (``iteration_history``)."""
+        if not self.compiled:
+            raise EngineError(f"engine {self.name!r}: kernel_scratch needs the compiled kernel (kernel='numba')")
+        self._ensure_capacity(contacts)
+        return self._kernel_scratch
+
     def _ensure_capacity(self, n: int) -> None:
         """Contact-sized scratch, grown geometrically when a step has more contacts than ever before."""
         if n <= self._capacity:
@@ -382,12 +400,14 @@ class TamsiEngine(ContactEngine):
 
     def _do_step(self, inputs: StepInputs) -> StepResult:
         if self._kernels is not None:
-            return self._do_step_compiled(inputs)
+            # the compiled step has one path, ``_do_step_into``: here into a slot of this step's own (fresh arrays)
+            slot = ResultSlot.for_one_step(self._nv, inputs.contacts.signed_distance.shape[0])
+            return self._do_step_into(inputs, slot)
         return self._do_step_numpy(inputs)
 
     def _record(self, err: float, alpha: float) -> None:
-        self._history[self._history_count] = err, alpha
-        self._history_count += 1
+        self._history[self.history_count] = err, alpha
+        self.history_count += 1
 
     def _do_step_numpy(self, inputs: StepInputs) -> StepResult:
         """The reference implementation of the step (numpy, method by method)."""
@@ -399,7 +419,7 @@ class TamsiEngine(ContactEngine):
         v0 = inputs.v
         act = inputs.actuation
         tol = opts.relative_tolerance * opts.stiction_tolerance
-        self._history_count = 0
+        self.history_count = 0
 
         v = self._v
         v[:] = v0
@@ -482,43 +502,11 @@ class TamsiEngine(ContactEngine):
                               message=message),
         )
 
-    def _do_step_compiled(self, inputs: StepInputs) -> StepResult:
-        """The same step as ``_do_step_numpy`` in one call of the compiled kernel (``tamsi_kernels.newton_step``)."""
-        kernels = self._kernels
-        contacts = inputs.contacts
-        n = contacts.signed_distance.shape[0]
-        if n > self._capacity:
-            self._ensure_capacity(n)
-        act = inputs.actuation
-        h = float(inputs.dt)
-        nv = self._nv
-        v_next, actuation, gen_contact = np.empty(nv), np.empty(nv), np.empty(nv)
-        impulse = np.empty((n, 3))
-        code, iterations, err, self._history_count, info = kernels.newton_step_packed(
-            inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, h,
-            act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
-            contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,
-            contacts.dissipation, contacts.friction, *self._kernel_scratch, v_next, impulse, gen_contact, actuation)
-        if code == kernels.CONVERGED:
-            status, message = SolverStatus.CONVERGED, ""
-        else:
-            status, message = self._failure(code, err, info, inputs.t)
-            if not np.isfinite(v_next).all():
-                v_next = inputs.v.copy()
-            if not np.isfinite(impulse).all():
-                impulse = np.zeros((n, 3))
-        return StepResult(
-            v_next=v_next,
-            contact_impulse=impulse,
-            generalized_contact_force=gen_contact,
-            actuation_force=actuation,
-            stats=SolverStats(status=status, iterations=iterations, residual=float(err) if iterations else 0.0,
-                              message=message),
-        )
-
     def _do_step_into(self, inputs: StepInputs, slot: ResultSlot) -> StepResult:
-        """``_do_step_compiled`` writing into ``slot``'s arrays (the same kernel call, bit for bit): no array or
-        result object made per step."""
+        """The compiled step (``_do_step_numpy`` in one call of ``tamsi_kernels.newton_step_packed``) writing into
+        ``slot``'s arrays: no array or result object made per step (``step_into``; ``_do_step`` gives it a fresh
+        slot). A step that does not converge keeps a finite state: ``v_next`` = v0 and zero impulses where the
+        kernel's are not finite."""
         kernels = self._kernels
         contacts = inputs.contacts
         n = contacts.signed_distance.shape[0]
@@ -526,7 +514,7 @@ class TamsiEngine(ContactEngine):
             self._ensure_capacity(n)
         act = inputs.actuation
         impulse = slot.rows(n)[0]
-        code, iterations, err, self._history_count, info = kernels.newton_step_packed(
+        code, iterations, err, self.history_count, info = kernels.newton_step_packed(
             inputs.mass_matrix, inputs.v, inputs.generalized_force, inputs.joint_damping, float(inputs.dt),
             act.effort, act.kp, act.kd, act.position_error, act.velocity_target, act.effort_limit,
             contacts.jacobian, contacts.velocity_bias, contacts.signed_distance, contacts.stiffness,

@@ -441,6 +441,27 @@ class ContactQuery:
         """(slots, 4, 4) world placements of those joints by slot, slot 0 the world (identity)."""
         return self._an_joint_placement
 
+    @property
+    def all_analytic(self) -> bool:
+        """True when every collision pair is a sphere-halfspace pair (compiled kernel): the whole query is one
+        compiled call (``contact_kernels.sphere_halfspace_contacts``) and its buffers are never reallocated."""
+        return self._all_analytic
+
+    def analytic_step_arguments(self) -> tuple[tuple, tuple, np.ndarray]:
+        """For a caller that runs an all-analytic query's compiled pass itself (``all_analytic``; the fused
+        free-body step, sim/free_body_step.py) with the joint placements written into ``analytic_placements`` and
+        its own joint Jacobians: the arguments of ``contact_kernels.sphere_halfspace_contacts`` before the joint
+        Jacobians (those placements first) and after them, and the (3 * pairs,) velocity-bias buffer of the
+        contacts (m/s). The query's own constants and buffers, the same arrays for its life in this path; the n
+        contacts a call found are then ``contact_set(n)``."""
+        if not self._all_analytic:
+            raise ConfigError("ContactQuery.analytic_step_arguments: the query has pairs that are not "
+                              "sphere-halfspace pairs of the compiled kernel (all_analytic is False)")
+        return ((self._an_joint_placement, self._an_int, self._an_float, self.margin, self._an_pair_out,
+                 self._an_raw, self._pair_ids, self._pair_material),
+                (self._joint_columns, self._column_dof, self._ids, self._point, self._normal, self._phi,
+                 self._rotation, self._jacobian, self._material, self._rel_scratch, self._columns), self._bias)
+
     def set_placement_source(self, source) -> None:
         """``source()`` writes the current configuration's joint placements into ``analytic_placements``; ``update``
         then calls it instead of reading ``pin_data.oMi`` joint by joint (~0.9 us per joint). The owner guarantees
@@ -481,7 +502,7 @@ class ContactQuery:
     def _allocate(self, capacity: int) -> None:
         nv = self._nv
         self._capacity = capacity
-        self._views = {}                                      # n -> ContactSet of the first n rows (_contact_set)
+        self._views = {}                                      # n -> ContactSet of the first n rows (contact_set)
         self._ids = np.zeros((4, capacity), dtype=int)        # rows: geometry A, B, joint A, B
         self._point = np.zeros((capacity, 3))
         self._normal = np.zeros((capacity, 3))
@@ -527,7 +548,7 @@ class ContactQuery:
                 self._bounds_wait -= 1
             elif not self._bounds.any_within(q):          # no pair within the margin: no coal call
                 self.stats["candidate_pairs"] = self.stats["colliding_pairs"] = self.stats["contacts"] = 0
-                return self._contact_set(0)
+                return self.contact_set(0)
             else:
                 self._bounds_wait = BOUND_RETEST_AFTER
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
@@ -570,7 +591,7 @@ class ContactQuery:
         has_multi = len(multi_pair) > 0 or n_box_patches > 0
         if not (len(single_pair) or has_multi or n_analytic):
             self.stats["contacts"] = 0
-            return self._contact_set(0)
+            return self.contact_set(0)
         if n_analytic:                  # the compiled rows merged into the one-point contacts, in pair order
             raw = self._an_raw
             if len(single_pair):
@@ -728,7 +749,7 @@ class ContactQuery:
         """The ContactSet of the n contacts in the buffers, with the surface-velocity bias."""
         self.stats["contacts"] = n
         if n == 0:
-            return self._contact_set(0)
+            return self.contact_set(0)
 
         bias = self._bias[:3 * n]
         if surface_velocity is None:
@@ -741,7 +762,7 @@ class ContactQuery:
             ga, gb, ja, jb = self._ids[:, :n]
             v_rel = np.where((jb == 0)[:, None], vs[gb], 0.0) - np.where((ja == 0)[:, None], vs[ga], 0.0)
             np.matmul(v_rel[:, None, :], self._rotation[:n], out=bias.reshape(n, 1, 3))      # R^T v per contact
-        return self._contact_set(n)
+        return self.contact_set(n)
 
     def _finish_numba(self, pin_data, pair_of, wit_a, wit_b, normal, joint_jacobians: bool = False) -> int:
         """``_finish_numpy`` in one compiled call (``contact_kernels.finish_contacts``); returns n."""
@@ -785,9 +806,10 @@ class ContactQuery:
             jac[:] = 0.0
         return n
 
-    def _contact_set(self, n: int) -> ContactSet:
+    def contact_set(self, n: int) -> ContactSet:
         """The ContactSet of the buffers' first n rows: one view object per n, made once per buffer allocation
-        (its arrays are views: they hold the latest query's values)."""
+        (its arrays are views: they hold the latest query's values; ``update`` returns it, a caller that ran the
+        query's compiled pass itself, ``analytic_step_arguments``, reads its n contacts with it)."""
         view = self._views.get(n)
         if view is None:
             view = self._views[n] = self._make_contact_set(n)

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..jit import njit
 from ..engines import tamsi_kernels
+from ..engines.tamsi import TamsiEngine
 from ..geometry.contact_kernels import sphere_halfspace_contacts
 from . import step_kernels
 
@@ -276,46 +277,45 @@ class FreeBodies:
 
 class FreeBodyTamsiStep:
     """The Simulator's fused step for a qualifying scene (module docstring): the constant arguments of
-    ``free_body_tamsi_step`` packed once, the per-step outputs allocated fresh (they become the state and the
-    StepResult)."""
+    ``free_body_tamsi_step`` packed once from the Simulator's model, data and parts (as the stages of sim/stages.py
+    take them), the per-step outputs allocated fresh (they become the state and the StepResult)."""
 
     @staticmethod
-    def qualifies(sim) -> bool:
-        """True for a Simulator whose scene and engine this path covers exactly (module docstring): the engine
-        is TAMSI with its compiled kernel (``TamsiEngine._kernels`` is tamsi_kernels, which no other engine has)."""
-        pm = sim.model.pin_model
-        cq = sim.contact_query
-        free = sim._free_motion
-        return (getattr(sim.engine, "_kernels", None) is tamsi_kernels
-                and sim._free_bodies is not None and len(free.q_index) == pm.njoints - 1
-                and pm.nq == 7 * len(free.q_index)
-                and cq._all_analytic and not sim.scene.joint_scripts and not sim.scene.surface_velocities)
+    def qualifies(model, parts) -> bool:
+        """True for a Simulator whose model (sim_model.SimModel) and parts (stages.StepParts) this path covers
+        exactly (module docstring): the engine is TAMSI with its compiled kernel."""
+        pm = parts.pin_model
+        n_free = len(model.free_q_index)
+        return (isinstance(parts.engine, TamsiEngine) and parts.engine.compiled
+                and parts.free_bodies is not None and n_free == pm.njoints - 1 and pm.nq == 7 * n_free
+                and parts.contact_query.all_analytic and not model.has_joint_scripts
+                and not model.has_surface_velocities)
 
-    def __init__(self, sim):
-        pm = sim.model.pin_model
-        cq = sim.contact_query
-        engine = sim.engine
-        self._cq, self._engine, self._nq, self._nv = cq, engine, pm.nq, pm.nv
+    def __init__(self, model, data, parts):
+        """``model``, ``data``, ``parts``: the Simulator's SimModel, SimData and StepParts (sim/sim_model.py,
+        sim/sim_data.py, sim/stages.py), for which ``qualifies`` holds."""
+        cq = parts.contact_query
+        engine = parts.engine
+        nq, nv = model.nq, model.nv
+        self._cq, self._engine, self._nq, self._nv = cq, engine, nq, nv
         self._pairs = cq.num_pairs
-        engine._ensure_capacity(self._pairs)          # every pair gives at most one contact
-        bodies = sim._free_bodies
+        bodies = parts.free_bodies
         self._body_int, self._body_float = bodies.body_int, bodies.body_float
         self.mass_matrix = M = bodies.mass_matrix
         self._gravity = bodies.gravity
-        self._nle = np.zeros(pm.nv)
-        self._J = np.zeros((6, pm.nv))
-        self._v_engine = np.zeros(pm.nv)
-        self._position_error = np.zeros(pm.nv)
+        self._nle = np.zeros(nv)
+        self._J = np.zeros((6, nv))
+        self._v_engine = np.zeros(nv)
+        self._position_error = np.zeros(nv)
         # the arguments of free_body_tamsi_step between J's and the outputs, fixed for the Simulator's life (the
         # contact query's buffers are not reallocated in its all-analytic path, the engine's scratch not beyond
         # the number of pairs)
-        self._args = (self._position_error, cq._an_joint_placement, cq._an_int, cq._an_float, cq.margin,
-                      cq._an_pair_out, cq._an_raw, cq._pair_ids, cq._pair_material, cq._joint_columns, cq._column_dof,
-                      cq._ids, cq._point, cq._normal, cq._phi, cq._rotation, cq._jacobian, cq._material,
-                      cq._rel_scratch, cq._columns, cq._bias, sim.data.rows, sim.data.modes,
-                      sim.sim_model.free_v_index, sim.sim_model.friction_tolerance, sim.sim_model.tree_ptr,
-                      sim.data.effort, sim.data.v_target, sim.data.effort_limit, *engine._kernel_scratch,
-                      sim.sim_model.finish_index, sim.data.finish_values)
+        before_jacobians, after_jacobians, bias = cq.analytic_step_arguments()
+        self._args = (self._position_error, *before_jacobians, *after_jacobians, bias, data.rows, data.modes,
+                      model.free_v_index, model.friction_tolerance, model.tree_ptr,
+                      data.effort, data.v_target, data.effort_limit,
+                      *engine.kernel_scratch(self._pairs),          # every pair gives at most one contact
+                      model.finish_index, data.finish_values)
         self._head = (self._body_int, self._body_float, self._gravity, M, self._nle, self._J)
 
     def step(self, q, v, dt, slot=None):
@@ -329,7 +329,7 @@ class FreeBodyTamsiStep:
             impulse, gen, act = slot.rows(self._pairs)[0], slot.generalized_contact_force, slot.actuation_force
         status, iterations, err, count, info, n, r, code = free_body_tamsi_step(
             q, v, dt, *self._head, *self._args, q_next, v_out, self._v_engine, impulse, gen, act)
-        self._engine._history_count = count
+        self._engine.history_count = count                # its iteration_history: this step's Newton updates
         stats = self._cq.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = self._pairs, r, n
         return (status, iterations, err, info, n, code, q_next, v_out,

@@ -183,13 +183,15 @@ class Simulator:
             module = native_build.RIGID_BODY.load()
             if module is not None:
                 self._rigid = module.RigidBodyDynamics(pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
-        # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step)
         # the objects the stages call (sim/stages.py), fixed for the Simulator's life
         self.step_parts = StepParts(pm, self._pin_data, self.engine, self.contact_query, self._actuation,
                                 self._free_bodies, self._rigid, self._penetration, self._divergence,
                                 tuple(self.scene.external_forces), tuple(self.scene.joint_scripts),
                                 tuple(self.scene.surface_velocities.items()))
-        self._fused = FreeBodyTamsiStep(self) if FreeBodyTamsiStep.qualifies(self) else None
+        # free bodies on sphere-halfspace pairs with TAMSI: the whole step in one compiled call (_fused_step), built
+        # from the model, the data and the parts as the stages take them
+        self._fused = (FreeBodyTamsiStep(self.sim_model, self.data, self.step_parts)
+                       if FreeBodyTamsiStep.qualifies(self.sim_model, self.step_parts) else None)
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -523,7 +525,7 @@ class Simulator:
         if code != step_kernels.OK:
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
                 return None
-        contacts = self.contact_query._contact_set(n)
+        contacts = self.contact_query.contact_set(n)
         if self._penetration is not None and n and self._penetration.check(contacts, t, self._v, dt):
             return None            # the staged step fails with the reason
         self.contacts = contacts
