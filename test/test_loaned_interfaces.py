@@ -134,7 +134,7 @@ def test_a_controller_writes_only_the_rows_it_claimed_and_nothing_once_deactivat
     assert arm.loan.rows.tolist() == [0, 1] and gripper.loan.rows.tolist() == [2]
     finger = hw.indices(["finger_joint"])
     before = hw.values.copy(), hw.mode.copy()
-    with pytest.raises(InterfaceNotClaimed, match=r"controller 'arm' .*\['finger_joint'\] it did not claim"):
+    with pytest.raises(InterfaceNotClaimed, match=r"controller 'arm' .*\['finger_joint/position'\] it did not claim"):
         arm.loan.write_position(finger, [0.01])
     with pytest.raises(InterfaceNotClaimed, match="finger_joint"):
         arm.loan.write_effort(np.array([0, 2]), [1.0, 1.0])          # one claimed row, one not: nothing written
@@ -161,6 +161,49 @@ def test_a_controller_writes_only_the_rows_it_claimed_and_nothing_once_deactivat
         loan.hold(arm.idx, [0.0, 0.0])
     ok, msg = w.cm.switch(["arm"], [], STRICT)                        # a new loan on activation
     assert ok and arm.loan is not None and arm.loan is not loan and hw.claims["j1/position"] == "arm"
+
+
+def test_a_loan_is_the_interfaces_claimed_not_their_joints(urdf):
+    """A loan is the (joint, interface) pairs claimed, as ros2_control's LoanedCommandInterface is one interface:
+    the arm's position trajectory controller (j1/position, j2/position) writing j1's effort or velocity raises
+    naming ``j1/effort`` / ``j1/velocity`` and changes nothing, while its position writes go through; a forward
+    effort group on the arm may write the effort and not the position of its joints, and its pushed position
+    command is refused naming the interfaces; the drive's hold (any claimed interface of the row) is allowed to both.
+    In sim time: the effort group's 0.5 N*m on j1 reaches the joint (its velocity leaves 0 within 10 steps)."""
+    w = make_world(urdf, arm_and_gripper(ControllerSpec("forward", EFFORT_GROUP, {"joints": ARM})),
+                   inactive=["forward"])
+    arm = w.cm.controllers["arm"]
+    hw = w.system.command
+    assert sorted(arm.loan.names) == ["j1/position", "j2/position"]
+    before = hw.values.copy(), hw.mode.copy(), hw.effort_raw.copy()
+    with pytest.raises(InterfaceNotClaimed, match=r"controller 'arm' writes the command interface\(s\) "
+                                                  r"\['j1/effort'\] it did not claim; it claims \['j1/position'"):
+        arm.loan.write_effort(0, 1.0)
+    with pytest.raises(InterfaceNotClaimed, match=r"\['j1/velocity', 'j2/velocity'\] it did not claim"):
+        arm.loan.write_velocity(arm.idx, [0.1, 0.1])
+    for now, then in zip((hw.values, hw.mode, hw.effort_raw), before):
+        np.testing.assert_array_equal(now, then)
+    arm.loan.write_position(arm.idx, [0.1, -0.1], [0.0, 0.0])
+    assert hw.position[:2].tolist() == [0.1, -0.1]
+    arm.loan.hold(arm.idx, [0.0, 0.0])
+
+    ok, msg = w.cm.switch(["forward"], ["arm"], STRICT)
+    assert ok, msg
+    forward = w.cm.controllers["forward"]
+    assert sorted(forward.loan.names) == ["j1/effort", "j2/effort"]
+    with pytest.raises(InterfaceNotClaimed, match=r"controller 'forward' .*\['j1/position', 'j2/position'\]"):
+        forward.loan.write_position(forward.idx, [0.0, 0.0])
+    with pytest.raises(InterfaceNotClaimed, match=r"\['j2/position'\]"):
+        forward.loan.buffers(np.array([1]))
+    command = validate_group_command(JointLimits.from_model(w.sim.model), ARM, [0.2, 0.2], "position")
+    with pytest.raises(InterfaceNotClaimed, match=r"\['j1/position', 'j2/position'\]"):
+        forward.loan.push_command(command)
+    assert not w.system.commands.pending
+    forward.on_commands([0.5, 0.0])                                   # its own interface: handed over
+    for _ in range(10):
+        w.loop.step_now()
+    assert hw.mode[0] == 2 and hw.effort[0] == 0.5
+    assert abs(w.system.state.velocity[0]) > 0.0
 
 
 def test_a_forward_controllers_commands_go_through_its_loan_and_stop_with_it(urdf):
@@ -216,7 +259,7 @@ def test_loaned_writes_allocate_nothing_per_update(urdf):
     ("raise", "Caught exception of type : RuntimeError while updating controller 'writer': the test controller "
               "fails"),
     ("foreign", "Caught exception of type : InterfaceNotClaimed while updating controller 'writer': controller "
-                "'writer' writes the command interfaces of joint(s) ['j1'] it did not claim"),
+                "'writer' writes the command interface(s) ['j1/position'] it did not claim"),
 ])
 def test_a_failing_update_deactivates_its_controller_and_the_others_and_the_stepping_go_on(urdf, row_writer,
                                                                                             failure, exception):
