@@ -16,13 +16,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from contact_sim_ros.driver.command_validation import JointLimits, validate_group_command
+from contact_sim_ros.driver.command_validation import CommandRejected, JointLimits, validate_group_command
 from contact_sim_ros.driver.config import ControllersFile, ControllerSpec, parse_ros2_control
 from contact_sim_ros.driver.controller_manager import BEST_EFFORT, STRICT, ControllerManager
 from contact_sim_ros.driver.controllers import registry
 from contact_sim_ros.driver.controllers.base import Controller, ControllerTransport, ReturnType
 from contact_sim_ros.driver.loaned_interfaces import InterfaceNotClaimed
 from contact_sim_ros.driver.loop import SteppingLoop
+from contact_sim_ros.driver.robot import validate_joint_command
 from contact_sim_ros.driver.parameters import Parameter, ParameterTable
 from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.errors import ConfigError
@@ -356,3 +357,41 @@ def test_a_claim_the_ros2_control_block_does_not_offer_is_refused(urdf):
     assert not ok and msg == ("Unable to activate controller 'velocity' since the command interface 'j1/velocity' "
                               "is not available. (joint 'j1' exports the command interfaces ['position'])")
     assert cm.controllers["arm"].active
+
+
+def test_the_joint_command_topic_accepts_what_the_system_exports(urdf):
+    """The hardware-level joint_command (validate_joint_command, what the node's and each robot's topic call) asks
+    the System's exported command interfaces, not the engine: on quasistatic_lcp a pure effort is refused
+    ('unsupported', naming the interfaces and the engine's reason) and an effort with a position (its feed-forward)
+    accepted; on semi_implicit the effort is accepted and reaches the joint in sim time; a <ros2_control> block
+    giving j1 the position interface only makes a velocity command on j1 refused too (which the engine accepts),
+    while the finger (left out of the block) takes it."""
+    quasistatic = make_world(urdf, (), engine="quasistatic_lcp")
+    limits = JointLimits.from_model(quasistatic.sim.model)
+    with pytest.raises(CommandRejected) as exc:
+        validate_joint_command(limits, quasistatic.system.command, ["j2", "j1"], effort=[1.0, 2.0])
+    assert exc.value.kind == "unsupported"
+    assert str(exc.value) == ("joint_command: the hardware does not export the command interface(s) ['j2/effort', "
+                              "'j1/effort']: engine 'quasistatic_lcp' ignores effort commands: its joints follow "
+                              "position or velocity commands")
+    validate_joint_command(limits, quasistatic.system.command, ["j1"], [0.1], [], [1.0])     # feed-forward
+
+    w = make_world(urdf, ())
+    cmd = validate_joint_command(limits, w.system.command, ["j1"], effort=[2.0])
+    w.system.commands.push_command(cmd)
+    for _ in range(10):
+        w.loop.step_now()
+    assert w.system.command.mode[0] == 2 and w.system.command.effort[0] == 2.0
+    assert w.system.state.velocity[0] != 0.0
+
+    block = parse_ros2_control("""<robot name="planar"><ros2_control name="planar" type="system">
+      <hardware><plugin>mock_components/GenericSystem</plugin></hardware>
+      <joint name="j1"><command_interface name="position"/><state_interface name="position"/></joint>
+    </ros2_control></robot>""", "<block>")
+    hw = SimulatorSystem(Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT),
+                         block).command
+    with pytest.raises(CommandRejected, match=r"joint_command: the hardware does not export the command "
+                                              r"interface\(s\) \['j1/velocity'\]: joint 'j1' exports the command "
+                                              r"interfaces \['position'\]"):
+        validate_joint_command(limits, hw, ["finger_joint", "j1"], [], [0.1, 0.1])
+    assert validate_joint_command(limits, hw, ["finger_joint"], [], [0.1]).velocity.tolist() == [0.1]
