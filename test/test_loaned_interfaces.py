@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from contact_sim_ros.driver.command_validation import CommandRejected, JointLimits, validate_group_command
-from contact_sim_ros.driver.config import ControllersFile, ControllerSpec, parse_ros2_control
+from contact_sim_ros.driver.config import (ControllersFile, ControllerSpec, parse_ros2_control,
+                                           read_controllers_file)
 from contact_sim_ros.driver.controller_manager import BEST_EFFORT, STRICT, ControllerManager
 from contact_sim_ros.driver.controllers import registry
 from contact_sim_ros.driver.controllers.base import Controller, ControllerTransport, ReturnType
@@ -49,6 +50,7 @@ class RowWriter(Controller):
         Parameter("foreign", "string", "", description="a joint not claimed"),
         Parameter("failure", "string", "error", choices=("error", "raise", "foreign")),
         Parameter("fail_at", "double", 1e9, "s", "sim time of the failure"),
+        Parameter("states", "string_array", [], description="state interfaces claimed (joint/interface)"),
     )
 
     def __init__(self, name, ctype, params, ctx):
@@ -59,9 +61,13 @@ class RowWriter(Controller):
         self.foreign = ctx.command.indices([p["foreign"]]) if p["foreign"] else None
         self.q = np.zeros(1)
         self.updates = 0
+        self.states = [str(i) for i in p["states"]]
 
     def command_interfaces(self):
         return [f"{self.joint}/position"]
+
+    def state_interfaces(self):
+        return self.states
 
     def on_activate(self):
         self.q[:] = self.ctx.state.position[self.row]
@@ -395,3 +401,64 @@ def test_the_joint_command_topic_accepts_what_the_system_exports(urdf):
                                               r"interfaces \['position'\]"):
         validate_joint_command(limits, hw, ["finger_joint", "j1"], [], [0.1, 0.1])
     assert validate_joint_command(limits, hw, ["finger_joint"], [], [0.1]).velocity.tolist() == [0.1]
+
+
+CLAIMS_STATES = """controller_manager:
+  ros__parameters:
+    update_rate: 1000
+    arm:
+      type: joint_trajectory_controller/JointTrajectoryController
+    writer:
+      type: test_controllers/RowWriter
+arm:
+  ros__parameters:
+    joints: [j1, j2]
+    command_interfaces: [position]
+    state_interfaces: %s
+writer:
+  ros__parameters:
+    joint: finger_joint
+    states: %s
+"""
+
+
+@pytest.mark.parametrize("arm_states, writer_states, message", [
+    ("[position, velocity, acceleration]", "[finger_joint/position]",
+     "Unable to activate controller 'arm' since the state interface 'j1/acceleration' is not available. ('j1' "
+     "exports the state interfaces ['effort', 'position', 'velocity'])"),
+    ("[position, velocity]", "[finger_joint/position, fingr_joint/velocity]",
+     "Unable to activate controller 'writer' since the state interface 'fingr_joint/velocity' is not available. "
+     "(no joint or sensor 'fingr_joint')"),
+])
+def test_a_claimed_state_interface_the_system_does_not_export_fails_at_start_up(urdf, tmp_path, row_writer,
+                                                                              arm_states, writer_states, message):
+    """A controllers file whose controller claims a state interface the System does not export (the trajectory
+    controller's ``acceleration`` state interface; a misspelled joint) is a start-up ConfigError naming the file,
+    with ros2_control's controller_manager message ("Unable to activate controller '{}' since the state interface
+    '{}' is not available.", controller_manager.cpp) and the reason; loaded inactive, the controller's activation
+    is refused so (STRICT) or skipped (BEST_EFFORT) and the world steps on. The same file with exported claims
+    starts, both controllers active, and steps."""
+    path = tmp_path / "controllers.yaml"
+    path.write_text(CLAIMS_STATES % (arm_states, writer_states))
+    sim = Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT)
+    system = SimulatorSystem(sim)
+    limits = JointLimits.from_model(sim.model)
+    with pytest.raises(ConfigError) as exc:
+        ControllerManager(system, read_controllers_file(path), [], transport=Reports(), limits=limits)
+    assert str(exc.value) == f"{path}: {message}"
+
+    name = message.split("'")[1]
+    cm = ControllerManager(system, read_controllers_file(path), [name], transport=Reports(), limits=limits)
+    ok, msg = cm.switch([name], [], STRICT)
+    assert not ok and message in msg and not cm.controllers[name].active
+    ok, msg = cm.switch([name], [], BEST_EFFORT)
+    assert ok and f"skipped: {message}" in msg and not cm.controllers[name].active
+    loop = SteppingLoop(system, cm, real_time_factor=0.0)
+    for _ in range(5):
+        assert loop.step_now().ok
+
+    path.write_text(CLAIMS_STATES % ("[position, velocity]", "[finger_joint/position, finger_joint/effort]"))
+    cm = ControllerManager(SimulatorSystem(Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit",
+                                                     time_step=DT)),
+                           read_controllers_file(path), [], transport=Reports(), limits=limits)
+    assert cm.controllers["arm"].active and cm.controllers["writer"].active
