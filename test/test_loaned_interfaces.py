@@ -16,13 +16,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from contact_sim_ros.driver.command_validation import JointLimits, validate_group_command
-from contact_sim_ros.driver.config import ControllersFile, ControllerSpec, parse_ros2_control
+from contact_sim_ros.driver.command_validation import CommandRejected, JointLimits, validate_group_command
+from contact_sim_ros.driver.config import (ControllersFile, ControllerSpec, parse_ros2_control,
+                                           read_controllers_file)
 from contact_sim_ros.driver.controller_manager import BEST_EFFORT, STRICT, ControllerManager
 from contact_sim_ros.driver.controllers import registry
 from contact_sim_ros.driver.controllers.base import Controller, ControllerTransport, ReturnType
 from contact_sim_ros.driver.loaned_interfaces import InterfaceNotClaimed
 from contact_sim_ros.driver.loop import SteppingLoop
+from contact_sim_ros.driver.robot import validate_joint_command
 from contact_sim_ros.driver.parameters import Parameter, ParameterTable
 from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.errors import ConfigError
@@ -48,6 +50,7 @@ class RowWriter(Controller):
         Parameter("foreign", "string", "", description="a joint not claimed"),
         Parameter("failure", "string", "error", choices=("error", "raise", "foreign")),
         Parameter("fail_at", "double", 1e9, "s", "sim time of the failure"),
+        Parameter("states", "string_array", [], description="state interfaces claimed (joint/interface)"),
     )
 
     def __init__(self, name, ctype, params, ctx):
@@ -58,9 +61,13 @@ class RowWriter(Controller):
         self.foreign = ctx.command.indices([p["foreign"]]) if p["foreign"] else None
         self.q = np.zeros(1)
         self.updates = 0
+        self.states = [str(i) for i in p["states"]]
 
     def command_interfaces(self):
         return [f"{self.joint}/position"]
+
+    def state_interfaces(self):
+        return self.states
 
     def on_activate(self):
         self.q[:] = self.ctx.state.position[self.row]
@@ -134,7 +141,7 @@ def test_a_controller_writes_only_the_rows_it_claimed_and_nothing_once_deactivat
     assert arm.loan.rows.tolist() == [0, 1] and gripper.loan.rows.tolist() == [2]
     finger = hw.indices(["finger_joint"])
     before = hw.values.copy(), hw.mode.copy()
-    with pytest.raises(InterfaceNotClaimed, match=r"controller 'arm' .*\['finger_joint'\] it did not claim"):
+    with pytest.raises(InterfaceNotClaimed, match=r"controller 'arm' .*\['finger_joint/position'\] it did not claim"):
         arm.loan.write_position(finger, [0.01])
     with pytest.raises(InterfaceNotClaimed, match="finger_joint"):
         arm.loan.write_effort(np.array([0, 2]), [1.0, 1.0])          # one claimed row, one not: nothing written
@@ -161,6 +168,49 @@ def test_a_controller_writes_only_the_rows_it_claimed_and_nothing_once_deactivat
         loan.hold(arm.idx, [0.0, 0.0])
     ok, msg = w.cm.switch(["arm"], [], STRICT)                        # a new loan on activation
     assert ok and arm.loan is not None and arm.loan is not loan and hw.claims["j1/position"] == "arm"
+
+
+def test_a_loan_is_the_interfaces_claimed_not_their_joints(urdf):
+    """A loan is the (joint, interface) pairs claimed, as ros2_control's LoanedCommandInterface is one interface:
+    the arm's position trajectory controller (j1/position, j2/position) writing j1's effort or velocity raises
+    naming ``j1/effort`` / ``j1/velocity`` and changes nothing, while its position writes go through; a forward
+    effort group on the arm may write the effort and not the position of its joints, and its pushed position
+    command is refused naming the interfaces; the drive's hold (any claimed interface of the row) is allowed to both.
+    In sim time: the effort group's 0.5 N*m on j1 reaches the joint (its velocity leaves 0 within 10 steps)."""
+    w = make_world(urdf, arm_and_gripper(ControllerSpec("forward", EFFORT_GROUP, {"joints": ARM})),
+                   inactive=["forward"])
+    arm = w.cm.controllers["arm"]
+    hw = w.system.command
+    assert sorted(arm.loan.names) == ["j1/position", "j2/position"]
+    before = hw.values.copy(), hw.mode.copy(), hw.effort_raw.copy()
+    with pytest.raises(InterfaceNotClaimed, match=r"controller 'arm' writes the command interface\(s\) "
+                                                  r"\['j1/effort'\] it did not claim; it claims \['j1/position'"):
+        arm.loan.write_effort(0, 1.0)
+    with pytest.raises(InterfaceNotClaimed, match=r"\['j1/velocity', 'j2/velocity'\] it did not claim"):
+        arm.loan.write_velocity(arm.idx, [0.1, 0.1])
+    for now, then in zip((hw.values, hw.mode, hw.effort_raw), before):
+        np.testing.assert_array_equal(now, then)
+    arm.loan.write_position(arm.idx, [0.1, -0.1], [0.0, 0.0])
+    assert hw.position[:2].tolist() == [0.1, -0.1]
+    arm.loan.hold(arm.idx, [0.0, 0.0])
+
+    ok, msg = w.cm.switch(["forward"], ["arm"], STRICT)
+    assert ok, msg
+    forward = w.cm.controllers["forward"]
+    assert sorted(forward.loan.names) == ["j1/effort", "j2/effort"]
+    with pytest.raises(InterfaceNotClaimed, match=r"controller 'forward' .*\['j1/position', 'j2/position'\]"):
+        forward.loan.write_position(forward.idx, [0.0, 0.0])
+    with pytest.raises(InterfaceNotClaimed, match=r"\['j2/position'\]"):
+        forward.loan.buffers(np.array([1]))
+    command = validate_group_command(JointLimits.from_model(w.sim.model), ARM, [0.2, 0.2], "position")
+    with pytest.raises(InterfaceNotClaimed, match=r"\['j1/position', 'j2/position'\]"):
+        forward.loan.push_command(command)
+    assert not w.system.commands.pending
+    forward.on_commands([0.5, 0.0])                                   # its own interface: handed over
+    for _ in range(10):
+        w.loop.step_now()
+    assert hw.mode[0] == 2 and hw.effort[0] == 0.5
+    assert abs(w.system.state.velocity[0]) > 0.0
 
 
 def test_a_forward_controllers_commands_go_through_its_loan_and_stop_with_it(urdf):
@@ -216,7 +266,7 @@ def test_loaned_writes_allocate_nothing_per_update(urdf):
     ("raise", "Caught exception of type : RuntimeError while updating controller 'writer': the test controller "
               "fails"),
     ("foreign", "Caught exception of type : InterfaceNotClaimed while updating controller 'writer': controller "
-                "'writer' writes the command interfaces of joint(s) ['j1'] it did not claim"),
+                "'writer' writes the command interface(s) ['j1/position'] it did not claim"),
 ])
 def test_a_failing_update_deactivates_its_controller_and_the_others_and_the_stepping_go_on(urdf, row_writer,
                                                                                             failure, exception):
@@ -313,3 +363,102 @@ def test_a_claim_the_ros2_control_block_does_not_offer_is_refused(urdf):
     assert not ok and msg == ("Unable to activate controller 'velocity' since the command interface 'j1/velocity' "
                               "is not available. (joint 'j1' exports the command interfaces ['position'])")
     assert cm.controllers["arm"].active
+
+
+def test_the_joint_command_topic_accepts_what_the_system_exports(urdf):
+    """The hardware-level joint_command (validate_joint_command, what the node's and each robot's topic call) asks
+    the System's exported command interfaces, not the engine: on quasistatic_lcp a pure effort is refused
+    ('unsupported', naming the interfaces and the engine's reason) and an effort with a position (its feed-forward)
+    accepted; on semi_implicit the effort is accepted and reaches the joint in sim time; a <ros2_control> block
+    giving j1 the position interface only makes a velocity command on j1 refused too (which the engine accepts),
+    while the finger (left out of the block) takes it."""
+    quasistatic = make_world(urdf, (), engine="quasistatic_lcp")
+    limits = JointLimits.from_model(quasistatic.sim.model)
+    with pytest.raises(CommandRejected) as exc:
+        validate_joint_command(limits, quasistatic.system.command, ["j2", "j1"], effort=[1.0, 2.0])
+    assert exc.value.kind == "unsupported"
+    assert str(exc.value) == ("joint_command: the hardware does not export the command interface(s) ['j2/effort', "
+                              "'j1/effort']: engine 'quasistatic_lcp' ignores effort commands: its joints follow "
+                              "position or velocity commands")
+    validate_joint_command(limits, quasistatic.system.command, ["j1"], [0.1], [], [1.0])     # feed-forward
+
+    w = make_world(urdf, ())
+    cmd = validate_joint_command(limits, w.system.command, ["j1"], effort=[2.0])
+    w.system.commands.push_command(cmd)
+    for _ in range(10):
+        w.loop.step_now()
+    assert w.system.command.mode[0] == 2 and w.system.command.effort[0] == 2.0
+    assert w.system.state.velocity[0] != 0.0
+
+    block = parse_ros2_control("""<robot name="planar"><ros2_control name="planar" type="system">
+      <hardware><plugin>mock_components/GenericSystem</plugin></hardware>
+      <joint name="j1"><command_interface name="position"/><state_interface name="position"/></joint>
+    </ros2_control></robot>""", "<block>")
+    hw = SimulatorSystem(Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT),
+                         block).command
+    with pytest.raises(CommandRejected, match=r"joint_command: the hardware does not export the command "
+                                              r"interface\(s\) \['j1/velocity'\]: joint 'j1' exports the command "
+                                              r"interfaces \['position'\]"):
+        validate_joint_command(limits, hw, ["finger_joint", "j1"], [], [0.1, 0.1])
+    assert validate_joint_command(limits, hw, ["finger_joint"], [], [0.1]).velocity.tolist() == [0.1]
+
+
+CLAIMS_STATES = """controller_manager:
+  ros__parameters:
+    update_rate: 1000
+    arm:
+      type: joint_trajectory_controller/JointTrajectoryController
+    writer:
+      type: test_controllers/RowWriter
+arm:
+  ros__parameters:
+    joints: [j1, j2]
+    command_interfaces: [position]
+    state_interfaces: %s
+writer:
+  ros__parameters:
+    joint: finger_joint
+    states: %s
+"""
+
+
+@pytest.mark.parametrize("arm_states, writer_states, message", [
+    ("[position, velocity, acceleration]", "[finger_joint/position]",
+     "Unable to activate controller 'arm' since the state interface 'j1/acceleration' is not available. ('j1' "
+     "exports the state interfaces ['effort', 'position', 'velocity'])"),
+    ("[position, velocity]", "[finger_joint/position, fingr_joint/velocity]",
+     "Unable to activate controller 'writer' since the state interface 'fingr_joint/velocity' is not available. "
+     "(no joint or sensor 'fingr_joint')"),
+])
+def test_a_claimed_state_interface_the_system_does_not_export_fails_at_start_up(urdf, tmp_path, row_writer,
+                                                                              arm_states, writer_states, message):
+    """A controllers file whose controller claims a state interface the System does not export (the trajectory
+    controller's ``acceleration`` state interface; a misspelled joint) is a start-up ConfigError naming the file,
+    with ros2_control's controller_manager message ("Unable to activate controller '{}' since the state interface
+    '{}' is not available.", controller_manager.cpp) and the reason; loaded inactive, the controller's activation
+    is refused so (STRICT) or skipped (BEST_EFFORT) and the world steps on. The same file with exported claims
+    starts, both controllers active, and steps."""
+    path = tmp_path / "controllers.yaml"
+    path.write_text(CLAIMS_STATES % (arm_states, writer_states))
+    sim = Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit", time_step=DT)
+    system = SimulatorSystem(sim)
+    limits = JointLimits.from_model(sim.model)
+    with pytest.raises(ConfigError) as exc:
+        ControllerManager(system, read_controllers_file(path), [], transport=Reports(), limits=limits)
+    assert str(exc.value) == f"{path}: {message}"
+
+    name = message.split("'")[1]
+    cm = ControllerManager(system, read_controllers_file(path), [name], transport=Reports(), limits=limits)
+    ok, msg = cm.switch([name], [], STRICT)
+    assert not ok and message in msg and not cm.controllers[name].active
+    ok, msg = cm.switch([name], [], BEST_EFFORT)
+    assert ok and f"skipped: {message}" in msg and not cm.controllers[name].active
+    loop = SteppingLoop(system, cm, real_time_factor=0.0)
+    for _ in range(5):
+        assert loop.step_now().ok
+
+    path.write_text(CLAIMS_STATES % ("[position, velocity]", "[finger_joint/position, finger_joint/effort]"))
+    cm = ControllerManager(SimulatorSystem(Simulator({"robot": {"urdf": str(urdf)}}, engine="semi_implicit",
+                                                     time_step=DT)),
+                           read_controllers_file(path), [], transport=Reports(), limits=limits)
+    assert cm.controllers["arm"].active and cm.controllers["writer"].active

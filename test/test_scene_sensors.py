@@ -82,7 +82,7 @@ def test_a_sensors_camera_renders_as_a_cameras_one(tmp_path, urdf):
         rig.release()
 
 
-def world_of(scene_path, tmp_path, broadcasters: dict, urdf_params=None):
+def world_of(scene_path, tmp_path, broadcasters: dict, urdf_params=None, transports=None):
     controllers = tmp_path / "controllers.yaml"
     names = {n: {"type": t} for n, (t, _) in broadcasters.items()}
     data = {"controller_manager": {"ros__parameters": {"update_rate": 1000, **names}}}
@@ -90,7 +90,7 @@ def world_of(scene_path, tmp_path, broadcasters: dict, urdf_params=None):
     controllers.write_text(yaml.safe_dump(data))
     cfg = NodeConfig.from_mapping({"scene": str(scene_path), "controllers_file": str(controllers),
                                    "engine": "semi_implicit", "time_step": 1e-3, "real_time_factor": 0.0})
-    transports = InProcessTransports()
+    transports = transports if transports is not None else InProcessTransports()
     return World.build(cfg, transports, counters=transports.counters)
 
 
@@ -114,6 +114,46 @@ def test_a_scenes_imu_and_force_torque_sensors_are_read_by_their_broadcasters(tm
     np.testing.assert_allclose(r[7:10], [-G * np.sin(q), 0.0, G * np.cos(q)], atol=1e-3 * G)
     np.testing.assert_allclose(r[4:7], 0.0, atol=1e-4)
     np.testing.assert_allclose(np.linalg.norm(ft.reading()[:3]), SUBTREE_MASS * G, rtol=1e-3)
+
+
+def test_a_scenes_contact_wrench_and_external_torques_reach_the_generic_broadcaster_in_process(tmp_path, urdf):
+    """contact_sim_ros/SensorStateBroadcaster names the scene's contact_wrench (a 0.5 kg box on the ground) and
+    external_joint_torques (the arm's joints) sensors: in sim time, through the in-process transport, the box's
+    WrenchStamped (``contacts/contact_wrench/box``, frame ``box``) reads m g up (0.2 %) and no torque, the arm's
+    JointState (``torques/external_joint_torques``) zero on j1, f1; its claimed state interfaces are the sensors'
+    (``box/force.x`` ..., ``j1/external_effort``); naming an IMU is a ConfigError pointing to its broadcaster."""
+    mass = 0.5
+    scene = tmp_path / "scene.yaml"
+    scene.write_text(yaml.safe_dump({
+        "robot": {"urdf": str(urdf), "initial_positions": {"j1": Q0}},
+        "environment": [{"name": "ground", "shape": "halfspace"}],
+        "objects": [{"name": "box", "shape": {"box": [0.1, 0.1, 0.1]}, "mass": mass,
+                     "pose": {"xyz": [1.0, 0.0, 0.05]}}],
+        "sensors": [{"name": "box_contact", "type": "contact_wrench", "bodies": ["box"]},
+                    {"name": "arm_tau", "type": "external_joint_torques", "joints": ["j1", "f1"]},
+                    {"name": "tip_imu", "type": "imu", "frame_id": "ft"}]}))
+    generic = "contact_sim_ros/SensorStateBroadcaster"
+    transports = InProcessTransports()
+    world = world_of(scene, tmp_path, {"contacts": (generic, {"sensor_name": "box_contact"}),
+                                       "torques": (generic, {"sensor_name": "arm_tau"})}, transports=transports)
+    cm = world.controller_manager
+    assert cm.controllers["contacts"].state_interfaces()[:2] == ["box/force.x", "box/force.y"]
+    assert cm.controllers["torques"].state_interfaces() == ["j1/external_effort", "f1/external_effort"]
+    for _ in range(1000):
+        assert world.loop.step_now().ok
+    world.loop.publish_now()                      # (what the paused loop does after ~/step)
+    box = next(iter(transports.hosts.values())).box
+    w = box["contacts/contact_wrench/box"]
+    assert w.header.frame_id == "box" and w.header.stamp.sec == 1
+    f, tau = w.wrench.force, w.wrench.torque
+    np.testing.assert_allclose([f.x, f.y, f.z], [0.0, 0.0, mass * G], atol=2e-3 * mass * G)
+    np.testing.assert_allclose([tau.x, tau.y, tau.z], 0.0, atol=1e-3 * mass * G)
+    t = box["torques/external_joint_torques"]
+    assert list(t.name) == ["j1", "f1"] and list(t.effort) == [0.0, 0.0]
+
+    with pytest.raises(ConfigError, match=r"sensor 'tip_imu' \(imu\) publishes sensor_msgs/msg/Imu, which this "
+                                          r"broadcaster does not; use imu_sensor_broadcaster/IMUSensorBroadcaster"):
+        world_of(scene, tmp_path, {"imus": (generic, {"sensor_name": "tip_imu"})})
 
 
 def test_a_scene_sensor_may_not_take_the_name_of_a_ros2_control_sensor(tmp_path):

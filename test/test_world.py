@@ -111,7 +111,7 @@ def test_the_link_follows_the_loop_and_runs_calls_between_steps():
         assert link.between_steps(lambda: threading.current_thread().name) == "contact_sim_stepping"
         # a command through the link, then two steps: the joint's position target is the command
         name = world.sim.model.joint_names[0]
-        cmd = validate_joint_command(world.limits, world.sim.engine, [name], [0.25], [], [])
+        cmd = validate_joint_command(world.limits, world.system.command, [name], [0.25], [], [])
         link.commands.push_command(cmd)
         assert loop.request_steps(2, timeout=60.0)
         assert link.between_steps(lambda: float(world.system.command.position[0])) == 0.25

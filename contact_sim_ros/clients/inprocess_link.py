@@ -30,6 +30,7 @@ from ..driver.controllers.base import ControllerIO, ControllerTransport
 from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import JointTrajectoryController
+from ..driver.controllers.sensor_state_broadcaster import WRENCH, SensorStateBroadcaster
 from ..driver.loop import CommandCounters
 from ..driver.node_config import NodeConfig, default_param_files, read_param_files, scene_robot_name
 from ..driver.world import World, WorldTransports
@@ -37,7 +38,7 @@ from ..errors import ConfigError
 from ..sensors.base import SensorSpec
 from ..sensors.contact_wrench import ContactWrench
 from ..state_messages import (fill_external_torques, fill_joint_state, fill_trajectory_controller_state,
-                              fill_wrench, topic_token)
+                              fill_wrench, stamp, topic_token)
 from .link_messages import ControllerError, stamp_ns
 
 
@@ -100,6 +101,31 @@ class _Wrench(ControllerIO):
         self.box[self.topic] = w
 
 
+class _SensorState(ControllerIO):
+    """A contact_sim_ros/SensorStateBroadcaster's messages in process (the topics and fields of ros/controller_io.py
+    SensorStateIO): a new WrenchStamped per row, or JointState, per publication."""
+
+    def __init__(self, c, box: dict, frame_prefix: str):
+        self.c, self.box = c, box
+        base = f"{c.name}/{c.sensor_type}"
+        self.wrench = c.message_type == WRENCH
+        self.topics = [(f"{base}/{topic_token(suffix)}" if suffix else base, frame_prefix + frame)
+                       for suffix, frame in c.messages()]
+
+    def publish(self) -> None:
+        reading, t = self.c.reading(), self.c.ctx.state.time
+        if self.wrench:
+            for row, (topic, frame) in zip(reading.reshape(-1, 6), self.topics):
+                w = WrenchStamped()
+                w.header.frame_id = frame
+                fill_wrench(w, row, t)
+                self.box[topic] = w
+            return
+        msg = JointState(name=list(self.c.labels or ()), effort=[float(x) for x in reading])
+        stamp(t, msg.header.stamp)
+        self.box[self.topics[0][0]] = msg
+
+
 class _TrajectoryState(ControllerIO):
     """A joint_trajectory_controller's ``<name>/controller_state`` in process (the fields ros/controller_io.py's
     JointTrajectoryIO.publish_state fills): a new control_msgs/JointTrajectoryControllerState per publication."""
@@ -141,6 +167,8 @@ class InProcessHost(ControllerTransport):
             return _JointStates(controller, self.box)
         elif isinstance(controller, ForceTorqueSensorBroadcaster):
             return _Wrench(controller, self.box, self.frame_prefix)
+        elif isinstance(controller, SensorStateBroadcaster):
+            return _SensorState(controller, self.box, self.frame_prefix)
         return None
 
     def info(self, message: str) -> None:

@@ -27,14 +27,19 @@ REJECTION_KINDS = ("unknown_joint", "wrong_length", "non_finite", "empty", "dupl
                    "unsupported")
 
 
-def reject_unsupported_effort(command: "JointCommand", engine) -> None:
-    """CommandRejected 'unsupported' for a pure effort command when the engine ignores efforts (the quasistatic
-    engines: ``ContactEngine.accepts_effort_commands``)."""
-    if command.effort is not None and command.position is None and command.velocity is None \
-            and not engine.accepts_effort_commands:
-        raise CommandRejected("unsupported", f"{command.source}: engine '{engine.name}' ignores effort commands "
-                                             f"(its joints follow position or velocity commands); send a position "
-                                             f"or a velocity")
+def reject_unexported(command: "JointCommand", hardware) -> None:
+    """CommandRejected 'unsupported' unless ``hardware`` (the System's command interfaces,
+    hardware.JointCommandInterfaces: ``joint_names``, ``exported``, ``unavailable_reason``) exports, for every
+    joint of ``command``, the interface the command sets: ``position`` if it has positions (a velocity or effort
+    with them is their feed-forward), else ``velocity`` if it has velocities, else ``effort``. The message names the
+    interfaces and why they are not exported (the quasistatic engines ignore efforts; a <ros2_control> block
+    offers the joint other interfaces)."""
+    kind = "position" if command.position is not None else "velocity" if command.velocity is not None else "effort"
+    names = [f"{hardware.joint_names[int(i)]}/{kind}" for i in command.indices]
+    missing = [n for n in names if n not in hardware.exported]
+    if missing:
+        raise CommandRejected("unsupported", f"{command.source}: the hardware does not export the command "
+                                             f"interface(s) {missing}: {hardware.unavailable_reason(missing[0])}")
 
 
 class CommandRejected(ConfigError):

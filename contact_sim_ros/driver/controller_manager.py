@@ -9,14 +9,16 @@ Claims: two active controllers never share a command interface, nor command one 
 interfaces (a position group and a velocity group on the same joints: ros2_control's manager would let them,
 the hardware refuses mixed command modes, as Franka's does in ``prepare_command_mode_switch``). ``switch`` with STRICT (or AUTO, FORCE_AUTO)
 fails as a whole on an unknown name, an activation of an active controller, a deactivation of an inactive one, or
-a claim conflict or a claimed command interface the hardware does not export (ros2_control's "Unable to activate
-controller ... since the command interface ... is not available."); BEST_EFFORT (and 0, as in ros2_control) skips
+a claim conflict, a claimed command interface the hardware does not export (ros2_control's "Unable to activate
+controller ... since the command interface ... is not available.") or a claimed state interface it does not export
+("... since the state interface ... is not available.": ``j1/acceleration``, a misspelled joint or sensor; at
+start-up a ConfigError naming the controllers file); BEST_EFFORT (and 0, as in ros2_control) skips
 those and switches the rest. Deactivation comes
 before activation, so a trajectory controller can be swapped for a forward controller on the same joints in one
 call.
 
-Loans: an activated controller gets the rows of the command interfaces it claims
-(loaned_interfaces.LoanedCommandInterfaces: writing another row raises), released when it is deactivated. An
+Loans: an activated controller gets exactly the (joint, interface) pairs it claims
+(loaned_interfaces.LoanedCommandInterfaces: writing another joint, or another interface of its joints, raises), released when it is deactivated. An
 ``update`` that returns ReturnType.ERROR or raises deactivates its controller at the end of that cycle, logged
 through the transport with ros2_control's line ("Deactivating controllers : [ NAME ] as their update resulted in
 an error!"; an exception first as "Caught exception of type : ... while updating controller 'NAME': ..."); the
@@ -35,6 +37,7 @@ from ..yaml_files import read_mapping
 from .command_validation import JointLimits
 from .controllers.base import NO_IO, Controller, ControllerContext, ControllerTransport, ReturnType, flatten
 from .controllers.registry import CONTROLLER_TYPES, controller_class
+from .hardware import STATE_INTERFACES
 from .loaned_interfaces import CommandInterfacesView, LoanedCommandInterfaces
 from .loop import PublishHook
 
@@ -302,13 +305,35 @@ class ControllerManager:
 
     def _unavailable(self, c) -> str:
         """Why ``c`` cannot be activated on this hardware ('' if it can): a command interface it claims is not
-        exported (ros2_control's message, then the reason)."""
+        exported, else a state interface it claims is not (ros2_control's messages, in its order, then the
+        reason)."""
         for i in c.command_interfaces():
             reason = self.hw.unavailable_reason(i)
             if reason:
                 return (f"Unable to activate controller '{c.name}' since the command interface '{i}' is not "
                         f"available. ({reason})")
+        claimed = c.state_interfaces()
+        if claimed:
+            available = self.available_state_interfaces()
+            for i in claimed:
+                if i not in available:
+                    owner = i.rpartition("/")[0]
+                    offered = sorted(n.rpartition("/")[2] for n in available if n.rpartition("/")[0] == owner)
+                    reason = (f"'{owner}' exports the state interfaces {offered}" if offered else
+                              f"no joint or sensor '{owner}'")
+                    return (f"Unable to activate controller '{c.name}' since the state interface '{i}' is not "
+                            f"available. ({reason})")
         return ""
+
+    def available_state_interfaces(self) -> frozenset:
+        """The state interfaces ("name/interface") the hardware exports: each actuated joint's and each mimic
+        joint's position, velocity and effort (hardware.STATE_INTERFACES), the <ros2_control> block's sensors'
+        and those of the sensors the System measures (sensors/base.Sensor.state_interfaces)."""
+        names = set(self.hw.available_state_interfaces())
+        names.update(f"{mj.name}/{i}" for mj in self.ctx.model.mimic_joints for i in STATE_INTERFACES)
+        for sensor in self.system.state.sensors():
+            names.update(sensor.state_interfaces())
+        return frozenset(names)
 
     def _activate(self, c):
         names = c.command_interfaces()

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..model.composition import robot_description_xml
 from ..resources import share_dir
-from .command_validation import CommandRejected, reject_unsupported_effort, validate_joint_state_command
+from .command_validation import CommandRejected, reject_unexported, validate_joint_state_command
 from .config import HardwareInfo, parse_ros2_control, read_controllers_file, read_ros2_control, resolve_controllers
 from .controller_manager import ControllerManager
 
@@ -79,12 +79,14 @@ def merge_hardware_infos(infos):
                         sum((i.sensors for i in infos), ()))
 
 
-def validate_joint_command(limits, engine, names, position=(), velocity=(), effort=(), source="joint_command",
+def validate_joint_command(limits, hardware, names, position=(), velocity=(), effort=(), source="joint_command",
                            joints=None, mimic=(), robot: str = ""):
     """A hardware-level ``joint_command`` (sensor_msgs/JointState fields) checked and clamped
     (command_validation): ``joints`` (None: every actuated joint) and their ``mimic`` joints are the ones it may
-    name (another is rejected as unknown_joint, naming ``robot``'s joints); an effort the ``engine`` ignores is
-    rejected. Returns the JointCommand; CommandRejected with the reason."""
+    name (another is rejected as unknown_joint, naming ``robot``'s joints); a command on an interface ``hardware``
+    (the System's command interfaces, hardware.JointCommandInterfaces) does not export is rejected
+    (command_validation.reject_unexported: an effort where the engine ignores efforts). Returns the JointCommand;
+    CommandRejected with the reason."""
     if joints is not None:
         own = set(joints) | set(mimic)
         unknown = [n for n in names if n not in own]
@@ -92,7 +94,7 @@ def validate_joint_command(limits, engine, names, position=(), velocity=(), effo
             raise CommandRejected("unknown_joint", f"joint_command of robot {robot!r}: joint(s) {unknown} are not "
                                                    f"its joints ({', '.join(joints)})")
     cmd = validate_joint_state_command(limits, names, position, velocity, effort, source=source)
-    reject_unsupported_effort(cmd, engine)
+    reject_unexported(cmd, hardware)
     return cmd
 
 
@@ -191,7 +193,8 @@ class Robot:
         self.controller_manager = cm
         return cm
 
-    def joint_command(self, limits, engine, names, position=(), velocity=(), effort=(), source="joint_command"):
-        """A ``joint_command`` of this robot's joints (validate_joint_command)."""
-        return validate_joint_command(limits, engine, names, position, velocity, effort, source,
+    def joint_command(self, limits, hardware, names, position=(), velocity=(), effort=(), source="joint_command"):
+        """A ``joint_command`` of this robot's joints (validate_joint_command; ``hardware``: the System's command
+        interfaces)."""
+        return validate_joint_command(limits, hardware, names, position, velocity, effort, source,
                                       joints=self.joint_names, mimic=self.mimic_joint_names, robot=self.name)

@@ -51,9 +51,11 @@ from ..driver.controllers.gripper_action import GripperActionController
 from ..driver.controllers.imu_sensor_broadcaster import IMUSensorBroadcaster
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
 from ..driver.controllers.joint_trajectory import INVALID_GOAL, GoalRejected, JointTrajectoryController
+from ..driver.controllers.sensor_state_broadcaster import WRENCH, SensorStateBroadcaster
 from ..driver.controllers.speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 from .entity_reaper import EntityReaper
 from .franka_state import FrankaStateIO
+from ..state_messages import topic_token
 from .state_messages import (JointStateCdr, fill_joint_state, fill_trajectory_controller_state, fill_wrench,
                              has_readers, stamp)
 
@@ -141,7 +143,8 @@ class RosControllerTransport(ControllerTransport):
         for cls, io in ((JointTrajectoryController, JointTrajectoryIO), (GripperActionController, GripperIO),
                         (ForwardCommandController, ForwardCommandIO), (JointStateBroadcaster, JointStateIO),
                         (ForceTorqueSensorBroadcaster, WrenchIO), (SpeedScalingStateBroadcaster, SpeedScalingIO),
-                        (FrankaRobotStateBroadcaster, FrankaStateIO), (IMUSensorBroadcaster, ImuIO)):
+                        (FrankaRobotStateBroadcaster, FrankaStateIO), (IMUSensorBroadcaster, ImuIO),
+                        (SensorStateBroadcaster, SensorStateIO)):
             if isinstance(controller, cls):
                 return io(controller, self)
         return None
@@ -491,6 +494,41 @@ class ImuIO(ControllerIO):
         w.x, w.y, w.z = float(r[4]), float(r[5]), float(r[6])
         a.x, a.y, a.z = float(r[7]), float(r[8]), float(r[9])
         self.pub.publish(msg)
+
+
+class SensorStateIO(ControllerIO):
+    """contact_sim_ros/SensorStateBroadcaster's messages (driver/controllers/sensor_state_broadcaster.py): per
+    message ``<name>/<sensor type>[/<label token>]``, WrenchStamped (frame with the robot's frame prefix) or
+    JointState (the sensor's joints, their effort)."""
+
+    def __init__(self, c: SensorStateBroadcaster, transport: RosControllerTransport):
+        self.c = c
+        base = f"{c.name}/{c.sensor_type}"
+        self.wrench = c.message_type == WRENCH
+        self.pubs, self.msgs = [], []
+        for suffix, frame in c.messages():
+            topic = f"{base}/{topic_token(suffix)}" if suffix else base
+            if self.wrench:
+                msg = WrenchStamped()
+                msg.header.frame_id = transport.frame_prefix + frame
+            else:
+                msg = JointState(name=list(c.labels or ()))
+            self.msgs.append(msg)
+            self.pubs.append(transport.node.create_publisher(type(msg), topic, 10))
+
+    def publish(self) -> None:
+        if not any(has_readers(pub) for pub in self.pubs):
+            return
+        reading, t = self.c.reading(), self.c.ctx.state.time
+        if self.wrench:
+            for row, msg, pub in zip(reading.reshape(-1, 6), self.msgs, self.pubs):
+                fill_wrench(msg, row, t)
+                pub.publish(msg)
+            return
+        msg = self.msgs[0]
+        stamp(t, msg.header.stamp)
+        msg.effort = array.array("d", reading.astype(float).tobytes())
+        self.pubs[0].publish(msg)
 
 
 class SpeedScalingIO(ControllerIO):

@@ -122,7 +122,7 @@ class RobotPort:
         """Hardware-level commands of this robot's joints (names as in the model, i.e. prefixed)."""
         sim_node = self.sim_node
         try:
-            cmd = self.driver.joint_command(sim_node.limits, sim_node.sim.engine, msg.name, msg.position,
+            cmd = self.driver.joint_command(sim_node.limits, sim_node.system.command, msg.name, msg.position,
                                             msg.velocity, msg.effort,
                                             source=f"{self.node.get_namespace()}/joint_command")
         except CommandRejected as exc:

@@ -642,7 +642,7 @@ class SimNode(Node):
 
     def _on_joint_command(self, msg: JointState):
         try:
-            cmd = validate_joint_command(self.limits, self.sim.engine, msg.name, msg.position, msg.velocity,
+            cmd = validate_joint_command(self.limits, self.system.command, msg.name, msg.position, msg.velocity,
                                          msg.effort)
         except CommandRejected as exc:
             self.reject_command(exc)

@@ -74,6 +74,11 @@ class Sensor(abc.ABC):
         """``<name>/<interface>`` of each reading component (ros2_control's naming)."""
         return [f"{self.name}/{i}" for i in self.interfaces]
 
+    def labels(self) -> tuple[str, ...] | None:
+        """What the rows of ``values`` are of (a contact_wrench's bodies, an external_joint_torques' joints: its
+        broadcaster's message per body, its JointState's names); None: ``values`` is one reading."""
+        return None
+
     @abc.abstractmethod
     def measure(self, sim, v_prev: np.ndarray) -> np.ndarray:
         """Fill ``values`` from the Simulator ``sim`` after a step (its q, v, contacts, kinematics) and the

@@ -37,6 +37,9 @@ class ContactWrench(Sensor):
     def state_interfaces(self) -> list[str]:
         return [f"{b}/{a}" for b in self.bodies for a in AXES]
 
+    def labels(self) -> tuple[str, ...]:
+        return self.bodies
+
     def measure(self, sim, v_prev=None) -> np.ndarray:
         out = self.values
         forces = sim.contact_forces_world()

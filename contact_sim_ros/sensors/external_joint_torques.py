@@ -39,6 +39,9 @@ class ExternalJointTorques(Sensor):
     def state_interfaces(self) -> list[str]:
         return [f"{j}/external_effort" for j in self.joints]
 
+    def labels(self) -> tuple[str, ...]:
+        return self.joints
+
     def measure(self, sim, v_prev=None) -> np.ndarray:
         res = sim.last_result
         if res is None:                 # before the first step

@@ -108,16 +108,3 @@ def test_topic_based_nan_fields_and_mimic_echoes():
     cmd = validate_joint_state_command(limits, ["a", "b_mimic", "b"], [0.1, 0.5, 0.2])
     assert cmd.indices.tolist() == [0, 1] and cmd.position.tolist() == [0.1, 0.2]
     assert kind_of(validate_joint_state_command, limits, ["b_mimic"], [0.5])[0] == "empty"
-
-
-def test_pure_effort_commands_are_rejected_for_engines_that_ignore_efforts():
-    from contact_sim_ros.engines.registry import engine_class
-    from contact_sim_ros.driver.command_validation import reject_unsupported_effort
-    limits = JointLimits(("a",), np.array([-1.0]), np.array([1.0]), np.array([2.0]), np.array([5.0]))
-    effort = validate_joint_state_command(limits, ["a"], effort=[1.0], source="joint_command")
-    with pytest.raises(CommandRejected) as exc:
-        reject_unsupported_effort(effort, engine_class("quasistatic_lcp"))
-    assert exc.value.kind == "unsupported" and "quasistatic_lcp" in str(exc.value)
-    reject_unsupported_effort(effort, engine_class("tamsi"))                       # accepted
-    with_position = validate_joint_state_command(limits, ["a"], [0.1], effort=[1.0])
-    reject_unsupported_effort(with_position, engine_class("quasistatic_lcp"))     # feed-forward: accepted

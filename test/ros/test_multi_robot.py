@@ -17,6 +17,7 @@ hand-over once with a real sim_node process (the runner's 'ros' transport).
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -203,3 +204,48 @@ def test_iiwa_allegro_mug_reorientation_passes_over_ros():
     r = assert_in_process_run_agrees(result, "iiwa_allegro_mug", "tamsi", exact=False).numbers
     assert r["max_rotation_deg"] > 10.0 and r["max_arm_drift_rad"] < 0.02
     assert r["mean_contact_force_N"] == pytest.approx(n["mean_contact_force_N"], rel=0.1)
+
+
+def test_each_robots_joint_command_accepts_what_the_system_exports(monkeypatch, tmp_path):
+    """Each robot's hardware-level ``<namespace>/joint_command`` (ros/robot_port.py) asks the System's exported
+    command interfaces: on quasistatic_lcp (no ``effort`` exported) a pure effort on robot a's joint is rejected
+    ('unsupported', counted), a velocity on it reaches the System's command interfaces (velocity mode, the value),
+    and b's joints are untouched. Over DDS, the node in this process (inprocess_sim_node.py); each message is sent
+    again every 0.5 s until its effect is seen (DDS may drop what is sent before the node's reader matched)."""
+    import yaml
+    from inprocess_sim_node import InProcessSimNode
+    from test_sensors import URDF
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(URDF)
+    scene = tmp_path / "scene.yaml"
+    scene.write_text(yaml.safe_dump({
+        "robots": [{"name": n, "robot": {"urdf": str(urdf)}, "prefix": f"{n}_", "namespace": n,
+                    "base_pose": {"xyz": [x, 0.0, 0.0]}} for n, x in (("a", 0.0), ("b", 2.0))],
+        "environment": [{"name": "ground", "shape": "halfspace"}]}))
+    sim = InProcessSimNode(monkeypatch, scene=str(scene), engine="quasistatic_lcp", controllers_file="none",
+                           real_time_factor=0.0)
+    try:
+        pub = sim.client.create_publisher(JointState, "/a/joint_command", 10)
+        counters, hw = sim.node.counters, sim.node.system.command
+        j, other = hw.index["a_j1"], hw.index["b_j1"]
+
+        def sending(msg, done):
+            last = [-1.0]
+
+            def predicate():
+                now = time.monotonic()
+                if now - last[0] > 0.5:
+                    pub.publish(msg)
+                    last[0] = now
+                return done()
+            return predicate
+
+        wait_until(sending(JointState(name=["a_j1"], effort=[1.0]), lambda: counters.rejected["unsupported"] >= 1),
+                   60, what="the effort on /a/joint_command rejected as unsupported")
+        assert "a_j1/effort" not in hw.exported and hw.mode[j] == 0
+        wait_until(sending(JointState(name=["a_j1"], velocity=[0.2]), lambda: hw.mode[j] == 1), 60,
+                   what="the velocity on /a/joint_command in the System's command interfaces")
+        assert hw.velocity[j] == 0.2 and hw.mode[other] == 0 and hw.velocity[other] == 0.0
+        assert not sim.callback_errors
+    finally:
+        sim.close()

@@ -162,7 +162,7 @@ class GripperActionController(Controller):
             # stalled on an object: press on it with max_effort (the gripper's grasp force), as a force-limited
             # gripper does, and report that effort; the position loop alone would press with kp * error
             force = self._max_effort(g) * (1.0 if error > 0 else -1.0)
-            self.loan.write_effort(self._idx, [m * force for m in self._mult])
+            self.loan.press(self._idx, [m * force for m in self._mult])
             g.measured = (q, force, True, False)
             g.finish("succeeded" if self.allow_stalling else "aborted")
             self.current = None

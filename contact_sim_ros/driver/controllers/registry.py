@@ -11,11 +11,12 @@ from .imu_sensor_broadcaster import IMUSensorBroadcaster
 from .joint_state_broadcaster import JointStateBroadcaster
 from .joint_trajectory import JointTrajectoryController
 from .scaled_joint_trajectory import ScaledJointTrajectoryController
+from .sensor_state_broadcaster import SensorStateBroadcaster
 from .speed_scaling_state_broadcaster import SpeedScalingStateBroadcaster
 
 _CLASSES = (JointStateBroadcaster, ForwardCommandController, JointTrajectoryController, GripperActionController,
             ForceTorqueSensorBroadcaster, ScaledJointTrajectoryController, SpeedScalingStateBroadcaster,
-            FrankaRobotStateBroadcaster, IMUSensorBroadcaster)
+            FrankaRobotStateBroadcaster, IMUSensorBroadcaster, SensorStateBroadcaster)
 CONTROLLER_TYPES = {t: cls for cls in _CLASSES for t in cls.TYPES}
 
 

@@ -18,16 +18,20 @@ class SensorBroadcaster(Controller):
     sensor: str = ""
     _key: str = ""
     _interfaces: tuple = ()
+    _measured = None            # the sensor (sensors/base.Sensor) once attached
 
-    def attach_sensor(self, sensor: str, spec) -> None:
+    def attach_sensor(self, sensor: str, spec):
         """The sensor ``sensor`` of ``spec`` (sensors/base.SensorSpec) added to the state interfaces under this
-        broadcaster's key."""
+        broadcaster's key; returns it (sensors/base.Sensor)."""
         self.sensor = sensor
         self._key = f"{self.name}:{sensor}"
-        self._interfaces = tuple(self.ctx.state.add_sensor(self._key, spec).interfaces)
+        measured = self.ctx.state.add_sensor(self._key, spec)
+        self._interfaces = tuple(measured.interfaces)
+        self._measured = measured
+        return measured
 
     def state_interfaces(self):
-        return [f"{self.sensor}/{i}" for i in self._interfaces]
+        return self._measured.state_interfaces() if self._measured is not None else []
 
     def reading(self) -> np.ndarray:
         """The sensor's state interfaces (its values, in its ``interfaces`` order; the sensor's array, refilled each
