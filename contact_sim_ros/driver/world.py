@@ -126,7 +126,7 @@ class WorldTransports:
        start-up notes, claims its namespace and builds its robot ports and publishers);
     2. ``controllers(robot)``: the ControllerTransport of a robot's controllers (None: none), asked once per robot;
     3. ``start_refused(message)``: the start state is one the first step would refuse; the ConfigError follows
-       (the node lets go what it holds);
+       (the node lets go of what it holds on every failed build, this one included: SimNode.__init__);
     4. ``controller_manager_built(robot, cm)``: after each robot's controller manager is built (the node's
        services, its log line);
     5. ``loop``: the stepping loop's Transport (publish hooks, failure reports; None: none), read once the

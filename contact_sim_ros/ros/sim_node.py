@@ -99,8 +99,8 @@ class _NodeTransports(WorldTransports):
     """The node's transports for World.build (driver/world.py), which calls them in its order: once the Simulator
     exists the node says its start-up notes, claims its namespace and builds its robot ports and publishers
     (``simulator_built``: SimNode.on_simulator, which makes ``loop``: the node's publish hooks and failure reports);
-    each robot's controllers publish through its RobotPort's node (ros/controller_io.py); a refused start lets go of
-    the claim and the recorder; each controller manager gets its ROS services."""
+    each robot's controllers publish through its RobotPort's node (ros/controller_io.py); each controller manager
+    gets its ROS services. A build that fails at any step lets go of what it took (SimNode.__init__: shutdown)."""
 
     def __init__(self, node):
         self.node = node
@@ -113,9 +113,6 @@ class _NodeTransports(WorldTransports):
 
     def controllers(self, robot):
         return self._ports[id(robot)].controller_transport()
-
-    def start_refused(self, message: str) -> None:
-        self.node.release_before_start()
 
     def controller_manager_built(self, robot, cm) -> None:
         self.node.attach_controller_manager(self._ports[id(robot)], cm)
@@ -162,29 +159,38 @@ class SimNode(Node):
         # each robot's controller manager with its ROS transport and services, the stepping loop with this node as
         # its transport (publish hooks, failure reports); the rejected / clamped command counts (self.counters) are
         # the loop's diagnostics'
-        self.sim_world = World.build(cfg, _NodeTransports(self), counters=self.counters, link=self.link)
-        sim = self.sim
-        self.system = self.sim_world.system
-        self.controller_manager = self.sim_world.controller_manager
-        if self._drives_later:
-            self._say_drives(controller_gains(self.controller_manager))
-        self._init_failure_policy()
-        self.loop = self.sim_world.loop
-        self._build_subscriptions()
-        self._build_services()
-        self.simulation_interfaces = attach_simulation_interfaces(self, self.loop)
-        if cfg.diagnostics_rate > 0:
-            self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
-                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.publish_static()
-        if self.recorder is not None:
-            self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
-        self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
-                      f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
-                      f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
-                      + (" (paused)" if cfg.start_paused else ""))
-        if start_stepping:
-            self.loop.start()
+        # what the build takes on the way (the namespace claim, the recorder, the viewer's and cameras' processes,
+        # the controller managers) is let go in one place when any step of it fails (a bad controllers file, a
+        # camera faster than the stepping, a start the first step would refuse, a signal): a node built again in
+        # this process (node_in_process.py, the tests' in-process node) finds its namespace free
+        self.loop = self.controller_manager = self._claim = self.recorder = self.cameras = self.viewer = None
+        try:
+            self.sim_world = World.build(cfg, _NodeTransports(self), counters=self.counters, link=self.link)
+            sim = self.sim
+            self.system = self.sim_world.system
+            self.controller_manager = self.sim_world.controller_manager
+            if self._drives_later:
+                self._say_drives(controller_gains(self.controller_manager))
+            self._init_failure_policy()
+            self.loop = self.sim_world.loop
+            self._build_subscriptions()
+            self._build_services()
+            self.simulation_interfaces = attach_simulation_interfaces(self, self.loop)
+            if cfg.diagnostics_rate > 0:
+                self._diag_timer = self.create_timer(1.0 / cfg.diagnostics_rate, self._publish_diagnostics,
+                                                     clock=Clock(clock_type=ClockType.STEADY_TIME))
+            self.publish_static()
+            if self.recorder is not None:
+                self.log.info(f"recording the node's publications to {cfg.record} (rosbag2, MCAP)")
+            self.log.info(f"simulating {sim.scene.source} ({self.model.nv} dofs, {len(self.model.joint_names)} "
+                          f"joints, {len(self.model.free_bodies)} objects) with engine {cfg.engine!r}, "
+                          f"time step {cfg.time_step} s, real-time factor {cfg.real_time_factor}"
+                          + (" (paused)" if cfg.start_paused else ""))
+            if start_stepping:
+                self.loop.start()
+        except BaseException:
+            self.shutdown()
+            raise
 
     # ------------------------------------------------------------------------- start-up (World.build's hooks)
 
@@ -611,12 +617,6 @@ class SimNode(Node):
         self.log.info(f"controllers{where} from {cm.source} at {cm.update_rate:g} Hz: active {active}, "
                       f"inactive {[n for n in cm.controllers if n not in active]}")
 
-    def release_before_start(self) -> None:
-        """A start refused (World.build raises): the namespace claim and the recorder are let go first."""
-        self._claim.release()
-        if self.recorder is not None:
-            self.recorder.close()
-
     def _build_subscriptions(self):
         self.command_intake.subscribe(self, JointState, "joint_command", self._on_joint_command, 10)
 
@@ -880,7 +880,10 @@ class SimNode(Node):
             self.log.error(f"stepping thread stopped: {self.loop.error!r}")
 
     def shutdown(self):
-        self.loop.stop(timeout=0.5)     # a first step still compiling kernels is not waited for (main() exits)
+        """Stop stepping and let go of what the node holds: its namespace claim, cameras, recorder (the bag
+        closed), controller managers, viewer. Also what a failed build had taken so far (__init__)."""
+        if self.loop is not None:
+            self.loop.stop(timeout=0.5)     # a first step still compiling kernels is not waited for (main() exits)
         if self._claim is not None:
             self._claim.release()
         if getattr(self, "cameras", None) is not None:

@@ -10,7 +10,7 @@
 * ~/pause and ~/reset answer while a 20000-step ~/step runs, and preempt it (its answer says how many ran);
 * a far position command moves the joint at most at its URDF velocity limit;
 * one SIGINT, two SIGINTs and SIGTERM end every robot's node with 0 in < 2 s, no traceback (also while the
-  first step still compiles kernels).
+  first step still compiles kernels); a node recording a bag (record:=) leaves it complete after its SIGINT.
 
 The nodes whose process is what is tested ('exit' and 'die': exit codes; the shutdown by signals; the cold start)
 are processes (process size); the others ('fail', 'main') are built in the test's process (inprocess_sim_node.py,
@@ -447,15 +447,22 @@ SIGNALS = {"one SIGINT": (signal.SIGINT,), "two SIGINTs": (signal.SIGINT, signal
 HOW = {"iiwa_wsg": "one SIGINT", "franka": "two SIGINTs", "allegro": "SIGTERM", "barrett": "one SIGINT"}
 
 
+RECORDING = "iiwa_wsg"      # the robot whose node records a bag (record:=) when it gets its SIGINT
+
+
 @pytest.mark.process
-def test_every_robot_shuts_down_cleanly(ros):
+def test_every_robot_shuts_down_cleanly(ros, tmp_path):
     """Four robots running at once (real time, no /clock), each stopped in turn with one SIGINT, two SIGINTs or
-    SIGTERM (HOW): exit 0, no traceback, before launch's 5 s escalation."""
+    SIGTERM (HOW): exit 0, no traceback, before launch's 5 s escalation. One of them (RECORDING, one SIGINT) records
+    its publications (record:=): its bag is complete after the SIGINT (the MCAP footer, summary and closing magic,
+    metadata.yaml), readable with rosbags and mcap, and holds every joint state a subscriber received."""
     procs, js = {}, {}
+    bag = tmp_path / "sigint_bag"
     for robot in ROBOTS:
         ns = f"down_{robot}"
-        js[robot] = ros.subscribe(JointState, f"/{ns}/joint_states")
-        procs[robot] = NodeProcess(["--robot", robot, "--namespace", ns, "--config", NO_CLOCK])
+        js[robot] = ros.subscribe(JointState, f"/{ns}/joint_states", keep=100_000)
+        record = ["--ros-args", "-p", f"record:={bag}"] if robot == RECORDING else []
+        procs[robot] = NodeProcess(["--robot", robot, "--namespace", ns, "--config", NO_CLOCK, *record])
     assert set(HOW) == set(ROBOTS) and set(HOW.values()) == set(SIGNALS)
     try:
         for robot, proc in procs.items():
@@ -465,6 +472,9 @@ def test_every_robot_shuts_down_cleanly(ros):
             t0 = stamp_s(js[robot][-1].header.stamp)
             wait_until(lambda: stamp_s(js[robot][-1].header.stamp) > t0 or proc.proc.poll() is not None, 30,
                        what=f"{robot} stepping")
+        # the recording node: 0.5 s of sim time published (and so recorded) before its SIGINT
+        wait_until(lambda: stamp_s(js[RECORDING][-1].header.stamp) >= 0.5 or procs[RECORDING].proc.poll() is not None,
+                   60, what=f"0.5 s of {RECORDING}'s sim time")
         took = {}
         for robot, proc in procs.items():        # one at a time: each node's own shutdown is timed (four
             signals = SIGNALS[HOW[robot]]        # exiting together on 2 cores would time the CPU contention)
@@ -485,3 +495,27 @@ def test_every_robot_shuts_down_cleanly(ros):
     finally:
         for proc in procs.values():
             proc.stop()
+    assert_complete_bag(bag, f"/down_{RECORDING}/joint_states", js[RECORDING])
+
+
+def assert_complete_bag(bag: Path, topic: str, received: list) -> None:
+    """The rosbag2 directory ``bag`` is complete and readable: metadata.yaml with the message count of its one MCAP
+    file, which ends with the closing magic after its footer and summary (what a killed recording lacks); rosbags
+    reads the node's topics; ``topic``'s recorded stamps hold the stamp of every message of it ``received``."""
+    import yaml
+    from mcap.reader import make_reader
+    from rosbags.highlevel import AnyReader
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    (mcap_file,) = bag.glob("*.mcap")
+    assert mcap_file.read_bytes()[-8:] == b"\x89MCAP0\r\n", f"{mcap_file}: no closing magic (cut?)"
+    with open(mcap_file, "rb") as f:
+        summary = make_reader(f).get_summary()          # found through the footer
+    assert summary is not None and summary.statistics is not None, f"{mcap_file}: no summary"
+    with AnyReader([bag]) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        stamps = {t for c, t, _ in reader.messages() if c.topic == topic}
+    assert summary.statistics.message_count == meta["message_count"] == sum(counts.values()) > 0
+    for t in (topic, "/tf", "/tf_static"):
+        assert counts.get(t, 0) > 0, f"{t} not recorded: {counts}"
+    got = {m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in received}
+    assert got and got <= stamps, f"{len(got - stamps)} of {len(got)} received {topic} not in the bag"

@@ -205,22 +205,39 @@ def test_a_camera_faster_than_the_stepping_is_refused_naming_it(monkeypatch):
 
 @pytest.mark.process
 def test_ctrl_c_of_a_node_with_cameras_and_the_browser_view_ends_every_process_cleanly(ros):
-    """Ctrl-C in a terminal signals the whole process group (the node, its camera process, its viewer process):
+    """The node with the browser view started unpaused (the default) steps and serves the view: its sim time
+    advances, the page is served (HTTP 200, HTML), offers Pause and shows a sim time past one the node published.
+    Then Ctrl-C in a terminal signals the whole process group (the node, its camera process, its viewer process):
     the node exits 0, no process prints a traceback, nothing is left running and no semaphore is leaked."""
     import os
     import signal
     import socket
+    import urllib.request
 
+    from sensor_msgs.msg import JointState
+
+    from contact_sim_ros.viewer.headless_browser import HeadlessChromium, text_field_js
     from ros_testing import NodeProcess
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    js = ros.subscribe(JointState, "/cam_ctrl_c/joint_states", keep=10)
     node = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--namespace", "cam_ctrl_c", "--viewer", "--ros-args",
                         "-p", f"viewer_port:={port}"], new_session=True)
     try:
         wait_until(lambda: "simulating " in node.output() or node.proc.poll() is not None, 240,
                    what="the node with cameras and the viewer to start")
         assert node.proc.poll() is None, node.output()
+        wait_until(lambda: (js and 1e-9 * _stamp_ns(js[-1]) > 0.2) or node.proc.poll() is not None, 120,
+                   what="0.2 s of sim time (the node steps, not paused)")
+        assert node.proc.poll() is None, node.output()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=30) as page:
+            assert page.status == 200 and b"<html" in page.read(2000).lower()
+        with HeadlessChromium(f"http://127.0.0.1:{port}", timeout=60) as browser:
+            browser.wait_for_button("Pause")                   # the page knows the node runs
+            t = 1e-9 * _stamp_ns(js[-1])
+            browser.wait_for(f"parseFloat({text_field_js('sim time (s)')}) > {t}",
+                             f"the page's sim time past {t:.3f} s (frames of the stepping node)")
         children = [int(c) for t in os.listdir(f"/proc/{node.proc.pid}/task")
                     for c in open(f"/proc/{node.proc.pid}/task/{t}/children").read().split()]
         assert "rendering in process " in node.output()

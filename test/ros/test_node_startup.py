@@ -81,3 +81,31 @@ def test_two_robots_side_by_side(ros, start_node):
     _, tip_right = world_pose("right/wsg_tcp", [tf[-50:], tf_static])
     assert tip_left[1] > 0.6 and abs(tip_right[1] + 0.6) < 1e-3   # left turned towards +y, right did not
     time.sleep(0.1)
+
+
+@pytest.mark.node
+def test_a_failed_in_process_build_lets_go_of_its_namespace_claim(monkeypatch, tmp_path, capfd):
+    """A node built in this process whose build fails after it has claimed its namespace (a controllers file naming
+    without a controller type: World.build fails after the node's on_simulator took the claim) lets the claim go:
+    a good node built next in the same namespace, in the same process, starts and steps without a second-node
+    complaint. The refused build's exception (and with it the half-built node) is kept alive meanwhile, so that no
+    garbage collection can release a leaked claim for it."""
+    from contact_sim_ros.errors import ConfigError
+    from inprocess_sim_node import InProcessSimNode
+    bad = tmp_path / "controllers.yaml"
+    bad.write_text("controller_manager:\n  ros__parameters:\n    update_rate: 100\n"
+                   "    arm_controller:\n      type: NoSuchController\n")
+    flags = ("--robot", "iiwa_wsg", "--namespace", "claim_after_failure", "--real-time-factor", "0")
+    with pytest.raises(ConfigError) as refused:
+        InProcessSimNode.from_command_line(monkeypatch, *flags, "--ros-args", "-p", f"controllers_file:={bad}")
+    assert f"{bad}: controller 'arm_controller' needs 'type: <package>/<Class>'" in str(refused.value), refused.value
+    capfd.readouterr()
+    sim = InProcessSimNode.from_command_line(monkeypatch, *flags)
+    try:
+        wait_until(lambda: sim.node.sim.t > 0.1 or not sim.node.link.stepping, 60, what="0.1 s of sim time")
+        assert sim.node.link.stepping and not sim.callback_errors, sim.callback_errors
+    finally:
+        sim.close()
+    log = "".join(capfd.readouterr())
+    assert "another simulation node" not in log, log
+    assert refused.value.__traceback__ is not None          # the failed build's frames lived until here

@@ -1,7 +1,8 @@
 """The node's live browser view (viewer:=true / --viewer): served while the node steps and publishes. One node start
 (the viewer is a process of the node's: process size): the page served, then its buttons clicked. Paused, the node
 republishes its frozen state every 0.1 s of wall time (driver/loop.py, paused_publish_period): "no step while
-paused" is read from those republications, not from a sleep."""
+paused" is read from those republications, not from a sleep. A node with the viewer started unpaused (the default)
+is seen stepping and serving the view in test_node_cameras' Ctrl-C test (no node start of its own here)."""
 
 import socket
 import urllib.request

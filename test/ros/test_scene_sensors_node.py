@@ -3,9 +3,11 @@ sensor_msgs/Imu for the scene's IMU through a controllers file's imu_sensor_broa
 a <ros2_control> <sensor>): the arm held still reads +g up (REP 145) in the IMU frame, no rotation. The scene's
 contact_wrench and external_joint_torques sensors go the generic route, contact_sim_ros/SensorStateBroadcaster
 (driver/controllers/sensor_state_broadcaster.py): a box resting on the ground reads m g up, the arm holding still
-against gravity reads no external torque while its drive carries g(q). (A ``sensors:``
-camera is one of the scene's cameras, which the node renders in their process: test/test_scene_sensors.py renders it
-bit for bit as a ``cameras:`` one; test_node_cameras.py covers the node's cameras.)
+against gravity reads no external torque while its drive carries g(q). A ``sensors:`` camera (the scene has no
+``cameras:``) is published on realsense2_camera's topics: the node renders it in a thread of its own when it records
+(record:=, so no camera process is started: node size; the camera process renders the same scene cameras,
+test/test_scene_sensors.py renders a ``sensors:`` camera bit for bit as a ``cameras:`` one and test_node_cameras.py
+covers the process).
 
 The arm of test_sensors.URDF (j1 held at 0, the ft link straight up)."""
 
@@ -15,7 +17,7 @@ import numpy as np
 import yaml
 import pinocchio as pin
 from geometry_msgs.msg import WrenchStamped
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Image, Imu, JointState
 
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import wait_until
@@ -117,5 +119,38 @@ def test_a_scenes_contact_wrench_and_external_torques_are_published_by_the_gener
         assert abs(g) > 1.0
         np.testing.assert_allclose(effort, g, rtol=0.02)
         assert not sim.callback_errors
+    finally:
+        sim.close()
+
+
+def test_a_scenes_sensors_camera_publishes_its_topics(monkeypatch, tmp_path):
+    """A camera given only under ``sensors:`` (1 m over empty floor, looking straight down, 10 Hz): its color and
+    depth images arrive over DDS on its realsense2_camera topics, stamped on its 10 Hz grid of sim time, the depth
+    of the floor 1000 mm at every pixel."""
+    scene = tmp_path / "sensors_camera.yaml"
+    scene.write_text(yaml.safe_dump({
+        "robot": "iiwa_wsg",
+        "environment": [{"name": "ground", "shape": "halfspace"}],
+        "sensors": [{"name": "floor_camera", "type": "camera", "parent": "world",
+                     "pose": {"xyz": [1.0, 1.0, 1.0], "rpy": [0.0, float(np.pi / 2), 0.0]},
+                     "width": 64, "height": 48, "fov": 60.0, "near": 0.1, "far": 5.0, "rate": 10.0}]}))
+    sim = InProcessSimNode.from_command_line(monkeypatch, "--scene", str(scene), "--engine", "tamsi", "--namespace",
+                                             "scam", "--ros-args", "-p", f"record:={tmp_path / 'bag'}")
+    try:
+        assert [c.name for c in sim.node.cameras.specs] == ["floor_camera"]
+        ns = "/scam/floor_camera/floor_camera"
+        colors, depths = [], []
+        sim.client.create_subscription(Image, f"{ns}/color/image_raw", colors.append, 10)
+        sim.client.create_subscription(Image, f"{ns}/depth/image_rect_raw", depths.append, 10)
+        wait_until(lambda: (colors and depths and depths[-1].header.stamp.sec + depths[-1].header.stamp.nanosec > 0)
+                   or not sim.node.link.stepping, 120, what=f"{ns} color and depth images after t = 0")
+        color, depth = colors[-1], depths[-1]
+        assert (color.width, color.height, color.encoding, len(color.data)) == (64, 48, "rgb8", 64 * 48 * 3)
+        assert (depth.width, depth.height, depth.encoding) == (64, 48, "16UC1")
+        assert depth.header.frame_id == "floor_camera_depth_optical_frame", depth.header.frame_id
+        assert all(m.header.stamp.nanosec % 100_000_000 == 0 for m in colors + depths)      # the 10 Hz grid
+        mm = np.frombuffer(bytes(depth.data), dtype="<u2").reshape(48, 64)
+        assert np.all(np.abs(mm.astype(int) - 1000) <= 1), (mm.min(), mm.max())
+        assert sim.node.link.stepping and not sim.callback_errors, sim.callback_errors
     finally:
         sim.close()
