@@ -55,7 +55,7 @@ class NodeInThisProcess:
             self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)   # as main()
             for n in [self.node, *([self.client] if self.client is not None else []), *self.node.extra_nodes()]:
                 self.executor.add_node(n)
-            self._thread = threading.Thread(target=self._spin, name="sim_node_in_process", daemon=True)
+            self._thread = threading.Thread(target=self._spin, name="scenario_sim_node", daemon=True)
             self._thread.start()
         except BaseException:
             self.close()

@@ -23,11 +23,26 @@ from contact_sim_ros.ros.node_in_process import NodeInThisProcess
 from ros_testing import wait_until
 
 
+def skip_graph_look(monkeypatch) -> None:
+    """A node built in this process: the namespace claim on this host decides at once, without the 3 s (wall time)
+    look for another simulation node on the ROS graph (sim_node.GRAPH_DISCOVERY_S)."""
+    monkeypatch.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
+
+
+@pytest.fixture(scope="module")
+def no_graph_look():
+    """skip_graph_look for the tests of a module (``pytestmark = pytest.mark.usefixtures("no_graph_look")``) that
+    build NodeInThisProcess themselves (e.g. run_scenario's node_factory)."""
+    with pytest.MonkeyPatch.context() as mp:
+        skip_graph_look(mp)
+        yield
+
+
 class InProcessSimNode(NodeInThisProcess):
     def __init__(self, monkeypatch, ros_args=(), defaults=None, defaults_for_a_urdf=None, *, flags=None,
                  **parameters):
         """``flags`` not None: the console command's flags (from_command_line), and the other arguments unused."""
-        monkeypatch.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
+        skip_graph_look(monkeypatch)
         super().__init__(flags, ros_args=ros_args, param_defaults={**(defaults or {}), **parameters},
                          defaults_for_a_urdf=defaults_for_a_urdf, client_node="test_client")
 
