@@ -62,16 +62,20 @@ VELOCITY = "velocity_controllers/JointGroupVelocityController"
 
 
 class Reports(ControllerTransport):
-    """The transport's reports, kept (no topics: goals are handed to the controllers directly)."""
+    """The transport's reports, kept (no topics: goals are handed to the controllers directly): throttled warnings,
+    rejected commands, the controller manager's errors and infos (test_loaned_interfaces uses it too)."""
 
     def __init__(self):
-        self.warnings, self.rejected, self.infos = [], [], []
+        self.warnings, self.rejected, self.errors, self.infos = [], [], [], []
 
     def warn_throttled(self, message, key=None):
         self.warnings.append(message)
 
     def reject_command(self, exc):
         self.rejected.append(exc)
+
+    def error(self, message):
+        self.errors.append(message)
 
     def info(self, message):
         self.infos.append(message)

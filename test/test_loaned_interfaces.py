@@ -21,7 +21,7 @@ from contact_sim_ros.driver.config import (ControllersFile, ControllerSpec, pars
                                            read_controllers_file)
 from contact_sim_ros.driver.controller_manager import BEST_EFFORT, STRICT, ControllerManager
 from contact_sim_ros.driver.controllers import registry
-from contact_sim_ros.driver.controllers.base import Controller, ControllerTransport, ReturnType
+from contact_sim_ros.driver.controllers.base import Controller, ReturnType
 from contact_sim_ros.driver.loaned_interfaces import InterfaceNotClaimed
 from contact_sim_ros.driver.loop import SteppingLoop
 from contact_sim_ros.driver.robot import validate_joint_command
@@ -30,7 +30,7 @@ from contact_sim_ros.driver.system import SimulatorSystem
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.sim.simulator import Simulator
 
-from test_driver_controllers import ARM, GRIPPER, JTC, URDF, goal, tol, trajectory
+from test_driver_controllers import ARM, GRIPPER, JTC, Reports, goal, tol, trajectory, urdf  # noqa: F401 (fixture)
 
 DT = 1e-3
 EFFORT_GROUP = "effort_controllers/JointGroupEffortController"
@@ -83,29 +83,6 @@ class RowWriter(Controller):
             self.loan.write_position(self.foreign, self.q)
         self.loan.write_position(self.row, self.q)
         return ReturnType.OK
-
-
-class Reports(ControllerTransport):
-    """The controller manager's reports, kept."""
-
-    def __init__(self):
-        self.warnings, self.errors, self.infos = [], [], []
-
-    def warn_throttled(self, message, key=None):
-        self.warnings.append(message)
-
-    def error(self, message):
-        self.errors.append(message)
-
-    def info(self, message):
-        self.infos.append(message)
-
-
-@pytest.fixture(scope="module")
-def urdf(tmp_path_factory):
-    path = tmp_path_factory.mktemp("planar") / "planar.urdf"
-    path.write_text(URDF)
-    return path
 
 
 @pytest.fixture

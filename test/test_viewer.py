@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 from contact_sim_ros.sim.simulator import Simulator
-from contact_sim_ros.viewer.headless_browser import HeadlessChromium, object_pixel_fraction, text_field_js
+from contact_sim_ros.viewer.headless_browser import HeadlessChromium, text_field_js
 from contact_sim_ros.viewer.scene_viewer import (ROBOT_COLOR, FrameBuffer, SceneViewer, ViewerProcess,
                                                  describe_scene, display_forces, moving_geometry_ids,
                                                  simulator_frame)
+from viewer_testing import BluePixels
 
 BOX_MASS = 0.5
 REPO = Path(__file__).resolve().parents[1]
@@ -206,34 +207,21 @@ def test_viewer_process_redraws_a_changed_scene(tmp_path):
     try:
         viewer.publish_simulator(before, 1.0)
         with HeadlessChromium(viewer.url, timeout=60) as browser:
-            def blue(tag):
-                browser.screenshot(tmp_path / f"{tag}.png")
-                return object_pixel_fraction(tmp_path / f"{tag}.png")
-
-            def wait_blue(predicate, what, timeout=60.0):
-                deadline = time.monotonic() + timeout
-                k = 0
-                while True:
-                    k += 1
-                    value = blue(f"{what}_{k}")
-                    if predicate(value):
-                        return value
-                    assert time.monotonic() < deadline, f"{what}: blue fraction {value:.4f}"
-                    time.sleep(0.5)
+            blue = BluePixels(browser, tmp_path)
             browser.wait_for_button("Pause")
-            ball_only = wait_blue(lambda v: v > 0.0, "the ball")
+            ball_only = blue.wait(lambda v: v > 0.0, "the ball")
             number = viewer.send_scene(spawned.model)
             viewer.use_scene(number)
             viewer.publish_simulator(spawned, 1.0)
             seq, frame = viewer.buffer.read()
             assert frame.scene == number and frame.poses.shape == (2, 7)   # ball and crate
             np.testing.assert_allclose(frame.poses[1, :3], [0.3, 0.0, 0.15])
-            with_crate = wait_blue(lambda v: v > ball_only + 0.01, "the spawned crate")
+            with_crate = blue.wait(lambda v: v > ball_only + 0.01, "the spawned crate")
             number = viewer.send_scene(deleted.model)
             viewer.use_scene(number)
             viewer.publish_simulator(deleted, 1.0)
             assert viewer.buffer.read(seq)[1].poses.shape == (0, 7)
-            wait_blue(lambda v: v == 0.0, "crate and ball deleted")
+            blue.wait(lambda v: v == 0.0, "crate and ball deleted")
             assert viewer.alive
         print(f"blue fraction: ball {ball_only:.4f}, with the crate {with_crate:.4f}")
     finally:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
 
 from ..driver.node_config import plain_args_to_ros_args
 from . import sim_node
@@ -23,22 +26,34 @@ class NodeInThisProcess:
     (``run_scenario(..., node_factory=NodeInThisProcess)``; the tests' node size). Not the entry point: signals,
     exit codes and the Fast DDS writer profile are main()'s (a run with a node process covers them). The node's log
     goes to this process's stderr; ``output()`` gives what the node kept (callback errors, a stopped stepping
-    thread's error). ``close()`` shuts it down as main() does."""
+    thread's error). ``close()`` shuts it down as main() does.
 
-    def __init__(self, argv: list[str]):
-        cmd = plain_args_to_ros_args(list(argv))
-        defaults, defaults_for_a_urdf = sim_node.param_defaults_of(cmd)
+    ``argv`` None: the node of ``ros_args`` (ROS arguments, e.g. ``["--ros-args", "-p", "x:=1"]``) over the
+    parameter values ``param_defaults`` and ``defaults_for_a_urdf`` as given (what param_defaults_of gives main();
+    none of the preset parameter files unless named there). ``client_node``: the name of a plain node built in the
+    same context and spun by the same executor (``.client``: a caller's clients and subscriptions; None: no such
+    node)."""
+
+    def __init__(self, argv: Sequence[str] | None, *, ros_args: Sequence[str] = (),
+                 param_defaults: Mapping[str, Any] | None = None,
+                 defaults_for_a_urdf: Mapping[str, Any] | None = None, client_node: str | None = None):
+        if argv is not None:
+            cmd = plain_args_to_ros_args(list(argv))
+            ros_args = cmd.ros_args
+            param_defaults, defaults_for_a_urdf = sim_node.param_defaults_of(cmd)
         self.context = rclpy.Context()
-        rclpy.init(args=["sim_node", *cmd.ros_args], context=self.context)
-        self.node = self.executor = None
+        rclpy.init(args=["sim_node", *ros_args], context=self.context)
+        self.node = self.client = self.executor = None
         self.callback_errors: list[str] = []
         self._stop = threading.Event()
         self._thread = None
         try:
-            self.node = sim_node.SimNode(param_defaults=defaults, defaults_for_a_urdf=defaults_for_a_urdf,
-                                         context=self.context)
-            self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)
-            for n in [self.node, *self.node.extra_nodes()]:
+            self.node = sim_node.SimNode(param_defaults=dict(param_defaults or {}),
+                                         defaults_for_a_urdf=defaults_for_a_urdf, context=self.context)
+            if client_node is not None:
+                self.client = Node(client_node, context=self.context)
+            self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)   # as main()
+            for n in [self.node, *([self.client] if self.client is not None else []), *self.node.extra_nodes()]:
                 self.executor.add_node(n)
             self._thread = threading.Thread(target=self._spin, name="scenario_sim_node", daemon=True)
             self._thread.start()
@@ -70,7 +85,7 @@ class NodeInThisProcess:
     def close(self) -> str:
         """Shut the node down (its stepping thread, controller managers, claim), stop the executor thread, destroy
         the nodes and the context; returns ``output()``."""
-        out = self.output() if self.node is not None else "\n".join(self.callback_errors)
+        out = self.output()
         self._stop.set()
         node = self.node
         if node is not None:
@@ -83,7 +98,9 @@ class NodeInThisProcess:
             for n in node.extra_nodes():
                 n.destroy_node()
             node.destroy_node()
-        self.node = self.executor = None
+        if self.client is not None:
+            self.client.destroy_node()
+        self.node = self.client = self.executor = None
         if self.context.ok():
             rclpy.shutdown(context=self.context)
         return out

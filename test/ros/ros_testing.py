@@ -39,6 +39,15 @@ class NodeProcess:
         self._log.flush()
         return self.log_path.read_text()
 
+    def ended(self, timeout: float) -> tuple[int, str]:
+        """(exit code, output) of a node that ends by itself within ``timeout`` s (subprocess.TimeoutExpired if it
+        does not); stopped in either case."""
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self.stop()
+        return code, self.output()
+
     def stop(self, timeout: float = 10.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
@@ -120,6 +129,11 @@ class RosProbe:
         assert future.done(), f"service {name} did not answer within {timeout} s"
         self.node.destroy_client(client)
         return future.result()
+
+
+def error_lines(out: str) -> list[str]:
+    """The ``sim_node: error: ...`` lines of a node's output (main() prints a ContactSimError as one such line)."""
+    return [line for line in out.splitlines() if line.startswith("sim_node: error: ")]
 
 
 def stamp_s(stamp) -> float:

@@ -13,7 +13,6 @@ from builtin_interfaces.msg import Duration
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import wait_until
 
@@ -21,10 +20,9 @@ IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
 
 
 def test_rejections_are_throttled_per_kind_cut_short_and_odd_stamps_reported(ros, monkeypatch, capfd):
-    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--real-time-factor", "0", "--namespace", "warn"])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     js = ros.subscribe(JointState, "/warn/joint_states", keep=5)
-    sim = InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+    sim = InProcessSimNode.from_command_line(monkeypatch, "--robot", "iiwa_wsg", "--real-time-factor", "0",
+                                             "--namespace", "warn")
     log = []
 
     def output() -> str:

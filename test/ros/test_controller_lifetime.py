@@ -20,7 +20,6 @@ from rcl_interfaces.srv import SetParameters
 from builtin_interfaces.msg import Duration
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import ActionClient, wait_until
 
@@ -70,9 +69,8 @@ def _cycle(sim, action, name, goal_to):
 
 
 def test_load_unload_cycles_raise_nothing_and_memory_levels_off(monkeypatch, tmp_path):
-    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--engine", "tamsi", "--real-time-factor", "0"])
-    defaults, for_a_urdf = param_defaults_of(cmd)
-    sim = InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+    sim = InProcessSimNode.from_command_line(monkeypatch, "--robot", "iiwa_wsg", "--engine", "tamsi",
+                                             "--real-time-factor", "0")
     try:
         params = tmp_path / "cycled.yaml"
         params.write_text(yaml.safe_dump({"/**/cycled": {"ros__parameters": {

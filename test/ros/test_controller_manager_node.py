@@ -17,10 +17,9 @@ from controller_manager_msgs.srv import (CleanupController, ConfigureController,
                                          ListHardwareComponents, LoadController, UnloadController)
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
-from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from inprocess_sim_node import InProcessSimNode
+from inprocess_sim_node import running_node
 from ros_testing import SCENES, switch_controllers, wait_until
 
 NS = "/cm"
@@ -32,16 +31,9 @@ POSITION = "position_controllers/JointGroupPositionController"
 
 @pytest.fixture(scope="module")
 def node(ros):
-    with pytest.MonkeyPatch.context() as mp:
-        sim = InProcessSimNode.from_command_line(mp, "--robot", "iiwa_wsg", "--namespace", "cm", "--engine", "tamsi",
-                                                 "--real-time-factor", "1.0", "--config", str(SCENES / "no_clock.yaml"))
-        try:
-            js = ros.subscribe(JointState, f"{NS}/joint_states", keep=50)
-            wait_until(lambda: js, 120, what=f"{NS}/joint_states")
-            yield sim, js
-            assert not sim.callback_errors, sim.callback_errors
-        finally:
-            sim.close()
+    with running_node(ros, NS, "--robot", "iiwa_wsg", "--namespace", "cm", "--engine", "tamsi",
+                      "--real-time-factor", "1.0", "--config", str(SCENES / "no_clock.yaml")) as built:
+        yield built
 
 
 def get_params(ros, node_name, names):

@@ -37,7 +37,6 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import ActionClient, NodeProcess, stamp_s, wait_until
 
@@ -116,13 +115,6 @@ class ExitWatch:
 COMMON = ("--config", NO_CLOCK, "--ros-args", "-p", "diagnostics_rate:=5.0")
 
 
-def in_process(monkeypatch, *flags) -> InProcessSimNode:
-    """The node of the console command's ``flags``, built in this process."""
-    cmd = plain_args_to_ros_args(list(flags))
-    defaults, for_a_urdf = param_defaults_of(cmd)
-    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
-
-
 class Log:
     """The in-process node's log as captured on the test's stderr (rcutils; stdout if so configured)."""
 
@@ -173,7 +165,8 @@ def action_client(ros, action_type, name) -> ActionClient:
 def nodes(ros):
     """'main': iiwa_wsg, healthy, real time, in this process."""
     with pytest.MonkeyPatch.context() as mp:
-        sim = in_process(mp, "--robot", "iiwa_wsg", "--namespace", "main", "--real-time-factor", "1", *COMMON)
+        sim = InProcessSimNode.from_command_line(mp, "--robot", "iiwa_wsg", "--namespace", "main",
+                                                 "--real-time-factor", "1", *COMMON)
         try:
             topics = {"diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics"),
                       "main": ros.subscribe(JointState, "/main/joint_states")}
@@ -188,8 +181,8 @@ def test_persistent_solver_failure_pauses_with_a_reason_keeps_joint_states_and_r
                                                                                                capfd):
     topics = {"diagnostics": ros.subscribe(DiagnosticArray, "/diagnostics")}
     js = topics["fail"] = ros.subscribe(JointState, "/fail/joint_states")
-    sim = in_process(monkeypatch, "--robot", "iiwa_wsg", *FAILING_TAMSI, "--namespace", "fail",
-                     "--real-time-factor", "0", *COMMON)
+    sim = InProcessSimNode.from_command_line(monkeypatch, "--robot", "iiwa_wsg", *FAILING_TAMSI, "--namespace",
+                                             "fail", "--real-time-factor", "0", *COMMON)
     try:
         _fail_pause_reset(ros, sim, topics, js, Log(capfd))
     finally:

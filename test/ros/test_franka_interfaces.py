@@ -27,8 +27,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
-from inprocess_sim_node import InProcessSimNode
+from inprocess_sim_node import OneNodeAtATime
 from ros_testing import SCENES, ActionClient, active_controllers, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,40 +65,21 @@ def _scenes(tmp):
     return out
 
 
-class Nodes:
+class Nodes(OneNodeAtATime):
     """``nodes[name]`` -> (the node, its joint states): built in this process on first use, the one built before
     it closed (each steps as fast as it can: one at a time)."""
 
     def __init__(self, ros, tmp):
-        self.scenes, self.ros = _scenes(tmp), ros
-        self.name = self.sim = self.js = None
+        super().__init__(ros, keep=200)
+        self.scenes = _scenes(tmp)
 
-    def __getitem__(self, name):
-        if name != self.name:
-            self.close()
-            cmd = ["--scene", str(self.scenes[name]), "--real-time-factor", "0", "--namespace", name, "--engine",
-                   "tamsi", "--config", str(SCENES / "no_clock.yaml")]
-            if name == "press":     # the gripper node named as MoveIt's FR3 config expects it, the state broadcaster
-                cmd += ["--ros-args", "-p", "franka_gripper_name:=fr3_gripper",
-                        "-p", f"controllers_file:={self.scenes['controllers']}"]
-            cmd = plain_args_to_ros_args(cmd)
-            defaults, for_a_urdf = param_defaults_of(cmd)
-            js = self.ros.subscribe(JointState, f"/{name}/joint_states", keep=200)
-            self._mp = pytest.MonkeyPatch()
-            self.sim = InProcessSimNode(self._mp, ros_args=cmd.ros_args, defaults=defaults,
-                                        defaults_for_a_urdf=for_a_urdf)
-            self.name, self.js = name, js
-            wait_until(lambda: js, 120, what=f"/{name}/joint_states")
-        return self.sim, self.js
-
-    def close(self):
-        if self.sim is not None:
-            sim, self.sim, self.name = self.sim, None, None
-            try:
-                assert not sim.callback_errors, sim.callback_errors
-            finally:
-                sim.close()
-                self._mp.undo()
+    def flags(self, name):
+        flags = ["--scene", str(self.scenes[name]), "--real-time-factor", "0", "--namespace", name, "--engine",
+                 "tamsi", "--config", str(SCENES / "no_clock.yaml")]
+        if name == "press":     # the gripper node named as MoveIt's FR3 config expects it, the state broadcaster
+            flags += ["--ros-args", "-p", "franka_gripper_name:=fr3_gripper",
+                      "-p", f"controllers_file:={self.scenes['controllers']}"]
+        return flags
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,11 @@ from contact_sim_ros.clients.pick_shake_place import PickShakePlaceParams
 from contact_sim_ros.engines.registry import engine_class, engine_names
 from contact_sim_ros.model.loader import meshes_dir
 from contact_sim_ros.model.mesh_object import MeshSpec, mesh_body
-from contact_sim_ros.ros import sim_node
 from contact_sim_ros.ros.node_in_process import NodeInThisProcess
 from contact_sim_ros.scenarios.runner import run_scenario
+from inprocess_sim_node import no_graph_look  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("no_graph_look")     # the node built in this process: no 3 s graph look
 
 DYNAMIC_ENGINES = [n for n in engine_names() if engine_class(n).dynamic]
 # scenario 1's durations shortened (as test_scenarios.py), stopped when the shake begins (after the hold is weighed)
@@ -71,15 +73,6 @@ def check_lift(r, engine: str) -> None:
     x, y, z = r.object_poses["bottle"]
     assert z == pytest.approx(p.lift_height, abs=0.01), detail
     assert abs(x - PICK[0]) < 0.01 and abs(y - PICK[1]) < 0.01, detail
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_graph_look():
-    """The node built in this process: the namespace claim on this host decides at once, without the 3 s look for
-    another simulation node on the ROS graph (as InProcessSimNode)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
-        yield
 
 
 @pytest.mark.timeout(300)

@@ -27,26 +27,19 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from inprocess_sim_node import no_graph_look  # noqa: F401 (a fixture)
 from ros_testing import REPO, active_controllers, stamp_s, wait_until, world_pose
 
-from contact_sim_ros.ros import sim_node
 from contact_sim_ros.ros.node_in_process import NodeInThisProcess
 from contact_sim_ros.scenarios.runner import run_scenario
 
 from contact_sim_msgs.msg import ContactArray          # built into the venv by scripts/ensure_venv.sh
 from tf2_msgs.msg import TFMessage
 
+pytestmark = pytest.mark.usefixtures("no_graph_look")     # a node built in this process: no 3 s graph look
+
 G = 9.81
 ARM = [f"iiwa_joint_{i}" for i in range(1, 8)]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_graph_look():
-    """A node built in this process: the namespace claim on this host decides at once, without the 3 s look for
-    another simulation node on the ROS graph (as InProcessSimNode)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
-        yield
 
 
 def test_iiwa_with_allegro_namespaces_tf_chain_and_hand_mug_wrenches(ros):

@@ -168,20 +168,16 @@ def test_camera_start_up_error_without_the_render_back_end(tmp_path):
     (found by its camera process), naming what to install."""
     import os
 
-    from ros_testing import NodeProcess
+    from ros_testing import NodeProcess, error_lines
     fake = tmp_path / "no_backend"
     fake.mkdir()
     (fake / "moderngl.py").write_text("raise ImportError('No module named moderngl')\n")
     env = {"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     # a namespace of its own: the module's camera node runs in '/' (a second node there is refused first)
     no_backend = NodeProcess(["--scene", SCENE, "--engine", "tamsi", "--namespace", "cam_no_backend"], env=env)
-    try:
-        code = no_backend.proc.wait(300)
-    finally:
-        no_backend.stop()
-    out = no_backend.output()
+    code, out = no_backend.ended(300)
     assert code == 2, out
-    err = [line for line in out.splitlines() if line.startswith("sim_node: error:")]
+    err = error_lines(out)
     assert len(err) == 1 and "moderngl" in err[0] and "apt-get install libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri" in \
         err[0] and "Traceback" not in out, out
 
@@ -191,13 +187,10 @@ def test_a_camera_faster_than_the_stepping_is_refused_naming_it(monkeypatch):
     and the file: the ContactSimError main() prints as its one "sim_node: error:" line (exit 2: the bad files of
     test_request_bounds.py)."""
     from contact_sim_ros.errors import ContactSimError
-    from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
     from inprocess_sim_node import InProcessSimNode
-    cmd = plain_args_to_ros_args(["--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1", "--namespace",
-                                  "cam_too_fast"])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     with pytest.raises(ContactSimError) as refused:
-        InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf).close()
+        InProcessSimNode.from_command_line(monkeypatch, "--scene", SCENE, "--engine", "tamsi", "--time-step", "0.1",
+                                           "--namespace", "cam_too_fast").close()
     message = str(refused.value)
     assert "\n" not in message, message
     assert "iiwa_wsg_cameras.yaml: camera 'wrist_camera': rate 15 Hz is above the step rate 10 Hz" in message, message

@@ -22,7 +22,6 @@ from std_srvs.srv import SetBool, Trigger
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import use_controllers, wait_until
 
@@ -34,11 +33,9 @@ DT = 1e-3
 @pytest.fixture(scope="module")
 def node(ros):
     """iiwa_wsg (TAMSI, 1 ms, real time) built in this process, and the probe's subscriptions."""
-    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--engine", "tamsi", "--time-step", str(DT),
-                                  "--real-time-factor", "1.0"])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        sim = InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        sim = InProcessSimNode.from_command_line(monkeypatch, "--robot", "iiwa_wsg", "--engine", "tamsi",
+                                                 "--time-step", str(DT), "--real-time-factor", "1.0")
         try:
             yield from _subscribed(ros, sim)
         finally:

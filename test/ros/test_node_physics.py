@@ -16,7 +16,6 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from std_srvs.srv import SetBool
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import stamp_s, wait_until, world_pose
 
@@ -43,10 +42,6 @@ def vec(v):
 def held(request, ros):
     engine = request.param
     ns = f"/hold_{engine}"
-    cmd = plain_args_to_ros_args(["--scene", str(SCENE), "--engine", engine, "--time-step", "0.001",
-                                  "--real-time-factor", "0", "--namespace", ns, "--frame-prefix", f"{engine}/",
-                                  "--config", str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml")])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     topics = {
         "ft": ros.subscribe(WrenchStamped, f"{ns}/ft_sensor/wrench"),
         "left": ros.subscribe(WrenchStamped, f"{ns}/contact_wrench/wsg_finger_left"),
@@ -59,7 +54,10 @@ def held(request, ros):
         "tf_static": ros.subscribe(TFMessage, "/tf_static", latched=True),
     }
     with pytest.MonkeyPatch.context() as mp:
-        sim = InProcessSimNode(mp, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        sim = InProcessSimNode.from_command_line(
+            mp, "--scene", str(SCENE), "--engine", engine, "--time-step", "0.001", "--real-time-factor", "0",
+            "--namespace", ns, "--frame-prefix", f"{engine}/",
+            "--config", str(Path(__file__).resolve().parent / "scenes" / "no_clock.yaml"))
         try:
             # 0.8 s of sim time: the fingers close (scripted to 20 N squeeze) and the bottle settles (F/T within
             # 1 % of its final value after 0.6 s); every stream read by the tests has a message of then

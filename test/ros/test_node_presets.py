@@ -12,7 +12,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from tf2_msgs.msg import TFMessage
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import use_controllers, wait_until
 
@@ -25,14 +24,13 @@ PRESETS = ["franka", "allegro", "barrett"]   # iiwa_wsg: test_node_interfaces.py
 def preset(request, ros):
     """(robot, its topics, /tf, /tf_static) of the preset's node, built in this process."""
     robot = request.param
-    cmd = plain_args_to_ros_args(["--robot", robot, "--engine", "tamsi", "--namespace", robot, "--frame-prefix",
-                                  f"{robot}/", "--real-time-factor", "0", "--config", str(NO_CLOCK)])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     topics = {"js": ros.subscribe(JointState, f"/{robot}/joint_states"),
               "desc": ros.subscribe(String, f"/{robot}/robot_description", latched=True),
               "tf": ros.subscribe(TFMessage, "/tf"), "tf_static": ros.subscribe(TFMessage, "/tf_static", latched=True)}
     with pytest.MonkeyPatch.context() as mp:
-        sim = InProcessSimNode(mp, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        sim = InProcessSimNode.from_command_line(mp, "--robot", robot, "--engine", "tamsi", "--namespace", robot,
+                                                 "--frame-prefix", f"{robot}/", "--real-time-factor", "0", "--config",
+                                                 str(NO_CLOCK))
         try:
             wait_until(lambda: topics["js"], 120, what=f"/{robot}/joint_states")
             yield robot, topics

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import yaml
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import wait_until
 
@@ -24,9 +23,7 @@ def _ns(stamp) -> int:
 
 def _node(monkeypatch, *flags) -> InProcessSimNode:
     """The simulation node of ``sim_node *flags`` built in this process."""
-    cmd = plain_args_to_ros_args(list(flags))
-    defaults, for_a_urdf = param_defaults_of(cmd)
-    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+    return InProcessSimNode.from_command_line(monkeypatch, *flags)
 
 
 def _closed(sim) -> None:

@@ -39,8 +39,8 @@ from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from contact_sim_ros.errors import ContactSimError
-from inprocess_sim_node import InProcessSimNode
-from ros_testing import REPO, ActionClient, NodeProcess, stamp_s, wait_until
+from inprocess_sim_node import InProcessSimNode, running_node
+from ros_testing import REPO, ActionClient, NodeProcess, error_lines, stamp_s, wait_until
 
 si = pytest.importorskip("simulation_interfaces")
 from geometry_msgs.msg import PoseStamped  # noqa: E402
@@ -69,11 +69,6 @@ def value(status, key):
     return next(kv.value for kv in status.values if kv.key == key)
 
 
-def in_process(monkeypatch, *flags) -> InProcessSimNode:
-    """The node of the console command's ``flags``, built in this process."""
-    return InProcessSimNode.from_command_line(monkeypatch, *flags)
-
-
 class Log:
     """The in-process nodes' log as captured on the test's stderr (rcutils; stdout if so configured); ``ns``: the
     lines of the nodes in that namespace."""
@@ -92,16 +87,9 @@ class Log:
 @pytest.fixture(scope="module")
 def node(ros):
     """iiwa + WSG, real time, one box spawned by the tests; in this process."""
-    with pytest.MonkeyPatch.context() as mp:
-        sim = in_process(mp, "--robot", "iiwa_wsg", "--engine", "tamsi", "--namespace", NS.strip("/"),
-                         "--config", NO_CLOCK)
-        try:
-            js = ros.subscribe(JointState, f"{NS}/joint_states", keep=50)
-            wait_until(lambda: js, 120, what=f"{NS}/joint_states")
-            yield sim, js
-            assert not sim.callback_errors, sim.callback_errors
-        finally:
-            sim.close()
+    with running_node(ros, NS, "--robot", "iiwa_wsg", "--engine", "tamsi", "--namespace", NS.strip("/"),
+                      "--config", NO_CLOCK) as built:
+        yield built
 
 
 def advancing(js) -> bool:
@@ -331,8 +319,8 @@ inputs:
     common = ("--real-time-factor", "0", "--config", NO_CLOCK, "--ros-args", "-p", "diagnostics_rate:=4.0")
     output = Log(capfd)
     # one after the other (each steps as fast as it can in this process)
-    squeezed = in_process(monkeypatch, "--scene", str(squeeze), "--namespace", "squeeze", "--engine", "tamsi",
-                          *common)
+    squeezed = InProcessSimNode.from_command_line(monkeypatch, "--scene", str(squeeze), "--namespace", "squeeze",
+                                                  "--engine", "tamsi", *common)
     try:
         def paused_by_failure():
             s = simulation_status(diagnostics, "/squeeze")
@@ -345,7 +333,7 @@ inputs:
         assert not squeezed.callback_errors, squeezed.callback_errors
     finally:
         squeezed.close()
-    fall = in_process(monkeypatch, "--scene", str(falling), "--namespace", "fall", *common)
+    fall = InProcessSimNode.from_command_line(monkeypatch, "--scene", str(falling), "--namespace", "fall", *common)
     try:
         wait_until(lambda: js and stamp_s(js[-1].header.stamp) >= 12.0, 240, what="12 s of free fall")
         out = output("fall")
@@ -419,7 +407,7 @@ def test_a_bad_file_is_refused_naming_it(bad_files, name, monkeypatch):
     tmp = bad_files
     flags = ["--namespace", f"bad_file_{list(BAD_FILES).index(name)}", *(a.format(tmp=tmp) for a in BAD_FILES[name][0])]
     with pytest.raises(ContactSimError) as refused:
-        in_process(monkeypatch, *flags).close()
+        InProcessSimNode.from_command_line(monkeypatch, *flags).close()
     message = str(refused.value)
     assert "\n" not in message and BAD_FILES[name][1].format(tmp=tmp) in message, message
 
@@ -431,13 +419,9 @@ def test_a_bad_file_is_one_line_naming_it_and_exit_2(bad_files):
     procs = {name: NodeProcess(["--namespace", f"bad_file_exit_{list(BAD_FILES).index(name)}",
                                 *(a.format(tmp=bad_files) for a in BAD_FILES[name][0])]) for name in IN_A_PROCESS}
     for name, proc in procs.items():
-        try:
-            code = proc.proc.wait(300)
-        finally:
-            proc.stop()
-        out = proc.output()
+        code, out = proc.ended(300)
         assert code == 2, out
-        errors = [line for line in out.splitlines() if line.startswith("sim_node: error: ")]
+        errors = error_lines(out)
         assert len(errors) == 1 and BAD_FILES[name][1].format(tmp=bad_files) in errors[0], out
         assert_clean(out)
 

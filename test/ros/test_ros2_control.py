@@ -27,12 +27,10 @@ from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory, GripperCommand
 from control_msgs.msg import JointTrajectoryControllerState
 from controller_manager_msgs.srv import ListControllers, ListHardwareInterfaces
-from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
-from inprocess_sim_node import InProcessSimNode
+from inprocess_sim_node import OneNodeAtATime
 from ros_testing import SCENES, ActionClient, active_controllers, switch_controllers, wait_until
 
 IIWA = [f"iiwa_joint_{i}" for i in range(1, 8)]
@@ -100,11 +98,12 @@ def _ur5_files(tmp: Path) -> tuple[Path, Path, Path]:
     return urdf, cfile, block
 
 
-class Nodes:
+class Nodes(OneNodeAtATime):
     """``nodes[name]`` -> (the node, its joint states): built in this process on first use, the one built before
     it closed (each steps as fast as it can: one at a time)."""
 
     def __init__(self, ros, tmp):
+        super().__init__(ros, keep=2000)
         urdf, cfile, block = _ur5_files(tmp)
         self.specs = {
             "iiwa": ["--robot", "iiwa_wsg", "--real-time-factor", "1.0"],
@@ -115,34 +114,13 @@ class Nodes:
         }
         self.ros_params = {"ur5": ["-p", f"controllers_file:={cfile}", "-p", f"ros2_control_file:={block}",
                                    "-p", "inactive_controllers:=[forward_position_controller]"]}
-        self.ros = ros
-        self.name = self.sim = self.js = None
 
-    def __getitem__(self, name):
-        if name != self.name:
-            self.close()
-            cmd = [*self.specs[name], "--namespace", name, "--frame-prefix", f"{name}/", "--engine", "tamsi",
-                   "--config", str(SCENES / "no_clock.yaml")]
-            if name in self.ros_params:
-                cmd += ["--ros-args", *self.ros_params[name]]
-            cmd = plain_args_to_ros_args(cmd)
-            defaults, for_a_urdf = param_defaults_of(cmd)
-            js = self.ros.subscribe(JointState, f"/{name}/joint_states", keep=2000)
-            self._mp = pytest.MonkeyPatch()
-            self.sim = InProcessSimNode(self._mp, ros_args=cmd.ros_args, defaults=defaults,
-                                        defaults_for_a_urdf=for_a_urdf)
-            self.name, self.js = name, js
-            wait_until(lambda: js, 120, what=f"/{name}/joint_states")
-        return self.sim, self.js
-
-    def close(self):
-        if self.sim is not None:
-            sim, self.sim, self.name = self.sim, None, None
-            try:
-                assert not sim.callback_errors, sim.callback_errors
-            finally:
-                sim.close()
-                self._mp.undo()
+    def flags(self, name):
+        flags = [*self.specs[name], "--namespace", name, "--frame-prefix", f"{name}/", "--engine", "tamsi",
+                 "--config", str(SCENES / "no_clock.yaml")]
+        if name in self.ros_params:
+            flags += ["--ros-args", *self.ros_params[name]]
+        return flags
 
 
 @pytest.fixture(scope="module")

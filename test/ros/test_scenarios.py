@@ -27,30 +27,23 @@ from contact_sim_ros.clients.robot_link import RobotLink
 from contact_sim_ros.driver.command_validation import JointLimits, TrajectorySampler, validate_trajectory
 from contact_sim_ros.errors import ConfigError
 from contact_sim_ros.scenarios.campaign import trial_scene
-from contact_sim_ros.ros import sim_node
 from contact_sim_ros.clients import robot_link
 from contact_sim_ros.ros.node_in_process import NodeInThisProcess
 from contact_sim_ros.scenarios.runner import SCENARIOS, _fmt, main as runner_main, run_scenario
 from contact_sim_ros.yaml_files import load_yaml
+from inprocess_sim_node import no_graph_look  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 BOTTLE_MASS = float(ET.parse(REPO / "urdf" / "objects" / "bottle.urdf").getroot()
                     .find("link/inertial/mass").get("value"))
 G = 9.81
 FAST = dict(motion_time=0.5, hold_time=0.45, shake_cycles=2)
+# a node built in this process (NodeInThisProcess) in its own fresh namespace: no 3 s graph look
+pytestmark = pytest.mark.usefixtures("no_graph_look")
 
 
 def explain(r) -> str:
     return f"{r.engine}: {r.reason}\nnumbers: {r.numbers}\nnode output (tail):\n{r.node_output[-1500:]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_graph_look():
-    """A node built in this process (NodeInThisProcess) in its own fresh namespace: the namespace claim on this host
-    decides at once, without the 3 s look for another simulation node on the ROS graph (as InProcessSimNode)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim_node, "GRAPH_DISCOVERY_S", 0.0)
-        yield
 
 
 @pytest.fixture(scope="module", params=["tamsi", pytest.param("lagged", marks=pytest.mark.slow)])

@@ -26,7 +26,6 @@ from sensor_msgs.msg import JointState
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import REPO, ActionClient, wait_until, world_pose
 
@@ -69,11 +68,9 @@ def playing_after_each_test(request):
 def node(ros):
     """The Franka node (TAMSI, 1 ms, real time, namespace /si) built in this process, and the probe's subscriptions
     (/clock, joint states, /tf)."""
-    cmd = plain_args_to_ros_args(["--robot", "franka", "--engine", "tamsi", "--time-step", "0.001",
-                                  "--real-time-factor", "1.0", "--namespace", NS.strip("/")])
-    defaults, for_a_urdf = param_defaults_of(cmd)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        sim = InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+        sim = InProcessSimNode.from_command_line(monkeypatch, "--robot", "franka", "--engine", "tamsi", "--time-step",
+                                                 "0.001", "--real-time-factor", "1.0", "--namespace", NS.strip("/"))
         try:
             topics = {"js": ros.subscribe(JointState, f"{NS}/joint_states", keep=200),
                       "clock": ros.subscribe(Clock, "/clock", keep=50),

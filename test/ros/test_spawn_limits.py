@@ -20,7 +20,6 @@ from simulation_interfaces.srv import GetEntities, SetSimulationState, SpawnEnti
 from std_srvs.srv import SetBool
 
 from contact_sim_ros.ros import simulation_interfaces as si
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import wait_until
 
@@ -28,9 +27,7 @@ OK = 1
 
 
 def _node(monkeypatch, *flags):
-    cmd = plain_args_to_ros_args(["--robot", "iiwa_wsg", "--engine", "tamsi", *flags])
-    defaults, for_a_urdf = param_defaults_of(cmd)
-    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+    return InProcessSimNode.from_command_line(monkeypatch, "--robot", "iiwa_wsg", "--engine", "tamsi", *flags)
 
 
 def _call_async(sim, srv, name, request):

@@ -5,7 +5,6 @@ ground's support (its weight); deleted, it leaves /tf. The browser view draws it
 `process` test (the viewer and the browser are processes)."""
 
 import socket
-import time
 
 import numpy as np
 import pytest
@@ -13,10 +12,10 @@ from geometry_msgs.msg import WrenchStamped
 from rosgraph_msgs.msg import Clock
 from tf2_msgs.msg import TFMessage
 
-from contact_sim_ros.ros.sim_node import param_defaults_of, plain_args_to_ros_args
-from contact_sim_ros.viewer.headless_browser import HeadlessChromium, object_pixel_fraction
+from contact_sim_ros.viewer.headless_browser import HeadlessChromium
 from inprocess_sim_node import InProcessSimNode
 from ros_testing import SCENES, wait_until
+from viewer_testing import BluePixels
 
 pytest.importorskip("simulation_interfaces")
 from simulation_interfaces.msg import Result  # noqa: E402
@@ -43,10 +42,8 @@ def _ns(stamp) -> int:
 
 def _node(monkeypatch, *flags) -> InProcessSimNode:
     """The ground-only node (TAMSI, real time, namespace /spawned) built in this process."""
-    cmd = plain_args_to_ros_args(["--scene", str(SCENES / "ground_only.yaml"), "--engine", "tamsi", "--namespace",
-                                  NS.strip("/"), *flags])
-    defaults, for_a_urdf = param_defaults_of(cmd)
-    return InProcessSimNode(monkeypatch, ros_args=cmd.ros_args, defaults=defaults, defaults_for_a_urdf=for_a_urdf)
+    return InProcessSimNode.from_command_line(monkeypatch, "--scene", str(SCENES / "ground_only.yaml"), "--engine",
+                                              "tamsi", "--namespace", NS.strip("/"), *flags)
 
 
 def _spawn_crate(ros):
@@ -111,26 +108,14 @@ def test_spawned_object_in_the_view_and_gone_when_deleted(ros, monkeypatch, tmp_
     sim = _node(monkeypatch, "--viewer", "--viewer-port", str(port))
     try:
         with HeadlessChromium(f"http://127.0.0.1:{port}", timeout=60) as browser:
-            def blue(tag):
-                browser.screenshot(tmp_path / f"{tag}.png")
-                return object_pixel_fraction(tmp_path / f"{tag}.png")
-
-            def wait_blue(predicate, what, timeout=60.0):
-                deadline, k = time.monotonic() + timeout, 0
-                while True:
-                    k += 1
-                    value = blue(f"{what}_{k}")
-                    if predicate(value):
-                        return value
-                    assert time.monotonic() < deadline, f"{what}: blue fraction {value:.4f}"
-                    time.sleep(0.5)
+            blue = BluePixels(browser, tmp_path)
             browser.wait_for_button("Pause")
             assert blue("empty") == 0.0
             _spawn_crate(ros)
             wait_until(lambda: _crate(tf), 30, what="world -> crate on /tf")
-            shown = wait_blue(lambda v: v > 0.005, "the spawned crate")
+            shown = blue.wait(lambda v: v > 0.005, "the spawned crate")
             _delete_crate(ros)
-            wait_blue(lambda v: v == 0.0, "the crate deleted")
+            blue.wait(lambda v: v == 0.0, "the crate deleted")
         assert sim.node.link.stepping and not sim.callback_errors, sim.callback_errors
     finally:
         sim.close()
