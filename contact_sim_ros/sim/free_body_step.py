@@ -34,7 +34,6 @@ import numpy as np
 
 from ..jit import njit
 from ..engines import tamsi_kernels
-from ..engines.tamsi import TamsiEngine
 from ..geometry.contact_kernels import sphere_halfspace_contacts
 from . import step_kernels
 
@@ -283,10 +282,11 @@ class FreeBodyTamsiStep:
     @staticmethod
     def qualifies(model, parts) -> bool:
         """True for a Simulator whose model (sim_model.SimModel) and parts (stages.StepParts) this path covers
-        exactly (module docstring): the engine is TAMSI with its compiled kernel."""
+        exactly (module docstring): the engine is TAMSI (by its registry name: this kernel module imports no
+        engine) with its compiled kernel."""
         pm = parts.pin_model
         n_free = len(model.free_q_index)
-        return (isinstance(parts.engine, TamsiEngine) and parts.engine.compiled
+        return (parts.engine.name == "tamsi" and parts.engine.compiled
                 and parts.free_bodies is not None and n_free == pm.njoints - 1 and pm.nq == 7 * n_free
                 and parts.contact_query.all_analytic and not model.has_joint_scripts
                 and not model.has_surface_velocities)
