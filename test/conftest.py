@@ -35,7 +35,20 @@ import pytest  # noqa: E402
 SIZES = ("unit", "node", "process", "campaign")
 
 
+# The test files that take longest on one make-test worker (test sizes process and campaign; seconds of wall time,
+# `make test SIZES="process campaign" PYTEST_ARGS=--durations=30` at load ~10 on the 2-core machine: the install
+# space's colcon build 250, test_campaign.py's Ray campaigns 170 + 70, test_campaign_faults.py 170 + 90, the
+# viewer's browser tests 200 in all, test_campaign_perception.py 70, test_campaign_interrupt.py's eleven
+# moments). pytest-xdist (--dist loadfile) hands files to the workers in collection order: these go first, so
+# that none of them starts last and runs alone while the other workers are idle (longest first, as a list
+# scheduler does).
+LONGEST_FILES = ("test_install_space.py", "test_campaign.py", "test_campaign_faults.py", "test_viewer.py",
+                 "test_campaign_interrupt.py", "test_campaign_perception.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))      # stable: the rest keep their order
     for item in items:
         sizes = {m.name for m in item.iter_markers() if m.name in SIZES}
         if len(sizes) > 1:
