@@ -229,8 +229,11 @@ class ActionClient(_RclpyActionClient):
     60 s for a rejected goal's result). Here sending + registering and taking responses exclude each other."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        # before rclpy's __init__, which adds this client to its node's waitables: the executor's thread may take
+        # data from it at once (beside two CPU hogs it did, before the lock existed, and the probe's spin thread
+        # died of the AttributeError: every later test of its worker timed out)
         self._request_lock = threading.RLock()
+        super().__init__(*args, **kwargs)
 
     def take_data(self):
         with self._request_lock:
