@@ -22,6 +22,8 @@ import pytest
 
 from contact_sim_ros.scenarios.campaign import finished_trials
 
+from signal_state import sigint_state
+
 pytestmark = pytest.mark.process   # each test starts the campaign command (test/conftest.py, test sizes)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -135,7 +137,7 @@ def _numpy_mapped(pid: int) -> bool:
 def _interrupt_early(tmp_path, entry, wait_for_import):
     """Start ``contact-sim campaign`` by ``entry``, SIGINT to its process group right after Popen, or (with
     ``wait_for_import``) as soon as it is importing the simulation's modules; (exit status, seconds from the signal
-    to the exit, stderr)."""
+    to the exit, stderr, what the process did with SIGINT when it was sent: signal_state.sigint_state)."""
     (tmp_path / "c.yaml").write_text(CAMPAIGN)
     command = ENTRIES[entry]
     assert os.path.exists(command[0]), command
@@ -149,13 +151,14 @@ def _interrupt_early(tmp_path, entry, wait_for_import):
                 assert proc.poll() is None, f"ended before importing numpy: {proc.communicate()}"
                 assert time.monotonic() < deadline, "numpy not loaded in 120 s"
                 time.sleep(0.001)
+        state = f"{sigint_state(proc.pid)} when signalled; this test's process: {sigint_state()}"
         t0 = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
         try:
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"{entry}: hung: no exit 60 s after SIGINT")
-        return proc.returncode, time.monotonic() - t0, err
+            pytest.fail(f"{entry}: hung: no exit 60 s after SIGINT ({state})")
+        return proc.returncode, time.monotonic() - t0, err, state
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -166,9 +169,9 @@ def _interrupt_early(tmp_path, entry, wait_for_import):
 def test_ctrl_c_while_the_command_imports_exits_130_with_the_line_and_no_traceback(tmp_path, entry):
     """SIGINT while cli.py imports numpy and the simulator (before main() and its first stage line): exit 130 and
     the documented line, nothing else (before: Python's KeyboardInterrupt traceback, exit -2)."""
-    rc, elapsed, err = _interrupt_early(tmp_path, entry, wait_for_import=True)
+    rc, elapsed, err, state = _interrupt_early(tmp_path, entry, wait_for_import=True)
     EXIT_TIMES[f"importing ({entry})"] = elapsed
-    assert rc == 130, f"{entry}: exit {rc}; stderr: {err}"
+    assert rc == 130, f"{entry}: exit {rc} ({state}); stderr: {err}"
     assert "Traceback" not in err and "Exception ignored" not in err, err
     # the line ends the output; on a loaded machine the signal may land after the imports, in main(), whose
     # interrupted line may say more (what is saved): either way it starts so

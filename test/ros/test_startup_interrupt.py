@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from ros_testing import REPO, wait_until
+from signal_state import sigint_state
 
 pytestmark = pytest.mark.process   # its tests start processes (test/conftest.py, test sizes)
 
@@ -57,8 +58,12 @@ def test_ctrl_c_during_start_up_exits_cleanly(ros, tmp_path, moment):
             wait_until(lambda: MOMENTS[moment](proc, ros) or proc.poll() is not None, 120, period=0.001,
                        what=f"the moment {moment!r}")
             assert proc.poll() is None, log.read_text()
+            state = f"{sigint_state(proc.pid)} when signalled; this test's process: {sigint_state()}"
             proc.send_signal(signal.SIGINT)
-            code = proc.wait(60)
+            try:
+                code = proc.wait(60)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"no exit 60 s after SIGINT ({state}; now {sigint_state(proc.pid)}): {log.read_text()}")
         finally:
             if proc.poll() is None:
                 proc.kill()
