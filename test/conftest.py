@@ -72,12 +72,21 @@ def _sigint_ignored() -> bool:
     return bool(int(ignored.split(":", 1)[1], 16) & (1 << (signal.SIGINT - 1)))
 
 
+# The Ctrl-C tests stand for a terminal's Ctrl-C, which reaches a foreground job: the processes they start must not
+# begin with SIGINT ignored. A make test started as a background job of a non-interactive shell (`make test &` in a
+# script, nohup ... &) inherits SIGINT ignored, and so would every process of the run: the tests that interrupt a
+# command while it starts then saw it run to its end (found so: three runs started that way failed the same three
+# tests, /proc/<pid>/status SigIgn set in the workers; one started in the foreground passed). The run itself gets
+# Python's handler back here, as a foreground job has it.
+if _sigint_ignored():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def leaves_sigint_as_found(request):
     """A test that leaves this process ignoring SIGINT gets it back to Python's handler, with a warning naming the
     test: an ignored SIGINT is inherited across fork and exec, so every process a later test starts would ignore an
-    early Ctrl-C (beside CPU hogs make test's workers were found so: SigIgn set, and the Ctrl-C-at-start tests of
-    contact-sim campaign and sim_node failed on those workers; the test that set it is not yet known)."""
+    early Ctrl-C."""
     before = _sigint_ignored()
     yield
     if _sigint_ignored() and not before:
