@@ -41,12 +41,7 @@ class IMUSensorBroadcaster(SensorBroadcaster):
             if len(values) != 9:
                 raise ConfigError(f"{self.where}: parameter '{c}' has {len(values)} values; expected 9 (3 x 3)")
             self.covariances.append(values)
-        info = ctx.command.hardware_info
-        block = info.sensor(sensor) if info is not None else None
-        if block is None:
-            known = [s.name for s in info.sensors] if info is not None else []
-            raise ConfigError(f"{self.where}: unknown sensor '{sensor}': no <sensor> of that name in the "
-                              f"<ros2_control> block; sensors: {known}")
+        block, info = self.hardware_sensor(sensor)
         spec = spec_from_hardware(block, info.source, default_type=Imu.type_name)
         if spec.type != Imu.type_name:
             raise ConfigError(f"{self.where}: sensor '{sensor}' is of type {spec.type!r}, not imu")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ConfigError
 from .base import Controller
 
 
@@ -19,6 +20,17 @@ class SensorBroadcaster(Controller):
     _key: str = ""
     _interfaces: tuple = ()
     _measured = None            # the sensor (sensors/base.Sensor) once attached
+
+    def hardware_sensor(self, sensor: str):
+        """The <sensor> ``sensor`` of the System's hardware info (a <ros2_control> block's, or a scene's
+        ``sensors:`` entry), and that info; ConfigError naming the known sensors when there is none of that name."""
+        info = self.ctx.command.hardware_info
+        block = info.sensor(sensor) if info is not None else None
+        if block is None:
+            known = [s.name for s in info.sensors] if info is not None else []
+            raise ConfigError(f"{self.where}: unknown sensor '{sensor}': no sensor of that name in the scene's "
+                              f"'sensors:' or the <ros2_control> block; sensors: {known}")
+        return block, info
 
     def attach_sensor(self, sensor: str, spec):
         """The sensor ``sensor`` of ``spec`` (sensors/base.SensorSpec) added to the state interfaces under this

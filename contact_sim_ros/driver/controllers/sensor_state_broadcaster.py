@@ -42,12 +42,7 @@ class SensorStateBroadcaster(SensorBroadcaster):
         if not sensor:
             raise ConfigError(f"{self.where}: parameter 'sensor_name' is required (a sensor of the scene's "
                               f"'sensors:' or a <sensor> of the <ros2_control> block)")
-        info = ctx.command.hardware_info
-        block = info.sensor(sensor) if info is not None else None
-        if block is None:
-            known = [s.name for s in info.sensors] if info is not None else []
-            raise ConfigError(f"{self.where}: unknown sensor '{sensor}': no sensor of that name in the scene's "
-                              f"'sensors:' or the <ros2_control> block; sensors: {known}")
+        block, info = self.hardware_sensor(sensor)
         spec = spec_from_hardware(block, info.source)
         measured = self.attach_sensor(sensor, spec)      # ConfigError: bad parameters, unknown links
         self.message_type = measured.message_type
