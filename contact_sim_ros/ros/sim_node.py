@@ -9,6 +9,7 @@ and costs ~10 us). Topic names and conventions: docs/ros_interface.md.
 from __future__ import annotations
 
 import array
+import gc
 import os
 import signal
 import sys
@@ -969,6 +970,12 @@ def main(argv=None) -> int:
         building.clear()
         if stop.is_set():        # Ctrl-C as the build ended: shut down without stepping
             raise ExternalShutdownException()
+        # what start-up made (the modules, the model, the node) lives as long as the process: frozen out of the
+        # cyclic collector, a full collection (each spawn's or delete's model swap does one, and the automatic
+        # ones that pause the stepping thread) scans only what was made since (the Franka node: 166k objects
+        # tracked after start-up, 78 ms a full collection; frozen, a collection scans only a swap's new objects)
+        gc.collect()
+        gc.freeze()
         node.loop.start()
         if writer_profile:
             node.log.debug(f"Fast DDS writer profile {writer_profile}")
