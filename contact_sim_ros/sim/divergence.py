@@ -191,7 +191,18 @@ class DivergenceCheck:
 
 
 def scene_size(pin_model, q0: np.ndarray) -> float:
-    """The largest distance (m) of a joint origin from the world origin in configuration ``q0``."""
-    data = pin.Data(pin_model)
-    pin.forwardKinematics(pin_model, data, np.asarray(q0, dtype=float))
-    return max((float(np.linalg.norm(data.oMi[j].translation)) for j in range(1, pin_model.njoints)), default=0.0)
+    """The largest distance (m) of a joint origin from the world origin in configuration ``q0``: the joint
+    placements oMi = oMi[parent] * jointPlacement * M_j(q0), each joint's own data only. Not through a
+    ``pin.Data``: Pinocchio 4.1's holds four nv^3 tensors (pinocchio#2949), so the Simulator of the 40-object bin
+    (nv 240) peaked at 1.14 GB for its second Data here (0.70 GB resident after; 216 ms for this call, 0.5 ms now),
+    and a spawn on a running node made one on a service thread."""
+    q0 = np.asarray(q0, dtype=float)
+    placements = [pin.SE3.Identity()] * pin_model.njoints
+    size = 0.0
+    for j in range(1, pin_model.njoints):
+        joint = pin_model.joints[j]
+        joint_data = joint.createData()
+        joint.calc(joint_data, q0)
+        placements[j] = placements[pin_model.parents[j]] * pin_model.jointPlacements[j] * joint_data.M
+        size = max(size, float(np.linalg.norm(placements[j].translation)))
+    return size
