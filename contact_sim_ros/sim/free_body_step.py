@@ -36,6 +36,7 @@ from ..jit import njit
 from ..engines import tamsi_kernels
 from ..geometry.contact_kernels import SH_FLOATS, SH_INTS, sphere_halfspace_contacts
 from . import step_kernels
+from .penetration_kernels import deepest_excess
 
 # columns of the per-body constants ``body_float`` (nb, BODY_FLOATS): the joint placement in its parent (the
 # world) R (row-major, 9) and t (3, m); the spatial inertia in the body frame: mass (kg), lever c (3, m), rotational
@@ -173,16 +174,18 @@ def integrate_rotations(q0, v, dt, body_int, q):
 # ContactQuery.use_analytic_buffers). ``model_int`` starts with a header: the sizes below, then per block the
 # offsets of its sections (k and k + 1 bound section k); the kernel slices and reshapes its views from them (a
 # compiled call pays ~0.05 us per array argument to unbox it, a slice inside costs nothing comparable).
-H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH = range(7)
-N_SIZES = 7
+# (H_PENETRATION: 1 when the Simulator has a deep-interpenetration bound, sim/penetration.py)
+H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION = range(8)
+N_SIZES = 8
 # sections of model_int: body_int (nb, 3), the analytic pairs' ints (pairs, SH_INTS), the pairs' ids (4, pairs), the
 # Jacobian's packed joint columns and column dofs, the free flyers' first v indices, the trees' velocity ranges,
 # finish_step's index array
 IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH = range(8)
 # sections of model_float: body_float (nb, BODY_FLOATS), gravity (3,) m/s^2, the constant mass matrix (nv, nv), the
-# analytic pairs' floats (pairs, SH_FLOATS), the pairs' materials (4, pairs), (contact margin m, joint stiction
-# tolerance m/s or rad/s)
-FM_BODY, FM_GRAVITY, FM_MASS, FM_PAIR_FLOAT, FM_PAIR_MATERIAL, FM_SCALARS = range(6)
+# analytic pairs' floats (pairs, SH_FLOATS), the pairs' materials (4, pairs), the penetration bound's thickness per
+# geometry (m; empty without the bound), (contact margin m, joint stiction tolerance m/s or rad/s, the bound's
+# fraction of the thinner thickness)
+FM_BODY, FM_GRAVITY, FM_MASS, FM_PAIR_FLOAT, FM_PAIR_MATERIAL, FM_THICKNESS, FM_SCALARS = range(7)
 # sections of data_float: nle (nv,), J (6, nv), the position error (nv,, zeros), TAMSI's velocity (nv,), then the
 # contact query's placements (slots, 4, 4), raw contacts (3, pairs, 3), points, normals (capacity, 3), phi
 # (capacity,), rotations (capacity, 3, 3), Jacobians (3 capacity, nv), materials (4, capacity), scratch (3, nv),
@@ -216,8 +219,10 @@ def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_in
     ``impulse`` (pairs, 3) (first n rows, N s), q_next (nq,), v_out (nv,) the new state (when the finish code is
     OK); TAMSI's velocity is the data_float section FD_V_ENGINE.
 
-    Returns (status, iterations, err, history count, info, n contacts, r raw contacts, finish code): status as
-    ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1)."""
+    Returns (status, iterations, err, history count, info, n contacts, r raw contacts, finish code, deep):
+    status as ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1);
+    ``deep`` True when a contact is deeper than the penetration bound alone (``penetration_kernels``' pass without
+    the last step's approach: ``PenetrationCheck.check`` then decides and says why; False: it would return '')."""
     h = model_int
     nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
     slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
@@ -235,7 +240,7 @@ def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_in
     pair_float = _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS))
     pair_material = _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs))
     scalars = _section(model_float, h, H_FM, FM_SCALARS)
-    margin, stiction_tolerance = scalars[0], scalars[1]
+    margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
     nle = _section(data_float, h, H_FD, FD_NLE)
     J = _section(data_float, h, H_FD, FD_J).reshape((6, nv))
     position_error = _section(data_float, h, H_FD, FD_POSITION_ERROR)
@@ -273,7 +278,11 @@ def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_in
         integrate_rotations(q0, v_engine, dt, body_int, q_next)
         code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
                                        finish_index, finish_values)
-    return status, iterations, err, count, info, n, r, code
+    deep = False
+    if h[H_PENETRATION] != 0 and n > 0:
+        thickness = _section(model_float, h, H_FM, FM_THICKNESS)
+        deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, fraction, thickness[:0]) >= 0
+    return status, iterations, err, count, info, n, r, code, deep
 
 
 class FreeBodies:
@@ -400,9 +409,11 @@ class FreeBodyTamsiStep:
         self.model_int, offsets_int, _ = _pack(
             (bodies.body_int, an_int, pair_ids, joint_columns, column_dof, model.free_v_index, model.tree_ptr,
              model.finish_index), np.int64, HEADER)
+        penetration = parts.penetration
         self.model_float, offsets_float, (_, _, self.mass_matrix, *_) = _pack(
             (bodies.body_float, bodies.gravity, bodies.mass_matrix, an_float, pair_material,
-             (margin, model.friction_tolerance)), float)
+             penetration.thickness if penetration is not None else np.zeros(0),
+             (margin, model.friction_tolerance, penetration.fraction if penetration is not None else 0.0)), float)
         names_float = ("placement", "raw", "point", "normal", "phi", "rotation", "jacobian", "material", "rel",
                        "bias")
         self.data_float, offsets_data, views = _pack(
@@ -413,8 +424,9 @@ class FreeBodyTamsiStep:
         self.data_int, offsets_data_int, views_int = _pack(
             (*(buffers[k] for k in names_int), ifixed, icontact), np.int64)
         header = self.model_int
-        header[[H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH]] = (
-            len(bodies.body_int), model.nq, nv, pairs, len(buffers["placement"]), capacity, width)
+        header[[H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION]] = (
+            len(bodies.body_int), model.nq, nv, pairs, len(buffers["placement"]), capacity, width,
+            penetration is not None)
         header[H_IM:H_FM] = offsets_int
         header[H_FM:H_FD] = offsets_float
         header[H_FD:H_ID] = offsets_data

@@ -523,7 +523,7 @@ class Simulator:
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
-        status, iterations, err, count, info, n, r, code = free_body_tamsi_step(
+        status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(
             self._q, self._v, dt, fused.model_int, fused.model_float, fused.data_float, fused.data_int, d.rows,
             d.modes, d.finish_values, slot.outputs, slot.rows(fused.pairs)[0], q, v)
         elapsed = time.perf_counter() - start
@@ -534,7 +534,7 @@ class Simulator:
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, fused.mass_matrix, t + dt):
                 return None
         contacts = self.contact_query.contact_set(n)
-        if self._penetration is not None and n and self._penetration.check(contacts, t, self._v, dt):
+        if deep and self._penetration.check(contacts, t, self._v, dt):       # deep: beyond the bound alone
             return None            # the staged step fails with the reason
         self.contacts = contacts
         result = self.last_result = slot.result
