@@ -146,6 +146,36 @@ def test_the_pieces_the_fused_step_runs_are_refused_where_they_do_not_exist():
         coal_pair.contact_query.analytic_step_arguments()
 
 
+def test_the_fused_steps_packed_blocks_are_the_buffers_the_query_and_the_engine_read():
+    """The fused step's packed data (FreeBodyTamsiStep.data_float / data_int) holds the contact query's analytic
+    buffers and TAMSI's scratch (moved there once): after a fused step the query's ContactSet, the result's
+    impulses and the engine's history are views of what the one call wrote; a buffer of another shape, dtype or
+    name is refused naming it."""
+    from contact_sim_ros.errors import ConfigError, EngineError
+    sim = Simulator(BOX, engine="tamsi", time_step=1e-3)
+    fused = sim._fused
+    for _ in range(50):
+        assert sim.step().ok
+    contacts = sim.contacts
+    assert contacts.size == 4                                    # the box's four bottom corners on the ground
+    for name in ("point", "normal", "signed_distance", "rotation", "jacobian", "stiffness"):
+        assert np.shares_memory(getattr(contacts, name), fused.data_float), name
+    assert np.shares_memory(contacts.geometry_a, fused.data_int)
+    # after 50 ms on its corners (the push, 4 sin(2 pi t) N, is horizontal): the normal impulses carry its weight
+    weight = sum(b.mass for b in sim.model.free_bodies) * 9.81
+    assert abs(sim.last_result.contact_impulse[:, 2].sum() / 1e-3 - weight) < 0.05 * weight
+    assert len(sim.engine.iteration_history) >= sim.last_result.stats.iterations
+    buffers = sim.contact_query.analytic_buffers()
+    with pytest.raises(ConfigError, match="buffer 'phi' must be a C-contiguous float64 array of shape"):
+        sim.contact_query.use_analytic_buffers({"phi": np.zeros(len(buffers["phi"]) + 1)})
+    with pytest.raises(ConfigError, match="unknown buffer 'phase'"):
+        sim.contact_query.use_analytic_buffers({"phase": np.zeros(3)})
+    fixed, ifixed, contact, icontact = sim.engine.kernel_scratch(fused.pairs)
+    with pytest.raises(EngineError, match="use_kernel_scratch: ifixed must be a C-contiguous int64 array"):
+        sim.engine.use_kernel_scratch(fixed, ifixed.astype(float), contact, icontact)
+    assert sim.step().ok                          # the refused calls changed nothing
+
+
 def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_elsewhere():
     """TAMSI not converging: the staged step's sub-steps are tried, then the step fails with the state kept."""
     sim = Simulator(_ball_scene(), engine="tamsi", time_step=1e-3, max_substep_levels=2,

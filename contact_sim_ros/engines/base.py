@@ -116,7 +116,10 @@ class ResultSlot:
     (the Simulator alternates two slots: its ``last_result`` stays valid while the next step runs)."""
 
     def __init__(self, nv: int):
-        self.v_next, self.generalized_contact_force, self.actuation_force = np.zeros((3, nv))
+        # (3, nv): rows v_next, generalized contact force, actuation force (a compiled caller takes it whole:
+        # sim/free_body_step.py)
+        self.outputs = np.zeros((3, nv))
+        self.v_next, self.generalized_contact_force, self.actuation_force = self.outputs
         self.result = StepResult(self.v_next, np.zeros((0, 3)), self.generalized_contact_force,
                                  self.actuation_force, SolverStats())
         self._capacity = -1
@@ -129,6 +132,7 @@ class ResultSlot:
         made as the StepResult's own arrays were before the slots (``np.empty``, no views to cache)."""
         slot = cls.__new__(cls)
         slot.v_next, slot.generalized_contact_force, slot.actuation_force = np.empty(nv), np.empty(nv), np.empty(nv)
+        slot.outputs = None
         slot._impulse, slot._normal = np.empty((n, 3)), np.empty(n)
         slot._capacity, slot._views = n, {n: (slot._impulse, slot._normal)}
         slot.result = StepResult(slot.v_next, slot._impulse, slot.generalized_contact_force, slot.actuation_force,

@@ -205,6 +205,27 @@ class TamsiEngine(ContactEngine):
         self._ensure_capacity(contacts)
         return self._kernel_scratch
 
+    def use_kernel_scratch(self, fixed: np.ndarray, ifixed: np.ndarray, contact: np.ndarray,
+                           icontact: np.ndarray) -> None:
+        """Move the compiled kernel's scratch (``kernel_scratch``'s four buffers at their current sizes) into the
+        given arrays, e.g. views of a caller's packed blocks (sim/free_body_step.py): each of its buffer's shape and
+        dtype, C-contiguous; values copied. A later step with more contacts than they hold allocates its own
+        contact-sized scratch again (as ``kernel_scratch``). EngineError naming the buffer otherwise."""
+        current = self.kernel_scratch(0)
+        for name, old, new in zip(("fixed", "ifixed", "contact", "icontact"), current,
+                                  (fixed, ifixed, contact, icontact)):
+            if new.shape != old.shape or new.dtype != old.dtype or not new.flags.c_contiguous:
+                raise EngineError(f"engine {self.name!r}: use_kernel_scratch: {name} must be a C-contiguous "
+                                  f"{old.dtype} array of shape {old.shape}, got {new.dtype} {new.shape}")
+        for old, new in zip(current, (fixed, ifixed, contact, icontact)):
+            new[...] = old
+        K = self._kernels
+        self._fixed, self._ifixed, self._contact_work, self._icontact_work = fixed, ifixed, contact, icontact
+        (self._params, self._work_nv, self._A, self._BJ, self._history, self._piv,
+         self._unsat) = K.fixed_views(self._fixed, self._ifixed, self._nv)
+        self._v = self._work_nv[0]
+        self._kernel_scratch = (self._fixed, self._ifixed, self._contact_work, self._icontact_work)
+
     def _ensure_capacity(self, n: int) -> None:
         """Contact-sized scratch, grown geometrically when a step has more contacts than ever before."""
         if n <= self._capacity:

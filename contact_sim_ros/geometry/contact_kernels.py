@@ -352,6 +352,7 @@ def patch_contacts(patch_pair, patch_start, mid, patch_normal, patch_depth, patc
 # (m, 20) columns 0-2 the sphere's centre in its joint frame (m), 3 its radius (m), 4-12 the halfspace geometry's
 # rotation in its joint frame (row-major), 13-15 its translation (m), 16-18 its local normal, 19 its local offset (m).
 SH_SPHERE_SLOT, SH_HALF_SLOT, SH_SPHERE_FIRST, SH_PAIR = range(4)
+SH_INTS = 4
 SH_FLOATS = 20
 
 

@@ -462,6 +462,40 @@ class ContactQuery:
                 (self._joint_columns, self._column_dof, self._ids, self._point, self._normal, self._phi,
                  self._rotation, self._jacobian, self._material, self._rel_scratch, self._columns), self._bias)
 
+    # the all-analytic path's buffers a caller may move into its own arrays (use_analytic_buffers): name -> attribute
+    ANALYTIC_BUFFERS = {"placement": "_an_joint_placement", "pair_out": "_an_pair_out", "raw": "_an_raw",
+                        "ids": "_ids", "point": "_point", "normal": "_normal", "phi": "_phi",
+                        "rotation": "_rotation", "jacobian": "_jacobian", "material": "_material",
+                        "rel": "_rel_scratch", "columns": "_columns", "bias": "_bias"}
+
+    def analytic_buffers(self) -> dict:
+        """The all-analytic path's buffers by name (``ANALYTIC_BUFFERS``): the joint placements by slot, the
+        compiled pass's scratch and the contact buffers (``analytic_step_arguments``); ConfigError unless
+        ``all_analytic``."""
+        if not self._all_analytic:
+            raise ConfigError("ContactQuery.analytic_buffers: the query has pairs that are not sphere-halfspace "
+                              "pairs of the compiled kernel (all_analytic is False)")
+        return {name: getattr(self, attr) for name, attr in self.ANALYTIC_BUFFERS.items()}
+
+    def use_analytic_buffers(self, buffers: dict) -> None:
+        """Move the all-analytic path's buffers named in ``buffers`` (``analytic_buffers``' names) into the given
+        arrays, e.g. views of one packed block that a compiled caller takes whole (sim/free_body_step.py): each of
+        the buffer's shape and dtype, C-contiguous; their values are copied and the query uses them from now on
+        (its ContactSet views are made again). ConfigError naming the buffer otherwise."""
+        current = self.analytic_buffers()
+        for name, new in buffers.items():
+            old = current.get(name)
+            if old is None:
+                raise ConfigError(f"ContactQuery.use_analytic_buffers: unknown buffer {name!r} (known: "
+                                  f"{sorted(current)})")
+            if new.shape != old.shape or new.dtype != old.dtype or not new.flags.c_contiguous:
+                raise ConfigError(f"ContactQuery.use_analytic_buffers: buffer {name!r} must be a C-contiguous "
+                                  f"{old.dtype} array of shape {old.shape}, got {new.dtype} {new.shape}")
+        for name, new in buffers.items():
+            new[...] = current[name]
+            setattr(self, self.ANALYTIC_BUFFERS[name], new)
+        self._views = {}
+
     def set_placement_source(self, source) -> None:
         """``source()`` writes the current configuration's joint placements into ``analytic_placements``; ``update``
         then calls it instead of reading ``pin_data.oMi`` joint by joint (~0.9 us per joint). The owner guarantees

@@ -23,7 +23,15 @@ built for such a scene (``FreeBodyTamsiStep.qualifies``); every other scene take
 The results equal the staged step's to round-off (M, nle, J and the quaternion are computed with other operation
 orders than Pinocchio's; ``test/test_free_body_step.py`` compares both paths step by step and over whole runs).
 A failed attempt (TAMSI not converged, non-finite, diverged) is handed back: the Simulator then runs the staged
-step with its sub-stepping, so failures are handled exactly as in every other scene.
+step with its sub-stepping, so failures are handled exactly as in every other scene. The call also runs the
+penetration bound's pass (the bound alone) and says whether ``PenetrationCheck.check`` must look.
+
+The call is a function of the Simulator's model and data (issue 45 items 1-2, as MuJoCo's mj_step(m, d)): its
+constants are packed once into two 1-D blocks (``model_int``, ``model_float``), its buffers into two more
+(``data_float``, ``data_int``: the contact query's all-analytic buffers and TAMSI's scratch live there, the
+query and the engine hold views), and the kernel slices its views from the offsets in ``model_int``'s header: 14
+arguments instead of 50 (numba unboxes every array argument, ~0.05 us each; sphere: the call 6.6 -> 5.9 us with
+the penetration pass now inside it, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ import numpy as np
 
 from ..jit import njit
 from ..engines import tamsi_kernels
-from ..geometry.contact_kernels import sphere_halfspace_contacts
+from ..geometry.contact_kernels import SH_FLOATS, SH_INTS, sphere_halfspace_contacts
 from . import step_kernels
+from .penetration_kernels import deepest_excess
 
 # columns of the per-body constants ``body_float`` (nb, BODY_FLOATS): the joint placement in its parent (the
 # world) R (row-major, 9) and t (3, m); the spatial inertia in the body frame: mass (kg), lever c (3, m), rotational
@@ -168,41 +177,120 @@ def integrate_rotations(q0, v, dt, body_int, q):
         q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6] = r0 * alpha, r1 * alpha, r2 * alpha, rw * alpha
 
 
-@njit(cache=True)
-def free_body_tamsi_step(q0, v0, dt, body_int, body_float, gravity, M, nle, J, position_error,
-                         placement, an_int, an_float, margin, pair_out, raw, pair_ids, pair_material, joint_columns,
-                         column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns, bias,
-                         rows, modes, free_v, stiction_tolerance, tree_ptr, effort, velocity_target, effort_limit,
-                         fixed, ifixed, contact, icontact, finish_index, finish_values,
-                         q_next, v_out, v_engine, impulse, generalized_force, actuation):
-    """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); the bodies' constants
-    (``body_int``, ``body_float``, ``gravity`` (3,) m/s^2, ``M`` (nv, nv) the constant mass matrix); scratch ``nle``
-    (nv,), ``J`` (6, nv), ``position_error`` (nv,) zeros; the contact query's analytic-pair constants and output
-    buffers (``ContactQuery``); the Simulator's ``rows``/``modes`` blocks (their EXTERNAL row holds the scripted
-    wrenches); the engine's scratch; ``finish_step``'s constant arrays. Outputs: q_next (nq,), v_out (nv,) the
-    new state (when the finish code is OK), v_engine (nv,) TAMSI's velocity, impulse (pairs, 3) (first n rows),
-    generalized_force and actuation (nv,).
+# The fused step's packed arrays (FreeBodyTamsiStep): its constants in ``model_int`` (int64) and ``model_float``, its
+# buffers in ``data_float`` and ``data_int`` (1-D each; the contact query's all-analytic buffers are views of them,
+# ContactQuery.use_analytic_buffers). ``model_int`` starts with a header: the sizes below, then per block the
+# offsets of its sections (k and k + 1 bound section k); the kernel slices and reshapes its views from them (a
+# compiled call pays ~0.05 us per array argument to unbox it, a slice inside costs nothing comparable).
+# (H_PENETRATION: 1 when the Simulator has a deep-interpenetration bound, sim/penetration.py)
+H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION = range(8)
+N_SIZES = 8
+# sections of model_int: body_int (nb, 3), the analytic pairs' ints (pairs, SH_INTS), the pairs' ids (4, pairs), the
+# Jacobian's packed joint columns and column dofs, the free flyers' first v indices, the trees' velocity ranges,
+# finish_step's index array
+IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH = range(8)
+# sections of model_float: body_float (nb, BODY_FLOATS), gravity (3,) m/s^2, the constant mass matrix (nv, nv), the
+# analytic pairs' floats (pairs, SH_FLOATS), the pairs' materials (4, pairs), the penetration bound's thickness per
+# geometry (m; empty without the bound), (contact margin m, joint stiction tolerance m/s or rad/s, the bound's
+# fraction of the thinner thickness)
+FM_BODY, FM_GRAVITY, FM_MASS, FM_PAIR_FLOAT, FM_PAIR_MATERIAL, FM_THICKNESS, FM_SCALARS = range(7)
+# sections of data_float: nle (nv,), J (6, nv), the position error (nv,, zeros), TAMSI's velocity (nv,), then the
+# contact query's placements (slots, 4, 4), raw contacts (3, pairs, 3), points, normals (capacity, 3), phi
+# (capacity,), rotations (capacity, 3, 3), Jacobians (3 capacity, nv), materials (4, capacity), scratch (3, nv),
+# velocity bias (3 capacity,); then TAMSI's kernel scratch, fixed-size and contact-sized (TamsiEngine.kernel_scratch)
+(FD_NLE, FD_J, FD_POSITION_ERROR, FD_V_ENGINE, FD_PLACEMENT, FD_RAW, FD_POINT, FD_NORMAL, FD_PHI, FD_ROTATION,
+ FD_JACOBIAN, FD_MATERIAL, FD_REL, FD_BIAS, FD_FIXED, FD_CONTACT) = range(16)
+# sections of data_int: the query's pair of each raw contact (pairs,), ids (4, capacity), Jacobian columns
+# (capacity, width); TAMSI's int scratch, fixed-size and contact-sized
+ID_PAIR_OUT, ID_IDS, ID_COLUMNS, ID_IFIXED, ID_ICONTACT = range(5)
+H_IM = N_SIZES                  # where each block's offsets start in the header
+H_FM = H_IM + IM_FINISH + 2
+H_FD = H_FM + FM_SCALARS + 2
+H_ID = H_FD + FD_CONTACT + 2
+HEADER = H_ID + ID_ICONTACT + 2
 
-    Returns (status, iterations, err, history count, info, n contacts, r raw contacts, finish code): status as
-    ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1)."""
+
+@njit(cache=True)
+def _section(block, model_int, at, k):
+    """Section k of ``block`` whose offsets start at model_int[at] (1-D view)."""
+    return block[model_int[at + k]:model_int[at + k + 1]]
+
+
+@njit(cache=True)
+def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_int, rows, modes, finish_values,
+                         outputs, impulse, q_next, v_out):
+    """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); the packed constants
+    ``model_int``, ``model_float`` and buffers ``data_float``, ``data_int`` (FreeBodyTamsiStep, layout above); the
+    Simulator's data: ``rows`` (step_kernels.N_ROWS, nv) (its EXTERNAL row holds the scripted wrenches; EFFORT,
+    V_TARGET, EFFORT_LIMIT the commands), ``modes`` (2, nv), ``finish_values`` (finish_step's). Outputs: ``outputs``
+    (3, nv) a ResultSlot's rows (its rows 1, 2: the generalized contact force and the actuation, N or N m),
+    ``impulse`` (pairs, 3) (first n rows, N s), q_next (nq,), v_out (nv,) the new state (when the finish code is
+    OK); TAMSI's velocity is the data_float section FD_V_ENGINE.
+
+    Returns (status, iterations, err, history count, info, n contacts, r raw contacts, finish code, deep):
+    status as ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1);
+    ``deep`` True when a contact is deeper than the penetration bound alone (``penetration_kernels``' pass without
+    the last step's approach: ``PenetrationCheck.check`` then decides and says why; False: it would return '')."""
+    h = model_int
+    nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
+    slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
+    body_int = _section(model_int, h, H_IM, IM_BODY).reshape((nb, 3))
+    pair_int = _section(model_int, h, H_IM, IM_PAIR_INT).reshape((pairs, SH_INTS))
+    pair_ids = _section(model_int, h, H_IM, IM_PAIR_IDS).reshape((4, pairs))
+    joint_columns = _section(model_int, h, H_IM, IM_JOINT_COLUMNS)
+    column_dof = _section(model_int, h, H_IM, IM_COLUMN_DOF)
+    free_v = _section(model_int, h, H_IM, IM_FREE_V)
+    tree_ptr = _section(model_int, h, H_IM, IM_TREE_PTR)
+    finish_index = _section(model_int, h, H_IM, IM_FINISH)
+    body_float = _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS))
+    gravity = _section(model_float, h, H_FM, FM_GRAVITY)
+    M = _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv))
+    pair_float = _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS))
+    pair_material = _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs))
+    scalars = _section(model_float, h, H_FM, FM_SCALARS)
+    margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
+    nle = _section(data_float, h, H_FD, FD_NLE)
+    J = _section(data_float, h, H_FD, FD_J).reshape((6, nv))
+    position_error = _section(data_float, h, H_FD, FD_POSITION_ERROR)
+    v_engine = _section(data_float, h, H_FD, FD_V_ENGINE)
+    placement = _section(data_float, h, H_FD, FD_PLACEMENT).reshape((slots, 4, 4))
+    raw = _section(data_float, h, H_FD, FD_RAW).reshape((3, pairs, 3))
+    point = _section(data_float, h, H_FD, FD_POINT).reshape((cap, 3))
+    normal = _section(data_float, h, H_FD, FD_NORMAL).reshape((cap, 3))
+    phi = _section(data_float, h, H_FD, FD_PHI)
+    rotation = _section(data_float, h, H_FD, FD_ROTATION).reshape((cap, 3, 3))
+    jacobian = _section(data_float, h, H_FD, FD_JACOBIAN).reshape((3 * cap, nv))
+    material = _section(data_float, h, H_FD, FD_MATERIAL).reshape((4, cap))
+    rel = _section(data_float, h, H_FD, FD_REL).reshape((3, nv))
+    bias = _section(data_float, h, H_FD, FD_BIAS)
+    pair_out = _section(data_int, h, H_ID, ID_PAIR_OUT)
+    ids = _section(data_int, h, H_ID, ID_IDS).reshape((4, cap))
+    columns = _section(data_int, h, H_ID, ID_COLUMNS).reshape((cap, width))
+    fixed, contact = _section(data_float, h, H_FD, FD_FIXED), _section(data_float, h, H_FD, FD_CONTACT)
+    ifixed, icontact = _section(data_int, h, H_ID, ID_IFIXED), _section(data_int, h, H_ID, ID_ICONTACT)
+
     free_body_kinematics(q0, body_int, body_float, placement, J)
     free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
-    r, n = sphere_halfspace_contacts(placement, an_int, an_float, margin, pair_out, raw, pair_ids, pair_material, J,
-                                     joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material,
-                                     rel, columns)
+    r, n = sphere_halfspace_contacts(placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
+                                     pair_material, J, joint_columns, column_dof, ids, point, normal, phi, rotation,
+                                     jacobian, material, rel, columns)
     step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
     status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
         M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
-        effort, rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
-        rows[step_kernels.ERROR_OUT], velocity_target, effort_limit,
+        rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
+        rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT],
         jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n],
-        fixed, ifixed, contact, icontact, v_engine, impulse[:n], generalized_force, actuation)
+        fixed, ifixed, contact, icontact, v_engine, impulse[:n], outputs[1], outputs[2])
     code = -1
     if status == tamsi_kernels.CONVERGED:
         integrate_rotations(q0, v_engine, dt, body_int, q_next)
         code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
                                        finish_index, finish_values)
-    return status, iterations, err, count, info, n, r, code
+    deep = False
+    if h[H_PENETRATION] != 0 and n > 0:
+        thickness = _section(model_float, h, H_FM, FM_THICKNESS)
+        deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, fraction, thickness[:0]) >= 0
+    return status, iterations, err, count, info, n, r, code, deep
 
 
 class FreeBodies:
@@ -244,7 +332,7 @@ class FreeBodies:
         self.mass_matrix = M
         self.gravity = np.array(pm.gravity.linear, dtype=float)
         self.nq, self.nv = pm.nq, pm.nv
-        self._placements = contact_query.analytic_placements
+        self._contact_query = contact_query     # its placements by slot (a fused step may move them: read each time)
         self._no_jacobian = np.zeros((6, 0))
         self._nle = np.zeros(pm.nv)
         self._weight = np.zeros(pm.nv)
@@ -257,7 +345,8 @@ class FreeBodies:
 
     def update_placements(self, q: np.ndarray) -> None:
         """The contact query's joint placement slots (``ContactQuery.analytic_placements``) at q."""
-        free_body_kinematics(q, self.body_int, self.body_float, self._placements, self._no_jacobian)
+        free_body_kinematics(q, self.body_int, self.body_float, self._contact_query.analytic_placements,
+                             self._no_jacobian)
 
     def bias_forces(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(nle, g): C(q, v) v + g(q) and g(q) (nv,) (N, N m; as ``pin.nonLinearEffects`` and
@@ -274,10 +363,33 @@ class FreeBodies:
         return q
 
 
+def _pack(arrays, dtype, start: int = 0) -> tuple[np.ndarray, list, list]:
+    """(block, offsets, views): ``arrays`` back to back in one 1-D block of ``dtype`` after ``start`` leading
+    entries, the len + 1 offsets of their sections and each one's view in its shape (values copied)."""
+    offsets = [start]
+    for a in arrays:
+        offsets.append(offsets[-1] + int(np.size(a)))
+    block = np.zeros(offsets[-1], dtype=dtype)
+    views = []
+    for a, at in zip(arrays, offsets):
+        a = np.asarray(a)
+        view = block[at:at + a.size].reshape(a.shape)
+        view[...] = a
+        views.append(view)
+    return block, offsets, views
+
+
 class FreeBodyTamsiStep:
-    """The Simulator's fused step for a qualifying scene (module docstring): the constant arguments of
-    ``free_body_tamsi_step`` packed once from the Simulator's model, data and parts (as the stages of sim/stages.py
-    take them), the per-step outputs allocated fresh (they become the state and the StepResult)."""
+    """The Simulator's fused step for a qualifying scene (module docstring): plain data, the arguments of
+    ``free_body_tamsi_step`` besides the state and the Simulator's data, packed ONCE from the Simulator's model,
+    data and parts (as the stages of sim/stages.py take them) into four 1-D blocks (layout: the H_*, IM_*, FM_*,
+    FD_*, ID_* constants above). The contact query's all-analytic buffers and TAMSI's kernel scratch are moved into
+    views of ``data_float`` / ``data_int`` (ContactQuery.use_analytic_buffers, TamsiEngine.use_kernel_scratch): the
+    query's ContactSet and the engine's iteration history read what the kernel wrote.
+
+    ``model_int`` (int64), ``model_float``: the constants; ``data_float``, ``data_int`` (int64): the buffers;
+    ``mass_matrix`` (nv, nv) the constant M (a view of model_float); ``v_engine`` (nv,) TAMSI's velocity of the
+    last call (a view of data_float); ``pairs``: the query's pairs (every pair gives at most one contact)."""
 
     @staticmethod
     def qualifies(model, parts) -> bool:
@@ -294,43 +406,39 @@ class FreeBodyTamsiStep:
     def __init__(self, model, data, parts):
         """``model``, ``data``, ``parts``: the Simulator's SimModel, SimData and StepParts (sim/sim_model.py,
         sim/sim_data.py, sim/stages.py), for which ``qualifies`` holds."""
-        cq = parts.contact_query
-        engine = parts.engine
-        nq, nv = model.nq, model.nv
-        self._cq, self._engine, self._nq, self._nv = cq, engine, nq, nv
-        self._pairs = cq.num_pairs
-        bodies = parts.free_bodies
-        self._body_int, self._body_float = bodies.body_int, bodies.body_float
-        self.mass_matrix = M = bodies.mass_matrix
-        self._gravity = bodies.gravity
-        self._nle = np.zeros(nv)
-        self._J = np.zeros((6, nv))
-        self._v_engine = np.zeros(nv)
-        self._position_error = np.zeros(nv)
-        # the arguments of free_body_tamsi_step between J's and the outputs, fixed for the Simulator's life (the
-        # contact query's buffers are not reallocated in its all-analytic path, the engine's scratch not beyond
-        # the number of pairs)
-        before_jacobians, after_jacobians, bias = cq.analytic_step_arguments()
-        self._args = (self._position_error, *before_jacobians, *after_jacobians, bias, data.rows, data.modes,
-                      model.free_v_index, model.friction_tolerance, model.tree_ptr,
-                      data.effort, data.v_target, data.effort_limit,
-                      *engine.kernel_scratch(self._pairs),          # every pair gives at most one contact
-                      model.finish_index, data.finish_values)
-        self._head = (self._body_int, self._body_float, self._gravity, M, self._nle, self._J)
-
-    def step(self, q, v, dt, slot=None):
-        """One attempt from (q, v) over dt (s): (status, iterations, err, n, finish code, q_next, v_next, impulse
-        (n, 3), generalized contact force, actuation); q_next and v_next are fresh (the new state), the others are
-        written into ``slot``'s arrays (engines/base.ResultSlot) when given, else fresh too."""
-        q_next, v_out = np.empty(self._nq), np.empty(self._nv)
-        if slot is None:
-            impulse, gen, act = np.empty((self._pairs, 3)), np.empty(self._nv), np.empty(self._nv)
-        else:
-            impulse, gen, act = slot.rows(self._pairs)[0], slot.generalized_contact_force, slot.actuation_force
-        status, iterations, err, count, info, n, r, code = free_body_tamsi_step(
-            q, v, dt, *self._head, *self._args, q_next, v_out, self._v_engine, impulse, gen, act)
-        self._engine.history_count = count                # its iteration_history: this step's Newton updates
-        stats = self._cq.stats
-        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = self._pairs, r, n
-        return (status, iterations, err, info, n, code, q_next, v_out,
-                impulse[:n] if slot is None else slot.rows(n)[0], gen, act)
+        cq, engine, bodies = parts.contact_query, parts.engine, parts.free_bodies
+        nv = model.nv
+        self.pairs = pairs = cq.num_pairs
+        buffers = cq.analytic_buffers()
+        fixed, ifixed, contact, icontact = engine.kernel_scratch(pairs)
+        (placement, an_int, an_float, margin, _, _, pair_ids, pair_material), \
+            (joint_columns, column_dof, *_), _ = cq.analytic_step_arguments()
+        capacity, width = buffers["columns"].shape
+        self.model_int, offsets_int, _ = _pack(
+            (bodies.body_int, an_int, pair_ids, joint_columns, column_dof, model.free_v_index, model.tree_ptr,
+             model.finish_index), np.int64, HEADER)
+        penetration = parts.penetration
+        self.model_float, offsets_float, (_, _, self.mass_matrix, *_) = _pack(
+            (bodies.body_float, bodies.gravity, bodies.mass_matrix, an_float, pair_material,
+             penetration.thickness if penetration is not None else np.zeros(0),
+             (margin, model.friction_tolerance, penetration.fraction if penetration is not None else 0.0)), float)
+        names_float = ("placement", "raw", "point", "normal", "phi", "rotation", "jacobian", "material", "rel",
+                       "bias")
+        self.data_float, offsets_data, views = _pack(
+            (np.zeros(nv), np.zeros((6, nv)), np.zeros(nv), np.zeros(nv), *(buffers[k] for k in names_float),
+             fixed, contact), float)
+        self.v_engine = views[FD_V_ENGINE]
+        names_int = ("pair_out", "ids", "columns")
+        self.data_int, offsets_data_int, views_int = _pack(
+            (*(buffers[k] for k in names_int), ifixed, icontact), np.int64)
+        header = self.model_int
+        header[[H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION]] = (
+            len(bodies.body_int), model.nq, nv, pairs, len(buffers["placement"]), capacity, width,
+            penetration is not None)
+        header[H_IM:H_FM] = offsets_int
+        header[H_FM:H_FD] = offsets_float
+        header[H_FD:H_ID] = offsets_data
+        header[H_ID:HEADER] = offsets_data_int
+        cq.use_analytic_buffers({**dict(zip(names_float, views[4:4 + len(names_float)])),
+                                 **dict(zip(names_int, views_int[:len(names_int)]))})
+        engine.use_kernel_scratch(views[-2], views_int[-2], views[-1], views_int[-1])

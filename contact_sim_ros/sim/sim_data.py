@@ -42,9 +42,9 @@ class SimData:
     position_mode: np.ndarray    # modes[POSITION_MODE]
     velocity_mode: np.ndarray    # modes[VELOCITY_MODE]
     q_target: np.ndarray         # (nq,) position targets
-    v_target: np.ndarray         # velocity targets (or feed-forward in position mode)
-    effort: np.ndarray           # commanded efforts (or feed-forward)
-    effort_limit: np.ndarray     # |actuation| bound (inf: none)
+    v_target: np.ndarray         # rows[V_TARGET]: velocity targets (or feed-forward in position mode)
+    effort: np.ndarray           # rows[EFFORT]: commanded efforts (or feed-forward)
+    effort_limit: np.ndarray     # rows[EFFORT_LIMIT]: |actuation| bound (inf: none)
     ff_friction: np.ndarray      # the default servo's friction feed-forward F_c (sim/default_gains.py)
     ff_damping: np.ndarray       # ... and damping feed-forward d
     ff: np.ndarray               # scratch of the feed-forward
@@ -73,14 +73,15 @@ class SimData:
         K = step_kernels
         rows = np.zeros((K.N_ROWS, nv))
         modes = np.zeros((2, nv), dtype=bool)
-        v_target, effort, ff_friction, ff_damping, ff, ff_scratch, actuation_effort, wrench_force = np.zeros((8, nv))
+        rows[K.EFFORT_LIMIT] = np.inf
+        ff_friction, ff_damping, ff, ff_scratch, actuation_effort, wrench_force = np.zeros((6, nv))
         nle, gravity, position_error = np.zeros((3, nv))
         return cls(q0=np.zeros(nq), v0=np.zeros(nv), rows=rows, kp=rows[K.KP], kd=rows[K.KD], viscous_damping=rows[K.VISCOUS_DAMPING],
                    joint_friction=rows[K.JOINT_FRICTION], external=rows[K.EXTERNAL], tau=rows[K.TAU],
                    kp_out=rows[K.KP_OUT], kd_out=rows[K.KD_OUT], error_out=rows[K.ERROR_OUT],
                    damping=rows[K.DAMPING_OUT], modes=modes, position_mode=modes[K.POSITION_MODE],
-                   velocity_mode=modes[K.VELOCITY_MODE], q_target=np.zeros(nq), v_target=v_target, effort=effort,
-                   effort_limit=np.full(nv, np.inf), ff_friction=ff_friction, ff_damping=ff_damping, ff=ff,
+                   velocity_mode=modes[K.VELOCITY_MODE], q_target=np.zeros(nq), v_target=rows[K.V_TARGET], effort=rows[K.EFFORT],
+                   effort_limit=rows[K.EFFORT_LIMIT], ff_friction=ff_friction, ff_damping=ff_damping, ff=ff,
                    ff_scratch=ff_scratch, actuation_effort=actuation_effort, mass_matrix=np.zeros((nv, nv)),
                    nle=nle, gravity=gravity, position_error=position_error, wrench_force=wrench_force,
                    surface_velocity=np.zeros((n_geometries, 3)), slots=(ResultSlot(nv), ResultSlot(nv)))

@@ -28,7 +28,7 @@ from .default_gains import default_feed_forward, default_gains, drive_plan, warn
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
-from .free_body_step import FreeBodies, FreeBodyTamsiStep
+from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -519,23 +519,31 @@ class Simulator:
             self._external_forces(t)                              # into data.external, a row of data.rows
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
+        fused, d = self._fused, self.data
+        # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
+        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
-        status, iterations, err, info, n, code, q, v, impulse, gen, act = self._fused.step(self._q, self._v, dt, slot)
+        status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(
+            self._q, self._v, dt, fused.model_int, fused.model_float, fused.data_float, fused.data_int, d.rows,
+            d.modes, d.finish_values, slot.outputs, slot.rows(fused.pairs)[0], q, v)
         elapsed = time.perf_counter() - start
-        if code != step_kernels.OK:
-            if code != step_kernels.DIVERGED or self._divergence.check(q, v, self._fused.mass_matrix, t + dt):
+        self.engine.history_count = count                 # its iteration_history: this step's Newton updates
+        stats = self.contact_query.stats
+        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
+        if code != step_kernels.OK:                       # -1: not converged
+            if code != step_kernels.DIVERGED or self._divergence.check(q, v, fused.mass_matrix, t + dt):
                 return None
         contacts = self.contact_query.contact_set(n)
-        if self._penetration is not None and n and self._penetration.check(contacts, t, self._v, dt):
+        if deep and self._penetration.check(contacts, t, self._v, dt):       # deep: beyond the bound alone
             return None            # the staged step fails with the reason
         self.contacts = contacts
         result = self.last_result = slot.result
-        result.v_next, result.contact_impulse, result.friction_normal_impulse = v, impulse, None
+        result.v_next, result.contact_impulse, result.friction_normal_impulse = v, slot.rows(n)[0], None
         stats = result.stats
         stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
             SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed, "")
         self._last_dt = dt
-        self.actuation_force = act
+        self.actuation_force = slot.actuation_force
         self._q, self._v, self._t = q, v, t + dt
         self.step_count += 1
         self._stale = ALL_STALE                  # computed when read (pin_data); the fused step needs none

@@ -37,9 +37,12 @@ from ..model.free_body_kernels import frame_rotation_velocity, frozen_frame_upda
 from .divergence_kernels import bounds_exceeded
 
 # rows of prepare_step's ``rows`` (N_ROWS, nv) block: the simulator's gains, the model's damping and friction, the
-# scripted external force, and the step's outputs, as views (a compiled call costs ~0.1-0.2 us per argument)
+# scripted external force, and the step's outputs, as views (a compiled call costs ~0.1-0.2 us per argument); then
+# the commands the engine reads (efforts, velocity targets, effort limits: prepare_step does not read them, the
+# fused free-body step, sim/free_body_step.py, takes them with the block)
 KP, KD, VISCOUS_DAMPING, JOINT_FRICTION, EXTERNAL, SCRATCH, TAU, KP_OUT, KD_OUT, ERROR_OUT, DAMPING_OUT = range(11)
-N_ROWS = 11
+EFFORT, V_TARGET, EFFORT_LIMIT = 11, 12, 13
+N_ROWS = 14
 # rows of the (2, nv) bool ``modes`` block
 POSITION_MODE, VELOCITY_MODE = range(2)
 
