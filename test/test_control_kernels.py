@@ -5,6 +5,8 @@ hardware System's write (rate limit, gravity bookkeeping, mode masks)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -318,3 +320,37 @@ def test_the_fused_hand_over_is_push_targets_then_the_simulators_command_kernel(
             if code > K.COMMANDS_SET:
                 values[2] = np.where(np.isfinite(values[2]), values[2], 0.0)
     assert seen == {K.NOT_PUSHED, S.COMMANDS_SET, S.COMMAND_NOT_FINITE, S.PURE_EFFORT}
+
+
+def test_the_compiled_motion_fill_is_take_and_the_state_interfaces_read_it():
+    """fill_motion gives the rows q[q_index], v[v_index] exactly (as ndarray.take); a System's StateInterfaces
+    fill both rows with it on the first motion() after a read, and a row read first stays as fill_state gave it."""
+    rng = np.random.default_rng(5)
+    for n in (1, 3, 9):
+        q, v = rng.normal(size=n + 4), rng.normal(size=n + 3)
+        q_index, v_index = rng.permutation(n + 4)[:n], rng.permutation(n + 3)[:n]
+        values = np.full((3, n), np.nan)
+        K.fill_motion(q, v, q_index, v_index, values)
+        np.testing.assert_array_equal(values[0], q.take(q_index))
+        np.testing.assert_array_equal(values[1], v.take(v_index))
+        assert np.isnan(values[2]).all()
+
+    from contact_sim_ros.driver.system import SimulatorSystem
+    from contact_sim_ros.sim.simulator import Simulator
+    scene = Path(__file__).resolve().parents[1] / "scenes" / "scenario_pick_shake_place.yaml"
+    sim = Simulator(str(scene), engine="tamsi", time_step=1e-3)
+    system = SimulatorSystem(sim)
+    m = sim.model
+    for _ in range(3):
+        system.step()
+        expected_q, expected_v = sim.q.take(m.joint_q_index), sim.v.take(m.joint_v_index)
+        values = system.state.motion()
+        assert values is system.state.values
+        np.testing.assert_array_equal(values[0], expected_q)
+        np.testing.assert_array_equal(values[1], expected_v)
+    system.step()
+    position = system.state.position.copy()             # one row first (fill_state), then both
+    values = system.state.motion()
+    np.testing.assert_array_equal(values[0], position)
+    np.testing.assert_array_equal(values[1], sim.v.take(m.joint_v_index))
+    assert np.any(values[1] != 0.0)

@@ -122,6 +122,16 @@ def trajectory_update(tau, positions, velocities, ints, out, idx, mode, commands
     return -1
 
 
+@njit(cache=True)
+def fill_motion(q, v, q_index, v_index, values):
+    """The joints' positions ``q[q_index]`` and velocities ``v[v_index]`` into ``values``' rows POSITION_ROW and
+    VELOCITY_ROW (StateInterfaces.values; the hardware System's ``fill_motion``): both rows in one call (the
+    same numbers as ``take``: copies)."""
+    for i in range(q_index.shape[0]):
+        values[POSITION_ROW, i] = q[q_index[i]]
+        values[VELOCITY_ROW, i] = v[v_index[i]]
+
+
 # rows of SimulatorSystem's float ``rows`` block
 Q_SENT, V_SENT, DQ, V_RAMP, DQ_MAX, TWO_A, V_MAX, A_DT, G, G_APPLIED, EFFORT_SENT = range(11)
 N_ROWS = 11
@@ -304,6 +314,8 @@ def warm_up() -> None:
     ints = np.array([-1, 0, 0, 500_000_000, 1_000_000_000], dtype=np.int64)
     out = np.zeros((2, n))
     idx = np.arange(n, dtype=np.int64)
+    idx_ro = idx.copy()
+    idx_ro.setflags(write=False)          # (as MultibodyModel.joint_q_index, joint_v_index)
     mode = np.zeros(n, dtype=np.int64)
     commands = np.zeros((3, n))
     state = np.zeros((3, n))
@@ -313,6 +325,7 @@ def warm_up() -> None:
         ints[HAS_VELOCITIES] = has_velocities
         trajectory_update(250_000_000, positions, positions, ints, out, idx, mode, commands, monitor, block, state)
     sample_trajectory(750_000_000, positions, positions, ints, out)
+    fill_motion(np.zeros(n), np.zeros(n), idx_ro, idx_ro, state)
     flags = np.zeros((2, n), dtype=bool)
     rows = np.zeros((N_ROWS, n))
     rows[DQ_MAX] = rows[V_MAX] = np.inf

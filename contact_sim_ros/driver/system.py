@@ -123,6 +123,13 @@ class SimulatorSystem:
         else:
             out[:] = sim.joint_efforts()
 
+    def fill_motion(self, values: np.ndarray) -> None:
+        """(StateInterfaces) the joints' positions and velocities into rows 0 and 1 of ``values`` in one compiled
+        pass (``fill_state`` kinds 0 and 1 together: a monitored trajectory reads both every update)."""
+        sim = self.sim
+        m = sim.model
+        kernels.fill_motion(sim.q, sim.v, m.joint_q_index, m.joint_v_index, values)
+
     def make_sensor(self, spec):
         """(StateInterfaces) The sensor of ``spec`` (sensors/base.SensorSpec) on the Simulator's model."""
         return make_sensor(spec, self.sim.model)
