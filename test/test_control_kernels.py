@@ -354,3 +354,29 @@ def test_the_compiled_motion_fill_is_take_and_the_state_interfaces_read_it():
     np.testing.assert_array_equal(values[0], position)
     np.testing.assert_array_equal(values[1], sim.v.take(m.joint_v_index))
     assert np.any(values[1] != 0.0)
+
+
+def test_a_non_finite_command_is_refused_by_the_systems_fused_write_and_nothing_is_handed_over():
+    """The System's write (control_kernels.write_targets) on a non-finite effort raises the Simulator's ConfigError
+    naming the joint and leaves the Simulator's command arrays as they were; the next finite write goes through."""
+    from contact_sim_ros.driver.system import SimulatorSystem
+    from contact_sim_ros.errors import ConfigError
+    from contact_sim_ros.sim.simulator import Simulator
+    scene = Path(__file__).resolve().parents[1] / "scenes" / "scenario_pick_shake_place.yaml"
+    sim = Simulator(str(scene), engine="tamsi", time_step=1e-3)
+    system = SimulatorSystem(sim)
+    system.step()
+    system.write()
+    d = sim.data
+    before = [a.copy() for a in (d.q_target, d.v_target, d.effort, d.position_mode, d.velocity_mode)]
+    hw = system.command
+    hw.write_effort(np.array([1]), np.array([np.nan]))
+    with pytest.raises(ConfigError, match=f"joint '{hw.joint_names[1]}': effort command must be finite"):
+        system.write()
+    for a, b in zip((d.q_target, d.v_target, d.effort, d.position_mode, d.velocity_mode), before):
+        np.testing.assert_array_equal(a, b)
+    hw.write_effort(np.array([1]), np.array([2.5]))
+    system.write()
+    vi = sim.model.joint_v_index[1]
+    assert not d.position_mode[vi] and not d.velocity_mode[vi]
+    assert d.effort[vi] == 2.5               # a raw effort: no g added
