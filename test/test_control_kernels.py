@@ -5,6 +5,8 @@ hardware System's write (rate limit, gravity bookkeeping, mode masks)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -244,3 +246,137 @@ def test_the_compiled_write_is_the_numpy_rate_limit_and_gravity_bookkeeping():
                 effort = rows[K.EFFORT_SENT] if result == K.PUSH_EFFORT_SENT else values[2]
                 np.testing.assert_array_equal(effort, pushed[2])
     assert seen == {K.NO_PUSH, K.PUSH_EFFORT, K.PUSH_EFFORT_SENT, "ramping", "tracking"}
+
+
+def test_the_fused_hand_over_is_push_targets_then_the_simulators_command_kernel():
+    """write_targets (the System's write in one call) leaves the System's rows and the Simulator's command arrays
+    exactly as push_targets followed by step_kernels.joint_commands (Simulator.set_joint_command_arrays' pass)
+    does; on a non-finite value or a pure effort for an engine that ignores efforts it writes nothing to the
+    Simulator's arrays and returns the code set_joint_command_arrays raises on."""
+    from contact_sim_ros.sim import step_kernels as S
+    rng = np.random.default_rng(11)
+    dt = 1e-3
+    seen = set()
+    for case in range(30):
+        n = int(rng.integers(1, 8))
+        nq = n + 2
+        rows = np.zeros((K.N_ROWS, n))
+        v_max = rng.uniform(0.5, 3.0, n)
+        rows[K.DQ_MAX], rows[K.V_MAX] = v_max * dt, 0.95 * v_max
+        rows[K.TWO_A], rows[K.A_DT] = 2.0 * rows[K.V_MAX] / 0.25, rows[K.V_MAX] / 0.25 * dt
+        rows[K.G_APPLIED] = np.inf
+        masks = np.zeros((K.N_MASKS, n), dtype=bool)
+        masks[K.WAS_POS] = True
+        status = np.array([0, 1, 0], dtype=np.int64)
+        mode = np.zeros(n, dtype=np.int64)
+        values = np.zeros((3, n))
+        flags = np.zeros((2, n), dtype=bool)
+        flags[K.EFFORT_RAW] = True
+        q = rng.uniform(-1, 1, nq)
+        q_index = rng.permutation(nq)[:n].astype(np.int64)
+        v_index = rng.permutation(nq)[:n].astype(np.int64)
+        lower, upper = np.full(n, -0.8), np.full(n, 0.8)
+        passive = rng.permutation(nq)[:int(rng.integers(0, 2))].astype(np.intp)
+        accepts = bool(rng.random() < 0.7)
+        gravity = bool(rng.random() < 0.7)
+        fused = [rows, masks, status, flags, [np.zeros(nq), np.zeros(nq), np.zeros(nq), np.zeros(nq, dtype=bool),
+                                              np.zeros(nq, dtype=bool)]]
+        staged = [rows.copy(), masks.copy(), status.copy(), flags.copy(), [a.copy() for a in fused[4]]]
+        for step in range(60):
+            changed = bool(rng.random() < 0.6)
+            if changed:
+                j = rng.random(n) < 0.5
+                kind = rng.random()
+                if kind < 0.6:
+                    values[0, j] = rng.uniform(-1, 1, j.sum())
+                    mode[j] = POSITION
+                elif kind < 0.75:
+                    mode[j] = VELOCITY
+                    values[1, j] = rng.normal(0, 1, j.sum())
+                else:
+                    mode[j] = EFFORT
+                    values[2, j] = rng.normal(0, 5, j.sum())
+                if rng.random() < 0.05:
+                    values[2, int(rng.integers(n))] = np.nan     # not finite: nothing handed over
+            q += rng.normal(0, 1e-3, nq)
+            g = rng.normal(5.0, 1e-2, n)
+            fused[0][K.G] = staged[0][K.G] = g
+            rows_s, masks_s, status_s, flags_s, out_s = staged
+            result = K.push_targets(mode, values, flags_s, q, q_index, rows_s, masks_s, status_s, changed, False,
+                                    gravity, 1e-3, dt)
+            expected = K.NOT_PUSHED
+            if result != K.NO_PUSH:
+                effort = rows_s[K.EFFORT_SENT] if result == K.PUSH_EFFORT_SENT else values[2]
+                expected = S.joint_commands(masks_s[K.CMD_POSITION], masks_s[K.CMD_VELOCITY], rows_s[K.Q_SENT],
+                                            rows_s[K.V_RAMP], effort, q_index, v_index, lower, upper, passive,
+                                            accepts, *out_s)
+            rows_f, masks_f, status_f, flags_f, out_f = fused
+            code = K.write_targets(mode, values, flags_f, q, q_index, rows_f, masks_f, status_f, changed, False,
+                                   gravity, 1e-3, dt, q_index, v_index, lower, upper, passive, accepts, *out_f)
+            assert code == expected, (case, step)
+            seen.add(code)
+            for a, b in zip(fused[:4] + out_f, staged[:4] + out_s):
+                np.testing.assert_array_equal(a, b)
+            if code > K.COMMANDS_SET:
+                values[2] = np.where(np.isfinite(values[2]), values[2], 0.0)
+    assert seen == {K.NOT_PUSHED, S.COMMANDS_SET, S.COMMAND_NOT_FINITE, S.PURE_EFFORT}
+
+
+def test_the_compiled_motion_fill_is_take_and_the_state_interfaces_read_it():
+    """fill_motion gives the rows q[q_index], v[v_index] exactly (as ndarray.take); a System's StateInterfaces
+    fill both rows with it on the first motion() after a read, and a row read first stays as fill_state gave it."""
+    rng = np.random.default_rng(5)
+    for n in (1, 3, 9):
+        q, v = rng.normal(size=n + 4), rng.normal(size=n + 3)
+        q_index, v_index = rng.permutation(n + 4)[:n], rng.permutation(n + 3)[:n]
+        values = np.full((3, n), np.nan)
+        K.fill_motion(q, v, q_index, v_index, values)
+        np.testing.assert_array_equal(values[0], q.take(q_index))
+        np.testing.assert_array_equal(values[1], v.take(v_index))
+        assert np.isnan(values[2]).all()
+
+    from contact_sim_ros.driver.system import SimulatorSystem
+    from contact_sim_ros.sim.simulator import Simulator
+    scene = Path(__file__).resolve().parents[1] / "scenes" / "scenario_pick_shake_place.yaml"
+    sim = Simulator(str(scene), engine="tamsi", time_step=1e-3)
+    system = SimulatorSystem(sim)
+    m = sim.model
+    for _ in range(3):
+        system.step()
+        expected_q, expected_v = sim.q.take(m.joint_q_index), sim.v.take(m.joint_v_index)
+        values = system.state.motion()
+        assert values is system.state.values
+        np.testing.assert_array_equal(values[0], expected_q)
+        np.testing.assert_array_equal(values[1], expected_v)
+    system.step()
+    position = system.state.position.copy()             # one row first (fill_state), then both
+    values = system.state.motion()
+    np.testing.assert_array_equal(values[0], position)
+    np.testing.assert_array_equal(values[1], sim.v.take(m.joint_v_index))
+    assert np.any(values[1] != 0.0)
+
+
+def test_a_non_finite_command_is_refused_by_the_systems_fused_write_and_nothing_is_handed_over():
+    """The System's write (control_kernels.write_targets) on a non-finite effort raises the Simulator's ConfigError
+    naming the joint and leaves the Simulator's command arrays as they were; the next finite write goes through."""
+    from contact_sim_ros.driver.system import SimulatorSystem
+    from contact_sim_ros.errors import ConfigError
+    from contact_sim_ros.sim.simulator import Simulator
+    scene = Path(__file__).resolve().parents[1] / "scenes" / "scenario_pick_shake_place.yaml"
+    sim = Simulator(str(scene), engine="tamsi", time_step=1e-3)
+    system = SimulatorSystem(sim)
+    system.step()
+    system.write()
+    d = sim.data
+    before = [a.copy() for a in (d.q_target, d.v_target, d.effort, d.position_mode, d.velocity_mode)]
+    hw = system.command
+    hw.write_effort(np.array([1]), np.array([np.nan]))
+    with pytest.raises(ConfigError, match=f"joint '{hw.joint_names[1]}': effort command must be finite"):
+        system.write()
+    for a, b in zip((d.q_target, d.v_target, d.effort, d.position_mode, d.velocity_mode), before):
+        np.testing.assert_array_equal(a, b)
+    hw.write_effort(np.array([1]), np.array([2.5]))
+    system.write()
+    vi = sim.model.joint_v_index[1]
+    assert not d.position_mode[vi] and not d.velocity_mode[vi]
+    assert d.effort[vi] == 2.5               # a raw effort: no g added

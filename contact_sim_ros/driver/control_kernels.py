@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from ..jit import njit
+from ..sim.step_kernels import COMMANDS_SET, joint_commands
 
 # JointCommandInterfaces.mode values (driver/hardware.py: POSITION, VELOCITY, EFFORT)
 _POSITION, _VELOCITY, _EFFORT = 0, 1, 2
@@ -119,6 +120,16 @@ def trajectory_update(tau, positions, velocities, ints, out, idx, mode, commands
         commands[VELOCITY_ROW, i] = out[1, j]
         commands[EFFORT_ROW, i] = 0.0
     return -1
+
+
+@njit(cache=True)
+def fill_motion(q, v, q_index, v_index, values):
+    """The joints' positions ``q[q_index]`` and velocities ``v[v_index]`` into ``values``' rows POSITION_ROW and
+    VELOCITY_ROW (StateInterfaces.values; the hardware System's ``fill_motion``): both rows in one call (the
+    same numbers as ``take``: copies)."""
+    for i in range(q_index.shape[0]):
+        values[POSITION_ROW, i] = q[q_index[i]]
+        values[VELOCITY_ROW, i] = v[v_index[i]]
 
 
 # rows of SimulatorSystem's float ``rows`` block
@@ -269,6 +280,31 @@ def push_targets(mode, commands, flags, q, q_index, rows, masks, status, changed
     return result
 
 
+# write_targets' result besides joint_commands' codes (step_kernels: COMMANDS_SET, COMMAND_NOT_FINITE, PURE_EFFORT)
+NOT_PUSHED = -1
+
+
+@njit(cache=True)
+def write_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, snapped, gravity, tolerance, dt,
+                  joint_q_index, joint_v_index, lower, upper, passive_v, accepts_effort, q_target, v_target, effort,
+                  position_mode_out, velocity_mode_out):
+    """``push_targets`` (the arguments up to ``dt``) and, unless it returns NO_PUSH, the hand-over to the
+    Simulator in the same call: ``sim/step_kernels.joint_commands`` with the CMD_POSITION and CMD_VELOCITY masks,
+    the targets Q_SENT and V_RAMP, the efforts push_targets chose (EFFORT_SENT or the command interfaces' effort
+    row) and the Simulator's buffers after them (``Simulator.joint_command_buffers``), as
+    ``Simulator.set_joint_command_arrays`` calls it. Returns NOT_PUSHED, or joint_commands' code (COMMANDS_SET;
+    COMMAND_NOT_FINITE or PURE_EFFORT: nothing written to the Simulator, the caller raises as
+    set_joint_command_arrays does)."""
+    result = push_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, snapped, gravity,
+                          tolerance, dt)
+    if result == NO_PUSH:
+        return NOT_PUSHED
+    efforts = rows[EFFORT_SENT] if result == PUSH_EFFORT_SENT else commands[EFFORT_ROW]
+    return joint_commands(masks[CMD_POSITION], masks[CMD_VELOCITY], rows[Q_SENT], rows[V_RAMP], efforts,
+                          joint_q_index, joint_v_index, lower, upper, passive_v, accepts_effort, q_target, v_target,
+                          effort, position_mode_out, velocity_mode_out)
+
+
 def warm_up() -> None:
     """Compile (or load from the cache) every kernel of this module for the argument types the driver passes
     (contact_sim_ros.kernel_cache's warm-up calls it): a 2-joint trajectory, linear and cubic, monitored and not,
@@ -278,6 +314,8 @@ def warm_up() -> None:
     ints = np.array([-1, 0, 0, 500_000_000, 1_000_000_000], dtype=np.int64)
     out = np.zeros((2, n))
     idx = np.arange(n, dtype=np.int64)
+    idx_ro = idx.copy()
+    idx_ro.setflags(write=False)          # (as MultibodyModel.joint_q_index, joint_v_index)
     mode = np.zeros(n, dtype=np.int64)
     commands = np.zeros((3, n))
     state = np.zeros((3, n))
@@ -287,6 +325,7 @@ def warm_up() -> None:
         ints[HAS_VELOCITIES] = has_velocities
         trajectory_update(250_000_000, positions, positions, ints, out, idx, mode, commands, monitor, block, state)
     sample_trajectory(750_000_000, positions, positions, ints, out)
+    fill_motion(np.zeros(n), np.zeros(n), idx_ro, idx_ro, state)
     flags = np.zeros((2, n), dtype=bool)
     rows = np.zeros((N_ROWS, n))
     rows[DQ_MAX] = rows[V_MAX] = np.inf
@@ -297,3 +336,11 @@ def warm_up() -> None:
     q_index.setflags(write=False)         # (MultibodyModel.joint_q_index is read-only)
     for changed in (True, False):
         push_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, False, True, 1e-3, 1e-3)
+    lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
+    for a in (lower, upper):
+        a.setflags(write=False)           # (as the model's limits: Simulator.joint_command_buffers)
+    buffers = (q_index, q_index, lower, upper, np.zeros(0, dtype=np.intp), True, np.zeros(n), np.zeros(n),
+               np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+    for changed, gravity in ((True, True), (False, False)):
+        write_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, False, gravity, 1e-3, 1e-3,
+                      *buffers)

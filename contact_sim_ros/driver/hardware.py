@@ -208,8 +208,10 @@ class StateInterfaces:
 
     def connect(self, system) -> None:
         """(the System) ``system.fill_state(kind, out)`` fills ``out`` with the joints' kind 0 position, 1
-        velocity, 2 effort; ``system.make_sensor(spec)`` builds a sensor for its model and
-        ``system.measure_sensor(sensor)`` fills a sensor's values from the current state. Held by a weak reference: the System owns these interfaces (no reference cycle)."""
+        velocity, 2 effort (``system.fill_motion(values)``: rows 0 and 1 of ``values`` at once);
+        ``system.make_sensor(spec)`` builds a sensor for its model and ``system.measure_sensor(sensor)`` fills a
+        sensor's values from the current state. Held by a weak reference: the System owns these interfaces (no
+        reference cycle)."""
         self._system = weakref.proxy(system)
 
     def add_sensor(self, key: str, spec):
@@ -239,7 +241,10 @@ class StateInterfaces:
     def motion(self) -> np.ndarray:
         """``values`` (rows position, velocity, effort) with the position and velocity rows filled."""
         fresh = self._fresh
-        if not (fresh[0] and fresh[1]):
+        if not (fresh[0] or fresh[1]):            # (the per-update case: both rows in one pass)
+            self._system.fill_motion(self.values)
+            fresh[0] = fresh[1] = True
+        elif not (fresh[0] and fresh[1]):
             if not fresh[0]:
                 self._system.fill_state(0, self._position)
                 fresh[0] = True

@@ -123,6 +123,13 @@ class SimulatorSystem:
         else:
             out[:] = sim.joint_efforts()
 
+    def fill_motion(self, values: np.ndarray) -> None:
+        """(StateInterfaces) the joints' positions and velocities into rows 0 and 1 of ``values`` in one compiled
+        pass (``fill_state`` kinds 0 and 1 together: a monitored trajectory reads both every update)."""
+        sim = self.sim
+        m = sim.model
+        kernels.fill_motion(sim.q, sim.v, m.joint_q_index, m.joint_v_index, values)
+
     def make_sensor(self, spec):
         """(StateInterfaces) The sensor of ``spec`` (sensors/base.SensorSpec) on the Simulator's model."""
         return make_sensor(spec, self.sim.model)
@@ -206,7 +213,9 @@ class SimulatorSystem:
         """Hand the targets to the simulator: always after a command or a controller's write; for gravity
         compensation only when g(q) moved by more than ``gravity_tolerance`` (N*m or N) since it was last
         applied (Simulator.set_joint_command_arrays). The position targets are rate limited (the comment
-        below). One compiled pass (driver/control_kernels.push_targets) after g(q); allocation-free."""
+        below). One compiled pass after g(q), the hand-over to the Simulator included
+        (driver/control_kernels.write_targets: push_targets, then Simulator.set_joint_command_arrays' kernel);
+        allocation-free."""
         hw = self.command
         gravity = self._gravity
         if gravity is not None:
@@ -215,15 +224,15 @@ class SimulatorSystem:
         if snapped and (changed or self._status[kernels.RAMPING]):
             hw.snapped = False                  # (the rate limit clears hw.snap)
         sim = self.sim
-        result = kernels.push_targets(hw.mode, hw.values, hw.flags, sim.q, sim.model.joint_q_index, self._rows,
-                                      self._masks, self._status, changed, snapped, gravity is not None,
-                                      self.gravity_tolerance, self.dt)
-        if result == kernels.NO_PUSH:
-            return
-        # position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint
-        # its effort (feed-forward or alone) - set_joint_targets' semantics, as arrays in joint order
-        sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp,
-                                     self._effort_sent if result == kernels.PUSH_EFFORT_SENT else hw.effort)
+        code = kernels.write_targets(hw.mode, hw.values, hw.flags, sim.q, sim.model.joint_q_index, self._rows,
+                                     self._masks, self._status, changed, snapped, gravity is not None,
+                                     self.gravity_tolerance, self.dt, *sim.joint_command_buffers())
+        if code > kernels.COMMANDS_SET:
+            # a non-finite target or a pure effort the engine ignores: nothing was written; the same ConfigError
+            # as the hand-over's (position mode: target q_sent with the ramp's velocity feed-forward; velocity
+            # mode: v_ramp; every joint its effort, with g when there is a gravity feed-forward)
+            sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp,
+                                         self._effort_sent if gravity is not None else hw.effort)
 
     # The rate limit (in push_targets' compiled pass): the position targets handed to the simulator follow the
     # commanded ones (``hw.position``) within the URDF velocity limits, as a real driver's interpolator does: a

@@ -122,7 +122,7 @@ class Simulator:
                                self.passive_joints)
         self._passive_v = np.array([m.joint_v_index[m.joint_index(j)] for j in self.passive_joints], dtype=np.intp)
         d.effort_limit[m.joint_v_index] = m.effort_limit
-        self._command_index_model = None      # set_joint_command_arrays' index arrays are for this model
+        self._command_buffers = None      # (model, passive joints, joint_command_buffers())
         # the step's actuation (engines/base.py): effort, velocity target and effort limit are the command arrays
         # themselves (changed in place only); kp, kd and the position error are written by
         # step_kernels.prepare_step from the gains and the joints' modes every step
@@ -414,18 +414,10 @@ class Simulator:
         feed-forward. Same checks and result as ``set_joint_targets(positions={...}, velocities={...},
         efforts={every joint})``: a non-finite used value or a pure effort the engine ignores raises ConfigError
         and changes nothing."""
-        m = self.model
-        if self._command_index_model is not m:       # index arrays per model (spawned objects rebuild)
-            self._command_index_model = m
-            self._command_qi = np.asarray(m.joint_q_index, dtype=np.intp)
-            self._command_vi = np.asarray(m.joint_v_index, dtype=np.intp)
-            self._command_lo = np.asarray(m.position_lower, dtype=float)
-            self._command_hi = np.asarray(m.position_upper, dtype=float)
         # one compiled pass (this runs every step of a moving robot: the node's stepping loop, a campaign's trial)
-        code = step_kernels.joint_commands(
-            position_mode, velocity_mode, positions, velocities, efforts, self._command_qi, self._command_vi,
-            self._command_lo, self._command_hi, self._passive_v, bool(self.engine.accepts_effort_commands),
-            self.data.q_target, self.data.v_target, self.data.effort, self.data.position_mode, self.data.velocity_mode)
+        code = step_kernels.joint_commands(position_mode, velocity_mode, positions, velocities, efforts,
+                                           *self.joint_command_buffers())
+        m = self.model
         if code == step_kernels.COMMAND_NOT_FINITE:
             has_v = np.logical_or(position_mode, velocity_mode)
             for d, kind, used in ((positions, "position", position_mode), (velocities, "velocity", has_v),
@@ -437,6 +429,24 @@ class Simulator:
         if code == step_kernels.PURE_EFFORT:
             has_v = np.logical_or(position_mode, velocity_mode)
             self._reject_pure_efforts([m.joint_names[i] for i in np.flatnonzero(~has_v)], "set_joint_targets")
+
+    def joint_command_buffers(self) -> tuple:
+        """The arguments of ``step_kernels.joint_commands`` after ``efforts``: the joints' q and v indices, their
+        position limits (rad or m), the passive joints' v indices, whether the engine accepts effort commands and
+        the command arrays it writes (q_target, v_target, effort, position_mode, velocity_mode). For a compiled
+        hand-over every step (``set_joint_command_arrays``; driver/control_kernels.write_targets, the hardware
+        System's write): one tuple, rebuilt when the model or the passive joints changed (a spawn, set_gains).
+        Call it at each hand-over (do not keep it)."""
+        m, passive = self.model, self._passive_v
+        cached = self._command_buffers
+        if cached is None or cached[0] is not m or cached[1] is not passive:
+            d = self.data
+            self._command_buffers = cached = (m, passive, (
+                np.asarray(m.joint_q_index, dtype=np.intp), np.asarray(m.joint_v_index, dtype=np.intp),
+                np.asarray(m.position_lower, dtype=float), np.asarray(m.position_upper, dtype=float), passive,
+                bool(self.engine.accepts_effort_commands), d.q_target, d.v_target, d.effort, d.position_mode,
+                d.velocity_mode))
+        return cached[2]
 
     def _reject_pure_efforts(self, joints, where: str) -> None:
         """ConfigError if ``joints`` get an effort without a position or velocity and the engine ignores efforts
