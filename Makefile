@@ -16,12 +16,16 @@ PYTEST_ARGS ?=
 # (in the pytest process: no process start), then the process and campaign tests (they start processes: sim_node,
 # runners, colcon, Ray), each phase on JOBS pytest-xdist workers (a file's tests stay on one worker: its module
 # fixtures; each worker its own ROS domain). Four workers on two cores: the tests wait on DDS, processes and
-# conditions about half of the time (2 workers kept the cores ~55 % busy; 9.6 -> 7.3 min). JOBS=0: one pytest
+# conditions about half of the time (2 workers kept the cores ~55 % busy; 9.6 -> 7.3 min). The process and
+# campaign tests keep both cores busy (vmstat: 0-5 % idle) with their colcon, Ray, Chromium and node processes: there
+# four workers only made each test slower (the second phase 302-305 s with 4, 277 s with 3: PROCESS_JOBS). JOBS=0: one pytest
 # process per phase. SIZES=...: only those sizes
 # (e.g. SIZES=unit).
 JOBS     ?= 4
+PROCESS_JOBS ?= $(if $(filter 0,$(JOBS)),0,3)
 SIZES    ?= unit node process campaign
 XDIST    := $(if $(filter 0,$(JOBS)),-p no:xdist,-n $(JOBS) --dist loadfile)
+PROCESS_XDIST := $(if $(filter 0,$(PROCESS_JOBS)),-p no:xdist,-n $(PROCESS_JOBS) --dist loadfile)
 NOT_SLOW := $(if $(filter 1 yes true,$(FULL)),,and not slow)
 IN_PROCESS_SIZES := $(filter unit node,$(SIZES))
 PROCESS_SIZES    := $(filter process campaign,$(SIZES))
@@ -34,7 +38,7 @@ PYTEST_PHASE = rc=0; $(RUN) --isolated python -m pytest test -q --timeout=$(TIME
 help:
 	@echo "make demo    the simulation node + scenario $(SCENARIO) over ROS 2 (ENGINE=$(ENGINE)); progress, real-time factor, verdict"
 	@echo "make demo-headless  run $(SCENE) headless through the Python API (no ROS)"
-	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; unit+node tests, then process+campaign, on JOBS=$(JOBS) workers; FULL=1 adds slow tests)"
+	@echo "make test    run the test suite (pytest, $(TIMEOUT) s per-test limit; unit+node tests on JOBS=$(JOBS) workers, then process+campaign on PROCESS_JOBS=$(PROCESS_JOBS); FULL=1 adds slow tests)"
 	@echo "make bench   run every benchmarks/<area>/run.py (BENCH=<area> for one area, BENCH_ARGS=... passed on)"
 	@echo "make venv    create/refresh the pinned venv .venv/ (done automatically by the others)"
 	@echo "make clean   remove .venv/ and build outputs"
@@ -57,7 +61,7 @@ demo-headless:
 test:
 	@status=0; \
 	$(if $(IN_PROCESS_SIZES),$(call PYTEST_PHASE,$(XDIST),$(IN_PROCESS_SIZES)); status=$$rc;) \
-	$(if $(PROCESS_SIZES),$(call PYTEST_PHASE,$(XDIST),$(PROCESS_SIZES)); [[ $$status -ne 0 ]] || status=$$rc;) \
+	$(if $(PROCESS_SIZES),$(call PYTEST_PHASE,$(PROCESS_XDIST),$(PROCESS_SIZES)); [[ $$status -ne 0 ]] || status=$$rc;) \
 	exit $$status
 
 # Convention: benchmarks/<area>/run.py runs that area's benchmarks in one command, prints a table and saves

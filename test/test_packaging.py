@@ -542,8 +542,8 @@ def _make_dry_run(target: str, **env_overrides) -> list[str]:
     given."""
     # (the Makefile's own variables as well: a `make test JOBS=4` running this test exports JOBS to it)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "JOBS", "SIZES", "FULL",
-                        "TIMEOUT", "PYTEST_ARGS")}
+           if k not in ("ROS_DOMAIN_ID", "MAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "JOBS", "PROCESS_JOBS", "SIZES",
+                        "FULL", "TIMEOUT", "PYTEST_ARGS")}
     env.update(env_overrides)
     proc = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -578,14 +578,16 @@ def test_make_demo_keeps_the_users_ros_domain_id_and_make_test_is_isolated():
 
 
 @pytest.mark.process
-def test_make_test_runs_unit_and_node_tests_then_the_tests_that_start_processes_on_four_workers():
-    """The suite by size (test/conftest.py): the in-process sizes, then the sizes that start processes, each on four
-    xdist workers; every size in one of the two phases."""
+def test_make_test_runs_unit_and_node_tests_on_four_workers_then_the_tests_that_start_processes_on_three():
+    """The suite by size (test/conftest.py): the in-process sizes on four xdist workers, then the sizes that start
+    processes on three (PROCESS_JOBS); every size in one of the two phases; JOBS=0 runs both in one process."""
     first, second = _make_dry_run("test")
     assert "-n 4 --dist loadfile" in first and '-m "(unit or node) and not slow"' in first
-    assert "-n 4 --dist loadfile" in second and '-m "(process or campaign) and not slow"' in second
+    assert "-n 3 --dist loadfile" in second and '-m "(process or campaign) and not slow"' in second
     (only_unit,) = _make_dry_run("test", SIZES="unit", JOBS="0")
     assert "-p no:xdist" in only_unit and '-m "(unit) and not slow"' in only_unit
+    (only_process,) = _make_dry_run("test", SIZES="process", JOBS="0")
+    assert "-p no:xdist" in only_process and '-m "(process) and not slow"' in only_process
 
 
 # ------------------------------------------------------------------------------------------------ layering
