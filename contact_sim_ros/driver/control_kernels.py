@@ -344,3 +344,163 @@ def warm_up() -> None:
     for changed, gravity in ((True, True), (False, False)):
         write_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, False, gravity, 1e-3, 1e-3,
                       *buffers)
+    # period_step: one trajectory, monitored, over both joints (as driver/control_period.ControlPeriod packs it)
+    plan_int = np.zeros((1, N_PLAN_INT), dtype=np.int64)
+    plan_int[0, PI_VELOCITIES] = k_points * n
+    plan_int[0, PI_POINTS], plan_int[0, PI_JOINTS] = k_points, n
+    plan_int[0, PI_IDX] = ints.shape[0]
+    plan_int[0, PI_MONITOR], plan_int[0, PI_EVERY] = MONITORED_FIRST, 1
+    plan_float = np.zeros((1, N_PLAN_FLOAT))
+    plan_float[0, PF_END], plan_float[0, PF_PERIOD] = 1.0, 1e-3
+    flt = np.concatenate((positions.ravel(), positions.ravel()))
+    packed = np.concatenate((ints, idx))
+    plan_block = np.zeros((N_BLOCK_ROWS, n))
+    plan_block[MONITOR_ROWS + PATH_LIMIT] = np.inf
+    for changed in (True, False):
+        period_step(0, 0.25, changed, q, np.zeros(n), np.zeros(n), plan_int, plan_float, flt, packed, plan_block,
+                    state, q_index, q_index, mode, commands, flags, rows, masks, status, True, 1e-3, 1e-3, *buffers)
+
+
+# ------------------------------------------------------------------------------------- the control period
+# (driver/control_period.py) Every due controller's update and the System's write of one step in one compiled
+# call, over a *plan* packed from the controllers whose update is a pure function of (state, their trajectory
+# arrays, t): running position-mode joint trajectories (``ControlPeriod``). One row of ``plan_int`` /
+# ``plan_float`` per trajectory:
+PI_POSITIONS, PI_VELOCITIES, PI_POINTS, PI_JOINTS, PI_INTS, PI_IDX, PI_COLUMN, PI_START_NS, PI_MONITOR, PI_EVERY, \
+    PI_UPDATES = range(11)
+N_PLAN_INT = 11
+PF_END, PF_PERIOD, PF_LAST = range(3)      # end time (s), the controller manager's period (s), last update (s)
+N_PLAN_FLOAT = 3
+# rows of the plan's float block ``block`` (one column per joint of the trajectories, in plan order): the last
+# sample (position, velocity: TrajectorySampler.out), then an Execution's monitor rows (REF_Q ... PATH_LIMIT)
+OUT_Q, OUT_V = range(2)
+MONITOR_ROWS = 2
+N_BLOCK_ROWS = 7
+# period_step's result besides write_targets' (NOT_PUSHED, COMMANDS_SET, COMMAND_NOT_FINITE, PURE_EFFORT): a due
+# trajectory needs its controller's Python update at this step (it reached its end, or its path tolerance is
+# violated); nothing was written
+NEEDS_PYTHON = -2
+
+
+@njit(cache=True)
+def _sample_packed(tau, flt, pos, vel, n, ints, io, k_points, block, col):
+    """``sample_trajectory`` on a plan's packed arrays: the positions of the trajectory are flt[pos + k * n + i],
+    its velocities flt[vel + k * n + i], its ints ints[io:io + TIMES + k_points], the sample goes to block rows
+    OUT_Q, OUT_V from column ``col`` (the same floating-point operations in the same order)."""
+    last = ints[io + TIMES + k_points - 1]
+    if tau >= last or k_points == 1:
+        for i in range(n):
+            block[OUT_Q, col + i] = flt[pos + (k_points - 1) * n + i]
+            block[OUT_V, col + i] = 0.0
+        return
+    if tau <= 0:
+        for i in range(n):
+            block[OUT_Q, col + i] = flt[pos + i]
+            block[OUT_V, col + i] = 0.0
+        return
+    k = ints[io + SEGMENT]
+    if k < 0 or not (ints[io + TIMES + k] <= tau < ints[io + TIMES + k + 1]):
+        lo, hi = 0, k_points
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if tau < ints[io + TIMES + mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        k = lo - 1
+        ints[io + SEGMENT] = k
+    t0 = ints[io + TIMES + k]
+    h_ns = ints[io + TIMES + k + 1] - t0
+    h = h_ns * 1e-9
+    s = float(tau - t0) / float(h_ns)
+    p0, p1 = pos + k * n, pos + (k + 1) * n
+    if ints[io + HAS_VELOCITIES] == 0:
+        for i in range(n):
+            dp = flt[p1 + i] - flt[p0 + i]
+            block[OUT_Q, col + i] = flt[p0 + i] + dp * s
+            block[OUT_V, col + i] = dp / h
+    else:
+        v0, v1 = vel + k * n, vel + (k + 1) * n
+        s2, s3 = s * s, s * s * s
+        c00, c01, c02, c03 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, s3 - s2
+        c10, c11, c12, c13 = 6 * s2 - 6 * s, 3 * s2 - 4 * s + 1, -6 * s2 + 6 * s, 3 * s2 - 2 * s
+        for i in range(n):
+            b0, b1 = flt[p0 + i], flt[v0 + i] * h
+            b2, b3 = flt[p1 + i], flt[v1 + i] * h
+            block[OUT_Q, col + i] = c00 * b0 + c01 * b1 + c02 * b2 + c03 * b3
+            block[OUT_V, col + i] = (c10 * b0 + c11 * b1 + c12 * b2 + c13 * b3) / h
+
+
+@njit(cache=True)
+def period_step(step, t, changed, q, v, v_prev, plan_int, plan_float, flt, ints, block, state, state_q_index,
+                state_v_index, mode, commands, flags, rows, masks, status, gravity, tolerance, dt, joint_q_index,
+                joint_v_index, lower, upper, passive_v, accepts_effort, q_target, v_target, effort,
+                position_mode_out, velocity_mode_out):
+    """One step's control emulation before the physics step (loop.SteppingLoop.step_now's ``_cycle``) when every
+    controller update due is a plan row's: at step ``step`` and sim time ``t`` (s), the trajectories whose
+    manager is due (``step % every == 0``) update as ``trajectory_update`` (when monitored, the state of their
+    joints, ``state``'s rows POSITION_ROW, VELOCITY_ROW filled from ``q``, ``v`` as ``fill_motion`` does, and the
+    path tolerance; the sample one period ahead written to the command interfaces ``mode``, ``commands``); then
+    the System's write (``write_targets`` with ``changed`` or a trajectory written, no snap; g(q) already in
+    ``rows[G]``); then ``v_prev`` takes ``v`` (SimulatorSystem.step). Returns write_targets' code, or
+    NEEDS_PYTHON before anything is written when a due trajectory is not running at ``t`` (``t >= end``) or
+    violates its path tolerance: the step then goes through the controllers' Python updates."""
+    m = plan_int.shape[0]
+    filled = False
+    for c in range(m):                         # first the checks: nothing written when one fails
+        if step % plan_int[c, PI_EVERY] != 0:
+            continue
+        if not t < plan_float[c, PF_END]:
+            return NEEDS_PYTHON
+        monitor = plan_int[c, PI_MONITOR]
+        if monitor == UNMONITORED:
+            continue
+        if not filled:
+            for i in range(state_q_index.shape[0]):
+                state[POSITION_ROW, i] = q[state_q_index[i]]
+                state[VELOCITY_ROW, i] = v[state_v_index[i]]
+            filled = True
+        n, col, io = plan_int[c, PI_JOINTS], plan_int[c, PI_COLUMN], plan_int[c, PI_IDX]
+        for j in range(n):
+            measured = state[POSITION_ROW, ints[io + j]]
+            ref = block[OUT_Q, col + j] if monitor == MONITORED else measured
+            if abs(ref - measured) > block[MONITOR_ROWS + PATH_LIMIT, col + j]:
+                return NEEDS_PYTHON
+    wrote = False
+    for c in range(m):
+        if step % plan_int[c, PI_EVERY] != 0:
+            continue
+        monitor = plan_int[c, PI_MONITOR]
+        n, col, io = plan_int[c, PI_JOINTS], plan_int[c, PI_COLUMN], plan_int[c, PI_IDX]
+        if monitor != UNMONITORED:
+            for j in range(n):
+                i = ints[io + j]
+                qj, vj = state[POSITION_ROW, i], state[VELOCITY_ROW, i]
+                block[MONITOR_ROWS + MEASURED_Q, col + j] = qj
+                block[MONITOR_ROWS + MEASURED_V, col + j] = vj
+                if monitor == MONITORED:
+                    block[MONITOR_ROWS + REF_Q, col + j] = block[OUT_Q, col + j]
+                    block[MONITOR_ROWS + REF_V, col + j] = block[OUT_V, col + j]
+                else:
+                    block[MONITOR_ROWS + REF_Q, col + j] = qj
+                    block[MONITOR_ROWS + REF_V, col + j] = vj
+            plan_int[c, PI_MONITOR] = MONITORED
+        tau = np.int64(np.rint((t + plan_float[c, PF_PERIOD]) * 1e9)) - plan_int[c, PI_START_NS]
+        _sample_packed(tau, flt, plan_int[c, PI_POSITIONS], plan_int[c, PI_VELOCITIES], n, ints,
+                       plan_int[c, PI_INTS], plan_int[c, PI_POINTS], block, col)
+        for j in range(n):
+            i = ints[io + j]
+            mode[i] = _POSITION
+            commands[POSITION_ROW, i] = block[OUT_Q, col + j]
+            commands[VELOCITY_ROW, i] = block[OUT_V, col + j]
+            commands[EFFORT_ROW, i] = 0.0
+        plan_int[c, PI_UPDATES] += 1
+        plan_float[c, PF_LAST] = t
+        wrote = True
+    code = write_targets(mode, commands, flags, q, state_q_index, rows, masks, status, changed or wrote, False,
+                         gravity, tolerance, dt, joint_q_index, joint_v_index, lower, upper, passive_v,
+                         accepts_effort, q_target, v_target, effort, position_mode_out, velocity_mode_out)
+    if code <= COMMANDS_SET:                   # (an error code raises before the step, as the System's write)
+        for i in range(v.shape[0]):
+            v_prev[i] = v[i]
+    return code
