@@ -91,15 +91,20 @@ class ControlPeriod:
         return plan
 
     def _pack(self, key, entries, buffers):
-        """The plan's arrays (control_kernels: plan_int, plan_float, the float and int arrays, the block) for the
-        running trajectories of ``entries`` and the period_step arguments after them."""
+        """The plan (control_kernels' ``pint``, ``pflt``: header, a row per running trajectory of ``entries``,
+        their arrays, the block) and the period_step arguments after them."""
         running = [(c, ex, every, period) for c, ex, every, period in entries if ex is not IDLE_UPDATE]
         idle = [(c, every) for c, ex, every, _ in entries if ex is IDLE_UPDATE]
         m = len(running)
+        system = self.loop.system
+        gravity, g_row, write = system.compiled_write()
+        rows, masks, status, with_gravity, tolerance, dt = write
+        int_head = kernels.N_HEADER + m * kernels.N_PLAN_INT
+        float_head = kernels.N_FLOAT_HEADER + m * kernels.N_PLAN_FLOAT
         plan_int = np.zeros((m, kernels.N_PLAN_INT), dtype=np.int64)
         plan_float = np.zeros((m, kernels.N_PLAN_FLOAT))
         floats, ints, columns = [], [], []
-        f_off = i_off = col = 0
+        f_off, i_off, col = float_head, int_head, 0
         for r, (c, ex, every, period) in enumerate(running):
             s = ex.sampler
             k, n = s.positions.shape
@@ -129,27 +134,31 @@ class ControlPeriod:
             plan_float[r, kernels.PF_PERIOD] = period
             columns.append((col, n))
             col += n
+        header = np.zeros(kernels.N_HEADER, dtype=np.int64)
+        header[kernels.H_TRAJECTORIES], header[kernels.H_COLUMNS] = m, col
+        header[kernels.H_GRAVITY], header[kernels.H_BLOCK] = int(with_gravity), f_off
+        float_header = np.zeros(kernels.N_FLOAT_HEADER)
+        float_header[kernels.F_TOLERANCE], float_header[kernels.F_DT] = tolerance, dt
         block = np.zeros((kernels.N_BLOCK_ROWS, col))
-        for (c, ex, _, _), (col, n) in zip(running, columns):
-            block[kernels.OUT_Q:kernels.OUT_V + 1, col:col + n] = ex.sampler.out
-            block[kernels.MONITOR_ROWS:, col:col + n] = ex.monitor
-        flt = np.concatenate(floats) if floats else np.zeros(0)
-        packed_ints = np.concatenate(ints) if ints else np.zeros(0, dtype=np.int64)
-        system = self.loop.system
+        for (c, ex, _, _), (first, n) in zip(running, columns):
+            block[kernels.OUT_Q:kernels.OUT_V + 1, first:first + n] = ex.sampler.out
+            block[kernels.MONITOR_ROWS:, first:first + n] = ex.monitor
+        pint = np.concatenate((header, plan_int.ravel(), *ints))
+        pflt = np.concatenate((float_header, plan_float.ravel(), *floats, block.ravel()))
         hw = system.command
-        model = system.sim.model
-        gravity, g_row, write = system.compiled_write()
-        args = (plan_int, plan_float, flt, packed_ints, block, system.state.values, model.joint_q_index,
-                model.joint_v_index, hw.mode, hw.values, hw.flags, *write, *buffers)
-        return key, args, running, columns, idle, gravity, g_row
+        args = (pint, pflt, system.state.values, hw.mode, hw.values, hw.flags, rows, masks, status, *buffers)
+        # views of the plan for the write-back: the rows per trajectory, the block
+        plan_int = pint[kernels.N_HEADER:int_head].reshape(m, kernels.N_PLAN_INT)
+        plan_float = pflt[kernels.N_FLOAT_HEADER:float_head].reshape(m, kernels.N_PLAN_FLOAT)
+        block = pflt[f_off:].reshape(kernels.N_BLOCK_ROWS, col)
+        return key, args, running, columns, idle, gravity, g_row, plan_int, plan_float, block
 
     # ------------------------------------------------------------------------------------------ a run
 
     def _run_compiled(self, plan, steps: int, failures: list) -> int:
         """Up to ``steps`` compiled steps of ``plan``; returns how many ran (fewer when the next one needs
         Python). The controllers' and the state interfaces' Python side is brought up to date at the end."""
-        _, args, running, columns, idle, gravity, g_row = plan
-        plan_int, plan_float = args[0], args[1]
+        args, gravity, g_row, plan_int = plan[1], plan[5], plan[6], plan[7]
         system = self.loop.system
         sim = system.sim
         hw = system.command
@@ -177,22 +186,25 @@ class ControlPeriod:
         finally:
             self.compiled_steps += done
             self._end = first + done
-            self._write_back(args, running, columns, idle, first, first + done)
+            self._write_back(plan, first, first + done)
             system.read()
         return done
 
     @staticmethod
-    def _write_back(args, running, columns, idle, first: int, end: int) -> None:
+    def _write_back(plan, first: int, end: int) -> None:
         """The run's results to the controllers' Python side: each trajectory's last sample, segment and monitor
-        rows (and the feedback of its last update when monitored), and every controller's update count."""
-        plan_int, plan_float, _, packed_ints, block = args[:5]
+        rows (and the feedback of its last update when monitored), and every controller's update count (steps
+        ``first`` to ``end`` ran)."""
+        args, running, columns, idle, plan_int, plan_float, block = plan[1], plan[2], plan[3], plan[4], \
+            plan[7], plan[8], plan[9]
+        pint = args[0]
         for r, ((c, ex, _, _), (col, n)) in enumerate(zip(running, columns)):
             updates = int(plan_int[r, kernels.PI_UPDATES])
             if updates == 0:
                 continue
             s = ex.sampler
             s.out[:] = block[kernels.OUT_Q:kernels.OUT_V + 1, col:col + n]
-            s.ints[kernels.SEGMENT] = packed_ints[plan_int[r, kernels.PI_INTS] + kernels.SEGMENT]
+            s.ints[kernels.SEGMENT] = pint[plan_int[r, kernels.PI_INTS] + kernels.SEGMENT]
             if ex.monitored:
                 ex.monitor[:] = block[kernels.MONITOR_ROWS:, col:col + n]
                 ex.keep_feedback(float(plan_float[r, kernels.PF_LAST]), ex.monitor[:4].copy())
