@@ -42,6 +42,8 @@ import numpy as np
 
 from ..jit import njit
 from ..engines import tamsi_kernels
+from ..engines.tamsi_kernels import (P_MAX_ITERATIONS, P_SMOOTH, P_STICTION, P_THETA_MAX, P_TOLERANCE, P_TWO_WAY,
+                                     P_USE_TALS, newton_solve)
 from ..geometry.contact_kernels import SH_FLOATS, SH_INTS, sphere_halfspace_contacts
 from . import step_kernels
 from .penetration_kernels import deepest_excess
@@ -57,7 +59,7 @@ BI_Q, BI_V, BI_SLOT = 0, 1, 2
 _TAYLOR_ANGLE = float(np.finfo(float).eps) ** 0.25
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def body_placement(q, iq, f):
     """World placement of a free flyer: (R row-major 9 entries, p 3 entries) of jointPlacement * (R(quat), p) with
     the quaternion (x, y, z, w) at q[iq+3:iq+7] (R(quat) as Eigen's ``toRotationMatrix``) and ``f`` the body's
@@ -82,7 +84,7 @@ def body_placement(q, iq, f):
     return R, p
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_body_kinematics(q, body_int, body_float, placement, J):
     """Joint placements of the free flyers into ``placement`` (slots, 4, 4) at their slots (slot 0, the world,
     is not touched; bodies without a slot are skipped) and the world-frame joint Jacobian ``J`` (6, nv)
@@ -111,7 +113,7 @@ def free_body_kinematics(q, body_int, body_float, placement, J):
             J[3, c_ang], J[4, c_ang], J[5, c_ang] = r0, r1, r2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _inertia_times(f, m0, m1, m2, m3, m4, m5):
     """Y m (6-tuple: force linear, angular) for the spatial inertia of ``body_float`` row f and the motion
     (linear m0..2, angular m3..5), as Pinocchio's Inertia * Motion: f_lin = mass (m_lin - c x m_ang),
@@ -128,7 +130,7 @@ def _inertia_times(f, m0, m1, m2, m3, m4, m5):
     return l0, l1, l2, a0, a1, a2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_body_bias_force(q, v, body_int, body_float, gravity, nle):
     """nle (nv,) = C(q, v) v + g(q) of the free flyers (N, N m; ``pin.nonLinearEffects``): per body, in its frame,
     Y a_gf + v x* (Y v) with a_gf = (-R^T g, 0) and R the body's world rotation (joint placement included)."""
@@ -151,7 +153,7 @@ def free_body_bias_force(q, v, body_int, body_float, gravity, nle):
         nle[iv + 5] = a[5] + ((w0 * h[4] - w1 * h[3]) + (v0 * h[1] - v1 * h[0]))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def integrate_rotations(q0, v, dt, body_int, q):
     """The quaternions of ``pin.integrate(q0, dt v)`` for the free flyers, into q: q0 * exp(dt w / 2) (x, y, z, w
     layout), negated if its dot product with q0 is negative, then Pinocchio's first-order normalization
@@ -210,10 +212,95 @@ H_ID = H_FD + FD_CONTACT + 2
 HEADER = H_ID + ID_ICONTACT + 2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _section(block, model_int, at, k):
     """Section k of ``block`` whose offsets start at model_int[at] (1-D view)."""
     return block[model_int[at + k]:model_int[at + k + 1]]
+
+
+@njit(cache=True, inline="always")
+def fused_views(model_int, model_float, data_float, data_int):
+    """The views of the packed blocks the step reads and writes (layout above), as one tuple, made once per call
+    (numba's reshape of a view costs ~17 ns: ``free_body_tamsi_advance`` makes them once for all its steps)."""
+    h = model_int
+    nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
+    slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
+    return (_section(model_int, h, H_IM, IM_BODY).reshape((nb, 3)),
+            _section(model_int, h, H_IM, IM_PAIR_INT).reshape((pairs, SH_INTS)),
+            _section(model_int, h, H_IM, IM_PAIR_IDS).reshape((4, pairs)),
+            _section(model_int, h, H_IM, IM_JOINT_COLUMNS),
+            _section(model_int, h, H_IM, IM_COLUMN_DOF),
+            _section(model_int, h, H_IM, IM_FREE_V),
+            _section(model_int, h, H_IM, IM_TREE_PTR),
+            _section(model_int, h, H_IM, IM_FINISH),
+            _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS)),
+            _section(model_float, h, H_FM, FM_GRAVITY),
+            _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv)),
+            _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS)),
+            _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs)),
+            _section(model_float, h, H_FM, FM_THICKNESS),
+            _section(model_float, h, H_FM, FM_SCALARS),
+            _section(data_float, h, H_FD, FD_NLE),
+            _section(data_float, h, H_FD, FD_J).reshape((6, nv)),
+            _section(data_float, h, H_FD, FD_POSITION_ERROR),
+            _section(data_float, h, H_FD, FD_V_ENGINE),
+            _section(data_float, h, H_FD, FD_PLACEMENT).reshape((slots, 4, 4)),
+            _section(data_float, h, H_FD, FD_RAW).reshape((3, pairs, 3)),
+            _section(data_float, h, H_FD, FD_POINT).reshape((cap, 3)),
+            _section(data_float, h, H_FD, FD_NORMAL).reshape((cap, 3)),
+            _section(data_float, h, H_FD, FD_PHI),
+            _section(data_float, h, H_FD, FD_ROTATION).reshape((cap, 3, 3)),
+            _section(data_float, h, H_FD, FD_JACOBIAN).reshape((3 * cap, nv)),
+            _section(data_float, h, H_FD, FD_MATERIAL).reshape((4, cap)),
+            _section(data_float, h, H_FD, FD_REL).reshape((3, nv)),
+            _section(data_float, h, H_FD, FD_BIAS),
+            _section(data_int, h, H_ID, ID_PAIR_OUT),
+            _section(data_int, h, H_ID, ID_IDS).reshape((4, cap)),
+            _section(data_int, h, H_ID, ID_COLUMNS).reshape((cap, width)),
+            tamsi_kernels.fixed_views(_section(data_float, h, H_FD, FD_FIXED), _section(data_int, h, H_ID, ID_IFIXED),
+                                      nv),
+            tamsi_kernels.contact_views(_section(data_float, h, H_FD, FD_CONTACT),
+                                        _section(data_int, h, H_ID, ID_ICONTACT)))
+
+
+@njit(cache=True, inline="always")
+def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_values, outputs, impulse, q_next,
+                     v_out):
+    """``free_body_tamsi_step`` on the views of ``fused_views`` (``has_penetration``: the header's
+    H_PENETRATION != 0)."""
+    (body_int, pair_int, pair_ids, joint_columns, column_dof, free_v, tree_ptr, finish_index, body_float, gravity,
+     M, pair_float, pair_material, thickness, scalars, nle, J, position_error, v_engine, placement, raw, point,
+     normal, phi, rotation, jacobian, material, rel, bias, pair_out, ids, columns, tamsi_fixed,
+     tamsi_contact) = views
+    params, work_nv, A, BJ, history, piv, unsat = tamsi_fixed
+    work_c, cwork, pi_frozen, delta0, contact_modes = tamsi_contact
+    margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
+    free_body_kinematics(q0, body_int, body_float, placement, J)
+    free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
+    r, n = sphere_halfspace_contacts(placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
+                                     pair_material, J, joint_columns, column_dof, ids, point, normal, phi, rotation,
+                                     jacobian, material, rel, columns)
+    step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
+    # newton_step_packed on the views made once (fused_views)
+    status, iterations, err, count, info = newton_solve(
+        M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
+        rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
+        rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT],
+        jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n],
+        params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
+        params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0,
+        work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1],
+        A, piv, BJ, work_c[0], work_c[1], work_c[2], cwork, pi_frozen, contact_modes[0], contact_modes[1], history,
+        v_engine, impulse[:n], outputs[1], outputs[2], work_nv[6], work_nv[7], delta0)
+    code = -1
+    if status == tamsi_kernels.CONVERGED:
+        integrate_rotations(q0, v_engine, dt, body_int, q_next)
+        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
+                                       finish_index, finish_values)
+    deep = False
+    if has_penetration and n > 0:
+        deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, fraction, thickness[:0]) >= 0
+    return status, iterations, err, count, info, n, r, code, deep
 
 
 @njit(cache=True)
@@ -231,66 +318,49 @@ def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_in
     status as ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1);
     ``deep`` True when a contact is deeper than the penetration bound alone (``penetration_kernels``' pass without
     the last step's approach: ``PenetrationCheck.check`` then decides and says why; False: it would return '')."""
-    h = model_int
-    nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
-    slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
-    body_int = _section(model_int, h, H_IM, IM_BODY).reshape((nb, 3))
-    pair_int = _section(model_int, h, H_IM, IM_PAIR_INT).reshape((pairs, SH_INTS))
-    pair_ids = _section(model_int, h, H_IM, IM_PAIR_IDS).reshape((4, pairs))
-    joint_columns = _section(model_int, h, H_IM, IM_JOINT_COLUMNS)
-    column_dof = _section(model_int, h, H_IM, IM_COLUMN_DOF)
-    free_v = _section(model_int, h, H_IM, IM_FREE_V)
-    tree_ptr = _section(model_int, h, H_IM, IM_TREE_PTR)
-    finish_index = _section(model_int, h, H_IM, IM_FINISH)
-    body_float = _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS))
-    gravity = _section(model_float, h, H_FM, FM_GRAVITY)
-    M = _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv))
-    pair_float = _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS))
-    pair_material = _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs))
-    scalars = _section(model_float, h, H_FM, FM_SCALARS)
-    margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
-    nle = _section(data_float, h, H_FD, FD_NLE)
-    J = _section(data_float, h, H_FD, FD_J).reshape((6, nv))
-    position_error = _section(data_float, h, H_FD, FD_POSITION_ERROR)
-    v_engine = _section(data_float, h, H_FD, FD_V_ENGINE)
-    placement = _section(data_float, h, H_FD, FD_PLACEMENT).reshape((slots, 4, 4))
-    raw = _section(data_float, h, H_FD, FD_RAW).reshape((3, pairs, 3))
-    point = _section(data_float, h, H_FD, FD_POINT).reshape((cap, 3))
-    normal = _section(data_float, h, H_FD, FD_NORMAL).reshape((cap, 3))
-    phi = _section(data_float, h, H_FD, FD_PHI)
-    rotation = _section(data_float, h, H_FD, FD_ROTATION).reshape((cap, 3, 3))
-    jacobian = _section(data_float, h, H_FD, FD_JACOBIAN).reshape((3 * cap, nv))
-    material = _section(data_float, h, H_FD, FD_MATERIAL).reshape((4, cap))
-    rel = _section(data_float, h, H_FD, FD_REL).reshape((3, nv))
-    bias = _section(data_float, h, H_FD, FD_BIAS)
-    pair_out = _section(data_int, h, H_ID, ID_PAIR_OUT)
-    ids = _section(data_int, h, H_ID, ID_IDS).reshape((4, cap))
-    columns = _section(data_int, h, H_ID, ID_COLUMNS).reshape((cap, width))
-    fixed, contact = _section(data_float, h, H_FD, FD_FIXED), _section(data_float, h, H_FD, FD_CONTACT)
-    ifixed, icontact = _section(data_int, h, H_ID, ID_IFIXED), _section(data_int, h, H_ID, ID_ICONTACT)
+    return fused_step_views(q0, v0, dt, model_int[H_PENETRATION] != 0,
+                            fused_views(model_int, model_float, data_float, data_int), rows, modes, finish_values,
+                            outputs, impulse, q_next, v_out)
 
-    free_body_kinematics(q0, body_int, body_float, placement, J)
-    free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
-    r, n = sphere_halfspace_contacts(placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
-                                     pair_material, J, joint_columns, column_dof, ids, point, normal, phi, rotation,
-                                     jacobian, material, rel, columns)
-    step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
-    status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
-        M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
-        rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
-        rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT],
-        jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n],
-        fixed, ifixed, contact, icontact, v_engine, impulse[:n], outputs[1], outputs[2])
-    code = -1
-    if status == tamsi_kernels.CONVERGED:
-        integrate_rotations(q0, v_engine, dt, body_int, q_next)
-        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
-                                       finish_index, finish_values)
-    deep = False
-    if h[H_PENETRATION] != 0 and n > 0:
-        thickness = _section(model_float, h, H_FM, FM_THICKNESS)
-        deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, fraction, thickness[:0]) >= 0
-    return status, iterations, err, count, info, n, r, code, deep
+
+@njit(cache=True)
+def free_body_tamsi_advance(q0, v0, dt, n_steps, model_int, model_float, data_float, data_int, rows, modes,
+                            finish_values, outputs_a, impulse_a, outputs_b, impulse_b, q_state, v_state, q_out,
+                            v_out):
+    """Up to ``n_steps`` steps of ``free_body_tamsi_step`` from (q0, v0) in one call, each from the state the
+    previous one made, stopping BEFORE a step that is not a clean success (TAMSI not converged, a non-OK finish
+    code, or a contact beyond the penetration bound alone): that step is left to ``Simulator.step``, which runs it
+    again from the same state (the same numbers) and handles it (the divergence and penetration checks, the staged
+    step's sub-steps). Step j writes its outputs into the slot (``outputs_a``, ``impulse_a``) when j is even, else
+    into (``outputs_b``, ``impulse_b``) (the Simulator alternates its two ResultSlots); the states between steps
+    go to ``q_state`` (2, nq), ``v_state`` (2, nv) in turn; the last committed state is copied into q_out (nq,),
+    v_out (nv,) (untouched when none is). The commands in ``rows`` and ``modes`` are the same for every step, so
+    is ``rows``' EXTERNAL row (no scripted wrench: the Simulator loops over ``step`` for a scene with one).
+
+    Returns (m, iterations, err, count, n, r): m the committed steps (m < n_steps: step m was not clean), and
+    the last committed step's iterations, err, history count, contacts and raw contacts (m = 0: those of the
+    attempted step, not to be used)."""
+    views = fused_views(model_int, model_float, data_float, data_int)
+    has_penetration = model_int[H_PENETRATION] != 0
+    q, v = q0, v0
+    m = 0
+    iterations, err, count, n, r = 0, 0.0, 0, 0, 0
+    for j in range(n_steps):
+        outputs, impulse = (outputs_a, impulse_a) if j % 2 == 0 else (outputs_b, impulse_b)
+        q_next, v_next = q_state[j % 2], v_state[j % 2]
+        status, it, e, c, info, nj, rj, code, deep = fused_step_views(
+            q, v, dt, has_penetration, views, rows, modes, finish_values, outputs, impulse, q_next, v_next)
+        if code != step_kernels.OK or deep:       # code is -1 when TAMSI did not converge
+            break
+        q, v = q_next, v_next
+        m += 1
+        iterations, err, count, n, r = it, e, c, nj, rj
+    if m > 0:
+        for a in range(q.shape[0]):
+            q_out[a] = q[a]
+        for a in range(v.shape[0]):
+            v_out[a] = v[a]
+    return m, iterations, err, count, n, r
 
 
 class FreeBodies:
@@ -428,6 +498,8 @@ class FreeBodyTamsiStep:
             (np.zeros(nv), np.zeros((6, nv)), np.zeros(nv), np.zeros(nv), *(buffers[k] for k in names_float),
              fixed, contact), float)
         self.v_engine = views[FD_V_ENGINE]
+        # the states between the steps of one ``free_body_tamsi_advance`` call, in turn (m, rad, m/s, rad/s)
+        self.q_state, self.v_state = np.zeros((2, model.nq)), np.zeros((2, nv))
         names_int = ("pair_out", "ids", "columns")
         self.data_int, offsets_data_int, views_int = _pack(
             (*(buffers[k] for k in names_int), ifixed, icontact), np.int64)
