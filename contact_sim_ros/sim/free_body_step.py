@@ -189,8 +189,9 @@ H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION = range(8
 N_SIZES = 8
 # sections of model_int: body_int (nb, 3), the analytic pairs' ints (pairs, SH_INTS), the pairs' ids (4, pairs), the
 # Jacobian's packed joint columns and column dofs, the free flyers' first v indices, the trees' velocity ranges,
-# finish_step's index array
-IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH = range(8)
+# finish_step's index array, the scripted wrenches' (body row, 1 if it is the only one on its body) (wrenches, 2)
+IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH, IM_WRENCH = \
+    range(9)
 # sections of model_float: body_float (nb, BODY_FLOATS), gravity (3,) m/s^2, the constant mass matrix (nv, nv), the
 # analytic pairs' floats (pairs, SH_FLOATS), the pairs' materials (4, pairs), the penetration bound's thickness per
 # geometry (m; empty without the bound), (contact margin m, joint stiction tolerance m/s or rad/s, the bound's
@@ -206,7 +207,7 @@ FM_BODY, FM_GRAVITY, FM_MASS, FM_PAIR_FLOAT, FM_PAIR_MATERIAL, FM_THICKNESS, FM_
 # (capacity, width); TAMSI's int scratch, fixed-size and contact-sized
 ID_PAIR_OUT, ID_IDS, ID_COLUMNS, ID_IFIXED, ID_ICONTACT = range(5)
 H_IM = N_SIZES                  # where each block's offsets start in the header
-H_FM = H_IM + IM_FINISH + 2
+H_FM = H_IM + IM_WRENCH + 2
 H_FD = H_FM + FM_SCALARS + 2
 H_ID = H_FD + FD_CONTACT + 2
 HEADER = H_ID + ID_ICONTACT + 2
@@ -216,6 +217,32 @@ HEADER = H_ID + ID_ICONTACT + 2
 def _section(block, model_int, at, k):
     """Section k of ``block`` whose offsets start at model_int[at] (1-D view)."""
     return block[model_int[at + k]:model_int[at + k + 1]]
+
+
+@njit(cache=True, inline="always")
+def body_wrenches(q, body_int, body_float, wrench_body, wrench, external):
+    """The scripted wrenches on free bodies (a frame at the joint frame) as generalized forces into ``external``
+    (nv,), as ``stages.external_forces``: zeros, then per wrench i on body row b = wrench_body[i, 0] (R^T f, R^T m)
+    on the body's six (body-frame) velocities, R its world rotation at q (``body_placement``, Pinocchio's oMi
+    rotation to the bit), written when it is the only wrench on the body (wrench_body[i, 1] = 1), else added.
+    ``wrench`` (wrenches, 6): [f (N); m (N m)] in the world frame. Each entry is w0 R[0, c] + w1 R[1, c] +
+    w2 R[2, c] in that order (numpy's w @ R through BLAS may sum in another order: equal to round-off, and to the
+    bit when two of the three w_k are zero, as a push along one axis)."""
+    for a in range(external.shape[0]):
+        external[a] = 0.0
+    for i in range(wrench_body.shape[0]):
+        b = wrench_body[i, 0]
+        iv = body_int[b, BI_V]
+        R, _ = body_placement(q, body_int[b, BI_Q], body_float[b])
+        alone = wrench_body[i, 1] != 0
+        for row in range(2):
+            w0, w1, w2 = wrench[i, 3 * row], wrench[i, 3 * row + 1], wrench[i, 3 * row + 2]
+            for c in range(3):
+                value = w0 * R[c] + w1 * R[3 + c] + w2 * R[6 + c]
+                if alone:
+                    external[iv + 3 * row + c] = value
+                else:
+                    external[iv + 3 * row + c] += value
 
 
 @njit(cache=True, inline="always")
@@ -233,6 +260,8 @@ def fused_views(model_int, model_float, data_float, data_int):
             _section(model_int, h, H_IM, IM_FREE_V),
             _section(model_int, h, H_IM, IM_TREE_PTR),
             _section(model_int, h, H_IM, IM_FINISH),
+            _section(model_int, h, H_IM, IM_WRENCH).reshape(((h[H_IM + IM_WRENCH + 1] - h[H_IM + IM_WRENCH]) // 2,
+                                                             2)),
             _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS)),
             _section(model_float, h, H_FM, FM_GRAVITY),
             _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv)),
@@ -264,12 +293,12 @@ def fused_views(model_int, model_float, data_float, data_int):
 
 
 @njit(cache=True, inline="always")
-def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_values, outputs, impulse, q_next,
-                     v_out):
+def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_values, wrench, outputs, impulse,
+                     q_next, v_out):
     """``free_body_tamsi_step`` on the views of ``fused_views`` (``has_penetration``: the header's
     H_PENETRATION != 0)."""
-    (body_int, pair_int, pair_ids, joint_columns, column_dof, free_v, tree_ptr, finish_index, body_float, gravity,
-     M, pair_float, pair_material, thickness, scalars, nle, J, position_error, v_engine, placement, raw, point,
+    (body_int, pair_int, pair_ids, joint_columns, column_dof, free_v, tree_ptr, finish_index, wrench_body, body_float,
+     gravity, M, pair_float, pair_material, thickness, scalars, nle, J, position_error, v_engine, placement, raw, point,
      normal, phi, rotation, jacobian, material, rel, bias, pair_out, ids, columns, tamsi_fixed,
      tamsi_contact) = views
     params, work_nv, A, BJ, history, piv, unsat = tamsi_fixed
@@ -280,6 +309,8 @@ def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_val
     r, n = sphere_halfspace_contacts(placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
                                      pair_material, J, joint_columns, column_dof, ids, point, normal, phi, rotation,
                                      jacobian, material, rel, columns)
+    if wrench_body.shape[0] > 0:
+        body_wrenches(q0, body_int, body_float, wrench_body, wrench, rows[step_kernels.EXTERNAL])
     step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
     # newton_step_packed on the views made once (fused_views)
     status, iterations, err, count, info = newton_solve(
@@ -305,11 +336,13 @@ def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_val
 
 @njit(cache=True)
 def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_int, rows, modes, finish_values,
-                         outputs, impulse, q_next, v_out):
+                         wrench, outputs, impulse, q_next, v_out):
     """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); the packed constants
     ``model_int``, ``model_float`` and buffers ``data_float``, ``data_int`` (FreeBodyTamsiStep, layout above); the
     Simulator's data: ``rows`` (step_kernels.N_ROWS, nv) (its EXTERNAL row holds the scripted wrenches; EFFORT,
-    V_TARGET, EFFORT_LIMIT the commands), ``modes`` (2, nv), ``finish_values`` (finish_step's). Outputs: ``outputs``
+    V_TARGET, EFFORT_LIMIT the commands), ``modes`` (2, nv), ``finish_values`` (finish_step's); ``wrench``
+    (wrenches, 6) the scene's scripted wrenches at the step's start (world frame [f N; m N m], ``body_wrenches``
+    writes the EXTERNAL row from them; (0, 6) when the Simulator wrote it, or there are none). Outputs: ``outputs``
     (3, nv) a ResultSlot's rows (its rows 1, 2: the generalized contact force and the actuation, N or N m),
     ``impulse`` (pairs, 3) (first n rows, N s), q_next (nq,), v_out (nv,) the new state (when the finish code is
     OK); TAMSI's velocity is the data_float section FD_V_ENGINE.
@@ -320,13 +353,13 @@ def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_in
     the last step's approach: ``PenetrationCheck.check`` then decides and says why; False: it would return '')."""
     return fused_step_views(q0, v0, dt, model_int[H_PENETRATION] != 0,
                             fused_views(model_int, model_float, data_float, data_int), rows, modes, finish_values,
-                            outputs, impulse, q_next, v_out)
+                            wrench, outputs, impulse, q_next, v_out)
 
 
 @njit(cache=True)
 def free_body_tamsi_advance(q0, v0, dt, n_steps, model_int, model_float, data_float, data_int, rows, modes,
-                            finish_values, outputs_a, impulse_a, outputs_b, impulse_b, q_state, v_state, q_out,
-                            v_out):
+                            finish_values, wrenches, outputs_a, impulse_a, outputs_b, impulse_b, q_state, v_state,
+                            q_out, v_out):
     """Up to ``n_steps`` steps of ``free_body_tamsi_step`` from (q0, v0) in one call, each from the state the
     previous one made, stopping BEFORE a step that is not a clean success (TAMSI not converged, a non-OK finish
     code, or a contact beyond the penetration bound alone): that step is left to ``Simulator.step``, which runs it
@@ -334,8 +367,9 @@ def free_body_tamsi_advance(q0, v0, dt, n_steps, model_int, model_float, data_fl
     step's sub-steps). Step j writes its outputs into the slot (``outputs_a``, ``impulse_a``) when j is even, else
     into (``outputs_b``, ``impulse_b``) (the Simulator alternates its two ResultSlots); the states between steps
     go to ``q_state`` (2, nq), ``v_state`` (2, nv) in turn; the last committed state is copied into q_out (nq,),
-    v_out (nv,) (untouched when none is). The commands in ``rows`` and ``modes`` are the same for every step, so
-    is ``rows``' EXTERNAL row (no scripted wrench: the Simulator loops over ``step`` for a scene with one).
+    v_out (nv,) (untouched when none is). The commands in ``rows`` and ``modes`` are the same for every step;
+    ``wrenches`` (n_steps, wrenches, 6) the scripted wrenches at each step's start (``free_body_tamsi_step``'s
+    ``wrench`` per step; (n_steps, 0, 6): none, ``rows``' EXTERNAL row is the same for every step).
 
     Returns (m, iterations, err, count, n, r): m the committed steps (m < n_steps: step m was not clean), and
     the last committed step's iterations, err, history count, contacts and raw contacts (m = 0: those of the
@@ -349,7 +383,8 @@ def free_body_tamsi_advance(q0, v0, dt, n_steps, model_int, model_float, data_fl
         outputs, impulse = (outputs_a, impulse_a) if j % 2 == 0 else (outputs_b, impulse_b)
         q_next, v_next = q_state[j % 2], v_state[j % 2]
         status, it, e, c, info, nj, rj, code, deep = fused_step_views(
-            q, v, dt, has_penetration, views, rows, modes, finish_values, outputs, impulse, q_next, v_next)
+            q, v, dt, has_penetration, views, rows, modes, finish_values, wrenches[j], outputs, impulse, q_next,
+            v_next)
         if code != step_kernels.OK or deep:       # code is -1 when TAMSI did not converge
             break
         q, v = q_next, v_next
@@ -484,9 +519,21 @@ class FreeBodyTamsiStep:
         (placement, an_int, an_float, margin, _, _, pair_ids, pair_material), \
             (joint_columns, column_dof, *_), _ = cq.analytic_step_arguments()
         capacity, width = buffers["columns"].shape
+        # the scripted wrenches: applied in the call (body_wrenches) when every one acts on a free body at its joint
+        # frame (stages.external_forces' case without a Jacobian), else the Simulator writes data.external
+        forces, targets = parts.external_forces, model.wrench_targets
+        self.wrenches_in_kernel = bool(forces) and all(t >= 0 and f.wrench is not None
+                                                       for f, t in zip(forces, targets))
+        self.external_forces = forces if self.wrenches_in_kernel else ()
+        row_of_v = {int(iv): b for b, iv in enumerate(bodies.body_int[:, BI_V])}
+        wrench_body = np.array([[row_of_v[t], view is not None] for t, view in zip(targets, data.wrench_views)]
+                               if self.wrenches_in_kernel else np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
+        # the wrenches' values [f N; m N m] (world frame) of one step, of the steps of one advance call
+        self.wrench = np.zeros((len(wrench_body), 6))
+        self._wrench_steps = np.zeros((0, len(wrench_body), 6))
         self.model_int, offsets_int, _ = _pack(
             (bodies.body_int, an_int, pair_ids, joint_columns, column_dof, model.free_v_index, model.tree_ptr,
-             model.finish_index), np.int64, HEADER)
+             model.finish_index, wrench_body), np.int64, HEADER)
         penetration = parts.penetration
         self.model_float, offsets_float, (_, _, self.mass_matrix, *_) = _pack(
             (bodies.body_float, bodies.gravity, bodies.mass_matrix, an_float, pair_material,
@@ -511,6 +558,30 @@ class FreeBodyTamsiStep:
         header[H_FM:H_FD] = offsets_float
         header[H_FD:H_ID] = offsets_data
         header[H_ID:HEADER] = offsets_data_int
+        self._no_wrench_steps = np.zeros((0, 0, 6))
         cq.use_analytic_buffers({**dict(zip(names_float, views[4:4 + len(names_float)])),
                                  **dict(zip(names_int, views_int[:len(names_int)]))})
         engine.use_kernel_scratch(views[-2], views_int[-2], views[-1], views_int[-1])
+
+    def wrench_at(self, t: float) -> np.ndarray:
+        """``wrench`` (wrenches, 6) filled with the scripted wrenches at sim time t (s) (``wrenches_in_kernel``)."""
+        for i, f in enumerate(self.external_forces):
+            self.wrench[i] = f.wrench(t)
+        return self.wrench
+
+    def wrench_steps(self, t: float, dt: float, n: int) -> np.ndarray:
+        """(n, wrenches, 6): the scripted wrenches at the starts of n steps from sim time t, the times summed up as n
+        steps add dt (s) to the sim time; (n, 0, 6) without in-call wrenches."""
+        k = len(self.external_forces)
+        if k == 0:
+            if self._no_wrench_steps.shape[0] < n:
+                self._no_wrench_steps = np.zeros((n, 0, 6))
+            return self._no_wrench_steps[:n]
+        if self._wrench_steps.shape[0] < n:
+            self._wrench_steps = np.zeros((n, k, 6))
+        steps = self._wrench_steps[:n]
+        for j in range(n):
+            for i, f in enumerate(self.external_forces):
+                steps[j, i] = f.wrench(t)
+            t += dt
+        return steps

@@ -520,7 +520,8 @@ class Simulator:
     def advance(self, n_steps: int, strict: bool = False) -> StepReport:
         """``n_steps`` calls of ``step(strict)`` (a control period between two controller updates): the same
         states, sim time, step count, last result, contacts and reports, bit for bit. A scene of the fused
-        free-body step without scripted wrenches (sim/free_body_step.py) runs them in ONE compiled call
+        free-body step (sim/free_body_step.py; its scripted wrenches, if any, on free bodies at their joint frames,
+        evaluated at each step's start before the call) runs them in ONE compiled call
         (``free_body_tamsi_advance``) up to a step that is not a clean success, which ``step`` then runs from its
         start as it would (the staged step's sub-steps on a failure), and the call goes on after it; every other
         scene loops over ``step``. Returns the report of the first step that failed (not ok), else of the last
@@ -530,7 +531,8 @@ class Simulator:
         failed = report = None
         left = int(n_steps)
         while left > 0:
-            if self._fused is not None and not self.sim_model.has_external_forces and left > 1:
+            if left > 1 and self._fused is not None and (self._fused.wrenches_in_kernel
+                                                         or not self.sim_model.has_external_forces):
                 done, report = self._fused_advance(left)
                 left -= done
                 if left == 0:
@@ -549,10 +551,11 @@ class Simulator:
         first, other = (slots[1], slots[0]) if self.last_result is slots[0].result else (slots[0], slots[1])
         fused, d = self._fused, self.data
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
+        wrenches = fused.wrench_steps(t, dt, n_steps)     # the scripted wrenches at each step's start
         start = time.perf_counter()
         m, iterations, err, count, n, r = free_body_tamsi_advance(
             self._q, self._v, dt, n_steps, fused.model_int, fused.model_float, fused.data_float, fused.data_int,
-            d.rows, d.modes, d.finish_values, first.outputs, first.rows(fused.pairs)[0], other.outputs,
+            d.rows, d.modes, d.finish_values, wrenches, first.outputs, first.rows(fused.pairs)[0], other.outputs,
             other.rows(fused.pairs)[0], fused.q_state, fused.v_state, q, v)
         elapsed = time.perf_counter() - start
         if m == 0:
@@ -582,19 +585,23 @@ class Simulator:
         converged, non-finite, diverged): ``step`` then runs the staged step, which fails the same way and
         retries with sub-steps."""
         t, dt = self._t, self.sim_model.time_step
+        fused, d = self._fused, self.data
+        wrench = fused.wrench                                     # (0, 6) without in-call wrenches
         if self.sim_model.has_external_forces:
-            if self._stale == ALL_STALE:
-                self._update_kinematics()                         # the bodies' rotations
-            self._external_forces(t)                              # into data.external, a row of data.rows
+            if fused.wrenches_in_kernel:
+                fused.wrench_at(t)                                # the call writes data.external from them
+            else:
+                if self._stale == ALL_STALE:
+                    self._update_kinematics()                     # the bodies' rotations
+                self._external_forces(t)                          # into data.external, a row of data.rows
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
-        fused, d = self._fused, self.data
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
         status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(
             self._q, self._v, dt, fused.model_int, fused.model_float, fused.data_float, fused.data_int, d.rows,
-            d.modes, d.finish_values, slot.outputs, slot.rows(fused.pairs)[0], q, v)
+            d.modes, d.finish_values, wrench, slot.outputs, slot.rows(fused.pairs)[0], q, v)
         elapsed = time.perf_counter() - start
         self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
