@@ -316,24 +316,31 @@ def newton_step(M, v0, tau0, damping, h,
     """
     nv = v0.shape[0]
     n = signed_distance.shape[0]
-    return newton_solve(M, v0, tau0, damping, h, effort, kp, kd, position_error, velocity_target, effort_limit,
-                        J, bias, signed_distance, k, d, mu, vs, tol, theta_max, max_iterations, use_tals, smooth,
-                        two_way, v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, vc, dvc, f, cwork,
-                        pi_frozen, modes0, modes1, history, v_next, impulse, generalized_force, actuation,
-                        np.empty(nv), np.empty(nv), np.empty(n))
+    return newton_solve(M, v0, tau0, damping, h, (effort, kp, kd, position_error, velocity_target, effort_limit),
+                        (J, bias, signed_distance, k, d, mu),
+                        (vs, tol, theta_max, max_iterations, use_tals, smooth, two_way),
+                        (v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, np.empty(nv), np.empty(nv)),
+                        (vc, dvc, f, cwork, pi_frozen, modes0, modes1, history, np.empty(n)),
+                        (v_next, impulse, generalized_force, actuation))
 
 
-@njit(cache=True)
-def newton_solve(M, v0, tau0, damping, h,
-                 effort, kp, kd, position_error, velocity_target, effort_limit,
-                 J, bias, signed_distance, k, d, mu,
-                 vs, tol, theta_max, max_iterations, use_tals, smooth, two_way,
-                 v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ,
-                 vc, dvc, f, cwork, pi_frozen, modes0, modes1, history,
-                 v_next, impulse, generalized_force, actuation, p_star, hD, delta0):
-    """``newton_step`` (its docstring) with its temporaries as scratch, no allocation: ``p_star`` (nv,) M0 v0 +
-    h tau0 (N s), ``hD`` (nv,) h times the damping (N s/m or N m s/rad), ``delta0`` (>= n,) the penetrations at q0
-    (m), all overwritten."""
+@njit(cache=True, inline="always")
+def newton_solve(M, v0, tau0, damping, h, actuation_inputs, contact_inputs, options, work, contact_work, outputs):
+    """``newton_step`` (its docstring) with its arguments after h in six tuples, in ``newton_step``'s order:
+    ``actuation_inputs`` (effort, kp, kd, position_error, velocity_target, effort_limit), ``contact_inputs`` (J,
+    bias, signed_distance, k, d, mu), ``options`` (vs, tol, theta_max, max_iterations, use_tals, smooth, two_way),
+    ``work`` (v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, p_star, hD), ``contact_work`` (vc, dvc, f,
+    cwork, pi_frozen, modes0, modes1, history, delta0), ``outputs`` (v_next, impulse, generalized_force,
+    actuation); and its temporaries as scratch, no allocation: ``p_star`` (nv,) M0 v0 + h tau0 (N s), ``hD``
+    (nv,) h times the damping (N s/m or N m s/rad), ``delta0`` (>= n,) the penetrations at q0 (m), all
+    overwritten. Compiled into its callers (inline="always": a call of ~40 arrays costs ~0.5 us of reference
+    counting; fewer than 30 arguments, or CPython 3.11 passes them as *args, which numba cannot inline)."""
+    effort, kp, kd, position_error, velocity_target, effort_limit = actuation_inputs
+    J, bias, signed_distance, k, d, mu = contact_inputs
+    vs, tol, theta_max, max_iterations, use_tals, smooth, two_way = options
+    v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, p_star, hD = work
+    vc, dvc, f, cwork, pi_frozen, modes0, modes1, history, delta0 = contact_work
+    v_next, impulse, generalized_force, actuation = outputs
     nv = v0.shape[0]
     n = signed_distance.shape[0]
     eps = tol                                     # TALS' "no change" threshold = the convergence tolerance
@@ -511,10 +518,11 @@ def newton_step_packed(M, v0, tau0, damping, h,
     params, work_nv, A, BJ, history, piv, unsat = fixed_views(fixed, ifixed, nv)
     work_c, cwork, pi_frozen, delta0, modes = contact_views(contact, icontact)
     return newton_solve(M, v0, tau0, damping, h,
-                        effort, kp, kd, position_error, velocity_target, effort_limit,
-                        J, bias, signed_distance, k, d, mu,
-                        params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
-                        params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0,
-                        work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1],
-                        A, piv, BJ, work_c[0], work_c[1], work_c[2], cwork, pi_frozen, modes[0], modes[1], history,
-                        v_next, impulse, generalized_force, actuation, work_nv[6], work_nv[7], delta0)
+                        (effort, kp, kd, position_error, velocity_target, effort_limit),
+                        (J, bias, signed_distance, k, d, mu),
+                        (params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
+                         params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0),
+                        (work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1],
+                         A, piv, BJ, work_nv[6], work_nv[7]),
+                        (work_c[0], work_c[1], work_c[2], cwork, pi_frozen, modes[0], modes[1], history, delta0),
+                        (v_next, impulse, generalized_force, actuation))

@@ -315,14 +315,15 @@ def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_val
     # newton_step_packed on the views made once (fused_views)
     status, iterations, err, count, info = newton_solve(
         M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
-        rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
-        rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT],
-        jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n],
-        params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
-        params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0,
-        work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1],
-        A, piv, BJ, work_c[0], work_c[1], work_c[2], cwork, pi_frozen, contact_modes[0], contact_modes[1], history,
-        v_engine, impulse[:n], outputs[1], outputs[2], work_nv[6], work_nv[7], delta0)
+        (rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
+         rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT]),
+        (jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n]),
+        (params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
+         params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0),
+        (work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1], A, piv, BJ,
+         work_nv[6], work_nv[7]),
+        (work_c[0], work_c[1], work_c[2], cwork, pi_frozen, contact_modes[0], contact_modes[1], history, delta0),
+        (v_engine, impulse[:n], outputs[1], outputs[2]))
     code = -1
     if status == tamsi_kernels.CONVERGED:
         integrate_rotations(q0, v_engine, dt, body_int, q_next)
