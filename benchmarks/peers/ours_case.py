@@ -60,12 +60,16 @@ def main() -> None:
             pen.add_planar(float(sim.joint_positions()[zi]))
         return positions()
     samples = [[0.0, sample()]]
-    sim.step(strict=True)                      # untimed: kernel cache load, first-use allocations
+    period = a.period_steps
+    warm = 2 if period > 0 else 1
+    if period > 0:
+        sim.advance(2, strict=True)            # untimed: the same, and advance's compiled call (2 steps)
+    else:
+        sim.step(strict=True)                  # untimed: kernel cache load, first-use allocations
     failed = None
     done = n
     untimed = untimed_wall = 0.0
     c0, w0 = time.process_time(), time.perf_counter()
-    period = a.period_steps
 
     def sample_untimed():
         nonlocal untimed, untimed_wall
@@ -82,7 +86,7 @@ def main() -> None:
             if (i + 1) % every == 0:
                 sample_untimed()
     else:                          # advance(K) per period, cut short where a sample is due
-        i = 1                      # steps done
+        i = warm                   # steps done
         while i < n:
             k = min(period, n - i, every - i % every)
             report = sim.advance(k)
@@ -95,7 +99,7 @@ def main() -> None:
     cpu, wall = time.process_time() - c0 - untimed, time.perf_counter() - w0 - untimed_wall
     contacts = sim.contacts.size if sim.contacts is not None else 0
     print(json.dumps({"side": "ours", "case": a.case, "engine": a.engine, "period_steps": period,
-                      "steps": max(done - 1, 1), "cpu_s": cpu,
+                      "steps": max(done - warm, 1), "cpu_s": cpu,
                       "wall_s": wall, "names": names, "samples": samples, "penetration": pen.depth, "final_contacts": int(contacts),
                       "failed": failed, "failed_at": done * c.dt if failed else None}))
 
