@@ -78,6 +78,15 @@ def test_advance_equals_n_steps_bit_for_bit(scene, dt):
     assert counter.calls == PERIODS.count(1)
 
 
+def test_an_advance_longer_than_a_chunk_makes_several_compiled_calls():
+    def make():
+        sim = Simulator(BOX, engine="tamsi", time_step=1e-3)
+        sim.ADVANCE_CHUNK = 4                         # 10 steps: calls of 4, 4, 2; 9 steps: 4, 4, then step()
+        return sim
+    advanced, counter = _compare(make, periods=(10, 9, 2))
+    assert counter.calls == 1
+
+
 def test_a_step_the_compiled_call_cannot_solve_falls_back_to_the_staged_sub_steps_as_step_does():
     """TAMSI limited to 3 Newton iterations: the ball's touch-down steps do not converge in the compiled call; it
     stops before each, ``step`` runs it from its start with the staged step's sub-steps, and the call goes on."""

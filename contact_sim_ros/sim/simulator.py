@@ -64,6 +64,10 @@ class StepReport:
 class Simulator:
     """Steps one scene with one engine at a fixed time step (s)."""
 
+    # the most steps ``advance`` runs in one compiled call (a longer advance makes several: its scripted wrenches'
+    # values are evaluated per call, into a buffer of that many steps)
+    ADVANCE_CHUNK = 1024
+
     def __init__(self, scene, engine: str = "semi_implicit", time_step: float = 1e-3, engine_options=None,
                  max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3, divergence_limits=None,
                  penetration_limit=None):
@@ -533,10 +537,11 @@ class Simulator:
         while left > 0:
             if left > 1 and self._fused is not None and (self._fused.wrenches_in_kernel
                                                          or not self.sim_model.has_external_forces):
-                done, report = self._fused_advance(left)
+                chunk = min(left, self.ADVANCE_CHUNK)
+                done, report = self._fused_advance(chunk)
                 left -= done
-                if left == 0:
-                    break
+                if done == chunk:
+                    continue
             report = self.step(strict)            # a step the compiled call stopped before (or any scene's)
             left -= 1
             if failed is None and not report.ok:
