@@ -31,7 +31,11 @@ constants are packed once into two 1-D blocks (``model_int``, ``model_float``), 
 (``data_float``, ``data_int``: the contact query's all-analytic buffers and TAMSI's scratch live there, the
 query and the engine hold views), and the kernel slices its views from the offsets in ``model_int``'s header: 14
 arguments instead of 50 (numba unboxes every array argument, ~0.05 us each; sphere: the call 6.6 -> 5.9 us with
-the penetration pass now inside it, docs/benchmarks.md).
+the penetration pass now inside it, docs/benchmarks.md). Its callees (the contact kernels, ``prepare_step``, TAMSI's
+``newton_solve``, ``finish_step``, the penetration pass) are compiled into it (numba ``inline="always"``: a call of
+a function taking many arrays costs ~7 ns of reference counting per array), and the scene's scripted wrenches on
+free bodies are applied in it (``body_wrenches``). ``free_body_tamsi_advance`` runs several steps in one call
+(``Simulator.advance``: a control period), its views made once.
 """
 
 from __future__ import annotations
@@ -486,7 +490,7 @@ def _pack(arrays, dtype, start: int = 0) -> tuple[np.ndarray, list, list]:
 
 
 class FreeBodyTamsiStep:
-    """The Simulator's fused step for a qualifying scene (module docstring): plain data, the arguments of
+    """The Simulator's fused step for a qualifying scene (module docstring): mostly data, the arguments of
     ``free_body_tamsi_step`` besides the state and the Simulator's data, packed ONCE from the Simulator's model,
     data and parts (as the stages of sim/stages.py take them) into four 1-D blocks (layout: the H_*, IM_*, FM_*,
     FD_*, ID_* constants above). The contact query's all-analytic buffers and TAMSI's kernel scratch are moved into
@@ -495,7 +499,10 @@ class FreeBodyTamsiStep:
 
     ``model_int`` (int64), ``model_float``: the constants; ``data_float``, ``data_int`` (int64): the buffers;
     ``mass_matrix`` (nv, nv) the constant M (a view of model_float); ``v_engine`` (nv,) TAMSI's velocity of the
-    last call (a view of data_float); ``pairs``: the query's pairs (every pair gives at most one contact)."""
+    last call (a view of data_float); ``pairs``: the query's pairs (every pair gives at most one contact);
+    ``wrenches_in_kernel``: the scene's scripted wrenches are applied in the call (``wrench_at`` /
+    ``wrench_steps`` evaluate them: (wrenches, 6), (steps, wrenches, 6)); ``q_state``, ``v_state`` (2, nq), (2, nv):
+    the states between the steps of one ``free_body_tamsi_advance`` call."""
 
     @staticmethod
     def qualifies(model, parts) -> bool:
