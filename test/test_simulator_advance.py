@@ -120,6 +120,15 @@ def test_failed_steps_keep_the_state_as_n_failed_steps_do():
     assert counter.calls == 4 + 5 + 1
 
 
+def test_a_contact_beyond_the_penetration_bound_is_left_to_step():
+    """A ball sunk deeper than it is thick: the compiled call stops before each step (its penetration pass flags
+    it), ``step`` fails it with the bound's message, as n steps do."""
+    sunk = {**_ball_scene(), "objects": [{**_ball_scene()["objects"][0], "pose": {"xyz": [0, 0, -0.06]}}]}
+    advanced, counter = _compare(lambda: Simulator(sunk, engine="tamsi", time_step=1e-3), periods=(3, 2))
+    assert counter.calls == 5 and advanced.step_count == 0
+    assert advanced.advance(2).message.startswith("deep interpenetration: 'ball' and 'ground' overlap by 11 cm")
+
+
 def test_scenes_without_the_fused_step_loop_over_step():
     make = lambda: Simulator(SPHERE, engine="lagged", time_step=2e-3)     # noqa: E731
     advanced, counter = _compare(make, periods=(5, 20))
