@@ -48,6 +48,7 @@ PACKAGE = "contact_sim_ros"
 KERNELS: list = []   # (module name, dispatcher) of every function decorated with njit below, in definition order
 
 _IMPORT_LINE = re.compile(rb"^(?:import|from)[ \t\\].*$", re.MULTILINE)
+_FILES: dict = {}    # (path, package parent, mtime, size) -> (content's SHA-256, package_imports)
 _STAMPS: dict = {}   # absolute path of a kernel module -> its source_stamp(), once per process
 
 
@@ -89,10 +90,11 @@ def _module_file(parent: str, parts: list) -> str | None:
 
 def _top_level_imports(source: bytes) -> list:
     """The import statements (ast nodes) at the top level of a module's source: the statements starting at a
-    line's column 0 with ``import`` or ``from``, each parsed alone (a whole ``ast.parse`` of the 13 kernel
-    modules costs ~60 ms, this ~5 ms). A docstring line that starts so but is no statement is skipped; one
-    that is an import statement only adds a file to the stamp."""
-    nodes = []
+    line's column 0 with ``import`` or ``from`` (with their continuation lines), parsed together (a whole
+    ``ast.parse`` of the 13 kernel modules costs ~60 ms). A docstring line that starts so but is no statement is
+    skipped (the statements are then parsed one by one); one that is an import statement only adds a file to the
+    stamp."""
+    statements = []
     for match in _IMPORT_LINE.finditer(source):
         end = match.end()
         statement = match.group()
@@ -100,6 +102,13 @@ def _top_level_imports(source: bytes) -> list:
             nxt = source.find(b"\n", end + 1)
             nxt = len(source) if nxt < 0 else nxt
             statement, end = source[match.start():nxt], nxt
+        statements.append(statement)
+    try:
+        return ast.parse(b"\n".join(statements)).body          # one parse, unless a line is no statement
+    except SyntaxError:
+        pass
+    nodes = []
+    for statement in statements:
         try:
             nodes.extend(ast.parse(statement).body)
         except SyntaxError:
@@ -107,13 +116,15 @@ def _top_level_imports(source: bytes) -> list:
     return nodes
 
 
-def package_imports(py_file: str, parent: str) -> list[str]:
+def package_imports(py_file: str, parent: str, source: bytes | None = None) -> list[str]:
     """The files of the package modules that the module in ``py_file`` (under ``parent``, the folder holding the
     package) imports at its top level, absolute (``contact_sim_ros.x``) or relative (``from ..x import y``, ``from
     . import y``; a ``y`` that is a module counts as that module). Imports inside functions or ``if`` blocks (as
-    this module's ``__main__`` block) are not followed."""
-    with open(py_file, "rb") as f:
-        nodes = _top_level_imports(f.read())
+    this module's ``__main__`` block) are not followed. ``source``: the file's content, if already read."""
+    if source is None:
+        with open(py_file, "rb") as f:
+            source = f.read()
+    nodes = _top_level_imports(source)
     rel = os.path.relpath(os.path.abspath(py_file), parent).split(os.sep)
     package = rel[:-1]                       # the package the module is in (an __init__.py: its own)
     found = []
@@ -135,6 +146,18 @@ def package_imports(py_file: str, parent: str) -> list[str]:
     return sorted(set(found))
 
 
+def _file_digest_and_imports(path: str, parent: str) -> tuple:
+    """(SHA-256 of the file's content, ``package_imports``), read once per process and file version."""
+    st = os.stat(path)
+    key = (path, parent, st.st_mtime_ns, st.st_size)
+    entry = _FILES.get(key)
+    if entry is None:
+        with open(path, "rb") as f:
+            content = f.read()
+        entry = _FILES[key] = (hashlib.sha256(content).digest(), package_imports(path, parent, content))
+    return entry
+
+
 def source_stamp(py_file: str, parent: str) -> str:
     """SHA-256 (hex) of the kernel module ``py_file``'s source and of every package module it imports,
     transitively (``package_imports``), each with its path inside the package (``parent``: the folder holding the
@@ -144,15 +167,13 @@ def source_stamp(py_file: str, parent: str) -> str:
     while todo:
         path = todo.pop()
         if path not in files:
-            files[path] = os.path.relpath(path, parent).replace(os.sep, "/")
-            todo.extend(os.path.abspath(p) for p in package_imports(path, parent))
-    digest = hashlib.sha256()
-    for path, rel in sorted(files.items(), key=lambda item: item[1]):
-        with open(path, "rb") as f:
-            content = f.read()
-        digest.update(f"{rel}\0{len(content)}\0".encode())
-        digest.update(content)
-    return digest.hexdigest()
+            digest, imports = _file_digest_and_imports(path, parent)
+            files[path] = (os.path.relpath(path, parent).replace(os.sep, "/"), digest)
+            todo.extend(os.path.abspath(p) for p in imports)
+    stamp = hashlib.sha256()
+    for rel, digest in sorted(files.values()):
+        stamp.update(rel.encode() + b"\0" + digest)
+    return stamp.hexdigest()
 
 
 class _PackageCacheLocator(_caching._SourceFileBackedLocatorMixin, _caching._CacheLocator):
