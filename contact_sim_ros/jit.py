@@ -5,9 +5,17 @@ Every kernel module decorates its functions with ``contact_sim_ros.jit.njit`` (n
 per location: the ``__pycache__`` next to the source (a colcon install, a pip install and the checkout each
 compile again; a read-only install never caches) or, with NUMBA_CACHE_DIR, a folder named after the source
 directory's absolute path. Here the compiled code of ``contact_sim_ros/<dir>/<module>.py`` goes to
-``cache_dir()/contact_sim_ros/<dir>/`` wherever the package is installed: numba keys each entry by a hash of the
-source file's content, the signature and the CPU, so identical sources share the entries and a changed file is
-compiled again (and its entries replaced).
+``cache_dir()/contact_sim_ros/<dir>/`` wherever the package is installed.
+
+An entry is found by numba's index key (the signature, the CPU, the function's bytecode) and is valid while the
+module's source stamp is the one it was saved with. numba's own stamp is a hash of the module's file alone, but a
+kernel that calls a kernel of another module (``sim/free_body_step.py`` calls ``engines/tamsi_kernels.py``, many
+callees ``inline='always'``) holds the callee's compiled code in its entry: a changed callee with an unchanged
+caller file (a merge, a checkout, an editable install) would load the old callee's code. Here the stamp is
+``source_stamp()``: a SHA-256 of the content (and the path inside the package) of the module's file and of every
+package module it imports at its top level, transitively (kernel modules import only this module, numpy, math and
+other kernel modules). So a changed callee compiles its callers again, and identical sources share the entries
+whatever folder they are installed in. It is computed once per module per process (a few ms for all kernel modules).
 
 ``cache_dir()``, the first that applies:
 
@@ -25,16 +33,23 @@ asking what it holds (the warm-up, which steps a Simulator) is ``contact_sim_ros
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import os
+import re
 import sys
 from pathlib import Path
 
 from numba import njit as _numba_njit
 from numba.core import caching as _caching
 
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the folder holding the package
+PACKAGE = "contact_sim_ros"
 
 KERNELS: list = []   # (module name, dispatcher) of every function decorated with njit below, in definition order
+
+_IMPORT_LINE = re.compile(rb"^(?:import|from)[ \t\\].*$", re.MULTILINE)
+_FILES: dict = {}    # (path, package parent, mtime, size) -> (content's SHA-256, package_imports)
+_STAMPS: dict = {}   # absolute path of a kernel module -> its source_stamp(), once per process
 
 
 def cache_dir() -> Path:
@@ -48,24 +63,143 @@ def cache_dir() -> Path:
     return Path(base) / "contact_sim_ros" / "numba"
 
 
+def package_parent(module: str, py_file: str) -> str | None:
+    """The folder holding the package (``<site-packages>``) that the package module ``module`` (dotted name)
+    was loaded from ``py_file`` (its absolute path) in, or None when ``module`` is not a module of this package."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    folder, name = os.path.split(os.path.abspath(py_file))
+    stem = os.path.splitext(name)[0]
+    names = [] if stem == "__init__" else [stem]
+    while len(names) < len(parts) and folder != os.path.dirname(folder):
+        folder, name = os.path.split(folder)
+        names.insert(0, name)
+    return folder if names == parts else None
+
+
+def _module_file(parent: str, parts: list) -> str | None:
+    """The file of the package module ``parts`` (``["contact_sim_ros", "sim", "step_kernels"]``) under
+    ``parent``: ``<...>.py`` or the package's ``__init__.py``; None when neither exists."""
+    base = os.path.join(parent, *parts)
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _top_level_imports(source: bytes) -> list:
+    """The import statements (ast nodes) at the top level of a module's source: the statements starting at a
+    line's column 0 with ``import`` or ``from`` (with their continuation lines), parsed together (a whole
+    ``ast.parse`` of the 13 kernel modules costs ~60 ms). A docstring line that starts so but is no statement is
+    skipped (the statements are then parsed one by one); one that is an import statement only adds a file to the
+    stamp."""
+    statements = []
+    for match in _IMPORT_LINE.finditer(source):
+        end = match.end()
+        statement = match.group()
+        while (statement.count(b"(") > statement.count(b")") or statement.endswith(b"\\")) and end < len(source):
+            nxt = source.find(b"\n", end + 1)
+            nxt = len(source) if nxt < 0 else nxt
+            statement, end = source[match.start():nxt], nxt
+        statements.append(statement)
+    try:
+        return ast.parse(b"\n".join(statements)).body          # one parse, unless a line is no statement
+    except SyntaxError:
+        pass
+    nodes = []
+    for statement in statements:
+        try:
+            nodes.extend(ast.parse(statement).body)
+        except SyntaxError:
+            continue
+    return nodes
+
+
+def package_imports(py_file: str, parent: str, source: bytes | None = None) -> list[str]:
+    """The files of the package modules that the module in ``py_file`` (under ``parent``, the folder holding the
+    package) imports at its top level, absolute (``contact_sim_ros.x``) or relative (``from ..x import y``, ``from
+    . import y``; a ``y`` that is a module counts as that module). Imports inside functions or ``if`` blocks (as
+    this module's ``__main__`` block) are not followed. ``source``: the file's content, if already read."""
+    if source is None:
+        with open(py_file, "rb") as f:
+            source = f.read()
+    nodes = _top_level_imports(source)
+    rel = os.path.relpath(os.path.abspath(py_file), parent).split(os.sep)
+    package = rel[:-1]                       # the package the module is in (an __init__.py: its own)
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            candidates = [[a.name.split(".")] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - (node.level - 1)] if node.level else []
+            base = base + (node.module.split(".") if node.module else [])
+            candidates = [[base + [a.name], base] for a in node.names]      # a submodule, else an attribute
+        else:
+            continue
+        for options in candidates:
+            for parts in options:
+                path = _module_file(parent, parts) if parts and parts[0] == PACKAGE else None
+                if path is not None:
+                    found.append(path)
+                    break
+    return sorted(set(found))
+
+
+def _file_digest_and_imports(path: str, parent: str) -> tuple:
+    """(SHA-256 of the file's content, ``package_imports``), read once per process and file version."""
+    st = os.stat(path)
+    key = (path, parent, st.st_mtime_ns, st.st_size)
+    entry = _FILES.get(key)
+    if entry is None:
+        with open(path, "rb") as f:
+            content = f.read()
+        entry = _FILES[key] = (hashlib.sha256(content).digest(), package_imports(path, parent, content))
+    return entry
+
+
+def source_stamp(py_file: str, parent: str) -> str:
+    """SHA-256 (hex) of the kernel module ``py_file``'s source and of every package module it imports,
+    transitively (``package_imports``), each with its path inside the package (``parent``: the folder holding the
+    package): the same for identical sources in any folder, another one when the module or one of its imports
+    changes."""
+    files, todo = {}, [os.path.abspath(py_file)]
+    while todo:
+        path = todo.pop()
+        if path not in files:
+            digest, imports = _file_digest_and_imports(path, parent)
+            files[path] = (os.path.relpath(path, parent).replace(os.sep, "/"), digest)
+            todo.extend(os.path.abspath(p) for p in imports)
+    stamp = hashlib.sha256()
+    for rel, digest in sorted(files.values()):
+        stamp.update(rel.encode() + b"\0" + digest)
+    return stamp.hexdigest()
+
+
 class _PackageCacheLocator(_caching._SourceFileBackedLocatorMixin, _caching._CacheLocator):
     """numba cache locator for this package's modules: ``cache_dir()/<path of the module's folder relative to
     the folder holding the package>`` (e.g. ``.../numba/contact_sim_ros/engines``), independent of where the
-    package is installed. The source stamp is numba's (a hash of the file's content)."""
+    package is installed. The source stamp is ``source_stamp()`` (the module's and its imports' content)."""
 
     def __init__(self, py_func, py_file):
-        self._py_file = py_file
+        self._py_file = os.path.abspath(py_file)
         self._lineno = py_func.__code__.co_firstlineno
-        rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), _PACKAGE_PARENT)
+        self._parent = package_parent(py_func.__module__, py_file)
+        rel = os.path.relpath(os.path.dirname(self._py_file), self._parent)
         self._cache_path = str(cache_dir() / rel)
 
     def get_cache_path(self):
         return self._cache_path
 
+    def get_source_stamp(self):
+        stamp = _STAMPS.get(self._py_file)
+        if stamp is None:
+            stamp = _STAMPS[self._py_file] = source_stamp(self._py_file, self._parent)
+        return stamp
+
     @classmethod
     def from_function(cls, py_func, py_file):
-        rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), _PACKAGE_PARENT)
-        if rel.startswith(".."):
+        if package_parent(py_func.__module__, py_file) is None:
             return None                     # not a module of this package
         return super().from_function(py_func, py_file)   # None when the folder cannot be written
 

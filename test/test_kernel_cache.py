@@ -8,6 +8,7 @@ Not timed: the assertions are on numba's own record of what it loaded and what i
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -182,3 +183,121 @@ def test_every_kernel_module_is_warmed_up_by_some_engine():
     runs = kernel_cache.warm_up_runs()
     assert {engine for engine, _ in runs} == set(kernel_cache.engine_kernels())
     assert all((ROOT / scene).is_file() for _, scene in runs)
+
+
+# ------------------------------------------------------------------------------------- the cache entries' stamp
+
+def _kernel_modules(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "contact_sim_ros").rglob("*.py") if "from ..jit import njit" in p.read_text())
+
+
+def test_a_kernel_modules_stamp_is_its_sources_and_its_imports_content_wherever_installed(tmp_path):
+    """jit.source_stamp (numba's validity stamp of a kernel module's cache entries): two copies of the package in
+    different folders give every kernel module the same stamp; a changed callee module changes the stamp of the
+    modules that import it, directly or through another kernel module, and of no other."""
+    from contact_sim_ros import jit
+    copies = []
+    for name in ("checkout", "site-packages"):
+        shutil.copytree(ROOT / "contact_sim_ros", tmp_path / name / "contact_sim_ros",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        copies.append(tmp_path / name)
+    a, b = ({p.relative_to(root).as_posix(): jit.source_stamp(str(p), str(root)) for p in _kernel_modules(root)}
+            for root in copies)
+    assert a == b and len(a) >= 10 and len(set(a.values())) == len(a)
+    # the free-body step calls the TAMSI kernels (inline) and the step kernels, which call free_body_kernels
+    for callee, callers in (("engines/tamsi_kernels.py", {"engines/tamsi_kernels.py", "sim/free_body_step.py"}),
+                            ("model/free_body_kernels.py", {"model/free_body_kernels.py", "sim/step_kernels.py",
+                                                            "sim/free_body_step.py", "driver/control_kernels.py"})):
+        path = copies[1] / "contact_sim_ros" / callee
+        original = path.read_text()
+        path.write_text(original.replace("import math", "import math  # changed", 1))
+        changed = {p.relative_to(copies[1]).as_posix(): jit.source_stamp(str(p), str(copies[1]))
+                   for p in _kernel_modules(copies[1])}
+        assert {m for m in a if a[m] != changed[m]} == {f"contact_sim_ros/{m}" for m in callers}, callee
+        path.write_text(original)
+    # a module of the package imported in a function or in an `if` block (jit's __main__ block imports the
+    # warm-up, which imports the whole package) is no part of the stamp
+    probe = copies[1] / "contact_sim_ros" / "kernel_cache.py"
+    probe.write_text(probe.read_text() + "\n# changed\n")
+    assert {p.relative_to(copies[1]).as_posix(): jit.source_stamp(str(p), str(copies[1]))
+            for p in _kernel_modules(copies[1])} == a
+
+
+def test_package_imports_resolve_relative_absolute_and_submodule_imports(tmp_path):
+    from contact_sim_ros import jit
+    pkg = tmp_path / "contact_sim_ros"
+    files = {"__init__.py": "", "jit.py": "", "a/__init__.py": "X = 1\n", "a/k.py": "", "a/m.py": "",
+             "b/__init__.py": "", "b/deep/__init__.py": "", "b/deep/d.py": "",
+             "b/caller.py": ('"""A docstring.\nfrom the cache: not an import\n"""\nimport math, numpy as np\n'
+                             "from ..jit import njit\nfrom ..a import k, X\nfrom .deep import (\n    d,\n)\n"
+                             "import contact_sim_ros.a.m\n\ndef f():\n    from ..a import nothing\n")}
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    found = jit.package_imports(str(pkg / "b/caller.py"), str(tmp_path))
+    assert sorted(Path(p).relative_to(pkg).as_posix() for p in found) == [
+        "a/__init__.py", "a/k.py", "a/m.py", "b/deep/d.py", "jit.py"]
+    assert jit.package_parent("contact_sim_ros.b.caller", str(pkg / "b/caller.py")) == str(tmp_path)
+    assert jit.package_parent("contact_sim_ros.b", str(pkg / "b/__init__.py")) == str(tmp_path)
+    assert jit.package_parent("contact_sim_ros.a.caller", str(pkg / "b/caller.py")) is None
+    assert jit.package_parent("other.b.caller", str(pkg / "b/caller.py")) is None
+
+
+_CALLEE = """from ..jit import njit
+
+
+@njit(inline="always")
+def scale(x):
+    return {factor} * x
+"""
+
+_CALLER = """from ..jit import njit
+from .callee import scale
+
+
+@njit
+def twice(x):
+    return 2.0 * scale(x)
+"""
+
+
+def test_a_cached_caller_compiles_again_when_only_its_callee_changed(tmp_path, monkeypatch):
+    """End to end in this process: a kernel module (caller.py) that calls an inlined kernel of another module
+    (callee.py), both under a temporary ``contact_sim_ros.stamp_probe`` package, numba's cache in tmp_path.
+    Loaded again with only the callee changed (a checkout), the caller compiles again and computes with the new
+    callee (with numba's stamp, the caller's own file's hash, it loaded the old callee's code from the cache);
+    the same sources in a third folder (another install) load from the cache."""
+    import contact_sim_ros
+    from contact_sim_ros import jit
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setattr(jit, "KERNELS", [])                       # the probe's kernels are no package kernels
+    package_path = list(contact_sim_ros.__path__)
+
+    def forget():
+        for name in [n for n in sys.modules if n.startswith("contact_sim_ros.stamp_probe")]:
+            del sys.modules[name]
+        vars(contact_sim_ros).pop("stamp_probe", None)
+
+    def load(folder, factor):
+        pkg = tmp_path / folder / "contact_sim_ros" / "stamp_probe"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "callee.py").write_text(_CALLEE.format(factor=factor))
+        (pkg / "caller.py").write_text(_CALLER)
+        forget()
+        monkeypatch.setattr(contact_sim_ros, "__path__", [*package_path, str(pkg.parent)])
+        importlib.invalidate_caches()
+        caller = importlib.import_module("contact_sim_ros.stamp_probe.caller")
+        assert Path(caller.__file__).is_relative_to(tmp_path / folder)
+        value = caller.twice(1.5)
+        stats = caller.twice.stats
+        assert Path(stats.cache_path) == tmp_path / "numba" / "contact_sim_ros" / "stamp_probe"
+        return value, sum(stats.cache_hits.values()), sum(stats.cache_misses.values())
+
+    try:
+        assert load("v1", 3.0) == (9.0, 0, 1)          # compiled, saved
+        assert load("v1-again", 3.0) == (9.0, 1, 0)    # the same sources elsewhere: loaded
+        assert load("v2", 5.0) == (15.0, 0, 1)         # the callee changed: compiled again
+        assert load("v2-again", 5.0) == (15.0, 1, 0)
+    finally:
+        forget()
