@@ -5,12 +5,16 @@ Boost.Python methods and the pin.* calls bit for bit on a revolute arm, a prisma
 carrying every joint kind and a hand with mimic joints. The fused step: the same trajectories as the staged step
 bit for bit."""
 
+from pathlib import Path
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
+from contact_sim_ros.errors import SolverError
 from contact_sim_ros.native_build import RIGID_BODY
 from contact_sim_ros.sim import tree_step
+from contact_sim_ros.sim.simulator import Simulator
 from test_pair_bounds import _every_joint_kind, _random_q, _robot_near_objects
 
 
@@ -85,3 +89,131 @@ def test_the_numba_called_pinocchio_calls_equal_the_boost_ones(name):
     assert np.abs(M).max() > 0 and np.abs(nle).max() > 0 and np.abs(error).max() > 0 and moved > 0
     if name.startswith("mimic"):
         assert J.shape[1] > nv            # the mimic joints' own columns (nvExtended)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANAR = ROOT / "benchmarks" / "peers" / "scenes" / "planar_box.yaml"   # the peers' box on prismatic x, z joints
+TUMBLER_URDF = """<?xml version="1.0"?>
+<robot name="tumbler">
+  <link name="base"/>
+  <link name="carriage"><inertial><mass value="0.001"/>
+    <inertia ixx="1e-8" ixy="0" ixz="0" iyy="1e-8" iyz="0" izz="1e-8"/></inertial></link>
+  <link name="lift"><inertial><mass value="0.001"/>
+    <inertia ixx="1e-8" ixy="0" ixz="0" iyy="1e-8" iyz="0" izz="1e-8"/></inertial></link>
+  <link name="box"><inertial><mass value="0.33"/>
+    <inertia ixx="2.86e-4" ixy="0" ixz="0" iyy="2.86e-4" iyz="0" izz="5.5e-4"/></inertial>
+    <collision name="box_geom"><geometry><box size="0.1 0.1 0.02"/></geometry></collision></link>
+  <link name="flap"><inertial><origin xyz="0.02 0 0"/><mass value="0.05"/>
+    <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+    <collision name="flap_ball"><origin xyz="0.04 0 0"/><geometry><sphere radius="0.01"/></geometry></collision></link>
+  <joint name="x" type="prismatic"><parent link="base"/><child link="carriage"/><axis xyz="1 0 0"/>
+    <limit lower="-10" upper="10" effort="0" velocity="100"/></joint>
+  <joint name="z" type="prismatic"><parent link="carriage"/><child link="lift"/><axis xyz="0 0 1"/>
+    <limit lower="-10" upper="10" effort="0" velocity="100"/></joint>
+  <joint name="tilt" type="revolute"><parent link="lift"/><child link="box"/><axis xyz="0 1 0"/>
+    <limit lower="-3" upper="3" effort="0" velocity="100"/></joint>
+  <joint name="flap_joint" type="revolute"><parent link="box"/><child link="flap"/><origin xyz="0.05 0 0.01"/>
+    <axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="0" velocity="100"/>
+    <mimic joint="tilt" multiplier="0.5" offset="0"/></joint>
+</robot>
+"""
+
+
+def _tumbler(tmp_path):
+    """A box on prismatic x, z and a revolute tilt joint with a mimic flap carrying a ball, dropped tilted onto
+    the ground (a corner first: a one-point box-halfspace contact, then its face: a patch), a ball falling onto it
+    (sphere-box, sphere-sphere with the flap's ball) and a ball resting on the ground (sphere-halfspace): every
+    compiled pair kind, a mimic joint and free flyers beside the robot (pin.integrate, not q + dt v)."""
+    (tmp_path / "tumbler.urdf").write_text(TUMBLER_URDF)
+    return {"robot": {"urdf": str(tmp_path / "tumbler.urdf"), "initial_positions": {"x": 0.0, "z": 0.06, "tilt": 0.3}},
+            "passive_joints": ["x", "z", "tilt"],
+            "objects": [{"name": "ball", "shape": {"sphere": 0.02}, "mass": 0.1, "pose": {"xyz": [0.0, 0.0, 0.2]}},
+                        {"name": "rest", "shape": {"sphere": 0.03}, "mass": 0.2, "pose": {"xyz": [0.5, 0.3, 0.0299]}}],
+            "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_only(tmp_path):
+    """The planar box and a robot + free objects on compiled pairs with TAMSI take the fused tree step; free bodies
+    only keep theirs; another engine, TAMSI's numpy kernel, a scene with coal's (mesh) pairs and a tree without the
+    compiled Pinocchio module take the staged step."""
+    sim = Simulator(PLANAR, engine="tamsi")
+    assert sim._tree is not None and sim._fused is None
+    assert Simulator(_tumbler(tmp_path), engine="tamsi")._tree is not None
+    assert Simulator(PLANAR, engine="lagged")._tree is None
+    assert Simulator(PLANAR, engine="tamsi", engine_options={"kernel": "numpy"})._tree is None
+    assert Simulator(ROOT / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml", engine="tamsi")._tree is None
+    ball = Simulator(ROOT / "scenes" / "icf_falling_sphere.yaml", engine="tamsi", time_step=2e-3)
+    assert ball._fused is not None and ball._tree is None
+    saved = RIGID_BODY.load()
+    RIGID_BODY._loaded["module"] = None
+    try:
+        assert Simulator(PLANAR, engine="tamsi")._tree is None
+    finally:
+        RIGID_BODY._loaded["module"] = saved
+
+
+def _assert_same_step(a, b, ra, rb, k):
+    where = f"step {k + 1}"
+    assert (ra.ok, ra.t, ra.status, ra.substeps, ra.iterations, ra.message) == \
+        (rb.ok, rb.t, rb.status, rb.substeps, rb.iterations, rb.message), where
+    for name in ("q", "v", "actuation_force"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"{where}: {name}")
+    if not ra.ok:
+        assert a.contacts is None and b.contacts is None
+        return
+    assert a.contacts.size == b.contacts.size, where
+    for name in ("geometry_a", "geometry_b", "joint_a", "joint_b", "point", "normal", "signed_distance", "rotation",
+                 "jacobian", "velocity_bias", "stiffness", "dissipation", "friction"):
+        np.testing.assert_array_equal(getattr(a.contacts, name), getattr(b.contacts, name), err_msg=f"{where}: {name}")
+    np.testing.assert_array_equal(a.last_result.contact_impulse, b.last_result.contact_impulse, err_msg=where)
+    np.testing.assert_array_equal(a.last_result.generalized_contact_force, b.last_result.generalized_contact_force,
+                                  err_msg=where)
+    assert a.engine.iteration_history == b.engine.iteration_history, where
+
+
+@pytest.mark.parametrize("scene, steps", [("planar", 2000), ("tumbler", 1500)])
+def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, tmp_path):
+    """The peers' planar box (2 s, its scripted push on the link through J^T) and the tumbler (a corner impact,
+    face contact, a ball landing on the box, the mimic flap): every step's report, q, v, actuation, contacts (every
+    field), impulses, generalized contact force and TAMSI's iteration history equal the staged step's bit for bit,
+    and the kinematics left for the node and the sensors (pin_data) too."""
+    path = PLANAR if scene == "planar" else _tumbler(tmp_path)
+    fused, staged = Simulator(path, engine="tamsi"), Simulator(path, engine="tamsi")
+    staged._tree = None
+    assert fused._tree is not None
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    held, sizes = fused.q, set()
+    for k in range(steps):
+        ra, rb = fused.step(), staged.step()
+        _assert_same_step(fused, staged, ra, rb, k)
+        sizes.add(fused.contacts.size)
+    assert all(r is not None for r in calls) and len(calls) == steps       # no staged fall-back was needed
+    assert held is not fused.q and not np.array_equal(held, fused.q)        # a held q is not overwritten
+    pm = fused.model.pin_model
+    for j in range(1, pm.njoints):
+        np.testing.assert_array_equal(fused.pin_data.oMi[j].homogeneous, staged.pin_data.oMi[j].homogeneous)
+        np.testing.assert_array_equal(fused.pin_data.oMf[j].homogeneous, staged.pin_data.oMf[j].homogeneous)
+    if scene == "planar":       # resting on its face (4 corners), pushed below the friction limit: it sticks
+        assert sizes == {4} and abs(fused.q[0]) < 1e-6
+    else:                       # a corner (1), the face (4), the ball on the box and the resting ball
+        assert {1, 4} <= sizes and max(sizes) >= 6
+
+
+def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step():
+    """TAMSI not converging in the fused call: the staged step runs, tries its sub-steps and fails with the state
+    kept, exactly as a Simulator without the fused step does."""
+    options = {"max_iterations": 1, "relative_tolerance": 1e-12}
+    fused = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
+    staged = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
+    staged._tree = None
+    assert fused._tree is not None
+    q0 = fused.q.copy()
+    ra, rb = fused.step(), staged.step()
+    assert not ra.ok and ra.substeps == 4 and "engine 'tamsi' failed at t = 0.000000 s" in ra.message
+    _assert_same_step(fused, staged, ra, rb, 0)
+    np.testing.assert_array_equal(fused.q, q0)
+    assert fused.t == 0.0 and fused.step_count == 0
+    with pytest.raises(SolverError, match="state kept"):
+        fused.step(strict=True)

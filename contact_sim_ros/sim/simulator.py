@@ -29,6 +29,7 @@ from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_step
+from .tree_step import TreeTamsiStep, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -192,6 +193,12 @@ class Simulator:
         # from the model, the data and the parts as the stages take them
         self._fused = (FreeBodyTamsiStep(self.sim_model, self.data, self.step_parts)
                        if FreeBodyTamsiStep.qualifies(self.sim_model, self.step_parts) else None)
+        # any other tree (robots, joints of every kind, mimic) whose contact pairs are all compiled analytic kinds,
+        # with TAMSI: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
+        self._tree = None
+        if self._fused is None and TreeTamsiStep.qualifies(self.sim_model, self.step_parts):
+            self._tree = TreeTamsiStep(self.sim_model, self.data, self.step_parts,
+                                       native_build.RIGID_BODY.load().c_functions())
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -466,6 +473,11 @@ class Simulator:
                 return report
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
+        elif self._tree is not None:
+            report = self._tree_step()
+            if report is not None:
+                return report
+            self._update_kinematics()            # the attempt moved Pinocchio's Data: the staged step from q0
         q0, v0, t0 = self._q, self._v, self._t
         time_step, levels = self.sim_model.time_step, self.sim_model.max_substep_levels
         # the first attempt: the whole step at once (the loop below from its level 1 when it fails)
@@ -557,6 +569,50 @@ class Simulator:
         self._q, self._v, self._t = q, v, t + dt
         self.step_count += 1
         self._stale = ALL_STALE                  # computed when read (pin_data); the fused step needs none
+        return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
+
+    def _tree_step(self) -> StepReport | None:
+        """The step of a tree whose contact pairs are all compiled analytic kinds with TAMSI in one compiled call
+        (sim/tree_step.py): the stages of ``_advance`` in the same order on the same functions, bit-identical.
+        None when it did not succeed (not converged, non-finite, diverged, too deep): ``step`` then runs the
+        staged step, which fails the same way and retries with sub-steps."""
+        t, dt = self._t, self.sim_model.time_step
+        if self._stale == ALL_STALE:
+            self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        if self.sim_model.has_external_forces:
+            self._external_forces(t)                              # into data.external, a row of data.rows
+        slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
+        slot = slots[1] if self.last_result is slots[0].result else slots[0]
+        tree = self._tree
+        # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
+        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
+        start = time.perf_counter()
+        status, iterations, err, count, info, n, colliding, code, deep = tree_tamsi_step(
+            self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, slot.rows(tree.max_rows)[0], q, v)
+        elapsed = time.perf_counter() - start
+        self.engine.history_count = count                 # its iteration_history: this step's Newton updates
+        stats = self.contact_query.stats
+        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = tree.pairs, colliding, n
+        if code != step_kernels.OK:                       # -1: not converged; non-finite; diverged (rare)
+            return None
+        contacts = self.contact_query.contact_set(n)
+        if deep:                                          # beyond the bound alone: the check decides
+            if self._penetration.check(contacts, t, self._v, dt):
+                return None                               # the staged step fails with the reason
+        self.contacts = contacts
+        result = self.last_result = slot.result
+        result.v_next, result.contact_impulse = v, slot.rows(n)[0]
+        stats = result.stats
+        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
+            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed, "")
+        self._last_dt = dt
+        self.actuation_force = slot.actuation_force
+        self._q, self._v, self._t = q, v, t + dt
+        self.step_count += 1
+        if deep:
+            self._update_kinematics()                     # the call left it to here
+        else:
+            self._stale = PLACEMENTS_STALE                # the call computed the new state's kinematics
         return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
