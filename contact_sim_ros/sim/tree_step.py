@@ -8,8 +8,8 @@ Two parts:
 * **The C-ABI bridge** to the Simulator's Pinocchio calls (sim/rigid_body_dynamics.cpp): that module exports plain
   C functions (``c_functions()``: their addresses) taking a ``RigidBodyDynamics``' address (its ``handle()``) and
   raw float64 / int64 buffers. ``rbd_kinematics``, ``rbd_read_kinematics``, ``rbd_dynamics`` and
-  ``rbd_integrate`` below call them from numba through a small intrinsic (``inttoptr`` of the address, then a
-  call): the address is a runtime argument, so the kernels stay in numba's on-disk cache (a ctypes function
+  ``rbd_integrate`` below call them from numba through contact_sim_ros.jit's ``c_call*`` intrinsics (``inttoptr``
+  of the address, then a call): the address is a runtime argument, so the kernels stay in numba's on-disk cache (a ctypes function
   object baked in as a global would not). The same Pinocchio functions on the same arguments as the Boost.Python
   methods and the pin.* calls: bit-identical results (test/test_tree_step.py).
 * **The fused step** ``tree_tamsi_step``: the stages of sim/stages.py in the order ``Simulator._advance`` runs them
@@ -33,11 +33,8 @@ the addresses stay valid while it lives.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import carray, types
-from numba.extending import intrinsic
 
-from ..jit import njit
+from ..jit import c_call3, c_call5, c_call6, c_call9, carray, float_pointer, int_pointer, njit
 from ..engines import tamsi_kernels
 from ..geometry import contact_kernels
 from . import step_kernels
@@ -47,65 +44,6 @@ from .penetration_kernels import deepest_excess
 FN_KINEMATICS, FN_READ_KINEMATICS, FN_DYNAMICS, FN_INTEGRATE = range(4)
 
 
-def _c_call_codegen(context, builder, signature, args):
-    """Call the C function at address args[0] (int64 result) with the other arguments as int64 (integers and
-    pointers, x86-64 passes both in integer registers) or double (floats)."""
-    argtys = signature.args[1:]
-    i64 = ir.IntType(64)
-    fnty = ir.FunctionType(i64, [ir.DoubleType() if isinstance(t, types.Float) else i64 for t in argtys])
-    fn = builder.inttoptr(context.cast(builder, args[0], signature.args[0], types.int64), fnty.as_pointer())
-    values = [context.cast(builder, a, t, types.float64 if isinstance(t, types.Float) else types.int64)
-              for a, t in zip(args[1:], argtys)]
-    return builder.call(fn, values)
-
-
-def _c_call_typing(fn, argtys):
-    if not isinstance(fn, types.Integer) or not all(isinstance(t, (types.Integer, types.Float)) for t in argtys):
-        return None
-    return types.int64(fn, *argtys)
-
-
-@intrinsic
-def _c_call3(typingctx, fn, a0, a1, a2):
-    return _c_call_typing(fn, (a0, a1, a2)), _c_call_codegen
-
-
-@intrinsic
-def _c_call5(typingctx, fn, a0, a1, a2, a3, a4):
-    return _c_call_typing(fn, (a0, a1, a2, a3, a4)), _c_call_codegen
-
-
-@intrinsic
-def _c_call6(typingctx, fn, a0, a1, a2, a3, a4, a5):
-    return _c_call_typing(fn, (a0, a1, a2, a3, a4, a5)), _c_call_codegen
-
-
-@intrinsic
-def _c_call9(typingctx, fn, a0, a1, a2, a3, a4, a5, a6, a7, a8):
-    return _c_call_typing(fn, (a0, a1, a2, a3, a4, a5, a6, a7, a8)), _c_call_codegen
-
-
-def _pointer_typing(address, dtype):
-    if not isinstance(address, types.Integer):
-        return None
-    return types.CPointer(dtype)(address)
-
-
-def _pointer_codegen(context, builder, signature, args):
-    address = context.cast(builder, args[0], signature.args[0], types.int64)
-    return builder.inttoptr(address, context.get_value_type(signature.return_type))
-
-
-@intrinsic
-def _float_pointer(typingctx, address):
-    return _pointer_typing(address, types.float64), _pointer_codegen
-
-
-@intrinsic
-def _int_pointer(typingctx, address):
-    return _pointer_typing(address, types.int64), _pointer_codegen
-
-
 # ------------------------------------------------------------------------------------------ the C-ABI bridge
 # ``functions``: int64 (4,) the addresses of c_functions(); ``handle``: a RigidBodyDynamics' handle(). Every array
 # C-contiguous float64 (int64 where said) of the sizes named (not checked: a wrong size reads or writes past it).
@@ -113,14 +51,14 @@ def _int_pointer(typingctx, address):
 @njit(cache=True)
 def rbd_kinematics(functions, handle, q, v):
     """pin.forwardKinematics(q, v) + pin.computeJointJacobians into the handle's Pinocchio Data; q (nq,), v (nv,)."""
-    return _c_call3(functions[FN_KINEMATICS], handle, q.ctypes.data, v.ctypes.data)
+    return c_call3(functions[FN_KINEMATICS], handle, q.ctypes.data, v.ctypes.data)
 
 
 @njit(cache=True)
 def rbd_read_kinematics(functions, handle, jacobian, placement, joints, slots):
     """The Data's joint Jacobians J (6, nvExtended) into ``jacobian`` and the joint placements oMi[joints[k]] as
     4 x 4 homogeneous matrices into placement[slots[k]] (joints, slots int64)."""
-    return _c_call6(functions[FN_READ_KINEMATICS], handle, jacobian.ctypes.data, placement.ctypes.data,
+    return c_call6(functions[FN_READ_KINEMATICS], handle, jacobian.ctypes.data, placement.ctypes.data,
                     joints.ctypes.data, slots.ctypes.data, joints.shape[0])
 
 
@@ -128,7 +66,7 @@ def rbd_read_kinematics(functions, handle, jacobian, placement, joints, slots):
 def rbd_dynamics(functions, handle, q, v, q_target, mass_matrix, nle, gravity, position_error, with_gravity):
     """M = crba(q) WORLD (symmetric), nle(q, v), g(q) when ``with_gravity``, difference(q, q_target) into the
     (nv, nv) and (nv,) buffers."""
-    return _c_call9(functions[FN_DYNAMICS], handle, q.ctypes.data, v.ctypes.data, q_target.ctypes.data,
+    return c_call9(functions[FN_DYNAMICS], handle, q.ctypes.data, v.ctypes.data, q_target.ctypes.data,
                     mass_matrix.ctypes.data, nle.ctypes.data, gravity.ctypes.data, position_error.ctypes.data,
                     1 if with_gravity else 0)
 
@@ -136,7 +74,7 @@ def rbd_dynamics(functions, handle, q, v, q_target, mass_matrix, nle, gravity, p
 @njit(cache=True)
 def rbd_integrate(functions, handle, q, v, dt, q_next):
     """q_next = pin.integrate(q, dt * v) (nq,)."""
-    return _c_call5(functions[FN_INTEGRATE], handle, q.ctypes.data, v.ctypes.data, dt, q_next.ctypes.data)
+    return c_call5(functions[FN_INTEGRATE], handle, q.ctypes.data, v.ctypes.data, dt, q_next.ctypes.data)
 
 
 # --------------------------------------------------------------------------------------- the address table
@@ -164,27 +102,27 @@ N_SCALARS = 7
 
 @njit(cache=True)
 def _f1(t, k):
-    return carray(_float_pointer(t[k, 0]), (t[k, 1],))
+    return carray(float_pointer(t[k, 0]), (t[k, 1],))
 
 
 @njit(cache=True)
 def _f2(t, k):
-    return carray(_float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
+    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
 @njit(cache=True)
 def _f3(t, k):
-    return carray(_float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
+    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
 
 
 @njit(cache=True)
 def _i1(t, k):
-    return carray(_int_pointer(t[k, 0]), (t[k, 1],))
+    return carray(int_pointer(t[k, 0]), (t[k, 1],))
 
 
 @njit(cache=True)
 def _i2(t, k):
-    return carray(_int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
+    return carray(int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
 @njit(cache=True)
