@@ -469,20 +469,28 @@ class ContactQuery:
         ``compiled_pass_arguments``' kernels give in the order below."""
         return bool(self.num_pairs) and self._kernels is not None and not self._coal_pairs
 
+    @property
+    def coal_pairs(self) -> np.ndarray:
+        """(C,) int64: the indices of the pairs coal tests (not a compiled analytic kind), ascending."""
+        return np.array(self._coal_pairs, dtype=np.int64)
+
     def compiled_pass_arguments(self) -> dict:
-        """For a caller that runs an all-compiled query (``all_compiled``) in its own compiled call (the fused tree
-        step, sim/tree_step.py), with the joint placements written into ``analytic_placements`` and its own joint
-        Jacobians: ``update``'s steps for such a query are ``contact_kernels.sphere_halfspace_raw``,
+        """For a caller that runs the query's compiled pairs in its own compiled call (the fused tree step,
+        sim/tree_step.py), with the joint placements written into ``analytic_placements`` and its own joint
+        Jacobians: ``update``'s steps for the compiled pairs are ``contact_kernels.sphere_halfspace_raw``,
         ``sphere_primitive_raw``, ``box_halfspace_contacts`` (rows of one-point contacts, then box patches), the
         one-point rows in pair order, ``patch_contacts`` of the box patches after them, ``finish_contacts`` and a
-        zero velocity bias (no moving surface). Returns the query's constants and buffers of those calls by name
-        (the same arrays for the query's life: its contact buffers are grown here, once, to hold the most rows
-        such a query can give, ``max_rows``, so that ``update`` never reallocates them); ConfigError unless
-        ``all_compiled``."""
-        if not self.all_compiled:
-            raise ConfigError("ContactQuery.compiled_pass_arguments: the query has pairs that coal tests "
-                              "(all_compiled is False)")
-        # (_setup_analytic ran: every pair is compiled)
+        zero velocity bias (no moving surface); with coal's pairs (``coal_pairs``) those are the whole query only
+        when none of them is within the margin (the caller tests that). Returns the query's constants and buffers
+        of those calls by name (the contact buffers are grown here to hold the most rows the compiled pairs can
+        give, ``max_rows``: an all-compiled query never reallocates them; one with coal's pairs may, in a step
+        with more contacts, and the caller then asks again); ConfigError without the compiled kernels."""
+        if self._kernels is None:
+            raise ConfigError("ContactQuery.compiled_pass_arguments: the query runs no compiled kernels "
+                              "(kernel='numpy')")
+        if not hasattr(self, "_bh_patch"):        # no compiled pair: _setup_analytic did not run
+            self._setup_analytic(self._gm, self.pairs, np.zeros(self.num_pairs, bool), np.zeros(self.num_pairs, bool),
+                                 np.zeros(self.num_pairs, bool))
         rows = len(self._an_int) + len(self._sp_int) + 9 * len(self._bh_int)   # a box patch: <= 8 points + 1
         if rows > self._capacity:
             self._allocate(rows)

@@ -25,6 +25,7 @@
 
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/algorithm/crba.hpp>
+#include <pinocchio/algorithm/frames.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
@@ -172,6 +173,16 @@ class RigidBodyDynamics {
       H[14] = 0.0;
       H[15] = 1.0;
     }
+  }
+
+  // The world-aligned Jacobian (6, nv) of frame `frame` at the Data's current joint placements and Jacobians (after
+  // kinematics_raw), as pin.getFrameJacobian(model, data, frame, LOCAL_WORLD_ALIGNED) (zeroed, then filled), into
+  // `jacobian` column-major: the memory of the (nv, 6) row-major J^T (numpy's J.T of the binding's result).
+  void frame_jacobian_raw(std::int64_t frame, double* jacobian) {
+    Eigen::Map<Eigen::Matrix<double, 6, Eigen::Dynamic>> J(jacobian, 6, static_cast<Eigen::Index>(nv_));
+    J.setZero();
+    pinocchio::getFrameJacobian(model_, data_, static_cast<pinocchio::FrameIndex>(frame),
+                                pinocchio::LOCAL_WORLD_ALIGNED, J);
   }
 
   std::size_t jacobian_columns() const { return static_cast<std::size_t>(data_.J.cols()); }
@@ -372,6 +383,11 @@ std::int64_t contact_sim_tree_dynamics(std::uintptr_t handle, const double* q, c
   return 0;
 }
 
+std::int64_t contact_sim_tree_frame_jacobian(std::uintptr_t handle, std::int64_t frame, double* jacobian) {
+  reinterpret_cast<RigidBodyDynamics*>(handle)->frame_jacobian_raw(frame, jacobian);
+  return 0;
+}
+
 std::int64_t contact_sim_tree_integrate(std::uintptr_t handle, const double* q, const double* v, double dt,
                                         double* q_next) {
   reinterpret_cast<RigidBodyDynamics*>(handle)->integrate_raw(q, v, dt, q_next);
@@ -379,12 +395,13 @@ std::int64_t contact_sim_tree_integrate(std::uintptr_t handle, const double* q, 
 }
 }
 
-// (kinematics, read_kinematics, dynamics, integrate): the C entry points' addresses
+// (kinematics, read_kinematics, dynamics, integrate, frame_jacobian): the C entry points' addresses
 bp::tuple c_functions() {
   return bp::make_tuple(reinterpret_cast<std::uintptr_t>(&contact_sim_tree_kinematics),
                         reinterpret_cast<std::uintptr_t>(&contact_sim_tree_read_kinematics),
                         reinterpret_cast<std::uintptr_t>(&contact_sim_tree_dynamics),
-                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_integrate));
+                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_integrate),
+                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_frame_jacobian));
 }
 
 BOOST_PYTHON_MODULE(_rigid_body_dynamics) {

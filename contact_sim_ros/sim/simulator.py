@@ -21,7 +21,8 @@ from ..engines.base import Actuation, SolverStatus, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from .. import native_build
-from ..geometry.contact_query import ContactQuery
+from ..geometry.contact_query import BOUND_MAX_PAIRS, ContactQuery
+from ..geometry.pair_bounds import PairBounds
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import MimicExpansion, model_body_names
 from .default_gains import default_feed_forward, default_gains, drive_plan, warn_default_gains
@@ -29,7 +30,7 @@ from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_step
-from .tree_step import TreeTamsiStep, tree_tamsi_step
+from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -193,12 +194,22 @@ class Simulator:
         # from the model, the data and the parts as the stages take them
         self._fused = (FreeBodyTamsiStep(self.sim_model, self.data, self.step_parts)
                        if FreeBodyTamsiStep.qualifies(self.sim_model, self.step_parts) else None)
-        # any other tree (robots, joints of every kind, mimic) whose contact pairs are all compiled analytic kinds,
+        # any other tree (robots, joints of every kind, mimic) whose contact pairs are compiled analytic kinds, or
+        # coal's pairs while their bounding volumes keep them beyond the margin (a robot held clear of everything),
         # with TAMSI: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
-        self._tree = None
-        if self._fused is None and TreeTamsiStep.qualifies(self.sim_model, self.step_parts):
-            self._tree = TreeTamsiStep(self.sim_model, self.data, self.step_parts,
-                                       native_build.RIGID_BODY.load().c_functions())
+        self._tree = self._tree_args = None
+        self._tree_check = False             # a staged step ran since the last fused one (_tree_step)
+        if self._fused is None and self._rigid is not None:
+            coal = self.contact_query.coal_pairs
+            bounds = (PairBounds.make(pm, m.collision_model, self.contact_query.pairs[coal], self.contact_query.margin)
+                      if 0 < len(coal) and self.contact_query.num_pairs <= BOUND_MAX_PAIRS else None)
+            if TreeTamsiStep.qualifies(self.sim_model, self.step_parts, bounds):
+                # scripted wrenches all on links: J^T [f; m] in the call (their values written before it)
+                frames = (tuple(f.frame_id for f in self.scene.external_forces)
+                          if self.scene.external_forces and all(t < 0 for t in wrench_targets) else None)
+                self._tree_args = (self.sim_model, self.data, self.step_parts,
+                                   native_build.RIGID_BODY.load().c_functions(), bounds, frames)
+                self._tree = TreeTamsiStep(*self._tree_args)
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -477,7 +488,9 @@ class Simulator:
             report = self._tree_step()
             if report is not None:
                 return report
-            self._update_kinematics()            # the attempt moved Pinocchio's Data: the staged step from q0
+            self._tree_check = True              # the staged step may grow the query's buffers (_tree_step)
+            if self._stale == ALL_STALE:
+                self._update_kinematics()        # the attempt moved Pinocchio's Data: the staged step from q0
         q0, v0, t0 = self._q, self._v, self._t
         time_step, levels = self.sim_model.time_step, self.sim_model.max_substep_levels
         # the first attempt: the whole step at once (the loop below from its level 1 when it fails)
@@ -572,18 +585,28 @@ class Simulator:
         return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
 
     def _tree_step(self) -> StepReport | None:
-        """The step of a tree whose contact pairs are all compiled analytic kinds with TAMSI in one compiled call
-        (sim/tree_step.py): the stages of ``_advance`` in the same order on the same functions, bit-identical.
-        None when it did not succeed (not converged, non-finite, diverged, too deep): ``step`` then runs the
-        staged step, which fails the same way and retries with sub-steps."""
+        """The step of a tree whose contact pairs are compiled analytic kinds, or coal's pairs held beyond the margin
+        by their bounding volumes, with TAMSI in one compiled call (sim/tree_step.py): the stages of ``_advance``
+        in the same order on the same functions, bit-identical. None when it did not succeed (a coal pair may be
+        within the margin, not converged, non-finite, diverged, too deep): ``step`` then runs the staged step,
+        which covers the coal pairs, or fails the same way and retries with sub-steps."""
         t, dt = self._t, self.sim_model.time_step
+        if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
+            self._tree_check = False
+            if not self._tree.current():
+                self._tree = TreeTamsiStep(*self._tree_args)
         if self._stale == ALL_STALE:
             self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        tree = self._tree
         if self.sim_model.has_external_forces:
-            self._external_forces(t)                              # into data.external, a row of data.rows
+            if tree.applies_wrenches:          # the wrenches' values; the call applies them (stages.external_forces)
+                values = tree.wrench
+                for i, f in enumerate(self.step_parts.external_forces):
+                    values[i] = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
+            else:
+                self._external_forces(t)                          # into data.external, a row of data.rows
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
-        tree = self._tree
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
@@ -593,11 +616,14 @@ class Simulator:
         self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = tree.pairs, colliding, n
-        if code != step_kernels.OK:                       # -1: not converged; non-finite; diverged (rare)
+        if code != step_kernels.OK:       # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
+            if code != TREE_NEAR:
+                self._stale = ALL_STALE           # the call moved Pinocchio's Data
             return None
         contacts = self.contact_query.contact_set(n)
         if deep:                                          # beyond the bound alone: the check decides
             if self._penetration.check(contacts, t, self._v, dt):
+                self._stale = ALL_STALE                   # the call moved Pinocchio's Data
                 return None                               # the staged step fails with the reason
         self.contacts = contacts
         result = self.last_result = slot.result

@@ -8,9 +8,9 @@ Two parts:
 * **The C-ABI bridge** to the Simulator's Pinocchio calls (sim/rigid_body_dynamics.cpp): that module exports plain
   C functions (``c_functions()``: their addresses) taking a ``RigidBodyDynamics``' address (its ``handle()``) and
   raw float64 / int64 buffers. ``rbd_kinematics``, ``rbd_read_kinematics``, ``rbd_dynamics`` and
-  ``rbd_integrate`` below call them from numba through contact_sim_ros.jit's ``c_call*`` intrinsics (``inttoptr``
-  of the address, then a call): the address is a runtime argument, so the kernels stay in numba's on-disk cache (a ctypes function
-  object baked in as a global would not). The same Pinocchio functions on the same arguments as the Boost.Python
+  ``rbd_integrate``, ``rbd_frame_jacobian`` below call them from numba through contact_sim_ros.jit's ``c_call*``
+  intrinsics (``inttoptr`` of the address, then a call): the address is a runtime argument, so the kernels stay
+  in numba's on-disk cache (a ctypes function object baked in as a global would not). The same Pinocchio functions on the same arguments as the Boost.Python
   methods and the pin.* calls: bit-identical results (test/test_tree_step.py).
 * **The fused step** ``tree_tamsi_step``: the stages of sim/stages.py in the order ``Simulator._advance`` runs them
   for such a scene, calling the same compiled functions: the joint Jacobians and the analytic pairs' joint
@@ -36,17 +36,19 @@ import numpy as np
 
 from ..jit import c_call3, c_call5, c_call6, c_call9, carray, float_pointer, int_pointer, njit
 from ..engines import tamsi_kernels
-from ..geometry import contact_kernels
+from ..geometry import contact_kernels, pair_bound_kernels
 from . import step_kernels
 from .penetration_kernels import deepest_excess
 
 # the order of rigid_body_dynamics.cpp's c_functions()
-FN_KINEMATICS, FN_READ_KINEMATICS, FN_DYNAMICS, FN_INTEGRATE = range(4)
+FN_KINEMATICS, FN_READ_KINEMATICS, FN_DYNAMICS, FN_INTEGRATE, FN_FRAME_JACOBIAN = range(5)
+N_FUNCTIONS = 5
 
 
 # ------------------------------------------------------------------------------------------ the C-ABI bridge
-# ``functions``: int64 (4,) the addresses of c_functions(); ``handle``: a RigidBodyDynamics' handle(). Every array
-# C-contiguous float64 (int64 where said) of the sizes named (not checked: a wrong size reads or writes past it).
+# ``functions``: int64 (N_FUNCTIONS,) the addresses of c_functions(); ``handle``: a RigidBodyDynamics' handle().
+# Every array C-contiguous float64 (int64 where said) of the sizes named (not checked: a wrong size reads or writes
+# past it).
 
 @njit(cache=True)
 def rbd_kinematics(functions, handle, q, v):
@@ -72,6 +74,13 @@ def rbd_dynamics(functions, handle, q, v, q_target, mass_matrix, nle, gravity, p
 
 
 @njit(cache=True)
+def rbd_frame_jacobian(functions, handle, frame, jacobian_t):
+    """pin.getFrameJacobian(frame, LOCAL_WORLD_ALIGNED) (6, nv) at the Data's current kinematics, transposed into
+    ``jacobian_t`` (nv, 6) (the memory of the binding's column-major result)."""
+    return c_call3(functions[FN_FRAME_JACOBIAN], handle, frame, jacobian_t.ctypes.data)
+
+
+@njit(cache=True)
 def rbd_integrate(functions, handle, q, v, dt, q_next):
     """q_next = pin.integrate(q, dt * v) (nq,)."""
     return c_call5(functions[FN_INTEGRATE], handle, q.ctypes.data, v.ctypes.data, dt, q_next.ctypes.data)
@@ -87,17 +96,25 @@ def rbd_integrate(functions, handle, q, v, dt, q_next):
  T_C_FACE_START, T_C_FACE_NORMAL, T_C_FACE_OFFSET, T_PAIR_IDS, T_PAIR_MATERIAL, T_JOINT_COLUMNS, T_COLUMN_DOF,
  T_IDS, T_POINT, T_NORMAL, T_PHI, T_ROTATION, T_JACOBIAN, T_MATERIAL, T_REL, T_COLUMNS, T_BIAS, T_PR_PAIR, T_PR_A,
  T_PR_B, T_PR_N, T_MR_PAIR, T_MR_A, T_MR_B, T_MR_N, T_THICKNESS, T_FIXED, T_IFIXED, T_CONTACT,
- T_ICONTACT) = range(78)
-N_TABLE = 78
-# entries of the T_INTS array: the C functions' addresses (4), the RigidBodyDynamics handle, then flags
-I_FUNCTIONS, I_HANDLE = 0, 4
-I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION = 5, 6, 7, 8
-N_INTS = 9
+ T_ICONTACT, T_BOUND_JOINT_INT, T_BOUND_JOINT_FLOAT, T_BOUND_GEOMETRY_INT, T_BOUND_GEOMETRY_FLOAT, T_BOUND_PAIRS,
+ T_BOUND_PLACEMENT, T_BOUND_WORLD, T_BOUND_LOCAL, T_WRENCH_FRAME, T_WRENCH, T_FRAME_JT, T_WRENCH_FORCE) = range(90)
+N_TABLE = 90
+# entries of the T_INTS array: the C functions' addresses, the RigidBodyDynamics handle, then flags: ... whether
+# coal's pairs are first tested with bounding volumes (T_BOUND_*; any within the margin: the call returns NEAR
+# and does nothing else), how many scripted wrenches on links the call applies (T_WRENCH_*)
+I_FUNCTIONS = 0
+I_HANDLE = N_FUNCTIONS
+I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION, I_BOUNDS, I_WRENCHES = range(I_HANDLE + 1,
+                                                                                        I_HANDLE + 7)
+N_INTS = I_HANDLE + 7
+# tree_tamsi_step's finish code when a coal pair may be within the margin (nothing computed: the staged step runs)
+NEAR = -2
 # entries of T_SCALARS: contact margin (m), patch tolerance (m), the deepest-point tolerance (m), prepare_step's
 # stiction tolerance (0: no joint friction), the feed-forward's joint stiction tolerance (m/s or rad/s), the
 # penetration bound's fraction
-S_MARGIN, S_PATCH_TOLERANCE, S_DEEPEST, S_STICTION, S_JOINT_STICTION, S_FRACTION, S_CASTER_TOLERANCE = range(7)
-N_SCALARS = 7
+S_MARGIN, S_PATCH_TOLERANCE, S_DEEPEST, S_STICTION, S_JOINT_STICTION, S_FRACTION, S_CASTER_TOLERANCE, S_BOUND_LIMIT = \
+    range(8)
+N_SCALARS = 8
 
 
 @njit(cache=True)
@@ -212,7 +229,12 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
     else -1; ``deep`` True when a contact is deeper than the penetration bound alone (``PenetrationCheck.check``
     then decides; the new state's kinematics is then not computed)."""
     ints, scalars = _i1(table, T_INTS), _f1(table, T_SCALARS)
-    functions, handle = ints[I_FUNCTIONS:I_FUNCTIONS + 4], ints[I_HANDLE]
+    functions, handle = ints[I_FUNCTIONS:I_FUNCTIONS + N_FUNCTIONS], ints[I_HANDLE]
+    if ints[I_BOUNDS] != 0 and pair_bound_kernels.pairs_within(
+            q0, _i2(table, T_BOUND_JOINT_INT), _f2(table, T_BOUND_JOINT_FLOAT), _i2(table, T_BOUND_GEOMETRY_INT),
+            _f2(table, T_BOUND_GEOMETRY_FLOAT), _i2(table, T_BOUND_PAIRS), scalars[S_BOUND_LIMIT],
+            _f2(table, T_BOUND_PLACEMENT), _f2(table, T_BOUND_WORLD), _f2(table, T_BOUND_LOCAL)):
+        return 0, 0, 0.0, 0, 0, 0, 0, NEAR, False
     J, placement = _f2(table, T_J), _f3(table, T_PLACEMENT)
     rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
     n, colliding = compiled_contacts(table, J, placement, scalars[S_MARGIN])
@@ -226,6 +248,17 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
     rbd_dynamics(functions, handle, q0, v0, _f1(table, T_Q_TARGET), M, nle, gravity, error,
                  ints[I_WITH_GRAVITY] != 0)
     rows = _f2(table, T_ROWS)
+    n_wrenches = ints[I_WRENCHES]
+    if n_wrenches > 0:      # stages.external_forces' J^T [f; m] of each wrench on a link (the same BLAS gemv)
+        external, frames, wrench = rows[step_kernels.EXTERNAL], _i1(table, T_WRENCH_FRAME), _f2(table, T_WRENCH)
+        jt, force = _f2(table, T_FRAME_JT), _f1(table, T_WRENCH_FORCE)
+        for a in range(external.shape[0]):
+            external[a] = 0.0
+        for i in range(n_wrenches):
+            rbd_frame_jacobian(functions, handle, frames[i], jt)
+            np.dot(jt, wrench[i], force)
+            for a in range(external.shape[0]):
+                external[a] += force[a]
     step_kernels.prepare_step(M, v0, nle, error, rows, modes, _i1(table, T_FREE_V), scalars[S_STICTION],
                               _i1(table, T_TREE_PTR))
     effort = rows[step_kernels.EFFORT]
@@ -278,25 +311,35 @@ class TreeTamsiStep:
     ``tree_tamsi_step`` (module docstring) built ONCE from the Simulator's model, data and parts (as the stages of
     sim/stages.py take them), and the arrays it points into (held here: their memory lives as long as this
     object). ``max_rows``: the most contacts a step can find (the result slots' impulse rows are grown to it);
-    ``pairs``: the query's pairs."""
+    ``pairs``: the query's pairs the call tests (its compiled pairs)."""
 
     @staticmethod
-    def qualifies(model, parts) -> bool:
+    def qualifies(model, parts, coal_bounds=None) -> bool:
         """True for a Simulator whose model (sim_model.SimModel) and parts (stages.StepParts) this path covers
         exactly: TAMSI (by its registry name) with its compiled kernel, the compiled Pinocchio calls
         (rigid_body_dynamics.cpp built; a model that is not free bodies only), every contact pair a compiled
-        analytic kind (``ContactQuery.all_compiled``), no scripted joint commands, no moving surfaces."""
+        analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by ``coal_bounds`` (a
+        geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged step runs), no
+        scripted joint commands, no moving surfaces."""
         return (parts.engine.name == "tamsi" and parts.engine.compiled and parts.rigid is not None
-                and parts.free_bodies is None and parts.contact_query.all_compiled
+                and parts.free_bodies is None
+                and (parts.contact_query.all_compiled
+                     or (coal_bounds is not None and parts.contact_query.kernel == "numba"))
                 and not model.has_joint_scripts and not model.has_surface_velocities)
 
-    def __init__(self, model, data, parts, functions):
+    def __init__(self, model, data, parts, functions, coal_bounds=None, wrench_frames=None):
         """``model``, ``data``, ``parts``: the Simulator's SimModel, SimData and StepParts, for which ``qualifies``
-        holds; ``functions``: the compiled module's ``c_functions()``."""
+        holds; ``functions``: the compiled module's ``c_functions()``; ``coal_bounds``: the PairBounds of the
+        query's coal pairs (``ContactQuery.coal_pairs``), None when it has none; ``wrench_frames``: the frames of the
+        scene's scripted wrenches when they are all on links (J^T [f; m] in the call: their values, ``wrench``
+        (k, 6) [force N; torque N m], are written by the Simulator before each call), else None (the Simulator
+        writes data.external)."""
         cq, engine, rigid, penetration = parts.contact_query, parts.engine, parts.rigid, parts.penetration
         nv = model.nv
         a = cq.compiled_pass_arguments()
-        self.pairs = cq.num_pairs
+        # the pairs the call tests itself (the compiled ones; coal's only through their bounding volumes)
+        self.pairs = cq.num_pairs - len(cq.coal_pairs)
+        self.parts, self.data = parts, data
         self.max_rows = rows = max(int(a["max_rows"]), 1)
         fixed, ifixed, contact, icontact = engine.kernel_scratch(rows)
         for slot in data.slots:
@@ -304,18 +347,23 @@ class TreeTamsiStep:
         slots = np.array([s for s, _ in a["joint_slots"]], dtype=np.int64)
         joints = np.array([j for _, j in a["joint_slots"]], dtype=np.int64)
         ints = np.zeros(N_INTS, dtype=np.int64)
-        ints[I_FUNCTIONS:I_FUNCTIONS + 4] = [int(f) for f in functions]
+        ints[I_FUNCTIONS:I_FUNCTIONS + N_FUNCTIONS] = [int(f) for f in functions]
         ints[I_HANDLE] = rigid.handle()
         ints[I_VECTOR_SPACE] = model.vector_space
         ints[I_WITH_GRAVITY] = model.uses_gravity_force
         ints[I_FEED_FORWARD] = model.has_feed_forward
         ints[I_PENETRATION] = penetration is not None
+        ints[I_BOUNDS] = coal_bounds is not None
+        frames = np.array(wrench_frames if wrench_frames is not None else (), dtype=np.int64)
+        ints[I_WRENCHES] = len(frames)
+        self.applies_wrenches = wrench_frames is not None
+        self.wrench = np.zeros((max(len(frames), 1), 6))      # the wrenches' values the call applies
         scalars = np.zeros(N_SCALARS)
         scalars[[S_MARGIN, S_PATCH_TOLERANCE, S_DEEPEST, S_STICTION, S_JOINT_STICTION, S_FRACTION,
-                 S_CASTER_TOLERANCE]] = (
+                 S_CASTER_TOLERANCE, S_BOUND_LIMIT]] = (
             a["margin"], a["patch_tolerance"], a["deepest_tolerance"], model.friction_tolerance,
             model.joint_stiction_tolerance, penetration.fraction if penetration is not None else 0.0,
-            a["caster_tolerance"])
+            a["caster_tolerance"], coal_bounds.limit if coal_bounds is not None else 0.0)
         # this step's own scratch: the joint Jacobians, the box patches' rows and the merged rows
         patch_rows = max(9 * len(a["bh_int"]), 1)
         own = {"J": np.zeros((6, rigid.jacobian_columns())), "pr_pair": np.zeros(patch_rows, np.int64),
@@ -346,16 +394,40 @@ class TreeTamsiStep:
             T_PR_A: own["pr_a"], T_PR_B: own["pr_b"], T_PR_N: own["pr_n"], T_MR_PAIR: own["mr_pair"],
             T_MR_A: own["mr_a"], T_MR_B: own["mr_b"], T_MR_N: own["mr_n"],
             T_THICKNESS: penetration.thickness if penetration is not None else np.zeros(1),
-            T_FIXED: fixed, T_IFIXED: ifixed, T_CONTACT: contact, T_ICONTACT: icontact}
+            T_FIXED: fixed, T_IFIXED: ifixed, T_CONTACT: contact, T_ICONTACT: icontact,
+            T_WRENCH_FRAME: frames if len(frames) else np.zeros(1, np.int64), T_WRENCH: self.wrench,
+            T_FRAME_JT: np.zeros((nv, 6)), T_WRENCH_FORCE: data.wrench_force}
+        b = coal_bounds
+        no_int, no_float = np.zeros((1, 1), np.int64), np.zeros((1, 1))
+        entries.update({T_BOUND_JOINT_INT: b.joint_int if b else no_int,
+                        T_BOUND_JOINT_FLOAT: b.joint_float if b else no_float,
+                        T_BOUND_GEOMETRY_INT: b.geometry_int if b else no_int,
+                        T_BOUND_GEOMETRY_FLOAT: b.geometry_float if b else no_float,
+                        T_BOUND_PAIRS: b.pairs if b else no_int, T_BOUND_PLACEMENT: b.placement if b else no_float,
+                        T_BOUND_WORLD: b.world if b else no_float, T_BOUND_LOCAL: b.local if b else no_float})
         if sorted(entries) != list(range(N_TABLE)):
             raise ValueError("tree_step: the address table misses an entry")
         integer = {T_INTS, T_SLOT_JOINTS, T_SLOT_INDEX, T_FREE_V, T_TREE_PTR, T_FINISH_INDEX, T_AN_INT, T_SP_INT,
                    T_BH_INT, T_PAIR_OUT, T_B_PAIR, T_B_START, T_B_GEOMETRY, T_BH_SLOTS, T_BH_IWORK, T_C_TYPE,
                    T_C_FACE_START, T_PAIR_IDS, T_JOINT_COLUMNS, T_COLUMN_DOF, T_IDS, T_COLUMNS, T_PR_PAIR,
-                   T_MR_PAIR, T_IFIXED, T_ICONTACT}
+                   T_MR_PAIR, T_IFIXED, T_ICONTACT, T_BOUND_JOINT_INT, T_BOUND_GEOMETRY_INT, T_BOUND_PAIRS,
+                   T_WRENCH_FRAME}
         for k, arr in entries.items():
             want = np.int64 if k in integer else np.float64
             if arr.dtype != want:
                 raise ValueError(f"tree_step: table entry {k} must be {np.dtype(want)}, got {arr.dtype}")
         self.arrays = entries              # every array the table points into, held while this object lives
         self.table = np.array([_row(entries[k]) for k in range(N_TABLE)], dtype=np.int64)
+
+    # the table entries that are the query's contact buffers and the engine's scratch: the arrays a staged step may
+    # replace (a query with coal's pairs grows its buffers for a step with more contacts, the engine its scratch)
+    _QUERY = {T_IDS: "ids", T_POINT: "point", T_NORMAL: "normal", T_PHI: "phi", T_ROTATION: "rotation",
+              T_JACOBIAN: "jacobian", T_MATERIAL: "material", T_COLUMNS: "columns", T_BIAS: "bias"}
+
+    def current(self) -> bool:
+        """True while the query's contact buffers and the engine's scratch are still the arrays of the table
+        (after a staged step, which may have grown them: the Simulator builds the table again when not)."""
+        a = self.parts.contact_query.compiled_pass_arguments()
+        scratch = self.parts.engine.kernel_scratch(0)
+        return (all(a[name] is self.arrays[k] for k, name in self._QUERY.items())
+                and all(x is self.arrays[k] for k, x in zip((T_FIXED, T_IFIXED, T_CONTACT, T_ICONTACT), scratch)))
