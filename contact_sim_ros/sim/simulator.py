@@ -48,6 +48,10 @@ KINEMATICS_CURRENT = 0
 PLACEMENTS_STALE = 1       # frame and geometry placements; joint placements, velocities and Jacobians are current
 ALL_STALE = 2              # nothing computed at the current state
 
+# steps that take the staged step without a fused tree attempt after one found a coal pair within its bounding
+# volumes' margin (the contact query's own retest interval, geometry/contact_query.BOUND_RETEST_AFTER)
+TREE_RETEST_AFTER = 10
+
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
 # parameter); the Simulator itself does not enforce it
 MAX_TIME_STEP = 0.1
@@ -199,6 +203,7 @@ class Simulator:
         # with TAMSI: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
         self._tree = self._tree_args = None
         self._tree_check = False             # a staged step ran since the last fused one (_tree_step)
+        self._tree_wait = 0                  # steps left that take the staged step without a fused attempt
         if self._fused is None and self._rigid is not None:
             coal = self.contact_query.coal_pairs
             bounds = (PairBounds.make(pm, m.collision_model, self.contact_query.pairs[coal], self.contact_query.margin)
@@ -485,12 +490,15 @@ class Simulator:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
         elif self._tree is not None:
-            report = self._tree_step()
-            if report is not None:
-                return report
-            self._tree_check = True              # the staged step may grow the query's buffers (_tree_step)
+            if self._tree_wait:                  # a coal pair was near a few steps ago: the staged step
+                self._tree_wait -= 1
+            else:
+                report = self._tree_step()
+                if report is not None:
+                    return report
             if self._stale == ALL_STALE:
                 self._update_kinematics()        # the attempt moved Pinocchio's Data: the staged step from q0
+            self._tree_check = True              # the staged step may grow the query's buffers (_tree_step)
         q0, v0, t0 = self._q, self._v, self._t
         time_step, levels = self.sim_model.time_step, self.sim_model.max_substep_levels
         # the first attempt: the whole step at once (the loop below from its level 1 when it fails)
@@ -617,7 +625,9 @@ class Simulator:
         stats = self.contact_query.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = tree.pairs, colliding, n
         if code != step_kernels.OK:       # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
-            if code != TREE_NEAR:
+            if code == TREE_NEAR:
+                self._tree_wait = TREE_RETEST_AFTER     # the staged step for these next steps (no attempt)
+            else:
                 self._stale = ALL_STALE           # the call moved Pinocchio's Data
             return None
         contacts = self.contact_query.contact_set(n)

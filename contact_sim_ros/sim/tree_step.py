@@ -416,18 +416,15 @@ class TreeTamsiStep:
             want = np.int64 if k in integer else np.float64
             if arr.dtype != want:
                 raise ValueError(f"tree_step: table entry {k} must be {np.dtype(want)}, got {arr.dtype}")
+        # what current() compares: the query's empty ContactSet view and the engine's scratch tuple of this table
+        self._no_contacts, self._scratch = cq.contact_set(0), engine.kernel_scratch(0)
         self.arrays = entries              # every array the table points into, held while this object lives
         self.table = np.array([_row(entries[k]) for k in range(N_TABLE)], dtype=np.int64)
 
-    # the table entries that are the query's contact buffers and the engine's scratch: the arrays a staged step may
-    # replace (a query with coal's pairs grows its buffers for a step with more contacts, the engine its scratch)
-    _QUERY = {T_IDS: "ids", T_POINT: "point", T_NORMAL: "normal", T_PHI: "phi", T_ROTATION: "rotation",
-              T_JACOBIAN: "jacobian", T_MATERIAL: "material", T_COLUMNS: "columns", T_BIAS: "bias"}
-
     def current(self) -> bool:
         """True while the query's contact buffers and the engine's scratch are still the arrays of the table
-        (after a staged step, which may have grown them: the Simulator builds the table again when not)."""
-        a = self.parts.contact_query.compiled_pass_arguments()
-        scratch = self.parts.engine.kernel_scratch(0)
-        return (all(a[name] is self.arrays[k] for k, name in self._QUERY.items())
-                and all(x is self.arrays[k] for k, x in zip((T_FIXED, T_IFIXED, T_CONTACT, T_ICONTACT), scratch)))
+        (after a staged step, which may have grown them: the Simulator builds the table again when not). Cheap:
+        the query makes its ContactSet views again, and the engine its scratch tuple, exactly when it replaces
+        those arrays."""
+        return (self.parts.contact_query.contact_set(0) is self._no_contacts
+                and self.parts.engine.kernel_scratch(0) is self._scratch)
