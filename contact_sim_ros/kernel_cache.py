@@ -35,7 +35,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.sim.penetration_kernels": 0.3,   # the deep-interpenetration bound (issue 31)
     "contact_sim_ros.sim.step_kernels": 1.5,
     "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
-    "contact_sim_ros.sim.tree_step": 20.0,          # the fused tree TAMSI step (a robot or joints on compiled pairs)
+    "contact_sim_ros.sim.tree_step": 40.0,          # the fused tree TAMSI step (TAMSI's kernel_modules)
     "contact_sim_ros.engines.tamsi_kernels": 7.0,
     "contact_sim_ros.engines.icf_kernels": 17.0,    # the whole step, deferred contacts, SAP line search (issue 18)
     "contact_sim_ros.engines.lcp_kernels": 2.0,
@@ -48,7 +48,7 @@ COMPILE_SECONDS = {
 _COMMON = ("contact_sim_ros.geometry.contact_kernels", "contact_sim_ros.geometry.pair_bound_kernels",
            "contact_sim_ros.model.free_body_kernels", "contact_sim_ros.sim.divergence_kernels",
            "contact_sim_ros.sim.penetration_kernels", "contact_sim_ros.sim.step_kernels",
-           "contact_sim_ros.sim.free_body_step", "contact_sim_ros.sim.tree_step")
+           "contact_sim_ros.sim.free_body_step")
 
 # kernel modules of the ros2_control emulation (driver/): not called by a Simulator's step; each has a
 # ``warm_up()`` that calls its kernels with the argument types the driver passes
