@@ -1,33 +1,39 @@
 """The whole TAMSI step of a tree (any Pinocchio model: revolute, prismatic, planar, free-flyer, fixed joints, mimic
-couplings) in ONE compiled call (issue 45 item 2), for scenes whose contact pairs are all compiled analytic kinds
-(``ContactQuery.all_compiled``: sphere-halfspace, sphere-sphere, sphere-box, box-halfspace; the box on planar
-joints of ``benchmarks/peers``).
+couplings, robots beside free objects) in ONE compiled call (issue 45 item 2), for scenes whose contact pairs are
+compiled analytic kinds (``ContactQuery.all_compiled``: sphere-halfspace, sphere-sphere, sphere-box, box-halfspace;
+the box on planar joints of ``benchmarks/peers``), or coal's (mesh) pairs while the compiled bounding-volume test
+(geometry/pair_bounds) keeps every one of them beyond the margin (a robot held clear of everything: the iiwa + WSG
+of ``benchmarks/peers``); when one of them may be near, the call does nothing else and says so (``NEAR``), and the
+Simulator runs the staged step.
 
 Two parts:
 
 * **The C-ABI bridge** to the Simulator's Pinocchio calls (sim/rigid_body_dynamics.cpp): that module exports plain
   C functions (``c_functions()``: their addresses) taking a ``RigidBodyDynamics``' address (its ``handle()``) and
-  raw float64 / int64 buffers. ``rbd_kinematics``, ``rbd_read_kinematics``, ``rbd_dynamics`` and
-  ``rbd_integrate``, ``rbd_frame_jacobian`` below call them from numba through contact_sim_ros.jit's ``c_call*``
-  intrinsics (``inttoptr`` of the address, then a call): the address is a runtime argument, so the kernels stay
-  in numba's on-disk cache (a ctypes function object baked in as a global would not). The same Pinocchio functions on the same arguments as the Boost.Python
-  methods and the pin.* calls: bit-identical results (test/test_tree_step.py).
+  raw float64 / int64 buffers. ``rbd_kinematics``, ``rbd_read_kinematics``, ``rbd_dynamics``, ``rbd_integrate``
+  and ``rbd_frame_jacobian`` below call them from numba through contact_sim_ros.jit's ``c_call*`` intrinsics
+  (``inttoptr`` of the address, then a call): the address is a runtime argument, so the kernels stay in numba's
+  on-disk cache (a ctypes function object baked in as a global would not). The same Pinocchio functions on the
+  same arguments as the Boost.Python methods and the pin.* calls: bit-identical results (test/test_tree_step.py).
 * **The fused step** ``tree_tamsi_step``: the stages of sim/stages.py in the order ``Simulator._advance`` runs them
-  for such a scene, calling the same compiled functions: the joint Jacobians and the analytic pairs' joint
-  placements of the current kinematics (Pinocchio's Data, computed at the end of the last step), the query's
-  compiled pairs and contacts (``ContactQuery.compiled_pass_arguments``), the penetration bound's pass, the
-  dynamics (crba WORLD, nle, g, difference), ``step_kernels.prepare_step`` and the default servo's feed-forward,
-  TAMSI's Newton iteration (``tamsi_kernels.newton_step_packed``), the integration (pin.integrate, or q0 + dt v on
-  a vector-space model) and ``step_kernels.finish_step``, then the kinematics of the new state. Trajectories are
-  bit-identical to the staged step's (``benchmarks/peers/step_hashes.py``). The scene's scripted wrenches are
-  evaluated by the Simulator before the call into ``data.external`` (a row of ``data.rows``), as the free-body
-  fused step does.
+  for such a scene, calling the same compiled functions: the bounding-volume test of coal's pairs (if any), the
+  joint Jacobians and the analytic pairs' joint placements of the current kinematics (Pinocchio's Data, computed
+  at the end of the last step), the query's compiled pairs and contacts (``ContactQuery.compiled_pass_arguments``),
+  the penetration bound's pass, the dynamics (crba WORLD, nle, g, difference), the scripted wrenches on links
+  (J^T [f; m] with pin.getFrameJacobian's world-aligned J and numba's ``np.dot``: the same BLAS gemv as the
+  staged step's numpy matmul; their values are written by the Simulator before the call; a wrench on a free body
+  is applied by the Simulator into ``data.external`` instead), ``step_kernels.prepare_step`` and the default
+  servo's feed-forward, TAMSI's Newton iteration (``tamsi_kernels.newton_step_packed``), the integration
+  (pin.integrate, or q0 + dt v on a vector-space model) and ``step_kernels.finish_step``, then the kinematics of
+  the new state. Trajectories are bit-identical to the staged step's (``benchmarks/peers/step_hashes.py``,
+  test/test_tree_step.py).
 
-Every array the call reads or writes besides the state and the result slot is fixed for the Simulator's life (the
+Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
 int64 ``table`` of (address, dims) rows (the T_* constants), viewed inside with ``numba.carray`` (no per-array
-unboxing, ~0.05 us each, in the call: ~60 arrays). ``TreeTamsiStep`` holds a reference to every one of them, so
-the addresses stay valid while it lives.
+unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeTamsiStep`` holds a reference to every one of them, so
+the addresses stay valid while it lives; a staged step that grows the query's buffers or the engine's scratch
+makes the Simulator build the table again (``TreeTamsiStep.current``).
 """
 
 from __future__ import annotations
