@@ -272,3 +272,29 @@ def test_a_start_deeper_than_the_bound_fails_as_the_staged_step(tmp_path):
     assert not ra.ok and "penetrat" in ra.message, ra.message
     _assert_same_step(fused, staged, ra, rb, 0)
     np.testing.assert_array_equal(fused.q, q0)
+
+
+def test_a_driven_joint_with_the_servos_feed_forward_equals_the_staged_step(tmp_path):
+    """The tumbler's tilt joint driven by the default servo (no gains given: defaults and the URDF friction and
+    damping's feed-forward at the velocity target) on a commanded sine: the call's feed-forward pass gives the
+    staged step's numbers bit for bit, step by step."""
+    urdf = TUMBLER_URDF.replace(
+        '<joint name="tilt" type="revolute"><parent link="lift"/><child link="box"/><axis xyz="0 1 0"/>',
+        '<joint name="tilt" type="revolute"><parent link="lift"/><child link="box"/><axis xyz="0 1 0"/>'
+        '<dynamics damping="0.05" friction="0.02"/>')
+    scene = _tumbler(tmp_path)
+    (tmp_path / "tumbler.urdf").write_text(urdf)
+    scene["passive_joints"] = ["x", "z"]
+    with pytest.warns(Warning, match="default"):
+        fused = Simulator(scene, engine="tamsi")
+    with pytest.warns(Warning, match="default"):
+        staged = Simulator(scene, engine="tamsi")
+    staged._tree = None
+    assert fused._tree is not None and fused.sim_model.has_feed_forward
+    for k in range(1000):
+        t = k * 1e-3
+        for sim in (fused, staged):
+            sim.set_joint_targets(positions={"tilt": 0.3 * np.cos(6.0 * t)},
+                                  velocities={"tilt": -1.8 * np.sin(6.0 * t)})
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+    assert np.abs(fused.data.actuation_effort).max() > 0          # the feed-forward acted
