@@ -14,8 +14,9 @@ CPU time up to the last row), and the 1000-trial estimate at the last rate. ``--
 full 12 s pick_shake_place at the campaign's time step instead of the campaign file's shortened task.
 ``--breakdown K``: first runs K warm trials in this process and splits a trial's CPU time into construction
 (scene, model, Simulator, controllers: everything outside the control loop), physics (Simulator.step: the contact
-query, the engine, the rest), the per-step control emulation (ControllerManager.update, the command push and
-rate limits) and per control period the scenario controller, the broadcasters and the rest of the loop; the
+query, the engine, the rest), the per-step control emulation (the control periods' steps less physics:
+ControllerManager.update in the steps that run the controllers' Python, the rest: the compiled steps of
+driver/control_period.py, the command push and rate limits) and per control period the scenario controller, the broadcasters and the rest of the loop; the
 first (cold) trial's extra time is the per-worker start-up (imports, compiled-kernel cache load). ``--workers
 0``: only the breakdown, no campaign.
 ``--rss-every N``: a memory table, every N recorded trials: the driver's resident memory and each worker's (as
@@ -42,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import contact_sim_ros.clients.inprocess_link as inprocess_link  # noqa: E402
 import contact_sim_ros.clients.pick_shake_place as psp  # noqa: E402
 import contact_sim_ros.scenarios.campaign as campaign_module  # noqa: E402
 from contact_sim_ros.driver.controller_manager import ControllerManager  # noqa: E402
@@ -86,7 +88,7 @@ def breakdown(spec, engine: str, trials: int) -> None:
     add ~1 us per wrapped call)."""
     clock = time.process_time
     targets = {"physics": (Simulator, "step"), "contact query": (ContactQuery, "update"),
-               "engine": (ContactEngine, "step"), "step_now": (SteppingLoop, "step_now"),
+               "engine": (ContactEngine, "step"), "period": (inprocess_link, "run_control_period"),
                "controller_manager": (ControllerManager, "update"), "broadcasters": (SteppingLoop, "publish_now"),
                "scenario controller": (psp.PickShakePlace, "tick"),
                "loop": (campaign_module, "run_controller")}     # (run_trial calls the name it imported)
@@ -119,18 +121,19 @@ def breakdown(spec, engine: str, trials: int) -> None:
 
     def us(x):
         return f"{x:.3f} s ({1e6 * x / steps:.0f} us/step, {x / total:.0%})"
-    control = m["step_now"] - m["physics"]
+    control = m["period"] - m["physics"]
     print(f"one trial, {engine}, in this process, CPU s (mean of {trials} warm trials, {steps:.0f} steps each, load "
           f"{os.getloadavg()[0]:.1f}):")
     print(f"  total {total:.3f} s ({1e6 * total / steps:.0f} us/step) | construction {total - m['loop']:.3f} s | "
           f"first (cold) trial {cold:.3f} s (+{cold - total:.3f} s per worker start-up)")
     print(f"  physics (Simulator.step) {us(m['physics'])}: contact query {us(m['contact query'])}, engine "
           f"{us(m['engine'])}, the rest {us(m['physics'] - m['contact query'] - m['engine'])}")
-    print(f"  per-step control emulation {us(control)}: ControllerManager.update {us(m['controller_manager'])}, "
-          f"command push and limits {us(control - m['controller_manager'])}")
+    print(f"  per-step control emulation {us(control)}: ControllerManager.update (the Python updates) "
+          f"{us(m['controller_manager'])}, the rest (compiled steps, command push and limits) "
+          f"{us(control - m['controller_manager'])}")
     print(f"  per control period: scenario controller {us(m['scenario controller'])}, broadcasters "
           f"{us(m['broadcasters'])}, the rest of the loop "
-          f"{us(m['loop'] - m['step_now'] - m['scenario controller'] - m['broadcasters'])}")
+          f"{us(m['loop'] - m['period'] - m['scenario controller'] - m['broadcasters'])}")
 
 
 def main(argv=None) -> int:

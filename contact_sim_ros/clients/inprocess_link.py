@@ -26,6 +26,7 @@ try:   # built into the venv by scripts/ensure_venv.sh (msgs/control_msgs), as r
 except ImportError:    # pragma: no cover - no control_msgs: no controller_state, as the node
     JointTrajectoryControllerState = None
 
+from ..driver.control_period import ControlPeriod
 from ..driver.controllers.base import ControllerIO, ControllerTransport
 from ..driver.controllers.force_torque_sensor_broadcaster import ForceTorqueSensorBroadcaster
 from ..driver.controllers.joint_state_broadcaster import JointStateBroadcaster
@@ -285,12 +286,11 @@ class ContactWrenchTopics:
         return out
 
 
-def run_control_period(loop, steps: int, failures: list) -> None:
-    """``steps`` steps of the stepping loop; a step that failed is noted in ``failures`` with its time."""
-    for _ in range(steps):
-        report = loop.step_now()
-        if not report.ok:
-            failures.append(f"t = {report.t:.4f} s: {report.message}")
+def run_control_period(period: ControlPeriod, steps: int, failures: list) -> None:
+    """``steps`` steps of the stepping loop of ``period`` (driver/control_period.ControlPeriod: each step as
+    ``SteppingLoop.step_now``, the control emulation compiled where it can be); a step that failed is noted in
+    ``failures`` with its time."""
+    period.run(steps, failures)
 
 
 class InProcessLink:
@@ -319,6 +319,7 @@ class InProcessLink:
         world, transports = build_world(cfg, trajectory_states)
         self.sim = sim = world.sim
         self.system, self.cm, self.loop = world.system, world.controller_manager, world.loop
+        self.period = ControlPeriod(self.loop)      # the loop's steps, the control emulation compiled
         self.model = m = sim.model
         self.robot = sim.scene.robot
         self.host = transports.hosts[world.robots[0].name]
@@ -380,7 +381,7 @@ class InProcessLink:
         self.host.subscriptions[f"{controller}/joint_trajectory"](msg)
 
     def _run_steps(self) -> None:
-        run_control_period(self.loop, self.steps, self.failures)
+        run_control_period(self.period, self.steps, self.failures)
         if self.on_period is not None:
             self.on_period(self.sim)
 

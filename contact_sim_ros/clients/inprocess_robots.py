@@ -19,6 +19,7 @@ import weakref
 
 from sensor_msgs.msg import JointState
 
+from ..driver.control_period import ControlPeriod
 from ..errors import ConfigError
 from ..state_messages import fill_external_torques
 from .inprocess_link import (ContactWrenchTopics, InProcessHost, build_world, control_period_steps, link_config,
@@ -96,6 +97,7 @@ class InProcessMultiRobotLink:
         self.robots = list(robots)
         self.model = m = sim.model
         self.system, self.cm, self.loop = world.system, world.controller_manager, world.loop
+        self.period = ControlPeriod(self.loop)      # the loop's steps, the control emulation compiled
         ports = [r.driver for r in world.robots]
         hosts = transports.hosts
         self._hosts = list(hosts.values())
@@ -129,7 +131,7 @@ class InProcessMultiRobotLink:
             link._state = st
 
     def _run_steps(self) -> None:
-        run_control_period(self.loop, self.steps, self.failures)
+        run_control_period(self.period, self.steps, self.failures)
 
     # ------------------------------------------------------------------ MultiRobotLink's interface
     def start(self):

@@ -344,3 +344,182 @@ def warm_up() -> None:
     for changed, gravity in ((True, True), (False, False)):
         write_targets(mode, commands, flags, q, q_index, rows, masks, status, changed, False, gravity, 1e-3, 1e-3,
                       *buffers)
+    # period_step: one trajectory, monitored, over both joints (as driver/control_period.ControlPeriod packs it)
+    head = N_HEADER + N_PLAN_INT
+    pint = np.concatenate((np.zeros(head, dtype=np.int64), ints, idx))
+    pint[H_TRAJECTORIES], pint[H_COLUMNS], pint[H_GRAVITY] = 1, n, 1
+    fhead = N_FLOAT_HEADER + N_PLAN_FLOAT
+    pflt = np.concatenate((np.zeros(fhead), positions.ravel(), positions.ravel(), np.zeros(N_BLOCK_ROWS * n)))
+    pint[H_BLOCK] = fhead + 2 * k_points * n
+    pint[N_HEADER + PI_POSITIONS], pint[N_HEADER + PI_VELOCITIES] = fhead, fhead + k_points * n
+    pint[N_HEADER + PI_POINTS], pint[N_HEADER + PI_JOINTS] = k_points, n
+    pint[N_HEADER + PI_INTS], pint[N_HEADER + PI_IDX] = head, head + ints.shape[0]
+    pint[N_HEADER + PI_MONITOR], pint[N_HEADER + PI_EVERY] = MONITORED_FIRST, 1
+    pflt[F_TOLERANCE], pflt[F_DT] = 1e-3, 1e-3
+    pflt[N_FLOAT_HEADER + PF_END], pflt[N_FLOAT_HEADER + PF_PERIOD] = 1.0, 1e-3
+    pflt[pint[H_BLOCK] + (MONITOR_ROWS + PATH_LIMIT) * n:pint[H_BLOCK] + (MONITOR_ROWS + PATH_LIMIT + 1) * n] = np.inf
+    for changed in (True, False):
+        period_step(0, 0.25, changed, q, np.zeros(n), np.zeros(n), pint, pflt, state, mode, commands, flags, rows,
+                    masks, status, *buffers)
+
+
+# ------------------------------------------------------------------------------------- the control period
+# (driver/control_period.py) Every due controller's update and the System's write of one step in one compiled
+# call, over a *plan* packed from the controllers whose update is a pure function of (state, their trajectory
+# arrays, t): running position-mode joint trajectories (``ControlPeriod``). The plan is two arrays (few arguments:
+# a compiled call costs ~0.08 us per array argument):
+# * ``pint`` (int64): a header (H_*), then per trajectory a row of N_PLAN_INT (PI_*: offsets are absolute indices
+#   into pint or pflt), then the trajectories' ints (TrajectorySampler.ints: segment, has velocities, times ns)
+#   and hardware joint indices;
+# * ``pflt`` (float64): a header (F_*), then per trajectory a row of N_PLAN_FLOAT (PF_*), then the trajectories'
+#   positions and velocities (row-major, k points x n joints), then the block: N_BLOCK_ROWS rows of H_COLUMNS
+#   columns (one per joint of the trajectories, in plan order): the last sample (OUT_Q, OUT_V:
+#   TrajectorySampler.out), then an Execution's monitor rows (MONITOR_ROWS + REF_Q ... PATH_LIMIT).
+H_TRAJECTORIES, H_COLUMNS, H_GRAVITY, H_BLOCK = range(4)
+N_HEADER = 4
+PI_POSITIONS, PI_VELOCITIES, PI_POINTS, PI_JOINTS, PI_INTS, PI_IDX, PI_COLUMN, PI_START_NS, PI_MONITOR, PI_EVERY, \
+    PI_UPDATES = range(11)
+N_PLAN_INT = 11
+F_TOLERANCE, F_DT = range(2)        # the System's gravity tolerance (N*m or N), the time step (s)
+N_FLOAT_HEADER = 2
+PF_END, PF_PERIOD, PF_LAST = range(3)      # end time (s), the controller manager's period (s), last update (s)
+N_PLAN_FLOAT = 3
+OUT_Q, OUT_V = range(2)
+MONITOR_ROWS = 2
+N_BLOCK_ROWS = 7
+# period_step's result besides write_targets' (NOT_PUSHED, COMMANDS_SET, COMMAND_NOT_FINITE, PURE_EFFORT): a due
+# trajectory needs its controller's Python update at this step (it reached its end, or its path tolerance is
+# violated); nothing was written
+NEEDS_PYTHON = -2
+
+
+@njit(cache=True)
+def _sample_packed(tau, pflt, pos, vel, n, pint, io, k_points, b_q, b_v):
+    """``sample_trajectory`` on a plan's packed arrays: the positions of the trajectory are pflt[pos + k * n + i],
+    its velocities pflt[vel + k * n + i], its ints pint[io:io + TIMES + k_points], the sample goes to
+    pflt[b_q + i] (position) and pflt[b_v + i] (velocity) (the same floating-point operations in the same order)."""
+    last = pint[io + TIMES + k_points - 1]
+    if tau >= last or k_points == 1:
+        for i in range(n):
+            pflt[b_q + i] = pflt[pos + (k_points - 1) * n + i]
+            pflt[b_v + i] = 0.0
+        return
+    if tau <= 0:
+        for i in range(n):
+            pflt[b_q + i] = pflt[pos + i]
+            pflt[b_v + i] = 0.0
+        return
+    k = pint[io + SEGMENT]
+    if k < 0 or not (pint[io + TIMES + k] <= tau < pint[io + TIMES + k + 1]):
+        lo, hi = 0, k_points
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if tau < pint[io + TIMES + mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        k = lo - 1
+        pint[io + SEGMENT] = k
+    t0 = pint[io + TIMES + k]
+    h_ns = pint[io + TIMES + k + 1] - t0
+    h = h_ns * 1e-9
+    s = float(tau - t0) / float(h_ns)
+    p0, p1 = pos + k * n, pos + (k + 1) * n
+    if pint[io + HAS_VELOCITIES] == 0:
+        for i in range(n):
+            dp = pflt[p1 + i] - pflt[p0 + i]
+            pflt[b_q + i] = pflt[p0 + i] + dp * s
+            pflt[b_v + i] = dp / h
+    else:
+        v0, v1 = vel + k * n, vel + (k + 1) * n
+        s2, s3 = s * s, s * s * s
+        c00, c01, c02, c03 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, s3 - s2
+        c10, c11, c12, c13 = 6 * s2 - 6 * s, 3 * s2 - 4 * s + 1, -6 * s2 + 6 * s, 3 * s2 - 2 * s
+        for i in range(n):
+            b0, b1 = pflt[p0 + i], pflt[v0 + i] * h
+            b2, b3 = pflt[p1 + i], pflt[v1 + i] * h
+            pflt[b_q + i] = c00 * b0 + c01 * b1 + c02 * b2 + c03 * b3
+            pflt[b_v + i] = (c10 * b0 + c11 * b1 + c12 * b2 + c13 * b3) / h
+
+
+@njit(cache=True)
+def period_step(step, t, changed, q, v, v_prev, pint, pflt, state, mode, commands, flags, rows, masks, status,
+                joint_q_index, joint_v_index, lower, upper, passive_v, accepts_effort, q_target, v_target, effort,
+                position_mode_out, velocity_mode_out):
+    """One step's control emulation before the physics step (loop.SteppingLoop.step_now's ``_cycle``) when every
+    controller update due is a plan trajectory's (``pint``, ``pflt``: the layout above): at step ``step`` and sim
+    time ``t`` (s), the trajectories whose manager is due (``step % every == 0``) update as ``trajectory_update``
+    (when monitored, the state of their joints, ``state``'s rows POSITION_ROW, VELOCITY_ROW filled from ``q``,
+    ``v`` at ``joint_q_index``, ``joint_v_index`` as ``fill_motion`` does, and the path tolerance; the sample one
+    period ahead written to the command interfaces ``mode``, ``commands``); then the System's write
+    (``write_targets`` with ``changed`` or a trajectory written, no snap; g(q) already in ``rows[G]`` when the
+    header's H_GRAVITY is set; the arguments from ``joint_q_index`` on: Simulator.joint_command_buffers()); then
+    ``v_prev`` takes ``v`` (SimulatorSystem.step). Returns write_targets' code, or NEEDS_PYTHON before anything is
+    written when a due trajectory is not running at ``t`` (``t >= end``) or violates its path tolerance: the step
+    then goes through the controllers' Python updates."""
+    m, cols, b = pint[H_TRAJECTORIES], pint[H_COLUMNS], pint[H_BLOCK]
+    filled = False
+    for c in range(m):                         # first the checks: nothing written when one fails
+        r = N_HEADER + c * N_PLAN_INT
+        if step % pint[r + PI_EVERY] != 0:
+            continue
+        f = N_FLOAT_HEADER + c * N_PLAN_FLOAT
+        if not t < pflt[f + PF_END]:
+            return NEEDS_PYTHON
+        monitor = pint[r + PI_MONITOR]
+        if monitor == UNMONITORED:
+            continue
+        if not filled:
+            for i in range(joint_q_index.shape[0]):
+                state[POSITION_ROW, i] = q[joint_q_index[i]]
+                state[VELOCITY_ROW, i] = v[joint_v_index[i]]
+            filled = True
+        n, col, io = pint[r + PI_JOINTS], pint[r + PI_COLUMN], pint[r + PI_IDX]
+        for j in range(n):
+            measured = state[POSITION_ROW, pint[io + j]]
+            ref = pflt[b + OUT_Q * cols + col + j] if monitor == MONITORED else measured
+            if abs(ref - measured) > pflt[b + (MONITOR_ROWS + PATH_LIMIT) * cols + col + j]:
+                return NEEDS_PYTHON
+    wrote = False
+    for c in range(m):
+        r = N_HEADER + c * N_PLAN_INT
+        if step % pint[r + PI_EVERY] != 0:
+            continue
+        f = N_FLOAT_HEADER + c * N_PLAN_FLOAT
+        monitor = pint[r + PI_MONITOR]
+        n, col, io = pint[r + PI_JOINTS], pint[r + PI_COLUMN], pint[r + PI_IDX]
+        b_q, b_v = b + OUT_Q * cols + col, b + OUT_V * cols + col
+        if monitor != UNMONITORED:
+            b_m = b + MONITOR_ROWS * cols + col
+            for j in range(n):
+                i = pint[io + j]
+                qj, vj = state[POSITION_ROW, i], state[VELOCITY_ROW, i]
+                pflt[b_m + MEASURED_Q * cols + j] = qj
+                pflt[b_m + MEASURED_V * cols + j] = vj
+                if monitor == MONITORED:
+                    pflt[b_m + REF_Q * cols + j] = pflt[b_q + j]
+                    pflt[b_m + REF_V * cols + j] = pflt[b_v + j]
+                else:
+                    pflt[b_m + REF_Q * cols + j] = qj
+                    pflt[b_m + REF_V * cols + j] = vj
+            pint[r + PI_MONITOR] = MONITORED
+        tau = np.int64(np.rint((t + pflt[f + PF_PERIOD]) * 1e9)) - pint[r + PI_START_NS]
+        _sample_packed(tau, pflt, pint[r + PI_POSITIONS], pint[r + PI_VELOCITIES], n, pint, pint[r + PI_INTS],
+                       pint[r + PI_POINTS], b_q, b_v)
+        for j in range(n):
+            i = pint[io + j]
+            mode[i] = _POSITION
+            commands[POSITION_ROW, i] = pflt[b_q + j]
+            commands[VELOCITY_ROW, i] = pflt[b_v + j]
+            commands[EFFORT_ROW, i] = 0.0
+        pint[r + PI_UPDATES] += 1
+        pflt[f + PF_LAST] = t
+        wrote = True
+    code = write_targets(mode, commands, flags, q, joint_q_index, rows, masks, status, changed or wrote, False,
+                         pint[H_GRAVITY] != 0, pflt[F_TOLERANCE], pflt[F_DT], joint_q_index, joint_v_index, lower,
+                         upper, passive_v, accepts_effort, q_target, v_target, effort, position_mode_out,
+                         velocity_mode_out)
+    if code <= COMMANDS_SET:                   # (an error code raises before the step, as the System's write)
+        for i in range(v.shape[0]):
+            v_prev[i] = v[i]
+    return code

@@ -222,6 +222,19 @@ class ControllerManager:
             if failed is not None:
                 self._deactivate_failed(failed)
 
+    def compiled_updates(self, step: int, time: float):
+        """(driver/control_period.ControlPeriod, between two steps) Every updating controller's (and device's)
+        ``compiled_update`` at the step ``step`` and sim time ``time`` (s) as (controller, what it returned), when
+        each update is a compiled pass; None when one needs its Python ``update``."""
+        out = []
+        due = step % self.every == 0
+        for c in self._updaters:
+            plan = c.compiled_update(time, due)
+            if plan is None:
+                return None
+            out.append((c, plan))
+        return out
+
     def _deactivate_failed(self, failed) -> None:
         """Deactivate the controllers (or devices) ``failed`` whose update failed (the lock held)."""
         self.transport.error(f"Deactivating controllers : [ {''.join(c.name + ' ' for c in failed)}] as their "

@@ -228,11 +228,25 @@ class SimulatorSystem:
                                      self._masks, self._status, changed, snapped, gravity is not None,
                                      self.gravity_tolerance, self.dt, *sim.joint_command_buffers())
         if code > kernels.COMMANDS_SET:
-            # a non-finite target or a pure effort the engine ignores: nothing was written; the same ConfigError
-            # as the hand-over's (position mode: target q_sent with the ramp's velocity feed-forward; velocity
-            # mode: v_ramp; every joint its effort, with g when there is a gravity feed-forward)
-            sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp,
-                                         self._effort_sent if gravity is not None else hw.effort)
+            self.refuse_hand_over()
+
+    def refuse_hand_over(self) -> None:
+        """After a compiled write that handed nothing over (a non-finite target or a pure effort the engine
+        ignores): raise the hand-over's ConfigError (Simulator.set_joint_command_arrays with the same arrays:
+        position mode: target q_sent with the ramp's velocity feed-forward; velocity mode: v_ramp; every joint its
+        effort, with g when there is a gravity feed-forward)."""
+        self.sim.set_joint_command_arrays(self._cmd_position, self._cmd_velocity, self._q_sent, self._v_ramp,
+                                          self._effort_sent if self._gravity is not None else self.command.effort)
+
+    def compiled_write(self) -> tuple:
+        """(driver/control_period.ControlPeriod) What a compiled write needs: (the gravity feed-forward or None,
+        the row its g(q) goes to before the write, the arguments of control_kernels.write_targets from ``rows`` to
+        ``dt``: the rate limit's and the feed-forward's blocks, whether g is added, its tolerance (N*m or N), the
+        time step (s)). The write's own flags (``command.changed``, ``snapped``, ``limits_changed``) are the
+        caller's to honour."""
+        gravity = self._gravity
+        return gravity, self._g, (self._rows, self._masks, self._status, gravity is not None,
+                                  self.gravity_tolerance, self.dt)
 
     # The rate limit (in push_targets' compiled pass): the position targets handed to the simulator follow the
     # commanded ones (``hw.position``) within the URDF velocity limits, as a real driver's interpolator does: a

@@ -82,6 +82,7 @@ class ControllerIO:
 
 
 NO_IO = ControllerIO()
+IDLE_UPDATE = object()      # Controller.compiled_update: an update with nothing to do (no trajectory)
 
 
 @dataclass
@@ -197,6 +198,17 @@ class Controller:
         the sim time (s), ``period`` the controller manager's period (s). ReturnType.ERROR (or an exception): the
         controller manager deactivates the controller."""
         return ReturnType.OK
+
+    def compiled_update(self, time: float, due: bool):
+        """(driver/control_period.ControlPeriod, between two steps) What this controller's ``update`` at ``time``
+        (s) and at the following steps is, when it is a pure compiled function of the state, its own arrays and the
+        time: IDLE_UPDATE (nothing to do but count the update), a running trajectory (joint_trajectory.Execution),
+        or None (the default): the update needs its Python code. ``due``: the controller manager updates at this
+        step (a controller may do the Python part of this update here, in the order ``update`` does it)."""
+        return None
+
+    def count_updates(self, n: int) -> None:
+        """(ControlPeriod) ``n`` updates ran compiled (what ``compiled_update`` returned) instead of ``update``."""
 
     def preempt(self, indices: set) -> None:
         """A hardware-level command took over the joints ``indices``: stop commanding them."""

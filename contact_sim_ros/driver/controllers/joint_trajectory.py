@@ -61,7 +61,8 @@ from ...errors import ConfigError, unknown_choice
 from .. import control_kernels as kernels
 from ..command_validation import CommandRejected, TrajectorySampler, validate_trajectory
 from ..parameters import Parameter, ParameterTable
-from .base import UPDATE_RATE, Controller, ReturnType
+from ..loaned_interfaces import InterfaceNotClaimed
+from .base import IDLE_UPDATE, NO_IO, UPDATE_RATE, Controller, ReturnType
 from .pid import STRATEGIES, JointPid
 
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP, PATH_TOLERANCE_VIOLATED, \
@@ -511,27 +512,33 @@ class JointTrajectoryController(Controller):
             self._close_loop(period)
         return ReturnType.OK
 
+    def _start_pending(self, time: float) -> None:
+        """The trajectories handed over since the last update start at ``time`` (s), the last one current (each
+        preempting the one before)."""
+        state = self.ctx.state
+        with self.lock:
+            pending, self._pending = self._pending, []
+        for ex in pending:
+            if ex.done.is_set():          # ended before it started (the simulation stopped)
+                continue
+            if self.current is not None:
+                self._finish_current("canceled" if ex.goal_handle is not None else "aborted",
+                                     INVALID_GOAL,
+                                     "Current goal cancelled due to new incoming action."
+                                     if ex.goal_handle is not None else
+                                     "preempted by a trajectory on the joint_trajectory topic", hold=False)
+            start = time if ex.trajectory.start_time is None else ex.trajectory.start_time
+            ex.sampler = TrajectorySampler(ex.trajectory, start, state.position[ex.idx], state.velocity[ex.idx])
+            ex.trajectory = None          # the sampler has its own copy of the points
+            if self.pid is not None:
+                ex.local = np.fromiter((self._local[int(i)] for i in ex.idx), dtype=int, count=len(ex.idx))
+                self._holding = True
+            self.current = ex
+
     def _update(self, time, period):
         hw, state = self.ctx.command, self.ctx.state
         if self._pending:
-            with self.lock:
-                pending, self._pending = self._pending, []
-            for ex in pending:
-                if ex.done.is_set():          # ended before it started (the simulation stopped)
-                    continue
-                if self.current is not None:
-                    self._finish_current("canceled" if ex.goal_handle is not None else "aborted",
-                                         INVALID_GOAL,
-                                         "Current goal cancelled due to new incoming action."
-                                         if ex.goal_handle is not None else
-                                         "preempted by a trajectory on the joint_trajectory topic", hold=False)
-                start = time if ex.trajectory.start_time is None else ex.trajectory.start_time
-                ex.sampler = TrajectorySampler(ex.trajectory, start, state.position[ex.idx], state.velocity[ex.idx])
-                ex.trajectory = None          # the sampler has its own copy of the points
-                if self.pid is not None:
-                    ex.local = np.fromiter((self._local[int(i)] for i in ex.idx), dtype=int, count=len(ex.idx))
-                    self._holding = True
-                self.current = ex
+            self._start_pending(time)
         ex = self.current
         sampler = ex.sampler if ex is not None else None
         if ex is not None and sampler is None:  # finished by another thread (the simulation stopped)
@@ -616,6 +623,37 @@ class JointTrajectoryController(Controller):
             self._path_violated(ex, k, err, t)
             return
         self.loan.written()
+
+    def compiled_update(self, time: float, due: bool):
+        """(driver/control_period.ControlPeriod) The update at ``time`` (s) as a compiled pass: IDLE_UPDATE without
+        a trajectory (``update`` would only count itself), the Execution of a running position-mode trajectory that
+        no action goal waits on and that has not been cancelled (``update`` would be ``_run``: the state, the path
+        tolerance, the sample one period ahead written; control_kernels.period_step does the same), else None: the
+        closed loop, a controller_state to publish (a transport attached), the trajectory's end (goal checks), rows
+        it did not claim (its update raises InterfaceNotClaimed). When the update is ``due`` at this step, the
+        trajectories handed over since the last one start first, as ``update`` starts them (its Python part)."""
+        if self.pid is not None or (self.state_every and self.io is not NO_IO):
+            return None
+        if self._pending:
+            if not due:
+                return None
+            self._start_pending(time)
+        ex = self.current
+        if ex is None:
+            return IDLE_UPDATE
+        sampler = ex.sampler
+        if sampler is None or ex.cancel_requested or ex.goal_handle is not None or not time < sampler.end_time:
+            return None
+        try:
+            self.loan.buffers(ex.hw_idx)       # (the claim check of ``_run``)
+        except InterfaceNotClaimed:
+            return None
+        return ex
+
+    def count_updates(self, n: int) -> None:
+        """(ControlPeriod) ``n`` updates ran compiled (``compiled_update``): counted for the controller_state's
+        decimation."""
+        self._updates += n
 
     def _path_violated(self, ex: Execution, k: int, err: np.ndarray, t: float) -> None:
         name = self.ctx.command.joint_names[ex.idx[k]]
