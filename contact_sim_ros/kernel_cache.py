@@ -174,6 +174,9 @@ def warm_up(engines=None, steps: int = 30, out=None, require_native: bool = Fals
             report = sim.step()
             if not report.ok:
                 raise RuntimeError(f"warm-up of engine {engine!r} on {scene}: step failed: {report.message}")
+        report = sim.advance(2)          # a fused free-body scene's compiled period (free_body_tamsi_advance) too
+        if not report.ok:
+            raise RuntimeError(f"warm-up of engine {engine!r} on {scene}: advance failed: {report.message}")
         seconds = time.perf_counter() - start
         times[engine] = times.get(engine, 0.0) + seconds
         print(f"  {engine:16s} {scene:34s} {seconds:6.1f} s", file=out, flush=True)

@@ -280,3 +280,30 @@ def test_kinetic_energy_check_sums_the_trees_diagonal_blocks():
     v[-1] = 1e160
     with np.errstate(over="ignore"):
         assert bounds_exceeded(clutter.q, v, M, none, np.zeros(0), none, np.zeros(0), tree_ptr) == ENERGY
+
+
+@pytest.mark.parametrize("scene, exact", [(BOX, True), ("two wrenches", False)], ids=["box", "two-wrenches"])
+def test_the_scripted_wrenches_applied_in_the_call_equal_the_staged_ones(scene, exact):
+    """``body_wrenches`` (in the fused call) against ``stages.external_forces`` (Pinocchio's rotation, numpy's
+    w @ R): to round-off, to the bit for the box's push along x (two of the three components zero)."""
+    if scene == "two wrenches":
+        scene = {**_ball_scene(), "inputs": {"external_forces": [
+            {"body": "ball", "force": ["3*sin(20*t)", 1.5, -2], "torque": [0.01, "0.02*cos(30*t)", 0.003]},
+            {"body": "ball", "force": [0.4, "2*cos(10*t)", 0], "torque": [0.01, 0, -0.002]}]}}
+    sim = Simulator(scene, engine="tamsi", time_step=1e-3)
+    assert sim._fused.wrenches_in_kernel
+    v = sim.v.copy()
+    v[3:6] = (3.0, -2.0, 5.0)                     # turning: the body frame leaves the world's
+    sim.set_state(sim.q, v)
+    for _ in range(40):
+        q, v, t = sim.q.copy(), sim.v.copy(), sim.t
+        assert sim.step().ok
+        in_call = sim.data.external.copy()
+        sim.set_state(q, v)                            # the staged stage at the step's start
+        staged = sim._external_forces(t).copy()
+        assert np.any(staged[3:6] != 0.0) or exact     # the rotation matters (the box: a pure force)
+        if exact:
+            np.testing.assert_array_equal(in_call, staged)
+        else:
+            np.testing.assert_allclose(in_call, staged, rtol=0, atol=1e-15 * max(1.0, np.abs(staged).max()))
+        assert sim.step().ok                           # on to the next state (the repeated step as the first)

@@ -238,7 +238,8 @@ class TamsiEngine(ContactEngine):
         # compiled kernel's scratch: contact velocities, their updates (m/s) and forces (N) (work_c[0..2], (cap, 3)
         # each), (pi, dpi, |v_t|, g, c) per contact, frozen normal forces (one-way coupling), contact regimes
         # (views of two buffers, kernels.contact_views)
-        self._contact_work, self._icontact_work = np.zeros(15 * cap), np.zeros(2 * cap, dtype=np.int64)
+        self._contact_work = np.zeros(tamsi_kernels.CONTACT_FLOATS * cap)
+        self._icontact_work = np.zeros(2 * cap, dtype=np.int64)
         self._capacity = cap
         if self.options.kernel == "numba":
             self._kernel_scratch = (self._fixed, self._ifixed, self._contact_work, self._icontact_work)

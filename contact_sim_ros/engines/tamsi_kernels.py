@@ -34,7 +34,7 @@ NON_FINITE = 3        # non-finite Newton update
 PI, DPI, VT_NORM, G, C = 0, 1, 2, 3, 4
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def actuation_force(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, tau, dtau):
     """Implicit PD + effort actuation at end-of-step velocity v (``engines.base.Actuation.force``):
     tau = clip(effort + kp (e - h v) + kd (v_target - v), -limit, limit) (N or N m) into ``tau``, and the diagonal of
@@ -45,7 +45,7 @@ def actuation_force(effort, kp, kd, position_error, velocity_target, effort_limi
         dtau[j] = -(h * kp[j] + kd[j]) if abs(raw) < effort_limit[j] else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def actuation_unsaturated(effort, kp, kd, position_error, velocity_target, effort_limit, v, h, out):
     """out[j] = the implicit PD + effort command of dof j is inside its effort limit at velocity v."""
     for j in range(v.shape[0]):
@@ -53,7 +53,7 @@ def actuation_unsaturated(effort, kp, kd, position_error, velocity_target, effor
         out[j] = abs(raw) < effort_limit[j]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def normal_force(vn, delta0, k, d, h):
     """Hunt & Crossley with the implicit penetration of eq. (19): pi = k (1 - d v_n)_+ (delta0 - h v_n)_+ (N) and
     d pi / d v_n (N s/m, <= 0)."""
@@ -65,7 +65,7 @@ def normal_force(vn, delta0, k, d, h):
     return pi, dpi
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def friction_gains(vt_norm, mu, vs, smooth):
     """Regularized friction (eqs. 6-7) at slip speed |v_t| (m/s): g = mu~(s) / |v_t| and c = mu~'(s) / v_s - g (s/m),
     so that f_t = -pi g v_t and d f_t / d v_t = -pi (g I + c t t^T)."""
@@ -79,7 +79,7 @@ def friction_gains(vt_norm, mu, vs, smooth):
     return g, (-g if vt_norm > vs else 0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def residual(M, p_star, hD, h, tau, J, bias, delta0, k, d, mu, vs, smooth, two_way, pi_frozen, v,
              r, vc, f, cwork):
     """Residual of eq. (21) at v (N s) into ``r``, given the actuation ``tau`` at v:
@@ -119,7 +119,7 @@ def residual(M, p_star, hD, h, tau, J, bias, delta0, k, d, mu, vs, smooth, two_w
                 r[b] -= h * (J[3 * i, b] * f[i, 0] + J[3 * i + 1, b] * f[i, 1] + J[3 * i + 2, b] * pi)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def newton_jacobian(M, hD, h, dtau, J, vc, cwork, n, A, BJ):
     """Newton Jacobian of eq. (23) at the last ``residual`` iterate (kg) into ``A``:
     A = M0 + h diag(D - d tau/dv) + h sum_i J_i^T B_i J_i with B_i = -d f_i / d v_c,i (3x3): the tangential block of
@@ -130,7 +130,6 @@ def newton_jacobian(M, hD, h, dtau, J, vc, cwork, n, A, BJ):
         for b in range(nv):
             A[a, b] = M[a, b]
         A[a, a] += hD[a] - h * dtau[a]
-    B = np.empty((3, 3))
     for i in range(n):
         pi = cwork[i, PI]
         dpi = cwork[i, DPI]
@@ -142,18 +141,21 @@ def newton_jacobian(M, hD, h, dtau, J, vc, cwork, n, A, BJ):
         g = cwork[i, G]
         pg = pi * g
         cpi = cwork[i, C] * pi / max(vt_norm * vt_norm, 1e-300)
-        B[0, 0] = vt0 * vt0 * cpi + pg
-        B[0, 1] = vt0 * vt1 * cpi
-        B[1, 0] = vt1 * vt0 * cpi
-        B[1, 1] = vt1 * vt1 * cpi + pg
-        B[0, 2] = vt0 * (g * dpi)          # W_tn: friction follows the normal force
-        B[1, 2] = vt1 * (g * dpi)
-        B[2, 0] = 0.0
-        B[2, 1] = 0.0
-        B[2, 2] = -dpi                     # W_nn
-        for row in range(3):
-            for b in range(nv):
-                BJ[row, b] = B[row, 0] * J[3 * i, b] + B[row, 1] * J[3 * i + 1, b] + B[row, 2] * J[3 * i + 2, b]
+        # B_i in nine scalars (no (3, 3) array allocated per call), the same products as a (3, 3) array's
+        b00 = vt0 * vt0 * cpi + pg
+        b01 = vt0 * vt1 * cpi
+        b10 = vt1 * vt0 * cpi
+        b11 = vt1 * vt1 * cpi + pg
+        b02 = vt0 * (g * dpi)              # W_tn: friction follows the normal force
+        b12 = vt1 * (g * dpi)
+        b20 = 0.0
+        b21 = 0.0
+        b22 = -dpi                         # W_nn
+        for b in range(nv):
+            J0, J1, J2 = J[3 * i, b], J[3 * i + 1, b], J[3 * i + 2, b]
+            BJ[0, b] = b00 * J0 + b01 * J1 + b02 * J2
+            BJ[1, b] = b10 * J0 + b11 * J1 + b12 * J2
+            BJ[2, b] = b20 * J0 + b21 * J1 + b22 * J2
         for a in range(nv):
             j0 = h * J[3 * i, a]
             j1 = h * J[3 * i + 1, a]
@@ -164,7 +166,7 @@ def newton_jacobian(M, hD, h, dtau, J, vc, cwork, n, A, BJ):
                 A[a, b] += j0 * BJ[0, b] + j1 * BJ[1, b] + j2 * BJ[2, b]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def tals_alpha(vt0, vt1, dvt0, dvt1, vt_norm, vs, eps, cos_max, sin_max):
     """TALS step limit alpha_i in (0, 1] of one contact (section III-A), the cases of ``TamsiEngine._tals_alpha``:
     stiction -> sliding stops at v_s/2; sliding -> ~0 stops v_s/2 short; sliding -> sliding across the stiction
@@ -197,7 +199,7 @@ def tals_alpha(vt0, vt1, dvt0, dvt1, vt_norm, vs, eps, cos_max, sin_max):
     return min(max(alpha, 1e-12), 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def lu_factor(A, piv):
     """In-place LU with partial pivoting (as LAPACK getrf): P A = L U, L unit lower. Returns 0, or k + 1 if the
     pivot of column k is exactly zero (singular)."""
@@ -231,7 +233,7 @@ def lu_factor(A, piv):
     return info
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def lu_solve(LU, piv, b, x):
     """x = A^-1 b from ``lu_factor``'s factors (x may not alias b)."""
     nv = LU.shape[0]
@@ -255,7 +257,7 @@ def lu_solve(LU, piv, b, x):
         x[a] = acc / LU[a, a]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _contact_update_norm(J, x, n, dvc):
     """max_i |J_i x|_inf (m/s); the contact velocity changes J x go to dvc (n, 3)."""
     nv = x.shape[0]
@@ -271,7 +273,7 @@ def _contact_update_norm(J, x, n, dvc):
     return err
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _modes(cwork, n, vs, out):
     """Per-contact regime: 0 separated (no normal force), 1 stiction, 2 sliding."""
     for i in range(n):
@@ -281,7 +283,7 @@ def _modes(cwork, n, vs, out):
             out[i] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def generalized_contact_force(J, f, n, out):
     """out = J^T f (N or N m): the generalized force of the contact forces f[:n] (t1, t2, n rows per contact)."""
     nv = out.shape[0]
@@ -310,16 +312,46 @@ def newton_step(M, v0, tau0, damping, h,
     Returns (status, iterations, err, count, info): status one of CONVERGED, MAX_ITERATIONS, SINGULAR,
     NON_FINITE (a non-finite update, or a non-finite v_next, actuation or impulse at the end: CONVERGED guarantees
     finite results); iterations = LU factorizations; err the last update size (m/s); info the zero pivot (SINGULAR).
+    ``newton_solve`` with its three temporaries allocated here (``newton_step_packed`` takes them from its scratch).
     """
+    nv = v0.shape[0]
+    n = signed_distance.shape[0]
+    return newton_solve(M, v0, tau0, damping, h, (effort, kp, kd, position_error, velocity_target, effort_limit),
+                        (J, bias, signed_distance, k, d, mu),
+                        (vs, tol, theta_max, max_iterations, use_tals, smooth, two_way),
+                        (v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, np.empty(nv), np.empty(nv)),
+                        (vc, dvc, f, cwork, pi_frozen, modes0, modes1, history, np.empty(n)),
+                        (v_next, impulse, generalized_force, actuation))
+
+
+@njit(cache=True, inline="always")
+def newton_solve(M, v0, tau0, damping, h, actuation_inputs, contact_inputs, options, work, contact_work, outputs):
+    """``newton_step`` (its docstring) with its arguments after h in six tuples, in ``newton_step``'s order:
+    ``actuation_inputs`` (effort, kp, kd, position_error, velocity_target, effort_limit), ``contact_inputs`` (J,
+    bias, signed_distance, k, d, mu), ``options`` (vs, tol, theta_max, max_iterations, use_tals, smooth, two_way),
+    ``work`` (v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, p_star, hD), ``contact_work`` (vc, dvc, f,
+    cwork, pi_frozen, modes0, modes1, history, delta0), ``outputs`` (v_next, impulse, generalized_force,
+    actuation); and its temporaries as scratch, no allocation: ``p_star`` (nv,) M0 v0 + h tau0 (N s), ``hD``
+    (nv,) h times the damping (N s/m or N m s/rad), ``delta0`` (>= n,) the penetrations at q0 (m), all
+    overwritten. Compiled into its callers (inline="always": a call of ~40 arrays costs ~0.5 us of reference
+    counting; fewer than 30 arguments, or CPython 3.11 passes them as *args, which numba cannot inline)."""
+    effort, kp, kd, position_error, velocity_target, effort_limit = actuation_inputs
+    J, bias, signed_distance, k, d, mu = contact_inputs
+    vs, tol, theta_max, max_iterations, use_tals, smooth, two_way = options
+    v, tau, dtau, r, dv, dv_next, unsat0, unsat1, A, piv, BJ, p_star, hD = work
+    vc, dvc, f, cwork, pi_frozen, modes0, modes1, history, delta0 = contact_work
+    v_next, impulse, generalized_force, actuation = outputs
     nv = v0.shape[0]
     n = signed_distance.shape[0]
     eps = tol                                     # TALS' "no change" threshold = the convergence tolerance
     cos_max = math.cos(theta_max)
     sin_max = math.sin(theta_max)
-    delta0 = -signed_distance                     # penetration at q0 (m), (n,) temporary
-    hD = h * damping
-    p_star = np.empty(nv)                         # M0 v0 + h tau0 (N s)
+    delta0 = delta0[:n]
+    for i in range(n):
+        delta0[i] = -signed_distance[i]           # penetration at q0 (m)
     for a in range(nv):
+        hD[a] = h * damping[a]
+    for a in range(nv):                           # M0 v0 + h tau0 (N s)
         acc = 0.0
         for b in range(nv):
             acc += M[a, b] * v0[b]
@@ -434,23 +466,28 @@ def newton_step(M, v0, tau0, damping, h,
 # entries of ``newton_step_packed``'s ``params`` (the engine options, fixed when the engine is constructed)
 P_STICTION, P_TOLERANCE, P_THETA_MAX, P_MAX_ITERATIONS, P_USE_TALS, P_SMOOTH, P_TWO_WAY = range(7)
 N_PARAMS = 7
+# rows of ``fixed_views``' work_nv: v, tau, dtau, r, dv, dv_next, then newton_solve's p_star and hD
+WORK_NV_ROWS = 8
+# floats per contact of the contact-sized scratch (``contact_views``): work_c 9, cwork 5, pi_frozen, delta0
+CONTACT_FLOATS = 16
 
 
 def fixed_scratch_sizes(nv: int, history_rows: int) -> tuple[int, int]:
     """Sizes of the float and int buffers of ``fixed_views``."""
-    return N_PARAMS + 6 * nv + nv * nv + 3 * nv + 2 * history_rows, 3 * nv
+    return N_PARAMS + WORK_NV_ROWS * nv + nv * nv + 3 * nv + 2 * history_rows, 3 * nv
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fixed_views(fixed, ifixed, nv):
     """The nv-sized scratch of ``newton_step`` as views of two buffers (a compiled call costs ~0.1 us per
-    argument): params (7,) the options (P_* entries), work_nv (6, nv) rows v, tau, dtau, r, dv, dv_next, the Newton
+    argument): params (7,) the options (P_* entries), work_nv (WORK_NV_ROWS, nv) rows v, tau, dtau, r, dv, dv_next,
+    p_star, hD, the Newton
     matrix A (nv, nv), B_i J_i (3, nv) and the history (rows, 2) in ``fixed``; the LU pivots (nv,) and the
     actuators' saturation before / after an update (2, nv) in ``ifixed`` (int64)."""
     at = N_PARAMS
     params = fixed[:at]
-    work_nv = fixed[at:at + 6 * nv].reshape((6, nv))
-    at += 6 * nv
+    work_nv = fixed[at:at + WORK_NV_ROWS * nv].reshape((WORK_NV_ROWS, nv))
+    at += WORK_NV_ROWS * nv
     A = fixed[at:at + nv * nv].reshape((nv, nv))
     at += nv * nv
     BJ = fixed[at:at + 3 * nv].reshape((3, nv))
@@ -459,14 +496,15 @@ def fixed_views(fixed, ifixed, nv):
     return params, work_nv, A, BJ, history, ifixed[:nv], ifixed[nv:].reshape((2, nv))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def contact_views(contact, icontact):
     """The contact-sized scratch (capacity = icontact.size / 2) as views of two buffers: work_c (3, capacity, 3)
     contact velocities, their updates and the contact forces, cwork (capacity, 5), the frozen normal forces
-    (capacity,) in ``contact``; the contact regimes before / after an update (2, capacity) in ``icontact``."""
+    (capacity,) and the penetrations at q0 (capacity,) in ``contact`` (CONTACT_FLOATS per contact); the contact
+    regimes before / after an update (2, capacity) in ``icontact``."""
     cap = icontact.shape[0] // 2
     return (contact[:9 * cap].reshape((3, cap, 3)), contact[9 * cap:14 * cap].reshape((cap, 5)),
-            contact[14 * cap:15 * cap], icontact.reshape((2, cap)))
+            contact[14 * cap:15 * cap], contact[15 * cap:16 * cap], icontact.reshape((2, cap)))
 
 
 @njit(cache=True)
@@ -478,12 +516,13 @@ def newton_step_packed(M, v0, tau0, damping, h,
     """``newton_step`` with its scratch packed in four buffers (``fixed_views``, ``contact_views``)."""
     nv = v0.shape[0]
     params, work_nv, A, BJ, history, piv, unsat = fixed_views(fixed, ifixed, nv)
-    work_c, cwork, pi_frozen, modes = contact_views(contact, icontact)
-    return newton_step(M, v0, tau0, damping, h,
-                       effort, kp, kd, position_error, velocity_target, effort_limit,
-                       J, bias, signed_distance, k, d, mu,
-                       params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
-                       params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0,
-                       work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1],
-                       A, piv, BJ, work_c[0], work_c[1], work_c[2], cwork, pi_frozen, modes[0], modes[1], history,
-                       v_next, impulse, generalized_force, actuation)
+    work_c, cwork, pi_frozen, delta0, modes = contact_views(contact, icontact)
+    return newton_solve(M, v0, tau0, damping, h,
+                        (effort, kp, kd, position_error, velocity_target, effort_limit),
+                        (J, bias, signed_distance, k, d, mu),
+                        (params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
+                         params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0),
+                        (work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1],
+                         A, piv, BJ, work_nv[6], work_nv[7]),
+                        (work_c[0], work_c[1], work_c[2], cwork, pi_frozen, modes[0], modes[1], history, delta0),
+                        (v_next, impulse, generalized_force, actuation))

@@ -33,7 +33,7 @@ import numpy as np
 from ..jit import njit
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def contact_frame(n0, n1, n2, out):
     """out (3, 3) = [t1 t2 n] for the unit normal (n0, n1, n2), exactly as ``contact_query.contact_frames``."""
     a0, a1, a2 = abs(n0), abs(n1), abs(n2)
@@ -57,7 +57,7 @@ def contact_frame(n0, n1, n2, out):
     out[0, 2], out[1, 2], out[2, 2] = n0, n1, n2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian,
                     joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns):
     """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.
@@ -356,7 +356,7 @@ SH_INTS = 4
 SH_FLOATS = 20
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sphere_centre_and_origin(joint_placement, sphere_slot, other_slot, f):
     """World sphere centre c = R_s s + t_s (s = f[0:3], m, in the sphere's joint frame) and the other geometry's
     origin t = R_o f[13:16] + t_o (m) in the world, (R, t) the joint placements ``joint_placement[slot]`` (4, 4).
@@ -373,7 +373,7 @@ def _sphere_centre_and_origin(joint_placement, sphere_slot, other_slot, f):
     return c0, c1, c2, t0, t1, t2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _write_sphere_row(pair_out, raw, r, pair, sphere_first, ps0, ps1, ps2, po0, po1, po2, m0, m1, m2):
     """Row r of a sphere pair's raw contact: pair_out[r] = pair; raw[0, r] / raw[1, r] the witness points on A / B
     (ps on the sphere, po on the other geometry, m), raw[2, r] the unit normal from A to B, m being the normal
@@ -385,7 +385,7 @@ def _write_sphere_row(pair_out, raw, r, pair, sphere_first, ps0, ps1, ps2, po0, 
     raw[2, r, 0], raw[2, r, 1], raw[2, r, 2] = sign * m0, sign * m1, sign * m2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out, raw):
     """Raw contacts of the sphere-halfspace pairs within ``margin``; returns their number r (rows of the outputs).
 
@@ -421,7 +421,7 @@ def sphere_halfspace_raw(joint_placement, pair_int, pair_float, margin, pair_out
     return r
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def sphere_halfspace_contacts(joint_placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
                               pair_material, joint_jacobian, joint_columns, column_dof, ids, point, normal, phi,
                               rotation, jacobian, material, rel, columns):

@@ -31,7 +31,11 @@ constants are packed once into two 1-D blocks (``model_int``, ``model_float``), 
 (``data_float``, ``data_int``: the contact query's all-analytic buffers and TAMSI's scratch live there, the
 query and the engine hold views), and the kernel slices its views from the offsets in ``model_int``'s header: 14
 arguments instead of 50 (numba unboxes every array argument, ~0.05 us each; sphere: the call 6.6 -> 5.9 us with
-the penetration pass now inside it, docs/benchmarks.md).
+the penetration pass now inside it, docs/benchmarks.md). Its callees (the contact kernels, ``prepare_step``, TAMSI's
+``newton_solve``, ``finish_step``, the penetration pass) are compiled into it (numba ``inline="always"``: a call of
+a function taking many arrays costs ~7 ns of reference counting per array), and the scene's scripted wrenches on
+free bodies are applied in it (``body_wrenches``). ``free_body_tamsi_advance`` runs several steps in one call
+(``Simulator.advance``: a control period), its views made once.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ import numpy as np
 
 from ..jit import njit
 from ..engines import tamsi_kernels
+from ..engines.tamsi_kernels import (P_MAX_ITERATIONS, P_SMOOTH, P_STICTION, P_THETA_MAX, P_TOLERANCE, P_TWO_WAY,
+                                     P_USE_TALS, newton_solve)
 from ..geometry.contact_kernels import SH_FLOATS, SH_INTS, sphere_halfspace_contacts
 from . import step_kernels
 from .penetration_kernels import deepest_excess
@@ -57,7 +63,7 @@ BI_Q, BI_V, BI_SLOT = 0, 1, 2
 _TAYLOR_ANGLE = float(np.finfo(float).eps) ** 0.25
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def body_placement(q, iq, f):
     """World placement of a free flyer: (R row-major 9 entries, p 3 entries) of jointPlacement * (R(quat), p) with
     the quaternion (x, y, z, w) at q[iq+3:iq+7] (R(quat) as Eigen's ``toRotationMatrix``) and ``f`` the body's
@@ -82,7 +88,7 @@ def body_placement(q, iq, f):
     return R, p
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_body_kinematics(q, body_int, body_float, placement, J):
     """Joint placements of the free flyers into ``placement`` (slots, 4, 4) at their slots (slot 0, the world,
     is not touched; bodies without a slot are skipped) and the world-frame joint Jacobian ``J`` (6, nv)
@@ -111,7 +117,7 @@ def free_body_kinematics(q, body_int, body_float, placement, J):
             J[3, c_ang], J[4, c_ang], J[5, c_ang] = r0, r1, r2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _inertia_times(f, m0, m1, m2, m3, m4, m5):
     """Y m (6-tuple: force linear, angular) for the spatial inertia of ``body_float`` row f and the motion
     (linear m0..2, angular m3..5), as Pinocchio's Inertia * Motion: f_lin = mass (m_lin - c x m_ang),
@@ -128,7 +134,7 @@ def _inertia_times(f, m0, m1, m2, m3, m4, m5):
     return l0, l1, l2, a0, a1, a2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_body_bias_force(q, v, body_int, body_float, gravity, nle):
     """nle (nv,) = C(q, v) v + g(q) of the free flyers (N, N m; ``pin.nonLinearEffects``): per body, in its frame,
     Y a_gf + v x* (Y v) with a_gf = (-R^T g, 0) and R the body's world rotation (joint placement included)."""
@@ -151,7 +157,7 @@ def free_body_bias_force(q, v, body_int, body_float, gravity, nle):
         nle[iv + 5] = a[5] + ((w0 * h[4] - w1 * h[3]) + (v0 * h[1] - v1 * h[0]))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def integrate_rotations(q0, v, dt, body_int, q):
     """The quaternions of ``pin.integrate(q0, dt v)`` for the free flyers, into q: q0 * exp(dt w / 2) (x, y, z, w
     layout), negated if its dot product with q0 is negative, then Pinocchio's first-order normalization
@@ -187,8 +193,9 @@ H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION = range(8
 N_SIZES = 8
 # sections of model_int: body_int (nb, 3), the analytic pairs' ints (pairs, SH_INTS), the pairs' ids (4, pairs), the
 # Jacobian's packed joint columns and column dofs, the free flyers' first v indices, the trees' velocity ranges,
-# finish_step's index array
-IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH = range(8)
+# finish_step's index array, the scripted wrenches' (body row, 1 if it is the only one on its body) (wrenches, 2)
+IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH, IM_WRENCH = \
+    range(9)
 # sections of model_float: body_float (nb, BODY_FLOATS), gravity (3,) m/s^2, the constant mass matrix (nv, nv), the
 # analytic pairs' floats (pairs, SH_FLOATS), the pairs' materials (4, pairs), the penetration bound's thickness per
 # geometry (m; empty without the bound), (contact margin m, joint stiction tolerance m/s or rad/s, the bound's
@@ -204,25 +211,143 @@ FM_BODY, FM_GRAVITY, FM_MASS, FM_PAIR_FLOAT, FM_PAIR_MATERIAL, FM_THICKNESS, FM_
 # (capacity, width); TAMSI's int scratch, fixed-size and contact-sized
 ID_PAIR_OUT, ID_IDS, ID_COLUMNS, ID_IFIXED, ID_ICONTACT = range(5)
 H_IM = N_SIZES                  # where each block's offsets start in the header
-H_FM = H_IM + IM_FINISH + 2
+H_FM = H_IM + IM_WRENCH + 2
 H_FD = H_FM + FM_SCALARS + 2
 H_ID = H_FD + FD_CONTACT + 2
 HEADER = H_ID + ID_ICONTACT + 2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _section(block, model_int, at, k):
     """Section k of ``block`` whose offsets start at model_int[at] (1-D view)."""
     return block[model_int[at + k]:model_int[at + k + 1]]
 
 
+@njit(cache=True, inline="always")
+def body_wrenches(q, body_int, body_float, wrench_body, wrench, external):
+    """The scripted wrenches on free bodies (a frame at the joint frame) as generalized forces into ``external``
+    (nv,), as ``stages.external_forces``: zeros, then per wrench i on body row b = wrench_body[i, 0] (R^T f, R^T m)
+    on the body's six (body-frame) velocities, R its world rotation at q (``body_placement``, Pinocchio's oMi
+    rotation to the bit), written when it is the only wrench on the body (wrench_body[i, 1] = 1), else added.
+    ``wrench`` (wrenches, 6): [f (N); m (N m)] in the world frame. Each entry is w0 R[0, c] + w1 R[1, c] +
+    w2 R[2, c] in that order (numpy's w @ R through BLAS may sum in another order: equal to round-off, and to the
+    bit when two of the three w_k are zero, as a push along one axis)."""
+    for a in range(external.shape[0]):
+        external[a] = 0.0
+    for i in range(wrench_body.shape[0]):
+        b = wrench_body[i, 0]
+        iv = body_int[b, BI_V]
+        R, _ = body_placement(q, body_int[b, BI_Q], body_float[b])
+        alone = wrench_body[i, 1] != 0
+        for row in range(2):
+            w0, w1, w2 = wrench[i, 3 * row], wrench[i, 3 * row + 1], wrench[i, 3 * row + 2]
+            for c in range(3):
+                value = w0 * R[c] + w1 * R[3 + c] + w2 * R[6 + c]
+                if alone:
+                    external[iv + 3 * row + c] = value
+                else:
+                    external[iv + 3 * row + c] += value
+
+
+@njit(cache=True, inline="always")
+def fused_views(model_int, model_float, data_float, data_int):
+    """The views of the packed blocks the step reads and writes (layout above), as one tuple, made once per call
+    (numba's reshape of a view costs ~17 ns: ``free_body_tamsi_advance`` makes them once for all its steps)."""
+    h = model_int
+    nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
+    slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
+    return (_section(model_int, h, H_IM, IM_BODY).reshape((nb, 3)),
+            _section(model_int, h, H_IM, IM_PAIR_INT).reshape((pairs, SH_INTS)),
+            _section(model_int, h, H_IM, IM_PAIR_IDS).reshape((4, pairs)),
+            _section(model_int, h, H_IM, IM_JOINT_COLUMNS),
+            _section(model_int, h, H_IM, IM_COLUMN_DOF),
+            _section(model_int, h, H_IM, IM_FREE_V),
+            _section(model_int, h, H_IM, IM_TREE_PTR),
+            _section(model_int, h, H_IM, IM_FINISH),
+            _section(model_int, h, H_IM, IM_WRENCH).reshape(((h[H_IM + IM_WRENCH + 1] - h[H_IM + IM_WRENCH]) // 2,
+                                                             2)),
+            _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS)),
+            _section(model_float, h, H_FM, FM_GRAVITY),
+            _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv)),
+            _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS)),
+            _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs)),
+            _section(model_float, h, H_FM, FM_THICKNESS),
+            _section(model_float, h, H_FM, FM_SCALARS),
+            _section(data_float, h, H_FD, FD_NLE),
+            _section(data_float, h, H_FD, FD_J).reshape((6, nv)),
+            _section(data_float, h, H_FD, FD_POSITION_ERROR),
+            _section(data_float, h, H_FD, FD_V_ENGINE),
+            _section(data_float, h, H_FD, FD_PLACEMENT).reshape((slots, 4, 4)),
+            _section(data_float, h, H_FD, FD_RAW).reshape((3, pairs, 3)),
+            _section(data_float, h, H_FD, FD_POINT).reshape((cap, 3)),
+            _section(data_float, h, H_FD, FD_NORMAL).reshape((cap, 3)),
+            _section(data_float, h, H_FD, FD_PHI),
+            _section(data_float, h, H_FD, FD_ROTATION).reshape((cap, 3, 3)),
+            _section(data_float, h, H_FD, FD_JACOBIAN).reshape((3 * cap, nv)),
+            _section(data_float, h, H_FD, FD_MATERIAL).reshape((4, cap)),
+            _section(data_float, h, H_FD, FD_REL).reshape((3, nv)),
+            _section(data_float, h, H_FD, FD_BIAS),
+            _section(data_int, h, H_ID, ID_PAIR_OUT),
+            _section(data_int, h, H_ID, ID_IDS).reshape((4, cap)),
+            _section(data_int, h, H_ID, ID_COLUMNS).reshape((cap, width)),
+            tamsi_kernels.fixed_views(_section(data_float, h, H_FD, FD_FIXED), _section(data_int, h, H_ID, ID_IFIXED),
+                                      nv),
+            tamsi_kernels.contact_views(_section(data_float, h, H_FD, FD_CONTACT),
+                                        _section(data_int, h, H_ID, ID_ICONTACT)))
+
+
+@njit(cache=True, inline="always")
+def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_values, wrench, outputs, impulse,
+                     q_next, v_out):
+    """``free_body_tamsi_step`` on the views of ``fused_views`` (``has_penetration``: the header's
+    H_PENETRATION != 0)."""
+    (body_int, pair_int, pair_ids, joint_columns, column_dof, free_v, tree_ptr, finish_index, wrench_body, body_float,
+     gravity, M, pair_float, pair_material, thickness, scalars, nle, J, position_error, v_engine, placement, raw, point,
+     normal, phi, rotation, jacobian, material, rel, bias, pair_out, ids, columns, tamsi_fixed,
+     tamsi_contact) = views
+    params, work_nv, A, BJ, history, piv, unsat = tamsi_fixed
+    work_c, cwork, pi_frozen, delta0, contact_modes = tamsi_contact
+    margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
+    free_body_kinematics(q0, body_int, body_float, placement, J)
+    free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
+    r, n = sphere_halfspace_contacts(placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
+                                     pair_material, J, joint_columns, column_dof, ids, point, normal, phi, rotation,
+                                     jacobian, material, rel, columns)
+    if wrench_body.shape[0] > 0:
+        body_wrenches(q0, body_int, body_float, wrench_body, wrench, rows[step_kernels.EXTERNAL])
+    step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
+    # newton_step_packed on the views made once (fused_views)
+    status, iterations, err, count, info = newton_solve(
+        M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
+        (rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
+         rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT]),
+        (jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n]),
+        (params[P_STICTION], params[P_TOLERANCE], params[P_THETA_MAX], int(params[P_MAX_ITERATIONS]),
+         params[P_USE_TALS] != 0.0, params[P_SMOOTH] != 0.0, params[P_TWO_WAY] != 0.0),
+        (work_nv[0], work_nv[1], work_nv[2], work_nv[3], work_nv[4], work_nv[5], unsat[0], unsat[1], A, piv, BJ,
+         work_nv[6], work_nv[7]),
+        (work_c[0], work_c[1], work_c[2], cwork, pi_frozen, contact_modes[0], contact_modes[1], history, delta0),
+        (v_engine, impulse[:n], outputs[1], outputs[2]))
+    code = -1
+    if status == tamsi_kernels.CONVERGED:
+        integrate_rotations(q0, v_engine, dt, body_int, q_next)
+        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
+                                       finish_index, finish_values)
+    deep = False
+    if has_penetration and n > 0:
+        deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, fraction, thickness[:0]) >= 0
+    return status, iterations, err, count, info, n, r, code, deep
+
+
 @njit(cache=True)
 def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_int, rows, modes, finish_values,
-                         outputs, impulse, q_next, v_out):
+                         wrench, outputs, impulse, q_next, v_out):
     """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); the packed constants
     ``model_int``, ``model_float`` and buffers ``data_float``, ``data_int`` (FreeBodyTamsiStep, layout above); the
     Simulator's data: ``rows`` (step_kernels.N_ROWS, nv) (its EXTERNAL row holds the scripted wrenches; EFFORT,
-    V_TARGET, EFFORT_LIMIT the commands), ``modes`` (2, nv), ``finish_values`` (finish_step's). Outputs: ``outputs``
+    V_TARGET, EFFORT_LIMIT the commands), ``modes`` (2, nv), ``finish_values`` (finish_step's); ``wrench``
+    (wrenches, 6) the scene's scripted wrenches at the step's start (world frame [f N; m N m], ``body_wrenches``
+    writes the EXTERNAL row from them; (0, 6) when the Simulator wrote it, or there are none). Outputs: ``outputs``
     (3, nv) a ResultSlot's rows (its rows 1, 2: the generalized contact force and the actuation, N or N m),
     ``impulse`` (pairs, 3) (first n rows, N s), q_next (nq,), v_out (nv,) the new state (when the finish code is
     OK); TAMSI's velocity is the data_float section FD_V_ENGINE.
@@ -231,66 +356,51 @@ def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_in
     status as ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1);
     ``deep`` True when a contact is deeper than the penetration bound alone (``penetration_kernels``' pass without
     the last step's approach: ``PenetrationCheck.check`` then decides and says why; False: it would return '')."""
-    h = model_int
-    nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
-    slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
-    body_int = _section(model_int, h, H_IM, IM_BODY).reshape((nb, 3))
-    pair_int = _section(model_int, h, H_IM, IM_PAIR_INT).reshape((pairs, SH_INTS))
-    pair_ids = _section(model_int, h, H_IM, IM_PAIR_IDS).reshape((4, pairs))
-    joint_columns = _section(model_int, h, H_IM, IM_JOINT_COLUMNS)
-    column_dof = _section(model_int, h, H_IM, IM_COLUMN_DOF)
-    free_v = _section(model_int, h, H_IM, IM_FREE_V)
-    tree_ptr = _section(model_int, h, H_IM, IM_TREE_PTR)
-    finish_index = _section(model_int, h, H_IM, IM_FINISH)
-    body_float = _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS))
-    gravity = _section(model_float, h, H_FM, FM_GRAVITY)
-    M = _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv))
-    pair_float = _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS))
-    pair_material = _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs))
-    scalars = _section(model_float, h, H_FM, FM_SCALARS)
-    margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
-    nle = _section(data_float, h, H_FD, FD_NLE)
-    J = _section(data_float, h, H_FD, FD_J).reshape((6, nv))
-    position_error = _section(data_float, h, H_FD, FD_POSITION_ERROR)
-    v_engine = _section(data_float, h, H_FD, FD_V_ENGINE)
-    placement = _section(data_float, h, H_FD, FD_PLACEMENT).reshape((slots, 4, 4))
-    raw = _section(data_float, h, H_FD, FD_RAW).reshape((3, pairs, 3))
-    point = _section(data_float, h, H_FD, FD_POINT).reshape((cap, 3))
-    normal = _section(data_float, h, H_FD, FD_NORMAL).reshape((cap, 3))
-    phi = _section(data_float, h, H_FD, FD_PHI)
-    rotation = _section(data_float, h, H_FD, FD_ROTATION).reshape((cap, 3, 3))
-    jacobian = _section(data_float, h, H_FD, FD_JACOBIAN).reshape((3 * cap, nv))
-    material = _section(data_float, h, H_FD, FD_MATERIAL).reshape((4, cap))
-    rel = _section(data_float, h, H_FD, FD_REL).reshape((3, nv))
-    bias = _section(data_float, h, H_FD, FD_BIAS)
-    pair_out = _section(data_int, h, H_ID, ID_PAIR_OUT)
-    ids = _section(data_int, h, H_ID, ID_IDS).reshape((4, cap))
-    columns = _section(data_int, h, H_ID, ID_COLUMNS).reshape((cap, width))
-    fixed, contact = _section(data_float, h, H_FD, FD_FIXED), _section(data_float, h, H_FD, FD_CONTACT)
-    ifixed, icontact = _section(data_int, h, H_ID, ID_IFIXED), _section(data_int, h, H_ID, ID_ICONTACT)
+    return fused_step_views(q0, v0, dt, model_int[H_PENETRATION] != 0,
+                            fused_views(model_int, model_float, data_float, data_int), rows, modes, finish_values,
+                            wrench, outputs, impulse, q_next, v_out)
 
-    free_body_kinematics(q0, body_int, body_float, placement, J)
-    free_body_bias_force(q0, v0, body_int, body_float, gravity, nle)
-    r, n = sphere_halfspace_contacts(placement, pair_int, pair_float, margin, pair_out, raw, pair_ids,
-                                     pair_material, J, joint_columns, column_dof, ids, point, normal, phi, rotation,
-                                     jacobian, material, rel, columns)
-    step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
-    status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
-        M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
-        rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
-        rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET], rows[step_kernels.EFFORT_LIMIT],
-        jacobian[:3 * n], bias[:3 * n], phi[:n], material[0, :n], material[1, :n], material[2, :n],
-        fixed, ifixed, contact, icontact, v_engine, impulse[:n], outputs[1], outputs[2])
-    code = -1
-    if status == tamsi_kernels.CONVERGED:
-        integrate_rotations(q0, v_engine, dt, body_int, q_next)
-        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
-                                       finish_index, finish_values)
-    deep = False
-    if h[H_PENETRATION] != 0 and n > 0:
-        thickness = _section(model_float, h, H_FM, FM_THICKNESS)
-        deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, fraction, thickness[:0]) >= 0
-    return status, iterations, err, count, info, n, r, code, deep
+
+@njit(cache=True)
+def free_body_tamsi_advance(q0, v0, dt, n_steps, model_int, model_float, data_float, data_int, rows, modes,
+                            finish_values, wrenches, outputs_a, impulse_a, outputs_b, impulse_b, q_state, v_state,
+                            q_out, v_out):
+    """Up to ``n_steps`` steps of ``free_body_tamsi_step`` from (q0, v0) in one call, each from the state the
+    previous one made, stopping BEFORE a step that is not a clean success (TAMSI not converged, a non-OK finish
+    code, or a contact beyond the penetration bound alone): that step is left to ``Simulator.step``, which runs it
+    again from the same state (the same numbers) and handles it (the divergence and penetration checks, the staged
+    step's sub-steps). Step j writes its outputs into the slot (``outputs_a``, ``impulse_a``) when j is even, else
+    into (``outputs_b``, ``impulse_b``) (the Simulator alternates its two ResultSlots); the states between steps
+    go to ``q_state`` (2, nq), ``v_state`` (2, nv) in turn; the last committed state is copied into q_out (nq,),
+    v_out (nv,) (untouched when none is). The commands in ``rows`` and ``modes`` are the same for every step;
+    ``wrenches`` (n_steps, wrenches, 6) the scripted wrenches at each step's start (``free_body_tamsi_step``'s
+    ``wrench`` per step; (n_steps, 0, 6): none, ``rows``' EXTERNAL row is the same for every step).
+
+    Returns (m, iterations, err, count, n, r): m the committed steps (m < n_steps: step m was not clean), and
+    the last committed step's iterations, err, history count, contacts and raw contacts (m = 0: those of the
+    attempted step, not to be used)."""
+    views = fused_views(model_int, model_float, data_float, data_int)
+    has_penetration = model_int[H_PENETRATION] != 0
+    q, v = q0, v0
+    m = 0
+    iterations, err, count, n, r = 0, 0.0, 0, 0, 0
+    for j in range(n_steps):
+        outputs, impulse = (outputs_a, impulse_a) if j % 2 == 0 else (outputs_b, impulse_b)
+        q_next, v_next = q_state[j % 2], v_state[j % 2]
+        status, it, e, c, info, nj, rj, code, deep = fused_step_views(
+            q, v, dt, has_penetration, views, rows, modes, finish_values, wrenches[j], outputs, impulse, q_next,
+            v_next)
+        if code != step_kernels.OK or deep:       # code is -1 when TAMSI did not converge
+            break
+        q, v = q_next, v_next
+        m += 1
+        iterations, err, count, n, r = it, e, c, nj, rj
+    if m > 0:
+        for a in range(q.shape[0]):
+            q_out[a] = q[a]
+        for a in range(v.shape[0]):
+            v_out[a] = v[a]
+    return m, iterations, err, count, n, r
 
 
 class FreeBodies:
@@ -380,7 +490,7 @@ def _pack(arrays, dtype, start: int = 0) -> tuple[np.ndarray, list, list]:
 
 
 class FreeBodyTamsiStep:
-    """The Simulator's fused step for a qualifying scene (module docstring): plain data, the arguments of
+    """The Simulator's fused step for a qualifying scene (module docstring): mostly data, the arguments of
     ``free_body_tamsi_step`` besides the state and the Simulator's data, packed ONCE from the Simulator's model,
     data and parts (as the stages of sim/stages.py take them) into four 1-D blocks (layout: the H_*, IM_*, FM_*,
     FD_*, ID_* constants above). The contact query's all-analytic buffers and TAMSI's kernel scratch are moved into
@@ -389,7 +499,10 @@ class FreeBodyTamsiStep:
 
     ``model_int`` (int64), ``model_float``: the constants; ``data_float``, ``data_int`` (int64): the buffers;
     ``mass_matrix`` (nv, nv) the constant M (a view of model_float); ``v_engine`` (nv,) TAMSI's velocity of the
-    last call (a view of data_float); ``pairs``: the query's pairs (every pair gives at most one contact)."""
+    last call (a view of data_float); ``pairs``: the query's pairs (every pair gives at most one contact);
+    ``wrenches_in_kernel``: the scene's scripted wrenches are applied in the call (``wrench_at`` /
+    ``wrench_steps`` evaluate them: (wrenches, 6), (steps, wrenches, 6)); ``q_state``, ``v_state`` (2, nq), (2, nv):
+    the states between the steps of one ``free_body_tamsi_advance`` call."""
 
     @staticmethod
     def qualifies(model, parts) -> bool:
@@ -414,9 +527,21 @@ class FreeBodyTamsiStep:
         (placement, an_int, an_float, margin, _, _, pair_ids, pair_material), \
             (joint_columns, column_dof, *_), _ = cq.analytic_step_arguments()
         capacity, width = buffers["columns"].shape
+        # the scripted wrenches: applied in the call (body_wrenches) when every one acts on a free body at its joint
+        # frame (stages.external_forces' case without a Jacobian), else the Simulator writes data.external
+        forces, targets = parts.external_forces, model.wrench_targets
+        self.wrenches_in_kernel = bool(forces) and all(t >= 0 and f.wrench is not None
+                                                       for f, t in zip(forces, targets))
+        self.external_forces = forces if self.wrenches_in_kernel else ()
+        row_of_v = {int(iv): b for b, iv in enumerate(bodies.body_int[:, BI_V])}
+        wrench_body = np.array([[row_of_v[t], view is not None] for t, view in zip(targets, data.wrench_views)]
+                               if self.wrenches_in_kernel else np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
+        # the wrenches' values [f N; m N m] (world frame) of one step, of the steps of one advance call
+        self.wrench = np.zeros((len(wrench_body), 6))
+        self._wrench_steps = np.zeros((0, len(wrench_body), 6))
         self.model_int, offsets_int, _ = _pack(
             (bodies.body_int, an_int, pair_ids, joint_columns, column_dof, model.free_v_index, model.tree_ptr,
-             model.finish_index), np.int64, HEADER)
+             model.finish_index, wrench_body), np.int64, HEADER)
         penetration = parts.penetration
         self.model_float, offsets_float, (_, _, self.mass_matrix, *_) = _pack(
             (bodies.body_float, bodies.gravity, bodies.mass_matrix, an_float, pair_material,
@@ -428,6 +553,8 @@ class FreeBodyTamsiStep:
             (np.zeros(nv), np.zeros((6, nv)), np.zeros(nv), np.zeros(nv), *(buffers[k] for k in names_float),
              fixed, contact), float)
         self.v_engine = views[FD_V_ENGINE]
+        # the states between the steps of one ``free_body_tamsi_advance`` call, in turn (m, rad, m/s, rad/s)
+        self.q_state, self.v_state = np.zeros((2, model.nq)), np.zeros((2, nv))
         names_int = ("pair_out", "ids", "columns")
         self.data_int, offsets_data_int, views_int = _pack(
             (*(buffers[k] for k in names_int), ifixed, icontact), np.int64)
@@ -439,6 +566,30 @@ class FreeBodyTamsiStep:
         header[H_FM:H_FD] = offsets_float
         header[H_FD:H_ID] = offsets_data
         header[H_ID:HEADER] = offsets_data_int
+        self._no_wrench_steps = np.zeros((0, 0, 6))
         cq.use_analytic_buffers({**dict(zip(names_float, views[4:4 + len(names_float)])),
                                  **dict(zip(names_int, views_int[:len(names_int)]))})
         engine.use_kernel_scratch(views[-2], views_int[-2], views[-1], views_int[-1])
+
+    def wrench_at(self, t: float) -> np.ndarray:
+        """``wrench`` (wrenches, 6) filled with the scripted wrenches at sim time t (s) (``wrenches_in_kernel``)."""
+        for i, f in enumerate(self.external_forces):
+            self.wrench[i] = f.wrench(t)
+        return self.wrench
+
+    def wrench_steps(self, t: float, dt: float, n: int) -> np.ndarray:
+        """(n, wrenches, 6): the scripted wrenches at the starts of n steps from sim time t, the times summed up as n
+        steps add dt (s) to the sim time; (n, 0, 6) without in-call wrenches."""
+        k = len(self.external_forces)
+        if k == 0:
+            if self._no_wrench_steps.shape[0] < n:
+                self._no_wrench_steps = np.zeros((n, 0, 6))
+            return self._no_wrench_steps[:n]
+        if self._wrench_steps.shape[0] < n:
+            self._wrench_steps = np.zeros((n, k, 6))
+        steps = self._wrench_steps[:n]
+        for j in range(n):
+            for i, f in enumerate(self.external_forces):
+                steps[j, i] = f.wrench(t)
+            t += dt
+        return steps

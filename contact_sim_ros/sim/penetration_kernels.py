@@ -8,7 +8,7 @@ import math
 from ..jit import njit
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def deepest_excess(signed_distance, geometry_a, geometry_b, thickness, fraction, allowance):
     """The contact whose penetration -signed_distance[i] exceeds its bound, ``fraction`` times the smaller thickness
     of its geometries plus ``allowance[i]`` (m; an empty array: none), by the largest ratio, or -1 when none does.

@@ -29,7 +29,7 @@ from .default_gains import default_feed_forward, default_gains, drive_plan, warn
 from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
-from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_step
+from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_advance, free_body_tamsi_step
 from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
@@ -69,6 +69,10 @@ class StepReport:
 
 class Simulator:
     """Steps one scene with one engine at a fixed time step (s)."""
+
+    # the most steps ``advance`` runs in one compiled call (a longer advance makes several: its scripted wrenches'
+    # values are evaluated per call, into a buffer of that many steps)
+    ADVANCE_CHUNK = 1024
 
     def __init__(self, scene, engine: str = "semi_implicit", time_step: float = 1e-3, engine_options=None,
                  max_substep_levels: int = 4, joint_stiction_tolerance: float = 1e-3, divergence_limits=None,
@@ -550,25 +554,92 @@ class Simulator:
             raise SolverError(report.message)
         return report
 
+    def advance(self, n_steps: int, strict: bool = False) -> StepReport:
+        """``n_steps`` calls of ``step(strict)`` (a control period between two controller updates): the same
+        states, sim time, step count, last result, contacts and reports, bit for bit. A scene of the fused
+        free-body step (sim/free_body_step.py; its scripted wrenches, if any, on free bodies at their joint frames,
+        evaluated at each step's start before the call) runs them in ONE compiled call
+        (``free_body_tamsi_advance``) up to a step that is not a clean success, which ``step`` then runs from its
+        start as it would (the staged step's sub-steps on a failure), and the call goes on after it; every other
+        scene loops over ``step``. Returns the report of the first step that failed (not ok), else of the last
+        step; ``strict``: SolverError at a failed step (as ``step(strict=True)``, the steps after it not run)."""
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ConfigError(f"advance: n_steps must be a positive number of steps, got {n_steps!r}")
+        failed = report = None
+        left = int(n_steps)
+        while left > 0:
+            if left > 1 and self._fused is not None and (self._fused.wrenches_in_kernel
+                                                         or not self.sim_model.has_external_forces):
+                chunk = min(left, self.ADVANCE_CHUNK)
+                done, report = self._fused_advance(chunk)
+                left -= done
+                if done == chunk:
+                    continue
+            report = self.step(strict)            # a step the compiled call stopped before (or any scene's)
+            left -= 1
+            if failed is None and not report.ok:
+                failed = report
+        return failed if failed is not None else report
+
+    def _fused_advance(self, n_steps: int) -> tuple[int, StepReport | None]:
+        """Up to ``n_steps`` fused steps in one compiled call (``advance``): (steps committed, the last one's
+        report or None). The Simulator is left as those steps of ``_fused_step`` leave it."""
+        t, dt = self._t, self.sim_model.time_step
+        slots = self.data.slots
+        first, other = (slots[1], slots[0]) if self.last_result is slots[0].result else (slots[0], slots[1])
+        fused, d = self._fused, self.data
+        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
+        wrenches = fused.wrench_steps(t, dt, n_steps)     # the scripted wrenches at each step's start
+        start = time.perf_counter()
+        m, iterations, err, count, n, r = free_body_tamsi_advance(
+            self._q, self._v, dt, n_steps, fused.model_int, fused.model_float, fused.data_float, fused.data_int,
+            d.rows, d.modes, d.finish_values, wrenches, first.outputs, first.rows(fused.pairs)[0], other.outputs,
+            other.rows(fused.pairs)[0], fused.q_state, fused.v_state, q, v)
+        elapsed = time.perf_counter() - start
+        if m == 0:
+            return 0, None
+        slot = first if m % 2 == 1 else other
+        self.engine.history_count = count                 # its iteration_history: the last step's updates
+        stats = self.contact_query.stats
+        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
+        self.contacts = self.contact_query.contact_set(n)
+        result = self.last_result = slot.result
+        result.v_next, result.contact_impulse, result.friction_normal_impulse = v, slot.rows(n)[0], None
+        stats = result.stats
+        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
+            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed / m, "")
+        self._last_dt = dt
+        self.actuation_force = slot.actuation_force
+        for _ in range(m):                                # the sim time as m steps add it up
+            t += dt
+        self._q, self._v, self._t = q, v, t
+        self.step_count += m
+        self._stale = ALL_STALE
+        return m, StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
+
     def _fused_step(self) -> StepReport | None:
         """The step of a scene of free bodies on sphere-halfspace pairs with TAMSI in one compiled call
         (sim/free_body_step.py): the same step as ``_advance`` to round-off. None when it did not succeed (not
         converged, non-finite, diverged): ``step`` then runs the staged step, which fails the same way and
         retries with sub-steps."""
         t, dt = self._t, self.sim_model.time_step
+        fused, d = self._fused, self.data
+        wrench = fused.wrench                                     # (0, 6) without in-call wrenches
         if self.sim_model.has_external_forces:
-            if self._stale == ALL_STALE:
-                self._update_kinematics()                         # the bodies' rotations
-            self._external_forces(t)                              # into data.external, a row of data.rows
+            if fused.wrenches_in_kernel:
+                fused.wrench_at(t)                                # the call writes data.external from them
+            else:
+                if self._stale == ALL_STALE:
+                    self._update_kinematics()                     # the bodies' rotations
+                self._external_forces(t)                          # into data.external, a row of data.rows
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
-        fused, d = self._fused, self.data
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
         status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(
             self._q, self._v, dt, fused.model_int, fused.model_float, fused.data_float, fused.data_int, d.rows,
-            d.modes, d.finish_values, slot.outputs, slot.rows(fused.pairs)[0], q, v)
+            d.modes, d.finish_values, wrench, slot.outputs, slot.rows(fused.pairs)[0], q, v)
         elapsed = time.perf_counter() - start
         self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
@@ -751,8 +822,8 @@ class Simulator:
     def run(self, duration: float, strict: bool = True) -> None:
         """Step until sim time has advanced by ``duration`` seconds."""
         n = int(round(duration / self.time_step))
-        for _ in range(n):
-            self.step(strict=strict)
+        if n > 0:
+            self.advance(n, strict=strict)        # n calls of step(strict), one compiled call where it can
 
     def _frame_id(self, name: str) -> int:
         pm = self._pm

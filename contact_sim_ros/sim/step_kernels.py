@@ -61,7 +61,7 @@ NON_FINITE = 1
 DIVERGED = 2        # a divergence bound may be exceeded: DivergenceCheck.check says which (or that none is)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def prepare_step(M, v, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr):
     """In place: M symmetric and the rows TAU, KP_OUT, KD_OUT, ERROR_OUT, DAMPING_OUT of ``rows`` (see the module
     docstring) from its rows KP, KD, VISCOUS_DAMPING, JOINT_FRICTION, EXTERNAL and the ``modes``.
@@ -118,7 +118,7 @@ def finish_arrays(free_q, free_v, divergence, limit_q, limit_v, lower, upper):
     return index, values
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def finish_step(q0, q, v, v_out, dt, integration, M, index, values):
     """The post-step pass of the module docstring, in place on q (the integrated configuration) and v_out (filled
     from the engine's v). ``integration``: FROZEN_FRAME (q = pin.integrate(q0, dt v): apply the free-body update),

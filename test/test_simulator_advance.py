@@ -1,0 +1,143 @@
+"""``Simulator.advance(n)`` (issue 45 item 3, a control period in one call): n steps that are n calls of ``step()``
+bit for bit - the states, sim time, step count, last result, contacts, the engine's iteration history and the
+reports - whether the fused free-body scenes run them in one compiled call (free_body_step.free_body_tamsi_advance)
+or a step in the middle falls back to the staged step's sub-steps, fails, or the scene loops over ``step``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim_ros.errors import ConfigError, SolverError
+from contact_sim_ros.sim.simulator import Simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+SPHERE = ROOT / "scenes" / "icf_falling_sphere.yaml"          # the peers' rolling sphere: falls, bounces, rolls
+BOX = ROOT / "benchmarks" / "peers" / "scenes" / "box_stick_slip.yaml"   # 8 corner spheres, a scripted push
+PERIODS = (1, 7, 2, 50, 3, 120, 1, 17)          # steps per advance call: odd and even (the result slots alternate)
+
+
+def _ball_scene(**ball):
+    return {"objects": [{"name": "ball", "shape": {"sphere": 0.05}, "mass": 1.0, "pose": {"xyz": [0, 0, 0.2]},
+                         **ball}],
+            "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+def _observed(sim: Simulator, report) -> tuple:
+    """What a caller sees after a step, as bytes and values (bit-for-bit comparable)."""
+    result, contacts = sim.last_result, sim.contacts
+    return (sim.q.tobytes(), sim.v.tobytes(), sim.t, sim.step_count, sim.actuation_force.tobytes(),
+            None if result is None else (result.v_next.tobytes(), result.contact_impulse.tobytes(),
+                                         result.generalized_contact_force.tobytes(), result.stats.status,
+                                         result.stats.iterations, result.stats.residual),
+            None if contacts is None else (contacts.size, contacts.signed_distance.tobytes(), contacts.point.tobytes(),
+                                           contacts.jacobian.tobytes()),
+            tuple(sim.engine.iteration_history) if sim.engine.name == "tamsi" else None,
+            (report.t, report.ok, report.status, report.substeps, report.iterations, report.message))
+
+
+class _CountedSteps:
+    """Counts the ``step`` calls of a Simulator (advance calls ``step`` only for the steps its compiled call
+    stopped before, or for every step of a scene without one)."""
+
+    def __init__(self, sim: Simulator):
+        self.calls, self._step = 0, sim.step
+        sim.step = self
+
+    def __call__(self, strict: bool = False):
+        self.calls += 1
+        return self._step(strict)
+
+
+def _compare(make, periods=PERIODS) -> tuple[Simulator, _CountedSteps]:
+    """Two Simulators from ``make()``: one steps with ``step()``, the other with ``advance(k)`` per period k; after
+    every period both are the same bit for bit. Returns the advancing one and its step counter."""
+    stepped, advanced = make(), make()
+    counter = _CountedSteps(advanced)
+    for k in periods:
+        for _ in range(k):
+            report = stepped.step()
+        assert _observed(advanced, advanced.advance(k)) == _observed(stepped, report), f"period of {k} steps"
+    return advanced, counter
+
+
+# a ball pushed and twisted by two scripted wrenches at once (they add up on its six velocities)
+PUSHED_BALL = {**_ball_scene(velocity=[0.3, 0, 0, 0, 0, 0]), "inputs": {"external_forces": [
+    {"body": "ball", "force": ["3*sin(20*t)", 1.5, "-2 + t"], "torque": [0.01, "0.02*cos(30*t)", 0.003]},
+    {"body": "ball", "force": [0.4, "2*cos(10*t)", 0], "torque": ["0.01*t", 0, -0.002]}]}}
+
+
+@pytest.mark.parametrize("scene, dt", [(SPHERE, 2e-3), (BOX, 1e-3), (PUSHED_BALL, 1e-3)],
+                         ids=["sphere", "box", "pushed-ball"])
+def test_advance_equals_n_steps_bit_for_bit(scene, dt):
+    advanced, counter = _compare(lambda: Simulator(scene, engine="tamsi", time_step=dt))
+    assert advanced._fused is not None and advanced.contacts.size > 0
+    # one compiled call per period (the scripted wrenches evaluated before it): step() only for 1-step periods
+    assert counter.calls == PERIODS.count(1)
+
+
+def test_an_advance_longer_than_a_chunk_makes_several_compiled_calls():
+    def make():
+        sim = Simulator(BOX, engine="tamsi", time_step=1e-3)
+        sim.ADVANCE_CHUNK = 4                         # 10 steps: calls of 4, 4, 2; 9 steps: 4, 4, then step()
+        return sim
+    advanced, counter = _compare(make, periods=(10, 9, 2))
+    assert counter.calls == 1
+
+
+def test_a_step_the_compiled_call_cannot_solve_falls_back_to_the_staged_sub_steps_as_step_does():
+    """TAMSI limited to 3 Newton iterations: the ball's touch-down steps do not converge in the compiled call; it
+    stops before each, ``step`` runs it from its start with the staged step's sub-steps, and the call goes on."""
+    def make():
+        return Simulator(_ball_scene(velocity=[0.5, 0, -1.0, 0, 0, 3.0]), engine="tamsi", time_step=2e-3,
+                         engine_options={"max_iterations": 3})
+    advanced, counter = _compare(make, periods=(40, 40, 40))
+    stepped = make()
+    reports = [stepped.step() for _ in range(120)]
+    sub_stepped = sum(r.ok and r.substeps > 1 for r in reports)
+    assert sub_stepped > 0 and all(r.ok for r in reports)
+    # every fall-back step ran through step(), the others in the compiled calls
+    assert sub_stepped <= counter.calls < 120
+
+
+def test_failed_steps_keep_the_state_as_n_failed_steps_do():
+    """A ball beyond the divergence bound: every step fails (state kept, sim time unchanged); advance returns the
+    failed report, and with strict raises at the first one."""
+    def make():
+        sim = Simulator(_ball_scene(), engine="tamsi", time_step=1e-3, max_substep_levels=1)
+        v = sim.v.copy()
+        v[0] = 6500.0
+        sim.set_state(sim.q, v)
+        return sim
+    advanced, counter = _compare(make, periods=(3, 2))
+    assert advanced.step_count == 0 and advanced.t == 0.0 and counter.calls == 5
+    report = advanced.advance(4)
+    assert not report.ok and "diverged: free body 'ball'" in report.message
+    with pytest.raises(SolverError, match="state kept"):
+        advanced.advance(3, strict=True)
+    assert counter.calls == 4 + 5 + 1
+
+
+def test_a_contact_beyond_the_penetration_bound_is_left_to_step():
+    """A ball sunk deeper than it is thick: the compiled call stops before each step (its penetration pass flags
+    it), ``step`` fails it with the bound's message, as n steps do."""
+    sunk = {**_ball_scene(), "objects": [{**_ball_scene()["objects"][0], "pose": {"xyz": [0, 0, -0.06]}}]}
+    advanced, counter = _compare(lambda: Simulator(sunk, engine="tamsi", time_step=1e-3), periods=(3, 2))
+    assert counter.calls == 5 and advanced.step_count == 0
+    assert advanced.advance(2).message.startswith("deep interpenetration: 'ball' and 'ground' overlap by 11 cm")
+
+
+def test_scenes_without_the_fused_step_loop_over_step():
+    make = lambda: Simulator(SPHERE, engine="lagged", time_step=2e-3)     # noqa: E731
+    advanced, counter = _compare(make, periods=(5, 20))
+    assert advanced._fused is None and counter.calls == 25
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "4"])
+def test_advance_refuses_a_step_count_that_is_not_a_positive_integer(bad):
+    sim = Simulator(SPHERE, engine="tamsi", time_step=2e-3)
+    with pytest.raises(ConfigError, match="advance: n_steps must be a positive number of steps"):
+        sim.advance(bad)
+    assert sim.step_count == 0
