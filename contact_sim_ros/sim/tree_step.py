@@ -34,6 +34,11 @@ int64 ``table`` of (address, dims) rows (the T_* constants), viewed inside with 
 unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeTamsiStep`` holds a reference to every one of them, so
 the addresses stay valid while it lives; a staged step that grows the query's buffers or the engine's scratch
 makes the Simulator build the table again (``TreeTamsiStep.current``).
+
+numba's on-disk cache keys ``tree_tamsi_step`` by this file alone: after an edit of a callee's file
+(engines/tamsi_kernels.py, geometry/contact_kernels.py, pair_bound_kernels.py, sim/step_kernels.py,
+penetration_kernels.py) clear ``NUMBA_CACHE_DIR/contact_sim_ros/sim/tree_step.*``, else the cached call runs the
+callee's old code on the new buffers (as for sim/free_body_step.py).
 """
 
 from __future__ import annotations
