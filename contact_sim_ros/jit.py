@@ -29,6 +29,12 @@ If that folder cannot be written, numba's own locations are used (``__pycache__`
 
 This module is the bottom layer: the kernel modules import only it (and numpy, math). Filling the cache and
 asking what it holds (the warm-up, which steps a Simulator) is ``contact_sim_ros.kernel_cache``, at the top.
+
+It also gives kernels what they need to call C functions of the package's compiled modules by address (the fused
+tree step, sim/tree_step.py): ``c_call3`` ... ``c_call9`` (call the C function at an int64 address with integer
+and float arguments, an int64 result), ``float_pointer`` / ``int_pointer`` (an int64 address as a float64 /
+int64 pointer) and ``carray`` (numba's: an array view of a pointer). The address is a runtime argument, so the
+kernels stay cache-able (a ctypes function object baked in as a global would not).
 """
 
 from __future__ import annotations
@@ -40,8 +46,11 @@ import re
 import sys
 from pathlib import Path
 
+from numba import carray  # noqa: F401  (re-exported for the kernels: an array view of a pointer)
 from numba import njit as _numba_njit
 from numba.core import caching as _caching
+from numba.core import types as _types
+from numba.extending import intrinsic as _intrinsic
 
 PACKAGE = "contact_sim_ros"
 
@@ -225,6 +234,71 @@ def njit(*args, **kwargs):
         return register(_numba_njit(args[0]))
     decorator = _numba_njit(*args, **kwargs)
     return lambda func: register(decorator(func))
+
+
+# ----------------------------------------------------------------------------- C functions called by address
+
+def _c_call_typing(fn, argtys):
+    """int64(fn, *argtys) for an integer address and integer (pointers: ``arr.ctypes.data``) or float arguments."""
+    if not isinstance(fn, _types.Integer) or not all(isinstance(t, (_types.Integer, _types.Float)) for t in argtys):
+        return None
+    return _types.int64(fn, *argtys)
+
+
+def _c_call_codegen(context, builder, signature, args):
+    """Call the C function at address args[0] as int64 f(int64 or double, ...): the address cast to numba's
+    external-function-pointer type of that C signature (x86-64 passes integers and pointers alike)."""
+    argtys = tuple(_types.float64 if isinstance(t, _types.Float) else _types.int64 for t in signature.args[1:])
+    pointer_type = _types.ExternalFunctionPointer(_types.int64(*argtys), get_pointer=None)
+    address = context.cast(builder, args[0], signature.args[0], _types.int64)
+    function = builder.inttoptr(address, context.get_value_type(pointer_type))
+    values = [context.cast(builder, a, t, want) for a, t, want in zip(args[1:], signature.args[1:], argtys)]
+    return builder.call(function, values)
+
+
+@_intrinsic
+def c_call3(typingctx, fn, a0, a1, a2):
+    """``fn(a0, a1, a2)``: the C function at address ``fn`` (int64 result)."""
+    return _c_call_typing(fn, (a0, a1, a2)), _c_call_codegen
+
+
+@_intrinsic
+def c_call5(typingctx, fn, a0, a1, a2, a3, a4):
+    """``fn(a0, ..., a4)``: the C function at address ``fn`` (int64 result)."""
+    return _c_call_typing(fn, (a0, a1, a2, a3, a4)), _c_call_codegen
+
+
+@_intrinsic
+def c_call6(typingctx, fn, a0, a1, a2, a3, a4, a5):
+    """``fn(a0, ..., a5)``: the C function at address ``fn`` (int64 result)."""
+    return _c_call_typing(fn, (a0, a1, a2, a3, a4, a5)), _c_call_codegen
+
+
+@_intrinsic
+def c_call9(typingctx, fn, a0, a1, a2, a3, a4, a5, a6, a7, a8):
+    """``fn(a0, ..., a8)``: the C function at address ``fn`` (int64 result)."""
+    return _c_call_typing(fn, (a0, a1, a2, a3, a4, a5, a6, a7, a8)), _c_call_codegen
+
+
+def _pointer_codegen(context, builder, signature, args):
+    address = context.cast(builder, args[0], signature.args[0], _types.int64)
+    return builder.inttoptr(address, context.get_value_type(signature.return_type))
+
+
+@_intrinsic
+def float_pointer(typingctx, address):
+    """An int64 address as a float64 pointer (for ``carray``)."""
+    if not isinstance(address, _types.Integer):
+        return None
+    return _types.CPointer(_types.float64)(address), _pointer_codegen
+
+
+@_intrinsic
+def int_pointer(typingctx, address):
+    """An int64 address as an int64 pointer (for ``carray``)."""
+    if not isinstance(address, _types.Integer):
+        return None
+    return _types.CPointer(_types.int64)(address), _pointer_codegen
 
 
 if __name__ == "__main__":

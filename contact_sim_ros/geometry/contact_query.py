@@ -462,6 +462,58 @@ class ContactQuery:
                 (self._joint_columns, self._column_dof, self._ids, self._point, self._normal, self._phi,
                  self._rotation, self._jacobian, self._material, self._rel_scratch, self._columns), self._bias)
 
+    @property
+    def all_compiled(self) -> bool:
+        """True when every collision pair is one of the compiled analytic kinds (sphere-halfspace, sphere-sphere,
+        sphere-box, box-halfspace; numba kernel): ``update`` calls no coal test, and its contacts are what
+        ``compiled_pass_arguments``' kernels give in the order below."""
+        return bool(self.num_pairs) and self._kernels is not None and not self._coal_pairs
+
+    @property
+    def coal_pairs(self) -> np.ndarray:
+        """(C,) int64: the indices of the pairs coal tests (not a compiled analytic kind), ascending."""
+        return np.array(self._coal_pairs, dtype=np.int64)
+
+    def compiled_pass_arguments(self) -> dict:
+        """For a caller that runs the query's compiled pairs in its own compiled call (the fused tree step,
+        sim/tree_step.py), with the joint placements written into ``analytic_placements`` and its own joint
+        Jacobians: ``update``'s steps for the compiled pairs are ``contact_kernels.sphere_halfspace_raw``,
+        ``sphere_primitive_raw``, ``box_halfspace_contacts`` (rows of one-point contacts, then box patches), the
+        one-point rows in pair order, ``patch_contacts`` of the box patches after them, ``finish_contacts`` and a
+        zero velocity bias (no moving surface); with coal's pairs (``coal_pairs``) those are the whole query only
+        when none of them is within the margin (the caller tests that). Returns the query's constants and buffers
+        of those calls by name (the contact buffers are grown here to hold the most rows the compiled pairs can
+        give, ``max_rows``: an all-compiled query never reallocates them; one with coal's pairs may, in a step
+        with more contacts, and the caller then asks again); ConfigError without the compiled kernels."""
+        if self._kernels is None:
+            raise ConfigError("ContactQuery.compiled_pass_arguments: the query runs no compiled kernels "
+                              "(kernel='numpy')")
+        if not hasattr(self, "_bh_patch"):        # no compiled pair: _setup_analytic did not run
+            self._setup_analytic(self._gm, self.pairs, np.zeros(self.num_pairs, bool), np.zeros(self.num_pairs, bool),
+                                 np.zeros(self.num_pairs, bool))
+        rows = len(self._an_int) + len(self._sp_int) + 9 * len(self._bh_int)   # a box patch: <= 8 points + 1
+        if rows > self._capacity:
+            self._allocate(rows)
+        c = self._caster
+        b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement = self._bh_patch
+        return {"placement": self._an_joint_placement, "joint_slots": self._an_joints,
+                "an_int": self._an_int, "an_float": self._an_float, "sp_int": self._sp_int,
+                "sp_float": self._sp_float, "bh_int": self._bh_int, "bh_float": self._bh_float, "margin": self.margin,
+                "patch_tolerance": self.patch_tolerance, "deepest_tolerance": DEEPEST_POINT_TOLERANCE,
+                "pair_out": self._an_pair_out, "raw": self._an_raw, "b_pair": b_pair, "b_start": b_start,
+                "b_mid": b_mid, "b_normal": b_normal, "b_depth": b_depth, "b_wa": b_wa, "b_wb": b_wb,
+                "b_geometry": b_geometry, "b_placement": b_placement, "bh_slots": self._bh_slots,
+                "bh_work": self._bh_work, "bh_iwork": self._bh_iwork, "bh_min_gap": self._bh_min_gap,
+                "caster_type": c.type, "caster_half": c.half, "caster_radius": c.radius,
+                "caster_half_length": c.half_length, "caster_plane_normal": c.plane_normal,
+                "caster_plane_offset": c.plane_offset, "caster_face_start": c.face_start,
+                "caster_face_normal": c.face_normal, "caster_face_offset": c.face_offset,
+                "caster_tolerance": c.tolerance, "pair_ids": self._pair_ids, "pair_material": self._pair_material,
+                "joint_columns": self._joint_columns, "column_dof": self._column_dof, "ids": self._ids,
+                "point": self._point, "normal": self._normal, "phi": self._phi, "rotation": self._rotation,
+                "jacobian": self._jacobian, "material": self._material, "rel": self._rel_scratch,
+                "columns": self._columns, "bias": self._bias, "max_rows": rows}
+
     # the all-analytic path's buffers a caller may move into its own arrays (use_analytic_buffers): name -> attribute
     ANALYTIC_BUFFERS = {"placement": "_an_joint_placement", "pair_out": "_an_pair_out", "raw": "_an_raw",
                         "ids": "_ids", "point": "_point", "normal": "_normal", "phi": "_phi",

@@ -5,6 +5,9 @@
 // one call. The same Pinocchio functions and arithmetic, with the same arguments, in the same order as the Python
 // code they replace (the reference, used when this module is not built): bit-identical results. What it saves is
 // the Boost.Python argument conversions and the numpy arrays and Python objects that every pin.* call makes.
+// The same calls are also plain C functions on raw buffers (extern "C" below; c_functions() gives their addresses,
+// RigidBodyDynamics.handle() the object's), which compiled numba code calls without Python in between: the fused
+// tree step (sim/tree_step.py).
 //
 // Built by contact_sim_ros/native_build.py (g++ against the headers and libraries of the pinocchio wheel, at
 // set-up: python -m contact_sim_ros.jit). Units: SI (kg, m, rad, N, N*m, s).
@@ -22,6 +25,7 @@
 
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/algorithm/crba.hpp>
+#include <pinocchio/algorithm/frames.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
@@ -93,26 +97,43 @@ class RigidBodyDynamics {
   // pin.crba(model, data, q, pin.Convention.WORLD), pin.nonLinearEffects, pin.computeGeneralizedGravity and
   // pin.difference in that order.
   void dynamics(bp::object q, bp::object v, bp::object q_target, bp::object position_error, bool with_gravity) {
-    const ConstVector qm(buffer_of<double>(q, nq_, "q", false), nq_);
-    const ConstVector vm(buffer_of<double>(v, nv_, "v", false), nv_);
-    const ConstVector target(buffer_of<double>(q_target, nq_, "q_target", false), nq_);
-    Vector error(buffer_of<double>(position_error, nv_, "position_error"), nv_);
+    dynamics_raw(buffer_of<double>(q, nq_, "q", false), buffer_of<double>(v, nv_, "v", false),
+                 buffer_of<double>(q_target, nq_, "q_target", false), mass_matrix_.data(), nle_.data(),
+                 gravity_.data(), buffer_of<double>(position_error, nv_, "position_error"), with_gravity);
+  }
+
+  // dynamics() on raw buffers (q, q_target (nq,), v (nv,); outputs M (nv, nv) row-major, nle, gravity, error
+  // (nv,)): the C entry point tree_dynamics (a compiled caller's, sim/tree_step.py) and the method above.
+  void dynamics_raw(const double* q, const double* v, const double* q_target, double* mass_matrix, double* nle,
+                    double* gravity, double* position_error, bool with_gravity) {
+    const ConstVector qm(q, nq_);
+    const ConstVector vm(v, nv_);
+    const ConstVector target(q_target, nq_);
+    Vector error(position_error, nv_);
+    RowMajorMatrix M(mass_matrix, nv_, nv_);
+    Vector nle_out(nle, nv_), gravity_out(gravity, nv_);
     // as pin.crba (Pinocchio's binding crba_proxy): M zeroed first (crba adds a mimic joint's terms into its
     // leader's entries), then made symmetric
     data_.M.fill(0.0);
     pinocchio::crba(model_, data_, qm, pinocchio::Convention::WORLD);
     data_.M.triangularView<Eigen::StrictlyLower>() = data_.M.transpose().triangularView<Eigen::StrictlyLower>();
-    mass_matrix_ = data_.M;
-    nle_ = pinocchio::nonLinearEffects(model_, data_, qm, vm);
-    if (with_gravity) gravity_ = pinocchio::computeGeneralizedGravity(model_, data_, qm);
+    M = data_.M;
+    nle_out = pinocchio::nonLinearEffects(model_, data_, qm, vm);
+    if (with_gravity) gravity_out = pinocchio::computeGeneralizedGravity(model_, data_, qm);
     pinocchio::difference(model_, qm, target, error);
   }
 
   // q_next = integrate(q, dt * v) (pin.integrate(model, q, dt * v)) into `q_next` (nq,).
   void integrate(bp::object q, bp::object v, double dt, bp::object q_next) {
-    const ConstVector qm(buffer_of<double>(q, nq_, "q", false), nq_);
-    const ConstVector vm(buffer_of<double>(v, nv_, "v", false), nv_);
-    Vector out(buffer_of<double>(q_next, nq_, "q_next"), nq_);
+    integrate_raw(buffer_of<double>(q, nq_, "q", false), buffer_of<double>(v, nv_, "v", false), dt,
+                  buffer_of<double>(q_next, nq_, "q_next"));
+  }
+
+  // integrate() on raw buffers (q, q_next (nq,), v (nv,)): the C entry point tree_integrate and the method above.
+  void integrate_raw(const double* q, const double* v, double dt, double* q_next) {
+    const ConstVector qm(q, nq_);
+    const ConstVector vm(v, nv_);
+    Vector out(q_next, nq_);
     step_.noalias() = dt * vm;
     pinocchio::integrate(model_, qm, step_, out);
   }
@@ -120,11 +141,54 @@ class RigidBodyDynamics {
   // The kinematics a step reads: joint placements and velocities at (q, v) (pin.forwardKinematics) and the joint
   // Jacobians of those placements (pin.computeJointJacobians(model, data)).
   void kinematics(bp::object q, bp::object v) {
-    const ConstVector qm(buffer_of<double>(q, nq_, "q", false), nq_);
-    const ConstVector vm(buffer_of<double>(v, nv_, "v", false), nv_);
+    kinematics_raw(buffer_of<double>(q, nq_, "q", false), buffer_of<double>(v, nv_, "v", false));
+  }
+
+  // kinematics() on raw buffers (q (nq,), v (nv,)): the C entry point tree_kinematics and the method above.
+  void kinematics_raw(const double* q, const double* v) {
+    const ConstVector qm(q, nq_);
+    const ConstVector vm(v, nv_);
     pinocchio::forwardKinematics(model_, data_, qm, vm);
     pinocchio::computeJointJacobians(model_, data_);
   }
+
+  // What a compiled caller reads of the kinematics (after kinematics_raw): the joint Jacobians data.J
+  // (6, nvExtended) into `jacobian` row-major, and the placements data.oMi[joints[k]] of n joints into
+  // `placement` (n, 4, 4) row-major at slots[k], as oMi[j].homogeneous (R, t; last row 0 0 0 1).
+  void read_kinematics(double* jacobian, double* placement, const std::int64_t* joints, const std::int64_t* slots,
+                       std::int64_t n) const {
+    const auto& J = data_.J;
+    const Eigen::Index cols = J.cols();
+    for (Eigen::Index r = 0; r < 6; ++r)
+      for (Eigen::Index c = 0; c < cols; ++c) jacobian[r * cols + c] = J(r, c);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const pinocchio::SE3& M = data_.oMi[static_cast<std::size_t>(joints[k])];
+      double* H = placement + 16 * slots[k];
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 3; ++c) H[4 * r + c] = M.rotation()(r, c);
+        H[4 * r + 3] = M.translation()[r];
+      }
+      H[12] = 0.0;
+      H[13] = 0.0;
+      H[14] = 0.0;
+      H[15] = 1.0;
+    }
+  }
+
+  // The world-aligned Jacobian (6, nv) of frame `frame` at the Data's current joint placements and Jacobians (after
+  // kinematics_raw), as pin.getFrameJacobian(model, data, frame, LOCAL_WORLD_ALIGNED) (zeroed, then filled), into
+  // `jacobian` column-major: the memory of the (nv, 6) row-major J^T (numpy's J.T of the binding's result).
+  void frame_jacobian_raw(std::int64_t frame, double* jacobian) {
+    Eigen::Map<Eigen::Matrix<double, 6, Eigen::Dynamic>> J(jacobian, 6, static_cast<Eigen::Index>(nv_));
+    J.setZero();
+    pinocchio::getFrameJacobian(model_, data_, static_cast<pinocchio::FrameIndex>(frame),
+                                pinocchio::LOCAL_WORLD_ALIGNED, J);
+  }
+
+  std::size_t jacobian_columns() const { return static_cast<std::size_t>(data_.J.cols()); }
+
+  // this object's address, the handle the C entry points take (valid while the Python object lives)
+  std::uintptr_t handle() const { return reinterpret_cast<std::uintptr_t>(this); }
 
   // The gravity force g(q) (N*m or N) of the dofs `v_index` (int64, n of them) into `out` (n,):
   // pin.computeGeneralizedGravity(model, data, q).take(v_index, out=out) (sim/gravity_feed_forward.py).
@@ -295,13 +359,61 @@ class ForceTorqueReading {
   std::vector<std::size_t> touched_;                 // robot joints given an external force by the last read
 };
 
+// Plain C entry points of the calls above for a compiled caller (numba, sim/tree_step.py), which gets their
+// addresses from c_functions() and a RigidBodyDynamics' address from its handle(); every array a raw pointer to
+// float64 / int64 data of the sizes the methods name (not checked here: the caller packs them once), dt by value.
+// No exception crosses them (Pinocchio's calls on valid sizes do not throw); they return 0.
+extern "C" {
+std::int64_t contact_sim_tree_kinematics(std::uintptr_t handle, const double* q, const double* v) {
+  reinterpret_cast<RigidBodyDynamics*>(handle)->kinematics_raw(q, v);
+  return 0;
+}
+
+std::int64_t contact_sim_tree_read_kinematics(std::uintptr_t handle, double* jacobian, double* placement,
+                                              const std::int64_t* joints, const std::int64_t* slots, std::int64_t n) {
+  reinterpret_cast<const RigidBodyDynamics*>(handle)->read_kinematics(jacobian, placement, joints, slots, n);
+  return 0;
+}
+
+std::int64_t contact_sim_tree_dynamics(std::uintptr_t handle, const double* q, const double* v, const double* q_target,
+                                       double* mass_matrix, double* nle, double* gravity, double* position_error,
+                                       std::int64_t with_gravity) {
+  reinterpret_cast<RigidBodyDynamics*>(handle)->dynamics_raw(q, v, q_target, mass_matrix, nle, gravity,
+                                                             position_error, with_gravity != 0);
+  return 0;
+}
+
+std::int64_t contact_sim_tree_frame_jacobian(std::uintptr_t handle, std::int64_t frame, double* jacobian) {
+  reinterpret_cast<RigidBodyDynamics*>(handle)->frame_jacobian_raw(frame, jacobian);
+  return 0;
+}
+
+std::int64_t contact_sim_tree_integrate(std::uintptr_t handle, const double* q, const double* v, double dt,
+                                        double* q_next) {
+  reinterpret_cast<RigidBodyDynamics*>(handle)->integrate_raw(q, v, dt, q_next);
+  return 0;
+}
+}
+
+// (kinematics, read_kinematics, dynamics, integrate, frame_jacobian): the C entry points' addresses
+bp::tuple c_functions() {
+  return bp::make_tuple(reinterpret_cast<std::uintptr_t>(&contact_sim_tree_kinematics),
+                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_read_kinematics),
+                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_dynamics),
+                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_integrate),
+                        reinterpret_cast<std::uintptr_t>(&contact_sim_tree_frame_jacobian));
+}
+
 BOOST_PYTHON_MODULE(_rigid_body_dynamics) {
   bp::class_<RigidBodyDynamics, boost::noncopyable>(
       "RigidBodyDynamics", bp::init<bp::object, bp::object, bp::object, bp::object, bp::object>())
       .def("dynamics", &RigidBodyDynamics::dynamics)
       .def("integrate", &RigidBodyDynamics::integrate)
       .def("kinematics", &RigidBodyDynamics::kinematics)
-      .def("joint_gravity", &RigidBodyDynamics::joint_gravity);
+      .def("joint_gravity", &RigidBodyDynamics::joint_gravity)
+      .def("handle", &RigidBodyDynamics::handle)
+      .def("jacobian_columns", &RigidBodyDynamics::jacobian_columns);
+  bp::def("c_functions", &c_functions);
   bp::class_<ForceTorqueReading, boost::noncopyable>(
       "ForceTorqueReading", bp::init<bp::object, bp::object, int, bp::object, bool, bp::object, bp::object,
                                      bp::object, bp::object>())

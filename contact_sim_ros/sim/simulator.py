@@ -21,7 +21,8 @@ from ..engines.base import Actuation, SolverStatus, StepResult
 from ..engines.registry import make_engine
 from ..errors import ConfigError, SolverError, unknown_choice
 from .. import native_build
-from ..geometry.contact_query import ContactQuery
+from ..geometry.contact_query import BOUND_MAX_PAIRS, ContactQuery
+from ..geometry.pair_bounds import PairBounds
 from ..model.free_body_motion import FreeBodyMotion
 from ..model.multibody_model import MimicExpansion, model_body_names
 from .default_gains import default_feed_forward, default_gains, drive_plan, warn_default_gains
@@ -29,6 +30,7 @@ from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_advance, free_body_tamsi_step
+from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -45,6 +47,10 @@ from .stages import (actuation as _actuation_stage, contacts as _contacts_stage,
 KINEMATICS_CURRENT = 0
 PLACEMENTS_STALE = 1       # frame and geometry placements; joint placements, velocities and Jacobians are current
 ALL_STALE = 2              # nothing computed at the current state
+
+# steps that take the staged step without a fused tree attempt after one found a coal pair within its bounding
+# volumes' margin (the contact query's own retest interval, geometry/contact_query.BOUND_RETEST_AFTER)
+TREE_RETEST_AFTER = 10
 
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
 # parameter); the Simulator itself does not enforce it
@@ -196,6 +202,23 @@ class Simulator:
         # from the model, the data and the parts as the stages take them
         self._fused = (FreeBodyTamsiStep(self.sim_model, self.data, self.step_parts)
                        if FreeBodyTamsiStep.qualifies(self.sim_model, self.step_parts) else None)
+        # any other tree (robots, joints of every kind, mimic) whose contact pairs are compiled analytic kinds, or
+        # coal's pairs while their bounding volumes keep them beyond the margin (a robot held clear of everything),
+        # with TAMSI: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
+        self._tree = self._tree_args = None
+        self._tree_check = False             # a staged step ran since the last fused one (_tree_step)
+        self._tree_wait = 0                  # steps left that take the staged step without a fused attempt
+        if self._fused is None and self._rigid is not None:
+            coal = self.contact_query.coal_pairs
+            bounds = (PairBounds.make(pm, m.collision_model, self.contact_query.pairs[coal], self.contact_query.margin)
+                      if 0 < len(coal) and self.contact_query.num_pairs <= BOUND_MAX_PAIRS else None)
+            if TreeTamsiStep.qualifies(self.sim_model, self.step_parts, bounds):
+                # scripted wrenches all on links: J^T [f; m] in the call (their values written before it)
+                frames = (tuple(f.frame_id for f in self.scene.external_forces)
+                          if self.scene.external_forces and all(t < 0 for t in wrench_targets) else None)
+                self._tree_args = (self.sim_model, self.data, self.step_parts,
+                                   native_build.RIGID_BODY.load().c_functions(), bounds, frames)
+                self._tree = TreeTamsiStep(*self._tree_args)
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -470,6 +493,16 @@ class Simulator:
                 return report
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
+        elif self._tree is not None:
+            if self._tree_wait:                  # a coal pair was near a few steps ago: the staged step
+                self._tree_wait -= 1
+            else:
+                report = self._tree_step()
+                if report is not None:
+                    return report
+            if self._stale == ALL_STALE:
+                self._update_kinematics()        # the attempt moved Pinocchio's Data: the staged step from q0
+            self._tree_check = True              # the staged step may grow the query's buffers (_tree_step)
         q0, v0, t0 = self._q, self._v, self._t
         time_step, levels = self.sim_model.time_step, self.sim_model.max_substep_levels
         # the first attempt: the whole step at once (the loop below from its level 1 when it fails)
@@ -628,6 +661,65 @@ class Simulator:
         self._q, self._v, self._t = q, v, t + dt
         self.step_count += 1
         self._stale = ALL_STALE                  # computed when read (pin_data); the fused step needs none
+        return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
+
+    def _tree_step(self) -> StepReport | None:
+        """The step of a tree whose contact pairs are compiled analytic kinds, or coal's pairs held beyond the margin
+        by their bounding volumes, with TAMSI in one compiled call (sim/tree_step.py): the stages of ``_advance``
+        in the same order on the same functions, bit-identical. None when it did not succeed (a coal pair may be
+        within the margin, not converged, non-finite, diverged, too deep): ``step`` then runs the staged step,
+        which covers the coal pairs, or fails the same way and retries with sub-steps."""
+        t, dt = self._t, self.sim_model.time_step
+        if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
+            self._tree_check = False
+            if not self._tree.current():
+                self._tree = TreeTamsiStep(*self._tree_args)
+        if self._stale == ALL_STALE:
+            self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        tree = self._tree
+        if self.sim_model.has_external_forces:
+            if tree.applies_wrenches:          # the wrenches' values; the call applies them (stages.external_forces)
+                values = tree.wrench
+                for i, f in enumerate(self.step_parts.external_forces):
+                    values[i] = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
+            else:
+                self._external_forces(t)                          # into data.external, a row of data.rows
+        slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
+        slot = slots[1] if self.last_result is slots[0].result else slots[0]
+        # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
+        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
+        start = time.perf_counter()
+        status, iterations, err, count, info, n, colliding, code, deep = tree_tamsi_step(
+            self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, slot.rows(tree.max_rows)[0], q, v)
+        elapsed = time.perf_counter() - start
+        self.engine.history_count = count                 # its iteration_history: this step's Newton updates
+        stats = self.contact_query.stats
+        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = tree.pairs, colliding, n
+        if code != step_kernels.OK:       # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
+            if code == TREE_NEAR:
+                self._tree_wait = TREE_RETEST_AFTER     # the staged step for these next steps (no attempt)
+            else:
+                self._stale = ALL_STALE           # the call moved Pinocchio's Data
+            return None
+        contacts = self.contact_query.contact_set(n)
+        if deep:                                          # beyond the bound alone: the check decides
+            if self._penetration.check(contacts, t, self._v, dt):
+                self._stale = ALL_STALE                   # the call moved Pinocchio's Data
+                return None                               # the staged step fails with the reason
+        self.contacts = contacts
+        result = self.last_result = slot.result
+        result.v_next, result.contact_impulse = v, slot.rows(n)[0]
+        stats = result.stats
+        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
+            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed, "")
+        self._last_dt = dt
+        self.actuation_force = slot.actuation_force
+        self._q, self._v, self._t = q, v, t + dt
+        self.step_count += 1
+        if deep:
+            self._update_kinematics()                     # the call left it to here
+        else:
+            self._stale = PLACEMENTS_STALE                # the call computed the new state's kinematics
         return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:

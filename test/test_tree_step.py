@@ -1,0 +1,300 @@
+"""The whole TAMSI step of a tree in one compiled call (contact_sim_ros/sim/tree_step.py, issue 45 item 2).
+
+The C-ABI bridge: the numba-called Pinocchio calls (rigid_body_dynamics.cpp's C entry points) equal the
+Boost.Python methods and the pin.* calls bit for bit on a revolute arm, a prismatic / planar model, a free flyer
+carrying every joint kind and a hand with mimic joints. The fused step: the same trajectories as the staged step
+bit for bit."""
+
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.errors import SolverError
+from contact_sim_ros.native_build import RIGID_BODY
+from contact_sim_ros.sim import tree_step
+from contact_sim_ros.sim.simulator import Simulator
+from test_pair_bounds import _every_joint_kind, _random_q, _robot_near_objects
+
+
+def _planar_model():
+    """A planar joint (x, y, theta) carrying a prismatic z joint and a revolute joint, offset and rotated."""
+    pm = pin.Model()
+    base = pm.addJoint(0, pin.JointModelPlanar(), pin.SE3(pin.rpy.rpyToMatrix(0.1, -0.2, 0.3), np.array([0.1, 0, 0.2])),
+                       "planar")
+    pm.appendBodyToJoint(base, pin.Inertia.FromBox(0.33, 0.1, 0.1, 0.02), pin.SE3.Identity())
+    lift = pm.addJoint(base, pin.JointModelPZ(), pin.SE3(np.eye(3), np.array([0.0, 0.05, 0.0])), "lift")
+    pm.appendBodyToJoint(lift, pin.Inertia.FromSphere(0.2, 0.03), pin.SE3.Identity())
+    arm = pm.addJoint(lift, pin.JointModelRY(), pin.SE3(np.eye(3), np.array([0.1, 0.0, 0.0])), "arm")
+    pm.appendBodyToJoint(arm, pin.Inertia.FromCylinder(0.5, 0.02, 0.3), pin.SE3.Identity())
+    return pm
+
+
+MODELS = {"revolute (iiwa + WSG)": lambda: _robot_near_objects("iiwa_wsg").pin_model,
+          "prismatic + planar": _planar_model,
+          "free flyer + every joint kind": lambda: _every_joint_kind().pin_model,
+          "mimic (BarrettHand)": lambda: _robot_near_objects("barrett").pin_model}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_numba_called_pinocchio_calls_equal_the_boost_ones(name):
+    """At random states, through the C entry points from compiled code: M (WORLD), nle, g, the position error,
+    pin.integrate, the joint placements and Jacobians of forwardKinematics + computeJointJacobians and frames'
+    world-aligned Jacobians, equal the Boost.Python methods' and the pin.* calls' bit for bit (a mimic model's J
+    has its extended columns)."""
+    pm = MODELS[name]()
+    module = RIGID_BODY.load()
+    assert module is not None, "the warm-up builds rigid_body_dynamics.cpp"
+    functions = np.array(module.c_functions(), dtype=np.int64)
+    rng = np.random.default_rng(11)
+    data, boost_data, ref = pin.Data(pm), pin.Data(pm), pin.Data(pm)
+    nv, nq = pm.nv, pm.nq
+    M, nle, g, error = np.zeros((nv, nv)), np.zeros(nv), np.zeros(nv), np.zeros(nv)
+    rigid = module.RigidBodyDynamics(pm, data, M, nle, g)
+    bM, bnle, bg, berror = np.zeros((nv, nv)), np.zeros(nv), np.zeros(nv), np.zeros(nv)
+    boost = module.RigidBodyDynamics(pm, boost_data, bM, bnle, bg)
+    handle = rigid.handle()
+    joints = np.arange(1, pm.njoints, dtype=np.int64)
+    slots = joints[::-1] - 1                       # any slot order
+    J = np.full((6, rigid.jacobian_columns()), np.nan)
+    placement = np.full((len(joints), 4, 4), np.nan)
+    moved = 0.0
+    for _ in range(15):
+        q, target = _random_q(pm, rng), _random_q(pm, rng)
+        v, dt = rng.normal(0.0, 2.0, nv), float(rng.uniform(1e-4, 1e-2))
+        M[:], nle[:], g[:], error[:] = np.nan, np.nan, np.nan, np.nan
+        assert tree_step.rbd_dynamics(functions, handle, q, v, target, M, nle, g, error, True) == 0
+        boost.dynamics(q, v, target, berror, True)
+        for a, b in ((M, bM), (nle, bnle), (g, bg), (error, berror)):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(M, pin.crba(pm, ref, q, pin.Convention.WORLD))
+        np.testing.assert_array_equal(nle, pin.nonLinearEffects(pm, ref, q, v))
+        np.testing.assert_array_equal(g, pin.computeGeneralizedGravity(pm, ref, q))
+        np.testing.assert_array_equal(error, pin.difference(pm, q, target))
+        q_next, b_next = np.full(nq, np.nan), np.empty(nq)
+        tree_step.rbd_integrate(functions, handle, q, v, dt, q_next)
+        boost.integrate(q, v, dt, b_next)
+        np.testing.assert_array_equal(q_next, b_next)
+        np.testing.assert_array_equal(q_next, pin.integrate(pm, q, dt * v))
+        moved = max(moved, float(np.abs(q_next - q).max()))
+        tree_step.rbd_kinematics(functions, handle, q, v)
+        tree_step.rbd_read_kinematics(functions, handle, J, placement, joints, slots)
+        pin.forwardKinematics(pm, ref, q, v)
+        pin.computeJointJacobians(pm, ref)
+        np.testing.assert_array_equal(J, ref.J)
+        np.testing.assert_array_equal(data.J, ref.J)
+        pin.updateFramePlacements(pm, ref)
+        for frame in rng.choice(pm.nframes, size=min(5, pm.nframes), replace=False):
+            jt = np.full((nv, 6), np.nan)
+            tree_step.rbd_frame_jacobian(functions, handle, int(frame), jt)
+            np.testing.assert_array_equal(jt, pin.getFrameJacobian(pm, ref, int(frame), pin.LOCAL_WORLD_ALIGNED).T)
+        for j, s in zip(joints, slots):
+            np.testing.assert_array_equal(placement[s], ref.oMi[int(j)].homogeneous)
+            np.testing.assert_array_equal(data.v[int(j)].vector, ref.v[int(j)].vector)
+    assert np.abs(M).max() > 0 and np.abs(nle).max() > 0 and np.abs(error).max() > 0 and moved > 0
+    if name.startswith("mimic"):
+        assert J.shape[1] > nv            # the mimic joints' own columns (nvExtended)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANAR = ROOT / "benchmarks" / "peers" / "scenes" / "planar_box.yaml"   # the peers' box on prismatic x, z joints
+IIWA = ROOT / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml"      # iiwa + WSG held by PD clear of the ground
+ALLEGRO = ROOT / "scenes" / "iiwa_allegro_mug.yaml"      # the Allegro hand closing on a mug: mesh pairs come near
+TUMBLER_URDF = """<?xml version="1.0"?>
+<robot name="tumbler">
+  <link name="base"/>
+  <link name="carriage"><inertial><mass value="0.001"/>
+    <inertia ixx="1e-8" ixy="0" ixz="0" iyy="1e-8" iyz="0" izz="1e-8"/></inertial></link>
+  <link name="lift"><inertial><mass value="0.001"/>
+    <inertia ixx="1e-8" ixy="0" ixz="0" iyy="1e-8" iyz="0" izz="1e-8"/></inertial></link>
+  <link name="box"><inertial><mass value="0.33"/>
+    <inertia ixx="2.86e-4" ixy="0" ixz="0" iyy="2.86e-4" iyz="0" izz="5.5e-4"/></inertial>
+    <collision name="box_geom"><geometry><box size="0.1 0.1 0.02"/></geometry></collision></link>
+  <link name="flap"><inertial><origin xyz="0.02 0 0"/><mass value="0.05"/>
+    <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+    <collision name="flap_ball"><origin xyz="0.04 0 0"/><geometry><sphere radius="0.01"/></geometry></collision></link>
+  <joint name="x" type="prismatic"><parent link="base"/><child link="carriage"/><axis xyz="1 0 0"/>
+    <limit lower="-10" upper="10" effort="0" velocity="100"/></joint>
+  <joint name="z" type="prismatic"><parent link="carriage"/><child link="lift"/><axis xyz="0 0 1"/>
+    <limit lower="-10" upper="10" effort="0" velocity="100"/></joint>
+  <joint name="tilt" type="revolute"><parent link="lift"/><child link="box"/><axis xyz="0 1 0"/>
+    <limit lower="-3" upper="3" effort="0" velocity="100"/></joint>
+  <joint name="flap_joint" type="revolute"><parent link="box"/><child link="flap"/><origin xyz="0.05 0 0.01"/>
+    <axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="0" velocity="100"/>
+    <mimic joint="tilt" multiplier="0.5" offset="0"/></joint>
+</robot>
+"""
+
+
+def _tumbler(tmp_path):
+    """A box on prismatic x, z and a revolute tilt joint with a mimic flap carrying a ball, dropped tilted onto
+    the ground (a corner first: a one-point box-halfspace contact, then its face: a patch), a ball falling onto it
+    (sphere-box, sphere-sphere with the flap's ball) and a ball resting on the ground (sphere-halfspace): every
+    compiled pair kind, a mimic joint and free flyers beside the robot (pin.integrate, not q + dt v)."""
+    (tmp_path / "tumbler.urdf").write_text(TUMBLER_URDF)
+    return {"robot": {"urdf": str(tmp_path / "tumbler.urdf"), "initial_positions": {"x": 0.0, "z": 0.06, "tilt": 0.3}},
+            "passive_joints": ["x", "z", "tilt"],
+            "objects": [{"name": "ball", "shape": {"sphere": 0.02}, "mass": 0.1, "pose": {"xyz": [0.0, 0.0, 0.2]}},
+                        {"name": "rest", "shape": {"sphere": 0.03}, "mass": 0.2, "pose": {"xyz": [0.5, 0.3, 0.0299]}}],
+            "environment": [{"name": "ground", "shape": "halfspace"}]}
+
+
+def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_only(tmp_path):
+    """The planar box, a robot + free objects on compiled pairs and a robot with coal's (mesh) pairs whose joints
+    the bounding-volume test covers, with TAMSI, take the fused tree step; free bodies only keep theirs; another
+    engine, TAMSI's numpy kernel, scripted joint commands, a mimic hand with mesh pairs (no bounding-volume test
+    of its joints) and a tree without the compiled Pinocchio module take the staged step."""
+    sim = Simulator(PLANAR, engine="tamsi")
+    assert sim._tree is not None and sim._fused is None and sim._tree.applies_wrenches
+    assert Simulator(_tumbler(tmp_path), engine="tamsi")._tree is not None
+    assert Simulator(IIWA, engine="tamsi")._tree is not None
+    assert Simulator(PLANAR, engine="lagged")._tree is None
+    assert Simulator(PLANAR, engine="tamsi", engine_options={"kernel": "numpy"})._tree is None
+    assert Simulator(ROOT / "scenes" / "tamsi_gripper_mug.yaml", engine="tamsi")._tree is None
+    assert Simulator(ROOT / "scenes" / "scenario_barrett_box.yaml", engine="tamsi")._tree is None
+    ball = Simulator(ROOT / "scenes" / "icf_falling_sphere.yaml", engine="tamsi", time_step=2e-3)
+    assert ball._fused is not None and ball._tree is None
+    saved = RIGID_BODY.load()
+    RIGID_BODY._loaded["module"] = None
+    try:
+        assert Simulator(PLANAR, engine="tamsi")._tree is None
+    finally:
+        RIGID_BODY._loaded["module"] = saved
+
+
+def _assert_same_step(a, b, ra, rb, k):
+    where = f"step {k + 1}"
+    assert (ra.ok, ra.t, ra.status, ra.substeps, ra.iterations, ra.message) == \
+        (rb.ok, rb.t, rb.status, rb.substeps, rb.iterations, rb.message), where
+    for name in ("q", "v", "actuation_force"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"{where}: {name}")
+    if not ra.ok:
+        assert a.contacts is None and b.contacts is None
+        return
+    assert a.contacts.size == b.contacts.size, where
+    for name in ("geometry_a", "geometry_b", "joint_a", "joint_b", "point", "normal", "signed_distance", "rotation",
+                 "jacobian", "velocity_bias", "stiffness", "dissipation", "friction"):
+        np.testing.assert_array_equal(getattr(a.contacts, name), getattr(b.contacts, name), err_msg=f"{where}: {name}")
+    np.testing.assert_array_equal(a.last_result.contact_impulse, b.last_result.contact_impulse, err_msg=where)
+    np.testing.assert_array_equal(a.last_result.generalized_contact_force, b.last_result.generalized_contact_force,
+                                  err_msg=where)
+    assert a.engine.iteration_history == b.engine.iteration_history, where
+
+
+@pytest.mark.parametrize("scene, steps", [("planar", 2000), ("tumbler", 1500), ("iiwa", 1000), ("allegro", 1500)])
+def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, tmp_path):
+    """The peers' planar box (2 s, its scripted push on the link through J^T in the call), the tumbler (a corner
+    impact, face contact, a ball landing on the box, the mimic flap), the iiwa + WSG held by PD (coal's mesh pairs
+    beyond the margin by the bounding-volume test) and the Allegro hand closing on the mug (fused while the mesh
+    pairs are far, the staged step when they may be near, and back): every step's report, q, v, actuation,
+    contacts (every field), impulses, generalized contact force and TAMSI's iteration history equal the staged
+    step's bit for bit, and the kinematics left for the node and the sensors (pin_data) too."""
+    path = {"planar": PLANAR, "iiwa": IIWA, "allegro": ALLEGRO}.get(scene) or _tumbler(tmp_path)
+    fused, staged = Simulator(path, engine="tamsi"), Simulator(path, engine="tamsi")
+    staged._tree = None
+    assert fused._tree is not None
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    held, sizes = fused.q, set()
+    for k in range(steps):
+        ra, rb = fused.step(), staged.step()
+        _assert_same_step(fused, staged, ra, rb, k)
+        sizes.add(fused.contacts.size)
+    if scene == "allegro":      # both: the fused step while the hand is far, the staged one when it may touch
+        assert 100 < sum(r is not None for r in calls) < steps - 100 and len(calls) < steps
+    else:
+        assert all(r is not None for r in calls) and len(calls) == steps    # no staged fall-back was needed
+    assert held is not fused.q and not np.array_equal(held, fused.q)        # a held q is not overwritten
+    pm = fused.model.pin_model
+    for j in range(1, pm.njoints):
+        np.testing.assert_array_equal(fused.pin_data.oMi[j].homogeneous, staged.pin_data.oMi[j].homogeneous)
+        np.testing.assert_array_equal(fused.pin_data.oMf[j].homogeneous, staged.pin_data.oMf[j].homogeneous)
+    if scene == "planar":       # resting on its face (4 corners), pushed below the friction limit: it sticks
+        assert sizes == {4} and abs(fused.q[0]) < 1e-6
+    elif scene == "tumbler":    # a corner (1), the face (4), the ball on the box and the resting ball
+        assert {1, 4} <= sizes and max(sizes) >= 6
+    elif scene == "iiwa":       # held clear of everything
+        assert sizes == {0}
+    else:                       # the fingers on the mug
+        assert max(sizes) >= 4
+
+
+def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step():
+    """TAMSI not converging in the fused call: the staged step runs, tries its sub-steps and fails with the state
+    kept, exactly as a Simulator without the fused step does."""
+    options = {"max_iterations": 1, "relative_tolerance": 1e-12}
+    fused = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
+    staged = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
+    staged._tree = None
+    assert fused._tree is not None
+    q0 = fused.q.copy()
+    ra, rb = fused.step(), staged.step()
+    assert not ra.ok and ra.substeps == 4 and "engine 'tamsi' failed at t = 0.000000 s" in ra.message
+    _assert_same_step(fused, staged, ra, rb, 0)
+    np.testing.assert_array_equal(fused.q, q0)
+    assert fused.t == 0.0 and fused.step_count == 0
+    with pytest.raises(SolverError, match="state kept"):
+        fused.step(strict=True)
+
+
+def test_buffers_grown_by_a_staged_step_are_taken_over():
+    """A staged step (a fall-back) may grow the query's contact buffers and the engine's scratch (more contacts
+    than ever before): the next fused step finds its address table stale and builds it again over the new arrays,
+    and the trajectory stays the staged step's bit for bit."""
+    fused, staged = Simulator(ALLEGRO, engine="tamsi"), Simulator(ALLEGRO, engine="tamsi")
+    staged._tree = None
+    for k in range(200):
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+    old = fused._tree
+    assert old.current()
+    fused.contact_query._allocate(3 * old.max_rows + 100)      # what a step with more contacts does
+    fused.engine.kernel_scratch(3 * old.max_rows + 100)
+    assert not old.current()
+    fused._tree_check = True                                  # as after a staged step
+    for k in range(200, 1200):
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+    assert fused._tree is not old and fused._tree.current()
+
+
+def test_a_start_deeper_than_the_bound_fails_as_the_staged_step(tmp_path):
+    """The planar box started 3 cm into the ground (it is 2 cm thick): the call flags the contacts beyond the
+    penetration bound, the check names them, and the step fails with the staged step's report, the state kept."""
+    scene = (tmp_path / "deep.yaml")
+    scene.write_text(PLANAR.read_text().replace("planar_box.urdf", str(PLANAR.parent / "planar_box.urdf"))
+                     .replace("box_z: 0.01", "box_z: -0.03"))
+    fused, staged = Simulator(scene, engine="tamsi"), Simulator(scene, engine="tamsi")
+    staged._tree = None
+    assert fused._tree is not None
+    q0 = fused.q.copy()
+    ra, rb = fused.step(), staged.step()
+    assert not ra.ok and "penetrat" in ra.message, ra.message
+    _assert_same_step(fused, staged, ra, rb, 0)
+    np.testing.assert_array_equal(fused.q, q0)
+
+
+def test_a_driven_joint_with_the_servos_feed_forward_equals_the_staged_step(tmp_path):
+    """The tumbler's tilt joint driven by the default servo (no gains given: defaults and the URDF friction and
+    damping's feed-forward at the velocity target) on a commanded sine: the call's feed-forward pass gives the
+    staged step's numbers bit for bit, step by step."""
+    urdf = TUMBLER_URDF.replace(
+        '<joint name="tilt" type="revolute"><parent link="lift"/><child link="box"/><axis xyz="0 1 0"/>',
+        '<joint name="tilt" type="revolute"><parent link="lift"/><child link="box"/><axis xyz="0 1 0"/>'
+        '<dynamics damping="0.05" friction="0.02"/>')
+    scene = _tumbler(tmp_path)
+    (tmp_path / "tumbler.urdf").write_text(urdf)
+    scene["passive_joints"] = ["x", "z"]
+    with pytest.warns(Warning, match="default"):
+        fused = Simulator(scene, engine="tamsi")
+    with pytest.warns(Warning, match="default"):
+        staged = Simulator(scene, engine="tamsi")
+    staged._tree = None
+    assert fused._tree is not None and fused.sim_model.has_feed_forward
+    for k in range(1000):
+        t = k * 1e-3
+        for sim in (fused, staged):
+            sim.set_joint_targets(positions={"tilt": 0.3 * np.cos(6.0 * t)},
+                                  velocities={"tilt": -1.8 * np.sin(6.0 * t)})
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+    assert np.abs(fused.data.actuation_effort).max() > 0          # the feed-forward acted
