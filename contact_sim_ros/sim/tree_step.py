@@ -35,10 +35,9 @@ unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeTamsiStep`` holds a ref
 the addresses stay valid while it lives; a staged step that grows the query's buffers or the engine's scratch
 makes the Simulator build the table again (``TreeTamsiStep.current``).
 
-numba's on-disk cache keys ``tree_tamsi_step`` by this file alone: after an edit of a callee's file
-(engines/tamsi_kernels.py, geometry/contact_kernels.py, pair_bound_kernels.py, sim/step_kernels.py,
-penetration_kernels.py) clear ``NUMBA_CACHE_DIR/contact_sim_ros/sim/tree_step.*``, else the cached call runs the
-callee's old code on the new buffers (as for sim/free_body_step.py).
+The on-disk cache stamps this module's kernels with its own source and every kernel module it imports
+(contact_sim_ros.jit.source_stamp): an edit of a callee (engines/tamsi_kernels.py, geometry/contact_kernels.py,
+sim/step_kernels.py, ...) compiles ``tree_tamsi_step`` again.
 """
 
 from __future__ import annotations
