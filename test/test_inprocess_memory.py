@@ -22,8 +22,11 @@ from test_campaign import campaign_file
 
 
 def _alive(cls) -> int:
-    """Objects of ``cls`` the garbage collector tracks: live ones and unreachable ones not yet collected."""
-    return sum(isinstance(o, cls) for o in gc.get_objects())
+    """Objects of ``cls`` the garbage collector tracks: live ones and unreachable ones not yet collected. By their
+    type, not ``isinstance``: a weakref proxy forwards ``__class__`` to its referent (a live one would count its
+    referent twice, a dead one raises ReferenceError: llvmlite's ModuleRef objects keep dead ones after an earlier
+    test compiled kernels of a module it then removed, test_kernel_cache's stamp probe)."""
+    return sum(issubclass(type(o), cls) for o in gc.get_objects())
 
 
 @pytest.fixture
