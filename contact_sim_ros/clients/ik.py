@@ -116,10 +116,10 @@ class JacobianIK:
     def solve(self, target: pin.SE3, q_seed: np.ndarray, q_full: np.ndarray | None = None):
         """(q_arm, converged, error norm) reaching ``target`` (world pose of the tip) from ``q_seed``.
 
-        Memoised per process (``SOLVE_MEMO``, keyed on the model's URDF text (its SHA-256) and settings, the target's bytes and
-        the start configuration of the tip's support joints): a campaign's trials repeat the same Cartesian
-        moves, and a repeated solve returns the numbers it computed the first time (bit-identical: the iteration
-        reads nothing else)."""
+        Memoised per process (``SOLVE_MEMO``, keyed on the model's URDF text (its SHA-256) and settings, the
+        target's bytes and the start configuration of the tip's support joints): a campaign's trials repeat the
+        same Cartesian moves, and a repeated solve returns the numbers it computed the first time (bit-identical: the
+        iteration reads nothing else)."""
         q = (self.q_full if q_full is None else q_full).copy()
         iq, lower, upper, model, data, frame = self.iq, self.lower, self.upper, self.model, self.data, self.frame
         x = np.clip(q_seed, lower, upper)       # the IK joints' values (q[iq])
