@@ -111,3 +111,30 @@ def test_interpolate_poses_is_interpolate_pose_bit_for_bit(ik):
         s = min_jerk(np.arange(1, 26) / 25)
         for got, si in zip(interpolate_poses(a, b, s), s):
             assert got.homogeneous.tobytes() == interpolate_pose(a, b, si).homogeneous.tobytes()
+
+
+def test_solve_is_memoised_per_process_bit_for_bit_on_the_tips_support_configuration():
+    from contact_sim_ros.clients import ik as ik_module
+    a, b = JacobianIK(URDF, "wsg_tcp", ARM), JacobianIK(URDF, "wsg_tcp", ARM)     # two trials' solvers
+    home = a.forward(Q_HOME)
+    target = pin.SE3(home.rotation, home.translation + [0.03, 0.02, -0.05])
+    ik_module.SOLVE_MEMO.clear()
+    q1, ok1, err1 = a.solve(target, Q_HOME)
+    assert ok1 and len(ik_module.SOLVE_MEMO) == 1
+    q1[:] = 0.0                                   # the caller's array is its own: the memo keeps its copy
+    q2, ok2, err2 = b.solve(target, Q_HOME)
+    assert len(ik_module.SOLVE_MEMO) == 1         # a hit from another solver of the same URDF and settings
+    ik_module.SOLVE_MEMO.clear()
+    q3, ok3, err3 = b.solve(target, Q_HOME)       # computed again
+    assert q2.tobytes() == q3.tobytes() and (ok2, err2) == (ok3, err3) and np.any(q2 != 0.0)
+    # a joint that does not move the tip (a finger) leaves the result alone: the same entry
+    full = b.q_full.copy()
+    full[[b.model.joints[b.model.getJointId(j)].idx_q for j in ("wsg_finger_left_joint",)]] = 0.01
+    q4, _, err4 = b.solve(target, Q_HOME, full)
+    assert q4.tobytes() == q3.tobytes() and err4 == err3 and len(ik_module.SOLVE_MEMO) == 1
+    # another start, another target or other settings: computed, not looked up
+    b.solve(target, Q_HOME + 0.01)
+    b.solve(pin.SE3(home.rotation, home.translation + [0.0, 0.0, -0.05]), Q_HOME)
+    c = JacobianIK(URDF, "wsg_tcp", ARM, tolerance=1e-3)
+    q5, ok5, err5 = c.solve(target, Q_HOME)
+    assert len(ik_module.SOLVE_MEMO) == 4 and ok5 and err5 < 1e-3

@@ -5,12 +5,17 @@ controllers. No rclpy here: the controllers build it from the ``robot_descriptio
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError
+
+
+SOLVE_MEMO: dict = {}         # JacobianIK.solve's results in this process (cleared when it holds SOLVE_MEMO_SIZE)
+SOLVE_MEMO_SIZE = 20_000      # ~300 B each
 
 
 class JacobianIK:
@@ -48,6 +53,13 @@ class JacobianIK:
         self.damping, self.max_iterations, self.tolerance, self.max_step = (
             float(damping), int(max_iterations), float(tolerance), float(max_step))
         self.q_full = pin.neutral(self.model)
+        # solve()'s memo (SOLVE_MEMO): a solve is a pure function of the target, the IK joints' start and the
+        # configuration of the joints that move the tip (its support), for one model and these settings
+        support = self.model.supports[self.model.frames[self.frame].parentJoint]
+        self._support_q = np.array([k for i in support if self.model.joints[i].nq > 0 for k in
+                                    range(self.model.joints[i].idx_q, self.model.joints[i].idx_q
+                                          + self.model.joints[i].nq)], dtype=np.intp)
+        self._urdf_digest = hashlib.sha256(urdf_xml.encode()).digest()
         self._J = np.zeros((6, self.model.nv))
         self._configuration_index: dict = {}      # joint name list -> configuration_indices
         self._frame_ids: dict = {}                # frame name -> id (frame_pose)
@@ -102,11 +114,31 @@ class JacobianIK:
         return self._placement(q_full, fid).copy()
 
     def solve(self, target: pin.SE3, q_seed: np.ndarray, q_full: np.ndarray | None = None):
-        """(q_arm, converged, error norm) reaching ``target`` (world pose of the tip) from ``q_seed``."""
+        """(q_arm, converged, error norm) reaching ``target`` (world pose of the tip) from ``q_seed``.
+
+        Memoised per process (``SOLVE_MEMO``, keyed on the model's URDF text (its SHA-256) and settings, the
+        target's bytes and the start configuration of the tip's support joints): a campaign's trials repeat the
+        same Cartesian moves, and a repeated solve returns the numbers it computed the first time (bit-identical: the
+        iteration reads nothing else)."""
         q = (self.q_full if q_full is None else q_full).copy()
         iq, lower, upper, model, data, frame = self.iq, self.lower, self.upper, self.model, self.data, self.frame
         x = np.clip(q_seed, lower, upper)       # the IK joints' values (q[iq])
         q[iq] = x
+        key = (self._urdf_digest, frame, self.joints, self.damping, self.max_iterations, self.tolerance,
+               self.max_step, lower.tobytes(), upper.tobytes(), target.homogeneous.tobytes(),
+               q[self._support_q].tobytes())
+        hit = SOLVE_MEMO.get(key)
+        if hit is not None:
+            return hit[0].copy(), hit[1], hit[2]
+        x, converged, err = self._iterate(target, q, x)
+        if len(SOLVE_MEMO) >= SOLVE_MEMO_SIZE:
+            SOLVE_MEMO.clear()
+        SOLVE_MEMO[key] = (x.copy(), converged, err)
+        return x, converged, err
+
+    def _iterate(self, target: pin.SE3, q: np.ndarray, x: np.ndarray):
+        """solve()'s damped least-squares iteration from ``q`` (full configuration, the IK joints at ``x``)."""
+        iq, lower, upper, model, data, frame = self.iq, self.lower, self.upper, self.model, self.data, self.frame
         damping = self.damping ** 2 * np.eye(6)
         err = np.inf
         # (per iteration ~20 small numpy / Pinocchio calls: the ndarray methods and math.sqrt instead of the numpy

@@ -70,9 +70,15 @@ class JointLimits:
 
     def __post_init__(self):
         object.__setattr__(self, "_index", {name: i for i, name in enumerate(self.names)})
+        object.__setattr__(self, "_valid_lists", {})    # name tuples found valid -> their indices
 
     def indices(self, names, source: str) -> np.ndarray:
-        """Indices of ``names`` (CommandRejected 'unknown_joint' listing the valid joints, or 'duplicate_joint')."""
+        """Indices of ``names`` (CommandRejected 'unknown_joint' listing the valid joints, or 'duplicate_joint').
+        A name list found valid once is looked up (a controller sends one or two lists at every tick); the
+        returned array is the caller's own."""
+        hit = self._valid_lists.get(names if type(names) is tuple else tuple(names))
+        if hit is not None:
+            return hit.copy()
         index = self._index
         unknown = [n for n in names if n not in index]
         if unknown:
@@ -81,7 +87,10 @@ class JointLimits:
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if list(names).count(n) > 1})
             raise CommandRejected("duplicate_joint", f"{source}: joint(s) {dup} listed more than once")
-        return np.fromiter((index[n] for n in names), dtype=int, count=len(names))
+        found = np.fromiter((index[n] for n in names), dtype=int, count=len(names))
+        if len(self._valid_lists) < 64:
+            self._valid_lists[tuple(names)] = found.copy()
+        return found
 
 
 @dataclass
@@ -230,9 +239,11 @@ def validate_trajectory(limits: JointLimits, joint_names, times, positions, velo
     if len(times) == 0:
         raise CommandRejected("empty", f"{source}: no points")
     t = np.asarray(times, dtype=float)
-    if not np.all(np.isfinite(t)):
+    # (the ndarray methods, not the numpy functions' wrappers: a few us each, at every command; t[1:] <= t[:-1]
+    # is np.diff(t) <= 0 for finite times: with subnormals a - b == 0 only when a == b)
+    if not np.isfinite(t).all():
         raise CommandRejected("non_finite", f"{source}: non-finite time_from_start")
-    if t[0] < 0.0 or np.any(np.diff(t) <= 0.0):
+    if t[0] < 0.0 or (t[1:] <= t[:-1]).any():
         raise CommandRejected("bad_trajectory", f"{source}: time_from_start must be >= 0 and strictly increasing, "
                                                 f"got {t.tolist()}")
     if len(positions) != len(t):
@@ -262,14 +273,15 @@ def validate_trajectory(limits: JointLimits, joint_names, times, positions, velo
         raise CommandRejected("non_finite", f"{source}: non-finite header stamp")
     traj = JointTrajectory(idx, t, pos, vel, start_time, source=source)
     lo, hi = limits.lower[idx], limits.upper[idx]
-    clipped = np.clip(pos, lo, hi)
-    for k, j in zip(*np.nonzero(clipped != pos)):
+    clipped = pos.clip(lo, hi)              # (np.clip's operation without its wrapper)
+    changed = clipped != pos
+    for k, j in zip(*np.nonzero(changed)) if changed.any() else ():
         traj.clamped.append(f"point {k} position {pos[k, j]:.6g} of joint {names[j]!r} clamped to "
                             f"[{lo[j]:.6g}, {hi[j]:.6g}]")
     traj.positions = clipped
     if vel is not None:
         bound = limits.velocity[idx]
-        vclipped = np.clip(vel, -bound, bound)
+        vclipped = vel.clip(-bound, bound)
         for k, j in zip(*np.nonzero(vclipped != vel)):
             traj.clamped.append(f"point {k} velocity {vel[k, j]:.6g} of joint {names[j]!r} clamped to "
                                 f"+-{bound[j]:.6g}")

@@ -37,7 +37,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..resources import share_dir
-from ..yaml_files import YamlLoader, missing_file, read_text_file
+from ..yaml_files import YAML_LOADERS, missing_file, read_text_file
 
 CONTROLLER_MANAGER = "controller_manager"
 PARAMS_KEY = "ros__parameters"
@@ -114,18 +114,22 @@ def read_parameter_file(path: str | Path, what: str = "parameters file") -> list
     its first entry parameter by parameter (later values win). ConfigError naming the file and the problem."""
     text = read_text_file(path, what)
     where = str(path)
-    loader = YamlLoader(text)
-    entries: dict[str, tuple[str, dict]] = {}
-    try:
-        root = loader.get_single_node()
-        if root is not None:
-            _node_level(loader, root, [], entries, where)
-    except yaml.YAMLError as exc:
-        detail = " ".join(str(exc).split())
-        raise ConfigError(f"{where}: malformed YAML ({what}): {detail}") from None
-    finally:
-        loader.dispose()
-    return [(name, key, params) for name, (key, params) in entries.items()]
+    for loader_class in YAML_LOADERS:        # libyaml's parser; a document it rejects: the Python one's error
+        loader = loader_class(text)
+        entries: dict[str, tuple[str, dict]] = {}
+        try:
+            root = loader.get_single_node()
+            if root is not None:
+                _node_level(loader, root, [], entries, where)
+        except yaml.YAMLError as exc:
+            if loader_class is not YAML_LOADERS[-1]:
+                continue
+            detail = " ".join(str(exc).split())
+            raise ConfigError(f"{where}: malformed YAML ({what}): {detail}") from None
+        finally:
+            loader.dispose()
+        return [(name, key, params) for name, (key, params) in entries.items()]
+    raise AssertionError("unreachable: the last loader returns or raises")
 
 
 def _params_level(loader, node, prefix: str, out: dict) -> None:

@@ -108,3 +108,23 @@ def test_topic_based_nan_fields_and_mimic_echoes():
     cmd = validate_joint_state_command(limits, ["a", "b_mimic", "b"], [0.1, 0.5, 0.2])
     assert cmd.indices.tolist() == [0, 1] and cmd.position.tolist() == [0.1, 0.2]
     assert kind_of(validate_joint_state_command, limits, ["b_mimic"], [0.5])[0] == "empty"
+
+
+def test_a_name_list_found_valid_is_looked_up_and_bad_lists_are_still_rejected():
+    limits = JointLimits(("a", "b", "c"), LIMITS.lower, LIMITS.upper, LIMITS.velocity, LIMITS.effort)
+    first = limits.indices(["c", "a"], "x")
+    first[:] = 99                                            # the caller's own array: the lookup keeps its copy
+    np.testing.assert_array_equal(limits.indices(("c", "a"), "x"), [2, 0])
+    np.testing.assert_array_equal(limits.indices(["c", "a"], "x"), [2, 0])
+    assert kind_of(limits.indices, ["c", "zz"], "src")[0] == "unknown_joint"
+    assert kind_of(limits.indices, ["c", "c"], "src") == ("duplicate_joint",
+                                                          "src: joint(s) ['c'] listed more than once")
+    # the trajectory after a good one of the same joints: each point checked and clamped as before
+    ok = validate_trajectory(limits, ["c", "a"], [0.5, 1.0], [[0.01, 0.5], [0.2, 0.1]], source="t")
+    np.testing.assert_array_equal(ok.positions, [[0.01, 0.5], [0.05, 0.1]])
+    assert ok.clamped == ["point 1 position 0.2 of joint 'c' clamped to [0, 0.05]"]
+    assert kind_of(validate_trajectory, limits, ["c", "a"], [0.5, 0.5], [[0.0, 0.0]] * 2, source="t")[0] == \
+        "bad_trajectory"
+    assert kind_of(validate_trajectory, limits, ["c", "a"], [0.5, float("nan")], [[0.0, 0.0]] * 2)[0] == "non_finite"
+    assert kind_of(validate_trajectory, limits, ["c", "a"], [0.5], [[0.0, float("inf")]])[0] == "non_finite"
+    assert kind_of(validate_trajectory, limits, ["c", "a"], [-0.1, 0.5], [[0.0, 0.0]] * 2)[0] == "bad_trajectory"

@@ -112,15 +112,17 @@ class Execution:
         # the hardware rows as a slice when the joints are consecutive (cheaper writes every update); the
         # path tolerance with inf where not checked; monitored: the state is needed while the trajectory runs
         # (feedback of an action goal, path tolerance), else the update only samples and writes
+        # (the ndarray methods, not the numpy functions' wrappers: a trajectory a tick is sent to a gripper)
         idx = np.asarray(idx)
-        consecutive = idx.size > 0 and bool(np.all(np.diff(idx) == 1))
+        consecutive = idx.size > 0 and bool((idx[1:] - idx[:-1] == 1).all())
         self.rows = slice(int(idx[0]), int(idx[-1]) + 1) if consecutive else idx
-        self.monitored = goal_handle is not None or bool(np.any(np.asarray(path_tol) > 0))
+        checked = np.asarray(path_tol) > 0
+        self.monitored = goal_handle is not None or bool(checked.any())
         self.hw_idx = np.ascontiguousarray(idx, dtype=np.int64)
         # the compiled update's rows (driver/control_kernels: REF_Q, REF_V, MEASURED_Q, MEASURED_V, PATH_LIMIT)
         self.monitor = np.zeros((5, len(idx)))
         self.path_limit = self.monitor[kernels.PATH_LIMIT]
-        self.path_limit[:] = np.where(np.asarray(path_tol) > 0, path_tol, np.inf)
+        self.path_limit[:] = np.where(checked, path_tol, np.inf)
         self._err = np.empty(len(idx))
         self._bad = np.empty(len(idx), dtype=bool)
 
@@ -288,6 +290,7 @@ class JointTrajectoryController(Controller):
         self.monitor_period = 1.0 / p["action_monitor_rate"]
         self.state_every = ctx.decimation(p["state_publish_rate"])
         self._position = {j: k for k, j in enumerate(self.joints)}
+        self._own_tolerances: dict = {}     # tolerances(): name tuple -> (path_tol, goal_tol, their rows)
         self._pending: list[Execution] = []
         self.current: Execution | None = None
         self._updates = 0
@@ -350,6 +353,14 @@ class JointTrajectoryController(Controller):
         """(path, goal) tolerances (rad or m) of the joints ``names``: the controller's, replaced by a goal's
         JointTolerance entries (> 0: that value, < 0: none, 0: the controller's); GoalRejected for an unknown
         joint or a non-finite value."""
+        if not path_tolerance and not goal_tolerance:       # the controller's own (a topic's trajectory): per names
+            hit = self._own_tolerances.get(tuple(names))
+            if hit is None or hit[0] is not self.path_tol or hit[1] is not self.goal_tol:
+                rows = [self._position[j] for j in names]
+                hit = (self.path_tol, self.goal_tol, self.path_tol[rows], self.goal_tol[rows])
+                if len(self._own_tolerances) < 16:
+                    self._own_tolerances[tuple(names)] = hit
+            return hit[2].copy(), hit[3].copy()
         pos = {j: k for k, j in enumerate(names)}
         path = self.path_tol[[self._position[j] for j in names]].copy()
         goal = self.goal_tol[[self._position[j] for j in names]].copy()
