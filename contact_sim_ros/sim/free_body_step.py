@@ -50,7 +50,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from ..jit import carray, float_pointer, int_pointer, njit
+from ..jit import njit
+from ..jit import carray, float_pointer, int_pointer
 from ..engines import tamsi_kernels
 from ..engines.tamsi_kernels import (P_MAX_ITERATIONS, P_SMOOTH, P_STICTION, P_THETA_MAX, P_TOLERANCE, P_TWO_WAY,
                                      P_USE_TALS, newton_solve)
