@@ -176,6 +176,39 @@ def test_the_fused_steps_packed_blocks_are_the_buffers_the_query_and_the_engine_
     assert sim.step().ok                          # the refused calls changed nothing
 
 
+def test_the_address_table_points_at_the_arrays_the_call_reads_and_follows_a_grown_result_slot():
+    """The fused call's table (FreeBodyTamsiStep.table) holds the address and shape of every array it reads: the
+    packed blocks' sections, the Simulator's data rows and modes, both result slots. A result slot whose impulse
+    buffer was replaced (grown) is pointed at again after a staged step (``check_slots``): the results then land in
+    the new buffer, equal to a Simulator whose slots never grew."""
+    sim, twin = Simulator(BOX, engine="tamsi", time_step=1e-3), Simulator(BOX, engine="tamsi", time_step=1e-3)
+    fused = sim._fused
+    table = fused.table
+    assert table.shape == (F.N_TABLE, 4) and table.dtype == np.int64
+    for k, arr in fused.arrays.items():
+        assert table[k, 0] == arr.ctypes.data and tuple(table[k, 1:1 + arr.ndim]) == arr.shape, k
+    assert np.shares_memory(fused.arrays[F.T_ROWS], sim.data.rows)
+    assert np.shares_memory(fused.arrays[F.T_MODES], sim.data.modes)
+    assert np.shares_memory(fused.arrays[F.T_PARAMS], fused.data_float)       # TAMSI's scratch, in the block
+    for _ in range(20):
+        assert sim.step().ok and twin.step().ok
+    for slot in sim.data.slots:                        # as a staged step with more contacts would grow them
+        old = slot.rows(fused.pairs)[0]
+        slot.rows(4 * fused.pairs)
+        assert not np.shares_memory(slot.rows(fused.pairs)[0], old)
+    fused.check_slots = True                           # what the Simulator sets when its staged step runs
+    for _ in range(3):
+        assert sim.step().ok and twin.step().ok
+        assert sim.last_result.contact_impulse.shape == (4, 3)
+        np.testing.assert_array_equal(sim.last_result.contact_impulse, twin.last_result.contact_impulse)
+        np.testing.assert_array_equal(sim.q, twin.q)
+    for k in (F.T_IMPULSE_A, F.T_IMPULSE_B):
+        assert table[k, 0] == fused.arrays[k].ctypes.data
+    assert sim.advance(7).ok and twin.advance(7).ok                # the advance call reads the same table
+    np.testing.assert_array_equal(sim.last_result.contact_impulse, twin.last_result.contact_impulse)
+    np.testing.assert_array_equal(sim.v, twin.v)
+
+
 def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_elsewhere():
     """TAMSI not converging: the staged step's sub-steps are tried, then the step fails with the state kept."""
     sim = Simulator(_ball_scene(), engine="tamsi", time_step=1e-3, max_substep_levels=2,

@@ -29,9 +29,13 @@ penetration bound's pass (the bound alone) and says whether ``PenetrationCheck.c
 The call is a function of the Simulator's model and data (issue 45 items 1-2, as MuJoCo's mj_step(m, d)): its
 constants are packed once into two 1-D blocks (``model_int``, ``model_float``), its buffers into two more
 (``data_float``, ``data_int``: the contact query's all-analytic buffers and TAMSI's scratch live there, the
-query and the engine hold views), and the kernel slices its views from the offsets in ``model_int``'s header: 14
-arguments instead of 50 (numba unboxes every array argument, ~0.05 us each; sphere: the call 6.6 -> 5.9 us with
-the penetration pass now inside it, docs/benchmarks.md). Its callees (the contact kernels, ``prepare_step``, TAMSI's
+query and the engine hold views) (14 arguments instead of 50: numba unboxes every array argument, ~0.05 us each;
+sphere: the call 6.6 -> 5.9 us with the penetration pass now inside it, docs/benchmarks.md). Every array the call
+reads or writes besides the state (those blocks' sections in their shapes, the Simulator's data rows, modes and
+finish values, the scripted wrenches, both result slots) is then passed by address, as the tree step's
+(sim/tree_step.py): one (K, 4) int64 ``table`` of (address, dims) rows viewed inside with ``numba.carray``, so the
+call takes 7 arguments (4 of them arrays: the state and the new state) and makes no reshape (the table section
+below; docs/benchmarks.md "The free-body step's arguments as one address table"). Its callees (the contact kernels, ``prepare_step``, TAMSI's
 ``newton_solve``, ``finish_step``, the penetration pass) are compiled into it (numba ``inline="always"``: a call of
 a function taking many arrays costs ~7 ns of reference counting per array), and the scene's scripted wrenches on
 free bodies are applied in it (``body_wrenches``). ``free_body_tamsi_advance`` runs several steps in one call
@@ -43,12 +47,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import types
+from numba.extending import intrinsic
 
 from ..jit import njit
+from ..jit import carray, float_pointer, int_pointer
 from ..engines import tamsi_kernels
 from ..engines.tamsi_kernels import (P_MAX_ITERATIONS, P_SMOOTH, P_STICTION, P_THETA_MAX, P_TOLERANCE, P_TWO_WAY,
                                      P_USE_TALS, newton_solve)
-from ..geometry.contact_kernels import SH_FLOATS, SH_INTS, sphere_halfspace_contacts
+from ..geometry.contact_kernels import sphere_halfspace_contacts
 from . import step_kernels
 from .penetration_kernels import deepest_excess
 
@@ -183,44 +190,79 @@ def integrate_rotations(q0, v, dt, body_int, q):
         q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6] = r0 * alpha, r1 * alpha, r2 * alpha, rw * alpha
 
 
-# The fused step's packed arrays (FreeBodyTamsiStep): its constants in ``model_int`` (int64) and ``model_float``, its
-# buffers in ``data_float`` and ``data_int`` (1-D each; the contact query's all-analytic buffers are views of them,
-# ContactQuery.use_analytic_buffers). ``model_int`` starts with a header: the sizes below, then per block the
-# offsets of its sections (k and k + 1 bound section k); the kernel slices and reshapes its views from them (a
-# compiled call pays ~0.05 us per array argument to unbox it, a slice inside costs nothing comparable).
-# (H_PENETRATION: 1 when the Simulator has a deep-interpenetration bound, sim/penetration.py)
-H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION = range(8)
-N_SIZES = 8
-# sections of model_int: body_int (nb, 3), the analytic pairs' ints (pairs, SH_INTS), the pairs' ids (4, pairs), the
-# Jacobian's packed joint columns and column dofs, the free flyers' first v indices, the trees' velocity ranges,
-# finish_step's index array, the scripted wrenches' (body row, 1 if it is the only one on its body) (wrenches, 2)
-IM_BODY, IM_PAIR_INT, IM_PAIR_IDS, IM_JOINT_COLUMNS, IM_COLUMN_DOF, IM_FREE_V, IM_TREE_PTR, IM_FINISH, IM_WRENCH = \
-    range(9)
-# sections of model_float: body_float (nb, BODY_FLOATS), gravity (3,) m/s^2, the constant mass matrix (nv, nv), the
-# analytic pairs' floats (pairs, SH_FLOATS), the pairs' materials (4, pairs), the penetration bound's thickness per
-# geometry (m; empty without the bound), (contact margin m, joint stiction tolerance m/s or rad/s, the bound's
-# fraction of the thinner thickness)
-FM_BODY, FM_GRAVITY, FM_MASS, FM_PAIR_FLOAT, FM_PAIR_MATERIAL, FM_THICKNESS, FM_SCALARS = range(7)
-# sections of data_float: nle (nv,), J (6, nv), the position error (nv,, zeros), TAMSI's velocity (nv,), then the
-# contact query's placements (slots, 4, 4), raw contacts (3, pairs, 3), points, normals (capacity, 3), phi
-# (capacity,), rotations (capacity, 3, 3), Jacobians (3 capacity, nv), materials (4, capacity), scratch (3, nv),
-# velocity bias (3 capacity,); then TAMSI's kernel scratch, fixed-size and contact-sized (TamsiEngine.kernel_scratch)
-(FD_NLE, FD_J, FD_POSITION_ERROR, FD_V_ENGINE, FD_PLACEMENT, FD_RAW, FD_POINT, FD_NORMAL, FD_PHI, FD_ROTATION,
- FD_JACOBIAN, FD_MATERIAL, FD_REL, FD_BIAS, FD_FIXED, FD_CONTACT) = range(16)
-# sections of data_int: the query's pair of each raw contact (pairs,), ids (4, capacity), Jacobian columns
-# (capacity, width); TAMSI's int scratch, fixed-size and contact-sized
-ID_PAIR_OUT, ID_IDS, ID_COLUMNS, ID_IFIXED, ID_ICONTACT = range(5)
-H_IM = N_SIZES                  # where each block's offsets start in the header
-H_FM = H_IM + IM_WRENCH + 2
-H_FD = H_FM + FM_SCALARS + 2
-H_ID = H_FD + FD_CONTACT + 2
-HEADER = H_ID + ID_ICONTACT + 2
+# ------------------------------------------------------------------------------------------ the address table
+# Every array the fused call reads or writes besides the state is fixed while the FreeBodyTamsiStep lives (its
+# packed constants and buffers, the Simulator's data, the two result slots) and is passed by address: one (K, 4)
+# int64 ``table`` of (address, dim 0, dim 1, dim 2) rows (the T_* constants below, as sim/tree_step.py), viewed
+# inside with ``numba.carray`` in its shape: no per-array unboxing (~0.05 us each) and no reshape of a view (~17 ns
+# each) in the call. The rows: the flags (T_FLAGS: I_* entries), the free bodies' constants, the analytic pairs'
+# ints, ids, the Jacobian's packed joint columns and column dofs, the free flyers' first v indices, the trees'
+# velocity ranges, finish_step's index array, the scripted wrenches' (body row, 1 if it is the only one on its
+# body) (wrenches, 2); body_float (nb, BODY_FLOATS), gravity (3,) m/s^2, the constant mass matrix (nv, nv), the
+# pairs' floats and materials, the penetration bound's thickness per geometry (m; empty without the bound),
+# (contact margin m, joint stiction tolerance m/s or rad/s, the bound's fraction of the thinner thickness); nle
+# (nv,), J (6, nv), the position error (nv,, zeros), TAMSI's velocity (nv,); the contact query's placements
+# (slots, 4, 4), raw contacts (3, pairs, 3), points, normals (capacity, 3), phi (capacity,), rotations
+# (capacity, 3, 3), Jacobians (3 capacity, nv), materials (4, capacity), scratch (3, nv), velocity bias
+# (3 capacity,), pair of each raw contact (pairs,), ids (4, capacity), Jacobian columns (capacity, width); TAMSI's
+# kernel scratch as ``tamsi_kernels.fixed_views`` and ``contact_views`` cut it; the Simulator's data rows
+# (step_kernels.N_ROWS, nv), modes (2, nv) bool, finish_step's values; the scripted wrenches of one step
+# (wrenches, 6); the two result slots' outputs (3, nv) and impulses (pairs, 3); the states between the steps of
+# one ``free_body_tamsi_advance`` call (2, nq), (2, nv).
+(T_FLAGS, T_BODY_INT, T_PAIR_INT, T_PAIR_IDS, T_JOINT_COLUMNS, T_COLUMN_DOF, T_FREE_V, T_TREE_PTR, T_FINISH_INDEX,
+ T_WRENCH_BODY, T_BODY_FLOAT, T_GRAVITY, T_M, T_PAIR_FLOAT, T_PAIR_MATERIAL, T_THICKNESS, T_SCALARS, T_NLE, T_J,
+ T_POSITION_ERROR, T_V_ENGINE, T_PLACEMENT, T_RAW, T_POINT, T_NORMAL, T_PHI, T_ROTATION, T_JACOBIAN, T_MATERIAL,
+ T_REL, T_BIAS, T_PAIR_OUT, T_IDS, T_COLUMNS, T_PARAMS, T_WORK_NV, T_A, T_BJ, T_HISTORY, T_PIV, T_UNSAT, T_WORK_C,
+ T_CWORK, T_PI_FROZEN, T_DELTA0, T_CONTACT_MODES, T_ROWS, T_MODES, T_FINISH_VALUES, T_WRENCH, T_OUTPUTS_A,
+ T_IMPULSE_A, T_OUTPUTS_B, T_IMPULSE_B, T_Q_STATE, T_V_STATE) = range(56)
+N_TABLE = 56
+# entries of the T_FLAGS array: 1 when the Simulator has a deep-interpenetration bound (sim/penetration.py)
+I_PENETRATION = 0
+N_FLAGS = 1
+# the rows of int64 arrays, of bool arrays (the others: float64)
+INT_ROWS = frozenset((T_FLAGS, T_BODY_INT, T_PAIR_INT, T_PAIR_IDS, T_JOINT_COLUMNS, T_COLUMN_DOF, T_FREE_V,
+                      T_TREE_PTR, T_FINISH_INDEX, T_WRENCH_BODY, T_PAIR_OUT, T_IDS, T_COLUMNS, T_PIV, T_UNSAT,
+                      T_CONTACT_MODES))
+BOOL_ROWS = frozenset((T_MODES,))
+
+
+@intrinsic
+def bool_pointer(typingctx, address):
+    """An int64 address as a pointer to numpy's one-byte booleans (for ``carray``; contact_sim_ros.jit has the
+    float64 and int64 ones)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], types.int64)
+        return builder.inttoptr(value, context.get_data_type(types.boolean).as_pointer())
+
+    return types.CPointer(types.boolean)(address), codegen
 
 
 @njit(cache=True, inline="always")
-def _section(block, model_int, at, k):
-    """Section k of ``block`` whose offsets start at model_int[at] (1-D view)."""
-    return block[model_int[at + k]:model_int[at + k + 1]]
+def _f1(t, k):
+    return carray(float_pointer(t[k, 0]), (t[k, 1],))
+
+
+@njit(cache=True, inline="always")
+def _f2(t, k):
+    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
+
+
+@njit(cache=True, inline="always")
+def _f3(t, k):
+    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
+
+
+@njit(cache=True, inline="always")
+def _i1(t, k):
+    return carray(int_pointer(t[k, 0]), (t[k, 1],))
+
+
+@njit(cache=True, inline="always")
+def _i2(t, k):
+    return carray(int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
 @njit(cache=True, inline="always")
@@ -250,61 +292,30 @@ def body_wrenches(q, body_int, body_float, wrench_body, wrench, external):
 
 
 @njit(cache=True, inline="always")
-def fused_views(model_int, model_float, data_float, data_int):
-    """The views of the packed blocks the step reads and writes (layout above), as one tuple, made once per call
-    (numba's reshape of a view costs ~17 ns: ``free_body_tamsi_advance`` makes them once for all its steps)."""
-    h = model_int
-    nb, nv, pairs = h[H_NB], h[H_NV], h[H_PAIRS]
-    slots, cap, width = h[H_SLOTS], h[H_CAPACITY], h[H_WIDTH]
-    return (_section(model_int, h, H_IM, IM_BODY).reshape((nb, 3)),
-            _section(model_int, h, H_IM, IM_PAIR_INT).reshape((pairs, SH_INTS)),
-            _section(model_int, h, H_IM, IM_PAIR_IDS).reshape((4, pairs)),
-            _section(model_int, h, H_IM, IM_JOINT_COLUMNS),
-            _section(model_int, h, H_IM, IM_COLUMN_DOF),
-            _section(model_int, h, H_IM, IM_FREE_V),
-            _section(model_int, h, H_IM, IM_TREE_PTR),
-            _section(model_int, h, H_IM, IM_FINISH),
-            _section(model_int, h, H_IM, IM_WRENCH).reshape(((h[H_IM + IM_WRENCH + 1] - h[H_IM + IM_WRENCH]) // 2,
-                                                             2)),
-            _section(model_float, h, H_FM, FM_BODY).reshape((nb, BODY_FLOATS)),
-            _section(model_float, h, H_FM, FM_GRAVITY),
-            _section(model_float, h, H_FM, FM_MASS).reshape((nv, nv)),
-            _section(model_float, h, H_FM, FM_PAIR_FLOAT).reshape((pairs, SH_FLOATS)),
-            _section(model_float, h, H_FM, FM_PAIR_MATERIAL).reshape((4, pairs)),
-            _section(model_float, h, H_FM, FM_THICKNESS),
-            _section(model_float, h, H_FM, FM_SCALARS),
-            _section(data_float, h, H_FD, FD_NLE),
-            _section(data_float, h, H_FD, FD_J).reshape((6, nv)),
-            _section(data_float, h, H_FD, FD_POSITION_ERROR),
-            _section(data_float, h, H_FD, FD_V_ENGINE),
-            _section(data_float, h, H_FD, FD_PLACEMENT).reshape((slots, 4, 4)),
-            _section(data_float, h, H_FD, FD_RAW).reshape((3, pairs, 3)),
-            _section(data_float, h, H_FD, FD_POINT).reshape((cap, 3)),
-            _section(data_float, h, H_FD, FD_NORMAL).reshape((cap, 3)),
-            _section(data_float, h, H_FD, FD_PHI),
-            _section(data_float, h, H_FD, FD_ROTATION).reshape((cap, 3, 3)),
-            _section(data_float, h, H_FD, FD_JACOBIAN).reshape((3 * cap, nv)),
-            _section(data_float, h, H_FD, FD_MATERIAL).reshape((4, cap)),
-            _section(data_float, h, H_FD, FD_REL).reshape((3, nv)),
-            _section(data_float, h, H_FD, FD_BIAS),
-            _section(data_int, h, H_ID, ID_PAIR_OUT),
-            _section(data_int, h, H_ID, ID_IDS).reshape((4, cap)),
-            _section(data_int, h, H_ID, ID_COLUMNS).reshape((cap, width)),
-            tamsi_kernels.fixed_views(_section(data_float, h, H_FD, FD_FIXED), _section(data_int, h, H_ID, ID_IFIXED),
-                                      nv),
-            tamsi_kernels.contact_views(_section(data_float, h, H_FD, FD_CONTACT),
-                                        _section(data_int, h, H_ID, ID_ICONTACT)))
+def table_views(t):
+    """The views of the arrays the step reads and writes (the T_* rows of ``t`` in their shapes) but the wrench
+    and the result slots', as one tuple (``free_body_tamsi_advance`` makes them once for all its steps)."""
+    return (_i2(t, T_BODY_INT), _i2(t, T_PAIR_INT), _i2(t, T_PAIR_IDS), _i1(t, T_JOINT_COLUMNS),
+            _i1(t, T_COLUMN_DOF), _i1(t, T_FREE_V), _i1(t, T_TREE_PTR), _i1(t, T_FINISH_INDEX),
+            _i2(t, T_WRENCH_BODY), _f2(t, T_BODY_FLOAT), _f1(t, T_GRAVITY), _f2(t, T_M), _f2(t, T_PAIR_FLOAT),
+            _f2(t, T_PAIR_MATERIAL), _f1(t, T_THICKNESS), _f1(t, T_SCALARS), _f1(t, T_NLE), _f2(t, T_J),
+            _f1(t, T_POSITION_ERROR), _f1(t, T_V_ENGINE), _f3(t, T_PLACEMENT), _f3(t, T_RAW), _f2(t, T_POINT),
+            _f2(t, T_NORMAL), _f1(t, T_PHI), _f3(t, T_ROTATION), _f2(t, T_JACOBIAN), _f2(t, T_MATERIAL),
+            _f2(t, T_REL), _f1(t, T_BIAS), _i1(t, T_PAIR_OUT), _i2(t, T_IDS), _i2(t, T_COLUMNS),
+            (_f1(t, T_PARAMS), _f2(t, T_WORK_NV), _f2(t, T_A), _f2(t, T_BJ), _f2(t, T_HISTORY), _i1(t, T_PIV),
+             _i2(t, T_UNSAT)),
+            (_f3(t, T_WORK_C), _f2(t, T_CWORK), _f1(t, T_PI_FROZEN), _f1(t, T_DELTA0), _i2(t, T_CONTACT_MODES)),
+            _f2(t, T_ROWS), carray(bool_pointer(t[T_MODES, 0]), (t[T_MODES, 1], t[T_MODES, 2])),
+            _f1(t, T_FINISH_VALUES))
 
 
 @njit(cache=True, inline="always")
-def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_values, wrench, outputs, impulse,
-                     q_next, v_out):
-    """``free_body_tamsi_step`` on the views of ``fused_views`` (``has_penetration``: the header's
-    H_PENETRATION != 0)."""
+def fused_step_views(q0, v0, dt, has_penetration, views, wrench, outputs, impulse, q_next, v_out):
+    """``free_body_tamsi_step`` on the views of ``table_views`` (``has_penetration``: the flag I_PENETRATION)."""
     (body_int, pair_int, pair_ids, joint_columns, column_dof, free_v, tree_ptr, finish_index, wrench_body, body_float,
      gravity, M, pair_float, pair_material, thickness, scalars, nle, J, position_error, v_engine, placement, raw, point,
      normal, phi, rotation, jacobian, material, rel, bias, pair_out, ids, columns, tamsi_fixed,
-     tamsi_contact) = views
+     tamsi_contact, rows, modes, finish_values) = views
     params, work_nv, A, BJ, history, piv, unsat = tamsi_fixed
     work_c, cwork, pi_frozen, delta0, contact_modes = tamsi_contact
     margin, stiction_tolerance, fraction = scalars[0], scalars[1], scalars[2]
@@ -316,7 +327,7 @@ def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_val
     if wrench_body.shape[0] > 0:
         body_wrenches(q0, body_int, body_float, wrench_body, wrench, rows[step_kernels.EXTERNAL])
     step_kernels.prepare_step(M, v0, nle, position_error, rows, modes, free_v, stiction_tolerance, tree_ptr)
-    # newton_step_packed on the views made once (fused_views)
+    # newton_step_packed on the views made once (table_views)
     status, iterations, err, count, info = newton_solve(
         M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt,
         (rows[step_kernels.EFFORT], rows[step_kernels.KP_OUT], rows[step_kernels.KD_OUT],
@@ -340,56 +351,54 @@ def fused_step_views(q0, v0, dt, has_penetration, views, rows, modes, finish_val
 
 
 @njit(cache=True)
-def free_body_tamsi_step(q0, v0, dt, model_int, model_float, data_float, data_int, rows, modes, finish_values,
-                         wrench, outputs, impulse, q_next, v_out):
-    """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); the packed constants
-    ``model_int``, ``model_float`` and buffers ``data_float``, ``data_int`` (FreeBodyTamsiStep, layout above); the
-    Simulator's data: ``rows`` (step_kernels.N_ROWS, nv) (its EXTERNAL row holds the scripted wrenches; EFFORT,
-    V_TARGET, EFFORT_LIMIT the commands), ``modes`` (2, nv), ``finish_values`` (finish_step's); ``wrench``
-    (wrenches, 6) the scene's scripted wrenches at the step's start (world frame [f N; m N m], ``body_wrenches``
-    writes the EXTERNAL row from them; (0, 6) when the Simulator wrote it, or there are none). Outputs: ``outputs``
-    (3, nv) a ResultSlot's rows (its rows 1, 2: the generalized contact force and the actuation, N or N m),
-    ``impulse`` (pairs, 3) (first n rows, N s), q_next (nq,), v_out (nv,) the new state (when the finish code is
-    OK); TAMSI's velocity is the data_float section FD_V_ENGINE.
+def free_body_tamsi_step(q0, v0, dt, table, slot, q_next, v_out):
+    """The step of the module docstring. Inputs: the state (q0, v0) and dt (s); ``table`` the address table
+    (FreeBodyTamsiStep.table, T_* rows) of the constants, the buffers and the Simulator's data: its data rows
+    (step_kernels.N_ROWS, nv) (the EXTERNAL row holds the scripted wrenches; EFFORT, V_TARGET, EFFORT_LIMIT the
+    commands), modes (2, nv), finish_step's values, and T_WRENCH (wrenches, 6) the scene's scripted wrenches at
+    the step's start (world frame [f N; m N m], ``body_wrenches`` writes the EXTERNAL row from them; (0, 6) when
+    the Simulator wrote it, or there are none). Outputs: into result slot ``slot`` (0 or 1, the Simulator's
+    ``data.slots``) its outputs (3, nv) (rows 1, 2: the generalized contact force and the actuation, N or N m) and
+    impulses (pairs, 3) (first n rows, N s); q_next (nq,), v_out (nv,) the new state (when the finish code is OK);
+    TAMSI's velocity is the T_V_ENGINE row.
 
     Returns (status, iterations, err, history count, info, n contacts, r raw contacts, finish code, deep):
     status as ``tamsi_kernels.newton_step`` (the finish code is only computed when it is CONVERGED, else -1);
     ``deep`` True when a contact is deeper than the penetration bound alone (``penetration_kernels``' pass without
     the last step's approach: ``PenetrationCheck.check`` then decides and says why; False: it would return '')."""
-    return fused_step_views(q0, v0, dt, model_int[H_PENETRATION] != 0,
-                            fused_views(model_int, model_float, data_float, data_int), rows, modes, finish_values,
-                            wrench, outputs, impulse, q_next, v_out)
+    return fused_step_views(q0, v0, dt, _i1(table, T_FLAGS)[I_PENETRATION] != 0, table_views(table),
+                            _f2(table, T_WRENCH), _f2(table, T_OUTPUTS_A + 2 * slot),
+                            _f2(table, T_IMPULSE_A + 2 * slot), q_next, v_out)
 
 
 @njit(cache=True)
-def free_body_tamsi_advance(q0, v0, dt, n_steps, model_int, model_float, data_float, data_int, rows, modes,
-                            finish_values, wrenches, outputs_a, impulse_a, outputs_b, impulse_b, q_state, v_state,
-                            q_out, v_out):
+def free_body_tamsi_advance(q0, v0, dt, n_steps, table, first, wrenches, q_out, v_out):
     """Up to ``n_steps`` steps of ``free_body_tamsi_step`` from (q0, v0) in one call, each from the state the
     previous one made, stopping BEFORE a step that is not a clean success (TAMSI not converged, a non-OK finish
     code, or a contact beyond the penetration bound alone): that step is left to ``Simulator.step``, which runs it
     again from the same state (the same numbers) and handles it (the divergence and penetration checks, the staged
-    step's sub-steps). Step j writes its outputs into the slot (``outputs_a``, ``impulse_a``) when j is even, else
-    into (``outputs_b``, ``impulse_b``) (the Simulator alternates its two ResultSlots); the states between steps
-    go to ``q_state`` (2, nq), ``v_state`` (2, nv) in turn; the last committed state is copied into q_out (nq,),
-    v_out (nv,) (untouched when none is). The commands in ``rows`` and ``modes`` are the same for every step;
+    step's sub-steps). Step j writes its outputs into result slot ``first`` when j is even, else into the other
+    one (the Simulator alternates its two ResultSlots); the states between steps go to the table's T_Q_STATE
+    (2, nq), T_V_STATE (2, nv) in turn; the last committed state is copied into q_out (nq,), v_out (nv,)
+    (untouched when none is). The commands in the table's data rows and modes are the same for every step;
     ``wrenches`` (n_steps, wrenches, 6) the scripted wrenches at each step's start (``free_body_tamsi_step``'s
-    ``wrench`` per step; (n_steps, 0, 6): none, ``rows``' EXTERNAL row is the same for every step).
+    T_WRENCH per step; (n_steps, 0, 6): none, the EXTERNAL row is the same for every step).
 
     Returns (m, iterations, err, count, n, r): m the committed steps (m < n_steps: step m was not clean), and
     the last committed step's iterations, err, history count, contacts and raw contacts (m = 0: those of the
     attempted step, not to be used)."""
-    views = fused_views(model_int, model_float, data_float, data_int)
-    has_penetration = model_int[H_PENETRATION] != 0
+    views = table_views(table)
+    has_penetration = _i1(table, T_FLAGS)[I_PENETRATION] != 0
+    q_state, v_state = _f2(table, T_Q_STATE), _f2(table, T_V_STATE)
+    slot_outputs = (_f2(table, T_OUTPUTS_A + 2 * first), _f2(table, T_OUTPUTS_A + 2 * (1 - first)))
+    slot_impulse = (_f2(table, T_IMPULSE_A + 2 * first), _f2(table, T_IMPULSE_A + 2 * (1 - first)))
     q, v = q0, v0
     m = 0
     iterations, err, count, n, r = 0, 0.0, 0, 0, 0
     for j in range(n_steps):
-        outputs, impulse = (outputs_a, impulse_a) if j % 2 == 0 else (outputs_b, impulse_b)
         q_next, v_next = q_state[j % 2], v_state[j % 2]
         status, it, e, c, info, nj, rj, code, deep = fused_step_views(
-            q, v, dt, has_penetration, views, rows, modes, finish_values, wrenches[j], outputs, impulse, q_next,
-            v_next)
+            q, v, dt, has_penetration, views, wrenches[j], slot_outputs[j % 2], slot_impulse[j % 2], q_next, v_next)
         if code != step_kernels.OK or deep:       # code is -1 when TAMSI did not converge
             break
         q, v = q_next, v_next
@@ -489,11 +498,19 @@ def _pack(arrays, dtype, start: int = 0) -> tuple[np.ndarray, list, list]:
     return block, offsets, views
 
 
+def _row(a: np.ndarray) -> tuple:
+    """(address, dims...) of a C-contiguous array of at most 3 dimensions (the table's row)."""
+    if not a.flags.c_contiguous or a.ndim > 3:
+        raise ValueError(f"free_body_step: an array of the table must be C-contiguous with <= 3 dimensions, got "
+                         f"{a.dtype} {a.shape}")
+    return (a.ctypes.data, *a.shape, *(0,) * (3 - a.ndim))
+
+
 class FreeBodyTamsiStep:
     """The Simulator's fused step for a qualifying scene (module docstring): mostly data, the arguments of
     ``free_body_tamsi_step`` besides the state and the Simulator's data, packed ONCE from the Simulator's model,
-    data and parts (as the stages of sim/stages.py take them) into four 1-D blocks (layout: the H_*, IM_*, FM_*,
-    FD_*, ID_* constants above). The contact query's all-analytic buffers and TAMSI's kernel scratch are moved into
+    data and parts (as the stages of sim/stages.py take them) into four 1-D blocks, and the address ``table``
+    (T_* rows above) of their sections, the Simulator's data and result slots. The contact query's all-analytic buffers and TAMSI's kernel scratch are moved into
     views of ``data_float`` / ``data_int`` (ContactQuery.use_analytic_buffers, TamsiEngine.use_kernel_scratch): the
     query's ContactSet and the engine's iteration history read what the kernel wrote.
 
@@ -502,7 +519,8 @@ class FreeBodyTamsiStep:
     last call (a view of data_float); ``pairs``: the query's pairs (every pair gives at most one contact);
     ``wrenches_in_kernel``: the scene's scripted wrenches are applied in the call (``wrench_at`` /
     ``wrench_steps`` evaluate them: (wrenches, 6), (steps, wrenches, 6)); ``q_state``, ``v_state`` (2, nq), (2, nv):
-    the states between the steps of one ``free_body_tamsi_advance`` call."""
+    the states between the steps of one ``free_body_tamsi_advance`` call; ``arrays``: every array the table
+    points into (held: their memory lives as long as this object)."""
 
     @staticmethod
     def qualifies(model, parts) -> bool:
@@ -526,7 +544,6 @@ class FreeBodyTamsiStep:
         fixed, ifixed, contact, icontact = engine.kernel_scratch(pairs)
         (placement, an_int, an_float, margin, _, _, pair_ids, pair_material), \
             (joint_columns, column_dof, *_), _ = cq.analytic_step_arguments()
-        capacity, width = buffers["columns"].shape
         # the scripted wrenches: applied in the call (body_wrenches) when every one acts on a free body at its joint
         # frame (stages.external_forces' case without a Jacobian), else the Simulator writes data.external
         forces, targets = parts.external_forces, model.wrench_targets
@@ -539,37 +556,72 @@ class FreeBodyTamsiStep:
         # the wrenches' values [f N; m N m] (world frame) of one step, of the steps of one advance call
         self.wrench = np.zeros((len(wrench_body), 6))
         self._wrench_steps = np.zeros((0, len(wrench_body), 6))
-        self.model_int, offsets_int, _ = _pack(
-            (bodies.body_int, an_int, pair_ids, joint_columns, column_dof, model.free_v_index, model.tree_ptr,
-             model.finish_index, wrench_body), np.int64, HEADER)
+        self.model_int, _, (body_int, pair_int, ids_, columns_, dof_, free_v, tree_ptr, finish_index, wrench_rows) = \
+            _pack((bodies.body_int, an_int, pair_ids, joint_columns, column_dof, model.free_v_index, model.tree_ptr,
+                   model.finish_index, wrench_body), np.int64)
         penetration = parts.penetration
-        self.model_float, offsets_float, (_, _, self.mass_matrix, *_) = _pack(
+        self.model_float, _, float_views = _pack(
             (bodies.body_float, bodies.gravity, bodies.mass_matrix, an_float, pair_material,
              penetration.thickness if penetration is not None else np.zeros(0),
              (margin, model.friction_tolerance, penetration.fraction if penetration is not None else 0.0)), float)
+        self.mass_matrix = float_views[2]
         names_float = ("placement", "raw", "point", "normal", "phi", "rotation", "jacobian", "material", "rel",
                        "bias")
-        self.data_float, offsets_data, views = _pack(
+        self.data_float, _, views = _pack(
             (np.zeros(nv), np.zeros((6, nv)), np.zeros(nv), np.zeros(nv), *(buffers[k] for k in names_float),
              fixed, contact), float)
-        self.v_engine = views[FD_V_ENGINE]
+        self.v_engine = views[3]
         # the states between the steps of one ``free_body_tamsi_advance`` call, in turn (m, rad, m/s, rad/s)
         self.q_state, self.v_state = np.zeros((2, model.nq)), np.zeros((2, nv))
         names_int = ("pair_out", "ids", "columns")
-        self.data_int, offsets_data_int, views_int = _pack(
-            (*(buffers[k] for k in names_int), ifixed, icontact), np.int64)
-        header = self.model_int
-        header[[H_NB, H_NQ, H_NV, H_PAIRS, H_SLOTS, H_CAPACITY, H_WIDTH, H_PENETRATION]] = (
-            len(bodies.body_int), model.nq, nv, pairs, len(buffers["placement"]), capacity, width,
-            penetration is not None)
-        header[H_IM:H_FM] = offsets_int
-        header[H_FM:H_FD] = offsets_float
-        header[H_FD:H_ID] = offsets_data
-        header[H_ID:HEADER] = offsets_data_int
+        self.data_int, _, views_int = _pack((*(buffers[k] for k in names_int), ifixed, icontact), np.int64)
         self._no_wrench_steps = np.zeros((0, 0, 6))
         cq.use_analytic_buffers({**dict(zip(names_float, views[4:4 + len(names_float)])),
                                  **dict(zip(names_int, views_int[:len(names_int)]))})
         engine.use_kernel_scratch(views[-2], views_int[-2], views[-1], views_int[-1])
+        self.flags = np.zeros(N_FLAGS, dtype=np.int64)
+        self.flags[I_PENETRATION] = penetration is not None
+        # TAMSI's scratch cut as newton_step_packed cuts it (views of data_float / data_int)
+        tamsi_fixed = tamsi_kernels.fixed_views(views[-2], views_int[-2], nv)
+        tamsi_contact = tamsi_kernels.contact_views(views[-1], views_int[-1])
+        entries = dict(zip(
+            (T_FLAGS, T_BODY_INT, T_PAIR_INT, T_PAIR_IDS, T_JOINT_COLUMNS, T_COLUMN_DOF, T_FREE_V, T_TREE_PTR,
+             T_FINISH_INDEX, T_WRENCH_BODY),
+            (self.flags, body_int, pair_int, ids_, columns_, dof_, free_v, tree_ptr, finish_index, wrench_rows)))
+        entries.update(zip(range(T_BODY_FLOAT, T_SCALARS + 1), float_views))
+        entries.update(zip(range(T_NLE, T_BIAS + 1), views[:-2]))
+        entries.update(zip(range(T_PAIR_OUT, T_COLUMNS + 1), views_int[:-2]))
+        entries.update(zip(range(T_PARAMS, T_UNSAT + 1), tamsi_fixed))
+        entries.update(zip(range(T_WORK_C, T_CONTACT_MODES + 1), tamsi_contact))
+        entries.update({T_ROWS: data.rows, T_MODES: data.modes, T_FINISH_VALUES: data.finish_values,
+                        T_WRENCH: self.wrench, T_Q_STATE: self.q_state, T_V_STATE: self.v_state})
+        self._slots = data.slots
+        entries.update(self._slot_entries())
+        if sorted(entries) != list(range(N_TABLE)):
+            raise ValueError("free_body_step: the address table misses an entry")
+        for k, arr in entries.items():
+            want = np.int64 if k in INT_ROWS else np.bool_ if k in BOOL_ROWS else np.float64
+            if arr.dtype != want:
+                raise ValueError(f"free_body_step: table entry {k} must be {np.dtype(want)}, got {arr.dtype}")
+        self.arrays = entries              # every array the table points into, held while this object lives
+        self.table = np.array([_row(entries[k]) for k in range(N_TABLE)], dtype=np.int64)
+        # set by the Simulator when a staged step ran (it may grow a result slot's impulses): ``current_slots``
+        self.check_slots = False
+
+    def _slot_entries(self) -> dict:
+        """The table entries of the two result slots: outputs (3, nv) and impulses (pairs, 3) of each."""
+        a, b = self._slots
+        return {T_OUTPUTS_A: a.outputs, T_IMPULSE_A: a.rows(self.pairs)[0], T_OUTPUTS_B: b.outputs,
+                T_IMPULSE_B: b.rows(self.pairs)[0]}
+
+    def current_slots(self) -> None:
+        """Points the table at the result slots' impulse buffers again when a slot grew them (a staged step with
+        more contacts than its capacity; each pair of these scenes gives at most one, so in practice never)."""
+        entries = self._slot_entries()
+        if any(entries[k] is not self.arrays[k] for k in entries):
+            self.arrays.update(entries)
+            for k, arr in entries.items():
+                self.table[k] = _row(arr)
 
     def wrench_at(self, t: float) -> np.ndarray:
         """``wrench`` (wrenches, 6) filled with the scripted wrenches at sim time t (s) (``wrenches_in_kernel``)."""

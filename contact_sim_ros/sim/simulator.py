@@ -586,19 +586,21 @@ class Simulator:
         report or None). The Simulator is left as those steps of ``_fused_step`` leave it."""
         t, dt = self._t, self.sim_model.time_step
         slots = self.data.slots
-        first, other = (slots[1], slots[0]) if self.last_result is slots[0].result else (slots[0], slots[1])
-        fused, d = self._fused, self.data
+        first = 1 if self.last_result is slots[0].result else 0
+        fused = self._fused
+        if fused.check_slots:                 # a staged step ran since the last fused call
+            fused.check_slots = False
+            fused.current_slots()
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         wrenches = fused.wrench_steps(t, dt, n_steps)     # the scripted wrenches at each step's start
         start = time.perf_counter()
-        m, iterations, err, count, n, r = free_body_tamsi_advance(
-            self._q, self._v, dt, n_steps, fused.model_int, fused.model_float, fused.data_float, fused.data_int,
-            d.rows, d.modes, d.finish_values, wrenches, first.outputs, first.rows(fused.pairs)[0], other.outputs,
-            other.rows(fused.pairs)[0], fused.q_state, fused.v_state, q, v)
+        m, iterations, err, count, n, r = free_body_tamsi_advance(self._q, self._v, dt, n_steps, fused.table, first,
+                                                                  wrenches, q, v)
         elapsed = time.perf_counter() - start
         if m == 0:
+            fused.check_slots = True                      # step() runs it, maybe staged
             return 0, None
-        slot = first if m % 2 == 1 else other
+        slot = slots[first] if m % 2 == 1 else slots[1 - first]
         self.engine.history_count = count                 # its iteration_history: the last step's updates
         stats = self.contact_query.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
@@ -623,8 +625,7 @@ class Simulator:
         converged, non-finite, diverged): ``step`` then runs the staged step, which fails the same way and
         retries with sub-steps."""
         t, dt = self._t, self.sim_model.time_step
-        fused, d = self._fused, self.data
-        wrench = fused.wrench                                     # (0, 6) without in-call wrenches
+        fused = self._fused
         if self.sim_model.has_external_forces:
             if fused.wrenches_in_kernel:
                 fused.wrench_at(t)                                # the call writes data.external from them
@@ -632,23 +633,28 @@ class Simulator:
                 if self._stale == ALL_STALE:
                     self._update_kinematics()                     # the bodies' rotations
                 self._external_forces(t)                          # into data.external, a row of data.rows
+        if fused.check_slots:                 # a staged step ran since the last fused call
+            fused.check_slots = False
+            fused.current_slots()
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
-        slot = slots[1] if self.last_result is slots[0].result else slots[0]
+        k = 1 if self.last_result is slots[0].result else 0
+        slot = slots[k]
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
-        status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(
-            self._q, self._v, dt, fused.model_int, fused.model_float, fused.data_float, fused.data_int, d.rows,
-            d.modes, d.finish_values, wrench, slot.outputs, slot.rows(fused.pairs)[0], q, v)
+        status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(self._q, self._v, dt,
+                                                                                      fused.table, k, q, v)
         elapsed = time.perf_counter() - start
         self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
         if code != step_kernels.OK:                       # -1: not converged
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, fused.mass_matrix, t + dt):
+                fused.check_slots = True                  # the staged step runs
                 return None
         contacts = self.contact_query.contact_set(n)
         if deep and self._penetration.check(contacts, t, self._v, dt):       # deep: beyond the bound alone
+            fused.check_slots = True
             return None            # the staged step fails with the reason
         self.contacts = contacts
         result = self.last_result = slot.result
