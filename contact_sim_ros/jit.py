@@ -301,6 +301,14 @@ def int_pointer(typingctx, address):
     return _types.CPointer(_types.int64)(address), _pointer_codegen
 
 
+
+@_intrinsic
+def bool_pointer(typingctx, address):
+    """An int64 address as a pointer to numpy's one-byte booleans (for ``carray``)."""
+    if not isinstance(address, _types.Integer):
+        return None
+    return _types.CPointer(_types.boolean)(address), _pointer_codegen
+
 if __name__ == "__main__":
     # `python -m contact_sim_ros.jit` (scripts/ensure_venv.sh's step 6) = `python -m contact_sim_ros.kernel_cache`.
     # Script-only code: not run on import, so this is no arrow from the decorator up to the warm-up.

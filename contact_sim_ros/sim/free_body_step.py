@@ -47,11 +47,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import types
-from numba.extending import intrinsic
 
 from ..jit import njit
-from ..jit import carray, float_pointer, int_pointer
+from ..jit import bool_pointer, carray, float_pointer, int_pointer
 from ..engines import tamsi_kernels
 from ..engines.tamsi_kernels import (P_MAX_ITERATIONS, P_SMOOTH, P_STICTION, P_THETA_MAX, P_TOLERANCE, P_TWO_WAY,
                                      P_USE_TALS, newton_solve)
@@ -224,20 +222,6 @@ INT_ROWS = frozenset((T_FLAGS, T_BODY_INT, T_PAIR_INT, T_PAIR_IDS, T_JOINT_COLUM
                       T_TREE_PTR, T_FINISH_INDEX, T_WRENCH_BODY, T_PAIR_OUT, T_IDS, T_COLUMNS, T_PIV, T_UNSAT,
                       T_CONTACT_MODES))
 BOOL_ROWS = frozenset((T_MODES,))
-
-
-@intrinsic
-def bool_pointer(typingctx, address):
-    """An int64 address as a pointer to numpy's one-byte booleans (for ``carray``; contact_sim_ros.jit has the
-    float64 and int64 ones)."""
-    if not isinstance(address, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        value = context.cast(builder, args[0], signature.args[0], types.int64)
-        return builder.inttoptr(value, context.get_data_type(types.boolean).as_pointer())
-
-    return types.CPointer(types.boolean)(address), codegen
 
 
 @njit(cache=True, inline="always")
