@@ -247,17 +247,18 @@ def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, engine, tm
         assert max(sizes) >= 4
 
 
-def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step():
-    """TAMSI not converging in the fused call: the staged step runs, tries its sub-steps and fails with the state
-    kept, exactly as a Simulator without the fused step does."""
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step(engine):
+    """TAMSI (or an ICF engine) not converging in the fused call: the staged step runs, tries its sub-steps and
+    fails with the state kept, exactly as a Simulator without the fused step does."""
     options = {"max_iterations": 1, "relative_tolerance": 1e-12}
-    fused = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
-    staged = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
+    fused = Simulator(PLANAR, engine=engine, max_substep_levels=2, engine_options=options)
+    staged = Simulator(PLANAR, engine=engine, max_substep_levels=2, engine_options=options)
     staged._tree = None
     assert fused._tree is not None
     q0 = fused.q.copy()
     ra, rb = fused.step(), staged.step()
-    assert not ra.ok and ra.substeps == 4 and "engine 'tamsi' failed at t = 0.000000 s" in ra.message
+    assert not ra.ok and ra.substeps == 4 and f"engine '{engine}' failed at t = 0.000000 s" in ra.message
     _assert_same_step(fused, staged, ra, rb, 0)
     np.testing.assert_array_equal(fused.q, q0)
     assert fused.t == 0.0 and fused.step_count == 0
