@@ -51,11 +51,13 @@ import numpy as np
 
 from ..jit import c_call3, c_call5, c_call6, c_call9, carray, float_pointer, int_pointer, njit
 from ..engines import icf_kernels, tamsi_kernels
-from ..engines.lagged import ConvexICFEngine
 from ..geometry import contact_kernels, pair_bound_kernels
 from . import step_kernels
 from .penetration_kernels import deepest_excess
 
+# the ICF engines (engines/lagged.py's ConvexICFEngine: tree_icf_step) by their registry names, as TAMSI by its (a
+# kernel module imports no engine)
+ICF_ENGINES = frozenset(("lagged", "similar", "sap"))
 # the order of rigid_body_dynamics.cpp's c_functions()
 FN_KINEMATICS, FN_READ_KINEMATICS, FN_DYNAMICS, FN_INTEGRATE, FN_FRAME_JACOBIAN = range(5)
 N_FUNCTIONS = 5
@@ -406,8 +408,8 @@ class TreeTamsiStep:
 
     @staticmethod
     def _engine_qualifies(engine) -> bool:
-        """TAMSI (by its registry name) or an ICF engine (Lagged, Similar, SAP) with its compiled kernel."""
-        return (engine.name == "tamsi" or isinstance(engine, ConvexICFEngine)) and engine.compiled
+        """TAMSI or an ICF engine (Lagged, Similar, SAP; by their registry names) with its compiled kernel."""
+        return (engine.name == "tamsi" or engine.name in ICF_ENGINES) and engine.compiled
 
     def __init__(self, model, data, parts, functions, coal_bounds=None, wrench_frames=None):
         """``model``, ``data``, ``parts``: the Simulator's SimModel, SimData and StepParts, for which ``qualifies``
@@ -424,8 +426,8 @@ class TreeTamsiStep:
         self.parts, self.data = parts, data
         self.max_rows = rows = max(int(a["max_rows"]), 1)
         scratch = engine.kernel_scratch(rows)
-        self.icf = isinstance(engine, ConvexICFEngine)      # tree_icf_step (else tree_tamsi_step)
-        self.lagged = self.icf and engine.contact_model == "lagged"
+        self.icf = engine.name in ICF_ENGINES      # tree_icf_step (else tree_tamsi_step)
+        self.lagged = engine.name == "lagged"
         if self.icf:                     # icf_step's fwork, iwork, stiction, structure, options (T_ICF_* rows)
             fixed, ifixed, contact, icontact, engine_options = scratch
         else:
