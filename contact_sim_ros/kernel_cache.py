@@ -35,7 +35,7 @@ COMPILE_SECONDS = {
     "contact_sim_ros.sim.penetration_kernels": 0.3,   # the deep-interpenetration bound (issue 31)
     "contact_sim_ros.sim.step_kernels": 1.5,
     "contact_sim_ros.sim.free_body_step": 2.0,      # the fused free-body TAMSI step (sphere/box on the ground)
-    "contact_sim_ros.sim.tree_step": 40.0,          # the fused tree TAMSI step (TAMSI's kernel_modules)
+    "contact_sim_ros.sim.tree_step": 40.0,          # the fused tree step (TAMSI's and the ICF engines' kernel_modules)
     "contact_sim_ros.engines.tamsi_kernels": 7.0,
     "contact_sim_ros.engines.icf_kernels": 17.0,    # the whole step, deferred contacts, SAP line search (issue 18)
     "contact_sim_ros.engines.lcp_kernels": 2.0,

@@ -107,23 +107,24 @@ print(json.dumps(kernel_cache.kernel_stats()))
 
 
 @pytest.mark.process
-def test_the_fused_tree_step_loads_from_the_cache(filled_cache):
-    """The warm-up also steps TAMSI on the Allegro hand far from its mug (the fused tree step, sim/tree_step.py): a
-    fresh process stepping the box on planar joints, another tree on compiled pairs with a scripted wrench, loads
-    that call and compiles nothing."""
+@pytest.mark.parametrize("engine, kernel", [("tamsi", "tree_tamsi_step"), ("lagged", "tree_icf_step")])
+def test_the_fused_tree_step_loads_from_the_cache(filled_cache, engine, kernel):
+    """The warm-up also steps TAMSI and the ICF engines on the Allegro hand far from its mug (the fused tree step,
+    sim/tree_step.py): a fresh process stepping the box on planar joints, another tree on compiled pairs with a
+    scripted wrench, loads that call (tree_tamsi_step, or tree_icf_step with Lagged) and compiles nothing."""
     code = r"""
-import json
+import json, sys
 from contact_sim_ros import kernel_cache
 from contact_sim_ros.resources import share_dir
 from contact_sim_ros.sim.simulator import Simulator
-sim = Simulator(str(share_dir() / "benchmarks/peers/scenes/planar_box.yaml"), engine="tamsi", time_step=1e-3)
+sim = Simulator(str(share_dir() / "benchmarks/peers/scenes/planar_box.yaml"), engine=sys.argv[1], time_step=1e-3)
 assert sim._tree is not None
 for _ in range(5):
     assert sim.step().ok
 print(json.dumps(kernel_cache.kernel_stats()))
 """
-    stats = json.loads(_python(code).stdout.splitlines()[-1])
-    assert stats["contact_sim_ros.sim.tree_step.tree_tamsi_step"]["hits"] == 1, stats
+    stats = json.loads(_python(["-c", code, engine]).stdout.splitlines()[-1])
+    assert stats[f"contact_sim_ros.sim.tree_step.{kernel}"]["hits"] == 1, stats
     assert not {name: s for name, s in stats.items() if s["misses"]}, stats
 
 

@@ -1,4 +1,5 @@
-"""The whole TAMSI step of a tree in one compiled call (contact_sim_ros/sim/tree_step.py, issue 45 item 2).
+"""The whole TAMSI (or Lagged, Similar, SAP) step of a tree in one compiled call (contact_sim_ros/sim/tree_step.py,
+issue 45 item 2).
 
 The C-ABI bridge: the numba-called Pinocchio calls (rigid_body_dynamics.cpp's C entry points) equal the
 Boost.Python methods and the pin.* calls bit for bit on a revolute arm, a prismatic / planar model, a free flyer
@@ -140,17 +141,23 @@ def _tumbler(tmp_path):
             "environment": [{"name": "ground", "shape": "halfspace"}]}
 
 
-def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_only(tmp_path):
+def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_or_icf_only(tmp_path):
     """The planar box, a robot + free objects on compiled pairs and a robot with coal's (mesh) pairs whose joints
-    the bounding-volume test covers, with TAMSI, take the fused tree step; free bodies only keep theirs; another
-    engine, TAMSI's numpy kernel, scripted joint commands, a mimic hand with mesh pairs (no bounding-volume test
+    the bounding-volume test covers, with TAMSI or an ICF engine (Lagged, Similar, SAP: tree_icf_step), take the
+    fused tree step; free bodies only keep theirs; another engine, TAMSI's or ICF's numpy kernel, scripted joint commands, a mimic hand with mesh pairs (no bounding-volume test
     of its joints) and a tree without the compiled Pinocchio module take the staged step."""
     sim = Simulator(PLANAR, engine="tamsi")
     assert sim._tree is not None and sim._fused is None and sim._tree.applies_wrenches
     assert Simulator(_tumbler(tmp_path), engine="tamsi")._tree is not None
     assert Simulator(IIWA, engine="tamsi")._tree is not None
-    assert Simulator(PLANAR, engine="lagged")._tree is None
+    assert not sim._tree.icf
+    for engine in ("lagged", "similar", "sap"):
+        tree = Simulator(PLANAR, engine=engine)._tree
+        assert tree is not None and tree.icf and tree.lagged == (engine == "lagged")
+    assert Simulator(IIWA, engine="lagged")._tree is not None
+    assert Simulator(PLANAR, engine="semi_implicit")._tree is None
     assert Simulator(PLANAR, engine="tamsi", engine_options={"kernel": "numpy"})._tree is None
+    assert Simulator(PLANAR, engine="lagged", engine_options={"newton_kernel": "numpy"})._tree is None
     assert Simulator(ROOT / "scenes" / "tamsi_gripper_mug.yaml", engine="tamsi")._tree is None
     assert Simulator(ROOT / "scenes" / "scenario_barrett_box.yaml", engine="tamsi")._tree is None
     ball = Simulator(ROOT / "scenes" / "icf_falling_sphere.yaml", engine="tamsi", time_step=2e-3)
@@ -179,21 +186,40 @@ def _assert_same_step(a, b, ra, rb, k):
     np.testing.assert_array_equal(a.last_result.contact_impulse, b.last_result.contact_impulse, err_msg=where)
     np.testing.assert_array_equal(a.last_result.generalized_contact_force, b.last_result.generalized_contact_force,
                                   err_msg=where)
-    assert a.engine.iteration_history == b.engine.iteration_history, where
+    sa, sb = a.last_result.stats, b.last_result.stats
+    assert (sa.status, sa.iterations, sa.residual, sa.message) == (sb.status, sb.iterations, sb.residual,
+                                                                   sb.message), where
+    if a.engine.name == "tamsi":
+        assert a.engine.iteration_history == b.engine.iteration_history, where
+    else:       # ICF: the lagged normal impulses (Lagged), the stiction tolerances, the line search's work
+        fa, fb = a.last_result.friction_normal_impulse, b.last_result.friction_normal_impulse
+        assert (fa is None) == (fb is None) == (a.engine.name != "lagged"), where
+        if fa is not None:
+            np.testing.assert_array_equal(fa, fb, err_msg=f"{where}: friction_normal_impulse")
+        np.testing.assert_array_equal(a.engine.last_stiction_tolerance, b.engine.last_stiction_tolerance,
+                                      err_msg=f"{where}: last_stiction_tolerance")
+        assert (a.engine.last_line_search_evaluations, a.engine.last_deferred_contacts) == \
+            (b.engine.last_line_search_evaluations, b.engine.last_deferred_contacts), where
 
 
-@pytest.mark.parametrize("scene, steps", [("planar", 2000), ("tumbler", 1500), ("iiwa", 1000), ("allegro", 1500)])
-def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, tmp_path):
+@pytest.mark.parametrize("scene, steps, engine", [
+    ("planar", 2000, "tamsi"), ("tumbler", 1500, "tamsi"), ("iiwa", 1000, "tamsi"), ("allegro", 1500, "tamsi"),
+    ("planar", 2000, "lagged"), ("planar", 2000, "similar"), ("planar", 2000, "sap"), ("tumbler", 1500, "lagged"),
+    ("tumbler", 1500, "sap"), ("iiwa", 1000, "lagged"), ("iiwa", 1000, "similar"), ("iiwa", 1000, "sap"),
+    ("allegro", 1500, "lagged")])
+def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, engine, tmp_path):
     """The peers' planar box (2 s, its scripted push on the link through J^T in the call), the tumbler (a corner
     impact, face contact, a ball landing on the box, the mimic flap), the iiwa + WSG held by PD (coal's mesh pairs
     beyond the margin by the bounding-volume test) and the Allegro hand closing on the mug (fused while the mesh
     pairs are far, the staged step when they may be near, and back): every step's report, q, v, actuation,
-    contacts (every field), impulses, generalized contact force and TAMSI's iteration history equal the staged
-    step's bit for bit, and the kinematics left for the node and the sensors (pin_data) too."""
+    contacts (every field), impulses, generalized contact force, the solver's stats and TAMSI's iteration history
+    (ICF's lagged normal impulses, stiction tolerances and line-search counts) equal the staged step's bit for bit,
+    and the kinematics left for the node and the sensors (pin_data) too; with TAMSI and with the ICF engines
+    (Lagged, Similar, SAP: tree_icf_step)."""
     path = {"planar": PLANAR, "iiwa": IIWA, "allegro": ALLEGRO}.get(scene) or _tumbler(tmp_path)
-    fused, staged = Simulator(path, engine="tamsi"), Simulator(path, engine="tamsi")
+    fused, staged = Simulator(path, engine=engine), Simulator(path, engine=engine)
     staged._tree = None
-    assert fused._tree is not None
+    assert fused._tree is not None and fused._tree.icf == (engine != "tamsi")
     calls = []
     step = fused._tree_step
     fused._tree_step = lambda: calls.append(step()) or calls[-1]
@@ -221,17 +247,18 @@ def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, tmp_path):
         assert max(sizes) >= 4
 
 
-def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step():
-    """TAMSI not converging in the fused call: the staged step runs, tries its sub-steps and fails with the state
-    kept, exactly as a Simulator without the fused step does."""
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step(engine):
+    """TAMSI (or an ICF engine) not converging in the fused call: the staged step runs, tries its sub-steps and
+    fails with the state kept, exactly as a Simulator without the fused step does."""
     options = {"max_iterations": 1, "relative_tolerance": 1e-12}
-    fused = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
-    staged = Simulator(PLANAR, engine="tamsi", max_substep_levels=2, engine_options=options)
+    fused = Simulator(PLANAR, engine=engine, max_substep_levels=2, engine_options=options)
+    staged = Simulator(PLANAR, engine=engine, max_substep_levels=2, engine_options=options)
     staged._tree = None
     assert fused._tree is not None
     q0 = fused.q.copy()
     ra, rb = fused.step(), staged.step()
-    assert not ra.ok and ra.substeps == 4 and "engine 'tamsi' failed at t = 0.000000 s" in ra.message
+    assert not ra.ok and ra.substeps == 4 and f"engine '{engine}' failed at t = 0.000000 s" in ra.message
     _assert_same_step(fused, staged, ra, rb, 0)
     np.testing.assert_array_equal(fused.q, q0)
     assert fused.t == 0.0 and fused.step_count == 0
@@ -239,11 +266,12 @@ def test_a_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_st
         fused.step(strict=True)
 
 
-def test_buffers_grown_by_a_staged_step_are_taken_over():
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_buffers_grown_by_a_staged_step_are_taken_over(engine):
     """A staged step (a fall-back) may grow the query's contact buffers and the engine's scratch (more contacts
     than ever before): the next fused step finds its address table stale and builds it again over the new arrays,
     and the trajectory stays the staged step's bit for bit."""
-    fused, staged = Simulator(ALLEGRO, engine="tamsi"), Simulator(ALLEGRO, engine="tamsi")
+    fused, staged = Simulator(ALLEGRO, engine=engine), Simulator(ALLEGRO, engine=engine)
     staged._tree = None
     for k in range(200):
         _assert_same_step(fused, staged, fused.step(), staged.step(), k)

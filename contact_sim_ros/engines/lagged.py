@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EngineError
 from ..solvers import rtsafe
 from ..solvers.rtsafe import rtsafe_start, rtsafe_step
 from . import icf_kernels
@@ -105,8 +105,10 @@ class ConvexICFEngine(ContactEngine):
 
     Subclasses set ``name`` and ``contact_model`` ('lagged', 'similar' or 'sap')."""
 
-    kernel_modules = (icf_kernels.__name__, rtsafe.__name__)
-    warm_up_scenes = ("scenes/default.yaml",)
+    # (and the fused tree step's, sim/tree_step.tree_icf_step: named, not imported, as the engines do not import the
+    # simulator; the Allegro hand far from its mug takes it)
+    kernel_modules = (icf_kernels.__name__, rtsafe.__name__, "contact_sim_ros.sim.tree_step")
+    warm_up_scenes = ("scenes/default.yaml", "scenes/iiwa_allegro_mug.yaml")
 
     contact_model: str = "lagged"
 
@@ -223,7 +225,33 @@ class ConvexICFEngine(ContactEngine):
             nf, ni = icf_kernels.work_sizes(self._nv, self._num_trees, cap, self._max_contact_dofs)
             self._fwork = np.zeros(nf)
             self._iwork = np.zeros(ni, dtype=np.int64)
+        # kernel_scratch's tuple: a new one exactly when these arrays are replaced (a caller compares identities)
+        self._kernel_scratch = (self._fwork if self._compiled else None, self._iwork if self._compiled else None,
+                                self._stiction, self._structure, self._kernel_options)
         self._capacity = cap
+
+    @property
+    def compiled(self) -> bool:
+        """True when the step is the compiled kernel's (``newton_kernel="numba"``, ``icf_kernels.icf_step``)."""
+        return self._compiled
+
+    def kernel_scratch(self, contacts: int) -> tuple:
+        """The compiled step's arguments that are the engine's (``icf_step``'s fwork, iwork, stiction, structure
+        and options), grown to hold ``contacts`` contacts, for a caller that runs ``icf_step`` itself with at most
+        that many contacts (sim/tree_step.py); it then calls ``record_compiled_step``. They stay the engine's: the
+        same arrays (and the same tuple) until one of its steps has more contacts."""
+        if not self._compiled:
+            raise EngineError(f"engine {self.name!r}: kernel_scratch needs the compiled kernel "
+                              "(newton_kernel='numba')")
+        self._ensure_capacity(contacts)
+        return self._kernel_scratch
+
+    def record_compiled_step(self, contacts: int, evaluations: int, deferred: int) -> None:
+        """What ``_do_step_into`` notes after ``icf_step``, for a step a caller ran itself (``kernel_scratch``):
+        the number of contacts (``last_stiction_tolerance``), the line search's evaluations, the deferred contacts."""
+        self._last_nc = contacts
+        self.last_line_search_evaluations = evaluations
+        self.last_deferred_contacts = deferred
 
     @property
     def last_stiction_tolerance(self) -> np.ndarray:

@@ -30,7 +30,7 @@ from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_advance, free_body_tamsi_step
-from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_tamsi_step
+from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_icf_step, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -204,7 +204,7 @@ class Simulator:
                        if FreeBodyTamsiStep.qualifies(self.sim_model, self.step_parts) else None)
         # any other tree (robots, joints of every kind, mimic) whose contact pairs are compiled analytic kinds, or
         # coal's pairs while their bounding volumes keep them beyond the margin (a robot held clear of everything),
-        # with TAMSI: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
+        # with TAMSI or an ICF engine: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
         self._tree = self._tree_args = None
         self._tree_check = False             # a staged step ran since the last fused one (_tree_step)
         self._tree_wait = 0                  # steps left that take the staged step without a fused attempt
@@ -671,10 +671,10 @@ class Simulator:
 
     def _tree_step(self) -> StepReport | None:
         """The step of a tree whose contact pairs are compiled analytic kinds, or coal's pairs held beyond the margin
-        by their bounding volumes, with TAMSI in one compiled call (sim/tree_step.py): the stages of ``_advance``
-        in the same order on the same functions, bit-identical. None when it did not succeed (a coal pair may be
-        within the margin, not converged, non-finite, diverged, too deep): ``step`` then runs the staged step,
-        which covers the coal pairs, or fails the same way and retries with sub-steps."""
+        by their bounding volumes, with TAMSI or an ICF engine in one compiled call (sim/tree_step.py): the stages of
+        ``_advance`` in the same order on the same functions, bit-identical. None when it did not succeed (a coal
+        pair may be within the margin, not converged, non-finite, diverged, too deep): ``step`` then runs the staged
+        step, which covers the coal pairs, or fails the same way and retries with sub-steps."""
         t, dt = self._t, self.sim_model.time_step
         if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
             self._tree_check = False
@@ -695,10 +695,16 @@ class Simulator:
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
-        status, iterations, err, count, info, n, colliding, code, deep = tree_tamsi_step(
-            self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, slot.rows(tree.max_rows)[0], q, v)
-        elapsed = time.perf_counter() - start
-        self.engine.history_count = count                 # its iteration_history: this step's Newton updates
+        if tree.icf:                          # Lagged, Similar, SAP: icf_step (ConvexICFEngine._do_step_into's)
+            status, iterations, err, failed_at, n_eval, deferred, n, colliding, code, deep = tree_icf_step(
+                self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, *slot.rows(tree.max_rows), q, v)
+            elapsed = time.perf_counter() - start
+            self.engine.record_compiled_step(n, n_eval, deferred)
+        else:
+            status, iterations, err, count, info, n, colliding, code, deep = tree_tamsi_step(
+                self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, slot.rows(tree.max_rows)[0], q, v)
+            elapsed = time.perf_counter() - start
+            self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = tree.pairs, colliding, n
         if code != step_kernels.OK:       # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
@@ -715,9 +721,11 @@ class Simulator:
         self.contacts = contacts
         result = self.last_result = slot.result
         result.v_next, result.contact_impulse = v, slot.rows(n)[0]
+        if tree.icf:                                      # as ConvexICFEngine._do_step_into
+            result.friction_normal_impulse = slot.rows(n)[1] if tree.lagged else None
         stats = result.stats
         stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
-            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed, "")
+            SolverStatus.CONVERGED, iterations, err if iterations or tree.icf else 0.0, elapsed, "")
         self._last_dt = dt
         self.actuation_force = slot.actuation_force
         self._q, self._v, self._t = q, v, t + dt

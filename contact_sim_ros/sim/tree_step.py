@@ -1,12 +1,13 @@
-"""The whole TAMSI step of a tree (any Pinocchio model: revolute, prismatic, planar, free-flyer, fixed joints, mimic
-couplings, robots beside free objects) in ONE compiled call (issue 45 item 2), for scenes whose contact pairs are
-compiled analytic kinds (``ContactQuery.all_compiled``: sphere-halfspace, sphere-sphere, sphere-box, box-halfspace;
+"""The whole TAMSI (or Lagged, Similar, SAP) step of a tree (any Pinocchio model: revolute, prismatic, planar,
+free-flyer, fixed joints, mimic couplings, robots beside free objects) in ONE compiled call (issue 45 item 2), for
+scenes whose contact pairs are compiled analytic kinds (``ContactQuery.all_compiled``: sphere-halfspace,
+sphere-sphere, sphere-box, box-halfspace;
 the box on planar joints of ``benchmarks/peers``), or coal's (mesh) pairs while the compiled bounding-volume test
 (geometry/pair_bounds) keeps every one of them beyond the margin (a robot held clear of everything: the iiwa + WSG
 of ``benchmarks/peers``); when one of them may be near, the call does nothing else and says so (``NEAR``), and the
 Simulator runs the staged step.
 
-Two parts:
+Three parts:
 
 * **The C-ABI bridge** to the Simulator's Pinocchio calls (sim/rigid_body_dynamics.cpp): that module exports plain
   C functions (``c_functions()``: their addresses) taking a ``RigidBodyDynamics``' address (its ``handle()``) and
@@ -27,6 +28,10 @@ Two parts:
   (pin.integrate, or q0 + dt v on a vector-space model) and ``step_kernels.finish_step``, then the kinematics of
   the new state. Trajectories are bit-identical to the staged step's (``benchmarks/peers/step_hashes.py``,
   test/test_tree_step.py).
+* **The same step with an ICF engine** ``tree_icf_step`` (Lagged, Similar, SAP): the same stages (``_tree_stages``,
+  ``_tree_finish``) around ``icf_kernels.icf_step`` called as ``ConvexICFEngine._do_step_into`` calls it (the
+  contacts' Jacobian columns, the engine's scratch, stiction tolerances and options in the table: the engine's
+  ``kernel_scratch``). Bit-identical to the staged step too.
 
 Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
@@ -45,11 +50,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import c_call3, c_call5, c_call6, c_call9, carray, float_pointer, int_pointer, njit
-from ..engines import tamsi_kernels
+from ..engines import icf_kernels, tamsi_kernels
 from ..geometry import contact_kernels, pair_bound_kernels
 from . import step_kernels
 from .penetration_kernels import deepest_excess
 
+# the ICF engines (engines/lagged.py's ConvexICFEngine: tree_icf_step) by their registry names, as TAMSI by its (a
+# kernel module imports no engine)
+ICF_ENGINES = frozenset(("lagged", "similar", "sap"))
 # the order of rigid_body_dynamics.cpp's c_functions()
 FN_KINEMATICS, FN_READ_KINEMATICS, FN_DYNAMICS, FN_INTEGRATE, FN_FRAME_JACOBIAN = range(5)
 N_FUNCTIONS = 5
@@ -107,16 +115,21 @@ def rbd_integrate(functions, handle, q, v, dt, q_next):
  T_IDS, T_POINT, T_NORMAL, T_PHI, T_ROTATION, T_JACOBIAN, T_MATERIAL, T_REL, T_COLUMNS, T_BIAS, T_PR_PAIR, T_PR_A,
  T_PR_B, T_PR_N, T_MR_PAIR, T_MR_A, T_MR_B, T_MR_N, T_THICKNESS, T_FIXED, T_IFIXED, T_CONTACT,
  T_ICONTACT, T_BOUND_JOINT_INT, T_BOUND_JOINT_FLOAT, T_BOUND_GEOMETRY_INT, T_BOUND_GEOMETRY_FLOAT, T_BOUND_PAIRS,
- T_BOUND_PLACEMENT, T_BOUND_WORLD, T_BOUND_LOCAL, T_WRENCH_FRAME, T_WRENCH, T_FRAME_JT, T_WRENCH_FORCE) = range(90)
-N_TABLE = 90
+ T_BOUND_PLACEMENT, T_BOUND_WORLD, T_BOUND_LOCAL, T_WRENCH_FRAME, T_WRENCH, T_FRAME_JT, T_WRENCH_FORCE,
+ T_ENGINE_OPTIONS) = range(91)
+N_TABLE = 91
+# the engine's scratch rows: TAMSI's four buffers (``TamsiEngine.kernel_scratch``; T_ENGINE_OPTIONS unused), or an
+# ICF engine's (``ConvexICFEngine.kernel_scratch``: icf_step's fwork, iwork, stiction, structure and options)
+T_ICF_FWORK, T_ICF_IWORK, T_ICF_STICTION, T_ICF_STRUCTURE = T_FIXED, T_IFIXED, T_CONTACT, T_ICONTACT
 # entries of the T_INTS array: the C functions' addresses, the RigidBodyDynamics handle, then flags: ... whether
 # coal's pairs are first tested with bounding volumes (T_BOUND_*; any within the margin: the call returns NEAR
-# and does nothing else), how many scripted wrenches on links the call applies (T_WRENCH_*)
+# and does nothing else), how many scripted wrenches on links the call applies (T_WRENCH_*), whether the engine is
+# Lagged (tree_icf_step writes the lagged normal impulses)
 I_FUNCTIONS = 0
 I_HANDLE = N_FUNCTIONS
-I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION, I_BOUNDS, I_WRENCHES = range(I_HANDLE + 1,
-                                                                                        I_HANDLE + 7)
-N_INTS = I_HANDLE + 7
+I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION, I_BOUNDS, I_WRENCHES, I_LAGGED = range(
+    I_HANDLE + 1, I_HANDLE + 8)
+N_INTS = I_HANDLE + 8
 # tree_tamsi_step's finish code when a coal pair may be within the margin (nothing computed: the staged step runs)
 NEAR = -2
 # entries of T_SCALARS: contact margin (m), patch tolerance (m), the deepest-point tolerance (m), prepare_step's
@@ -227,24 +240,20 @@ def compiled_contacts(t, J, placement, margin):
 
 
 @njit(cache=True)
-def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
-    """The step of the module docstring from (q0, v0) over dt (s), with Pinocchio's Data at the kinematics of q0
-    (the Simulator guarantees it). ``table``: the address table (T_* rows); ``modes`` (2, nv) bool, the data's;
-    ``outputs`` (3, nv) a ResultSlot's rows (v_next of the engine, the generalized contact force, the actuation:
-    N or N m) and ``impulse`` (max rows, 3) its impulse buffer (first n rows, N s); q_next (nq,), v_out (nv,): the
-    new state, written when the finish code is OK, and then Pinocchio's Data holds its kinematics.
-
-    Returns (status, iterations, err, history count, info, n contacts, colliding pairs, finish code, deep):
-    status as ``tamsi_kernels.newton_step_packed``; the finish code (``step_kernels``) only when it CONVERGED,
-    else -1; ``deep`` True when a contact is deeper than the penetration bound alone (``PenetrationCheck.check``
-    then decides; the new state's kinematics is then not computed)."""
+def _tree_stages(q0, v0, table, modes):
+    """The stages of the step before the engine's (``tree_tamsi_step``'s docstring): the bounding-volume test, the
+    contacts, the penetration pass, the dynamics, the wrenches on links, prepare_step and the feed-forward.
+    Returns (near, n contacts, colliding pairs, deep, the actuation's effort row): ``near`` True when a coal pair
+    may be within the margin (nothing else computed)."""
     ints, scalars = _i1(table, T_INTS), _f1(table, T_SCALARS)
     functions, handle = ints[I_FUNCTIONS:I_FUNCTIONS + N_FUNCTIONS], ints[I_HANDLE]
+    rows = _f2(table, T_ROWS)
+    effort = rows[step_kernels.EFFORT]
     if ints[I_BOUNDS] != 0 and pair_bound_kernels.pairs_within(
             q0, _i2(table, T_BOUND_JOINT_INT), _f2(table, T_BOUND_JOINT_FLOAT), _i2(table, T_BOUND_GEOMETRY_INT),
             _f2(table, T_BOUND_GEOMETRY_FLOAT), _i2(table, T_BOUND_PAIRS), scalars[S_BOUND_LIMIT],
             _f2(table, T_BOUND_PLACEMENT), _f2(table, T_BOUND_WORLD), _f2(table, T_BOUND_LOCAL)):
-        return 0, 0, 0.0, 0, 0, 0, 0, NEAR, False
+        return True, 0, 0, False, effort
     J, placement = _f2(table, T_J), _f3(table, T_PLACEMENT)
     rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
     n, colliding = compiled_contacts(table, J, placement, scalars[S_MARGIN])
@@ -257,7 +266,6 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
     M, nle, gravity, error = _f2(table, T_M), _f1(table, T_NLE), _f1(table, T_GRAVITY), _f1(table, T_ERROR)
     rbd_dynamics(functions, handle, q0, v0, _f1(table, T_Q_TARGET), M, nle, gravity, error,
                  ints[I_WITH_GRAVITY] != 0)
-    rows = _f2(table, T_ROWS)
     n_wrenches = ints[I_WRENCHES]
     if n_wrenches > 0:      # stages.external_forces' J^T [f; m] of each wrench on a link (the same BLAS gemv)
         external, frames, wrench = rows[step_kernels.EXTERNAL], _i1(table, T_WRENCH_FRAME), _f2(table, T_WRENCH)
@@ -271,7 +279,6 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
                 external[a] += force[a]
     step_kernels.prepare_step(M, v0, nle, error, rows, modes, _i1(table, T_FREE_V), scalars[S_STICTION],
                               _i1(table, T_TREE_PTR))
-    effort = rows[step_kernels.EFFORT]
     if ints[I_FEED_FORWARD] != 0:     # stages.actuation's feed-forward, the same operations element by element
         ff, fc, act = _f1(table, T_FF), _f1(table, T_FF_SCRATCH), _f1(table, T_ACT_EFFORT)
         ff_friction, ff_damping = _f1(table, T_FF_FRICTION), _f1(table, T_FF_DAMPING)
@@ -286,7 +293,44 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
             ff[a], fc[a] = c + f, c
             act[a] = effort[a] + ff[a]
         effort = act
-    material = _f2(table, T_MATERIAL)
+    return False, n, colliding, deep, effort
+
+
+@njit(cache=True)
+def _tree_finish(q0, v_engine, dt, table, q_next, v_out, deep):
+    """The integration of the engine's converged velocity (pin.integrate, or q0 + dt v on a vector-space model),
+    ``finish_step``, and the new state's kinematics when it is OK and not ``deep``. Returns the finish code."""
+    ints = _i1(table, T_INTS)
+    functions, handle = ints[I_FUNCTIONS:I_FUNCTIONS + N_FUNCTIONS], ints[I_HANDLE]
+    M = _f2(table, T_M)
+    if ints[I_VECTOR_SPACE] != 0:
+        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.VECTOR_SPACE, M,
+                                        _i1(table, T_FINISH_INDEX), _f1(table, T_FINISH_VALUES))
+    else:
+        rbd_integrate(functions, handle, q0, v_engine, dt, q_next)
+        code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
+                                        _i1(table, T_FINISH_INDEX), _f1(table, T_FINISH_VALUES))
+    if code == step_kernels.OK and not deep:
+        rbd_kinematics(functions, handle, q_next, v_out)
+    return code
+
+
+@njit(cache=True)
+def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
+    """The step of the module docstring from (q0, v0) over dt (s), with Pinocchio's Data at the kinematics of q0
+    (the Simulator guarantees it). ``table``: the address table (T_* rows); ``modes`` (2, nv) bool, the data's;
+    ``outputs`` (3, nv) a ResultSlot's rows (v_next of the engine, the generalized contact force, the actuation:
+    N or N m) and ``impulse`` (max rows, 3) its impulse buffer (first n rows, N s); q_next (nq,), v_out (nv,): the
+    new state, written when the finish code is OK, and then Pinocchio's Data holds its kinematics.
+
+    Returns (status, iterations, err, history count, info, n contacts, colliding pairs, finish code, deep):
+    status as ``tamsi_kernels.newton_step_packed``; the finish code (``step_kernels``) only when it CONVERGED,
+    else -1; ``deep`` True when a contact is deeper than the penetration bound alone (``PenetrationCheck.check``
+    then decides; the new state's kinematics is then not computed)."""
+    near, n, colliding, deep, effort = _tree_stages(q0, v0, table, modes)
+    if near:
+        return 0, 0, 0.0, 0, 0, 0, 0, NEAR, False
+    M, rows, material, phi = _f2(table, T_M), _f2(table, T_ROWS), _f2(table, T_MATERIAL), _f1(table, T_PHI)
     v_engine = outputs[0]
     status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
         M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], dt, effort, rows[step_kernels.KP_OUT],
@@ -296,16 +340,39 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
         _f1(table, T_CONTACT), _i1(table, T_ICONTACT), v_engine, impulse[:n], outputs[1], outputs[2])
     code = -1
     if status == tamsi_kernels.CONVERGED:
-        if ints[I_VECTOR_SPACE] != 0:
-            code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.VECTOR_SPACE, M,
-                                            _i1(table, T_FINISH_INDEX), _f1(table, T_FINISH_VALUES))
-        else:
-            rbd_integrate(functions, handle, q0, v_engine, dt, q_next)
-            code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
-                                            _i1(table, T_FINISH_INDEX), _f1(table, T_FINISH_VALUES))
-        if code == step_kernels.OK and not deep:
-            rbd_kinematics(functions, handle, q_next, v_out)
+        code = _tree_finish(q0, v_engine, dt, table, q_next, v_out, deep)
     return status, iterations, err, count, info, n, colliding, code, deep
+
+
+@njit(cache=True)
+def tree_icf_step(q0, v0, dt, table, modes, outputs, impulse, friction_normal, q_next, v_out):
+    """``tree_tamsi_step`` with an ICF engine's step (Lagged, Similar, SAP: ``icf_kernels.icf_step``, called as
+    ``ConvexICFEngine._do_step_into`` calls it: the staged step's StepInputs are the data's rows, the contacts the
+    query's first n rows with their Jacobian columns, the engine's scratch, stiction and options from the table's
+    T_ICF_* / T_ENGINE_OPTIONS rows). ``friction_normal`` (max rows,): the slot's friction-normal-impulse buffer
+    (the lagged gamma_n0 of the first n contacts, N s, written when the engine is Lagged).
+
+    Returns (status, iterations, residual ratio, failed at, line-search evaluations, deferred contacts, n contacts,
+    colliding pairs, finish code, deep): the first six as ``icf_step``; the finish code only when it CONVERGED,
+    else -1 (NEAR when a coal pair may be within the margin: nothing computed)."""
+    near, n, colliding, deep, effort = _tree_stages(q0, v0, table, modes)
+    if near:
+        return 0, 0, 0.0, -1, 0, 0, 0, 0, NEAR, False
+    M, rows, material, phi = _f2(table, T_M), _f2(table, T_ROWS), _f2(table, T_MATERIAL), _f1(table, T_PHI)
+    lagged = _i1(table, T_INTS)[I_LAGGED] != 0
+    v_engine = outputs[0]
+    status, iterations, residual, failed_at, n_eval, deferred = icf_kernels.icf_step(
+        dt, M, v0, rows[step_kernels.TAU], rows[step_kernels.DAMPING_OUT], effort, rows[step_kernels.KP_OUT],
+        rows[step_kernels.KD_OUT], rows[step_kernels.ERROR_OUT], rows[step_kernels.V_TARGET],
+        rows[step_kernels.EFFORT_LIMIT], _f2(table, T_JACOBIAN)[:3 * n], _f1(table, T_BIAS)[:3 * n], phi[:n],
+        material[0, :n], material[1, :n], material[2, :n], _i2(table, T_COLUMNS)[:n],
+        _f1(table, T_ENGINE_OPTIONS), _i1(table, T_ICF_STRUCTURE), _f1(table, T_ICF_FWORK),
+        _i1(table, T_ICF_IWORK), _f1(table, T_ICF_STICTION), v_engine, impulse[:n], outputs[1], outputs[2],
+        friction_normal[:n] if lagged else friction_normal[:0])
+    code = -1
+    if status == icf_kernels.CONVERGED:
+        code = _tree_finish(q0, v_engine, dt, table, q_next, v_out, deep)
+    return status, iterations, residual, failed_at, n_eval, deferred, n, colliding, code, deep
 
 
 def _row(a: np.ndarray) -> tuple:
@@ -318,7 +385,8 @@ def _row(a: np.ndarray) -> tuple:
 
 class TreeTamsiStep:
     """The Simulator's fused tree step for a qualifying scene (``qualifies``): plain data, the address table of
-    ``tree_tamsi_step`` (module docstring) built ONCE from the Simulator's model, data and parts (as the stages of
+    ``tree_tamsi_step``, or of ``tree_icf_step`` when the engine is an ICF engine (``icf``; ``lagged``: Lagged),
+    (module docstring) built ONCE from the Simulator's model, data and parts (as the stages of
     sim/stages.py take them), and the arrays it points into (held here: their memory lives as long as this
     object). ``max_rows``: the most contacts a step can find (the result slots' impulse rows are grown to it);
     ``pairs``: the query's pairs the call tests (its compiled pairs)."""
@@ -326,16 +394,22 @@ class TreeTamsiStep:
     @staticmethod
     def qualifies(model, parts, coal_bounds=None) -> bool:
         """True for a Simulator whose model (sim_model.SimModel) and parts (stages.StepParts) this path covers
-        exactly: TAMSI (by its registry name) with its compiled kernel, the compiled Pinocchio calls
+        exactly: TAMSI (by its registry name) or an ICF engine (Lagged, Similar, SAP: ``tree_icf_step``) with its
+        compiled kernel, the compiled Pinocchio calls
         (rigid_body_dynamics.cpp built; a model that is not free bodies only), every contact pair a compiled
         analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by ``coal_bounds`` (a
         geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged step runs), no
         scripted joint commands, no moving surfaces."""
-        return (parts.engine.name == "tamsi" and parts.engine.compiled and parts.rigid is not None
+        return (TreeTamsiStep._engine_qualifies(parts.engine) and parts.rigid is not None
                 and parts.free_bodies is None
                 and (parts.contact_query.all_compiled
                      or (coal_bounds is not None and parts.contact_query.kernel == "numba"))
                 and not model.has_joint_scripts and not model.has_surface_velocities)
+
+    @staticmethod
+    def _engine_qualifies(engine) -> bool:
+        """TAMSI or an ICF engine (Lagged, Similar, SAP; by their registry names) with its compiled kernel."""
+        return (engine.name == "tamsi" or engine.name in ICF_ENGINES) and engine.compiled
 
     def __init__(self, model, data, parts, functions, coal_bounds=None, wrench_frames=None):
         """``model``, ``data``, ``parts``: the Simulator's SimModel, SimData and StepParts, for which ``qualifies``
@@ -351,7 +425,13 @@ class TreeTamsiStep:
         self.pairs = cq.num_pairs - len(cq.coal_pairs)
         self.parts, self.data = parts, data
         self.max_rows = rows = max(int(a["max_rows"]), 1)
-        fixed, ifixed, contact, icontact = engine.kernel_scratch(rows)
+        scratch = engine.kernel_scratch(rows)
+        self.icf = engine.name in ICF_ENGINES      # tree_icf_step (else tree_tamsi_step)
+        self.lagged = engine.name == "lagged"
+        if self.icf:                     # icf_step's fwork, iwork, stiction, structure, options (T_ICF_* rows)
+            fixed, ifixed, contact, icontact, engine_options = scratch
+        else:
+            (fixed, ifixed, contact, icontact), engine_options = scratch, np.zeros(1)
         for slot in data.slots:
             slot.rows(rows)
         slots = np.array([s for s, _ in a["joint_slots"]], dtype=np.int64)
@@ -366,6 +446,7 @@ class TreeTamsiStep:
         ints[I_BOUNDS] = coal_bounds is not None
         frames = np.array(wrench_frames if wrench_frames is not None else (), dtype=np.int64)
         ints[I_WRENCHES] = len(frames)
+        ints[I_LAGGED] = self.lagged
         self.applies_wrenches = wrench_frames is not None
         self.wrench = np.zeros((max(len(frames), 1), 6))      # the wrenches' values the call applies
         scalars = np.zeros(N_SCALARS)
@@ -406,7 +487,7 @@ class TreeTamsiStep:
             T_THICKNESS: penetration.thickness if penetration is not None else np.zeros(1),
             T_FIXED: fixed, T_IFIXED: ifixed, T_CONTACT: contact, T_ICONTACT: icontact,
             T_WRENCH_FRAME: frames if len(frames) else np.zeros(1, np.int64), T_WRENCH: self.wrench,
-            T_FRAME_JT: np.zeros((nv, 6)), T_WRENCH_FORCE: data.wrench_force}
+            T_FRAME_JT: np.zeros((nv, 6)), T_WRENCH_FORCE: data.wrench_force, T_ENGINE_OPTIONS: engine_options}
         b = coal_bounds
         no_int, no_float = np.zeros((1, 1), np.int64), np.zeros((1, 1))
         entries.update({T_BOUND_JOINT_INT: b.joint_int if b else no_int,
