@@ -33,26 +33,28 @@ def _copy(found):
     return {f.name: np.array(getattr(found, f.name)) for f in dataclasses.fields(found)}
 
 
-def _staged(cq, pd):
-    found = cq.update(pd, None, None, joint_jacobians=True)
+def _staged(cq, pd, q):
+    found = cq.update(pd, None, None, joint_jacobians=True, q=q)
     return found.size, dict(cq.stats), _copy(found)
 
 
-def _compiled(cq, pd, coal_pass):
+def _compiled(cq, pd, coal_pass, q, bounds):
     placement = cq.analytic_placements
     for slot, joint in cq.analytic_joint_slots:
         placement[slot] = pd.oMi[joint].homogeneous
-    n, colliding, candidates = contact_pass_kernels.coal_contact_pass(coal_pass.table, np.array(pd.J),
-                                                                      coal_pass.n_always, True)
+    n, colliding, candidates = contact_pass_kernels.coal_contact_pass(coal_pass.table, np.array(pd.J), q,
+                                                                      bounds)
     return n, colliding, candidates
 
 
+@pytest.mark.parametrize("bounds", [False, True], ids=["all_pairs", "bounds"])
 @pytest.mark.parametrize("scene", sorted(SCENES))
-def test_the_compiled_pass_equals_the_staged_update_bit_for_bit(scene):
+def test_the_compiled_pass_equals_the_staged_update_bit_for_bit(scene, bounds):
     """Along a staged trajectory (objects settling on the ground and on each other, the bottle standing, the hand
     closing on the mug), every 10th step: the compiled pass's contacts (ids, points, normals, distances, frames,
     materials, Jacobian columns, Jacobians, zero bias) and stats equal update's at the same kinematics, bit for
-    bit, with both one-point and patch rows among them."""
+    bit, with both one-point and patch rows among them; without q (every pair to coal) and with q (update's
+    bounding-volume tests and their wait count, in the compiled pass too)."""
     path, steps = SCENES[scene]
     # coal's results depend on its history (warm starts): two simulators stepped alike, one queried by update,
     # the other by the compiled pass at the same states, so coal has seen the same calls in both
@@ -70,10 +72,10 @@ def test_the_compiled_pass_equals_the_staged_update_bit_for_bit(scene):
         for sim in (staged, fused):
             pin.forwardKinematics(pm, sim.pin_data, sim.q, sim.v)
             pin.computeJointJacobians(pm, sim.pin_data)
-        n_ref, stats, ref = _staged(staged.contact_query, staged.pin_data)
+        n_ref, stats, ref = _staged(staged.contact_query, staged.pin_data, staged.q if bounds else None)
         if not coal_pass.current():
             coal_pass = cq.compiled_coal_pass(pd)
-        n, colliding, candidates = _compiled(cq, pd, coal_pass)
+        n, colliding, candidates = _compiled(cq, pd, coal_pass, fused.q, bounds)
         assert n == n_ref, (scene, k)
         assert (colliding, candidates) == (stats["colliding_pairs"], stats["candidate_pairs"]), (scene, k)
         got = _copy(cq.contact_set(n))

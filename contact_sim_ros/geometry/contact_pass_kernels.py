@@ -14,7 +14,7 @@ m, placements world frame.
 from __future__ import annotations
 
 from ..jit import c_call5, carray, float_pointer, int_pointer, njit
-from . import contact_kernels
+from . import contact_kernels, pair_bound_kernels
 
 # rows of the table: (address, dim 0, dim 1, dim 2) of one C-contiguous array
 (P_INTS, P_SCALARS, P_WITHIN, P_COUNTS, P_PLACEMENT, P_AN_INT, P_AN_FLOAT, P_SP_INT, P_SP_FLOAT, P_BH_INT,
@@ -24,15 +24,23 @@ from . import contact_kernels
  P_C_TYPE, P_C_HALF, P_C_RADIUS, P_C_HALF_LENGTH, P_C_PLANE_NORMAL, P_C_PLANE_OFFSET, P_C_FACE_START,
  P_C_FACE_NORMAL, P_C_FACE_OFFSET, P_PR_PAIR, P_PR_A, P_PR_B, P_PR_N, P_ORDER, P_MR_PAIR, P_MR_A, P_MR_B, P_MR_N,
  P_PAIR_IDS, P_PAIR_MATERIAL, P_JOINT_COLUMNS, P_COLUMN_DOF, P_IDS, P_POINT, P_NORMAL, P_PHI, P_ROTATION,
- P_JACOBIAN, P_MATERIAL, P_REL, P_COLUMNS, P_BIAS) = range(73)
-N_PASS_TABLE = 73
+ P_JACOBIAN, P_MATERIAL, P_REL, P_COLUMNS, P_BIAS, P_NEAR_PASSING, P_BOUNDS_WAIT) = range(75)
+# two groups of 8 rows from P_BOUNDS and P_NEAR: a PairBounds' joint_int, joint_float, geometry_int,
+# geometry_float, pairs, placement, world, local (the query's test of every pair, and of its unbounded coal pairs
+# and compiled pairs)
+P_BOUNDS, P_NEAR = 75, 83
+N_PASS_TABLE = 91
 # entries of P_INTS: narrow_phase.cpp's C entry point, the NarrowPhase handle, the unbounded and sphere-primitive
-# pairs counted as candidates
-I_NARROW_FN, I_NARROW_HANDLE, I_EXTRA_CANDIDATES = range(3)
-N_PASS_INTS = 3
-# entries of P_SCALARS: margin, patch tolerance, the casters' tolerance, the deepest-point tolerance (m)
-S_MARGIN, S_PATCH_TOLERANCE, S_CASTER_TOLERANCE, S_DEEPEST = range(4)
-N_PASS_SCALARS = 4
+# pairs counted as candidates, whether the query has its bounding-volume tests (every pair; the unbounded coal and
+# the compiled pairs), how many of the latter's pairs are the unbounded coal ones, update's BOUND_RETEST_AFTER
+# and how many unbounded coal pairs there are (``within`` holds 0 ... n - 1 of them)
+I_NARROW_FN, I_NARROW_HANDLE, I_EXTRA_CANDIDATES, I_HAS_BOUNDS, I_HAS_NEAR, I_N_ALWAYS_NEAR, I_RETEST, I_N_ALWAYS = \
+    range(8)
+N_PASS_INTS = 8
+# entries of P_SCALARS: margin, patch tolerance, the casters' tolerance, the deepest-point tolerance, the two
+# bounding-volume tests' limits (m)
+S_MARGIN, S_PATCH_TOLERANCE, S_CASTER_TOLERANCE, S_DEEPEST, S_BOUNDS_LIMIT, S_NEAR_LIMIT = range(6)
+N_PASS_SCALARS = 6
 # coal_contact_pass's n when the narrow phase failed or the rows exceed the contact buffers (the staged update runs)
 FAILED, OVERFLOW = -1, -2
 
@@ -71,15 +79,35 @@ def narrow_phase(fn, handle, within, n_within, counts, placements):
 
 
 @njit(cache=True)
-def coal_contact_pass(t, J, n_within, analytic_near):
-    """``ContactQuery.update(pin_data, joint_jacobians=True)`` for a query with coal's pairs and the compiled
-    narrow phase, no surface velocity, after its bounding-volume decision: the first ``n_within`` entries of the
-    table's ``within`` are the unbounded pairs coal tests (update's ``near``, or all of them), ``analytic_near``
-    whether the compiled pairs are evaluated (their joint placements already in the table's ``placement``, by
-    slot); ``J`` the joint Jacobians (pin_data.J) of the bound Data's kinematics. Writes the query's contact
-    buffers (and zeroes the velocity bias of the n contacts) as update does. Returns (n contacts, or FAILED /
-    OVERFLOW with nothing written to the contact buffers; colliding pairs; candidate pairs) as update's stats."""
+def coal_contact_pass(t, J, q, use_bounds):
+    """``ContactQuery.update(pin_data, joint_jacobians=True, q=q if use_bounds else None)`` for a query with coal's
+    pairs and the compiled narrow phase, no surface velocity: the bounding-volume decision as update's (the same
+    wait count; when no pair can be within the margin, no coal call and no contact), the compiled pairs' rows (their
+    joint placements already in the table's ``placement``, by slot), coal's narrow phase of the bound Pinocchio
+    Data's kinematics, the merge, the patches and ``finish_contacts`` with ``J`` (pin_data.J) into the query's
+    buffers (and a zero velocity bias for the n contacts). Returns (n contacts, or FAILED / OVERFLOW with nothing
+    written to the contact buffers; colliding pairs; candidate pairs) as update's stats."""
     ints, scalars = _i1(t, P_INTS), _f1(t, P_SCALARS)
+    within, n_within = _i1(t, P_WITHIN), ints[I_N_ALWAYS]
+    analytic_near = True
+    if use_bounds and ints[I_HAS_BOUNDS] != 0:
+        wait = _i1(t, P_BOUNDS_WAIT)
+        if wait[0] != 0:
+            wait[0] -= 1
+        elif not pair_bound_kernels.pairs_within(
+                q, _i2(t, P_BOUNDS), _f2(t, P_BOUNDS + 1), _i2(t, P_BOUNDS + 2), _f2(t, P_BOUNDS + 3),
+                _i2(t, P_BOUNDS + 4), scalars[S_BOUNDS_LIMIT], _f2(t, P_BOUNDS + 5), _f2(t, P_BOUNDS + 6),
+                _f2(t, P_BOUNDS + 7)):
+            return 0, 0, 0
+        else:
+            wait[0] = ints[I_RETEST]
+    if use_bounds and ints[I_HAS_NEAR] != 0:
+        within = _i1(t, P_NEAR_PASSING)
+        n, n_within = pair_bound_kernels.pairs_within_list(
+            q, _i2(t, P_NEAR), _f2(t, P_NEAR + 1), _i2(t, P_NEAR + 2), _f2(t, P_NEAR + 3), _i2(t, P_NEAR + 4),
+            scalars[S_NEAR_LIMIT], _f2(t, P_NEAR + 5), _f2(t, P_NEAR + 6), _f2(t, P_NEAR + 7), within,
+            ints[I_N_ALWAYS_NEAR])
+        analytic_near = n > n_within
     margin = scalars[S_MARGIN]
     counts = _i1(t, P_COUNTS)
     pair_out, raw = _i1(t, P_PAIR_OUT), _f3(t, P_RAW)
@@ -102,7 +130,7 @@ def coal_contact_pass(t, J, n_within, analytic_near):
                 b_pair, b_start, b_mid, b_normal, b_depth, b_wa, b_wb, b_geometry, b_placement, _f2(t, P_BH_WORK),
                 _i2(t, P_BH_IWORK))
     # coal's narrow phase
-    if narrow_phase(ints[I_NARROW_FN], ints[I_NARROW_HANDLE], _i1(t, P_WITHIN), n_within, counts, True) != 0:
+    if narrow_phase(ints[I_NARROW_FN], ints[I_NARROW_HANDLE], within, n_within, counts, True) != 0:
         return FAILED, 0, 0
     n_single, n_multi, n_colliding = counts[0], counts[1], counts[2]
     n_candidates = ints[I_EXTRA_CANDIDATES] + counts[3]

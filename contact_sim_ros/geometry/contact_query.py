@@ -304,7 +304,9 @@ class ContactQuery:
         near = np.concatenate([pairs[always], pairs[analytic]]) if self.num_pairs else pairs
         self._near_bounds = (PairBounds.make(pm, gm, near, margin)
                              if self._bounds is not None and len(near) else None)
-        self._bounds_wait = 0                  # updates left before the next bounding-volume test
+        # updates left before the next bounding-volume test (an array: a compiled caller of the query's pass,
+        # CoalPass, reads and writes the same count)
+        self._bounds_wait = np.zeros(1, dtype=np.int64)
         self._no_coal_rows = None              # the narrow phase's rows when no pair is coal's (update)
         self._bh_patch_args = None             # _patch_contacts_numba's fixed arguments of the box-halfspace call
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
@@ -514,6 +516,12 @@ class ContactQuery:
                 "jacobian": self._jacobian, "material": self._material, "rel": self._rel_scratch,
                 "columns": self._columns, "bias": self._bias, "max_rows": rows}
 
+    @property
+    def compiled_narrow_phase(self) -> bool:
+        """True when coal's narrow phase runs compiled (narrow_phase.cpp built, numba kernel, broad phase): the
+        query's whole update can then run inside a compiled call (``compiled_coal_pass``)."""
+        return self._native is not None
+
     def compiled_coal_pass(self, pin_data: pin.Data) -> "CoalPass":
         """For a caller that runs ``update`` of a query with coal's pairs in its own compiled call
         (``contact_pass_kernels.coal_contact_pass``, coal's narrow phase through narrow_phase.cpp's C entry point):
@@ -645,13 +653,13 @@ class ContactQuery:
             self.stats["colliding_pairs"] = r
             return self._output(n, surface_velocity)
         if q is not None and self._bounds is not None:
-            if self._bounds_wait:
-                self._bounds_wait -= 1
+            if self._bounds_wait[0]:
+                self._bounds_wait[0] -= 1
             elif not self._bounds.any_within(q):          # no pair within the margin: no coal call
                 self.stats["candidate_pairs"] = self.stats["colliding_pairs"] = self.stats["contacts"] = 0
                 return self.contact_set(0)
             else:
-                self._bounds_wait = BOUND_RETEST_AFTER
+                self._bounds_wait[0] = BOUND_RETEST_AFTER
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
         # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
         # raw rows (one contact each), merged with coal's one-point contacts in pair order below
@@ -1105,6 +1113,24 @@ class CoalPass:
             k.P_POINT: a["point"], k.P_NORMAL: a["normal"], k.P_PHI: a["phi"], k.P_ROTATION: a["rotation"],
             k.P_JACOBIAN: a["jacobian"], k.P_MATERIAL: a["material"], k.P_REL: a["rel"], k.P_COLUMNS: a["columns"],
             k.P_BIAS: a["bias"]}
+        # update's bounding-volume decision (given q): the test of every pair (and its wait count), then the one of
+        # the unbounded coal pairs and the compiled ones (which of those coal tests: its passing list)
+        no_int, no_float = np.zeros((1, 1), np.int64), np.zeros((1, 1))
+        for first, b in ((k.P_BOUNDS, q._bounds), (k.P_NEAR, q._near_bounds)):
+            names = ("joint_int", "joint_float", "geometry_int", "geometry_float", "pairs", "placement", "world",
+                     "local")
+            for i, name in enumerate(names):
+                integer = name in ("joint_int", "geometry_int", "pairs")
+                entries[first + i] = getattr(b, name) if b is not None else (no_int if integer else no_float)
+        entries[k.P_NEAR_PASSING] = q._near_bounds.passing if q._near_bounds is not None else np.zeros(1, np.int64)
+        entries[k.P_BOUNDS_WAIT] = q._bounds_wait
+        ints[k.I_HAS_BOUNDS] = q._bounds is not None
+        ints[k.I_HAS_NEAR] = q._near_bounds is not None
+        ints[k.I_N_ALWAYS_NEAR] = q._n_always_near
+        ints[k.I_RETEST] = BOUND_RETEST_AFTER
+        ints[k.I_N_ALWAYS] = len(always)
+        scalars[k.S_BOUNDS_LIMIT] = q._bounds.limit if q._bounds is not None else 0.0
+        scalars[k.S_NEAR_LIMIT] = q._near_bounds.limit if q._near_bounds is not None else 0.0
         if sorted(entries) != list(range(k.N_PASS_TABLE)):
             raise ValueError("ContactQuery.compiled_coal_pass: the address table misses an entry")
         rows = []
