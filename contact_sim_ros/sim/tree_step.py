@@ -4,7 +4,10 @@ compiled analytic kinds (``ContactQuery.all_compiled``: sphere-halfspace, sphere
 the box on planar joints of ``benchmarks/peers``), or coal's (mesh) pairs while the compiled bounding-volume test
 (geometry/pair_bounds) keeps every one of them beyond the margin (a robot held clear of everything: the iiwa + WSG
 of ``benchmarks/peers``); when one of them may be near, the call does nothing else and says so (``NEAR``), and the
-Simulator runs the staged step.
+Simulator runs the staged step. With coal's narrow phase compiled (``ContactQuery.compiled_narrow_phase``), coal's
+pairs of any kind run inside the call instead (the query's whole update, its bounding-volume decision included:
+geometry/contact_pass_kernels.coal_contact_pass, coal through narrow_phase.cpp's C entry point): the UR5, the UR5 +
+20 objects, the campaign's bottle, grasps; NEAR then only when coal fails or the rows exceed the query's buffers.
 
 Two parts:
 
