@@ -13,7 +13,7 @@ import pinocchio as pin
 import pytest
 
 from contact_sim_ros.errors import SolverError
-from contact_sim_ros.native_build import RIGID_BODY
+from contact_sim_ros.native_build import NARROW_PHASE, RIGID_BODY
 from contact_sim_ros.sim import tree_step
 from contact_sim_ros.sim.simulator import Simulator
 from test_pair_bounds import _every_joint_kind, _random_q, _robot_near_objects
@@ -102,6 +102,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANAR = ROOT / "benchmarks" / "peers" / "scenes" / "planar_box.yaml"   # the peers' box on prismatic x, z joints
 IIWA = ROOT / "benchmarks" / "peers" / "scenes" / "iiwa_wsg_pd.yaml"      # iiwa + WSG held by PD clear of the ground
 ALLEGRO = ROOT / "scenes" / "iiwa_allegro_mug.yaml"      # the Allegro hand closing on a mug: mesh pairs come near
+UR5_OBJECTS = ROOT / "benchmarks" / "peers" / "scenes" / "ur5_objects.yaml"   # UR5 + 20 objects: coal's box-box pairs
+BOTTLE = ROOT / "scenes" / "scenario_pick_shake_place.yaml"   # the campaign's bottle (coal's cylinder) on the ground
+BARRETT = ROOT / "scenes" / "scenario_barrett_box.yaml"       # a mimic hand with mesh pairs over a box
 TUMBLER_URDF = """<?xml version="1.0"?>
 <robot name="tumbler">
   <link name="base"/>
@@ -142,10 +145,11 @@ def _tumbler(tmp_path):
 
 
 def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_or_icf_only(tmp_path):
-    """The planar box, a robot + free objects on compiled pairs and a robot with coal's (mesh) pairs whose joints
-    the bounding-volume test covers, with TAMSI or an ICF engine (Lagged, Similar, SAP: tree_icf_step), take the
-    fused tree step; free bodies only keep theirs; another engine, TAMSI's or ICF's numpy kernel, scripted joint commands, a mimic hand with mesh pairs (no bounding-volume test
-    of its joints) and a tree without the compiled Pinocchio module take the staged step."""
+    """The planar box, a robot + free objects on compiled pairs and robots with coal's pairs (coal's narrow phase
+    compiled: narrow_phase.cpp's C entry point in the call), with TAMSI or an ICF engine (Lagged, Similar, SAP:
+    tree_icf_step), take the fused tree step; free bodies only keep theirs; another engine, TAMSI's or ICF's numpy
+    kernel, scripted joint commands, a mimic hand with mesh pairs (no bounding-volume test of its joints) without
+    the compiled narrow phase and a tree without the compiled Pinocchio module take the staged step."""
     sim = Simulator(PLANAR, engine="tamsi")
     assert sim._tree is not None and sim._fused is None and sim._tree.applies_wrenches
     assert Simulator(_tumbler(tmp_path), engine="tamsi")._tree is not None
@@ -159,7 +163,14 @@ def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_or_icf_only(tm
     assert Simulator(PLANAR, engine="tamsi", engine_options={"kernel": "numpy"})._tree is None
     assert Simulator(PLANAR, engine="lagged", engine_options={"newton_kernel": "numpy"})._tree is None
     assert Simulator(ROOT / "scenes" / "tamsi_gripper_mug.yaml", engine="tamsi")._tree is None
-    assert Simulator(ROOT / "scenes" / "scenario_barrett_box.yaml", engine="tamsi")._tree is None
+    assert Simulator(BARRETT, engine="tamsi")._tree.coal_pass is not None
+    saved = NARROW_PHASE.load()
+    NARROW_PHASE._loaded["module"] = None
+    try:
+        assert Simulator(BARRETT, engine="tamsi")._tree is None
+        assert Simulator(IIWA, engine="tamsi")._tree.coal_pass is None        # its bounding-volume test only
+    finally:
+        NARROW_PHASE._loaded["module"] = saved
     ball = Simulator(ROOT / "scenes" / "icf_falling_sphere.yaml", engine="tamsi", time_step=2e-3)
     assert ball._fused is not None and ball._tree is None
     saved = RIGID_BODY.load()
@@ -204,19 +215,22 @@ def _assert_same_step(a, b, ra, rb, k):
 
 @pytest.mark.parametrize("scene, steps, engine", [
     ("planar", 2000, "tamsi"), ("tumbler", 1500, "tamsi"), ("iiwa", 1000, "tamsi"), ("allegro", 1500, "tamsi"),
+    ("ur5_objects", 500, "tamsi"), ("bottle", 500, "tamsi"), ("barrett", 500, "tamsi"),
     ("planar", 2000, "lagged"), ("planar", 2000, "similar"), ("planar", 2000, "sap"), ("tumbler", 1500, "lagged"),
     ("tumbler", 1500, "sap"), ("iiwa", 1000, "lagged"), ("iiwa", 1000, "similar"), ("iiwa", 1000, "sap"),
-    ("allegro", 1500, "lagged")])
+    ("allegro", 1500, "lagged"), ("ur5_objects", 500, "lagged"), ("bottle", 500, "lagged")])
 def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, engine, tmp_path):
     """The peers' planar box (2 s, its scripted push on the link through J^T in the call), the tumbler (a corner
     impact, face contact, a ball landing on the box, the mimic flap), the iiwa + WSG held by PD (coal's mesh pairs
-    beyond the margin by the bounding-volume test) and the Allegro hand closing on the mug (fused while the mesh
-    pairs are far, the staged step when they may be near, and back): every step's report, q, v, actuation,
-    contacts (every field), impulses, generalized contact force, the solver's stats and TAMSI's iteration history
-    (ICF's lagged normal impulses, stiction tolerances and line-search counts) equal the staged step's bit for bit,
-    and the kinematics left for the node and the sensors (pin_data) too; with TAMSI and with the ICF engines
-    (Lagged, Similar, SAP: tree_icf_step)."""
-    path = {"planar": PLANAR, "iiwa": IIWA, "allegro": ALLEGRO}.get(scene) or _tumbler(tmp_path)
+    beyond the margin by the bounding-volume test), the Allegro hand closing on the mug (coal's mesh patches), the
+    UR5 + 20 resting objects (coal's box-box pairs beside the compiled ones), the campaign's bottle standing on
+    the ground (coal's cylinder patch) and the Barrett hand (mimic) over its box, all fused every step with
+    coal's pairs in the call: every step's report, q, v, actuation, contacts (every field), impulses, generalized
+    contact force, the solver's stats and TAMSI's iteration history (ICF's lagged normal impulses, stiction
+    tolerances and line-search counts) equal the staged step's bit for bit, and the kinematics left for the node
+    and the sensors (pin_data) too; with TAMSI and with the ICF engines (Lagged, Similar, SAP: tree_icf_step)."""
+    path = {"planar": PLANAR, "iiwa": IIWA, "allegro": ALLEGRO, "ur5_objects": UR5_OBJECTS, "bottle": BOTTLE,
+            "barrett": BARRETT}.get(scene) or _tumbler(tmp_path)
     fused, staged = Simulator(path, engine=engine), Simulator(path, engine=engine)
     staged._tree = None
     assert fused._tree is not None and fused._tree.icf == (engine != "tamsi")
@@ -228,10 +242,7 @@ def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, engine, tm
         ra, rb = fused.step(), staged.step()
         _assert_same_step(fused, staged, ra, rb, k)
         sizes.add(fused.contacts.size)
-    if scene == "allegro":      # both: the fused step while the hand is far, the staged one when it may touch
-        assert 100 < sum(r is not None for r in calls) < steps - 100 and len(calls) < steps
-    else:
-        assert all(r is not None for r in calls) and len(calls) == steps    # no staged fall-back was needed
+    assert all(r is not None for r in calls) and len(calls) == steps    # no staged fall-back was needed
     assert held is not fused.q and not np.array_equal(held, fused.q)        # a held q is not overwritten
     pm = fused.model.pin_model
     for j in range(1, pm.njoints):
@@ -243,6 +254,12 @@ def test_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, engine, tm
         assert {1, 4} <= sizes and max(sizes) >= 6
     elif scene == "iiwa":       # held clear of everything
         assert sizes == {0}
+    elif scene == "ur5_objects":        # 10 boxes (4 corners) and 10 spheres on the ground, boxes touching
+        assert sizes == {50}
+    elif scene == "bottle":     # the bottle's base: coal's cylinder-halfspace patch
+        assert sizes == {8}
+    elif scene == "barrett":
+        assert max(sizes) >= 4
     else:                       # the fingers on the mug
         assert max(sizes) >= 4
 
@@ -326,3 +343,20 @@ def test_a_driven_joint_with_the_servos_feed_forward_equals_the_staged_step(tmp_
                                   velocities={"tilt": -1.8 * np.sin(6.0 * t)})
         _assert_same_step(fused, staged, fused.step(), staged.step(), k)
     assert np.abs(fused.data.actuation_effort).max() > 0          # the feed-forward acted
+
+
+def test_more_coal_rows_than_the_buffers_take_the_staged_step():
+    """The UR5 + 20 objects (50 contacts) with the fused call told that the query's contact buffers hold 10 rows
+    (its table's row of them): the call finds more rows than that and returns NEAR with nothing written; the
+    staged step runs instead (then TREE_RETEST_AFTER steps without an attempt), and the trajectory equals the
+    staged step's bit for bit."""
+    from contact_sim_ros.geometry import contact_pass_kernels
+    fused, staged = Simulator(UR5_OBJECTS, engine="tamsi"), Simulator(UR5_OBJECTS, engine="tamsi")
+    staged._tree = None
+    fused._tree.coal_pass.table[contact_pass_kernels.P_IDS, 2] = 10     # (4, 10): fewer rows than 50 contacts
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    for k in range(100):
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+    assert calls and all(r is None for r in calls) and len(calls) < 20 and fused.contacts.size == 50

@@ -304,7 +304,9 @@ class ContactQuery:
         near = np.concatenate([pairs[always], pairs[analytic]]) if self.num_pairs else pairs
         self._near_bounds = (PairBounds.make(pm, gm, near, margin)
                              if self._bounds is not None and len(near) else None)
-        self._bounds_wait = 0                  # updates left before the next bounding-volume test
+        # updates left before the next bounding-volume test (an array: a compiled caller of the query's pass,
+        # CoalPass, reads and writes the same count)
+        self._bounds_wait = np.zeros(1, dtype=np.int64)
         self._no_coal_rows = None              # the narrow phase's rows when no pair is coal's (update)
         self._bh_patch_args = None             # _patch_contacts_numba's fixed arguments of the box-halfspace call
         self._pairs_by_side = np.ascontiguousarray(pairs.T, dtype=np.int64)     # (2, P): geometry A, B of each pair
@@ -514,6 +516,27 @@ class ContactQuery:
                 "jacobian": self._jacobian, "material": self._material, "rel": self._rel_scratch,
                 "columns": self._columns, "bias": self._bias, "max_rows": rows}
 
+    @property
+    def compiled_narrow_phase(self) -> bool:
+        """True when coal's narrow phase runs compiled (narrow_phase.cpp built, numba kernel, broad phase): the
+        query's whole update can then run inside a compiled call (``compiled_coal_pass``)."""
+        return self._native is not None
+
+    def compiled_coal_pass(self, pin_data: pin.Data) -> "CoalPass":
+        """For a caller that runs ``update`` of a query with coal's pairs in its own compiled call
+        (``contact_pass_kernels.coal_contact_pass``, coal's narrow phase through narrow_phase.cpp's C entry point):
+        the address table of that call over the query's constants and buffers (a ``CoalPass``, which holds the
+        arrays while it lives), with the compiled narrow phase bound to ``pin_data`` (the Data whose kinematics
+        ``update`` would be given: its geometry placements are computed from it). The contact buffers are grown to
+        ``compiled_pass_arguments``' rows; a step with more rows returns OVERFLOW (the staged update then grows
+        them, and the table must be made again: ``CoalPass.current``). ConfigError without the compiled narrow
+        phase (numba kernel, broad phase, narrow_phase.cpp built)."""
+        if self._native is None:
+            raise ConfigError("ContactQuery.compiled_coal_pass: the query has no compiled narrow phase (it needs "
+                              "kernel='numba', the broad phase and narrow_phase.cpp built: python -m "
+                              "contact_sim_ros.jit)")
+        return CoalPass(self, pin_data)
+
     # the all-analytic path's buffers a caller may move into its own arrays (use_analytic_buffers): name -> attribute
     ANALYTIC_BUFFERS = {"placement": "_an_joint_placement", "pair_out": "_an_pair_out", "raw": "_an_raw",
                         "ids": "_ids", "point": "_point", "normal": "_normal", "phi": "_phi",
@@ -630,13 +653,13 @@ class ContactQuery:
             self.stats["colliding_pairs"] = r
             return self._output(n, surface_velocity)
         if q is not None and self._bounds is not None:
-            if self._bounds_wait:
-                self._bounds_wait -= 1
+            if self._bounds_wait[0]:
+                self._bounds_wait[0] -= 1
             elif not self._bounds.any_within(q):          # no pair within the margin: no coal call
                 self.stats["candidate_pairs"] = self.stats["colliding_pairs"] = self.stats["contacts"] = 0
                 return self.contact_set(0)
             else:
-                self._bounds_wait = BOUND_RETEST_AFTER
+                self._bounds_wait[0] = BOUND_RETEST_AFTER
         pin.updateGeometryPlacements(pm, pin_data, gm, gd)
         # sphere-halfspace, sphere-sphere and sphere-box pairs within the margin (compiled, coal's equations): their
         # raw rows (one contact each), merged with coal's one-point contacts in pair order below
@@ -1032,6 +1055,99 @@ class ContactQuery:
                 jac = pin.getFrameJacobian(pm, data, j, pin.SE3(eye, p_joint), _LWA)
                 rel[i] += sign * jac.reshape(6, nv)[:3]
         np.matmul(rotation.transpose(0, 2, 1), rel, out=out)
+
+
+class CoalPass:
+    """The address table of ``contact_pass_kernels.coal_contact_pass`` for one ContactQuery (its
+    ``compiled_coal_pass``): ``table`` (K, 4) int64 rows (address, dims) of the query's arrays and this object's
+    scratch (held in ``arrays``), ``within`` (the unbounded coal pairs to test: indexes into them, initially all;
+    ``n_always`` of them), ``functions`` narrow_phase.cpp's ``c_functions()``."""
+
+    def __init__(self, query: "ContactQuery", pin_data: pin.Data):
+        from . import contact_pass_kernels as k
+        q = query
+        module = NARROW_PHASE.load()
+        a = q.compiled_pass_arguments()
+        q._native.bind(q._pin_model, pin_data)
+        p = q.num_pairs
+        out = q._native_out
+        always = np.array(q._coal_always_pairs, dtype=np.int64)
+        self.n_always = len(always)
+        self.within = np.arange(max(len(always), 1), dtype=np.int64)
+        ints = np.zeros(k.N_PASS_INTS, dtype=np.int64)
+        ints[k.I_NARROW_FN] = int(module.c_functions()[0])
+        ints[k.I_NARROW_HANDLE] = int(q._native.handle())
+        ints[k.I_EXTRA_CANDIDATES] = len(q._always_pairs) + q._sp_pairs
+        scalars = np.zeros(k.N_PASS_SCALARS)
+        scalars[[k.S_MARGIN, k.S_PATCH_TOLERANCE, k.S_CASTER_TOLERANCE, k.S_DEEPEST]] = (
+            q.margin, q.patch_tolerance, a["caster_tolerance"], DEEPEST_POINT_TOLERANCE)
+        patch_rows = p * (q.max_patch_points + 1) + 9 * len(a["bh_int"]) + 1
+        merged = max(q._capacity, 1)
+        own = {"counts": np.zeros(4, np.int64), "m_geometry": np.zeros((2, max(p, 1)), np.int64),
+               "patch_min_gap": np.zeros(max(p, 1)), "pr_pair": np.zeros(patch_rows, np.int64),
+               "pr_a": np.zeros((patch_rows, 3)), "pr_b": np.zeros((patch_rows, 3)), "pr_n": np.zeros((patch_rows, 3)),
+               "order": np.zeros(p + len(a["pair_out"]) + 1, np.int64), "mr_pair": np.zeros(merged, np.int64),
+               "mr_a": np.zeros((merged, 3)), "mr_b": np.zeros((merged, 3)), "mr_n": np.zeros((merged, 3))}
+        entries = {
+            k.P_INTS: ints, k.P_SCALARS: scalars, k.P_WITHIN: self.within, k.P_COUNTS: own["counts"],
+            k.P_PLACEMENT: a["placement"], k.P_AN_INT: a["an_int"], k.P_AN_FLOAT: a["an_float"],
+            k.P_SP_INT: a["sp_int"], k.P_SP_FLOAT: a["sp_float"], k.P_BH_INT: a["bh_int"], k.P_BH_FLOAT: a["bh_float"],
+            k.P_PAIR_OUT: a["pair_out"], k.P_RAW: a["raw"], k.P_B_PAIR: a["b_pair"], k.P_B_START: a["b_start"],
+            k.P_B_MID: a["b_mid"], k.P_B_NORMAL: a["b_normal"], k.P_B_DEPTH: a["b_depth"], k.P_B_WA: a["b_wa"],
+            k.P_B_WB: a["b_wb"], k.P_B_GEOMETRY: a["b_geometry"], k.P_B_PLACEMENT: a["b_placement"],
+            k.P_BH_SLOTS: a["bh_slots"], k.P_BH_WORK: a["bh_work"], k.P_BH_IWORK: a["bh_iwork"],
+            k.P_BH_MIN_GAP: a["bh_min_gap"], k.P_S_PAIR: out["single_pair"], k.P_S_A: out["single_a"],
+            k.P_S_B: out["single_b"], k.P_S_N: out["single_n"], k.P_M_PAIR: out["multi_pair"],
+            k.P_M_START: out["multi_start"], k.P_M_MID: out["multi_mid"], k.P_M_N: out["multi_n"],
+            k.P_M_A: out["multi_a"], k.P_M_B: out["multi_b"], k.P_M_DEPTH: out["multi_depth"],
+            k.P_PAIRS_BY_SIDE: q._pairs_by_side, k.P_M_GEOMETRY: own["m_geometry"],
+            k.P_GEOMETRY_PLACEMENT: q._geometry_placement, k.P_PATCH_MIN_GAP: own["patch_min_gap"],
+            k.P_C_TYPE: a["caster_type"], k.P_C_HALF: a["caster_half"], k.P_C_RADIUS: a["caster_radius"],
+            k.P_C_HALF_LENGTH: a["caster_half_length"], k.P_C_PLANE_NORMAL: a["caster_plane_normal"],
+            k.P_C_PLANE_OFFSET: a["caster_plane_offset"], k.P_C_FACE_START: a["caster_face_start"],
+            k.P_C_FACE_NORMAL: a["caster_face_normal"], k.P_C_FACE_OFFSET: a["caster_face_offset"],
+            k.P_PR_PAIR: own["pr_pair"], k.P_PR_A: own["pr_a"], k.P_PR_B: own["pr_b"], k.P_PR_N: own["pr_n"],
+            k.P_ORDER: own["order"], k.P_MR_PAIR: own["mr_pair"], k.P_MR_A: own["mr_a"], k.P_MR_B: own["mr_b"],
+            k.P_MR_N: own["mr_n"], k.P_PAIR_IDS: a["pair_ids"], k.P_PAIR_MATERIAL: a["pair_material"],
+            k.P_JOINT_COLUMNS: a["joint_columns"], k.P_COLUMN_DOF: a["column_dof"], k.P_IDS: a["ids"],
+            k.P_POINT: a["point"], k.P_NORMAL: a["normal"], k.P_PHI: a["phi"], k.P_ROTATION: a["rotation"],
+            k.P_JACOBIAN: a["jacobian"], k.P_MATERIAL: a["material"], k.P_REL: a["rel"], k.P_COLUMNS: a["columns"],
+            k.P_BIAS: a["bias"]}
+        # update's bounding-volume decision (given q): the test of every pair (and its wait count), then the one of
+        # the unbounded coal pairs and the compiled ones (which of those coal tests: its passing list)
+        no_int, no_float = np.zeros((1, 1), np.int64), np.zeros((1, 1))
+        for first, b in ((k.P_BOUNDS, q._bounds), (k.P_NEAR, q._near_bounds)):
+            names = ("joint_int", "joint_float", "geometry_int", "geometry_float", "pairs", "placement", "world",
+                     "local")
+            for i, name in enumerate(names):
+                integer = name in ("joint_int", "geometry_int", "pairs")
+                entries[first + i] = getattr(b, name) if b is not None else (no_int if integer else no_float)
+        entries[k.P_NEAR_PASSING] = q._near_bounds.passing if q._near_bounds is not None else np.zeros(1, np.int64)
+        entries[k.P_BOUNDS_WAIT] = q._bounds_wait
+        ints[k.I_HAS_BOUNDS] = q._bounds is not None
+        ints[k.I_HAS_NEAR] = q._near_bounds is not None
+        ints[k.I_N_ALWAYS_NEAR] = q._n_always_near
+        ints[k.I_RETEST] = BOUND_RETEST_AFTER
+        ints[k.I_N_ALWAYS] = len(always)
+        scalars[k.S_BOUNDS_LIMIT] = q._bounds.limit if q._bounds is not None else 0.0
+        scalars[k.S_NEAR_LIMIT] = q._near_bounds.limit if q._near_bounds is not None else 0.0
+        if sorted(entries) != list(range(k.N_PASS_TABLE)):
+            raise ValueError("ContactQuery.compiled_coal_pass: the address table misses an entry")
+        rows = []
+        for key in range(k.N_PASS_TABLE):
+            arr = entries[key]
+            if not arr.flags.c_contiguous or arr.ndim > 3 or arr.dtype not in (np.int64, np.float64):
+                raise ValueError(f"ContactQuery.compiled_coal_pass: table entry {key} must be a C-contiguous "
+                                 f"int64 / float64 array of <= 3 dimensions, got {arr.dtype} {arr.shape}")
+            rows.append((arr.ctypes.data, *arr.shape, *(0,) * (3 - arr.ndim)))
+        self.query, self.arrays = q, entries
+        self.table = np.array(rows, dtype=np.int64)
+        self._no_contacts = q.contact_set(0)
+
+    def current(self) -> bool:
+        """True while the query's contact buffers are still the arrays of the table (a staged update that grew
+        them makes its ContactSet views again)."""
+        return self.query.contact_set(0) is self._no_contacts
 
 
 def joint_column_support(pin_model: pin.Model) -> tuple[np.ndarray, np.ndarray]:

@@ -4,6 +4,11 @@
 // order, as the Python loop it replaces (ContactQuery._narrow_phase_python, the reference: kernel="numpy"); what
 // it saves is the ~40 Boost.Python calls per colliding pair (getContact, normal, the patch's points one by one).
 //
+// The same narrow phase is also a plain C function on raw buffers (extern "C" below; c_functions() gives its
+// address, NarrowPhase.handle() the object's), which compiled numba code calls without Python in between
+// (geometry/contact_pass_kernels.py): it first updates the geometry placements from the Pinocchio Data given to
+// bind() (pin.updateGeometryPlacements, as ContactQuery.update), then runs run()'s calls.
+//
 // Built by contact_sim_ros/native_build.py (g++ against the headers and libraries of the
 // pinocchio and coal wheels, at set-up: python -m contact_sim_ros.jit). Lengths in m, placements world frame.
 #include <Python.h>
@@ -18,6 +23,8 @@
 #include <vector>
 
 #include <pinocchio/geometry.hpp>
+#include <pinocchio/algorithm/geometry.hpp>
+#include <pinocchio/multibody.hpp>
 #include <pinocchio/collision/collision.hpp>
 #include <pinocchio/collision/broadphase.hpp>
 #include <pinocchio/collision/broadphase-callbacks.hpp>
@@ -106,9 +113,42 @@ class NarrowPhase {
   // patch geometries' placements. Returns (singles, patches, colliding pairs within the margin, broad-phase
   // candidates).
   bp::tuple run(bp::object within, int n_within) {
+    const std::int64_t* w = (gd_always_ != nullptr && n_within > 0)
+                                ? buffer_of<std::int64_t>(within, static_cast<std::size_t>(n_within), "within")
+                                : nullptr;
+    std::int64_t counts[4];
+    core(w, n_within, counts);
+    return bp::make_tuple(counts[0], counts[1], counts[2], counts[3]);
+  }
+
+  // The Pinocchio model and data whose kinematics the C entry point's geometry placements are computed from (the
+  // ones ContactQuery.update is given); kept alive while this object lives.
+  void bind(bp::object model, bp::object data) {
+    bound_ = bp::make_tuple(model, data);
+    model_ = &bp::extract<pinocchio::Model&>(model)();
+    data_ = &bp::extract<pinocchio::Data&>(data)();
+  }
+
+  // this object's address, the handle the C entry point takes (valid while the Python object lives)
+  std::uintptr_t handle() const { return reinterpret_cast<std::uintptr_t>(this); }
+
+  // The C entry point's step: when `placements`, pin.updateGeometryPlacements of gd (and gd_always when there are
+  // unbounded pairs) from the bound Data; then run(). counts: (singles, patches, colliding pairs, broad-phase
+  // candidates). Returns 0, or -1 when placements are asked for and no Data is bound.
+  std::int64_t run_raw(const std::int64_t* within, std::int64_t n_within, std::int64_t* counts, bool placements) {
+    if (placements && model_ == nullptr) return -1;
+    if (placements) pinocchio::updateGeometryPlacements(*model_, *data_, gm_, gd_);
+    if (placements && gd_always_ != nullptr && !always_.empty()) {
+      pinocchio::updateGeometryPlacements(*model_, *data_, gm_, *gd_always_);
+    }
+    core(within, static_cast<int>(n_within), counts);
+    return 0;
+  }
+
+ private:
+  void core(const std::int64_t* w, int n_within, std::int64_t* counts) {
     colliding_.clear();
     if (gd_always_ != nullptr && n_within > 0) {
-      const std::int64_t* w = buffer_of<std::int64_t>(within, static_cast<std::size_t>(n_within), "within");
       for (int i = 0; i < n_within; ++i) {
         const std::size_t k = static_cast<std::size_t>(always_[static_cast<std::size_t>(w[i])]);
         if (pinocchio::computeCollision(gm_, *gd_always_, k)) colliding_.push_back(k);
@@ -172,10 +212,12 @@ class NarrowPhase {
       }
     }
     std::fill(geometry_written_.begin(), geometry_written_.end(), 0);
-    return bp::make_tuple(n_single, n_multi, n_colliding, candidates.size());
+    counts[0] = static_cast<std::int64_t>(n_single);
+    counts[1] = static_cast<std::int64_t>(n_multi);
+    counts[2] = static_cast<std::int64_t>(n_colliding);
+    counts[3] = static_cast<std::int64_t>(candidates.size());
   }
 
- private:
   bool is_always(std::size_t k) const { return std::binary_search(always_.begin(), always_.end(), std::int64_t(k)); }
 
   // The world placement (4x4 homogeneous, row-major) of geometry g, from gd's oMg, once per step.
@@ -222,6 +264,9 @@ class NarrowPhase {
   }
 
   bp::tuple keep_;  // the Python objects whose C++ parts are referenced below, kept alive
+  bp::object bound_;  // bind()'s model and data, kept alive
+  const pinocchio::Model* model_ = nullptr;
+  const pinocchio::Data* data_ = nullptr;
   pinocchio::GeometryModel& gm_;
   pinocchio::GeometryData& gd_;
   pinocchio::GeometryData* gd_always_;
@@ -239,10 +284,31 @@ class NarrowPhase {
   double* placement_;
 };
 
+// The C entry point (numba calls it by address): NarrowPhase::run_raw of the object at `handle` (its handle()).
+// within: int64 indexes into the unbounded pairs to test, n_within of them; counts: int64 (4,) out; placements:
+// nonzero to first update the geometry placements from the bound Data. Returns 0, or -1 (no Data bound, or an
+// exception in coal or Pinocchio: the rows are then not valid).
+extern "C" {
+std::int64_t contact_sim_narrow_phase(std::uintptr_t handle, const std::int64_t* within, std::int64_t n_within,
+                                      std::int64_t* counts, std::int64_t placements) {
+  try {
+    return reinterpret_cast<NarrowPhase*>(handle)->run_raw(within, n_within, counts, placements != 0);
+  } catch (...) {
+    return -1;
+  }
+}
+}
+
+// (narrow_phase,): the C entry point's address
+bp::tuple c_functions() { return bp::make_tuple(reinterpret_cast<std::uintptr_t>(&contact_sim_narrow_phase)); }
+
 BOOST_PYTHON_MODULE(_narrow_phase) {
   bp::class_<NarrowPhase, boost::noncopyable>(
       "NarrowPhase",
       bp::init<bp::object, bp::object, bp::object, bp::object, bp::object, bp::object, bp::object, bp::object, double,
                int, bp::dict, bp::object>())
-      .def("run", &NarrowPhase::run);
+      .def("run", &NarrowPhase::run)
+      .def("bind", &NarrowPhase::bind)
+      .def("handle", &NarrowPhase::handle);
+  bp::def("c_functions", &c_functions);
 }

@@ -5,7 +5,10 @@ sphere-sphere, sphere-box, box-halfspace;
 the box on planar joints of ``benchmarks/peers``), or coal's (mesh) pairs while the compiled bounding-volume test
 (geometry/pair_bounds) keeps every one of them beyond the margin (a robot held clear of everything: the iiwa + WSG
 of ``benchmarks/peers``); when one of them may be near, the call does nothing else and says so (``NEAR``), and the
-Simulator runs the staged step.
+Simulator runs the staged step. With coal's narrow phase compiled (``ContactQuery.compiled_narrow_phase``), coal's
+pairs of any kind run inside the call instead (the query's whole update, its bounding-volume decision included:
+geometry/contact_pass_kernels.coal_contact_pass, coal through narrow_phase.cpp's C entry point): the UR5, the UR5 +
+20 objects, the campaign's bottle, grasps; NEAR then only when coal fails or the rows exceed the query's buffers.
 
 Three parts:
 
@@ -51,7 +54,7 @@ import numpy as np
 
 from ..jit import c_call3, c_call5, c_call6, c_call9, carray, float_pointer, int_pointer, njit
 from ..engines import icf_kernels, tamsi_kernels
-from ..geometry import contact_kernels, pair_bound_kernels
+from ..geometry import contact_kernels, contact_pass_kernels, pair_bound_kernels
 from . import step_kernels
 from .penetration_kernels import deepest_excess
 
@@ -129,7 +132,9 @@ I_FUNCTIONS = 0
 I_HANDLE = N_FUNCTIONS
 I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION, I_BOUNDS, I_WRENCHES, I_LAGGED = range(
     I_HANDLE + 1, I_HANDLE + 8)
-N_INTS = I_HANDLE + 8
+# the address and row count of the query's CoalPass table when its coal pairs run in the call (0: none)
+I_COAL_PASS, I_COAL_ROWS = I_HANDLE + 8, I_HANDLE + 9
+N_INTS = I_HANDLE + 10
 # tree_tamsi_step's finish code when a coal pair may be within the margin (nothing computed: the staged step runs)
 NEAR = -2
 # entries of T_SCALARS: contact margin (m), patch tolerance (m), the deepest-point tolerance (m), prepare_step's
@@ -256,7 +261,13 @@ def _tree_stages(q0, v0, table, modes):
         return True, 0, 0, False, effort
     J, placement = _f2(table, T_J), _f3(table, T_PLACEMENT)
     rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
-    n, colliding = compiled_contacts(table, J, placement, scalars[S_MARGIN])
+    if ints[I_COAL_PASS] != 0:     # coal's pairs too: the query's whole update (geometry/contact_pass_kernels)
+        coal = carray(int_pointer(ints[I_COAL_PASS]), (ints[I_COAL_ROWS], 4))
+        n, colliding, _ = contact_pass_kernels.coal_contact_pass(coal, J, q0, True)
+        if n < 0:                  # coal failed, or more rows than the buffers: the staged step runs
+            return True, 0, 0, False, effort
+    else:
+        n, colliding = compiled_contacts(table, J, placement, scalars[S_MARGIN])
     phi = _f1(table, T_PHI)
     deep = False
     if ints[I_PENETRATION] != 0 and n > 0:
@@ -400,10 +411,11 @@ class TreeTamsiStep:
         analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by ``coal_bounds`` (a
         geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged step runs), no
         scripted joint commands, no moving surfaces."""
+        cq = parts.contact_query
         return (TreeTamsiStep._engine_qualifies(parts.engine) and parts.rigid is not None
                 and parts.free_bodies is None
-                and (parts.contact_query.all_compiled
-                     or (coal_bounds is not None and parts.contact_query.kernel == "numba"))
+                and (cq.all_compiled
+                     or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase)))
                 and not model.has_joint_scripts and not model.has_surface_velocities)
 
     @staticmethod
@@ -424,7 +436,14 @@ class TreeTamsiStep:
         # the pairs the call tests itself (the compiled ones; coal's only through their bounding volumes)
         self.pairs = cq.num_pairs - len(cq.coal_pairs)
         self.parts, self.data = parts, data
-        self.max_rows = rows = max(int(a["max_rows"]), 1)
+        # coal's pairs in the call when their narrow phase is compiled (ContactQuery.compiled_coal_pass): the
+        # query's whole update, its bounding-volume decision included (this table's own test is then not run); the
+        # most rows are then the query's contact buffers' (a step with more: the staged step, which grows them)
+        has_coal = len(cq.coal_pairs) > 0
+        self.coal_pass = cq.compiled_coal_pass(parts.pin_data) if has_coal and cq.compiled_narrow_phase else None
+        if self.coal_pass is not None:
+            coal_bounds = None
+        self.max_rows = rows = max(int(a["max_rows"]) if self.coal_pass is None else a["ids"].shape[1], 1)
         scratch = engine.kernel_scratch(rows)
         self.icf = engine.name in ICF_ENGINES      # tree_icf_step (else tree_tamsi_step)
         self.lagged = engine.name == "lagged"
@@ -444,6 +463,8 @@ class TreeTamsiStep:
         ints[I_FEED_FORWARD] = model.has_feed_forward
         ints[I_PENETRATION] = penetration is not None
         ints[I_BOUNDS] = coal_bounds is not None
+        if self.coal_pass is not None:
+            ints[I_COAL_PASS], ints[I_COAL_ROWS] = self.coal_pass.table.ctypes.data, self.coal_pass.table.shape[0]
         frames = np.array(wrench_frames if wrench_frames is not None else (), dtype=np.int64)
         ints[I_WRENCHES] = len(frames)
         ints[I_LAGGED] = self.lagged

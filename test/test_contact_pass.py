@@ -1,0 +1,96 @@
+"""The contact query's update with coal's pairs in one compiled call (geometry/contact_pass_kernels.py: coal's
+narrow phase through narrow_phase.cpp's C entry point, then the merge, the patches and the finish in numba)
+against ContactQuery.update's staged path, bit for bit, on scenes whose contacts are coal's: the UR5 + 20 objects
+(box-box pairs beside the analytic sphere / box-ground ones), the campaign's bottle standing on the ground (a
+cylinder patch), the iiwa + WSG with a box on a table, and the Allegro hand closing on the mug (mesh patches)."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contact_sim_ros.errors import ConfigError
+from contact_sim_ros.geometry import contact_pass_kernels
+from contact_sim_ros.geometry.contact_query import ContactQuery
+from contact_sim_ros.native_build import NARROW_PHASE
+from contact_sim_ros.sim.simulator import Simulator
+
+pytestmark = [pytest.mark.unit,
+              pytest.mark.skipif(NARROW_PHASE.load() is None,
+                                 reason="narrow_phase.cpp is not built (python -m contact_sim_ros.jit)")]
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENES = {"ur5_objects": (ROOT / "benchmarks" / "peers" / "scenes" / "ur5_objects.yaml", 300),
+          "bottle": (ROOT / "scenes" / "scenario_pick_shake_place.yaml", 300),
+          "iiwa_box": (ROOT / "scenes" / "quasistatic_iiwa_box.yaml", 300),
+          "allegro": (ROOT / "scenes" / "iiwa_allegro_mug.yaml", 1500)}
+
+
+def _copy(found):
+    """Every field of a ContactSet, copied (the query's buffers are overwritten by the next update)."""
+    return {f.name: np.array(getattr(found, f.name)) for f in dataclasses.fields(found)}
+
+
+def _staged(cq, pd, q):
+    found = cq.update(pd, None, None, joint_jacobians=True, q=q)
+    return found.size, dict(cq.stats), _copy(found)
+
+
+def _compiled(cq, pd, coal_pass, q, bounds):
+    placement = cq.analytic_placements
+    for slot, joint in cq.analytic_joint_slots:
+        placement[slot] = pd.oMi[joint].homogeneous
+    n, colliding, candidates = contact_pass_kernels.coal_contact_pass(coal_pass.table, np.array(pd.J), q,
+                                                                      bounds)
+    return n, colliding, candidates
+
+
+@pytest.mark.parametrize("bounds", [False, True], ids=["all_pairs", "bounds"])
+@pytest.mark.parametrize("scene", sorted(SCENES))
+def test_the_compiled_pass_equals_the_staged_update_bit_for_bit(scene, bounds):
+    """Along a staged trajectory (objects settling on the ground and on each other, the bottle standing, the hand
+    closing on the mug), every 10th step: the compiled pass's contacts (ids, points, normals, distances, frames,
+    materials, Jacobian columns, Jacobians, zero bias) and stats equal update's at the same kinematics, bit for
+    bit, with both one-point and patch rows among them; without q (every pair to coal) and with q (update's
+    bounding-volume tests and their wait count, in the compiled pass too)."""
+    path, steps = SCENES[scene]
+    # coal's results depend on its history (warm starts): two simulators stepped alike, one queried by update,
+    # the other by the compiled pass at the same states, so coal has seen the same calls in both
+    staged, fused = Simulator(path, engine="tamsi"), Simulator(path, engine="tamsi")
+    staged._tree = fused._tree = None                 # the staged step along both trajectories
+    cq, pd, pm = fused.contact_query, fused.pin_data, fused.step_parts.pin_model
+    coal_pass = cq.compiled_coal_pass(pd)
+    compared = contacts = patches = 0
+    for k in range(steps):
+        staged.step()
+        fused.step()
+        assert staged.q.tobytes() == fused.q.tobytes()
+        if k % 10:
+            continue
+        for sim in (staged, fused):
+            pin.forwardKinematics(pm, sim.pin_data, sim.q, sim.v)
+            pin.computeJointJacobians(pm, sim.pin_data)
+        n_ref, stats, ref = _staged(staged.contact_query, staged.pin_data, staged.q if bounds else None)
+        if not coal_pass.current():
+            coal_pass = cq.compiled_coal_pass(pd)
+        n, colliding, candidates = _compiled(cq, pd, coal_pass, fused.q, bounds)
+        assert n == n_ref, (scene, k)
+        assert (colliding, candidates) == (stats["colliding_pairs"], stats["candidate_pairs"]), (scene, k)
+        got = _copy(cq.contact_set(n))
+        for name, want in ref.items():
+            assert got[name].tobytes() == want.tobytes(), (scene, k, name)
+        compared += 1
+        contacts += n
+        pairs = np.stack([ref["geometry_a"], ref["geometry_b"]], axis=1)
+        patches += bool(n) and len(np.unique(pairs, axis=0)) < n          # a pair with several contacts
+    assert compared == steps // 10 and contacts > 0 and patches > 0
+
+
+def test_a_query_without_the_compiled_narrow_phase_says_so():
+    """A numpy-kernel query has no compiled narrow phase: ConfigError naming the method and what it needs."""
+    sim = Simulator(SCENES["bottle"][0], engine="tamsi")
+    query = ContactQuery(sim.model, kernel="numpy")
+    with pytest.raises(ConfigError, match="compiled_coal_pass.*narrow_phase.cpp"):
+        query.compiled_coal_pass(sim.pin_data)
