@@ -13,7 +13,9 @@ m, placements world frame.
 
 from __future__ import annotations
 
-from ..jit import c_call5, carray, float_pointer, int_pointer, njit
+from ..jit import c_call5, njit
+from ..address_table import float_view1 as _f1, float_view2 as _f2, float_view3 as _f3, int_view1 as _i1
+from ..address_table import int_view2 as _i2
 from . import contact_kernels, pair_bound_kernels
 
 # rows of the table: (address, dim 0, dim 1, dim 2) of one C-contiguous array
@@ -43,31 +45,6 @@ S_MARGIN, S_PATCH_TOLERANCE, S_CASTER_TOLERANCE, S_DEEPEST, S_BOUNDS_LIMIT, S_NE
 N_PASS_SCALARS = 6
 # coal_contact_pass's n when the narrow phase failed or the rows exceed the contact buffers (the staged update runs)
 FAILED, OVERFLOW = -1, -2
-
-
-@njit(cache=True)
-def _f1(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1],))
-
-
-@njit(cache=True)
-def _f2(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
-
-
-@njit(cache=True)
-def _f3(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
-
-
-@njit(cache=True)
-def _i1(t, k):
-    return carray(int_pointer(t[k, 0]), (t[k, 1],))
-
-
-@njit(cache=True)
-def _i2(t, k):
-    return carray(int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
 @njit(cache=True)

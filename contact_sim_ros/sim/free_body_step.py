@@ -49,7 +49,9 @@ import math
 import numpy as np
 
 from ..jit import njit
-from ..jit import bool_pointer, carray, float_pointer, int_pointer
+from ..jit import bool_pointer, carray
+from ..address_table import float_view1 as _f1, float_view2 as _f2, float_view3 as _f3, int_view1 as _i1
+from ..address_table import int_view2 as _i2, table_row
 from ..engines import tamsi_kernels
 from ..engines.tamsi_kernels import (P_MAX_ITERATIONS, P_SMOOTH, P_STICTION, P_THETA_MAX, P_TOLERANCE, P_TWO_WAY,
                                      P_USE_TALS, newton_solve)
@@ -222,31 +224,6 @@ INT_ROWS = frozenset((T_FLAGS, T_BODY_INT, T_PAIR_INT, T_PAIR_IDS, T_JOINT_COLUM
                       T_TREE_PTR, T_FINISH_INDEX, T_WRENCH_BODY, T_PAIR_OUT, T_IDS, T_COLUMNS, T_PIV, T_UNSAT,
                       T_CONTACT_MODES))
 BOOL_ROWS = frozenset((T_MODES,))
-
-
-@njit(cache=True, inline="always")
-def _f1(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1],))
-
-
-@njit(cache=True, inline="always")
-def _f2(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
-
-
-@njit(cache=True, inline="always")
-def _f3(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
-
-
-@njit(cache=True, inline="always")
-def _i1(t, k):
-    return carray(int_pointer(t[k, 0]), (t[k, 1],))
-
-
-@njit(cache=True, inline="always")
-def _i2(t, k):
-    return carray(int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
 @njit(cache=True, inline="always")
@@ -482,14 +459,6 @@ def _pack(arrays, dtype, start: int = 0) -> tuple[np.ndarray, list, list]:
     return block, offsets, views
 
 
-def _row(a: np.ndarray) -> tuple:
-    """(address, dims...) of a C-contiguous array of at most 3 dimensions (the table's row)."""
-    if not a.flags.c_contiguous or a.ndim > 3:
-        raise ValueError(f"free_body_step: an array of the table must be C-contiguous with <= 3 dimensions, got "
-                         f"{a.dtype} {a.shape}")
-    return (a.ctypes.data, *a.shape, *(0,) * (3 - a.ndim))
-
-
 class FreeBodyTamsiStep:
     """The Simulator's fused step for a qualifying scene (module docstring): mostly data, the arguments of
     ``free_body_tamsi_step`` besides the state and the Simulator's data, packed ONCE from the Simulator's model,
@@ -588,7 +557,7 @@ class FreeBodyTamsiStep:
             if arr.dtype != want:
                 raise ValueError(f"free_body_step: table entry {k} must be {np.dtype(want)}, got {arr.dtype}")
         self.arrays = entries              # every array the table points into, held while this object lives
-        self.table = np.array([_row(entries[k]) for k in range(N_TABLE)], dtype=np.int64)
+        self.table = np.array([table_row(entries[k], "free_body_step") for k in range(N_TABLE)], dtype=np.int64)
         # set by the Simulator when a staged step ran (it may grow a result slot's impulses): ``current_slots``
         self.check_slots = False
 
@@ -605,7 +574,7 @@ class FreeBodyTamsiStep:
         if any(entries[k] is not self.arrays[k] for k in entries):
             self.arrays.update(entries)
             for k, arr in entries.items():
-                self.table[k] = _row(arr)
+                self.table[k] = table_row(arr, "free_body_step")
 
     def wrench_at(self, t: float) -> np.ndarray:
         """``wrench`` (wrenches, 6) filled with the scripted wrenches at sim time t (s) (``wrenches_in_kernel``)."""

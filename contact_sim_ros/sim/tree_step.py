@@ -52,7 +52,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import c_call3, c_call5, c_call6, c_call9, carray, float_pointer, int_pointer, njit
+from ..jit import c_call3, c_call5, c_call6, c_call9, carray, int_pointer, njit
+from ..address_table import float_view1 as _f1, float_view2 as _f2, float_view3 as _f3, int_view1 as _i1
+from ..address_table import int_view2 as _i2, table_row
 from ..engines import icf_kernels, tamsi_kernels
 from ..geometry import contact_kernels, contact_pass_kernels, pair_bound_kernels
 from . import step_kernels
@@ -143,31 +145,6 @@ NEAR = -2
 S_MARGIN, S_PATCH_TOLERANCE, S_DEEPEST, S_STICTION, S_JOINT_STICTION, S_FRACTION, S_CASTER_TOLERANCE, S_BOUND_LIMIT = \
     range(8)
 N_SCALARS = 8
-
-
-@njit(cache=True)
-def _f1(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1],))
-
-
-@njit(cache=True)
-def _f2(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
-
-
-@njit(cache=True)
-def _f3(t, k):
-    return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
-
-
-@njit(cache=True)
-def _i1(t, k):
-    return carray(int_pointer(t[k, 0]), (t[k, 1],))
-
-
-@njit(cache=True)
-def _i2(t, k):
-    return carray(int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
 @njit(cache=True)
@@ -386,14 +363,6 @@ def tree_icf_step(q0, v0, dt, table, modes, outputs, impulse, friction_normal, q
     return status, iterations, residual, failed_at, n_eval, deferred, n, colliding, code, deep
 
 
-def _row(a: np.ndarray) -> tuple:
-    """(address, dims...) of a C-contiguous array of at most 3 dimensions (the table's row)."""
-    if not a.flags.c_contiguous or a.ndim > 3:
-        raise ValueError(f"tree_step: an array of the table must be C-contiguous with <= 3 dimensions, got "
-                         f"{a.dtype} {a.shape}")
-    return (a.ctypes.data, *a.shape, *(0,) * (3 - a.ndim))
-
-
 class TreeTamsiStep:
     """The Simulator's fused tree step for a qualifying scene (``qualifies``): plain data, the address table of
     ``tree_tamsi_step``, or of ``tree_icf_step`` when the engine is an ICF engine (``icf``; ``lagged``: Lagged),
@@ -531,7 +500,7 @@ class TreeTamsiStep:
         # what current() compares: the query's empty ContactSet view and the engine's scratch tuple of this table
         self._no_contacts, self._scratch = cq.contact_set(0), engine.kernel_scratch(0)
         self.arrays = entries              # every array the table points into, held while this object lives
-        self.table = np.array([_row(entries[k]) for k in range(N_TABLE)], dtype=np.int64)
+        self.table = np.array([table_row(entries[k], "tree_step") for k in range(N_TABLE)], dtype=np.int64)
 
     def current(self) -> bool:
         """True while the query's contact buffers and the engine's scratch are still the arrays of the table
