@@ -6,7 +6,7 @@ to every array in it for as long as the table is used: the addresses are only va
 
 from __future__ import annotations
 
-from .jit import carray, float_pointer, int_pointer, njit
+from .jit import carray, float_pointer, inline_helper, int_pointer
 
 
 def table_row(a, owner: str) -> tuple:
@@ -18,31 +18,31 @@ def table_row(a, owner: str) -> tuple:
     return (a.ctypes.data, *a.shape, *(0,) * (3 - a.ndim))
 
 
-@njit(cache=True, inline="always")
+@inline_helper
 def float_view1(t, k):
     """Row k of table t as a float64 array of 1 dimension."""
     return carray(float_pointer(t[k, 0]), (t[k, 1],))
 
 
-@njit(cache=True, inline="always")
+@inline_helper
 def float_view2(t, k):
     """Row k of table t as a float64 array of 2 dimensions."""
     return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2]))
 
 
-@njit(cache=True, inline="always")
+@inline_helper
 def float_view3(t, k):
     """Row k of table t as a float64 array of 3 dimensions."""
     return carray(float_pointer(t[k, 0]), (t[k, 1], t[k, 2], t[k, 3]))
 
 
-@njit(cache=True, inline="always")
+@inline_helper
 def int_view1(t, k):
     """Row k of table t as an int64 array of 1 dimension."""
     return carray(int_pointer(t[k, 0]), (t[k, 1],))
 
 
-@njit(cache=True, inline="always")
+@inline_helper
 def int_view2(t, k):
     """Row k of table t as an int64 array of 2 dimensions."""
     return carray(int_pointer(t[k, 0]), (t[k, 1], t[k, 2]))

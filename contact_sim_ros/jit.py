@@ -236,6 +236,13 @@ def njit(*args, **kwargs):
     return lambda func: register(decorator(func))
 
 
+def inline_helper(func):
+    """numba's ``njit(inline="always")`` without a cache entry of its own: a small helper (an address table's view,
+    contact_sim_ros/address_table.py) compiled only into its callers, whose cached code holds it (their cache stamp
+    covers its module). Not a kernel of ``KERNELS``: the warm-up has nothing of its own to fill for it."""
+    return _numba_njit(inline="always")(func)
+
+
 # ----------------------------------------------------------------------------- C functions called by address
 
 def _c_call_typing(fn, argtys):

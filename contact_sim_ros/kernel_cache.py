@@ -30,6 +30,7 @@ from .sim.simulator import Simulator
 COMPILE_SECONDS = {
     "contact_sim_ros.geometry.contact_kernels": 6.0,   # + the analytic sphere and box-halfspace pairs (issue 18)
     "contact_sim_ros.geometry.pair_bound_kernels": 1.5,   # the bounding-capsule test of the pairs from q (issue 18)
+    "contact_sim_ros.geometry.contact_pass_kernels": 10.0,  # the query's whole pass with coal's pairs (the tree step)
     "contact_sim_ros.model.free_body_kernels": 0.5,
     "contact_sim_ros.sim.divergence_kernels": 0.5,
     "contact_sim_ros.sim.penetration_kernels": 0.3,   # the deep-interpenetration bound (issue 31)

@@ -730,15 +730,15 @@ def test_no_import_cycle_between_the_packages_modules():
 
 
 def test_kernel_modules_import_only_the_jit_decorator_numpy_and_math():
-    """A kernel module (its functions carry contact_sim_ros.jit's njit) is the bottom layer: it imports only the
-    decorator, numpy, math and other kernel modules, so compiled code never pulls in the model, an engine or
-    the simulator, and the warm-up (kernel_cache.py) may import the Simulator without a circle."""
+    """A kernel module (its functions carry contact_sim_ros.jit's njit or inline_helper) is the bottom layer: it
+    imports only the decorator, numpy, math and other kernel modules, so compiled code never pulls in the model, an
+    engine or the simulator, and the warm-up (kernel_cache.py) may import the Simulator without a circle."""
     graph = _import_graph()
     kernels = set()
     for module, path in _package_modules().items():
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.FunctionDef) and any(
-                    (d.func if isinstance(d, ast.Call) else d).__dict__.get("id") == "njit"
+                    (d.func if isinstance(d, ast.Call) else d).__dict__.get("id") in ("njit", "inline_helper")
                     for d in node.decorator_list):
                 kernels.add(module)
     assert {"contact_sim_ros.engines.tamsi_kernels", "contact_sim_ros.engines.icf_kernels"} <= kernels

@@ -107,7 +107,8 @@ class ConvexICFEngine(ContactEngine):
 
     # (and the fused tree step's, sim/tree_step.tree_icf_step: named, not imported, as the engines do not import the
     # simulator; the Allegro hand far from its mug takes it)
-    kernel_modules = (icf_kernels.__name__, rtsafe.__name__, "contact_sim_ros.sim.tree_step")
+    kernel_modules = (icf_kernels.__name__, rtsafe.__name__, "contact_sim_ros.sim.tree_step",
+                      "contact_sim_ros.geometry.contact_pass_kernels")
     warm_up_scenes = ("scenes/default.yaml", "scenes/iiwa_allegro_mug.yaml")
 
     contact_model: str = "lagged"

@@ -87,7 +87,8 @@ class TamsiEngine(ContactEngine):
     description = ("TAMSI: compliant Hunt & Crossley point contact, regularized Coulomb friction, frozen "
                    "configuration, implicit penetration (eq. 19), Newton on v with TALS line search")
     # (and the fused tree step's, sim/tree_step.py: named, not imported, as the engines do not import the simulator)
-    kernel_modules = (tamsi_kernels.__name__, "contact_sim_ros.sim.tree_step")
+    kernel_modules = (tamsi_kernels.__name__, "contact_sim_ros.sim.tree_step",
+                      "contact_sim_ros.geometry.contact_pass_kernels")
     # the default scene's contacts; a scene of free bodies only runs sim/free_body_step.py's fused TAMSI step
     # (the Allegro hand far from its mug: the fused tree step, sim/tree_step.py)
     warm_up_scenes = ("scenes/default.yaml", "scenes/icf_falling_sphere.yaml", "scenes/iiwa_allegro_mug.yaml")
