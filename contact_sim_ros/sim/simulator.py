@@ -605,19 +605,11 @@ class Simulator:
         stats = self.contact_query.stats
         stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
         self.contacts = self.contact_query.contact_set(n)
-        result = self.last_result = slot.result
-        result.v_next, result.contact_impulse, result.friction_normal_impulse = v, slot.rows(n)[0], None
-        stats = result.stats
-        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
-            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed / m, "")
-        self._last_dt = dt
-        self.actuation_force = slot.actuation_force
         for _ in range(m):                                # the sim time as m steps add it up
             t += dt
-        self._q, self._v, self._t = q, v, t
-        self.step_count += m
+        report = self._commit_compiled(slot, n, q, v, t, m, iterations, err if iterations else 0.0, elapsed / m)
         self._stale = ALL_STALE
-        return m, StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
+        return m, report
 
     def _fused_step(self) -> StepReport | None:
         """The step of a scene of free bodies on sphere-halfspace pairs with TAMSI in one compiled call
@@ -657,17 +649,9 @@ class Simulator:
             fused.check_slots = True
             return None            # the staged step fails with the reason
         self.contacts = contacts
-        result = self.last_result = slot.result
-        result.v_next, result.contact_impulse, result.friction_normal_impulse = v, slot.rows(n)[0], None
-        stats = result.stats
-        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
-            SolverStatus.CONVERGED, iterations, err if iterations else 0.0, elapsed, "")
-        self._last_dt = dt
-        self.actuation_force = slot.actuation_force
-        self._q, self._v, self._t = q, v, t + dt
-        self.step_count += 1
+        report = self._commit_compiled(slot, n, q, v, t + dt, 1, iterations, err if iterations else 0.0, elapsed)
         self._stale = ALL_STALE                  # computed when read (pin_data); the fused step needs none
-        return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
+        return report
 
     def _tree_step(self) -> StepReport | None:
         """The step of a tree whose contact pairs are compiled analytic kinds, or coal's pairs held beyond the margin
@@ -687,7 +671,7 @@ class Simulator:
             if tree.applies_wrenches:          # the wrenches' values; the call applies them (stages.external_forces)
                 values = tree.wrench
                 for i, f in enumerate(self.step_parts.external_forces):
-                    values[i] = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
+                    values[i] = stages.scripted_wrench(f, t)
             else:
                 self._external_forces(t)                          # into data.external, a row of data.rows
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
@@ -719,22 +703,32 @@ class Simulator:
                 self._stale = ALL_STALE                   # the call moved Pinocchio's Data
                 return None                               # the staged step fails with the reason
         self.contacts = contacts
-        result = self.last_result = slot.result
-        result.v_next, result.contact_impulse = v, slot.rows(n)[0]
-        if tree.icf:                                      # as ConvexICFEngine._do_step_into
-            result.friction_normal_impulse = slot.rows(n)[1] if tree.lagged else None
-        stats = result.stats
-        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
-            SolverStatus.CONVERGED, iterations, err if iterations or tree.icf else 0.0, elapsed, "")
-        self._last_dt = dt
-        self.actuation_force = slot.actuation_force
-        self._q, self._v, self._t = q, v, t + dt
-        self.step_count += 1
+        report = self._commit_compiled(slot, n, q, v, t + dt, 1, iterations,
+                                       err if iterations or tree.icf else 0.0, elapsed,
+                                       slot.rows(n)[1] if tree.lagged else None)   # as ConvexICFEngine's
         if deep:
             self._update_kinematics()                     # the call left it to here
         else:
             self._stale = PLACEMENTS_STALE                # the call computed the new state's kinematics
-        return StepReport(self._t, True, SolverStatus.CONVERGED, 1, iterations, "")
+        return report
+
+    def _commit_compiled(self, slot, n, q, v, t_next, steps, iterations, residual, solve_time,
+                         friction_normal_impulse=None) -> StepReport:
+        """What ``steps`` successful steps of a compiled call (``_fused_step``, ``_fused_advance``, ``_tree_step``)
+        leave, as the staged step leaves them: the slot's result (the engine's outputs of the last step, its ``n``
+        contacts' impulses) as ``last_result`` with converged stats (``solve_time`` s per step), the actuation force,
+        the new state (q, v, sim time ``t_next`` s) and the step count. Returns the last step's report."""
+        result = self.last_result = slot.result
+        result.v_next, result.contact_impulse, result.friction_normal_impulse = (v, slot.rows(n)[0],
+                                                                                friction_normal_impulse)
+        stats = result.stats
+        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
+            SolverStatus.CONVERGED, iterations, residual, solve_time, "")
+        self._last_dt = self.sim_model.time_step
+        self.actuation_force = slot.actuation_force
+        self._q, self._v, self._t = q, v, t_next
+        self.step_count += steps
+        return StepReport(t_next, True, SolverStatus.CONVERGED, 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t): the stages of sim/stages.py in order, on the model

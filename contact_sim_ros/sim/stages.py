@@ -140,12 +140,16 @@ def external_forces(model, data, parts, t) -> None:
                 np.dot(f.wrench(t).reshape(2, 3), R, out=view)      # rows R^T f, R^T m
         else:
             J = pin.getFrameJacobian(parts.pin_model, pd, f.frame_id, pin.LOCAL_WORLD_ALIGNED)
-            wrench = f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
+            wrench = scripted_wrench(f, t)
             if J.ndim == 2:        # J^T [f; m] into a preallocated buffer (the same product as J.T @ w)
                 tau += np.matmul(J.T, wrench, out=data.wrench_force)
             else:
                 tau += J * wrench
 
+
+def scripted_wrench(f, t) -> np.ndarray:
+    """The scene's scripted wrench ``f`` (sim/scene.py) at t (s): [force (N), torque (N*m)], world-aligned (6,)."""
+    return f.wrench(t) if f.wrench is not None else np.concatenate([f.force(t), f.torque(t)])
 
 def actuation(model, data, parts, M, v, nle, position_error) -> None:
     """One compiled pass (sim/step_kernels.prepare_step): M symmetric; data.tau = external - nle + the
