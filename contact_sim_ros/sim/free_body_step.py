@@ -5,7 +5,8 @@ the Python between ~12 compiled and Pinocchio calls).
 The scenes: every joint is a free flyer (free objects, no robot), every collision pair is a sphere against a
 half-space (``ContactQuery``'s analytic pairs: a ball, a box on corner spheres), no scripted joint commands, no
 surface velocities; the engine is TAMSI with its compiled kernel. ``Simulator`` selects this path when it is
-built for such a scene (``FreeBodyTamsiStep.qualifies``); every other scene takes the staged step. The one call
+built for such a scene (``FreeBodyTamsiStep.qualifies``); other free-body scenes take the tree step with this
+module's kernels (sim/tree_step.py, bit-identical to the staged step), the rest the staged step. The one call
 (``free_body_tamsi_step``) does, from (q0, v0):
 
 1. kinematics of the free flyers: the joint placements oMi = jointPlacement * (R(quat), p) (R as Eigen's

@@ -35,6 +35,15 @@ Three parts:
   ``_tree_finish``) around ``icf_kernels.icf_step`` called as ``ConvexICFEngine._do_step_into`` calls it (the
   contacts' Jacobian columns, the engine's scratch, stiction tolerances and options in the table: the engine's
   ``kernel_scratch``). Bit-identical to the staged step too.
+* **Free bodies only** (a model whose every joint is a free flyer on the world: ``StepParts.free_bodies``, when
+  the fused free-body TAMSI step of sim/free_body_step.py does not take the scene: an ICF engine, or pairs other
+  than sphere-halfspace): the same call with the staged step's FreeBodies kernels in place of the Pinocchio calls
+  (``I_FREE_BODIES``): ``free_body_kinematics`` for the analytic pairs' joint placements and the joint Jacobians
+  (equal to computeJointJacobians' bit for bit), ``free_body_bias_force`` for nle (and g), the constant M,
+  ``integrate_rotations`` before the frozen-frame ``finish_step``. Pinocchio's Data is then neither read nor
+  written, except with coal's pairs in the call (the clutter's box-box pairs): coal's narrow phase reads its
+  joint placements, so the call computes the new state's kinematics as a tree's (``I_PIN_KINEMATICS``). The
+  scene's scripted wrenches are written into data.external by the Simulator (stages.external_forces).
 
 Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
