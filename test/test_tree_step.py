@@ -466,3 +466,39 @@ def test_a_free_body_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed
     assert calls == [None] and not ra.ok and ra.substeps == 4, ra.message
     _assert_same_step(fused, staged, ra, rb, 0)
     np.testing.assert_array_equal(fused.q, q0)
+
+
+def test_free_body_jacobians_equal_pinocchios_bit_for_bit_at_identity_joint_placements():
+    """The tree step of free bodies takes the joint Jacobians from q (free_body_kinematics) instead of Pinocchio's
+    Data where that is the staged step's J bit for bit: at 500 random states of six free flyers, the bodies whose
+    joint placement is the identity (every scene's free object) get computeJointJacobians' columns exactly; a
+    body with another joint placement may differ in round-off, so such a model reads the Data's J in the call
+    (FreeBodies.identity_placements False: TreeTamsiStep.pin_kinematics)."""
+    from types import SimpleNamespace
+
+    from contact_sim_ros.sim.free_body_step import FreeBodies, free_body_kinematics
+    pm = pin.Model()
+    for k in range(6):
+        placement = pin.SE3(pin.rpy.rpyToMatrix(0.3 * k, -0.2, 0.1 * k), np.array([0.1 * k, -0.2, 0.05])) \
+            if k % 2 else pin.SE3.Identity()
+        j = pm.addJoint(0, pin.JointModelFreeFlyer(), placement, f"body{k}")
+        pm.appendBodyToJoint(j, pin.Inertia.FromBox(0.4 + 0.1 * k, 0.1, 0.08, 0.04), pin.SE3.Identity())
+    no_pairs = SimpleNamespace(analytic_joint_slots=[])         # the query's slots: no analytic pair here
+    bodies = FreeBodies(pm, no_pairs)
+    assert not bodies.identity_placements
+    identity = [6 * k + c for k in range(0, 6, 2) for c in range(6)]
+    other = [6 * k + c for k in range(1, 6, 2) for c in range(6)]
+    rng = np.random.default_rng(5)
+    data = pin.Data(pm)
+    differs = 0
+    for _ in range(500):
+        q = pin.randomConfiguration(pm, -2.0 * np.ones(pm.nq), 2.0 * np.ones(pm.nq))
+        pin.forwardKinematics(pm, data, q, rng.normal(size=pm.nv))
+        pin.computeJointJacobians(pm, data)
+        J = np.full((6, pm.nv), np.nan)
+        free_body_kinematics(q, bodies.body_int, bodies.body_float, np.zeros((1, 4, 4)), J)
+        np.testing.assert_array_equal(J[:, identity], data.J[:, identity])
+        np.testing.assert_allclose(J[:, other], data.J[:, other], rtol=0, atol=1e-14)
+        differs += not np.array_equal(J[:, other], data.J[:, other])
+    assert differs > 0
+    assert Simulator(SPHERE, engine="lagged", time_step=2e-3).step_parts.free_bodies.identity_placements

@@ -411,6 +411,10 @@ class FreeBodies:
             iv = pm.joints[j].idx_v
             M[iv:iv + 6, iv:iv + 6] = inertia.matrix()       # the body-frame spatial inertia: M of a free flyer
         self.mass_matrix = M
+        # every joint placement the identity (the scenes' free objects): ``free_body_kinematics``' J is then
+        # computeJointJacobians' bit for bit (else equal to round-off)
+        self.identity_placements = bool(np.all(self.body_float[:, BF_R:BF_T + 3] == np.r_[np.eye(3).reshape(-1),
+                                                                                          np.zeros(3)]))
         self.gravity = np.array(pm.gravity.linear, dtype=float)
         self.nq, self.nv = pm.nq, pm.nv
         self._contact_query = contact_query     # its placements by slot (a fused step may move them: read each time)

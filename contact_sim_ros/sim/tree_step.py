@@ -39,11 +39,13 @@ Three parts:
   the fused free-body TAMSI step of sim/free_body_step.py does not take the scene: an ICF engine, or pairs other
   than sphere-halfspace): the same call with the staged step's FreeBodies kernels in place of the Pinocchio calls
   (``I_FREE_BODIES``): ``free_body_kinematics`` for the analytic pairs' joint placements and the joint Jacobians
-  (equal to computeJointJacobians' bit for bit), ``free_body_bias_force`` for nle (and g), the constant M,
-  ``integrate_rotations`` before the frozen-frame ``finish_step``. Pinocchio's Data is then neither read nor
-  written, except with coal's pairs in the call (the clutter's box-box pairs): coal's narrow phase reads its
-  joint placements, so the call computes the new state's kinematics as a tree's (``I_PIN_KINEMATICS``). The
-  scene's scripted wrenches are written into data.external by the Simulator (stages.external_forces).
+  (equal to computeJointJacobians' bit for bit when the joint placements are the identity, as the scenes' free
+  objects'), ``free_body_bias_force`` for nle (and g), the constant M, ``integrate_rotations`` before the
+  frozen-frame ``finish_step``. Pinocchio's Data is then neither read nor written, except with coal's pairs in the
+  call (the clutter's box-box pairs: coal's narrow phase reads its joint placements) or a joint placement that is
+  not the identity: the call then reads the Data's J and computes the new state's kinematics as a tree's
+  (``I_PIN_KINEMATICS``). The scene's scripted wrenches are written into data.external by the Simulator
+  (stages.external_forces).
 
 Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
@@ -149,9 +151,10 @@ I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION, I_BOUNDS, I_WRENC
 # the address and row count of the query's CoalPass table when its coal pairs run in the call (0: none)
 I_COAL_PASS, I_COAL_ROWS = I_HANDLE + 8, I_HANDLE + 9
 # a model of free bodies only: the staged step's FreeBodies kernels instead of Pinocchio's calls (the joint
-# placements and Jacobians, nle and g(q), the constant M, the quaternions' integration); and whether the call
-# computes the new state's Pinocchio kinematics (a tree: always; free bodies: only for coal's narrow phase, which
-# reads the Data's joint placements)
+# placements, nle and g(q), the constant M, the quaternions' integration; the joint Jacobians too unless
+# I_PIN_KINEMATICS); and whether the call reads the Data's kinematics at q0 and computes the new state's (a tree:
+# always; free bodies: for coal's narrow phase, which reads the Data's joint placements, or when a joint placement
+# is not the identity: FreeBodies' J then differs from computeJointJacobians' in round-off)
 I_FREE_BODIES, I_PIN_KINEMATICS = I_HANDLE + 10, I_HANDLE + 11
 N_INTS = I_HANDLE + 12
 # tree_tamsi_step's finish code when a coal pair may be within the margin (nothing computed: the staged step runs)
@@ -255,8 +258,13 @@ def _tree_stages(q0, v0, table, modes):
         return True, 0, 0, False, effort
     J, placement = _f2(table, T_J), _f3(table, T_PLACEMENT)
     free_bodies = ints[I_FREE_BODIES] != 0
-    if free_bodies:     # the staged step's: FreeBodies' placement source, and J as computeJointJacobians' (equal)
-        free_body_kinematics(q0, _i2(table, T_BODY_INT), _f2(table, T_BODY_FLOAT), placement, J)
+    if free_bodies:     # the staged step's placement source (FreeBodies) and J (computeJointJacobians)
+        if ints[I_PIN_KINEMATICS] != 0:         # the Data's J at q0 (the call or the Simulator computed it)
+            rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS)[:0],
+                                _i1(table, T_SLOT_INDEX)[:0])
+            free_body_kinematics(q0, _i2(table, T_BODY_INT), _f2(table, T_BODY_FLOAT), placement, J[:, :0])
+        else:           # J from q too: equal to computeJointJacobians' bit for bit (identity joint placements)
+            free_body_kinematics(q0, _i2(table, T_BODY_INT), _f2(table, T_BODY_FLOAT), placement, J)
     else:
         rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
     if ints[I_COAL_PASS] != 0:     # coal's pairs too: the query's whole update (geometry/contact_pass_kernels)
@@ -476,7 +484,8 @@ class TreeTamsiStep:
         ints[I_WRENCHES] = len(frames)
         ints[I_LAGGED] = self.lagged
         ints[I_FREE_BODIES] = bodies is not None
-        self.pin_kinematics = bodies is None or self.coal_pass is not None
+        self.pin_kinematics = (bodies is None or self.coal_pass is not None
+                               or not bodies.identity_placements)
         ints[I_PIN_KINEMATICS] = self.pin_kinematics
         self.applies_wrenches = wrench_frames is not None
         self.wrench = np.zeros((max(len(frames), 1), 6))      # the wrenches' values the call applies
