@@ -67,7 +67,9 @@ def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(f
 def test_icf_engines_load_their_step_from_the_cache_on_scenes_unlike_the_warm_up(filled_cache):
     """The warm-up steps the ICF engines on the default scene (a robot with joint friction, contacts); a node on a
     scene without joint friction (read-only joint damping) or without any contact, with Lagged or SAP, still
-    loads its one compiled step (icf_kernels.icf_step) from the cache and compiles none of the ICF kernels."""
+    loads its one compiled step (the fused tree step's sim/tree_step.tree_icf_step, which calls
+    icf_kernels.icf_step: the rolling sphere of free bodies and the iiwa + WSG held clear both take it) from
+    the cache and compiles none of the ICF kernels nor the tree step."""
     code = r"""
 import json
 from contact_sim_ros import kernel_cache
@@ -81,8 +83,8 @@ for scene, engine in (("scenes/icf_falling_sphere.yaml", "lagged"), ("scenes/icf
 print(json.dumps(kernel_cache.kernel_stats()))
 """
     stats = json.loads(_python(code).stdout.splitlines()[-1])
-    icf = {name: s for name, s in stats.items() if ".icf_kernels." in name}
-    assert icf["contact_sim_ros.engines.icf_kernels.icf_step"]["hits"] == 1, icf
+    icf = {name: s for name, s in stats.items() if ".icf_kernels." in name or ".tree_step." in name}
+    assert icf["contact_sim_ros.sim.tree_step.tree_icf_step"]["hits"] == 1, icf
     assert not {name: s for name, s in icf.items() if s["misses"]}, icf
 
 

@@ -360,3 +360,145 @@ def test_more_coal_rows_than_the_buffers_take_the_staged_step():
     for k in range(100):
         _assert_same_step(fused, staged, fused.step(), staged.step(), k)
     assert calls and all(r is None for r in calls) and len(calls) < 20 and fused.contacts.size == 50
+
+
+SPHERE = ROOT / "scenes" / "icf_falling_sphere.yaml"     # the ICF paper's rolling sphere (peers' "sphere")
+CLUTTER = ROOT / "scenes" / "icf_clutter.yaml"           # 40 spheres and boxes in a bin: coal's box-box pairs
+BOX_PUSH = ROOT / "benchmarks" / "peers" / "scenes" / "box_stick_slip.yaml"   # a box on corner spheres, pushed
+
+
+def _free_box(tmp_path):
+    """A free box dropped tilted onto a half-space (a corner first: a one-point box-halfspace contact, then an
+    edge and its face: patches) and a ball beside it, pushed by a scripted wrench on the box's frame: free bodies
+    only, no pair the fused free-body TAMSI step takes (a box-halfspace pair)."""
+    return {"objects": [{"name": "box", "shape": {"box": [0.1, 0.08, 0.04]}, "mass": 0.4,
+                         "pose": {"xyz": [0.0, 0.0, 0.08], "rpy": [0.3, 0.2, 0.1]}},
+                        {"name": "ball", "shape": {"sphere": 0.02}, "mass": 0.1,
+                         "pose": {"xyz": [0.3, 0.0, 0.05]}, "velocity": [-0.5, 0.0, 0.0, 0.0, 0.0, 0.0]}],
+            "environment": [{"name": "ground", "shape": "halfspace"}],
+            "inputs": {"external_forces": [{"body": "box", "force": ["0.5*sin(3*t)", 0, 0], "torque": [0, 0, 0]}]}}
+
+
+def test_free_bodies_only_take_the_fused_tree_step_where_the_free_body_tamsi_step_does_not(tmp_path):
+    """A scene of free bodies only: TAMSI on sphere-halfspace pairs keeps the fused free-body step
+    (FreeBodyTamsiStep); the ICF engines there, and every engine on other pairs (box-halfspace, the clutter's
+    sphere-sphere, sphere-box and coal's box-box pairs), take the tree step with FreeBodies' kernels
+    (free_bodies in its table), Pinocchio's kinematics in the call only for coal's narrow phase; the numpy
+    kernels and a missing compiled Pinocchio module take the staged step."""
+    assert Simulator(SPHERE, engine="tamsi", time_step=2e-3)._fused is not None
+    for engine in ("lagged", "similar", "sap"):
+        sim = Simulator(SPHERE, engine=engine, time_step=2e-3)
+        assert sim._fused is None and sim._tree is not None and sim._tree.icf
+        assert sim.step_parts.free_bodies is not None and sim.step_parts.rigid is None
+        assert not sim._tree.pin_kinematics and sim._tree.arrays[tree_step.T_INTS][tree_step.I_FREE_BODIES] == 1
+    box = Simulator(_free_box(tmp_path), engine="tamsi")
+    assert box._fused is None and box._tree is not None and not box._tree.icf and not box._tree.applies_wrenches
+    clutter = Simulator(CLUTTER, engine="lagged", time_step=2e-3)
+    assert clutter._tree is not None and len(clutter.contact_query.coal_pairs) > 0
+    assert clutter._tree.coal_pass is not None and clutter._tree.pin_kinematics
+    assert Simulator(SPHERE, engine="lagged", engine_options={"newton_kernel": "numpy"})._tree is None
+    saved = RIGID_BODY.load()
+    RIGID_BODY._loaded["module"] = None
+    try:
+        assert Simulator(SPHERE, engine="lagged", time_step=2e-3)._tree is None
+    finally:
+        RIGID_BODY._loaded["module"] = saved
+
+
+@pytest.mark.parametrize("scene, steps, engine", [
+    ("sphere", 500, "lagged"), ("sphere", 500, "similar"), ("sphere", 500, "sap"), ("clutter", 300, "lagged"),
+    ("clutter", 300, "similar"), ("box", 1000, "tamsi"), ("box", 1000, "lagged"), ("box_push", 1000, "lagged")])
+def test_free_body_trajectories_equal_the_staged_step_bit_for_bit(scene, steps, engine, tmp_path):
+    """Free bodies only in the tree step (FreeBodies' placements, Jacobians, nle, constant M and quaternion
+    integration): the rolling sphere (2 ms; Lagged, Similar, SAP), the 40-object clutter falling into its bin
+    (2 ms; sphere-halfspace, sphere-sphere, sphere-box, box-halfspace and coal's box-box pairs in the call), a
+    tilted box landing on a half-space beside a rolling ball with a scripted push on it (TAMSI, Lagged; written
+    into data.external as the staged step does) and the peers' pushed box on corner spheres: every step's report,
+    state, contacts, impulses, stats equal the staged step's bit for bit, every step in the fused call (no
+    fall-back), and the kinematics read afterwards (pin_data) too."""
+    path, dt = {"sphere": (SPHERE, 2e-3), "clutter": (CLUTTER, 2e-3), "box_push": (BOX_PUSH, 1e-3)}.get(
+        scene) or (_free_box(tmp_path), 1e-3)
+    fused, staged = Simulator(path, engine=engine, time_step=dt), Simulator(path, engine=engine, time_step=dt)
+    staged._tree = None
+    assert fused._tree is not None and fused._fused is None and fused.step_parts.free_bodies is not None
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    sizes = set()
+    for k in range(steps):
+        ra, rb = fused.step(), staged.step()
+        _assert_same_step(fused, staged, ra, rb, k)
+        sizes.add(fused.contacts.size)
+    assert all(r is not None for r in calls) and len(calls) == steps    # no staged fall-back was needed
+    pm = fused.model.pin_model
+    for j in range(1, pm.njoints):
+        np.testing.assert_array_equal(fused.pin_data.oMi[j].homogeneous, staged.pin_data.oMi[j].homogeneous)
+    if scene == "sphere":         # dropped: in flight, then rolling on its one contact
+        assert sizes == {0, 1}
+    elif scene == "clutter":      # the objects land on the floor and on each other
+        assert max(sizes) >= 40
+        kinds = {(fused.model.collision_model.geometryObjects[int(a)].geometry.__class__.__name__,
+                  fused.model.collision_model.geometryObjects[int(b)].geometry.__class__.__name__)
+                 for a, b in zip(fused.contacts.geometry_a, fused.contacts.geometry_b)}
+        assert len(kinds) >= 3, kinds
+    elif scene == "box":          # a corner, then the face (4 points), and the ball
+        assert 1 in sizes and max(sizes) >= 5
+        assert abs(fused.q[0]) > 1e-4         # pushed along x
+    else:                         # the 8 corner spheres: 4 on the ground
+        assert 4 in sizes
+
+
+def test_a_free_body_step_the_fused_call_cannot_solve_is_sub_stepped_then_failed_as_the_staged_step(tmp_path):
+    """Lagged not converging in the tree step of free bodies: the staged step runs (Pinocchio's kinematics made
+    first), tries its sub-steps and fails with the state kept, exactly as without the fused step."""
+    options = {"max_iterations": 1, "relative_tolerance": 1e-12}
+    scene = _free_box(tmp_path)
+    scene["objects"][0]["pose"]["xyz"] = [0.0, 0.0, 0.03]         # its corner in contact from the start
+    fused = Simulator(scene, engine="lagged", max_substep_levels=2, engine_options=options)
+    staged = Simulator(scene, engine="lagged", max_substep_levels=2, engine_options=options)
+    staged._tree = None
+    assert fused._tree is not None
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    q0 = fused.q.copy()
+    ra, rb = fused.step(), staged.step()
+    assert calls == [None] and not ra.ok and ra.substeps == 4, ra.message
+    _assert_same_step(fused, staged, ra, rb, 0)
+    np.testing.assert_array_equal(fused.q, q0)
+
+
+def test_free_body_jacobians_equal_pinocchios_bit_for_bit_at_identity_joint_placements():
+    """The tree step of free bodies takes the joint Jacobians from q (free_body_kinematics) instead of Pinocchio's
+    Data where that is the staged step's J bit for bit: at 500 random states of six free flyers, the bodies whose
+    joint placement is the identity (every scene's free object) get computeJointJacobians' columns exactly; a
+    body with another joint placement may differ in round-off, so such a model reads the Data's J in the call
+    (FreeBodies.identity_placements False: TreeTamsiStep.pin_kinematics)."""
+    from types import SimpleNamespace
+
+    from contact_sim_ros.sim.free_body_step import FreeBodies, free_body_kinematics
+    pm = pin.Model()
+    for k in range(6):
+        placement = pin.SE3(pin.rpy.rpyToMatrix(0.3 * k, -0.2, 0.1 * k), np.array([0.1 * k, -0.2, 0.05])) \
+            if k % 2 else pin.SE3.Identity()
+        j = pm.addJoint(0, pin.JointModelFreeFlyer(), placement, f"body{k}")
+        pm.appendBodyToJoint(j, pin.Inertia.FromBox(0.4 + 0.1 * k, 0.1, 0.08, 0.04), pin.SE3.Identity())
+    no_pairs = SimpleNamespace(analytic_joint_slots=[])         # the query's slots: no analytic pair here
+    bodies = FreeBodies(pm, no_pairs)
+    assert not bodies.identity_placements
+    identity = [6 * k + c for k in range(0, 6, 2) for c in range(6)]
+    other = [6 * k + c for k in range(1, 6, 2) for c in range(6)]
+    rng = np.random.default_rng(5)
+    data = pin.Data(pm)
+    differs = 0
+    for _ in range(500):
+        q = pin.randomConfiguration(pm, -2.0 * np.ones(pm.nq), 2.0 * np.ones(pm.nq))
+        pin.forwardKinematics(pm, data, q, rng.normal(size=pm.nv))
+        pin.computeJointJacobians(pm, data)
+        J = np.full((6, pm.nv), np.nan)
+        free_body_kinematics(q, bodies.body_int, bodies.body_float, np.zeros((1, 4, 4)), J)
+        np.testing.assert_array_equal(J[:, identity], data.J[:, identity])
+        np.testing.assert_allclose(J[:, other], data.J[:, other], rtol=0, atol=1e-14)
+        differs += not np.array_equal(J[:, other], data.J[:, other])
+    assert differs > 0
+    assert Simulator(SPHERE, engine="lagged", time_step=2e-3).step_parts.free_bodies.identity_placements

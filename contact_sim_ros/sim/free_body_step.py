@@ -5,7 +5,8 @@ the Python between ~12 compiled and Pinocchio calls).
 The scenes: every joint is a free flyer (free objects, no robot), every collision pair is a sphere against a
 half-space (``ContactQuery``'s analytic pairs: a ball, a box on corner spheres), no scripted joint commands, no
 surface velocities; the engine is TAMSI with its compiled kernel. ``Simulator`` selects this path when it is
-built for such a scene (``FreeBodyTamsiStep.qualifies``); every other scene takes the staged step. The one call
+built for such a scene (``FreeBodyTamsiStep.qualifies``); other free-body scenes take the tree step with this
+module's kernels (sim/tree_step.py, bit-identical to the staged step), the rest the staged step. The one call
 (``free_body_tamsi_step``) does, from (q0, v0):
 
 1. kinematics of the free flyers: the joint placements oMi = jointPlacement * (R(quat), p) (R as Eigen's
@@ -410,6 +411,10 @@ class FreeBodies:
             iv = pm.joints[j].idx_v
             M[iv:iv + 6, iv:iv + 6] = inertia.matrix()       # the body-frame spatial inertia: M of a free flyer
         self.mass_matrix = M
+        # every joint placement the identity (the scenes' free objects): ``free_body_kinematics``' J is then
+        # computeJointJacobians' bit for bit (else equal to round-off)
+        self.identity_placements = bool(np.all(self.body_float[:, BF_R:BF_T + 3] == np.r_[np.eye(3).reshape(-1),
+                                                                                          np.zeros(3)]))
         self.gravity = np.array(pm.gravity.linear, dtype=float)
         self.nq, self.nv = pm.nq, pm.nv
         self._contact_query = contact_query     # its placements by slot (a fused step may move them: read each time)

@@ -202,22 +202,29 @@ class Simulator:
         # from the model, the data and the parts as the stages take them
         self._fused = (FreeBodyTamsiStep(self.sim_model, self.data, self.step_parts)
                        if FreeBodyTamsiStep.qualifies(self.sim_model, self.step_parts) else None)
-        # any other tree (robots, joints of every kind, mimic) whose contact pairs are compiled analytic kinds, or
-        # coal's pairs while their bounding volumes keep them beyond the margin (a robot held clear of everything),
-        # with TAMSI or an ICF engine: the whole step in one compiled call too (_tree_step, sim/tree_step.py)
+        # any other tree (robots, joints of every kind, mimic; free bodies only with FreeBodies' kernels) whose
+        # contact pairs are compiled analytic kinds, or coal's pairs while their bounding volumes keep them beyond
+        # the margin (a robot held clear of everything), with TAMSI or an ICF engine: the whole step in one
+        # compiled call too (_tree_step, sim/tree_step.py)
         self._tree = self._tree_args = None
         self._tree_check = False             # a staged step ran since the last fused one (_tree_step)
         self._tree_wait = 0                  # steps left that take the staged step without a fused attempt
-        if self._fused is None and self._rigid is not None:
+        rigid_module = native_build.RIGID_BODY.load() if self._fused is None else None
+        if rigid_module is not None and (self._rigid is not None or self._free_bodies is not None):
             coal = self.contact_query.coal_pairs
             bounds = (PairBounds.make(pm, m.collision_model, self.contact_query.pairs[coal], self.contact_query.margin)
                       if 0 < len(coal) and self.contact_query.num_pairs <= BOUND_MAX_PAIRS else None)
             if TreeTamsiStep.qualifies(self.sim_model, self.step_parts, bounds):
-                # scripted wrenches all on links: J^T [f; m] in the call (their values written before it)
+                # scripted wrenches all on links: J^T [f; m] in the call (their values written before it); on free
+                # bodies only: into data.external by stages.external_forces (Pinocchio's kinematics)
                 frames = (tuple(f.frame_id for f in self.scene.external_forces)
-                          if self.scene.external_forces and all(t < 0 for t in wrench_targets) else None)
-                self._tree_args = (self.sim_model, self.data, self.step_parts,
-                                   native_build.RIGID_BODY.load().c_functions(), bounds, frames)
+                          if self.scene.external_forces and all(t < 0 for t in wrench_targets)
+                          and self._free_bodies is None else None)
+                # free bodies only: the Pinocchio kinematics coal's narrow phase reads, compiled (as the tree's)
+                rigid = self._rigid if self._rigid is not None else rigid_module.RigidBodyDynamics(
+                    pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
+                self._tree_args = (self.sim_model, self.data, self.step_parts, rigid_module.c_functions(), bounds,
+                                   frames, rigid)
                 self._tree = TreeTamsiStep(*self._tree_args)
         self.reset()
 
@@ -664,15 +671,17 @@ class Simulator:
             self._tree_check = False
             if not self._tree.current():
                 self._tree = TreeTamsiStep(*self._tree_args)
-        if self._stale == ALL_STALE:
-            self._update_kinematics()                             # the call reads Pinocchio's Data at q
         tree = self._tree
+        if self._stale == ALL_STALE and tree.pin_kinematics:
+            self._update_kinematics()                             # the call reads Pinocchio's Data at q
         if self.sim_model.has_external_forces:
             if tree.applies_wrenches:          # the wrenches' values; the call applies them (stages.external_forces)
                 values = tree.wrench
                 for i, f in enumerate(self.step_parts.external_forces):
                     values[i] = stages.scripted_wrench(f, t)
             else:
+                if self._stale == ALL_STALE:
+                    self._update_kinematics()                     # the bodies' rotations (free bodies only)
                 self._external_forces(t)                          # into data.external, a row of data.rows
         slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
@@ -706,7 +715,9 @@ class Simulator:
         report = self._commit_compiled(slot, n, q, v, t + dt, 1, iterations,
                                        err if iterations or tree.icf else 0.0, elapsed,
                                        slot.rows(n)[1] if tree.lagged else None)   # as ConvexICFEngine's
-        if deep:
+        if not tree.pin_kinematics:
+            self._stale = ALL_STALE                       # computed when read (pin_data); the call needs none
+        elif deep:
             self._update_kinematics()                     # the call left it to here
         else:
             self._stale = PLACEMENTS_STALE                # the call computed the new state's kinematics

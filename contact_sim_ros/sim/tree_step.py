@@ -35,6 +35,17 @@ Three parts:
   ``_tree_finish``) around ``icf_kernels.icf_step`` called as ``ConvexICFEngine._do_step_into`` calls it (the
   contacts' Jacobian columns, the engine's scratch, stiction tolerances and options in the table: the engine's
   ``kernel_scratch``). Bit-identical to the staged step too.
+* **Free bodies only** (a model whose every joint is a free flyer on the world: ``StepParts.free_bodies``, when
+  the fused free-body TAMSI step of sim/free_body_step.py does not take the scene: an ICF engine, or pairs other
+  than sphere-halfspace): the same call with the staged step's FreeBodies kernels in place of the Pinocchio calls
+  (``I_FREE_BODIES``): ``free_body_kinematics`` for the analytic pairs' joint placements and the joint Jacobians
+  (equal to computeJointJacobians' bit for bit when the joint placements are the identity, as the scenes' free
+  objects'), ``free_body_bias_force`` for nle (and g), the constant M, ``integrate_rotations`` before the
+  frozen-frame ``finish_step``. Pinocchio's Data is then neither read nor written, except with coal's pairs in the
+  call (the clutter's box-box pairs: coal's narrow phase reads its joint placements) or a joint placement that is
+  not the identity: the call then reads the Data's J and computes the new state's kinematics as a tree's
+  (``I_PIN_KINEMATICS``). The scene's scripted wrenches are written into data.external by the Simulator
+  (stages.external_forces).
 
 Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
@@ -58,6 +69,7 @@ from ..address_table import int_view2 as _i2, table_row
 from ..engines import icf_kernels, tamsi_kernels
 from ..geometry import contact_kernels, contact_pass_kernels, pair_bound_kernels
 from . import step_kernels
+from .free_body_step import free_body_bias_force, free_body_kinematics, integrate_rotations
 from .penetration_kernels import deepest_excess
 
 # the ICF engines (engines/lagged.py's ConvexICFEngine: tree_icf_step) by their registry names, as TAMSI by its (a
@@ -121,8 +133,10 @@ def rbd_integrate(functions, handle, q, v, dt, q_next):
  T_PR_B, T_PR_N, T_MR_PAIR, T_MR_A, T_MR_B, T_MR_N, T_THICKNESS, T_FIXED, T_IFIXED, T_CONTACT,
  T_ICONTACT, T_BOUND_JOINT_INT, T_BOUND_JOINT_FLOAT, T_BOUND_GEOMETRY_INT, T_BOUND_GEOMETRY_FLOAT, T_BOUND_PAIRS,
  T_BOUND_PLACEMENT, T_BOUND_WORLD, T_BOUND_LOCAL, T_WRENCH_FRAME, T_WRENCH, T_FRAME_JT, T_WRENCH_FORCE,
- T_ENGINE_OPTIONS) = range(91)
-N_TABLE = 91
+ T_ENGINE_OPTIONS, T_BODY_INT, T_BODY_FLOAT, T_BODY_GRAVITY, T_ZERO_V) = range(95)
+N_TABLE = 95
+# T_BODY_*: a model of free bodies only (I_FREE_BODIES; sim/free_body_step.FreeBodies): its body_int, body_float,
+# gravity (3,) m/s^2, and (nv,) zeros (the velocity of g(q) = nle(q, 0)); one-entry dummies otherwise
 # the engine's scratch rows: TAMSI's four buffers (``TamsiEngine.kernel_scratch``; T_ENGINE_OPTIONS unused), or an
 # ICF engine's (``ConvexICFEngine.kernel_scratch``: icf_step's fwork, iwork, stiction, structure and options)
 T_ICF_FWORK, T_ICF_IWORK, T_ICF_STICTION, T_ICF_STRUCTURE = T_FIXED, T_IFIXED, T_CONTACT, T_ICONTACT
@@ -136,7 +150,13 @@ I_VECTOR_SPACE, I_WITH_GRAVITY, I_FEED_FORWARD, I_PENETRATION, I_BOUNDS, I_WRENC
     I_HANDLE + 1, I_HANDLE + 8)
 # the address and row count of the query's CoalPass table when its coal pairs run in the call (0: none)
 I_COAL_PASS, I_COAL_ROWS = I_HANDLE + 8, I_HANDLE + 9
-N_INTS = I_HANDLE + 10
+# a model of free bodies only: the staged step's FreeBodies kernels instead of Pinocchio's calls (the joint
+# placements, nle and g(q), the constant M, the quaternions' integration; the joint Jacobians too unless
+# I_PIN_KINEMATICS); and whether the call reads the Data's kinematics at q0 and computes the new state's (a tree:
+# always; free bodies: for coal's narrow phase, which reads the Data's joint placements, or when a joint placement
+# is not the identity: FreeBodies' J then differs from computeJointJacobians' in round-off)
+I_FREE_BODIES, I_PIN_KINEMATICS = I_HANDLE + 10, I_HANDLE + 11
+N_INTS = I_HANDLE + 12
 # tree_tamsi_step's finish code when a coal pair may be within the margin (nothing computed: the staged step runs)
 NEAR = -2
 # entries of T_SCALARS: contact margin (m), patch tolerance (m), the deepest-point tolerance (m), prepare_step's
@@ -237,7 +257,16 @@ def _tree_stages(q0, v0, table, modes):
             _f2(table, T_BOUND_PLACEMENT), _f2(table, T_BOUND_WORLD), _f2(table, T_BOUND_LOCAL)):
         return True, 0, 0, False, effort
     J, placement = _f2(table, T_J), _f3(table, T_PLACEMENT)
-    rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
+    free_bodies = ints[I_FREE_BODIES] != 0
+    if free_bodies:     # the staged step's placement source (FreeBodies) and J (computeJointJacobians)
+        if ints[I_PIN_KINEMATICS] != 0:         # the Data's J at q0 (the call or the Simulator computed it)
+            rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS)[:0],
+                                _i1(table, T_SLOT_INDEX)[:0])
+            free_body_kinematics(q0, _i2(table, T_BODY_INT), _f2(table, T_BODY_FLOAT), placement, J[:, :0])
+        else:           # J from q too: equal to computeJointJacobians' bit for bit (identity joint placements)
+            free_body_kinematics(q0, _i2(table, T_BODY_INT), _f2(table, T_BODY_FLOAT), placement, J)
+    else:
+        rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
     if ints[I_COAL_PASS] != 0:     # coal's pairs too: the query's whole update (geometry/contact_pass_kernels)
         coal = carray(int_pointer(ints[I_COAL_PASS]), (ints[I_COAL_ROWS], 4))
         n, colliding, _ = contact_pass_kernels.coal_contact_pass(coal, J, q0, True)
@@ -252,8 +281,15 @@ def _tree_stages(q0, v0, table, modes):
         thickness = _f1(table, T_THICKNESS)
         deep = deepest_excess(phi[:n], ids[0, :n], ids[1, :n], thickness, scalars[S_FRACTION], thickness[:0]) >= 0
     M, nle, gravity, error = _f2(table, T_M), _f1(table, T_NLE), _f1(table, T_GRAVITY), _f1(table, T_ERROR)
-    rbd_dynamics(functions, handle, q0, v0, _f1(table, T_Q_TARGET), M, nle, gravity, error,
-                 ints[I_WITH_GRAVITY] != 0)
+    if free_bodies:     # stages.dynamics' FreeBodies.bias_forces (M constant, the position error zero)
+        body_int, body_float = _i2(table, T_BODY_INT), _f2(table, T_BODY_FLOAT)
+        body_gravity = _f1(table, T_BODY_GRAVITY)
+        free_body_bias_force(q0, v0, body_int, body_float, body_gravity, nle)
+        if ints[I_WITH_GRAVITY] != 0:
+            free_body_bias_force(q0, _f1(table, T_ZERO_V), body_int, body_float, body_gravity, gravity)
+    else:
+        rbd_dynamics(functions, handle, q0, v0, _f1(table, T_Q_TARGET), M, nle, gravity, error,
+                     ints[I_WITH_GRAVITY] != 0)
     n_wrenches = ints[I_WRENCHES]
     if n_wrenches > 0:      # stages.external_forces' J^T [f; m] of each wrench on a link (the same BLAS gemv)
         external, frames, wrench = rows[step_kernels.EXTERNAL], _i1(table, T_WRENCH_FRAME), _f2(table, T_WRENCH)
@@ -295,10 +331,13 @@ def _tree_finish(q0, v_engine, dt, table, q_next, v_out, deep):
         code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.VECTOR_SPACE, M,
                                         _i1(table, T_FINISH_INDEX), _f1(table, T_FINISH_VALUES))
     else:
-        rbd_integrate(functions, handle, q0, v_engine, dt, q_next)
+        if ints[I_FREE_BODIES] != 0:      # the quaternions here, the translations in finish_step (stages.integrate)
+            integrate_rotations(q0, v_engine, dt, _i2(table, T_BODY_INT), q_next)
+        else:
+            rbd_integrate(functions, handle, q0, v_engine, dt, q_next)
         code = step_kernels.finish_step(q0, q_next, v_engine, v_out, dt, step_kernels.FROZEN_FRAME, M,
                                         _i1(table, T_FINISH_INDEX), _f1(table, T_FINISH_VALUES))
-    if code == step_kernels.OK and not deep:
+    if code == step_kernels.OK and not deep and ints[I_PIN_KINEMATICS] != 0:
         rbd_kinematics(functions, handle, q_next, v_out)
     return code
 
@@ -375,14 +414,14 @@ class TreeTamsiStep:
     def qualifies(model, parts, coal_bounds=None) -> bool:
         """True for a Simulator whose model (sim_model.SimModel) and parts (stages.StepParts) this path covers
         exactly: TAMSI (by its registry name) or an ICF engine (Lagged, Similar, SAP: ``tree_icf_step``) with its
-        compiled kernel, the compiled Pinocchio calls
-        (rigid_body_dynamics.cpp built; a model that is not free bodies only), every contact pair a compiled
-        analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by ``coal_bounds`` (a
-        geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged step runs), no
-        scripted joint commands, no moving surfaces."""
+        compiled kernel, the compiled Pinocchio calls (rigid_body_dynamics.cpp built: the Simulator checks it
+        for a model of free bodies only, whose step takes FreeBodies' kernels instead, ``parts.free_bodies``),
+        every contact pair a compiled analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by
+        ``coal_bounds`` (a geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged
+        step runs), no scripted joint commands, no moving surfaces."""
         cq = parts.contact_query
-        return (TreeTamsiStep._engine_qualifies(parts.engine) and parts.rigid is not None
-                and parts.free_bodies is None
+        return (TreeTamsiStep._engine_qualifies(parts.engine)
+                and (parts.rigid is not None or parts.free_bodies is not None)
                 and (cq.all_compiled
                      or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase)))
                 and not model.has_joint_scripts and not model.has_surface_velocities)
@@ -392,14 +431,21 @@ class TreeTamsiStep:
         """TAMSI or an ICF engine (Lagged, Similar, SAP; by their registry names) with its compiled kernel."""
         return (engine.name == "tamsi" or engine.name in ICF_ENGINES) and engine.compiled
 
-    def __init__(self, model, data, parts, functions, coal_bounds=None, wrench_frames=None):
+    def __init__(self, model, data, parts, functions, coal_bounds=None, wrench_frames=None, rigid=None):
         """``model``, ``data``, ``parts``: the Simulator's SimModel, SimData and StepParts, for which ``qualifies``
         holds; ``functions``: the compiled module's ``c_functions()``; ``coal_bounds``: the PairBounds of the
         query's coal pairs (``ContactQuery.coal_pairs``), None when it has none; ``wrench_frames``: the frames of the
         scene's scripted wrenches when they are all on links (J^T [f; m] in the call: their values, ``wrench``
         (k, 6) [force N; torque N m], are written by the Simulator before each call), else None (the Simulator
-        writes data.external)."""
-        cq, engine, rigid, penetration = parts.contact_query, parts.engine, parts.rigid, parts.penetration
+        writes data.external; always for free bodies only); ``rigid``: the compiled Pinocchio calls on the
+        Simulator's Data (a RigidBodyDynamics), ``parts.rigid`` by default: a model of free bodies only, which has
+        none there, passes one for the Pinocchio kinematics that coal's narrow phase reads.
+
+        ``pin_kinematics``: the call reads Pinocchio's Data at q0 and leaves it at the new state's kinematics (a
+        tree; free bodies only with coal's pairs in the call); else it reads and writes no Pinocchio Data."""
+        cq, engine, penetration = parts.contact_query, parts.engine, parts.penetration
+        rigid = rigid if rigid is not None else parts.rigid
+        bodies = parts.free_bodies
         nv = model.nv
         a = cq.compiled_pass_arguments()
         # the pairs the call tests itself (the compiled ones; coal's only through their bounding volumes)
@@ -437,6 +483,10 @@ class TreeTamsiStep:
         frames = np.array(wrench_frames if wrench_frames is not None else (), dtype=np.int64)
         ints[I_WRENCHES] = len(frames)
         ints[I_LAGGED] = self.lagged
+        ints[I_FREE_BODIES] = bodies is not None
+        self.pin_kinematics = (bodies is None or self.coal_pass is not None
+                               or not bodies.identity_placements)
+        ints[I_PIN_KINEMATICS] = self.pin_kinematics
         self.applies_wrenches = wrench_frames is not None
         self.wrench = np.zeros((max(len(frames), 1), 6))      # the wrenches' values the call applies
         scalars = np.zeros(N_SCALARS)
@@ -478,6 +528,13 @@ class TreeTamsiStep:
             T_FIXED: fixed, T_IFIXED: ifixed, T_CONTACT: contact, T_ICONTACT: icontact,
             T_WRENCH_FRAME: frames if len(frames) else np.zeros(1, np.int64), T_WRENCH: self.wrench,
             T_FRAME_JT: np.zeros((nv, 6)), T_WRENCH_FORCE: data.wrench_force, T_ENGINE_OPTIONS: engine_options}
+        if bodies is not None:      # stages.dynamics': FreeBodies' constant M and zero position error
+            entries.update({T_M: bodies.mass_matrix, T_ERROR: bodies.zero_velocity, T_BODY_INT: bodies.body_int,
+                            T_BODY_FLOAT: bodies.body_float, T_BODY_GRAVITY: bodies.gravity,
+                            T_ZERO_V: bodies.zero_velocity})
+        else:
+            entries.update({T_BODY_INT: np.zeros((1, 3), np.int64), T_BODY_FLOAT: np.zeros((1, 1)),
+                            T_BODY_GRAVITY: np.zeros(3), T_ZERO_V: np.zeros(1)})
         b = coal_bounds
         no_int, no_float = np.zeros((1, 1), np.int64), np.zeros((1, 1))
         entries.update({T_BOUND_JOINT_INT: b.joint_int if b else no_int,
@@ -492,7 +549,7 @@ class TreeTamsiStep:
                    T_BH_INT, T_PAIR_OUT, T_B_PAIR, T_B_START, T_B_GEOMETRY, T_BH_SLOTS, T_BH_IWORK, T_C_TYPE,
                    T_C_FACE_START, T_PAIR_IDS, T_JOINT_COLUMNS, T_COLUMN_DOF, T_IDS, T_COLUMNS, T_PR_PAIR,
                    T_MR_PAIR, T_IFIXED, T_ICONTACT, T_BOUND_JOINT_INT, T_BOUND_GEOMETRY_INT, T_BOUND_PAIRS,
-                   T_WRENCH_FRAME}
+                   T_WRENCH_FRAME, T_BODY_INT}
         for k, arr in entries.items():
             want = np.int64 if k in integer else np.float64
             if arr.dtype != want:
