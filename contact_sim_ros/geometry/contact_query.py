@@ -399,6 +399,7 @@ class ContactQuery:
                 row[19] = np.linalg.norm(other.geometry.halfSide)
             else:
                 row[16] = row[19] = other.geometry.radius
+            row[k.SP_ORIGIN_REACH] = (row[3] + row[19] + np.linalg.norm(row[0:3]) + np.linalg.norm(row[13:16]))
         m += len(sp_index)
         # box-halfspace pairs (contact_kernels.box_halfspace_contacts): one-point contacts follow these rows,
         # patches (at most 8 points each) go to their own buffers
