@@ -116,6 +116,36 @@ def test_update_runs_the_pass_on_the_clutter_bit_for_bit():
     assert contacts > 1000 and sims[0].contacts.size > 50
 
 
+def test_update_falls_back_to_the_staged_steps_when_the_pass_cannot_give_the_set(monkeypatch):
+    """When the compiled pass returns OVERFLOW or FAILED (more rows than the buffers, coal failed), update runs its
+    staged steps: the same contacts and stats, bit for bit, as a query that never runs the pass."""
+    sim = Simulator(str(ROOT / "scenes" / "icf_clutter.yaml"), engine="similar", time_step=2e-3)
+    for _ in range(300):
+        sim.step()
+    pm, q = sim.model.pin_model, sim.q
+    queries, data = [], []
+    for compiled in (True, False):
+        cq = ContactQuery(sim.model, sim.scene.contact_margin, broad_phase="auto")
+        cq.compiled_update = compiled
+        pd = pm.createData()
+        pin.forwardKinematics(pm, pd, q)
+        pin.computeJointJacobians(pm, pd)
+        queries.append(cq)
+        data.append(pd)
+    calls = []
+    for code in (contact_pass_kernels.OVERFLOW, contact_pass_kernels.FAILED):
+        # coal's results depend on its history (warm starts): both queries see the same calls
+        reference = _copy(queries[1].update(data[1], joint_jacobians=True, q=q))
+        assert reference["signed_distance"].size > 50
+        monkeypatch.setattr(contact_pass_kernels, "coal_contact_pass",
+                            lambda *args, code=code: calls.append(code) or (code, 0, 0))
+        got = _copy(queries[0].update(data[0], joint_jacobians=True, q=q))
+        for name, want in reference.items():
+            assert got[name].tobytes() == want.tobytes(), (code, name)
+        assert queries[0].stats == queries[1].stats
+    assert calls == [contact_pass_kernels.OVERFLOW, contact_pass_kernels.FAILED]
+
+
 def test_a_query_without_the_compiled_narrow_phase_says_so():
     """A numpy-kernel query has no compiled narrow phase: ConfigError naming the method and what it needs."""
     sim = Simulator(SCENES["bottle"][0], engine="tamsi")
