@@ -64,6 +64,7 @@ def test_the_compiled_pass_equals_the_staged_update_bit_for_bit(scene, bounds):
     # the other by the compiled pass at the same states, so coal has seen the same calls in both
     staged, fused = Simulator(path, engine="tamsi"), Simulator(path, engine="tamsi")
     staged._tree = fused._tree = None                 # the staged step along both trajectories
+    staged.contact_query.compiled_update = False      # the reference: update's staged steps, never the pass
     cq, pd, pm = fused.contact_query, fused.pin_data, fused.step_parts.pin_model
     coal_pass = cq.compiled_coal_pass(pd)
     compared = contacts = patches = 0
@@ -90,6 +91,59 @@ def test_the_compiled_pass_equals_the_staged_update_bit_for_bit(scene, bounds):
         pairs = np.stack([ref["geometry_a"], ref["geometry_b"]], axis=1)
         patches += bool(n) and len(np.unique(pairs, axis=0)) < n          # a pair with several contacts
     assert compared == steps // 10 and contacts > 0 and patches > 0
+
+
+def test_update_runs_the_pass_on_the_clutter_bit_for_bit():
+    """A query with the compiled narrow phase and no bounding-volume tests (the clutter: 980 pairs, more than
+    BOUND_MAX_PAIRS) runs update as the compiled pass (compiled_update): along 300 steps of the clutter settling
+    (box-box patches, sphere and box-ground rows), the same trajectory, contacts and stats, bit for bit, as update's
+    staged steps."""
+    path = ROOT / "scenes" / "icf_clutter.yaml"
+    sims = [Simulator(str(path), engine="similar", time_step=2e-3) for _ in range(2)]
+    sims[1].contact_query.compiled_update = False
+    assert sims[0].contact_query._bounds is None and sims[0].contact_query.compiled_narrow_phase
+    contacts = 0
+    for k in range(300):
+        for sim in sims:
+            sim.step()
+        assert sims[0].q.tobytes() == sims[1].q.tobytes() and sims[0].v.tobytes() == sims[1].v.tobytes(), k
+        assert sims[0].contact_query.stats == sims[1].contact_query.stats, k
+        a, b = _copy(sims[0].contacts), _copy(sims[1].contacts)
+        for name, want in b.items():
+            assert a[name].tobytes() == want.tobytes(), (k, name)
+        contacts += sims[0].contacts.size
+    assert sims[0].contact_query._update_pass is not None and sims[1].contact_query._update_pass is None
+    assert contacts > 1000 and sims[0].contacts.size > 50
+
+
+def test_update_falls_back_to_the_staged_steps_when_the_pass_cannot_give_the_set(monkeypatch):
+    """When the compiled pass returns OVERFLOW or FAILED (more rows than the buffers, coal failed), update runs its
+    staged steps: the same contacts and stats, bit for bit, as a query that never runs the pass."""
+    sim = Simulator(str(ROOT / "scenes" / "icf_clutter.yaml"), engine="similar", time_step=2e-3)
+    for _ in range(300):
+        sim.step()
+    pm, q = sim.model.pin_model, sim.q
+    queries, data = [], []
+    for compiled in (True, False):
+        cq = ContactQuery(sim.model, sim.scene.contact_margin, broad_phase="auto")
+        cq.compiled_update = compiled
+        pd = pm.createData()
+        pin.forwardKinematics(pm, pd, q)
+        pin.computeJointJacobians(pm, pd)
+        queries.append(cq)
+        data.append(pd)
+    calls = []
+    for code in (contact_pass_kernels.OVERFLOW, contact_pass_kernels.FAILED):
+        # coal's results depend on its history (warm starts): both queries see the same calls
+        reference = _copy(queries[1].update(data[1], joint_jacobians=True, q=q))
+        assert reference["signed_distance"].size > 50
+        monkeypatch.setattr(contact_pass_kernels, "coal_contact_pass",
+                            lambda *args, code=code: calls.append(code) or (code, 0, 0))
+        got = _copy(queries[0].update(data[0], joint_jacobians=True, q=q))
+        for name, want in reference.items():
+            assert got[name].tobytes() == want.tobytes(), (code, name)
+        assert queries[0].stats == queries[1].stats
+    assert calls == [contact_pass_kernels.OVERFLOW, contact_pass_kernels.FAILED]
 
 
 def test_a_query_without_the_compiled_narrow_phase_says_so():

@@ -927,6 +927,42 @@ def test_analytic_sphere_pairs_match_coal(broad_phase):
     assert inside > 10 and first_box > 10
 
 
+def test_sphere_pairs_joint_origin_reject_is_conservative():
+    """sphere_primitive_raw skips a pair whose joint origins are farther apart than its bound
+    (SP_ORIGIN_REACH: radii plus the geometries' offsets in their joint frames) before placing it: on random poses
+    of the offset spheres and boxes, many of them near that bound, it writes the same rows, bit for bit, as with
+    the skip disabled (an infinite bound), and the skip does reject pairs."""
+    from contact_sim_ros.geometry import contact_kernels as ck
+    model = _spheres_and_boxes()
+    data = model.pin_model.createData()
+    query = ContactQuery(model, MARGIN, broad_phase=True)
+    sp_int, sp_float = query._sp_int, query._sp_float
+    unbounded = sp_float.copy()
+    unbounded[:, ck.SP_ORIGIN_REACH] = np.inf
+    slots = query.analytic_joint_slots
+    placement = query.analytic_placements
+    rng = np.random.default_rng(5)
+    rows = rejected = near = 0
+    for _ in range(300):
+        q = configuration(model, {name: pose(rng.uniform(-0.12, 0.12, 3), rng.uniform(-np.pi, np.pi, 3))
+                                  for name in ("a", "b", "ball", "can")})
+        pin.forwardKinematics(model.pin_model, data, q)
+        for slot, joint in slots:
+            placement[slot] = data.oMi[joint].homogeneous
+        out = []
+        for table in (sp_float, unbounded):
+            pair_out, raw = np.zeros(len(sp_int), np.int64), np.zeros((3, len(sp_int), 3))
+            r = ck.sphere_primitive_raw(placement, sp_int, table, MARGIN, pair_out, raw, 0)
+            out.append((r, pair_out.tobytes(), raw.tobytes()))
+        assert out[0] == out[1]
+        rows += out[0][0]
+        apart = np.linalg.norm(placement[sp_int[:, 1], :3, 3] - placement[sp_int[:, 0], :3, 3], axis=1)
+        bound = sp_float[:, ck.SP_ORIGIN_REACH] + MARGIN
+        rejected += int((apart > bound).sum())
+        near += int(((apart > bound - 0.01) & (apart <= bound + 0.01)).sum())
+    assert rows > 100 and rejected > 300 and near > 50, (rows, rejected, near)
+
+
 def test_analytic_sphere_pairs_keep_the_clutter_trajectory():
     """The first 110 steps of the ICF clutter (40 spheres and boxes in a box container, SAP, dt 1 ms; contacts
     from step ~40, 14 at the end) with the compiled sphere-sphere / sphere-box / sphere-halfspace pairs and with

@@ -43,6 +43,11 @@ order; their points get their depths by the same line casts as coal's patches, t
 ``test_analytic_box_halfspace_pairs_match_coal``). The colliding pairs are read in pair order, with or without the
 broad phase.
 
+With the compiled narrow phase and no bounding-volume tests (more than ``BOUND_MAX_PAIRS`` pairs: the clutter),
+``update`` runs all of the above as ONE compiled call, ``contact_pass_kernels.coal_contact_pass`` (the same
+functions on the same values: the same contacts bit for bit, ``test_update_runs_the_pass_on_the_clutter_bit_for_bit``;
+``compiled_update = False`` keeps the staged steps).
+
 Contacts whose distance comes back non-finite from coal (degenerate EPA) are dropped rather than passed on.
 Cost (``benchmarks/contact_query/run.py``, Panda grasping a cylinder on a table, 14 contact points, on a loaded
 2-core machine): ~25 us CPU without contacts (142 candidate pairs), ~0.6 ms with the grasp, of which coal
@@ -60,7 +65,7 @@ import pinocchio as pin
 from ..errors import ConfigError, ModelError, unknown_choice
 from ..model.materials import combine_materials
 from ..model.multibody_model import MultibodyModel
-from . import contact_kernels
+from . import contact_kernels, contact_pass_kernels
 from ..native_build import NARROW_PHASE
 from .contact_set import ContactSet
 from .line_intersection import LineCaster
@@ -338,6 +343,12 @@ class ContactQuery:
                     self._flipped.astype(np.uint8), np.array(self._point_pairs, dtype=np.uint8), float(margin),
                     self.max_patch_points, out, self._geometry_placement)
         self.stats = {"candidate_pairs": 0, "colliding_pairs": 0, "contacts": 0}
+        # update's compiled path (see update): the CoalPass it runs, and the Pinocchio Data the compiled narrow
+        # phase is bound to (by the first CoalPass made: one Data per query)
+        self.compiled_update = True
+        self._update_pass = None
+        self._bound_data = None
+        self._no_q = np.zeros(1)
 
     def _setup_analytic(self, gm, pairs, analytic, sphere_primitive, box_halfspace) -> None:
         """Constant inputs of ``contact_kernels.sphere_halfspace_raw`` for the sphere-halfspace pairs (``analytic``)
@@ -399,6 +410,7 @@ class ContactQuery:
                 row[19] = np.linalg.norm(other.geometry.halfSide)
             else:
                 row[16] = row[19] = other.geometry.radius
+            row[k.SP_ORIGIN_REACH] = (row[3] + row[19] + np.linalg.norm(row[0:3]) + np.linalg.norm(row[13:16]))
         m += len(sp_index)
         # box-halfspace pairs (contact_kernels.box_halfspace_contacts): one-point contacts follow these rows,
         # patches (at most 8 points each) go to their own buffers
@@ -652,6 +664,11 @@ class ContactQuery:
             self.stats["candidate_pairs"] = self.num_pairs
             self.stats["colliding_pairs"] = r
             return self._output(n, surface_velocity)
+        if (self.compiled_update and self._native is not None and self._bounds is None and surface_velocity is None
+                and (self._bound_data is None or self._bound_data is pin_data)):
+            n = self._update_compiled(pin_data, joint_jacobians)
+            if n is not None:
+                return self.contact_set(n)
         if q is not None and self._bounds is not None:
             if self._bounds_wait[0]:
                 self._bounds_wait[0] -= 1
@@ -750,6 +767,28 @@ class ContactQuery:
         else:
             n = self._finish_numpy(pin_data, pair_of, wit_a, wit_b, normal)
         return self._output(n, surface_velocity)
+
+    def _update_compiled(self, pin_data, joint_jacobians: bool):
+        """``update``'s steps in ONE compiled call, ``contact_pass_kernels.coal_contact_pass`` (the query's pass
+        bit for bit: test_contact_pass.py), for a query with the compiled narrow phase and no bounding-volume
+        tests (more than BOUND_MAX_PAIRS pairs: the clutter's 980), no surface velocity, its narrow phase bound to
+        ``pin_data`` (or to none yet): instead of ~10 numpy and kernel calls (clutter: ~40 us of Python and
+        dispatch per step). Returns n, or None when the pass cannot give the set (a step with more rows than the
+        buffers, or coal failed): the staged steps below then run (and grow the buffers; the pass is made
+        again)."""
+        if not joint_jacobians:
+            pin.computeJointJacobians(self._pin_model, pin_data)
+        cp = self._update_pass
+        if cp is None or not cp.current():
+            cp = self._update_pass = CoalPass(self, pin_data)
+        self._joint_placements(pin_data)
+        n, colliding, candidates = contact_pass_kernels.coal_contact_pass(cp.table, pin_data.J, self._no_q, False)
+        if n < 0:
+            return None
+        self.stats["candidate_pairs"] = candidates
+        self.stats["colliding_pairs"] = colliding
+        self.stats["contacts"] = n
+        return n
 
     def _narrow_phase_native(self, pin_data, near):
         """``_narrow_phase_python`` in one compiled call (``narrow_phase.cpp``): the same coal calls and rows, as
@@ -1069,6 +1108,7 @@ class CoalPass:
         module = NARROW_PHASE.load()
         a = q.compiled_pass_arguments()
         q._native.bind(q._pin_model, pin_data)
+        q._bound_data = pin_data
         p = q.num_pairs
         out = q._native_out
         always = np.array(q._coal_always_pairs, dtype=np.int64)
