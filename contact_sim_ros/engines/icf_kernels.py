@@ -52,7 +52,7 @@ def _hunt_crossley(x, phi0, dtk, d, vhat, dt):
     return 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _contact(model, x0, x1, x2, prm, dt, gamma, G):
     """Impulse gamma (3,) = -dl/dvc and Hessian G (3,3) = d2l/dvc2 of one contact at contact velocity x."""
     mu = prm[P_MU]
@@ -680,11 +680,48 @@ def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a
 
 
 @njit(cache=True)
+def _tree_diagonal(Ab, tree_ptr, dptr, diagonal):
+    """diagonal[t] = 1 where the tree block t of A (compact storage, ``_block_offsets``) has only zeros (either
+    sign) off its diagonal (the clutter's free bodies: M in principal axes), else 0."""
+    for t in range(tree_ptr.shape[0] - 1):
+        n = tree_ptr[t + 1] - tree_ptr[t]
+        o = dptr[t]
+        diagonal[t] = 1
+        for a in range(n):
+            for b in range(n):
+                if a != b and Ab[o + a * n + b] != 0.0:
+                    diagonal[t] = 0
+
+
+@njit(cache=True, inline="always")
+def _tree_product(Ab, tree_ptr, dptr, diagonal, x, out):
+    """out = A x (nv,) with A's tree blocks in the compact storage: row by row, s = 0.0 + sum_b A_ab x_b in the
+    order b = 0, 1, ... For a diagonal block (``_tree_diagonal``) only the diagonal product is formed: the same
+    number for finite x, as the skipped products are zeros and a sum started at +0.0 is never -0.0, so adding a
+    zero of either sign leaves it unchanged (0.0 + A_aa x_a keeps the dense loop's sign of a zero product). A
+    non-finite x gives a non-finite out either way (A_aa > 0), the only use the callers make of it then."""
+    for t in range(tree_ptr.shape[0] - 1):
+        t0 = tree_ptr[t]
+        n = tree_ptr[t + 1] - t0
+        if diagonal[t]:
+            o = dptr[t]
+            for a in range(n):
+                out[t0 + a] = 0.0 + Ab[o + a * (n + 1)] * x[t0 + a]
+            continue
+        for a in range(n):
+            row = dptr[t] + a * n - t0
+            s = 0.0
+            for b in range(t0, t0 + n):
+                s += Ab[row + b] * x[b]
+            out[t0 + a] = s
+
+
+@njit(cache=True)
 def work_sizes(nv, nt, capacity, kmax):
     """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
     ``capacity`` contacts, each touching at most kmax dofs (``max_contact_dofs``; a step with more allocates)."""
     nf = 3 * nv * nv + 19 * nv + 22 + capacity * (3 * nv + NPARAM + 25)
-    ni = capacity * (nv + 2) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt \
+    ni = capacity * (nv + 2) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt + nt \
         + capacity * (kmax * (kmax + 1) // 2)
     return nf, ni
 
@@ -1022,6 +1059,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     oi += nt
     optr = iwork[oi:oi + nt * nt]
     oi += nt * nt
+    tree_diagonal = iwork[oi:oi + nt]          # 1 where A's tree block is diagonal (_tree_diagonal)
+    oi += nt
     dest_buf = iwork[oi:]
     p0, D, c_act, a_act, L_act, v0p = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5]
     v, jc, tau = out[0], out[1], out[2]
@@ -1034,6 +1073,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     if status != CONVERGED:
         return status, 0, 0.0, 0, 0, 0
     K = Jc_all.shape[2]
+    _tree_diagonal(Ab, tree_ptr, dptr, tree_diagonal)
     GJ = GJ_buf[:3 * K].reshape((3, K))
     # ---- open contacts deferred (O_DEFER_OPEN_CONTACTS): a contact with a positive gap (within the query's
     # margin) that exerts nothing at v0 nor at the contact-free velocity (in its gap region: zero impulse and
@@ -1081,6 +1121,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         v[d] = v0p[d]
     zero_bias = rows[5, :0].reshape((0, 3))
     acc = rows[5]                              # Cholesky scratch (nv)
+    Adv = rows[5]                              # A dv in the line search (after the Cholesky: acc is free)
     scale_p0 = 0.0
     for d in range(nv):
         scale_p0 += (D[d] * p0[d]) ** 2
@@ -1115,15 +1156,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
                 if d < 0:                      # padding: the valid columns are a prefix
                     break
                 jc[d] += Jc[c, 0, a] * gamma[c, 0] + Jc[c, 1, a] * gamma[c, 1] + Jc[c, 2, a] * gamma[c, 2]
-        for t in range(nt):
-            t0 = tree_ptr[t]
-            n = tree_ptr[t + 1] - t0
-            for a in range(n):
-                row = dptr[t] + a * n - t0
-                s = 0.0
-                for b in range(t0, t0 + n):
-                    s += Ab[row + b] * v[b]
-                Av[t0 + a] = s
+        _tree_product(Ab, tree_ptr, dptr, tree_diagonal, v, Av)
         n_av = 0.0
         n_jc = 0.0
         rnorm = 0.0
@@ -1185,17 +1218,11 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         # exact line search on f(alpha) = dl/dalpha (non-decreasing: the cost is convex)
         _contact_velocity(Jc, cols, zero_bias, dv, dvc)
         f0 = 0.0
-        dAd = 0.0
         base = 0.0
-        for t in range(nt):
-            t0 = tree_ptr[t]
-            n = tree_ptr[t + 1] - t0
-            for a in range(n):
-                row = dptr[t] + a * n - t0
-                s = 0.0
-                for b in range(t0, t0 + n):
-                    s += Ab[row + b] * dv[b]
-                dAd += dv[t0 + a] * s
+        _tree_product(Ab, tree_ptr, dptr, tree_diagonal, dv, Adv)
+        dAd = 0.0
+        for d in range(nv):
+            dAd += dv[d] * Adv[d]
         for d in range(nv):
             f0 += r[d] * dv[d]
             base += (Av[d] - p0[d]) * dv[d]
