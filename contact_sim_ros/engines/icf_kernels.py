@@ -716,6 +716,21 @@ def _tree_product(Ab, tree_ptr, dptr, diagonal, x, out):
             out[t0 + a] = s
 
 
+@njit(cache=True, inline="always")
+def _add_contact_hessian(Hb, dest, Jc, G, GJ, c, kc, K):
+    """Hb[dest[c]] += the lower triangle of J_c^T G_c J_c for contact c with kc columns (GJ (3, >= kc): scratch for
+    G_c J_c); dest's row stride per column a is K - a (``_hessian_structure``)."""
+    for i in range(3):
+        for a in range(kc):
+            GJ[i, a] = G[c, i, 0] * Jc[c, 0, a] + G[c, i, 1] * Jc[c, 1, a] + G[c, i, 2] * Jc[c, 2, a]
+    e = 0
+    for a in range(kc):                                      # J^T G J is symmetric: one triangle, at dest[c]
+        j0, j1, j2 = Jc[c, 0, a], Jc[c, 1, a], Jc[c, 2, a]
+        for b in range(a, kc):
+            Hb[dest[c, e + b - a]] += j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
+        e += K - a
+
+
 @njit(cache=True)
 def work_sizes(nv, nt, capacity, kmax):
     """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
@@ -862,7 +877,7 @@ def _free_velocity(Ab, tree_ptr, dptr, p0, c_act, a_act, L_act, dt, Lb, x):
         _backward_diagonal(Lb, o, n, x, t0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _contact_acts(model, vc, prm, dt, g, G):
     """Whether a contact acts at the contact velocity vc (3,) (m/s): its impulse g (3,) (N s) and Hessian G (3, 3)
     evaluated there by ``_contact`` (written into g and G) are not all zero."""
@@ -1128,6 +1143,9 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     scale_p0 = np.sqrt(scale_p0)
     residual_ratio = np.inf
     iterations = 0
+    # the left-out contacts were evaluated at this v by _join_acting: those still left out do not act here, so a
+    # second evaluation at the same v (at the convergence tests) would find none (the same numbers): skipped
+    joined_at_v = False
     n_eval = 0
     status = MAX_ITERATIONS
     while True:
@@ -1175,7 +1193,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         residual_ratio = rnorm / scale if scale > 0 else rnorm
         # at least one Newton step (see lagged.py: dt k2 can be below eps_r of a large momentum)
         if iteration > 0 and rnorm <= absolute_tolerance + relative_tolerance * scale:
-            if na < nc_all:
+            if na < nc_all and not joined_at_v:
+                joined_at_v = True
                 m = _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
                                  gamma_all, G_all, source)
                 if m:
@@ -1201,15 +1220,12 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
             kc = K                                          # the contact's columns: the prefix before the padding
             while kc > 0 and cols[c, kc - 1] < 0:
                 kc -= 1
-            for i in range(3):
-                for a in range(kc):
-                    GJ[i, a] = G[c, i, 0] * Jc[c, 0, a] + G[c, i, 1] * Jc[c, 1, a] + G[c, i, 2] * Jc[c, 2, a]
-            e = 0
-            for a in range(kc):                             # J^T G J is symmetric: one triangle, at dest[c]
-                j0, j1, j2 = Jc[c, 0, a], Jc[c, 1, a], Jc[c, 2, a]
-                for b in range(a, kc):
-                    Hb[dest[c, e + b - a]] += j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
-                e += K - a
+            if kc == 2 * FREE_BODY_DOFS:                    # literal sizes: unrolled (see FREE_BODY_DOFS)
+                _add_contact_hessian(Hb, dest, Jc, G, GJ, c, 2 * FREE_BODY_DOFS, K)
+            elif kc == FREE_BODY_DOFS:
+                _add_contact_hessian(Hb, dest, Jc, G, GJ, c, FREE_BODY_DOFS, K)
+            else:
+                _add_contact_hessian(Hb, dest, Jc, G, GJ, c, kc, K)
         if not _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
             return NOT_POSITIVE_DEFINITE, iterations, residual_ratio, iteration, n_eval, 0
         for d in range(nv):
@@ -1233,7 +1249,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         if not f0 < 0.0:
             # not a descent direction: only possible at round-off level of the optimum
             if rnorm <= 1e3 * (absolute_tolerance + relative_tolerance * scale):
-                if na < nc_all:
+                if na < nc_all and not joined_at_v:
+                    joined_at_v = True
                     m = _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
                                      gamma_all, G_all, source)
                     if m:
@@ -1269,7 +1286,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         for c in range(nc):
             for i in range(3):
                 vc[c, i] += alpha * dvc[c, i]
-        if na < nc_all:                        # left-out contacts that act at the new v join now
+        joined_at_v = na < nc_all
+        if joined_at_v:                        # left-out contacts that act at the new v join now
             na += _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
                                gamma_all, G_all, source)
     # ---- results in the model's dof order
