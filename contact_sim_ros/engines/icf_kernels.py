@@ -309,17 +309,32 @@ def _elimination_structure_into(nt, tree_of_dof, cols, num_dofs_of_tree, work):
             adj[i, j] = 0
     nc, K = cols.shape
     for c in range(nc):
+        # the trees of the contact's columns are coupled pairwise: each column's tree against the first two
+        # distinct trees seen so far (a contact touches one or two trees; more are handled as well: every
+        # column is paired with every distinct tree before it through t1, t2 or its own scan)
+        t1 = -1
+        t2 = -1
         for a in range(K):
             da = cols[c, a]
             if da < 0:
                 continue
             ta = tree_of_dof[da]
-            for b in range(a + 1, K):
+            if ta == t1 or ta == t2:
+                continue
+            if t1 < 0:
+                t1 = ta
+                continue
+            if t2 < 0:
+                t2 = ta
+                adj[t1, ta] = 1
+                adj[ta, t1] = 1
+                continue
+            for b in range(a):                         # a third tree: against every column before it
                 db = cols[c, b]
                 if db < 0:
                     continue
                 tb = tree_of_dof[db]
-                if ta != tb:
+                if tb != ta:
                     adj[ta, tb] = 1
                     adj[tb, ta] = 1
     for i in range(nt):
@@ -959,24 +974,34 @@ def _hessian_structure(cols, tree_ptr, tree_of_dof, num_dofs, struct_work, dptr,
     for c in range(nc):
         # ``_entry`` of each pair, with the block of the last pair of different trees kept (a contact's columns
         # are those of one or two trees: its off-diagonal block is searched once, not once per entry)
+        # (column a's tree, its first dof, size and diagonal block read once per a, not per pair)
         hi_t, lo_t, block = -1, -1, -1
         e = 0
         for a in range(K):
             da = cols[c, a]
+            if da < 0:
+                for b in range(a, K):
+                    dest[c, e] = -1
+                    e += 1
+                continue
+            ta0 = tree_of_dof[da]
+            t0 = tree_ptr[ta0]
+            n0 = tree_ptr[ta0 + 1] - t0
+            d0 = dptr[ta0]
             for b in range(a, K):
                 db = cols[c, b]
-                if da < 0 or db < 0:
+                if db < 0:
                     dest[c, e] = -1
                     e += 1
                     continue
-                ta, tb = tree_of_dof[da], tree_of_dof[db]
-                if ta == tb:
-                    t0 = tree_ptr[ta]
+                tb = tree_of_dof[db]
+                if tb == ta0:
                     la, lb = da - t0, db - t0
                     if la < lb:
                         la, lb = lb, la
-                    dest[c, e] = dptr[ta] + la * (tree_ptr[ta + 1] - t0) + lb
+                    dest[c, e] = d0 + la * n0 + lb
                 else:
+                    ta = ta0
                     ra, rb = da, db                          # rows of the later-eliminated tree
                     if pos[ta] < pos[tb]:
                         ta, tb, ra, rb = tb, ta, db, da
