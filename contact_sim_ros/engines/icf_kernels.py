@@ -489,6 +489,36 @@ def _schur_update(Hb, nj, oi, ni, ok, nk, tgt, diagonal, acc):
             Hb[tgt + r * nk + r2] -= acc[r2]
 
 
+@njit(cache=True, inline="always")
+def _schur_update_free(Hb, oi, ok, tgt, diagonal):
+    """``_schur_update`` of three free bodies' 6 x 6 blocks (nj = ni = nk = FREE_BODY_DOFS) with the six sums of a
+    row in local variables, not in the scratch array (which the compiler cannot keep in registers, as it may alias
+    Hb): each sum in the same order a = 0, ..., 5 from 0.0, the same numbers. The sums past the lower triangle
+    of a diagonal target are formed and not stored."""
+    for r in range(6):
+        s0 = s1 = s2 = s3 = s4 = s5 = 0.0
+        for a in range(6):
+            h = Hb[oi + r * 6 + a]
+            s0 += h * Hb[ok + a]
+            s1 += h * Hb[ok + 6 + a]
+            s2 += h * Hb[ok + 12 + a]
+            s3 += h * Hb[ok + 18 + a]
+            s4 += h * Hb[ok + 24 + a]
+            s5 += h * Hb[ok + 30 + a]
+        top = r + 1 if diagonal else 6
+        Hb[tgt + r * 6] -= s0
+        if top > 1:
+            Hb[tgt + r * 6 + 1] -= s1
+        if top > 2:
+            Hb[tgt + r * 6 + 2] -= s2
+        if top > 3:
+            Hb[tgt + r * 6 + 3] -= s3
+        if top > 4:
+            Hb[tgt + r * 6 + 4] -= s4
+        if top > 5:
+            Hb[tgt + r * 6 + 5] -= s5
+
+
 @njit(cache=True)
 def _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
     """In-place block-sparse Cholesky of the symmetric H in the compact block storage of ``_block_offsets``
@@ -526,7 +556,7 @@ def _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc)
                 oi = optr[q2]
                 tgt = dptr[k] if i == k else _off_block(i, k, pos, later_ptr, later, optr)
                 if nj == F and ni == F and nk == F:
-                    _schur_update(Hb, F, oi, F, ok, F, tgt, i == k, acc)
+                    _schur_update_free(Hb, oi, ok, tgt, i == k)
                 else:
                     _schur_update(Hb, nj, oi, ni, ok, nk, tgt, i == k, acc)
     return True
