@@ -1292,9 +1292,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         base = 0.0
         _tree_product(Ab, tree_ptr, dptr, tree_diagonal, dv, Adv)
         dAd = 0.0
-        for d in range(nv):
+        for d in range(nv):                    # three independent sums (each in the order d = 0, 1, ...)
             dAd += dv[d] * Adv[d]
-        for d in range(nv):
             f0 += r[d] * dv[d]
             base += (Av[d] - p0[d]) * dv[d]
             if not c_act[d] > 0.0:
