@@ -638,16 +638,25 @@ def _block_solve(Hb, order, later_ptr, later, tree_ptr, dptr, optr, x):
 
 @njit(cache=True)
 def _contact_velocity(Jc, cols, bias, v, out):
+    """out (N, 3) = J_c v + bias per contact (no bias: a (0, 3) array). The three rows' sums in one pass over the
+    contact's columns (three independent sums, each in the order a = 0, 1, ...: v[d] read once, not per row)."""
     nc, _, K = Jc.shape
+    has_bias = bias.shape[0] > 0
     for c in range(nc):
-        for i in range(3):
-            s = bias[c, i] if bias.shape[0] else 0.0
-            for a in range(K):
-                d = cols[c, a]
-                if d < 0:                  # padding: the valid columns are a prefix
-                    break
-                s += Jc[c, i, a] * v[d]
-            out[c, i] = s
+        s0 = bias[c, 0] if has_bias else 0.0
+        s1 = bias[c, 1] if has_bias else 0.0
+        s2 = bias[c, 2] if has_bias else 0.0
+        for a in range(K):
+            d = cols[c, a]
+            if d < 0:                      # padding: the valid columns are a prefix
+                break
+            vd = v[d]
+            s0 += Jc[c, 0, a] * vd
+            s1 += Jc[c, 1, a] * vd
+            s2 += Jc[c, 2, a] * vd
+        out[c, 0] = s0
+        out[c, 1] = s1
+        out[c, 2] = s2
 
 
 @njit(cache=True)
