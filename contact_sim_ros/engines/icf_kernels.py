@@ -52,7 +52,7 @@ def _hunt_crossley(x, phi0, dtk, d, vhat, dt):
     return 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _contact(model, x0, x1, x2, prm, dt, gamma, G):
     """Impulse gamma (3,) = -dl/dvc and Hessian G (3,3) = d2l/dvc2 of one contact at contact velocity x."""
     mu = prm[P_MU]
@@ -309,17 +309,32 @@ def _elimination_structure_into(nt, tree_of_dof, cols, num_dofs_of_tree, work):
             adj[i, j] = 0
     nc, K = cols.shape
     for c in range(nc):
+        # the trees of the contact's columns are coupled pairwise: each column's tree against the first two
+        # distinct trees seen so far (a contact touches one or two trees; more are handled as well: every
+        # column is paired with every distinct tree before it through t1, t2 or its own scan)
+        t1 = -1
+        t2 = -1
         for a in range(K):
             da = cols[c, a]
             if da < 0:
                 continue
             ta = tree_of_dof[da]
-            for b in range(a + 1, K):
+            if ta == t1 or ta == t2:
+                continue
+            if t1 < 0:
+                t1 = ta
+                continue
+            if t2 < 0:
+                t2 = ta
+                adj[t1, ta] = 1
+                adj[ta, t1] = 1
+                continue
+            for b in range(a):                         # a third tree: against every column before it
                 db = cols[c, b]
                 if db < 0:
                     continue
                 tb = tree_of_dof[db]
-                if ta != tb:
+                if tb != ta:
                     adj[ta, tb] = 1
                     adj[tb, ta] = 1
     for i in range(nt):
@@ -474,6 +489,36 @@ def _schur_update(Hb, nj, oi, ni, ok, nk, tgt, diagonal, acc):
             Hb[tgt + r * nk + r2] -= acc[r2]
 
 
+@njit(cache=True, inline="always")
+def _schur_update_free(Hb, oi, ok, tgt, diagonal):
+    """``_schur_update`` of three free bodies' 6 x 6 blocks (nj = ni = nk = FREE_BODY_DOFS) with the six sums of a
+    row in local variables, not in the scratch array (which the compiler cannot keep in registers, as it may alias
+    Hb): each sum in the same order a = 0, ..., 5 from 0.0, the same numbers. The sums past the lower triangle
+    of a diagonal target are formed and not stored."""
+    for r in range(6):
+        s0 = s1 = s2 = s3 = s4 = s5 = 0.0
+        for a in range(6):
+            h = Hb[oi + r * 6 + a]
+            s0 += h * Hb[ok + a]
+            s1 += h * Hb[ok + 6 + a]
+            s2 += h * Hb[ok + 12 + a]
+            s3 += h * Hb[ok + 18 + a]
+            s4 += h * Hb[ok + 24 + a]
+            s5 += h * Hb[ok + 30 + a]
+        top = r + 1 if diagonal else 6
+        Hb[tgt + r * 6] -= s0
+        if top > 1:
+            Hb[tgt + r * 6 + 1] -= s1
+        if top > 2:
+            Hb[tgt + r * 6 + 2] -= s2
+        if top > 3:
+            Hb[tgt + r * 6 + 3] -= s3
+        if top > 4:
+            Hb[tgt + r * 6 + 4] -= s4
+        if top > 5:
+            Hb[tgt + r * 6 + 5] -= s5
+
+
 @njit(cache=True)
 def _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
     """In-place block-sparse Cholesky of the symmetric H in the compact block storage of ``_block_offsets``
@@ -511,7 +556,7 @@ def _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc)
                 oi = optr[q2]
                 tgt = dptr[k] if i == k else _off_block(i, k, pos, later_ptr, later, optr)
                 if nj == F and ni == F and nk == F:
-                    _schur_update(Hb, F, oi, F, ok, F, tgt, i == k, acc)
+                    _schur_update_free(Hb, oi, ok, tgt, i == k)
                 else:
                     _schur_update(Hb, nj, oi, ni, ok, nk, tgt, i == k, acc)
     return True
@@ -593,16 +638,25 @@ def _block_solve(Hb, order, later_ptr, later, tree_ptr, dptr, optr, x):
 
 @njit(cache=True)
 def _contact_velocity(Jc, cols, bias, v, out):
+    """out (N, 3) = J_c v + bias per contact (no bias: a (0, 3) array). The three rows' sums in one pass over the
+    contact's columns (three independent sums, each in the order a = 0, 1, ...: v[d] read once, not per row)."""
     nc, _, K = Jc.shape
+    has_bias = bias.shape[0] > 0
     for c in range(nc):
-        for i in range(3):
-            s = bias[c, i] if bias.shape[0] else 0.0
-            for a in range(K):
-                d = cols[c, a]
-                if d < 0:                  # padding: the valid columns are a prefix
-                    break
-                s += Jc[c, i, a] * v[d]
-            out[c, i] = s
+        s0 = bias[c, 0] if has_bias else 0.0
+        s1 = bias[c, 1] if has_bias else 0.0
+        s2 = bias[c, 2] if has_bias else 0.0
+        for a in range(K):
+            d = cols[c, a]
+            if d < 0:                      # padding: the valid columns are a prefix
+                break
+            vd = v[d]
+            s0 += Jc[c, 0, a] * vd
+            s1 += Jc[c, 1, a] * vd
+            s2 += Jc[c, 2, a] * vd
+        out[c, 0] = s0
+        out[c, 1] = s1
+        out[c, 2] = s2
 
 
 @njit(cache=True)
@@ -680,11 +734,63 @@ def _line_derivatives(model, alpha, vc, dvc, ld, prm, dt, base, dAd, act_dofs, a
 
 
 @njit(cache=True)
+def _tree_diagonal(Ab, tree_ptr, dptr, diagonal):
+    """diagonal[t] = 1 where the tree block t of A (compact storage, ``_block_offsets``) has only zeros (either
+    sign) off its diagonal (the clutter's free bodies: M in principal axes), else 0."""
+    for t in range(tree_ptr.shape[0] - 1):
+        n = tree_ptr[t + 1] - tree_ptr[t]
+        o = dptr[t]
+        diagonal[t] = 1
+        for a in range(n):
+            for b in range(n):
+                if a != b and Ab[o + a * n + b] != 0.0:
+                    diagonal[t] = 0
+
+
+@njit(cache=True, inline="always")
+def _tree_product(Ab, tree_ptr, dptr, diagonal, x, out):
+    """out = A x (nv,) with A's tree blocks in the compact storage: row by row, s = 0.0 + sum_b A_ab x_b in the
+    order b = 0, 1, ... For a diagonal block (``_tree_diagonal``) only the diagonal product is formed: the same
+    number for finite x, as the skipped products are zeros and a sum started at +0.0 is never -0.0, so adding a
+    zero of either sign leaves it unchanged (0.0 + A_aa x_a keeps the dense loop's sign of a zero product). A
+    non-finite x gives a non-finite out either way (A_aa > 0), the only use the callers make of it then."""
+    for t in range(tree_ptr.shape[0] - 1):
+        t0 = tree_ptr[t]
+        n = tree_ptr[t + 1] - t0
+        if diagonal[t]:
+            o = dptr[t]
+            for a in range(n):
+                out[t0 + a] = 0.0 + Ab[o + a * (n + 1)] * x[t0 + a]
+            continue
+        for a in range(n):
+            row = dptr[t] + a * n - t0
+            s = 0.0
+            for b in range(t0, t0 + n):
+                s += Ab[row + b] * x[b]
+            out[t0 + a] = s
+
+
+@njit(cache=True, inline="always")
+def _add_contact_hessian(Hb, dest, Jc, G, GJ, c, kc, K):
+    """Hb[dest[c]] += the lower triangle of J_c^T G_c J_c for contact c with kc columns (GJ (3, >= kc): scratch for
+    G_c J_c); dest's row stride per column a is K - a (``_hessian_structure``)."""
+    for i in range(3):
+        for a in range(kc):
+            GJ[i, a] = G[c, i, 0] * Jc[c, 0, a] + G[c, i, 1] * Jc[c, 1, a] + G[c, i, 2] * Jc[c, 2, a]
+    e = 0
+    for a in range(kc):                                      # J^T G J is symmetric: one triangle, at dest[c]
+        j0, j1, j2 = Jc[c, 0, a], Jc[c, 1, a], Jc[c, 2, a]
+        for b in range(a, kc):
+            Hb[dest[c, e + b - a]] += j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
+        e += K - a
+
+
+@njit(cache=True)
 def work_sizes(nv, nt, capacity, kmax):
     """Lengths (float64, int64) of the two scratch buffers of ``icf_step`` for nv dofs in nt trees and up to
     ``capacity`` contacts, each touching at most kmax dofs (``max_contact_dofs``; a step with more allocates)."""
     nf = 3 * nv * nv + 19 * nv + 22 + capacity * (3 * nv + NPARAM + 25)
-    ni = capacity * (nv + 2) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt \
+    ni = capacity * (nv + 2) + nv + nt + 3 * nt * nt + 6 * nt + 1 + (nt + 1) + nt + nt * nt + nt \
         + capacity * (kmax * (kmax + 1) // 2)
     return nf, ni
 
@@ -825,7 +931,7 @@ def _free_velocity(Ab, tree_ptr, dptr, p0, c_act, a_act, L_act, dt, Lb, x):
         _backward_diagonal(Lb, o, n, x, t0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _contact_acts(model, vc, prm, dt, g, G):
     """Whether a contact acts at the contact velocity vc (3,) (m/s): its impulse g (3,) (N s) and Hessian G (3, 3)
     evaluated there by ``_contact`` (written into g and G) are not all zero."""
@@ -907,24 +1013,34 @@ def _hessian_structure(cols, tree_ptr, tree_of_dof, num_dofs, struct_work, dptr,
     for c in range(nc):
         # ``_entry`` of each pair, with the block of the last pair of different trees kept (a contact's columns
         # are those of one or two trees: its off-diagonal block is searched once, not once per entry)
+        # (column a's tree, its first dof, size and diagonal block read once per a, not per pair)
         hi_t, lo_t, block = -1, -1, -1
         e = 0
         for a in range(K):
             da = cols[c, a]
+            if da < 0:
+                for b in range(a, K):
+                    dest[c, e] = -1
+                    e += 1
+                continue
+            ta0 = tree_of_dof[da]
+            t0 = tree_ptr[ta0]
+            n0 = tree_ptr[ta0 + 1] - t0
+            d0 = dptr[ta0]
             for b in range(a, K):
                 db = cols[c, b]
-                if da < 0 or db < 0:
+                if db < 0:
                     dest[c, e] = -1
                     e += 1
                     continue
-                ta, tb = tree_of_dof[da], tree_of_dof[db]
-                if ta == tb:
-                    t0 = tree_ptr[ta]
+                tb = tree_of_dof[db]
+                if tb == ta0:
                     la, lb = da - t0, db - t0
                     if la < lb:
                         la, lb = lb, la
-                    dest[c, e] = dptr[ta] + la * (tree_ptr[ta + 1] - t0) + lb
+                    dest[c, e] = d0 + la * n0 + lb
                 else:
+                    ta = ta0
                     ra, rb = da, db                          # rows of the later-eliminated tree
                     if pos[ta] < pos[tb]:
                         ta, tb, ra, rb = tb, ta, db, da
@@ -1022,6 +1138,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     oi += nt
     optr = iwork[oi:oi + nt * nt]
     oi += nt * nt
+    tree_diagonal = iwork[oi:oi + nt]          # 1 where A's tree block is diagonal (_tree_diagonal)
+    oi += nt
     dest_buf = iwork[oi:]
     p0, D, c_act, a_act, L_act, v0p = rows_in[0], rows_in[1], rows_in[2], rows_in[3], rows_in[4], rows_in[5]
     v, jc, tau = out[0], out[1], out[2]
@@ -1034,6 +1152,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
     if status != CONVERGED:
         return status, 0, 0.0, 0, 0, 0
     K = Jc_all.shape[2]
+    _tree_diagonal(Ab, tree_ptr, dptr, tree_diagonal)
     GJ = GJ_buf[:3 * K].reshape((3, K))
     # ---- open contacts deferred (O_DEFER_OPEN_CONTACTS): a contact with a positive gap (within the query's
     # margin) that exerts nothing at v0 nor at the contact-free velocity (in its gap region: zero impulse and
@@ -1081,12 +1200,16 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         v[d] = v0p[d]
     zero_bias = rows[5, :0].reshape((0, 3))
     acc = rows[5]                              # Cholesky scratch (nv)
+    Adv = rows[5]                              # A dv in the line search (after the Cholesky: acc is free)
     scale_p0 = 0.0
     for d in range(nv):
         scale_p0 += (D[d] * p0[d]) ** 2
     scale_p0 = np.sqrt(scale_p0)
     residual_ratio = np.inf
     iterations = 0
+    # the left-out contacts were evaluated at this v by _join_acting: those still left out do not act here, so a
+    # second evaluation at the same v (at the convergence tests) would find none (the same numbers): skipped
+    joined_at_v = False
     n_eval = 0
     status = MAX_ITERATIONS
     while True:
@@ -1115,15 +1238,7 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
                 if d < 0:                      # padding: the valid columns are a prefix
                     break
                 jc[d] += Jc[c, 0, a] * gamma[c, 0] + Jc[c, 1, a] * gamma[c, 1] + Jc[c, 2, a] * gamma[c, 2]
-        for t in range(nt):
-            t0 = tree_ptr[t]
-            n = tree_ptr[t + 1] - t0
-            for a in range(n):
-                row = dptr[t] + a * n - t0
-                s = 0.0
-                for b in range(t0, t0 + n):
-                    s += Ab[row + b] * v[b]
-                Av[t0 + a] = s
+        _tree_product(Ab, tree_ptr, dptr, tree_diagonal, v, Av)
         n_av = 0.0
         n_jc = 0.0
         rnorm = 0.0
@@ -1142,7 +1257,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         residual_ratio = rnorm / scale if scale > 0 else rnorm
         # at least one Newton step (see lagged.py: dt k2 can be below eps_r of a large momentum)
         if iteration > 0 and rnorm <= absolute_tolerance + relative_tolerance * scale:
-            if na < nc_all:
+            if na < nc_all and not joined_at_v:
+                joined_at_v = True
                 m = _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
                                  gamma_all, G_all, source)
                 if m:
@@ -1168,15 +1284,12 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
             kc = K                                          # the contact's columns: the prefix before the padding
             while kc > 0 and cols[c, kc - 1] < 0:
                 kc -= 1
-            for i in range(3):
-                for a in range(kc):
-                    GJ[i, a] = G[c, i, 0] * Jc[c, 0, a] + G[c, i, 1] * Jc[c, 1, a] + G[c, i, 2] * Jc[c, 2, a]
-            e = 0
-            for a in range(kc):                             # J^T G J is symmetric: one triangle, at dest[c]
-                j0, j1, j2 = Jc[c, 0, a], Jc[c, 1, a], Jc[c, 2, a]
-                for b in range(a, kc):
-                    Hb[dest[c, e + b - a]] += j0 * GJ[0, b] + j1 * GJ[1, b] + j2 * GJ[2, b]
-                e += K - a
+            if kc == 2 * FREE_BODY_DOFS:                    # literal sizes: unrolled (see FREE_BODY_DOFS)
+                _add_contact_hessian(Hb, dest, Jc, G, GJ, c, 2 * FREE_BODY_DOFS, K)
+            elif kc == FREE_BODY_DOFS:
+                _add_contact_hessian(Hb, dest, Jc, G, GJ, c, FREE_BODY_DOFS, K)
+            else:
+                _add_contact_hessian(Hb, dest, Jc, G, GJ, c, kc, K)
         if not _block_cholesky(Hb, order, later_ptr, later, tree_ptr, dptr, optr, pos, acc):
             return NOT_POSITIVE_DEFINITE, iterations, residual_ratio, iteration, n_eval, 0
         for d in range(nv):
@@ -1185,18 +1298,11 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         # exact line search on f(alpha) = dl/dalpha (non-decreasing: the cost is convex)
         _contact_velocity(Jc, cols, zero_bias, dv, dvc)
         f0 = 0.0
-        dAd = 0.0
         base = 0.0
-        for t in range(nt):
-            t0 = tree_ptr[t]
-            n = tree_ptr[t + 1] - t0
-            for a in range(n):
-                row = dptr[t] + a * n - t0
-                s = 0.0
-                for b in range(t0, t0 + n):
-                    s += Ab[row + b] * dv[b]
-                dAd += dv[t0 + a] * s
-        for d in range(nv):
+        _tree_product(Ab, tree_ptr, dptr, tree_diagonal, dv, Adv)
+        dAd = 0.0
+        for d in range(nv):                    # three independent sums (each in the order d = 0, 1, ...)
+            dAd += dv[d] * Adv[d]
             f0 += r[d] * dv[d]
             base += (Av[d] - p0[d]) * dv[d]
             if not c_act[d] > 0.0:
@@ -1206,7 +1312,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         if not f0 < 0.0:
             # not a descent direction: only possible at round-off level of the optimum
             if rnorm <= 1e3 * (absolute_tolerance + relative_tolerance * scale):
-                if na < nc_all:
+                if na < nc_all and not joined_at_v:
+                    joined_at_v = True
                     m = _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
                                      gamma_all, G_all, source)
                     if m:
@@ -1242,7 +1349,8 @@ def icf_step(dt, M, v0, k2, damping, effort, kp, kd, position_error, velocity_ta
         for c in range(nc):
             for i in range(3):
                 vc[c, i] += alpha * dvc[c, i]
-        if na < nc_all:                        # left-out contacts that act at the new v join now
+        joined_at_v = na < nc_all
+        if joined_at_v:                        # left-out contacts that act at the new v join now
             na += _join_acting(model, dt, v, na, nc_all, counts, Jc_all, cols_all, prm_all, bias_all, vc_all,
                                gamma_all, G_all, source)
     # ---- results in the model's dof order
