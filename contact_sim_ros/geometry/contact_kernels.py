@@ -58,6 +58,21 @@ def contact_frame(n0, n1, n2, out):
 
 
 @njit(cache=True, inline="always")
+def _next_relative_column(joint_columns, ia, ea, ib, eb):
+    """One step of the merge of joint A's and joint B's ascending column lists (``finish_contacts``): returns (c, w,
+    ia, ib), the next column that moves exactly one of the two bodies and its sign w (-1: A's, +1: B's), or c = -1
+    when both lists are done; a column moving both (no relative velocity) is skipped."""
+    while ia < ea or ib < eb:
+        if ib >= eb or (ia < ea and joint_columns[ia] < joint_columns[ib]):
+            return joint_columns[ia], -1.0, ia + 1, ib
+        if ia >= ea or joint_columns[ib] < joint_columns[ia]:
+            return joint_columns[ib], 1.0, ia, ib + 1
+        ia += 1                             # moves both: no relative velocity
+        ib += 1
+    return -1, 0.0, ia, ib
+
+
+@njit(cache=True, inline="always")
 def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian,
                     joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns):
     """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.
@@ -113,17 +128,10 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
         if one_to_one:                      # one sweep: each velocity's rel (0 + its one term) kept in registers
             ia, ea = joint_columns[ja], joint_columns[ja + 1]
             ib, eb = joint_columns[jb], joint_columns[jb + 1]
-            while ia < ea or ib < eb:
-                if ib >= eb or (ia < ea and joint_columns[ia] < joint_columns[ib]):
-                    c, w = joint_columns[ia], -1.0
-                    ia += 1
-                elif ia >= ea or joint_columns[ib] < joint_columns[ia]:
-                    c, w = joint_columns[ib], 1.0
-                    ib += 1
-                else:
-                    ia += 1
-                    ib += 1
-                    continue
+            while True:
+                c, w, ia, ib = _next_relative_column(joint_columns, ia, ea, ib, eb)
+                if c < 0:
+                    break
                 d = column_dof[c]
                 wx, wy, wz = joint_jacobian[3, c], joint_jacobian[4, c], joint_jacobian[5, c]
                 r0 = 0.0 + w * (joint_jacobian[0, c] - (p1 * wz - p2 * wy))
@@ -145,17 +153,10 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
         for sweep in range(3):              # 0: zero rel there, 1: accumulate, 2: rotate into the rows
             ia, ea = joint_columns[ja], joint_columns[ja + 1]
             ib, eb = joint_columns[jb], joint_columns[jb + 1]
-            while ia < ea or ib < eb:       # merge of the two ascending column lists
-                if ib >= eb or (ia < ea and joint_columns[ia] < joint_columns[ib]):
-                    c, w = joint_columns[ia], -1.0
-                    ia += 1
-                elif ia >= ea or joint_columns[ib] < joint_columns[ia]:
-                    c, w = joint_columns[ib], 1.0
-                    ib += 1
-                else:                       # moves both: no relative velocity
-                    ia += 1
-                    ib += 1
-                    continue
+            while True:                     # merge of the two ascending column lists
+                c, w, ia, ib = _next_relative_column(joint_columns, ia, ea, ib, eb)
+                if c < 0:
+                    break
                 d = column_dof[c]
                 if sweep == 0:
                     rel[0, d] = 0.0
