@@ -473,7 +473,7 @@ def test_free_body_jacobians_equal_pinocchios_bit_for_bit_at_identity_joint_plac
     Data where that is the staged step's J bit for bit: at 500 random states of six free flyers, the bodies whose
     joint placement is the identity (every scene's free object) get computeJointJacobians' columns exactly; a
     body with another joint placement may differ in round-off, so such a model reads the Data's J in the call
-    (FreeBodies.identity_placements False: TreeTamsiStep.pin_kinematics)."""
+    (FreeBodies.identity_placements False: TreeStep.pin_kinematics)."""
     from types import SimpleNamespace
 
     from contact_sim_ros.sim.free_body_step import FreeBodies, free_body_kinematics

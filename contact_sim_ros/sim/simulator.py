@@ -30,7 +30,7 @@ from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_advance, free_body_tamsi_step
-from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_icf_step, tree_tamsi_step
+from .tree_step import NEAR as TREE_NEAR, TreeStep, tree_icf_step, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -214,7 +214,7 @@ class Simulator:
             coal = self.contact_query.coal_pairs
             bounds = (PairBounds.make(pm, m.collision_model, self.contact_query.pairs[coal], self.contact_query.margin)
                       if 0 < len(coal) and self.contact_query.num_pairs <= BOUND_MAX_PAIRS else None)
-            if TreeTamsiStep.qualifies(self.sim_model, self.step_parts, bounds):
+            if TreeStep.qualifies(self.sim_model, self.step_parts, bounds):
                 # scripted wrenches all on links: J^T [f; m] in the call (their values written before it); on free
                 # bodies only: into data.external by stages.external_forces (Pinocchio's kinematics)
                 frames = (tuple(f.frame_id for f in self.scene.external_forces)
@@ -225,7 +225,7 @@ class Simulator:
                     pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
                 self._tree_args = (self.sim_model, self.data, self.step_parts, rigid_module.c_functions(), bounds,
                                    frames, rigid)
-                self._tree = TreeTamsiStep(*self._tree_args)
+                self._tree = TreeStep(*self._tree_args)
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -670,7 +670,7 @@ class Simulator:
         if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
             self._tree_check = False
             if not self._tree.current():
-                self._tree = TreeTamsiStep(*self._tree_args)
+                self._tree = TreeStep(*self._tree_args)
         tree = self._tree
         if self._stale == ALL_STALE and tree.pin_kinematics:
             self._update_kinematics()                             # the call reads Pinocchio's Data at q
