@@ -51,6 +51,10 @@ ALL_STALE = 2              # nothing computed at the current state
 # steps that take the staged step without a fused tree attempt after one found a coal pair within its bounding
 # volumes' margin (the contact query's own retest interval, geometry/contact_query.BOUND_RETEST_AFTER)
 TREE_RETEST_AFTER = 10
+# steps that take the staged step without a fused tree attempt after one whose engine did not converge (the staged
+# step then repeats the same Newton iteration and fails the same way before its sub-steps: such steps come in runs,
+# the 40-object clutter with TAMSI; docs/benchmarks.md, "Back-off after a non-converged fused tree step")
+TREE_RETRY_AFTER = 10
 
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
 # parameter); the Simulator itself does not enforce it
@@ -501,7 +505,7 @@ class Simulator:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
         elif self._tree is not None:
-            if self._tree_wait:                  # a coal pair was near a few steps ago: the staged step
+            if self._tree_wait:                  # a coal pair near, or no convergence, a few steps ago: staged
                 self._tree_wait -= 1
             else:
                 report = self._tree_step()
@@ -704,6 +708,8 @@ class Simulator:
             if code == TREE_NEAR:
                 self._tree_wait = TREE_RETEST_AFTER     # the staged step for these next steps (no attempt)
             else:
+                if code == -1:                    # not converged: the staged step for these next steps too
+                    self._tree_wait = TREE_RETRY_AFTER
                 self._stale = ALL_STALE           # the call moved Pinocchio's Data
             return None
         contacts = self.contact_query.contact_set(n)
