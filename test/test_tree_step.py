@@ -197,6 +197,10 @@ def _assert_same_step(a, b, ra, rb, k):
     np.testing.assert_array_equal(a.last_result.contact_impulse, b.last_result.contact_impulse, err_msg=where)
     np.testing.assert_array_equal(a.last_result.generalized_contact_force, b.last_result.generalized_contact_force,
                                   err_msg=where)
+    sa, sb = a.contact_query.stats, b.contact_query.stats
+    assert (sa["colliding_pairs"], sa["contacts"]) == (sb["colliding_pairs"], sb["contacts"]), where
+    if a._tree is not None and a._tree.coal_pass is not None:      # update's candidates: the call's count
+        assert sa["candidate_pairs"] == sb["candidate_pairs"], where
     sa, sb = a.last_result.stats, b.last_result.stats
     assert (sa.status, sa.iterations, sa.residual, sa.message) == (sb.status, sb.iterations, sb.residual,
                                                                    sb.message), where
@@ -397,6 +401,48 @@ def test_after_a_non_converged_fused_step_the_next_steps_are_staged_then_fused_i
         if a is None:
             assert any(0 < k - f <= wait for f in failed), (k, attempts)
     assert attempts.count("fused") > 100 and fused.step_count == staged.step_count == 170
+
+
+
+@pytest.mark.parametrize("scene, engine", [("ur5_objects", "tamsi"), ("allegro", "lagged"), ("planar", "tamsi"),
+                                           ("free_box", "lagged")])
+def test_the_fused_steps_contact_stats_are_the_staged_steps(scene, engine, tmp_path):
+    """The contact query's stats after a fused tree step (candidate pairs, colliding pairs, contacts) are the ones
+    the staged step leaves at the same state: with coal's pairs in the call, the candidates of the broad phase
+    (and the unbounded and sphere-primitive pairs) as update counts them, not the call's compiled pairs
+    (TreeStep.pairs): the UR5 + 20 objects (187 of 398 pairs; 176 compiled), the Allegro hand closing on the mug
+    (the count changing as the fingers close). Every pair compiled: every pair (the call tests them all), as
+    update while its bounding-volume test finds a pair within the margin (the planar box, in contact throughout);
+    the documented difference: update counts 0 when it finds none, the call still every pair (the free box and
+    ball falling: the colliding pairs and contacts still equal)."""
+    path = {"ur5_objects": UR5_OBJECTS, "allegro": ALLEGRO, "planar": PLANAR}.get(scene) or _free_box(tmp_path)
+    fused, staged = Simulator(path, engine=engine), Simulator(path, engine=engine)
+    staged._tree = None
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    counts, skipped = set(), 0
+    for k in range(300):
+        ra, rb = fused.step(), staged.step()
+        _assert_same_step(fused, staged, ra, rb, k)
+        if scene == "free_box" and staged.contact_query.stats["candidate_pairs"] == 0:
+            # nothing within the margin while falling: update's bounding-volume test skips every pair
+            assert fused.contact_query.stats == {"candidate_pairs": 3, "colliding_pairs": 0, "contacts": 0}, k
+            skipped += 1
+        else:
+            assert fused.contact_query.stats == staged.contact_query.stats, k
+        counts.add(fused.contact_query.stats["candidate_pairs"])
+    assert len(calls) == 300 and all(r is not None for r in calls)        # every step fused
+    cq = fused.contact_query
+    if scene in ("planar", "free_box"):
+        assert cq.all_compiled and counts == {cq.num_pairs} == {fused._tree.pairs}
+        assert (0 < skipped < 100) if scene == "free_box" else skipped == 0
+    else:
+        assert fused._tree.coal_pass is not None and fused._tree.pairs not in counts and max(counts) < cq.num_pairs
+        if scene == "ur5_objects":
+            assert counts == {187}
+        else:
+            assert len(counts) > 1
 
 
 SPHERE = ROOT / "scenes" / "icf_falling_sphere.yaml"     # the ICF paper's rolling sphere (peers' "sphere")

@@ -693,17 +693,19 @@ class Simulator:
         q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
         start = time.perf_counter()
         if tree.icf:                          # Lagged, Similar, SAP: icf_step (ConvexICFEngine._do_step_into's)
-            status, iterations, err, failed_at, n_eval, deferred, n, colliding, code, deep = tree_icf_step(
+            status, iterations, err, failed_at, n_eval, deferred, n, colliding, candidates, code, deep = tree_icf_step(
                 self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, *slot.rows(tree.max_rows), q, v)
             elapsed = time.perf_counter() - start
             self.engine.record_compiled_step(n, n_eval, deferred)
         else:
-            status, iterations, err, count, info, n, colliding, code, deep = tree_tamsi_step(
+            status, iterations, err, count, info, n, colliding, candidates, code, deep = tree_tamsi_step(
                 self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, slot.rows(tree.max_rows)[0], q, v)
             elapsed = time.perf_counter() - start
             self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
-        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = tree.pairs, colliding, n
+        # update's candidate pairs: the call's count with coal's pairs in it, else the compiled pairs (TreeStep.pairs)
+        stats["candidate_pairs"] = candidates if candidates >= 0 else tree.pairs
+        stats["colliding_pairs"], stats["contacts"] = colliding, n
         if code != step_kernels.OK:       # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
             if code == TREE_NEAR:
                 self._tree_wait = TREE_RETEST_AFTER     # the staged step for these next steps (no attempt)
