@@ -50,9 +50,9 @@ Three parts:
 Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
 int64 ``table`` of (address, dims) rows (the T_* constants), viewed inside with ``numba.carray`` (no per-array
-unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeTamsiStep`` holds a reference to every one of them, so
+unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeStep`` holds a reference to every one of them, so
 the addresses stay valid while it lives; a staged step that grows the query's buffers or the engine's scratch
-makes the Simulator build the table again (``TreeTamsiStep.current``).
+makes the Simulator build the table again (``TreeStep.current``).
 
 The on-disk cache stamps this module's kernels with its own source and every kernel module it imports
 (contact_sim_ros.jit.source_stamp): an edit of a callee (engines/tamsi_kernels.py, geometry/contact_kernels.py,
@@ -245,8 +245,9 @@ def compiled_contacts(t, J, placement, margin):
 def _tree_stages(q0, v0, table, modes):
     """The stages of the step before the engine's (``tree_tamsi_step``'s docstring): the bounding-volume test, the
     contacts, the penetration pass, the dynamics, the wrenches on links, prepare_step and the feed-forward.
-    Returns (near, n contacts, colliding pairs, deep, the actuation's effort row): ``near`` True when a coal pair
-    may be within the margin (nothing else computed)."""
+    Returns (near, n contacts, colliding pairs, candidate pairs, deep, the actuation's effort row): ``near`` True
+    when a coal pair may be within the margin (nothing else computed); the candidate pairs as update's stats when
+    coal's pairs run in the call (the compiled pass's count), else -1 (the caller's count: the compiled pairs)."""
     ints, scalars = _i1(table, T_INTS), _f1(table, T_SCALARS)
     functions, handle = ints[I_FUNCTIONS:I_FUNCTIONS + N_FUNCTIONS], ints[I_HANDLE]
     rows = _f2(table, T_ROWS)
@@ -255,7 +256,7 @@ def _tree_stages(q0, v0, table, modes):
             q0, _i2(table, T_BOUND_JOINT_INT), _f2(table, T_BOUND_JOINT_FLOAT), _i2(table, T_BOUND_GEOMETRY_INT),
             _f2(table, T_BOUND_GEOMETRY_FLOAT), _i2(table, T_BOUND_PAIRS), scalars[S_BOUND_LIMIT],
             _f2(table, T_BOUND_PLACEMENT), _f2(table, T_BOUND_WORLD), _f2(table, T_BOUND_LOCAL)):
-        return True, 0, 0, False, effort
+        return True, 0, 0, 0, False, effort
     J, placement = _f2(table, T_J), _f3(table, T_PLACEMENT)
     free_bodies = ints[I_FREE_BODIES] != 0
     if free_bodies:     # the staged step's placement source (FreeBodies) and J (computeJointJacobians)
@@ -269,11 +270,12 @@ def _tree_stages(q0, v0, table, modes):
         rbd_read_kinematics(functions, handle, J, placement, _i1(table, T_SLOT_JOINTS), _i1(table, T_SLOT_INDEX))
     if ints[I_COAL_PASS] != 0:     # coal's pairs too: the query's whole update (geometry/contact_pass_kernels)
         coal = carray(int_pointer(ints[I_COAL_PASS]), (ints[I_COAL_ROWS], 4))
-        n, colliding, _ = contact_pass_kernels.coal_contact_pass(coal, J, q0, True)
+        n, colliding, candidates = contact_pass_kernels.coal_contact_pass(coal, J, q0, True)
         if n < 0:                  # coal failed, or more rows than the buffers: the staged step runs
-            return True, 0, 0, False, effort
+            return True, 0, 0, 0, False, effort
     else:
         n, colliding = compiled_contacts(table, J, placement, scalars[S_MARGIN])
+        candidates = -1
     phi = _f1(table, T_PHI)
     deep = False
     if ints[I_PENETRATION] != 0 and n > 0:
@@ -317,7 +319,7 @@ def _tree_stages(q0, v0, table, modes):
             ff[a], fc[a] = c + f, c
             act[a] = effort[a] + ff[a]
         effort = act
-    return False, n, colliding, deep, effort
+    return False, n, colliding, candidates, deep, effort
 
 
 @njit(cache=True)
@@ -350,13 +352,14 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
     N or N m) and ``impulse`` (max rows, 3) its impulse buffer (first n rows, N s); q_next (nq,), v_out (nv,): the
     new state, written when the finish code is OK, and then Pinocchio's Data holds its kinematics.
 
-    Returns (status, iterations, err, history count, info, n contacts, colliding pairs, finish code, deep):
-    status as ``tamsi_kernels.newton_step_packed``; the finish code (``step_kernels``) only when it CONVERGED,
-    else -1; ``deep`` True when a contact is deeper than the penetration bound alone (``PenetrationCheck.check``
-    then decides; the new state's kinematics is then not computed)."""
-    near, n, colliding, deep, effort = _tree_stages(q0, v0, table, modes)
+    Returns (status, iterations, err, history count, info, n contacts, colliding pairs, candidate pairs, finish
+    code, deep): status as ``tamsi_kernels.newton_step_packed``; the candidate pairs as ``_tree_stages``'; the
+    finish code (``step_kernels``) only when it CONVERGED, else -1; ``deep`` True when a contact is deeper than
+    the penetration bound alone (``PenetrationCheck.check`` then decides; the new state's kinematics is then not
+    computed)."""
+    near, n, colliding, candidates, deep, effort = _tree_stages(q0, v0, table, modes)
     if near:
-        return 0, 0, 0.0, 0, 0, 0, 0, NEAR, False
+        return 0, 0, 0.0, 0, 0, 0, 0, 0, NEAR, False
     M, rows, material, phi = _f2(table, T_M), _f2(table, T_ROWS), _f2(table, T_MATERIAL), _f1(table, T_PHI)
     v_engine = outputs[0]
     status, iterations, err, count, info = tamsi_kernels.newton_step_packed(
@@ -368,7 +371,7 @@ def tree_tamsi_step(q0, v0, dt, table, modes, outputs, impulse, q_next, v_out):
     code = -1
     if status == tamsi_kernels.CONVERGED:
         code = _tree_finish(q0, v_engine, dt, table, q_next, v_out, deep)
-    return status, iterations, err, count, info, n, colliding, code, deep
+    return status, iterations, err, count, info, n, colliding, candidates, code, deep
 
 
 @njit(cache=True)
@@ -380,11 +383,12 @@ def tree_icf_step(q0, v0, dt, table, modes, outputs, impulse, friction_normal, q
     (the lagged gamma_n0 of the first n contacts, N s, written when the engine is Lagged).
 
     Returns (status, iterations, residual ratio, failed at, line-search evaluations, deferred contacts, n contacts,
-    colliding pairs, finish code, deep): the first six as ``icf_step``; the finish code only when it CONVERGED,
-    else -1 (NEAR when a coal pair may be within the margin: nothing computed)."""
-    near, n, colliding, deep, effort = _tree_stages(q0, v0, table, modes)
+    colliding pairs, candidate pairs, finish code, deep): the first six as ``icf_step``, the candidate pairs as
+    ``_tree_stages``'; the finish code only when it CONVERGED, else -1 (NEAR when a coal pair may be within the
+    margin: nothing computed)."""
+    near, n, colliding, candidates, deep, effort = _tree_stages(q0, v0, table, modes)
     if near:
-        return 0, 0, 0.0, -1, 0, 0, 0, 0, NEAR, False
+        return 0, 0, 0.0, -1, 0, 0, 0, 0, 0, NEAR, False
     M, rows, material, phi = _f2(table, T_M), _f2(table, T_ROWS), _f2(table, T_MATERIAL), _f1(table, T_PHI)
     lagged = _i1(table, T_INTS)[I_LAGGED] != 0
     v_engine = outputs[0]
@@ -399,16 +403,23 @@ def tree_icf_step(q0, v0, dt, table, modes, outputs, impulse, friction_normal, q
     code = -1
     if status == icf_kernels.CONVERGED:
         code = _tree_finish(q0, v_engine, dt, table, q_next, v_out, deep)
-    return status, iterations, residual, failed_at, n_eval, deferred, n, colliding, code, deep
+    return status, iterations, residual, failed_at, n_eval, deferred, n, colliding, candidates, code, deep
 
 
-class TreeTamsiStep:
+class TreeStep:
     """The Simulator's fused tree step for a qualifying scene (``qualifies``): plain data, the address table of
     ``tree_tamsi_step``, or of ``tree_icf_step`` when the engine is an ICF engine (``icf``; ``lagged``: Lagged),
     (module docstring) built ONCE from the Simulator's model, data and parts (as the stages of
     sim/stages.py take them), and the arrays it points into (held here: their memory lives as long as this
     object). ``max_rows``: the most contacts a step can find (the result slots' impulse rows are grown to it);
-    ``pairs``: the query's pairs the call tests (its compiled pairs)."""
+    ``pairs``: the query's pairs the call tests (its compiled pairs), the ``candidate_pairs`` of the query's stats
+    after a call without coal's pairs in it. With coal's pairs in the call (``coal_pass``) the call returns
+    update's count instead (its bounding-volume decision included). Where they differ without: every pair
+    compiled, update counts every pair too while its bounding-volume test (the Simulator passes q) finds one
+    within the margin, but 0 when it finds none (a falling object), where the call tests every pair anyway; with
+    coal's pairs held beyond the margin by the call's bounding-volume test (no compiled narrow phase), update
+    counts 0 or the broad phase's candidates besides, which the call does not run. Not part of the step's
+    arithmetic (the colliding pairs and contacts are update's)."""
 
     @staticmethod
     def qualifies(model, parts, coal_bounds=None) -> bool:
@@ -420,7 +431,7 @@ class TreeTamsiStep:
         ``coal_bounds`` (a geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged
         step runs), no scripted joint commands, no moving surfaces."""
         cq = parts.contact_query
-        return (TreeTamsiStep._engine_qualifies(parts.engine)
+        return (TreeStep._engine_qualifies(parts.engine)
                 and (parts.rigid is not None or parts.free_bodies is not None)
                 and (cq.all_compiled
                      or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase)))
