@@ -1,7 +1,8 @@
 """``Simulator.advance(n)`` (issue 45 item 3, a control period in one call): n steps that are n calls of ``step()``
 bit for bit - the states, sim time, step count, last result, contacts, the engine's iteration history and the
-reports - whether the fused free-body scenes run them in one compiled call (free_body_step.free_body_tamsi_advance)
-or a step in the middle falls back to the staged step's sub-steps, fails, or the scene loops over ``step``."""
+reports - whether the fused free-body scenes run them in one compiled call (free_body_step.free_body_tamsi_advance),
+the compiled tree step's scenes too (tree_step.tree_advance: robots, coal's pairs, the ICF engines), or a step in
+the middle falls back to the staged step's sub-steps, fails, or the scene loops over ``step``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from contact_sim_ros.errors import ConfigError, SolverError
+from contact_sim_ros.sim import simulator as simulator_module
 from contact_sim_ros.sim.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,9 +132,10 @@ def test_a_contact_beyond_the_penetration_bound_is_left_to_step():
 
 
 def test_scenes_without_the_fused_step_loop_over_step():
-    make = lambda: Simulator(SPHERE, engine="lagged", time_step=2e-3)     # noqa: E731
+    """An engine neither compiled step takes (the semi-implicit one): advance is step() per step."""
+    make = lambda: Simulator(SPHERE, engine="semi_implicit", time_step=2e-3)     # noqa: E731
     advanced, counter = _compare(make, periods=(5, 20))
-    assert advanced._fused is None and counter.calls == 25
+    assert advanced._fused is None and advanced._tree is None and counter.calls == 25
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "4"])
@@ -141,3 +144,89 @@ def test_advance_refuses_a_step_count_that_is_not_a_positive_integer(bad):
     with pytest.raises(ConfigError, match="advance: n_steps must be a positive number of steps"):
         sim.advance(bad)
     assert sim.step_count == 0
+
+
+# ----------------------------------------------------------------------- the compiled tree step (sim/tree_step.py)
+PEERS = ROOT / "benchmarks" / "peers" / "scenes"
+TREE_PERIODS = (1, 7, 2, 30, 3, 10)
+
+
+class _CountedTreeCalls:
+    """Counts the compiled tree calls of a Simulator's ``advance`` (``_tree_advance``) and the steps they commit."""
+
+    def __init__(self, sim: Simulator):
+        self.calls, self.steps, self._advance = 0, 0, sim._tree_advance
+        sim._tree_advance = self
+
+    def __call__(self, n_steps: int):
+        done, report = self._advance(n_steps)
+        self.calls += 1
+        self.steps += done
+        return done, report
+
+
+def _compare_tree(make, periods=TREE_PERIODS) -> tuple[Simulator, _CountedSteps, _CountedTreeCalls]:
+    """``_compare`` for a scene of the compiled tree step, counting its compiled calls too."""
+    calls = []
+
+    def counted():
+        sim = make()
+        if not calls:
+            calls.append(None)           # the first Simulator steps with step(); the second advances
+        else:
+            calls.append(_CountedTreeCalls(sim))
+        return sim
+    advanced, counter = _compare(counted, periods)
+    return advanced, counter, calls[1]
+
+
+@pytest.mark.parametrize("scene, engine, dt, coal", [
+    (PEERS / "iiwa_wsg_pd.yaml", "tamsi", 1e-3, True),      # iiwa + WSG held by PD: coal's pairs in the call
+    (PEERS / "planar_box.yaml", "tamsi", 1e-3, False),      # the box on planar joints, its push a wrench on a link
+    (PEERS / "ur5_objects.yaml", "tamsi", 1e-3, True),      # UR5 + 20 objects: coal's box-box pairs in the call
+    (SPHERE, "lagged", 2e-3, False),                        # free bodies only, an ICF engine
+    (ROOT / "scenes" / "icf_clutter.yaml", "similar", 2e-3, True)],   # 40 objects, coal's pairs, Similar
+    ids=["iiwa-tamsi", "planar-tamsi", "ur5-objects-tamsi", "sphere-lagged", "clutter-similar"])
+def test_tree_advance_equals_n_steps_bit_for_bit(scene, engine, dt, coal):
+    """advance(k) of a compiled-tree-step scene: one compiled call per period (tree_step.tree_advance) whose
+    states, results, contacts, stats and reports are those of k calls of step() bit for bit."""
+    advanced, counter, tree_calls = _compare_tree(lambda: Simulator(scene, engine=engine, time_step=dt))
+    assert advanced._fused is None and advanced._tree is not None
+    assert (advanced._tree.coal_pass is not None) == coal
+    # every period of more than one step in one compiled call; step() only for the 1-step periods
+    assert counter.calls == TREE_PERIODS.count(1)
+    assert tree_calls.calls == len(TREE_PERIODS) - TREE_PERIODS.count(1)
+    assert tree_calls.steps == sum(TREE_PERIODS) - TREE_PERIODS.count(1)
+    stepped = Simulator(scene, engine=engine, time_step=dt)
+    for _ in range(sum(TREE_PERIODS)):
+        stepped.step()
+    assert stepped.contact_query.stats == advanced.contact_query.stats
+    if engine == "tamsi":
+        assert advanced.engine.history_count == stepped.engine.history_count
+    else:
+        assert (advanced.engine.last_line_search_evaluations, advanced.engine.last_deferred_contacts) == (
+            stepped.engine.last_line_search_evaluations, stepped.engine.last_deferred_contacts)
+        assert advanced.engine.last_stiction_tolerance.tobytes() == stepped.engine.last_stiction_tolerance.tobytes()
+    if engine == "lagged":
+        assert (advanced.last_result.friction_normal_impulse.tobytes()
+                == stepped.last_result.friction_normal_impulse.tobytes())
+    if scene.name != "iiwa_wsg_pd.yaml" and scene.name != "ur5_objects.yaml":
+        assert advanced.contacts.size > 0
+
+
+def test_a_tree_step_that_does_not_converge_is_left_to_step_and_the_call_goes_on():
+    """The planar box with TAMSI limited to 2 Newton iterations: one step does not converge in the compiled call;
+    the call stops before it, step() runs it (its staged sub-steps, then TREE_RETRY_AFTER staged steps), and the
+    next compiled calls go on after - bit for bit as the same steps by step()."""
+    def make():
+        return Simulator(PEERS / "planar_box.yaml", engine="tamsi", time_step=1e-3,
+                         engine_options={"max_iterations": 2})
+    periods = (40, 40, 40, 30)
+    advanced, counter, tree_calls = _compare_tree(make, periods)
+    stepped = make()
+    reports = [stepped.step() for _ in range(sum(periods))]
+    sub_stepped = [i for i, r in enumerate(reports) if r.substeps > 1]
+    assert len(sub_stepped) == 1 and all(r.ok for r in reports)
+    # the stopped step, and the staged steps after it (no compiled attempt) by step(); the rest compiled
+    assert 1 < counter.calls <= 1 + simulator_module.TREE_RETRY_AFTER + len(periods)
+    assert tree_calls.steps == sum(periods) - counter.calls > sum(periods) // 2
