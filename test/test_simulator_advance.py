@@ -230,3 +230,41 @@ def test_a_tree_step_that_does_not_converge_is_left_to_step_and_the_call_goes_on
     # the stopped step, and the staged steps after it (no compiled attempt) by step(); the rest compiled
     assert 1 < counter.calls <= 1 + simulator_module.TREE_RETRY_AFTER + len(periods)
     assert tree_calls.steps == sum(periods) - counter.calls > sum(periods) // 2
+
+
+def test_a_tree_advance_longer_than_a_chunk_makes_several_compiled_calls():
+    def make():
+        sim = Simulator(PEERS / "planar_box.yaml", engine="tamsi", time_step=1e-3)
+        sim.ADVANCE_CHUNK = 4                         # 10 steps: calls of 4, 4, 2; 9 steps: 4, 4, then step()
+        return sim
+    advanced, counter, tree_calls = _compare_tree(make, periods=(10, 9, 2))
+    assert counter.calls == 1 and tree_calls.calls == 6 and tree_calls.steps == 20
+
+
+def test_failed_tree_steps_keep_the_state_as_n_failed_steps_do():
+    """The planar box with TAMSI limited to 1 Newton iteration: no step converges, even sub-stepped. Each compiled
+    call stops before its first step (nothing committed), step() fails it (state kept), the staged steps after it
+    without a compiled attempt are step()'s too; advance returns the failed report, with strict raises."""
+    def make():
+        return Simulator(PEERS / "planar_box.yaml", engine="tamsi", time_step=1e-3,
+                         engine_options={"max_iterations": 1})
+    advanced, counter, tree_calls = _compare_tree(make, periods=(3, 12, 2))
+    assert advanced.step_count == 0 and advanced.t == 0.0 and counter.calls == 17
+    assert tree_calls.calls >= 2 and tree_calls.steps == 0
+    assert not advanced.advance(4).ok
+    with pytest.raises(SolverError, match="state kept"):
+        advanced.advance(3, strict=True)
+
+
+def test_a_tree_contact_beyond_the_penetration_bound_is_left_to_step(tmp_path):
+    """The planar box sunk 2.2 cm into the ground (2 cm thick): the compiled call stops before each step (its
+    penetration pass flags it), step() fails it with the bound's message, as n steps do."""
+    urdf = (PEERS / "planar_box.urdf").resolve()
+    text = (PEERS / "planar_box.yaml").read_text().replace("urdf: planar_box.urdf", f"urdf: {urdf}")
+    assert "box_z: 0.01" in text
+    sunk = tmp_path / "sunk.yaml"
+    sunk.write_text(text.replace("box_z: 0.01", "box_z: -0.012"))
+    advanced, counter, tree_calls = _compare_tree(lambda: Simulator(sunk, engine="tamsi", time_step=1e-3),
+                                                  periods=(3, 2))
+    assert counter.calls == 5 and advanced.step_count == 0 and tree_calls.calls >= 1 and tree_calls.steps == 0
+    assert advanced.advance(2).message.startswith("deep interpenetration: 'box_0' and 'ground' overlap by 2.2 cm")
