@@ -185,8 +185,9 @@ def _compare_tree(make, periods=TREE_PERIODS) -> tuple[Simulator, _CountedSteps,
     (PEERS / "planar_box.yaml", "tamsi", 1e-3, False),      # the box on planar joints, its push a wrench on a link
     (PEERS / "ur5_objects.yaml", "tamsi", 1e-3, True),      # UR5 + 20 objects: coal's box-box pairs in the call
     (SPHERE, "lagged", 2e-3, False),                        # free bodies only, an ICF engine
+    (PEERS / "planar_box.yaml", "sap", 1e-3, False),        # SAP
     (ROOT / "scenes" / "icf_clutter.yaml", "similar", 2e-3, True)],   # 40 objects, coal's pairs, Similar
-    ids=["iiwa-tamsi", "planar-tamsi", "ur5-objects-tamsi", "sphere-lagged", "clutter-similar"])
+    ids=["iiwa-tamsi", "planar-tamsi", "ur5-objects-tamsi", "sphere-lagged", "planar-sap", "clutter-similar"])
 def test_tree_advance_equals_n_steps_bit_for_bit(scene, engine, dt, coal):
     """advance(k) of a compiled-tree-step scene: one compiled call per period (tree_step.tree_advance) whose
     states, results, contacts, stats and reports are those of k calls of step() bit for bit."""
@@ -210,7 +211,7 @@ def test_tree_advance_equals_n_steps_bit_for_bit(scene, engine, dt, coal):
     if engine == "lagged":
         assert (advanced.last_result.friction_normal_impulse.tobytes()
                 == stepped.last_result.friction_normal_impulse.tobytes())
-    if scene.name != "iiwa_wsg_pd.yaml" and scene.name != "ur5_objects.yaml":
+    if scene.name != "iiwa_wsg_pd.yaml":                   # held clear of everything
         assert advanced.contacts.size > 0
 
 
@@ -268,3 +269,20 @@ def test_a_tree_contact_beyond_the_penetration_bound_is_left_to_step(tmp_path):
                                                   periods=(3, 2))
     assert counter.calls == 5 and advanced.step_count == 0 and tree_calls.calls >= 1 and tree_calls.steps == 0
     assert advanced.advance(2).message.startswith("deep interpenetration: 'box_0' and 'ground' overlap by 2.2 cm")
+
+
+def test_a_tree_step_whose_coal_rows_exceed_the_buffers_is_left_to_step():
+    """The UR5 + 20 objects (50 contacts) with the compiled call told that the query's contact buffers hold 10
+    rows: each call returns NEAR before its first step (nothing committed), step() runs the staged step and the
+    TREE_RETEST_AFTER staged steps after it; advance then tries the compiled call again - bit for bit as step()."""
+    from contact_sim_ros.geometry import contact_pass_kernels
+
+    def make():
+        sim = Simulator(PEERS / "ur5_objects.yaml", engine="tamsi", time_step=1e-3)
+        sim._tree.coal_pass.table[contact_pass_kernels.P_IDS, 2] = 10     # fewer rows than its 50 contacts
+        return sim
+    periods = (15, 20, 5)
+    advanced, counter, tree_calls = _compare_tree(make, periods)
+    assert counter.calls == sum(periods) and tree_calls.steps == 0
+    assert 2 <= tree_calls.calls <= len(periods) + sum(periods) // simulator_module.TREE_RETEST_AFTER
+    assert advanced.contacts.size == 50
