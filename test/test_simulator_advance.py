@@ -286,3 +286,12 @@ def test_a_tree_step_whose_coal_rows_exceed_the_buffers_is_left_to_step():
     assert counter.calls == sum(periods) and tree_calls.steps == 0
     assert 2 <= tree_calls.calls <= len(periods) + sum(periods) // simulator_module.TREE_RETEST_AFTER
     assert advanced.contacts.size == 50
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_a_scene_with_joint_scripts_advances_step_by_step(engine):
+    """The default scene's iiwa joint 1 on a scripted sine: its targets change with t, which the compiled tree
+    call (commands fixed for its steps) does not take: advance is step() per step, the same bit for bit."""
+    make = lambda: Simulator(ROOT / "scenes" / "default.yaml", engine=engine, time_step=1e-3)   # noqa: E731
+    advanced, counter = _compare(make, periods=(5, 12))
+    assert advanced.sim_model.has_joint_scripts and counter.calls == 17

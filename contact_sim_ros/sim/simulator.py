@@ -576,9 +576,10 @@ class Simulator:
         compiled tree step (sim/tree_step.py; robots, free bodies with an ICF engine or coal's pairs; its scripted
         wrenches on links evaluated at each step's start before the call) likewise (``tree_advance``), except while
         ``step`` takes the staged step without a compiled attempt (``_tree_wait``) or when its scripted wrenches are
-        on free bodies (written into data.external per step: ``step`` per step); every other scene loops over
-        ``step``. Returns the report of the first step that failed (not ok), else of the last
-        step; ``strict``: SolverError at a failed step (as ``step(strict=True)``, the steps after it not run)."""
+        on free bodies (written into data.external per step) or it has joint scripts or moving surfaces (inputs
+        that change with t: ``step`` per step); every other scene loops over ``step``. Returns the report of the
+        first step that failed (not ok), else of the last step; ``strict``: SolverError at a failed step (as
+        ``step(strict=True)``, the steps after it not run)."""
         if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
             raise ConfigError(f"advance: n_steps must be a positive number of steps, got {n_steps!r}")
         failed = report = None
@@ -591,7 +592,10 @@ class Simulator:
                 left -= done
                 if done == chunk:
                     continue
+            # the call's commands are the same for every step: no joint scripts (their targets change with t),
+            # scripted wrenches only on links (their values per step into the call), no moving surfaces
             if (left > 1 and self._tree is not None and not self._tree_wait
+                    and not self.sim_model.has_joint_scripts and not self.sim_model.has_surface_velocities
                     and (self._tree.applies_wrenches or not self.sim_model.has_external_forces)):
                 chunk = min(left, self.ADVANCE_CHUNK)
                 done, report = self._tree_advance(chunk)      # the compiled tree step's, n at once
