@@ -30,7 +30,7 @@ from . import step_kernels
 from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_advance, free_body_tamsi_step
-from .tree_step import NEAR as TREE_NEAR, TreeTamsiStep, tree_icf_step, tree_tamsi_step
+from .tree_step import NEAR as TREE_NEAR, TreeStep, tree_icf_step, tree_tamsi_step
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -51,6 +51,10 @@ ALL_STALE = 2              # nothing computed at the current state
 # steps that take the staged step without a fused tree attempt after one found a coal pair within its bounding
 # volumes' margin (the contact query's own retest interval, geometry/contact_query.BOUND_RETEST_AFTER)
 TREE_RETEST_AFTER = 10
+# steps that take the staged step without a fused tree attempt after one whose engine did not converge (the staged
+# step then repeats the same Newton iteration and fails the same way before its sub-steps: such steps come in runs,
+# the 40-object clutter with TAMSI; docs/benchmarks.md, "Back-off after a non-converged fused tree step")
+TREE_RETRY_AFTER = 10
 
 # s: the largest time step the front ends accept (`contact-sim run --time-step`, the node's `time_step`
 # parameter); the Simulator itself does not enforce it
@@ -214,7 +218,7 @@ class Simulator:
             coal = self.contact_query.coal_pairs
             bounds = (PairBounds.make(pm, m.collision_model, self.contact_query.pairs[coal], self.contact_query.margin)
                       if 0 < len(coal) and self.contact_query.num_pairs <= BOUND_MAX_PAIRS else None)
-            if TreeTamsiStep.qualifies(self.sim_model, self.step_parts, bounds):
+            if TreeStep.qualifies(self.sim_model, self.step_parts, bounds):
                 # scripted wrenches all on links: J^T [f; m] in the call (their values written before it); on free
                 # bodies only: into data.external by stages.external_forces (Pinocchio's kinematics)
                 frames = (tuple(f.frame_id for f in self.scene.external_forces)
@@ -225,7 +229,7 @@ class Simulator:
                     pm, self._pin_data, d.mass_matrix, d.nle, d.gravity)
                 self._tree_args = (self.sim_model, self.data, self.step_parts, rigid_module.c_functions(), bounds,
                                    frames, rigid)
-                self._tree = TreeTamsiStep(*self._tree_args)
+                self._tree = TreeStep(*self._tree_args)
         self.reset()
 
     # ------------------------------------------------------------------------------------ state
@@ -501,7 +505,7 @@ class Simulator:
             if self._stale == ALL_STALE:
                 self._update_kinematics()                         # the staged step reads them
         elif self._tree is not None:
-            if self._tree_wait:                  # a coal pair was near a few steps ago: the staged step
+            if self._tree_wait:                  # a coal pair near, or no convergence, a few steps ago: staged
                 self._tree_wait -= 1
             else:
                 report = self._tree_step()
@@ -670,7 +674,7 @@ class Simulator:
         if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
             self._tree_check = False
             if not self._tree.current():
-                self._tree = TreeTamsiStep(*self._tree_args)
+                self._tree = TreeStep(*self._tree_args)
         tree = self._tree
         if self._stale == ALL_STALE and tree.pin_kinematics:
             self._update_kinematics()                             # the call reads Pinocchio's Data at q
@@ -704,6 +708,8 @@ class Simulator:
             if code == TREE_NEAR:
                 self._tree_wait = TREE_RETEST_AFTER     # the staged step for these next steps (no attempt)
             else:
+                if code == -1:                    # not converged: the staged step for these next steps too
+                    self._tree_wait = TREE_RETRY_AFTER
                 self._stale = ALL_STALE           # the call moved Pinocchio's Data
             return None
         contacts = self.contact_query.contact_set(n)

@@ -50,9 +50,9 @@ Three parts:
 Every array the call reads or writes besides the state and the result slot is fixed while the table lives (the
 query's, the engine's, the Simulator's data and this module's scratch) and is passed by address: one (K, 4)
 int64 ``table`` of (address, dims) rows (the T_* constants), viewed inside with ``numba.carray`` (no per-array
-unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeTamsiStep`` holds a reference to every one of them, so
+unboxing, ~0.05 us each, in the call: ~90 arrays). ``TreeStep`` holds a reference to every one of them, so
 the addresses stay valid while it lives; a staged step that grows the query's buffers or the engine's scratch
-makes the Simulator build the table again (``TreeTamsiStep.current``).
+makes the Simulator build the table again (``TreeStep.current``).
 
 The on-disk cache stamps this module's kernels with its own source and every kernel module it imports
 (contact_sim_ros.jit.source_stamp): an edit of a callee (engines/tamsi_kernels.py, geometry/contact_kernels.py,
@@ -402,7 +402,7 @@ def tree_icf_step(q0, v0, dt, table, modes, outputs, impulse, friction_normal, q
     return status, iterations, residual, failed_at, n_eval, deferred, n, colliding, code, deep
 
 
-class TreeTamsiStep:
+class TreeStep:
     """The Simulator's fused tree step for a qualifying scene (``qualifies``): plain data, the address table of
     ``tree_tamsi_step``, or of ``tree_icf_step`` when the engine is an ICF engine (``icf``; ``lagged``: Lagged),
     (module docstring) built ONCE from the Simulator's model, data and parts (as the stages of
@@ -420,7 +420,7 @@ class TreeTamsiStep:
         ``coal_bounds`` (a geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged
         step runs), no scripted joint commands, no moving surfaces."""
         cq = parts.contact_query
-        return (TreeTamsiStep._engine_qualifies(parts.engine)
+        return (TreeStep._engine_qualifies(parts.engine)
                 and (parts.rigid is not None or parts.free_bodies is not None)
                 and (cq.all_compiled
                      or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase)))
