@@ -418,13 +418,15 @@ class TreeStep:
         for a model of free bodies only, whose step takes FreeBodies' kernels instead, ``parts.free_bodies``),
         every contact pair a compiled analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by
         ``coal_bounds`` (a geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged
-        step runs), no scripted joint commands, no moving surfaces."""
+        step runs), no moving surfaces. Scripted joint commands (``model.has_joint_scripts``) qualify: the Simulator
+        applies them (stages.joint_scripts at t + dt, into the data's targets and modes the call's prepare_step reads)
+        before each call, as the staged step does before its kinematics."""
         cq = parts.contact_query
         return (TreeStep._engine_qualifies(parts.engine)
                 and (parts.rigid is not None or parts.free_bodies is not None)
                 and (cq.all_compiled
                      or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase)))
-                and not model.has_joint_scripts and not model.has_surface_velocities)
+                and not model.has_surface_velocities)
 
     @staticmethod
     def _engine_qualifies(engine) -> bool:
