@@ -387,17 +387,22 @@ def _tilted_belt_under_the_tumbler(tmp_path):
 
 @pytest.mark.parametrize("scene, steps, engine", [
     ("conveyor", 1500, "tamsi"), ("conveyor", 1500, "lagged"), ("conveyor", 500, "sap"), ("belt", 1500, "tamsi"),
-    ("belt", 1500, "lagged")])
+    ("belt", 1500, "lagged"), ("ball", 1000, "tamsi")])
 def test_moving_surfaces_equal_the_staged_step_bit_for_bit(scene, steps, engine, tmp_path):
     """Moving surfaces in the fused call (the Simulator writes data.surface_velocity at t before it; the call's
     surface_velocity_bias): step_hashes' conveyor (a free box carried by the ICF paper's belt oscillating at
     1 Hz; box-halfspace patches) and the tumbler dropped onto a tilted belt moving diagonally beside a ball
-    resting on it: every step's report, state, contacts (the velocity bias included), impulses and stats equal
-    the staged step's bit for bit, every step fused (no fall-back); the belt carries what rests on it."""
-    path = CONVEYOR if scene == "conveyor" else _tilted_belt_under_the_tumbler(tmp_path)
+    resting on it, and a ball alone on a belt with TAMSI (sphere-halfspace: the free-body TAMSI step excludes
+    moving surfaces, this one takes them): every step's report, state, contacts (the velocity bias included),
+    impulses and stats equal the staged step's bit for bit, every step fused (no fall-back); the belt carries
+    what rests on it."""
+    path = {"conveyor": CONVEYOR, "belt": _tilted_belt_under_the_tumbler(tmp_path)}.get(scene) or {
+        "objects": [{"name": "ball", "shape": {"sphere": 0.03}, "mass": 0.2, "pose": {"xyz": [0, 0, 0.0299]}}],
+        "environment": [{"name": "belt", "shape": "halfspace",
+                         "surface_velocity": ["0.3*cos(2*pi*t)", "0.2*sin(3*t)", 0]}]}
     fused, staged = Simulator(path, engine=engine), Simulator(path, engine=engine)
     staged._tree = None
-    assert fused._tree is not None and fused.sim_model.has_surface_velocities
+    assert fused._tree is not None and fused._fused is None and fused.sim_model.has_surface_velocities
     calls = []
     step = fused._tree_step
     fused._tree_step = lambda: calls.append(step()) or calls[-1]
@@ -411,9 +416,11 @@ def test_moving_surfaces_equal_the_staged_step_bit_for_bit(scene, steps, engine,
         assert fused.contacts.size == 4         # no acceleration) the box, slipping only near the reversals, rides it
         v_belt = 0.4 * np.pi * np.cos(2 * np.pi * fused.t)
         assert v_belt < -1.25 and abs(fused.v[0] - v_belt) < 1e-3, (fused.t, fused.v[0])
-    else:                       # the ball on the belt is carried off its start (x 0.5, y 0.3)
+    elif scene == "belt":       # the ball on the belt is carried off its start (x 0.5, y 0.3)
         ball = fused.model.pin_model.joints[fused.model.pin_model.getJointId("rest_freejoint")].idx_q
         assert np.hypot(fused.q[ball] - 0.5, fused.q[ball + 1] - 0.3) > 0.01
+    else:                       # rolling: carried along y (the belt's mean y speed is positive), resting on it
+        assert fused.q[1] > 0.01 and fused.contacts.size == 1
 
 
 def test_surface_velocity_bias_equals_the_contact_querys_bit_for_bit(tmp_path):
