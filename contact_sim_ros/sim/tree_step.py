@@ -23,7 +23,9 @@ Three parts:
   for such a scene, calling the same compiled functions: the bounding-volume test of coal's pairs (if any), the
   joint Jacobians and the analytic pairs' joint placements of the current kinematics (Pinocchio's Data, computed
   at the end of the last step), the query's compiled pairs and contacts (``ContactQuery.compiled_pass_arguments``),
-  the penetration bound's pass, the dynamics (crba WORLD, nle, g, difference), the scripted wrenches on links
+  their velocity bias on moving surfaces (``surface_velocity_bias``; the Simulator writes the surfaces' velocities
+  and applies the scene's scripted joint commands before the call), the penetration bound's pass, the dynamics
+  (crba WORLD, nle, g, difference), the scripted wrenches on links
   (J^T [f; m] with pin.getFrameJacobian's world-aligned J and numba's ``np.dot``: the same BLAS gemv as the
   staged step's numpy matmul; their values are written by the Simulator before the call; a wrench on a free body
   is applied by the Simulator into ``data.external`` instead), ``step_kernels.prepare_step`` and the default
