@@ -20,17 +20,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# steps two engines (and the contact query, free bodies) and prints what numba loaded / compiled
+# steps two engines (and the contact query, free bodies) and prints what numba loaded / compiled: on the default
+# scene (the fused tree step) and on the ICF paper's rod sliding on the ground (coal's pair near: the staged step)
 _PROBE = r"""
 import json, sys
 from contact_sim_ros import jit, kernel_cache
 from contact_sim_ros.resources import share_dir
 from contact_sim_ros.sim.simulator import Simulator
 for engine in sys.argv[1:]:
-    sim = Simulator(str(share_dir() / "scenes/default.yaml"), engine=engine, time_step=1e-3)
-    for _ in range(10):
-        assert sim.step().ok
-    assert sim.contacts is not None and sim.contacts.size > 0
+    for scene in ("scenes/default.yaml", "scenes/icf_sliding_rod.yaml"):
+        sim = Simulator(str(share_dir() / scene), engine=engine, time_step=1e-3)
+        for _ in range(10):
+            assert sim.step().ok
+        assert sim.contacts is not None and sim.contacts.size > 0
 print(json.dumps({"stats": kernel_cache.kernel_stats(), "uncached": kernel_cache.uncached_modules(),
                   "cache_dir": str(jit.cache_dir()), "jit_file": jit.__file__}))
 """
@@ -58,7 +60,7 @@ def test_a_fresh_process_loads_the_kernels_from_the_cache_and_compiles_nothing(f
     assert not compiled, f"compiled in a fresh process although the cache was filled: {compiled}"
     loaded = {name for name, s in stats.items() if s["hits"]}
     for kernel in ("geometry.contact_kernels.finish_contacts", "engines.tamsi_kernels.newton_step_packed",
-                   "engines.icf_kernels.icf_step"):
+                   "engines.icf_kernels.icf_step", "sim.tree_step.tree_tamsi_step", "sim.tree_step.tree_icf_step"):
         assert f"contact_sim_ros.{kernel}" in loaded, (kernel, sorted(loaded))
     assert out["uncached"] == []
 

@@ -105,6 +105,9 @@ ALLEGRO = ROOT / "scenes" / "iiwa_allegro_mug.yaml"      # the Allegro hand clos
 UR5_OBJECTS = ROOT / "benchmarks" / "peers" / "scenes" / "ur5_objects.yaml"   # UR5 + 20 objects: coal's box-box pairs
 BOTTLE = ROOT / "scenes" / "scenario_pick_shake_place.yaml"   # the campaign's bottle (coal's cylinder) on the ground
 BARRETT = ROOT / "scenes" / "scenario_barrett_box.yaml"       # a mimic hand with mesh pairs over a box
+SCRIPTED = ROOT / "scenes" / "default.yaml"      # iiwa + WSG, joint 1 scripted on a sine; a bottle, a box on a table
+GRIPPER = ROOT / "scenes" / "tamsi_gripper_mug.yaml"   # scripted lift (position + velocity), fingers (efforts) on a mug
+CONVEYOR = ROOT / "scenes" / "icf_conveyor.yaml"    # the ICF paper's box on a belt oscillating at 1 Hz (free bodies)
 TUMBLER_URDF = """<?xml version="1.0"?>
 <robot name="tumbler">
   <link name="base"/>
@@ -147,8 +150,8 @@ def _tumbler(tmp_path):
 def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_or_icf_only(tmp_path):
     """The planar box, a robot + free objects on compiled pairs and robots with coal's pairs (coal's narrow phase
     compiled: narrow_phase.cpp's C entry point in the call), with TAMSI or an ICF engine (Lagged, Similar, SAP:
-    tree_icf_step), take the fused tree step; free bodies only keep theirs; another engine, TAMSI's or ICF's numpy
-    kernel, scripted joint commands, a mimic hand with mesh pairs (no bounding-volume test of its joints) without
+    tree_icf_step), scripted joint commands included, take the fused tree step; free bodies only keep theirs; another engine, TAMSI's or ICF's numpy
+    kernel, a mimic hand with mesh pairs (no bounding-volume test of its joints) without
     the compiled narrow phase and a tree without the compiled Pinocchio module take the staged step."""
     sim = Simulator(PLANAR, engine="tamsi")
     assert sim._tree is not None and sim._fused is None and sim._tree.applies_wrenches
@@ -162,7 +165,7 @@ def test_selected_for_trees_on_compiled_pairs_with_compiled_tamsi_or_icf_only(tm
     assert Simulator(PLANAR, engine="semi_implicit")._tree is None
     assert Simulator(PLANAR, engine="tamsi", engine_options={"kernel": "numpy"})._tree is None
     assert Simulator(PLANAR, engine="lagged", engine_options={"newton_kernel": "numpy"})._tree is None
-    assert Simulator(ROOT / "scenes" / "tamsi_gripper_mug.yaml", engine="tamsi")._tree is None
+    assert Simulator(SCRIPTED, engine="tamsi")._tree is not None         # scripted joint commands
     assert Simulator(BARRETT, engine="tamsi")._tree.coal_pass is not None
     saved = NARROW_PHASE.load()
     NARROW_PHASE._loaded["module"] = None
@@ -321,6 +324,135 @@ def test_a_start_deeper_than_the_bound_fails_as_the_staged_step(tmp_path):
     assert not ra.ok and "penetrat" in ra.message, ra.message
     _assert_same_step(fused, staged, ra, rb, 0)
     np.testing.assert_array_equal(fused.q, q0)
+
+
+@pytest.mark.parametrize("engine", ["tamsi", "lagged"])
+def test_scripted_joint_commands_equal_the_staged_step_bit_for_bit(engine):
+    """The default scene (step_hashes' "scripted" case): iiwa joint 1 on the scene's script 0.3 sin(pi t), the
+    bottle and the box resting on the table (coal's pairs in the call). The Simulator applies the script at t + dt
+    before each fused call (as the staged step before its kinematics): 600 steps, by step() and by advance(5),
+    equal the staged step's bit for bit, every step fused (no fall-back); the joint follows its scripted target."""
+    fused, staged = Simulator(SCRIPTED, engine=engine), Simulator(SCRIPTED, engine=engine)
+    staged._tree = None
+    assert fused._tree is not None and fused.sim_model.has_joint_scripts
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    k, track = 0, []
+    qi = fused.model.joint_q_index[fused.model.joint_index("iiwa_joint_1")]
+    while k < 600:
+        if k % 100 < 50:
+            ra, rb = fused.step(), staged.step()
+            k += 1
+        else:
+            ra = fused.advance(5)
+            for _ in range(5):
+                rb = staged.step()
+            k += 5
+        _assert_same_step(fused, staged, ra, rb, k - 1)
+        target = 0.3 * np.sin(np.pi * fused.t)
+        assert fused.data.q_target[qi] == staged.data.q_target[qi] and abs(fused.data.q_target[qi] - target) < 1e-12
+        track.append(abs(fused.q[qi] - target))
+    assert len(calls) == 600 and all(r is not None for r in calls)    # no staged fall-back was needed
+    assert fused.contacts.size >= 8                                    # the bottle and the box on the table
+    assert fused.q[qi] > 0.25 and max(track[100:]) < 0.05             # joint 1 swung out to ~0.3 rad, following
+
+
+def test_scripted_efforts_and_velocities_with_coal_pairs_near_equal_the_staged_step():
+    """The gripper on a scripted lift (position + velocity commands) squeezing a mug with scripted finger efforts:
+    coal's mesh pairs within the margin, so the fused attempts hand the steps to the staged step (which applies the
+    scripts again at the same time): 500 steps equal the staged step's bit for bit."""
+    with pytest.warns(Warning, match="default"):
+        fused = Simulator(GRIPPER, engine="tamsi")
+    with pytest.warns(Warning, match="default"):
+        staged = Simulator(GRIPPER, engine="tamsi")
+    staged._tree = None
+    assert fused._tree is not None and fused._tree.coal_pass is None
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    for k in range(500):
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+    assert calls and fused.contacts.size > 0
+    vi = fused.model.joint_v_index[fused.model.joint_index("left_finger_slide")]
+    assert fused.data.effort[vi] == 10.0 and not fused.data.position_mode[vi]
+
+
+def _tilted_belt_under_the_tumbler(tmp_path):
+    """The tumbler (a robot on prismatic x, z and a tilt joint, with the mimic flap) over a belt tilted about x and
+    y moving diagonally in the world (three components, all varying), and a ball resting on the belt: contacts of
+    a robot link and of a free body on a moving surface with non-trivial contact frames."""
+    scene = _tumbler(tmp_path)
+    scene["environment"] = [{"name": "belt", "shape": "halfspace", "pose": {"xyz": [0, 0, 0], "rpy": [0.05, -0.04, 0]},
+                             "surface_velocity": ["0.3*cos(2*pi*t)", "0.2*sin(3*t)", "0.01*sin(5*t)"]}]
+    scene["objects"] = [{"name": "rest", "shape": {"sphere": 0.03}, "mass": 0.2, "pose": {"xyz": [0.5, 0.3, 0.06]}}]
+    return scene
+
+
+@pytest.mark.parametrize("scene, steps, engine", [
+    ("conveyor", 1500, "tamsi"), ("conveyor", 1500, "lagged"), ("conveyor", 500, "sap"), ("belt", 1500, "tamsi"),
+    ("belt", 1500, "lagged"), ("ball", 1000, "tamsi")])
+def test_moving_surfaces_equal_the_staged_step_bit_for_bit(scene, steps, engine, tmp_path):
+    """Moving surfaces in the fused call (the Simulator writes data.surface_velocity at t before it; the call's
+    surface_velocity_bias): step_hashes' conveyor (a free box carried by the ICF paper's belt oscillating at
+    1 Hz; box-halfspace patches) and the tumbler dropped onto a tilted belt moving diagonally beside a ball
+    resting on it, and a ball alone on a belt with TAMSI (sphere-halfspace: the free-body TAMSI step excludes
+    moving surfaces, this one takes them): every step's report, state, contacts (the velocity bias included),
+    impulses and stats equal the staged step's bit for bit, every step fused (no fall-back); the belt carries
+    what rests on it."""
+    path = {"conveyor": CONVEYOR, "belt": _tilted_belt_under_the_tumbler(tmp_path)}.get(scene) or {
+        "objects": [{"name": "ball", "shape": {"sphere": 0.03}, "mass": 0.2, "pose": {"xyz": [0, 0, 0.0299]}}],
+        "environment": [{"name": "belt", "shape": "halfspace",
+                         "surface_velocity": ["0.3*cos(2*pi*t)", "0.2*sin(3*t)", 0]}]}
+    fused, staged = Simulator(path, engine=engine), Simulator(path, engine=engine)
+    staged._tree = None
+    assert fused._tree is not None and fused._fused is None and fused.sim_model.has_surface_velocities
+    calls = []
+    step = fused._tree_step
+    fused._tree_step = lambda: calls.append(step()) or calls[-1]
+    moving = 0
+    for k in range(steps):
+        _assert_same_step(fused, staged, fused.step(), staged.step(), k)
+        moving += fused.contacts.size > 0 and np.abs(fused.contacts.velocity_bias).max() > 1e-3
+    assert len(calls) == steps and all(r is not None for r in calls)    # no staged fall-back was needed
+    assert moving > steps // 2                                          # the bias acted on most steps
+    if scene == "conveyor":     # the belt at 0.4 pi cos(2 pi t) m/s: at its speed's extreme (t = 0.5 s, 1.5 s:
+        assert fused.contacts.size == 4         # no acceleration) the box, slipping only near the reversals, rides it
+        v_belt = 0.4 * np.pi * np.cos(2 * np.pi * fused.t)
+        assert v_belt < -1.25 and abs(fused.v[0] - v_belt) < 1e-3, (fused.t, fused.v[0])
+    elif scene == "belt":       # the ball on the belt is carried off its start (x 0.5, y 0.3)
+        ball = fused.model.pin_model.joints[fused.model.pin_model.getJointId("rest_freejoint")].idx_q
+        assert np.hypot(fused.q[ball] - 0.5, fused.q[ball + 1] - 0.3) > 0.01
+    else:                       # rolling: carried along y (the belt's mean y speed is positive), resting on it
+        assert fused.q[1] > 0.01 and fused.contacts.size == 1
+
+
+def test_surface_velocity_bias_equals_the_contact_querys_bit_for_bit(tmp_path):
+    """The call's velocity bias (tree_step.surface_velocity_bias) equals ContactQuery.update's (its per-contact
+    matmul R^T (v_B - v_A)) bit for bit for random surface velocities on every geometry (only the static ones
+    count) at 20 states of the tumbler and a ball on the tilted belt (contact frames with every entry nonzero)."""
+    sim = Simulator(_tilted_belt_under_the_tumbler(tmp_path), engine="tamsi")
+    cq = sim.contact_query
+    rng = np.random.default_rng(3)
+    n_geometries = len(sim.model.collision_model.geometryObjects)
+    checked = 0
+    for _ in range(20):
+        for _ in range(25):
+            sim.step()
+        surface = rng.normal(size=(n_geometries, 3))
+        found = cq.update(sim.pin_data, None, surface, q=sim.q)
+        n = found.size
+        if n == 0:
+            continue
+        ids = np.stack([found.geometry_a, found.geometry_b, found.joint_a, found.joint_b]).astype(np.int64)
+        assert np.all((ids[2] == 0) != (ids[3] == 0))      # on the belt (its row only counts)
+        assert np.count_nonzero(found.rotation) >= 8 * n    # tilted frames: (nearly) every product counts
+        bias = np.full(3 * n, np.nan)
+        tree_step.surface_velocity_bias(ids, np.ascontiguousarray(found.rotation), surface, n, bias)
+        np.testing.assert_array_equal(bias, found.velocity_bias)
+        assert np.all(bias != 0)
+        checked += n
+    assert checked >= 60
 
 
 def test_a_driven_joint_with_the_servos_feed_forward_equals_the_staged_step(tmp_path):

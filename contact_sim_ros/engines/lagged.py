@@ -106,10 +106,11 @@ class ConvexICFEngine(ContactEngine):
     Subclasses set ``name`` and ``contact_model`` ('lagged', 'similar' or 'sap')."""
 
     # (and the fused tree step's, sim/tree_step.tree_icf_step: named, not imported, as the engines do not import the
-    # simulator; the Allegro hand far from its mug takes it)
+    # simulator; the Allegro hand far from its mug and the default scene take it; the rod sliding on the ground,
+    # coal's pair near, the staged step)
     kernel_modules = (icf_kernels.__name__, rtsafe.__name__, "contact_sim_ros.sim.tree_step",
                       "contact_sim_ros.geometry.contact_pass_kernels")
-    warm_up_scenes = ("scenes/default.yaml", "scenes/iiwa_allegro_mug.yaml")
+    warm_up_scenes = ("scenes/default.yaml", "scenes/iiwa_allegro_mug.yaml", "scenes/icf_sliding_rod.yaml")
 
     contact_model: str = "lagged"
 

@@ -90,8 +90,10 @@ class TamsiEngine(ContactEngine):
     kernel_modules = (tamsi_kernels.__name__, "contact_sim_ros.sim.tree_step",
                       "contact_sim_ros.geometry.contact_pass_kernels")
     # the default scene's contacts; a scene of free bodies only runs sim/free_body_step.py's fused TAMSI step
-    # (the Allegro hand far from its mug: the fused tree step, sim/tree_step.py)
-    warm_up_scenes = ("scenes/default.yaml", "scenes/icf_falling_sphere.yaml", "scenes/iiwa_allegro_mug.yaml")
+    # (the Allegro hand far from its mug, the default scene with its scripted joint: the fused tree step,
+    # sim/tree_step.py; the ICF paper's rod sliding on the ground, coal's pair near: the staged step's kernels)
+    warm_up_scenes = ("scenes/default.yaml", "scenes/icf_falling_sphere.yaml", "scenes/iiwa_allegro_mug.yaml",
+                      "scenes/icf_sliding_rod.yaml")
 
     @dataclass
     class Options:

@@ -748,6 +748,9 @@ class Simulator:
         tree = self._tree
         if self._stale == ALL_STALE and tree.pin_kinematics:
             self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        self._apply_scripts(t + dt)           # the data's targets and modes the call reads (as _advance's)
+        if self.sim_model.has_surface_velocities:     # data.surface_velocity at t: the call's velocity bias
+            stages.surface_velocities(self.sim_model, self.data, self.step_parts, t)
         if self.sim_model.has_external_forces:
             if tree.applies_wrenches:          # the wrenches' values; the call applies them (stages.external_forces)
                 values = tree.wrench

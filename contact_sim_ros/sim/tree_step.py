@@ -23,7 +23,9 @@ Three parts:
   for such a scene, calling the same compiled functions: the bounding-volume test of coal's pairs (if any), the
   joint Jacobians and the analytic pairs' joint placements of the current kinematics (Pinocchio's Data, computed
   at the end of the last step), the query's compiled pairs and contacts (``ContactQuery.compiled_pass_arguments``),
-  the penetration bound's pass, the dynamics (crba WORLD, nle, g, difference), the scripted wrenches on links
+  their velocity bias on moving surfaces (``surface_velocity_bias``; the Simulator writes the surfaces' velocities
+  and applies the scene's scripted joint commands before the call), the penetration bound's pass, the dynamics
+  (crba WORLD, nle, g, difference), the scripted wrenches on links
   (J^T [f; m] with pin.getFrameJacobian's world-aligned J and numba's ``np.dot``: the same BLAS gemv as the
   staged step's numpy matmul; their values are written by the Simulator before the call; a wrench on a free body
   is applied by the Simulator into ``data.external`` instead), ``step_kernels.prepare_step`` and the default
@@ -133,8 +135,10 @@ def rbd_integrate(functions, handle, q, v, dt, q_next):
  T_PR_B, T_PR_N, T_MR_PAIR, T_MR_A, T_MR_B, T_MR_N, T_THICKNESS, T_FIXED, T_IFIXED, T_CONTACT,
  T_ICONTACT, T_BOUND_JOINT_INT, T_BOUND_JOINT_FLOAT, T_BOUND_GEOMETRY_INT, T_BOUND_GEOMETRY_FLOAT, T_BOUND_PAIRS,
  T_BOUND_PLACEMENT, T_BOUND_WORLD, T_BOUND_LOCAL, T_WRENCH_FRAME, T_WRENCH, T_FRAME_JT, T_WRENCH_FORCE,
- T_ENGINE_OPTIONS, T_BODY_INT, T_BODY_FLOAT, T_BODY_GRAVITY, T_ZERO_V) = range(95)
-N_TABLE = 95
+ T_ENGINE_OPTIONS, T_BODY_INT, T_BODY_FLOAT, T_BODY_GRAVITY, T_ZERO_V, T_SURFACE_VELOCITY) = range(96)
+N_TABLE = 96
+# T_SURFACE_VELOCITY: data.surface_velocity (G, 3) m/s world, the moving surfaces' velocities at the step's start
+# (written by the Simulator before the call, stages.surface_velocities); read when I_SURFACE_VELOCITY
 # T_BODY_*: a model of free bodies only (I_FREE_BODIES; sim/free_body_step.FreeBodies): its body_int, body_float,
 # gravity (3,) m/s^2, and (nv,) zeros (the velocity of g(q) = nle(q, 0)); one-entry dummies otherwise
 # the engine's scratch rows: TAMSI's four buffers (``TamsiEngine.kernel_scratch``; T_ENGINE_OPTIONS unused), or an
@@ -156,7 +160,9 @@ I_COAL_PASS, I_COAL_ROWS = I_HANDLE + 8, I_HANDLE + 9
 # always; free bodies: for coal's narrow phase, which reads the Data's joint placements, or when a joint placement
 # is not the identity: FreeBodies' J then differs from computeJointJacobians' in round-off)
 I_FREE_BODIES, I_PIN_KINEMATICS = I_HANDLE + 10, I_HANDLE + 11
-N_INTS = I_HANDLE + 12
+# whether the scene has moving surfaces: the contacts' velocity bias from T_SURFACE_VELOCITY (else zero)
+I_SURFACE_VELOCITY = I_HANDLE + 12
+N_INTS = I_HANDLE + 13
 # tree_tamsi_step's finish code when a coal pair may be within the margin (nothing computed: the staged step runs)
 NEAR = -2
 # entries of T_SCALARS: contact margin (m), patch tolerance (m), the deepest-point tolerance (m), prepare_step's
@@ -242,6 +248,23 @@ def compiled_contacts(t, J, placement, margin):
 
 
 @njit(cache=True)
+def surface_velocity_bias(ids, rotation, surface_velocity, n, bias):
+    """ContactQuery.update's velocity bias of the n contacts with moving surfaces: per contact the relative
+    velocity of B w.r.t. A from the (G, 3) m/s world surface velocities of its static geometries (parent joint 0;
+    a moving geometry's row is ignored), v = v_surf[B] - v_surf[A], in its frame: bias[3 i + k] = (R^T v)_k, summed
+    in the order of the query's per-contact matmul ((v_0 R_0k + v_1 R_1k) + v_2 R_2k: the same bits,
+    test/test_tree_step.py). ``ids`` (4, >= n) int64 (geometry a, b, joint a, b), ``rotation`` (>= n, 3, 3)."""
+    for i in range(n):
+        ga, gb = ids[0, i], ids[1, i]
+        a_static, b_static = ids[2, i] == 0, ids[3, i] == 0
+        v0 = (surface_velocity[gb, 0] if b_static else 0.0) - (surface_velocity[ga, 0] if a_static else 0.0)
+        v1 = (surface_velocity[gb, 1] if b_static else 0.0) - (surface_velocity[ga, 1] if a_static else 0.0)
+        v2 = (surface_velocity[gb, 2] if b_static else 0.0) - (surface_velocity[ga, 2] if a_static else 0.0)
+        for k in range(3):
+            bias[3 * i + k] = (v0 * rotation[i, 0, k] + v1 * rotation[i, 1, k]) + v2 * rotation[i, 2, k]
+
+
+@njit(cache=True)
 def _tree_stages(q0, v0, table, modes):
     """The stages of the step before the engine's (``tree_tamsi_step``'s docstring): the bounding-volume test, the
     contacts, the penetration pass, the dynamics, the wrenches on links, prepare_step and the feed-forward.
@@ -276,6 +299,9 @@ def _tree_stages(q0, v0, table, modes):
     else:
         n, colliding = compiled_contacts(table, J, placement, scalars[S_MARGIN])
         candidates = -1
+    if ints[I_SURFACE_VELOCITY] != 0 and n > 0:      # moving surfaces: the bias the passes left zero
+        surface_velocity_bias(_i2(table, T_IDS), _f3(table, T_ROTATION), _f2(table, T_SURFACE_VELOCITY), n,
+                              _f1(table, T_BIAS))
     phi = _f1(table, T_PHI)
     deep = False
     if ints[I_PENETRATION] != 0 and n > 0:
@@ -483,13 +509,17 @@ class TreeStep:
         for a model of free bodies only, whose step takes FreeBodies' kernels instead, ``parts.free_bodies``),
         every contact pair a compiled analytic kind (``ContactQuery.all_compiled``) or coal's pairs tested by
         ``coal_bounds`` (a geometry/pair_bounds.PairBounds of them: when one may be within the margin, the staged
-        step runs), no scripted joint commands, no moving surfaces."""
+        step runs). Scripted joint commands (``model.has_joint_scripts``) and moving surfaces
+        (``model.has_surface_velocities``: conveyor belts) qualify: the Simulator applies the scripts
+        (stages.joint_scripts at t + dt, into the data's targets and modes the call's prepare_step reads) and writes
+        the surfaces' velocities at t (stages.surface_velocities, data.surface_velocity) before each call, as the
+        staged step does before its kinematics; the call turns them into the contacts' velocity bias
+        (``surface_velocity_bias``)."""
         cq = parts.contact_query
         return (TreeStep._engine_qualifies(parts.engine)
                 and (parts.rigid is not None or parts.free_bodies is not None)
                 and (cq.all_compiled
-                     or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase)))
-                and not model.has_joint_scripts and not model.has_surface_velocities)
+                     or (cq.kernel == "numba" and (coal_bounds is not None or cq.compiled_narrow_phase))))
 
     @staticmethod
     def _engine_qualifies(engine) -> bool:
@@ -552,6 +582,7 @@ class TreeStep:
         self.pin_kinematics = (bodies is None or self.coal_pass is not None
                                or not bodies.identity_placements)
         ints[I_PIN_KINEMATICS] = self.pin_kinematics
+        ints[I_SURFACE_VELOCITY] = model.has_surface_velocities
         self.applies_wrenches = wrench_frames is not None
         self.wrench = np.zeros((max(len(frames), 1), 6))      # the wrenches' values the call applies
         scalars = np.zeros(N_SCALARS)
@@ -592,7 +623,8 @@ class TreeStep:
             T_THICKNESS: penetration.thickness if penetration is not None else np.zeros(1),
             T_FIXED: fixed, T_IFIXED: ifixed, T_CONTACT: contact, T_ICONTACT: icontact,
             T_WRENCH_FRAME: frames if len(frames) else np.zeros(1, np.int64), T_WRENCH: self.wrench,
-            T_FRAME_JT: np.zeros((nv, 6)), T_WRENCH_FORCE: data.wrench_force, T_ENGINE_OPTIONS: engine_options}
+            T_FRAME_JT: np.zeros((nv, 6)), T_WRENCH_FORCE: data.wrench_force, T_ENGINE_OPTIONS: engine_options,
+            T_SURFACE_VELOCITY: data.surface_velocity}
         if bodies is not None:      # stages.dynamics': FreeBodies' constant M and zero position error
             entries.update({T_M: bodies.mass_matrix, T_ERROR: bodies.zero_velocity, T_BODY_INT: bodies.body_int,
                             T_BODY_FLOAT: bodies.body_float, T_BODY_GRAVITY: bodies.gravity,
