@@ -646,15 +646,18 @@ class Simulator:
         k = 1 if self.last_result is slots[0].result else 0
         slot = slots[k]
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
-        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
-        start = time.perf_counter()
+        m = self.sim_model
+        q, v = np.empty(m.nq), np.empty(m.nv)
+        start = perf_counter()
         status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(self._q, self._v, dt,
                                                                                       fused.table, k, q, v)
-        elapsed = time.perf_counter() - start
+        elapsed = perf_counter() - start
         self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
-        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
-        if code != step_kernels.OK:                       # -1: not converged
+        stats["candidate_pairs"] = fused.pairs
+        stats["colliding_pairs"] = r
+        stats["contacts"] = n
+        if code != STEP_OK:                               # -1: not converged
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, fused.mass_matrix, t + dt):
                 fused.check_slots = True                  # the staged step runs
                 return None
