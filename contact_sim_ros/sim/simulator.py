@@ -160,6 +160,10 @@ class Simulator:
         d.wrench_views = tuple(None if v0 is None or free.count(v0) != 1 else d.external[v0:v0 + 6].reshape(2, 3)
                                for v0 in targets)
         wrench_targets = tuple(-1 if v0 is None else v0 for v0 in targets)
+        # every scripted wrench on a free body's joint frame as one wrench function: the joint placements are all
+        # that stages.external_forces reads of the kinematics (no Jacobian: _body_rotations)
+        self._wrenches_by_rotation = all(v0 >= 0 and f.wrench is not None
+                                         for f, v0 in zip(self.scene.external_forces, wrench_targets))
         script_index = []                         # per scripted joint: (q index, v index, lower, upper)
         for script in self.scene.joint_scripts:
             i = m.joint_index(script.joint)
@@ -855,12 +859,13 @@ class Simulator:
         """The joint placements of the current q in Pinocchio's Data (what ``stages.external_forces`` reads of the
         kinematics), for a compiled step that needs no more: Pinocchio's zeroth-order forward kinematics (the same
         placements as ``_update_kinematics``' first-order pass), ``_stale`` left ALL_STALE (the velocities and
-        Jacobians are not computed). With the compiled Pinocchio calls (``rigid``) their kinematics, as the staged
-        step's (their placements need not be bitwise Pinocchio's Python binding's)."""
-        if self._rigid is None:
+        Jacobians are not computed), when every scripted wrench is applied by the rotation of its free body
+        (``_wrenches_by_rotation``). Otherwise, or with the compiled Pinocchio calls (``rigid``: their placements
+        need not be bitwise Pinocchio's Python binding's), the full kinematics (``_update_kinematics``)."""
+        if self._rigid is None and self._wrenches_by_rotation:
             pin.forwardKinematics(self._pm, self._pin_data, self._q)
         else:
-            self._update_kinematics()
+            self._update_kinematics()                     # a wrench's frame Jacobian (J^T [f; m]) needs them all
 
     def _refresh_kinematics(self) -> None:
         """What ``_stale`` says is missing of the current state's kinematics: joint placements, velocities and
