@@ -31,6 +31,7 @@ from .divergence import DivergenceCheck, DivergenceLimits, tree_velocity_ranges
 from .penetration import DEEP_PENETRATION, PenetrationCheck
 from .free_body_step import FreeBodies, FreeBodyTamsiStep, free_body_tamsi_advance, free_body_tamsi_step
 from .tree_step import NEAR as TREE_NEAR, TreeStep, tree_icf_step, tree_tamsi_step
+from .tree_step import tree_advance
 from .scene import Scene, load_scene
 from .sim_data import SimData
 from .sim_model import SimModel
@@ -578,9 +579,14 @@ class Simulator:
         free-body step (sim/free_body_step.py; its scripted wrenches, if any, on free bodies at their joint frames,
         evaluated at each step's start before the call) runs them in ONE compiled call
         (``free_body_tamsi_advance``) up to a step that is not a clean success, which ``step`` then runs from its
-        start as it would (the staged step's sub-steps on a failure), and the call goes on after it; every other
-        scene loops over ``step``. Returns the report of the first step that failed (not ok), else of the last
-        step; ``strict``: SolverError at a failed step (as ``step(strict=True)``, the steps after it not run)."""
+        start as it would (the staged step's sub-steps on a failure), and the call goes on after it; a scene of the
+        compiled tree step (sim/tree_step.py; robots, free bodies with an ICF engine or coal's pairs; its scripted
+        wrenches on links evaluated at each step's start before the call) likewise (``tree_advance``), except while
+        ``step`` takes the staged step without a compiled attempt (``_tree_wait``) or when its scripted wrenches are
+        on free bodies (written into data.external per step) or it has joint scripts or moving surfaces (inputs
+        that change with t: ``step`` per step); every other scene loops over ``step``. Returns the report of the
+        first step that failed (not ok), else of the last step; ``strict``: SolverError at a failed step (as
+        ``step(strict=True)``, the steps after it not run)."""
         if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
             raise ConfigError(f"advance: n_steps must be a positive number of steps, got {n_steps!r}")
         failed = report = None
@@ -590,6 +596,16 @@ class Simulator:
                                                          or not self.sim_model.has_external_forces):
                 chunk = min(left, self.ADVANCE_CHUNK)
                 done, report = self._fused_advance(chunk)
+                left -= done
+                if done == chunk:
+                    continue
+            # the call's commands are the same for every step: no joint scripts (their targets change with t),
+            # scripted wrenches only on links (their values per step into the call), no moving surfaces
+            if (left > 1 and self._tree is not None and not self._tree_wait
+                    and not self.sim_model.has_joint_scripts and not self.sim_model.has_surface_velocities
+                    and (self._tree.applies_wrenches or not self.sim_model.has_external_forces)):
+                chunk = min(left, self.ADVANCE_CHUNK)
+                done, report = self._tree_advance(chunk)      # the compiled tree step's, n at once
                 left -= done
                 if done == chunk:
                     continue
@@ -627,6 +643,60 @@ class Simulator:
             t += dt
         report = self._commit_compiled(slot, n, q, v, t, m, iterations, err if iterations else 0.0, elapsed / m)
         self._stale = ALL_STALE
+        return m, report
+
+    def _tree_advance(self, n_steps: int) -> tuple[int, StepReport | None]:
+        """Up to ``n_steps`` steps of ``_tree_step`` in one compiled call (``advance``; tree_step.tree_advance):
+        (steps committed, the last one's report or None). The Simulator is left as those steps of ``_tree_step``
+        leave it; at a step the call stopped before, Pinocchio's Data is stale as after a failed ``_tree_step``
+        (``step`` runs that step: ``_tree_step`` again from the same state, then the staged step if it fails)."""
+        t, dt = self._t, self.sim_model.time_step
+        if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
+            self._tree_check = False
+            if not self._tree.current():
+                self._tree = TreeStep(*self._tree_args)
+        tree = self._tree
+        if self._stale == ALL_STALE and tree.pin_kinematics:
+            self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        forces = self.step_parts.external_forces if self.sim_model.has_external_forces else ()
+        wrenches = np.empty((n_steps, len(forces), 6))           # on links (applies_wrenches): at each step's start
+        if forces:
+            ts = t
+            for j in range(n_steps):
+                for i, f in enumerate(forces):
+                    wrenches[j, i] = stages.scripted_wrench(f, ts)
+                ts += dt
+        slots = self.data.slots                # step j into the slot ``first`` when j is even, else the other
+        first = 1 if self.last_result is slots[0].result else 0
+        a, b = slots[first], slots[1 - first]
+        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
+        q_state, v_state = np.empty((2, self.sim_model.nq)), np.empty((2, self.sim_model.nv))
+        start = time.perf_counter()
+        m, iterations, err, count, evaluations, deferred, n, colliding, candidates = tree_advance(
+            self._q, self._v, dt, n_steps, tree.table, self.data.modes, tree.icf, a.outputs,
+            *a.rows(tree.max_rows), b.outputs, *b.rows(tree.max_rows), wrenches, q_state, v_state, q, v)
+        elapsed = time.perf_counter() - start
+        if m < n_steps:
+            self._stale = ALL_STALE               # the stopped step moved Pinocchio's Data: step() runs it
+        if m == 0:
+            return 0, None
+        slot = a if m % 2 == 1 else b
+        if tree.icf:
+            self.engine.record_compiled_step(n, evaluations, deferred)
+        else:
+            self.engine.history_count = count                 # its iteration_history: the last step's updates
+        stats = self.contact_query.stats
+        stats["candidate_pairs"] = candidates if candidates >= 0 else tree.pairs
+        stats["colliding_pairs"], stats["contacts"] = colliding, n
+        self.contacts = self.contact_query.contact_set(n)
+        for _ in range(m):                                # the sim time as m steps add it up
+            t += dt
+        report = self._commit_compiled(slot, n, q, v, t, m, iterations, err if iterations or tree.icf else 0.0,
+                                       elapsed / m, slot.rows(n)[1] if tree.lagged else None)
+        if not tree.pin_kinematics:
+            self._stale = ALL_STALE                       # computed when read (pin_data); the call needs none
+        elif m == n_steps:
+            self._stale = PLACEMENTS_STALE                # the call computed the new state's kinematics
         return m, report
 
     def _fused_step(self) -> StepReport | None:

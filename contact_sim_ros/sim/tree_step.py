@@ -406,6 +406,60 @@ def tree_icf_step(q0, v0, dt, table, modes, outputs, impulse, friction_normal, q
     return status, iterations, residual, failed_at, n_eval, deferred, n, colliding, candidates, code, deep
 
 
+
+@njit(cache=True)
+def tree_advance(q0, v0, dt, n_steps, table, modes, icf, outputs_a, impulse_a, normal_a, outputs_b, impulse_b,
+                 normal_b, wrenches, q_state, v_state, q_out, v_out):
+    """Up to ``n_steps`` steps of ``tree_tamsi_step`` (``icf`` False) or ``tree_icf_step`` (True) from (q0, v0) in
+    one call (``Simulator.advance``: a control period), each from the state the previous one made, with Pinocchio's
+    Data at the kinematics of q0 (the Simulator guarantees it; each committed step leaves its new state's). It
+    stops BEFORE a step that is not a clean success (a coal pair near, NEAR; not converged; a non-OK finish code; a
+    contact beyond the penetration bound alone): that step is left to ``Simulator.step``, which runs it again from
+    the same state (the same numbers) and handles it. Step j writes into the result slot (outputs_a, impulse_a,
+    normal_a) when j is even, else into (outputs_b, impulse_b, normal_b) (the Simulator alternates its two
+    ResultSlots: ``tree_tamsi_step``'s outputs and impulse, ``tree_icf_step``'s friction_normal too); the states
+    between steps go to q_state (2, nq), v_state (2, nv) in turn; the last committed state is copied into q_out
+    (nq,), v_out (nv,) (untouched when none is). ``wrenches`` (n_steps, k, 6): the scripted wrenches on links at
+    each step's start ([force N; torque N m], written into the table's T_WRENCH before the step; k = 0: none).
+    Commands (the data's rows and modes) are the same for every step.
+
+    Returns (m, iterations, err, count, evaluations, deferred, n, colliding, candidates): m the committed steps
+    (m < n_steps: step m was not clean), and the last committed step's iterations, err (TAMSI's err or the ICF
+    residual ratio), TAMSI's history count, the ICF line search's evaluations and deferred contacts, contacts,
+    colliding pairs and candidate pairs (``_tree_stages``'; m = 0: those of the attempted step, not to be
+    used)."""
+    wrench = _f2(table, T_WRENCH)
+    q, v = q0, v0
+    m = 0
+    iterations, err, count, evaluations, deferred, n, colliding, candidates = 0, 0.0, 0, 0, 0, 0, 0, 0
+    for j in range(n_steps):
+        for i in range(wrenches.shape[1]):
+            for k in range(6):
+                wrench[i, k] = wrenches[j, i, k]
+        q_next, v_next = q_state[j % 2], v_state[j % 2]
+        outputs, impulse, normal = (outputs_a, impulse_a, normal_a) if j % 2 == 0 else (outputs_b, impulse_b,
+                                                                                         normal_b)
+        if icf:
+            status, it, e, failed_at, ev, dfr, nj, cj, kj, code, deep = tree_icf_step(
+                q, v, dt, table, modes, outputs, impulse, normal, q_next, v_next)
+            c = 0
+        else:
+            status, it, e, c, info, nj, cj, kj, code, deep = tree_tamsi_step(
+                q, v, dt, table, modes, outputs, impulse, q_next, v_next)
+            ev, dfr = 0, 0
+        if code != step_kernels.OK or deep:        # NEAR, -1 (not converged), non-finite, diverged, too deep
+            break
+        q, v = q_next, v_next
+        m += 1
+        iterations, err, count, evaluations, deferred, n, colliding, candidates = it, e, c, ev, dfr, nj, cj, kj
+    if m > 0:
+        for a in range(q.shape[0]):
+            q_out[a] = q[a]
+        for a in range(v.shape[0]):
+            v_out[a] = v[a]
+    return m, iterations, err, count, evaluations, deferred, n, colliding, candidates
+
+
 class TreeStep:
     """The Simulator's fused tree step for a qualifying scene (``qualifies``): plain data, the address table of
     ``tree_tamsi_step``, or of ``tree_icf_step`` when the engine is an ICF engine (``icf``; ``lagged``: Lagged),
