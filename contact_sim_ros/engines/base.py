@@ -122,7 +122,7 @@ class ResultSlot:
         self.v_next, self.generalized_contact_force, self.actuation_force = self.outputs
         self.result = StepResult(self.v_next, np.zeros((0, 3)), self.generalized_contact_force,
                                  self.actuation_force, SolverStats())
-        self._capacity = -1
+        self._capacity, self._views = -1, {}
         self.rows(8)
 
     @classmethod
@@ -141,7 +141,7 @@ class ResultSlot:
 
     def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(n, 3) impulse and (n,) friction-normal-impulse views of the slot's contact buffers (N*s)."""
-        views = self._views.get(n) if n <= self._capacity else None
+        views = self._views.get(n)            # only sizes up to the capacity are held
         if views is None:
             if n > self._capacity:
                 self._capacity = max(n, 2 * self._capacity)

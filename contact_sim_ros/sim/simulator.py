@@ -48,6 +48,9 @@ from .stages import (actuation as _actuation_stage, contacts as _contacts_stage,
 KINEMATICS_CURRENT = 0
 PLACEMENTS_STALE = 1       # frame and geometry placements; joint placements, velocities and Jacobians are current
 ALL_STALE = 2              # nothing computed at the current state
+CONVERGED = SolverStatus.CONVERGED
+STEP_OK = step_kernels.OK  # a compiled step's finish code: the step succeeded
+perf_counter = time.perf_counter
 
 # steps that take the staged step without a fused tree attempt after one found a coal pair within its bounding
 # volumes' margin (the contact query's own retest interval, geometry/contact_query.BOUND_RETEST_AFTER)
@@ -158,6 +161,10 @@ class Simulator:
         d.wrench_views = tuple(None if v0 is None or free.count(v0) != 1 else d.external[v0:v0 + 6].reshape(2, 3)
                                for v0 in targets)
         wrench_targets = tuple(-1 if v0 is None else v0 for v0 in targets)
+        # every scripted wrench on a free body's joint frame as one wrench function: the joint placements are all
+        # that stages.external_forces reads of the kinematics (no Jacobian: _body_rotations)
+        self._wrenches_by_rotation = all(v0 >= 0 and f.wrench is not None
+                                         for f, v0 in zip(self.scene.external_forces, wrench_targets))
         script_index = []                         # per scripted joint: (q index, v index, lower, upper)
         for script in self.scene.joint_scripts:
             i = m.joint_index(script.joint)
@@ -704,8 +711,8 @@ class Simulator:
                 fused.wrench_at(t)                                # the call writes data.external from them
             else:
                 if self._stale == ALL_STALE:
-                    self._update_kinematics()                     # the bodies' rotations
-                self._external_forces(t)                          # into data.external, a row of data.rows
+                    self._body_rotations()                        # the bodies' rotations
+                stages.external_forces(self.sim_model, self.data, self.step_parts, t)    # into data.external
         if fused.check_slots:                 # a staged step ran since the last fused call
             fused.check_slots = False
             fused.current_slots()
@@ -713,15 +720,18 @@ class Simulator:
         k = 1 if self.last_result is slots[0].result else 0
         slot = slots[k]
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
-        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
-        start = time.perf_counter()
+        m = self.sim_model
+        q, v = np.empty(m.nq), np.empty(m.nv)
+        start = perf_counter()
         status, iterations, err, count, info, n, r, code, deep = free_body_tamsi_step(self._q, self._v, dt,
                                                                                       fused.table, k, q, v)
-        elapsed = time.perf_counter() - start
+        elapsed = perf_counter() - start
         self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
-        stats["candidate_pairs"], stats["colliding_pairs"], stats["contacts"] = fused.pairs, r, n
-        if code != step_kernels.OK:                       # -1: not converged
+        stats["candidate_pairs"] = fused.pairs
+        stats["colliding_pairs"] = r
+        stats["contacts"] = n
+        if code != STEP_OK:                               # -1: not converged
             if code != step_kernels.DIVERGED or self._divergence.check(q, v, fused.mass_matrix, t + dt):
                 fused.check_slots = True                  # the staged step runs
                 return None
@@ -758,28 +768,33 @@ class Simulator:
                     values[i] = stages.scripted_wrench(f, t)
             else:
                 if self._stale == ALL_STALE:
-                    self._update_kinematics()                     # the bodies' rotations (free bodies only)
-                self._external_forces(t)                          # into data.external, a row of data.rows
-        slots = self.data.slots                # the engine's outputs into the slot last_result does not hold
+                    self._body_rotations()                        # the bodies' rotations (free bodies only)
+                stages.external_forces(self.sim_model, self.data, self.step_parts, t)    # into data.external
+        data = self.data
+        slots = data.slots                     # the engine's outputs into the slot last_result does not hold
         slot = slots[1] if self.last_result is slots[0].result else slots[0]
         # the new state: fresh arrays (callers may hold sim.q / sim.v across steps); the rest is written in place
-        q, v = np.empty(self.sim_model.nq), np.empty(self.sim_model.nv)
-        start = time.perf_counter()
+        m = self.sim_model
+        q, v = np.empty(m.nq), np.empty(m.nv)
+        impulse, friction_normal = slot.rows(tree.max_rows)
         if tree.icf:                          # Lagged, Similar, SAP: icf_step (ConvexICFEngine._do_step_into's)
+            start = perf_counter()
             status, iterations, err, failed_at, n_eval, deferred, n, colliding, candidates, code, deep = tree_icf_step(
-                self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, *slot.rows(tree.max_rows), q, v)
-            elapsed = time.perf_counter() - start
+                self._q, self._v, dt, tree.table, data.modes, slot.outputs, impulse, friction_normal, q, v)
+            elapsed = perf_counter() - start
             self.engine.record_compiled_step(n, n_eval, deferred)
         else:
+            start = perf_counter()
             status, iterations, err, count, info, n, colliding, candidates, code, deep = tree_tamsi_step(
-                self._q, self._v, dt, tree.table, self.data.modes, slot.outputs, slot.rows(tree.max_rows)[0], q, v)
-            elapsed = time.perf_counter() - start
+                self._q, self._v, dt, tree.table, data.modes, slot.outputs, impulse, q, v)
+            elapsed = perf_counter() - start
             self.engine.history_count = count                 # its iteration_history: this step's Newton updates
         stats = self.contact_query.stats
         # update's candidate pairs: the call's count with coal's pairs in it, else the compiled pairs (TreeStep.pairs)
         stats["candidate_pairs"] = candidates if candidates >= 0 else tree.pairs
-        stats["colliding_pairs"], stats["contacts"] = colliding, n
-        if code != step_kernels.OK:       # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
+        stats["colliding_pairs"] = colliding
+        stats["contacts"] = n
+        if code != STEP_OK:               # not converged, non-finite, diverged (rare); a coal pair near (NEAR)
             if code == TREE_NEAR:
                 self._tree_wait = TREE_RETEST_AFTER     # the staged step for these next steps (no attempt)
             else:
@@ -793,9 +808,10 @@ class Simulator:
                 self._stale = ALL_STALE                   # the call moved Pinocchio's Data
                 return None                               # the staged step fails with the reason
         self.contacts = contacts
+        impulse, friction_normal = slot.rows(n)
         report = self._commit_compiled(slot, n, q, v, t + dt, 1, iterations,
                                        err if iterations or tree.icf else 0.0, elapsed,
-                                       slot.rows(n)[1] if tree.lagged else None)   # as ConvexICFEngine's
+                                       friction_normal if tree.lagged else None, impulse)   # as ConvexICFEngine's
         if not tree.pin_kinematics:
             self._stale = ALL_STALE                       # computed when read (pin_data); the call needs none
         elif deep:
@@ -805,22 +821,27 @@ class Simulator:
         return report
 
     def _commit_compiled(self, slot, n, q, v, t_next, steps, iterations, residual, solve_time,
-                         friction_normal_impulse=None) -> StepReport:
+                         friction_normal_impulse=None, impulse=None) -> StepReport:
         """What ``steps`` successful steps of a compiled call (``_fused_step``, ``_fused_advance``, ``_tree_step``)
         leave, as the staged step leaves them: the slot's result (the engine's outputs of the last step, its ``n``
-        contacts' impulses) as ``last_result`` with converged stats (``solve_time`` s per step), the actuation force,
-        the new state (q, v, sim time ``t_next`` s) and the step count. Returns the last step's report."""
+        contacts' impulses: ``impulse``, ``slot.rows(n)[0]`` when None) as ``last_result`` with converged stats
+        (``solve_time`` s per step), the actuation force, the new state (q, v, sim time ``t_next`` s) and the step
+        count. Returns the last step's report."""
         result = self.last_result = slot.result
-        result.v_next, result.contact_impulse, result.friction_normal_impulse = (v, slot.rows(n)[0],
-                                                                                friction_normal_impulse)
+        result.v_next = v
+        result.contact_impulse = impulse if impulse is not None else slot.rows(n)[0]
+        result.friction_normal_impulse = friction_normal_impulse
         stats = result.stats
-        stats.status, stats.iterations, stats.residual, stats.solve_time_s, stats.message = (
-            SolverStatus.CONVERGED, iterations, residual, solve_time, "")
+        stats.status = CONVERGED
+        stats.iterations = iterations
+        stats.residual = residual
+        stats.solve_time_s = solve_time
+        stats.message = ""
         self._last_dt = self.sim_model.time_step
         self.actuation_force = slot.actuation_force
         self._q, self._v, self._t = q, v, t_next
         self.step_count += steps
-        return StepReport(t_next, True, SolverStatus.CONVERGED, 1, iterations, "")
+        return StepReport(t_next, True, CONVERGED, 1, iterations, "")
 
     def _advance(self, q, v, t, dt) -> tuple[StepResult, np.ndarray | None]:
         """One attempt at a (sub-)step from (q, v, t): the stages of sim/stages.py in order, on the model
@@ -906,6 +927,18 @@ class Simulator:
         are computed when ``pin_data`` / ``geometry_data`` are next read (``_refresh_kinematics``)."""
         _kinematics_stage(self.sim_model, self.data, self.step_parts, self._q, self._v)
         self._stale = PLACEMENTS_STALE
+
+    def _body_rotations(self) -> None:
+        """The joint placements of the current q in Pinocchio's Data (what ``stages.external_forces`` reads of the
+        kinematics), for a compiled step that needs no more: Pinocchio's zeroth-order forward kinematics (the same
+        placements as ``_update_kinematics``' first-order pass), ``_stale`` left ALL_STALE (the velocities and
+        Jacobians are not computed), when every scripted wrench is applied by the rotation of its free body
+        (``_wrenches_by_rotation``). Otherwise, or with the compiled Pinocchio calls (``rigid``: their placements
+        need not be bitwise Pinocchio's Python binding's), the full kinematics (``_update_kinematics``)."""
+        if self._rigid is None and self._wrenches_by_rotation:
+            pin.forwardKinematics(self._pm, self._pin_data, self._q)
+        else:
+            self._update_kinematics()                     # a wrench's frame Jacobian (J^T [f; m]) needs them all
 
     def _refresh_kinematics(self) -> None:
         """What ``_stale`` says is missing of the current state's kinematics: joint placements, velocities and

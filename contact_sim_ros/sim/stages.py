@@ -129,7 +129,7 @@ def external_forces(model, data, parts, t) -> None:
     free body whose frame is its joint frame that is (R^T f, R^T m) on its six velocities (body-frame free-flyer
     velocities), applied without the Jacobian (model.wrench_targets, data.wrench_views)."""
     tau = data.external
-    tau[:] = 0.0
+    tau.fill(0.0)
     pd = parts.pin_data
     for f, target, view in zip(parts.external_forces, model.wrench_targets, data.wrench_views):
         if target >= 0 and f.wrench is not None:
