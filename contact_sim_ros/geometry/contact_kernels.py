@@ -73,6 +73,21 @@ def _next_relative_column(joint_columns, ia, ea, ib, eb):
 
 
 @njit(cache=True, inline="always")
+def _insert_column(columns, n, k, d):
+    """Velocity d into contact n's ascending column list ``columns[n, :k]`` unless it is there; returns its new
+    length (``finish_contacts``)."""
+    at = k
+    while at > 0 and columns[n, at - 1] > d:
+        at -= 1
+    if at > 0 and columns[n, at - 1] == d:
+        return k
+    for e in range(k, at, -1):
+        columns[n, e] = columns[n, e - 1]
+    columns[n, at] = d
+    return k + 1
+
+
+@njit(cache=True, inline="always")
 def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian,
                     joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns):
     """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.
@@ -139,18 +154,8 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
                 r2 = 0.0 + w * (joint_jacobian[2, c] - (p0 * wy - p1 * wx))
                 for t in range(3):
                     jacobian[3 * n + t, d] = R[0, t] * r0 + R[1, t] * r1 + R[2, t] * r2
-                at = k
-                while at > 0 and columns[n, at - 1] > d:
-                    at -= 1
-                for e in range(k, at, -1):
-                    columns[n, e] = columns[n, e - 1]
-                columns[n, at] = d
-                k += 1
-            for e in range(k, columns.shape[1]):
-                columns[n, e] = -1
-            n += 1
-            continue
-        for sweep in range(3):              # 0: zero rel there, 1: accumulate, 2: rotate into the rows
+                k = _insert_column(columns, n, k, d)
+        for sweep in range(0 if one_to_one else 3):     # 0: zero rel there, 1: accumulate, 2: rotate into the rows
             ia, ea = joint_columns[ja], joint_columns[ja + 1]
             ib, eb = joint_columns[jb], joint_columns[jb + 1]
             while True:                     # merge of the two ascending column lists
@@ -170,15 +175,7 @@ def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_ma
                 else:
                     for t in range(3):
                         jacobian[3 * n + t, d] = R[0, t] * rel[0, d] + R[1, t] * rel[1, d] + R[2, t] * rel[2, d]
-                    # d into the contact's ascending column list (a mimic joint's velocity comes once per column)
-                    at = k
-                    while at > 0 and columns[n, at - 1] > d:
-                        at -= 1
-                    if at == 0 or columns[n, at - 1] != d:
-                        for e in range(k, at, -1):
-                            columns[n, e] = columns[n, e - 1]
-                        columns[n, at] = d
-                        k += 1
+                    k = _insert_column(columns, n, k, d)      # a mimic joint's velocity comes once per column
         for e in range(k, columns.shape[1]):
             columns[n, e] = -1
         n += 1
