@@ -645,19 +645,25 @@ class Simulator:
         self._stale = ALL_STALE
         return m, report
 
+    def _current_tree(self) -> TreeStep:
+        """The TreeStep whose table the next compiled call takes (``_tree_step``, ``_tree_advance``): built again when
+        a staged step since the last call replaced a buffer it points into; Pinocchio's Data brought to q when the
+        call reads it (``pin_kinematics``)."""
+        if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
+            self._tree_check = False
+            if not self._tree.current():
+                self._tree = TreeStep(*self._tree_args)
+        if self._stale == ALL_STALE and self._tree.pin_kinematics:
+            self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        return self._tree
+
     def _tree_advance(self, n_steps: int) -> tuple[int, StepReport | None]:
         """Up to ``n_steps`` steps of ``_tree_step`` in one compiled call (``advance``; tree_step.tree_advance):
         (steps committed, the last one's report or None). The Simulator is left as those steps of ``_tree_step``
         leave it; at a step the call stopped before, Pinocchio's Data is stale as after a failed ``_tree_step``
         (``step`` runs that step: ``_tree_step`` again from the same state, then the staged step if it fails)."""
         t, dt = self._t, self.sim_model.time_step
-        if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
-            self._tree_check = False
-            if not self._tree.current():
-                self._tree = TreeStep(*self._tree_args)
-        tree = self._tree
-        if self._stale == ALL_STALE and tree.pin_kinematics:
-            self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        tree = self._current_tree()
         forces = self.step_parts.external_forces if self.sim_model.has_external_forces else ()
         wrenches = np.empty((n_steps, len(forces), 6))           # on links (applies_wrenches): at each step's start
         if forces:
@@ -751,13 +757,7 @@ class Simulator:
         pair may be within the margin, not converged, non-finite, diverged, too deep): ``step`` then runs the staged
         step, which covers the coal pairs, or fails the same way and retries with sub-steps."""
         t, dt = self._t, self.sim_model.time_step
-        if self._tree_check:                   # after a staged step: the table's buffers may have been replaced
-            self._tree_check = False
-            if not self._tree.current():
-                self._tree = TreeStep(*self._tree_args)
-        tree = self._tree
-        if self._stale == ALL_STALE and tree.pin_kinematics:
-            self._update_kinematics()                             # the call reads Pinocchio's Data at q
+        tree = self._current_tree()
         self._apply_scripts(t + dt)           # the data's targets and modes the call reads (as _advance's)
         if self.sim_model.has_surface_velocities:     # data.surface_velocity at t: the call's velocity bias
             stages.surface_velocities(self.sim_model, self.data, self.step_parts, t)
