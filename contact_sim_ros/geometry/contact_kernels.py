@@ -88,6 +88,18 @@ def _insert_column(columns, n, k, d):
 
 
 @njit(cache=True, inline="always")
+def append_raw_rows(pair, wit_a, wit_b, normal, at, src_pair, src_a, src_b, src_normal, count):
+    """Copies ``count`` raw contact rows (pair index, witness points A and B, normal: ``finish_contacts``' inputs)
+    from the ``src_*`` buffers into rows ``at:at + count`` of the merged buffers."""
+    for i in range(count):
+        pair[at + i] = src_pair[i]
+        for k in range(3):
+            wit_a[at + i, k] = src_a[i, k]
+            wit_b[at + i, k] = src_b[i, k]
+            normal[at + i, k] = src_normal[i, k]
+
+
+@njit(cache=True, inline="always")
 def finish_contacts(pair_of, wit_a, wit_b, normal_raw, margin, pair_ids, pair_material, joint_jacobian,
                     joint_columns, column_dof, ids, point, normal, phi, rotation, jacobian, material, rel, columns):
     """Compacts the raw contacts with phi <= margin into the output buffers; returns their number n.

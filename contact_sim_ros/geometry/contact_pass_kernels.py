@@ -185,12 +185,7 @@ def coal_contact_pass(t, J, q, use_bounds):
                 mr_a[i, k] = raw[0, o, k]
                 mr_b[i, k] = raw[1, o, k]
                 mr_n[i, k] = raw[2, o, k]
-    for i in range(rp):
-        mr_pair[ns + i] = pr_pair[i]
-        for k in range(3):
-            mr_a[ns + i, k] = pr_a[i, k]
-            mr_b[ns + i, k] = pr_b[i, k]
-            mr_n[ns + i, k] = pr_n[i, k]
+    contact_kernels.append_raw_rows(mr_pair, mr_a, mr_b, mr_n, ns, pr_pair, pr_a, pr_b, pr_n, rp)
     n = contact_kernels.finish_contacts(
         mr_pair[:rows], mr_a[:rows], mr_b[:rows], mr_n[:rows], margin, _i2(t, P_PAIR_IDS), _f2(t, P_PAIR_MATERIAL),
         J, _i1(t, P_JOINT_COLUMNS), _i1(t, P_COLUMN_DOF), ids, _f2(t, P_POINT), _f2(t, P_NORMAL), _f1(t, P_PHI),

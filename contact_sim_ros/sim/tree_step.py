@@ -227,12 +227,7 @@ def compiled_contacts(t, J, placement, margin):
             _f1(t, T_C_HALF_LENGTH), _f2(t, T_C_PLANE_NORMAL), _f1(t, T_C_PLANE_OFFSET), _i1(t, T_C_FACE_START),
             _f2(t, T_C_FACE_NORMAL), _f1(t, T_C_FACE_OFFSET), scalars[S_CASTER_TOLERANCE], scalars[S_DEEPEST],
             _f1(t, T_BH_MIN_GAP), p_pair, p_a, p_b, p_n)
-        for i in range(rp):
-            m_pair[rows + i] = p_pair[i]
-            for k in range(3):
-                m_a[rows + i, k] = p_a[i, k]
-                m_b[rows + i, k] = p_b[i, k]
-                m_n[rows + i, k] = p_n[i, k]
+        contact_kernels.append_raw_rows(m_pair, m_a, m_b, m_n, rows, p_pair, p_a, p_b, p_n, rp)
         rows += rp
     n = 0
     if rows > 0:
